@@ -1,0 +1,34 @@
+/* The `gearbox` command line: one function per verb, plus the option handling they share
+ * (`--set section.key=value`, `--plugin-path DIRS`, `--help`). */
+#ifndef GB_CLI_H
+#define GB_CLI_H
+
+#include "config.h"
+
+int gb_cmd_train(int argc, char **argv);
+int gb_cmd_prepare(int argc, char **argv);
+int gb_cmd_sample(int argc, char **argv);
+int gb_cmd_plugins(int argc, char **argv);
+int gb_cmd_check(int argc, char **argv);
+
+/* What `train` and `check` share: a config file with overrides and a plugin path. */
+typedef struct gb_cli_run {
+    const char *config_path;
+    const char *plugin_path;
+    const char *resume;        /* train only */
+    gb_config *cfg;            /* loaded, overrides applied */
+} gb_cli_run;
+
+/* Parses "CONFIG [--set s.k=v]... [--plugin-path DIRS] [--resume CKPT]" (resume only when
+ * allow_resume), loads the config and applies the overrides. Returns 0, or the exit
+ * status after printing the problem (2: usage or config error). */
+int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
+                     gb_cli_run *run);
+
+/* 1 when argv holds -h or --help (then `usage` has been printed). */
+int gb_cli_wants_help(int argc, char **argv, const char *usage);
+
+/* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
+int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,129 @@
+/* `gearbox plugins`: what is on the search path, from descriptors alone (like
+ * gst-inspect): loading a plugin runs none of its code but the entry function. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "loader.h"
+
+static const char usage[] =
+    "usage: gearbox plugins [KIND] [--plugin-path DIRS]\n"
+    "       gearbox plugins show NAME [--plugin-path DIRS]\n"
+    "\n"
+    "Lists the plugins found on the search path (--plugin-path, GEARBOX_PLUGIN_PATH, the\n"
+    "built-in folder): kind, name, version, devices and file. KIND is one of device, attn,\n"
+    "optim, precision, comm. `show NAME` (or KIND/NAME when names clash) prints one plugin\n"
+    "with every config key: type, default, range or choices, and what it does.\n"
+    "Plugins that fail to load are reported with the reason, and the exit status is 1.\n";
+
+static const char *const type_names[] = {"int", "float", "bool", "string", "enum"};
+
+static void print_option(const gb_option *o)
+{
+    char range[128] = "";
+    if (o->type == GB_OPT_INT || o->type == GB_OPT_FLOAT)
+        snprintf(range, sizeof range, "[%g, %g]", o->min, o->max);
+    else if (o->type == GB_OPT_ENUM)
+        snprintf(range, sizeof range, "%s", o->choices);
+    printf("    %-22s %-6s default %-10s %-18s %s\n", o->key, type_names[o->type],
+           o->default_value, range, o->help);
+}
+
+static void show(const gb_plugin *p)
+{
+    const gb_plugin_desc *d = p->desc;
+    char devices[32];
+    gb_device_list(d->devices, devices, sizeof devices);
+    printf("%s/%s %s\n  %s\n", gb_kind_name(d->kind), d->name, d->version, d->description);
+    printf("  file:    %s\n  devices: %s\n  ABI:     %u.%u\n", p->path, devices, d->abi_major,
+           d->abi_minor);
+    printf("  config keys, in [%s]:\n", gb_kind_name(d->kind));
+    printf("    %-22s %-6s default %-10s %-18s %s\n", "plugin", "string", d->name, "",
+           "selects this plugin");
+    for (size_t i = 0; i < d->n_options; i++)
+        print_option(&d->options[i]);
+}
+
+static int matches(const gb_plugin *p, const char *name)
+{
+    const char *slash = strchr(name, '/');
+    if (!slash)
+        return strcmp(p->desc->name, name) == 0;
+    return strncmp(gb_kind_name(p->desc->kind), name, (size_t)(slash - name)) == 0 &&
+           strlen(gb_kind_name(p->desc->kind)) == (size_t)(slash - name) &&
+           strcmp(p->desc->name, slash + 1) == 0;
+}
+
+static int show_named(const gb_plugin **all, int n, const char *name, gb_loader *loader)
+{
+    int hits = 0;
+    for (int i = 0; i < n; i++)
+        hits += matches(all[i], name);
+    if (hits == 0) {
+        fprintf(stderr, "gearbox plugins: no plugin named '%s' on the search path %s; "
+                "`gearbox plugins` lists them\n", name, gb_loader_path_string(loader));
+        return 1;
+    }
+    if (hits > 1 && !strchr(name, '/')) {
+        fprintf(stderr, "gearbox plugins: several plugins are named '%s'; say which with "
+                "KIND/NAME:\n", name);
+        for (int i = 0; i < n; i++)
+            if (matches(all[i], name))
+                fprintf(stderr, "  %s/%s  %s\n", gb_kind_name(all[i]->desc->kind), name,
+                        all[i]->path);
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        if (matches(all[i], name))
+            show(all[i]);
+    return 0;
+}
+
+static void list(const gb_plugin **all, int n)
+{
+    printf("%-10s %-14s %-8s %-9s %s\n", "KIND", "NAME", "VERSION", "DEVICES", "FILE");
+    for (int i = 0; i < n; i++) {
+        char devices[32];
+        gb_device_list(all[i]->desc->devices, devices, sizeof devices);
+        printf("%-10s %-14s %-8s %-9s %s\n", gb_kind_name(all[i]->desc->kind),
+               all[i]->desc->name, all[i]->desc->version, devices, all[i]->path);
+    }
+}
+
+int gb_cmd_plugins(int argc, char **argv)
+{
+    if (gb_cli_wants_help(argc, argv, usage))
+        return 0;
+    const char *plugin_path = NULL, *kind_name = NULL, *show_name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--plugin-path") == 0 && i + 1 < argc)
+            plugin_path = argv[++i];
+        else if (strcmp(argv[i], "show") == 0 && i + 1 < argc)
+            show_name = argv[++i];
+        else if (!kind_name && gb_kind_from_name(argv[i]))
+            kind_name = argv[i];
+        else
+            return gb_cli_usage_error("plugins", "unexpected argument %s", argv[i]);
+    }
+    gb_loader *loader = gb_loader_new();
+    gb_loader_add_path(loader, plugin_path);
+    gb_loader_add_path(loader, getenv("GEARBOX_PLUGIN_PATH"));
+    gb_loader_add_default_path(loader);
+    gb_diag diag = {0};
+    const gb_plugin **all = NULL;
+    int n = gb_loader_scan(loader, kind_name ? gb_kind_from_name(kind_name) : 0, &all, &diag);
+    int rc = 0;
+    if (show_name)
+        rc = show_named(all, n, show_name, loader);
+    else
+        list(all, n);
+    if (!show_name && n == 0)
+        printf("(no plugins found; search path: %s)\n", gb_loader_path_string(loader));
+    gb_diag_print(&diag, stderr);
+    rc |= diag.count > 0;
+    gb_diag_clear(&diag);
+    free(all);
+    gb_loader_free(loader);
+    return rc;
+}

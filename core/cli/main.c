@@ -1,0 +1,49 @@
+/* `gearbox`: dispatches to one verb per subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "gearbox/plugin.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: gearbox VERB [ARGS...]\n"
+    "\n"
+    "  train CONFIG [--set section.key=value]... [--resume CHECKPOINT]\n"
+    "                                  train a GPT as the INI file says\n"
+    "  check CONFIG [--set section.key=value]...\n"
+    "                                  validate a config, resolve its plugins, print the\n"
+    "                                  effective configuration\n"
+    "  prepare TEXT OUTDIR             make character-level token files from a text file\n"
+    "  sample CHECKPOINT [--prompt S] [--tokens N] [--temperature T] [--top-k K] [--seed N]\n"
+    "                                  generate text from a checkpoint\n"
+    "  plugins [KIND]                  list the plugins found on the search path\n"
+    "  plugins show NAME               a plugin's details and every config key\n"
+    "\n"
+    "Every verb takes --help. train, check and plugins take --plugin-path DIRS\n"
+    "(':'-separated), searched before GEARBOX_PLUGIN_PATH, the config's [run] plugin_path\n"
+    "and the built-in plugin folder.\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("gearbox %s (plugin ABI %d.%d)\n", GB_VERSION, GB_ABI_MAJOR, GB_ABI_MINOR);
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*run)(int, char **);
+    } verbs[] = {
+        {"train", gb_cmd_train},     {"check", gb_cmd_check},     {"prepare", gb_cmd_prepare},
+        {"sample", gb_cmd_sample},   {"plugins", gb_cmd_plugins},
+    };
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (strcmp(argv[1], verbs[i].name) == 0)
+            return verbs[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "gearbox: unknown verb '%s'\n\n%s", argv[1], usage);
+    return 2;
+}

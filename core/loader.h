@@ -1,0 +1,62 @@
+/* The plugin loader: finds plugin shared objects on an explicit search path, dlopen()s
+ * them, and checks their descriptors before anything else touches them.
+ *
+ * Search path, in order: directories given with --plugin-path, then GEARBOX_PLUGIN_PATH,
+ * then [run] plugin_path from the config, then the build tree (when gearbox runs from it)
+ * or the installed plugin directory. The working directory is never searched. Each
+ * directory is searched recursively (a few levels), so a build tree works as is.
+ *
+ * File names follow one scheme: <kind>-<name>-<device>.so for code built per device,
+ * <kind>-<name>.so for device-independent plugins, and device-<name>.so for devices.
+ * A config may also name a plugin by path (`plugin = /opt/x/attn-mine-cpu.so`).
+ */
+#ifndef GB_CORE_LOADER_H
+#define GB_CORE_LOADER_H
+
+#include "gearbox/plugin.h"
+#include "diag.h"
+
+typedef struct gb_plugin {
+    char *path;                  /* the file it was loaded from (absolute) */
+    void *handle;                /* dlopen handle, closed by gb_loader_free */
+    const gb_plugin_desc *desc;  /* validated descriptor */
+} gb_plugin;
+
+typedef struct gb_loader gb_loader;
+
+gb_loader *gb_loader_new(void);
+void gb_loader_free(gb_loader *loader);
+
+/* Appends the ':'-separated directories of `dirs` (NULL or "" adds nothing). */
+void gb_loader_add_path(gb_loader *loader, const char *dirs);
+/* Appends the build tree's or the installed plugin directory, whichever applies. */
+void gb_loader_add_default_path(gb_loader *loader);
+/* The search path as one ':'-separated string, for messages. */
+const char *gb_loader_path_string(gb_loader *loader);
+
+/* Loads and validates the shared object at `path` (once; later calls return the same
+ * plugin). On failure adds a message naming the file to `diag` and returns NULL. */
+const gb_plugin *gb_loader_open(gb_loader *loader, const char *path, gb_diag *diag);
+
+/* Finds the plugin of `kind` called `name` for `device` (a GB_DEVICE_* bit; ignored for
+ * devices themselves). `name` may be a path. On failure explains (listing the plugins of
+ * that kind that were found, and the search path) and returns NULL. */
+const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *name,
+                                uint32_t device, gb_diag *diag);
+
+/* Loads every plugin file on the search path (of `kind`, or all kinds when kind is 0).
+ * Files that fail to load are reported into `diag` and skipped. */
+int gb_loader_scan(gb_loader *loader, gb_kind kind, const gb_plugin ***out, gb_diag *diag);
+
+/* "device", "attn", ... ; NULL for an unknown kind. */
+const char *gb_kind_name(gb_kind kind);
+/* GB_KIND_* for a name, or 0. */
+gb_kind gb_kind_from_name(const char *name);
+/* "cpu", "cuda"; the lowest set bit decides. "none" for 0. */
+const char *gb_device_name(uint32_t device_bits);
+/* Writes a ','-separated list of the device names in `bits` into buf. */
+void gb_device_list(uint32_t bits, char *buf, size_t cap);
+/* Text of a status code, e.g. "GB_ERR_CONFIG". */
+const char *gb_status_name(gb_status status);
+
+#endif

@@ -1,0 +1,707 @@
+/* The GPT model through the device and attention plugins; see model.h.
+ * Shapes: B batch, T tokens, C n_embd, H heads, D = C/H, V vocab, L layers, N = B*T. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+typedef struct layer_params {
+    float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb;
+    float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+} layer_params;
+
+typedef struct model_params {
+    float *wte, *wpe, *lnfw, *lnfb;
+    layer_params *layers;
+} model_params;
+
+typedef struct layer_acts {
+    float *ln1, *ln1_mean, *ln1_rstd;  /* (N, C), (N), (N) */
+    float *qkv;                        /* (N, 3C) packed as (B, T, 3, H, D) */
+    float *atty;                       /* (N, C) attention output, (B, T, H, D) */
+    void *attn_saved;                  /* what the attention plugin keeps for backward */
+    float *res2;                       /* (N, C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd;  /* (N, C), (N), (N) */
+    float *fch, *fch_gelu;             /* (N, 4C) */
+    float *res3;                       /* (N, C) residual after the MLP */
+} layer_acts;
+
+struct gb_model {
+    gb_runtime *rt;
+    void *dev;                      /* the device instance, first argument of its ops */
+    gb_model_config cfg;
+    int64_t B;                      /* micro-batch capacity */
+    int train;
+
+    gb_param_tensor *tensors;
+    int n_tensors;
+    int64_t n_params;
+    gb_param_group *groups;         /* host, one per tensor */
+
+    float *params, *grads;          /* (n_params) each, device */
+    void *optim_state;              /* device */
+    size_t optim_state_bytes;
+    float *norm_sq;                 /* device scalar */
+    model_params p, g;              /* views into params and grads */
+
+    int32_t *tokens, *targets;      /* (B, block_size) device */
+    float *encoded;                 /* (N, C) */
+    layer_acts *acts;
+    float *proj;                    /* (N, C) forward scratch for both projections */
+    float *lnf, *lnf_mean, *lnf_rstd;
+    float *logits;                  /* (N, V); becomes dlogits in backward */
+    float *losses;                  /* (N) */
+    float *host_losses;             /* (N) host */
+    float *dres, *dC, *d3C, *d4C;   /* backward scratch: (N, C), (N, C), (N, 3C), (N, 4C) */
+    void *attn_workspace;
+    size_t attn_saved_bytes, attn_workspace_bytes;
+
+    int64_t last_B, last_T;         /* shape of the last forward */
+    int last_has_targets;
+
+    void **allocations;
+    int n_allocations;
+    gb_memory_plan plan;
+};
+
+/* ---- allocation ---------------------------------------------------------------------- */
+
+static void *device_alloc(gb_model *m, size_t bytes, size_t *category)
+{
+    if (bytes == 0)
+        bytes = 64;
+    void *ptr = NULL;
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    gb_status st = m->rt->dev->alloc(m->dev, bytes, &ptr);
+    if (st != GB_OK) {
+        gb_call_failed(dev, st, "alloc");
+        return NULL;
+    }
+    void **grown = realloc(m->allocations, (size_t)(m->n_allocations + 1) * sizeof *grown);
+    if (!grown) {
+        m->rt->dev->free(m->dev, ptr);
+        return NULL;
+    }
+    m->allocations = grown;
+    m->allocations[m->n_allocations++] = ptr;
+    *category += bytes;
+    return ptr;
+}
+
+#define ALLOC_F32(m, count, category) \
+    ((float *)device_alloc((m), (size_t)(count) * sizeof(float), &(m)->plan.category))
+
+/* ---- parameter layout ---------------------------------------------------------------- */
+
+static void add_tensor(gb_model *m, const char *name, int64_t rows, int64_t cols)
+{
+    gb_param_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->offset = m->n_params;
+    t->rows = rows;
+    t->cols = cols;
+    t->numel = rows * cols;
+    t->decay = rows > 1;
+    m->n_params += t->numel;
+}
+
+static void add_layer_tensor(gb_model *m, int64_t l, const char *suffix, int64_t rows,
+                             int64_t cols)
+{
+    char name[64];
+    snprintf(name, sizeof name, "h.%lld.%s", (long long)l, suffix);
+    add_tensor(m, name, rows, cols);
+}
+
+/* nanoGPT's parameter order; biases only when the model has them. */
+static void plan_tensors(gb_model *m)
+{
+    const gb_model_config *c = &m->cfg;
+    int64_t C = c->n_embd;
+    m->tensors = calloc((size_t)(4 + 12 * c->n_layer), sizeof *m->tensors);
+    add_tensor(m, "wte", c->vocab_size, C);
+    add_tensor(m, "wpe", c->block_size, C);
+    for (int64_t l = 0; l < c->n_layer; l++) {
+        add_layer_tensor(m, l, "ln_1.weight", 1, C);
+        if (c->bias)
+            add_layer_tensor(m, l, "ln_1.bias", 1, C);
+        add_layer_tensor(m, l, "attn.c_attn.weight", 3 * C, C);
+        if (c->bias)
+            add_layer_tensor(m, l, "attn.c_attn.bias", 1, 3 * C);
+        add_layer_tensor(m, l, "attn.c_proj.weight", C, C);
+        if (c->bias)
+            add_layer_tensor(m, l, "attn.c_proj.bias", 1, C);
+        add_layer_tensor(m, l, "ln_2.weight", 1, C);
+        if (c->bias)
+            add_layer_tensor(m, l, "ln_2.bias", 1, C);
+        add_layer_tensor(m, l, "mlp.c_fc.weight", 4 * C, C);
+        if (c->bias)
+            add_layer_tensor(m, l, "mlp.c_fc.bias", 1, 4 * C);
+        add_layer_tensor(m, l, "mlp.c_proj.weight", C, 4 * C);
+        if (c->bias)
+            add_layer_tensor(m, l, "mlp.c_proj.bias", 1, C);
+    }
+    add_tensor(m, "ln_f.weight", 1, C);
+    if (c->bias)
+        add_tensor(m, "ln_f.bias", 1, C);
+}
+
+/* Points `views` at the tensors of `base`, in plan_tensors' order. */
+static void bind_views(gb_model *m, float *base, model_params *v)
+{
+    int i = 0;
+    int bias = m->cfg.bias;
+#define NEXT() (base + m->tensors[i++].offset)
+#define NEXT_BIAS() (bias ? NEXT() : NULL)
+    v->wte = NEXT();
+    v->wpe = NEXT();
+    for (int64_t l = 0; l < m->cfg.n_layer; l++) {
+        layer_params *lp = &v->layers[l];
+        lp->ln1w = NEXT();
+        lp->ln1b = NEXT_BIAS();
+        lp->qkvw = NEXT();
+        lp->qkvb = NEXT_BIAS();
+        lp->projw = NEXT();
+        lp->projb = NEXT_BIAS();
+        lp->ln2w = NEXT();
+        lp->ln2b = NEXT_BIAS();
+        lp->fcw = NEXT();
+        lp->fcb = NEXT_BIAS();
+        lp->fcprojw = NEXT();
+        lp->fcprojb = NEXT_BIAS();
+    }
+    v->lnfw = NEXT();
+    v->lnfb = NEXT_BIAS();
+#undef NEXT
+#undef NEXT_BIAS
+}
+
+/* ---- creation ------------------------------------------------------------------------ */
+
+static gb_attn_problem attn_problem(const gb_model *m, int64_t B, int64_t T)
+{
+    return (gb_attn_problem){
+        .struct_size = sizeof(gb_attn_problem),
+        .batch = B,
+        .heads = m->cfg.n_head,
+        .seq_len = T,
+        .head_dim = m->cfg.n_embd / m->cfg.n_head,
+        .dtype = GB_F32,
+        .causal = 1,
+    };
+}
+
+static int plan_attention(gb_model *m)
+{
+    gb_instance *inst = &m->rt->inst[GB_KIND_ATTN];
+    gb_attn_problem prob = attn_problem(m, m->B, m->cfg.block_size);
+    char reason[512] = "";
+    if (!m->rt->attn->eligible(inst->self, &prob, reason, sizeof reason)) {
+        fprintf(stderr, "gearbox: error: [attn] plugin = %s cannot run this model (B %lld, "
+                "heads %lld, T %lld, head_dim %lld, %s): %s\n", inst->plugin->desc->name,
+                (long long)prob.batch, (long long)prob.heads, (long long)prob.seq_len,
+                (long long)prob.head_dim, gb_dtype_name(prob.dtype), reason);
+        return -1;
+    }
+    GB_CALL(inst, "memory", m->rt->attn->memory(inst->self, &prob, &m->attn_saved_bytes,
+                                                 &m->attn_workspace_bytes));
+    return 0;
+}
+
+static int allocate_activations(gb_model *m)
+{
+    int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd, V = m->cfg.vocab_size;
+    m->tokens = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
+    m->targets = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
+    m->encoded = ALLOC_F32(m, N * C, activations);
+    m->acts = calloc((size_t)m->cfg.n_layer, sizeof *m->acts);
+    if (!m->acts)
+        return -1;
+    for (int64_t l = 0; l < m->cfg.n_layer; l++) {
+        layer_acts *a = &m->acts[l];
+        a->ln1 = ALLOC_F32(m, N * C, activations);
+        a->ln1_mean = ALLOC_F32(m, N, activations);
+        a->ln1_rstd = ALLOC_F32(m, N, activations);
+        a->qkv = ALLOC_F32(m, N * 3 * C, activations);
+        a->atty = ALLOC_F32(m, N * C, activations);
+        a->attn_saved = device_alloc(m, m->attn_saved_bytes, &m->plan.activations);
+        a->res2 = ALLOC_F32(m, N * C, activations);
+        a->ln2 = ALLOC_F32(m, N * C, activations);
+        a->ln2_mean = ALLOC_F32(m, N, activations);
+        a->ln2_rstd = ALLOC_F32(m, N, activations);
+        a->fch = ALLOC_F32(m, N * 4 * C, activations);
+        a->fch_gelu = ALLOC_F32(m, N * 4 * C, activations);
+        a->res3 = ALLOC_F32(m, N * C, activations);
+        if (!a->ln1 || !a->ln1_mean || !a->ln1_rstd || !a->qkv || !a->atty || !a->attn_saved ||
+            !a->res2 || !a->ln2 || !a->ln2_mean || !a->ln2_rstd || !a->fch || !a->fch_gelu ||
+            !a->res3)
+            return -1;
+    }
+    m->proj = ALLOC_F32(m, N * C, activations);
+    m->lnf = ALLOC_F32(m, N * C, activations);
+    m->lnf_mean = ALLOC_F32(m, N, activations);
+    m->lnf_rstd = ALLOC_F32(m, N, activations);
+    m->logits = ALLOC_F32(m, N * V, activations);
+    m->losses = ALLOC_F32(m, N, activations);
+    m->attn_workspace = device_alloc(m, m->attn_workspace_bytes, &m->plan.workspace);
+    m->host_losses = malloc((size_t)N * sizeof(float));
+    if (!m->tokens || !m->targets || !m->encoded || !m->proj || !m->lnf || !m->lnf_mean ||
+        !m->lnf_rstd || !m->logits || !m->losses || !m->attn_workspace || !m->host_losses)
+        return -1;
+    if (!m->train)
+        return 0;
+    m->dres = ALLOC_F32(m, N * C, workspace);
+    m->dC = ALLOC_F32(m, N * C, workspace);
+    m->d3C = ALLOC_F32(m, N * 3 * C, workspace);
+    m->d4C = ALLOC_F32(m, N * 4 * C, workspace);
+    return (m->dres && m->dC && m->d3C && m->d4C) ? 0 : -1;
+}
+
+static int allocate_parameters(gb_model *m)
+{
+    m->params = ALLOC_F32(m, m->n_params, params);
+    m->p.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
+    m->g.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
+    if (!m->params || !m->p.layers || !m->g.layers)
+        return -1;
+    bind_views(m, m->params, &m->p);
+    m->groups = calloc((size_t)m->n_tensors, sizeof *m->groups);
+    if (!m->groups)
+        return -1;
+    for (int i = 0; i < m->n_tensors; i++)
+        m->groups[i] = (gb_param_group){m->tensors[i].offset, m->tensors[i].numel,
+                                        m->tensors[i].decay};
+    if (!m->train)
+        return 0;
+    m->grads = ALLOC_F32(m, m->n_params, grads);
+    m->norm_sq = ALLOC_F32(m, 1, grads);
+    if (!m->grads || !m->norm_sq)
+        return -1;
+    bind_views(m, m->grads, &m->g);
+    gb_instance *opt = &m->rt->inst[GB_KIND_OPTIM];
+    m->optim_state_bytes = m->rt->optim->state_bytes(opt->self, m->n_params);
+    m->optim_state = device_alloc(m, m->optim_state_bytes, &m->plan.optimizer);
+    if (!m->optim_state)
+        return -1;
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
+            m->rt->dev->memset_zero(m->dev, m->optim_state, m->optim_state_bytes));
+    return 0;
+}
+
+gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train)
+{
+    gb_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->rt = rt;
+    m->dev = rt->inst[GB_KIND_DEVICE].self;
+    m->cfg = *cfg;
+    m->B = batch;
+    m->train = train;
+    plan_tensors(m);
+    if (!m->tensors || plan_attention(m) || allocate_parameters(m) || allocate_activations(m)) {
+        fprintf(stderr, "gearbox: error: could not allocate the model (%lld parameters, "
+                "batch %lld, block_size %lld) on the %s device\n", (long long)m->n_params,
+                (long long)batch, (long long)cfg->block_size, gb_device_name(rt->device_bit));
+        gb_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void gb_model_free(gb_model *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n_allocations; i++)
+        m->rt->dev->free(m->dev, m->allocations[i]);
+    free(m->allocations);
+    free(m->tensors);
+    free(m->groups);
+    free(m->p.layers);
+    free(m->g.layers);
+    free(m->acts);
+    free(m->host_losses);
+    free(m);
+}
+
+const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count)
+{
+    *count = m->n_tensors;
+    return m->tensors;
+}
+
+int64_t gb_model_num_params(const gb_model *m)
+{
+    return m->n_params;
+}
+
+gb_memory_plan gb_model_memory(const gb_model *m)
+{
+    return m->plan;
+}
+
+/* ---- host <-> device ----------------------------------------------------------------- */
+
+static int copy_to_device(gb_model *m, void *dst, const void *src, size_t bytes)
+{
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "copy to device",
+            m->rt->dev->copy(m->dev, dst, src, bytes, GB_COPY_HOST_TO_DEVICE));
+    return 0;
+}
+
+static int copy_to_host(gb_model *m, void *dst, const void *src, size_t bytes)
+{
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    GB_CALL(dev, "sync", m->rt->dev->sync(m->dev));
+    GB_CALL(dev, "copy to host", m->rt->dev->copy(m->dev, dst, src, bytes,
+                                                   GB_COPY_DEVICE_TO_HOST));
+    return 0;
+}
+
+int gb_model_set_params(gb_model *m, const float *host)
+{
+    return copy_to_device(m, m->params, host, (size_t)m->n_params * sizeof(float));
+}
+
+int gb_model_get_params(gb_model *m, float *host)
+{
+    return copy_to_host(m, host, m->params, (size_t)m->n_params * sizeof(float));
+}
+
+int gb_model_get_grads(gb_model *m, float *host)
+{
+    return copy_to_host(m, host, m->grads, (size_t)m->n_params * sizeof(float));
+}
+
+size_t gb_model_optim_state_bytes(const gb_model *m)
+{
+    return m->optim_state_bytes;
+}
+
+int gb_model_set_optim_state(gb_model *m, const void *host)
+{
+    return copy_to_device(m, m->optim_state, host, m->optim_state_bytes);
+}
+
+int gb_model_get_optim_state(gb_model *m, void *host)
+{
+    return copy_to_host(m, host, m->optim_state, m->optim_state_bytes);
+}
+
+int gb_model_init(gb_model *m, uint64_t seed)
+{
+    float *host = malloc((size_t)m->n_params * sizeof(float));
+    if (!host)
+        return -1;
+    double residual_std = 0.02 / sqrt(2.0 * (double)m->cfg.n_layer);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const gb_param_tensor *t = &m->tensors[i];
+        float *dst = host + t->offset;
+        int is_layernorm = strstr(t->name, "ln_") != NULL;
+        int is_bias = strstr(t->name, ".bias") != NULL;
+        int is_residual_proj = strstr(t->name, "c_proj.weight") != NULL;
+        /* one stream per tensor, so adding biases does not shift every other tensor */
+        gb_rng rng = gb_rng_stream(seed, GB_RNG_INIT, (uint64_t)i, 0);
+        for (int64_t j = 0; j < t->numel; j++) {
+            if (is_bias)
+                dst[j] = 0.0f;
+            else if (is_layernorm)
+                dst[j] = 1.0f;
+            else
+                dst[j] = (float)(gb_rng_normal(&rng) * (is_residual_proj ? residual_std : 0.02));
+        }
+    }
+    int rc = gb_model_set_params(m, host);
+    free(host);
+    return rc;
+}
+
+/* ---- forward ------------------------------------------------------------------------- */
+
+/* out (N, OC) = in (N, IC) @ W (OC, IC)^T + bias (OC) */
+static int linear_forward(gb_model *m, float *out, const float *in, const float *W,
+                          const float *bias, int64_t N, int64_t IC, int64_t OC)
+{
+    gb_matmul_args a = {
+        .struct_size = sizeof a, .m = N, .n = OC, .k = IC,
+        .a = in, .lda = IC, .trans_a = 0, .dtype_a = GB_F32,
+        .b = W, .ldb = IC, .trans_b = 1, .dtype_b = GB_F32,
+        .c = out, .ldc = OC, .dtype_c = GB_F32,
+        .alpha = 1.0f, .beta = 0.0f, .bias = bias,
+    };
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "matmul", m->rt->dev->matmul(m->dev, &a));
+    return 0;
+}
+
+/* dinp (N, IC) = dout (N, OC) @ W (OC, IC); dW (OC, IC) += dout^T @ in; dbias += sum(dout) */
+static int linear_backward(gb_model *m, float *dinp, float *dW, float *dbias, const float *dout,
+                           const float *in, const float *W, int64_t N, int64_t IC, int64_t OC)
+{
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    gb_matmul_args dx = {
+        .struct_size = sizeof dx, .m = N, .n = IC, .k = OC,
+        .a = dout, .lda = OC, .trans_a = 0, .dtype_a = GB_F32,
+        .b = W, .ldb = IC, .trans_b = 0, .dtype_b = GB_F32,
+        .c = dinp, .ldc = IC, .dtype_c = GB_F32,
+        .alpha = 1.0f, .beta = 0.0f,
+    };
+    gb_matmul_args dw = {
+        .struct_size = sizeof dw, .m = OC, .n = IC, .k = N,
+        .a = dout, .lda = OC, .trans_a = 1, .dtype_a = GB_F32,
+        .b = in, .ldb = IC, .trans_b = 0, .dtype_b = GB_F32,
+        .c = dW, .ldc = IC, .dtype_c = GB_F32,
+        .alpha = 1.0f, .beta = 1.0f,
+    };
+    GB_CALL(dev, "matmul", m->rt->dev->matmul(m->dev, &dx));
+    GB_CALL(dev, "matmul", m->rt->dev->matmul(m->dev, &dw));
+    if (dbias)
+        GB_CALL(dev, "bias_backward",
+                m->rt->dev->bias_backward(m->dev, GB_F32, dbias, dout, N, OC));
+    return 0;
+}
+
+/* A (B, H, T, D) view of one of q, k, v inside the packed (B, T, 3, H, D) buffer, or of a
+ * (B, T, H, D) buffer when `packed` is 0. */
+static gb_tensor heads_view(const gb_model *m, float *base, int64_t B, int64_t T, int packed)
+{
+    int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
+    int64_t row = packed ? 3 * C : C;
+    return (gb_tensor){
+        .data = base, .dtype = GB_F32, .ndim = 4,
+        .shape = {B, H, T, D},
+        .stride = {T * row, D, row, 1},
+    };
+}
+
+static int attention_forward(gb_model *m, layer_acts *a, int64_t B, int64_t T)
+{
+    gb_instance *inst = &m->rt->inst[GB_KIND_ATTN];
+    int64_t C = m->cfg.n_embd;
+    gb_attn_problem prob = attn_problem(m, B, T);
+    GB_CALL(inst, "forward",
+            m->rt->attn->forward(inst->self, &prob, heads_view(m, a->atty, B, T, 0),
+                                 heads_view(m, a->qkv, B, T, 1),
+                                 heads_view(m, a->qkv + C, B, T, 1),
+                                 heads_view(m, a->qkv + 2 * C, B, T, 1), a->attn_saved,
+                                 m->attn_workspace));
+    return 0;
+}
+
+static int layernorm_forward(gb_model *m, float *out, float *mean, float *rstd, const float *x,
+                             const float *w, const float *b, int64_t N)
+{
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "layernorm_forward",
+            m->rt->dev->layernorm_forward(m->dev, GB_F32, out, mean, rstd, x, w, b, N,
+                                          m->cfg.n_embd, 1e-5f));
+    return 0;
+}
+
+static int block_forward(gb_model *m, int64_t l, const float *residual, int64_t B, int64_t T)
+{
+    const gb_device_ops *ops = m->rt->dev;
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    layer_params *p = &m->p.layers[l];
+    layer_acts *a = &m->acts[l];
+    int64_t N = B * T, C = m->cfg.n_embd;
+    if (layernorm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, p->ln1w, p->ln1b, N) ||
+        linear_forward(m, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C) ||
+        attention_forward(m, a, B, T) ||
+        linear_forward(m, m->proj, a->atty, p->projw, p->projb, N, C, C))
+        return -1;
+    GB_CALL(dev, "add", ops->add(m->dev, GB_F32, a->res2, residual, m->proj, N * C));
+    if (layernorm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N) ||
+        linear_forward(m, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C))
+        return -1;
+    GB_CALL(dev, "gelu_forward", ops->gelu_forward(m->dev, GB_F32, a->fch_gelu, a->fch, N * 4 * C));
+    if (linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C))
+        return -1;
+    GB_CALL(dev, "add", ops->add(m->dev, GB_F32, a->res3, a->res2, m->proj, N * C));
+    return 0;
+}
+
+static int read_mean_loss(gb_model *m, int64_t N, float *mean_loss)
+{
+    if (copy_to_host(m, m->host_losses, m->losses, (size_t)N * sizeof(float)))
+        return -1;
+    double sum = 0.0;
+    for (int64_t i = 0; i < N; i++)
+        sum += m->host_losses[i];
+    *mean_loss = (float)(sum / (double)N);
+    return 0;
+}
+
+int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
+                     int64_t T, float *mean_loss)
+{
+    const gb_device_ops *ops = m->rt->dev;
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    int64_t C = m->cfg.n_embd, V = m->cfg.vocab_size, N = B * T;
+    if (B < 1 || B > m->B || T < 1 || T > m->cfg.block_size) {
+        fprintf(stderr, "gearbox: error: forward of (B %lld, T %lld) exceeds the planned "
+                "(B %lld, T %lld)\n", (long long)B, (long long)T, (long long)m->B,
+                (long long)m->cfg.block_size);
+        return -1;
+    }
+    if (copy_to_device(m, m->tokens, tokens, (size_t)N * sizeof(int32_t)) ||
+        (targets && copy_to_device(m, m->targets, targets, (size_t)N * sizeof(int32_t))))
+        return -1;
+    GB_CALL(dev, "embed_forward", ops->embed_forward(m->dev, GB_F32, m->encoded, m->tokens,
+                                                     m->p.wte, m->p.wpe, B, T, C));
+    const float *residual = m->encoded;
+    for (int64_t l = 0; l < m->cfg.n_layer; l++) {
+        if (block_forward(m, l, residual, B, T))
+            return -1;
+        residual = m->acts[l].res3;
+    }
+    if (layernorm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, residual, m->p.lnfw, m->p.lnfb,
+                          N) ||
+        linear_forward(m, m->logits, m->lnf, m->p.wte, NULL, N, C, V))
+        return -1;
+    m->last_B = B;
+    m->last_T = T;
+    m->last_has_targets = targets != NULL;
+    if (!targets)
+        return 0;
+    GB_CALL(dev, "cross_entropy", ops->cross_entropy(m->dev, GB_F32, m->losses, NULL, m->logits,
+                                                     m->targets, N, V, 0.0f));
+    return mean_loss ? read_mean_loss(m, N, mean_loss) : 0;
+}
+
+int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)
+{
+    return copy_to_host(m, host, m->logits,
+                        (size_t)(B * T * m->cfg.vocab_size) * sizeof(float));
+}
+
+/* ---- backward ------------------------------------------------------------------------ */
+
+int gb_model_zero_grads(gb_model *m)
+{
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
+            m->rt->dev->memset_zero(m->dev, m->grads, (size_t)m->n_params * sizeof(float)));
+    return 0;
+}
+
+static int layernorm_backward(gb_model *m, float *dw, float *db, const float *dout,
+                              const float *x, const float *w, const float *mean,
+                              const float *rstd, int64_t N)
+{
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "layernorm_backward",
+            m->rt->dev->layernorm_backward(m->dev, GB_F32, m->dres, dw, db, dout, x, w, mean,
+                                           rstd, N, m->cfg.n_embd));
+    return 0;
+}
+
+static int attention_backward(gb_model *m, layer_acts *a, const float *datty, int64_t B,
+                              int64_t T)
+{
+    gb_instance *inst = &m->rt->inst[GB_KIND_ATTN];
+    int64_t C = m->cfg.n_embd;
+    gb_attn_problem prob = attn_problem(m, B, T);
+    GB_CALL(inst, "backward",
+            m->rt->attn->backward(inst->self, &prob, heads_view(m, m->d3C, B, T, 1),
+                                  heads_view(m, m->d3C + C, B, T, 1),
+                                  heads_view(m, m->d3C + 2 * C, B, T, 1),
+                                  heads_view(m, (float *)datty, B, T, 0),
+                                  heads_view(m, a->qkv, B, T, 1),
+                                  heads_view(m, a->qkv + C, B, T, 1),
+                                  heads_view(m, a->qkv + 2 * C, B, T, 1),
+                                  heads_view(m, a->atty, B, T, 0), a->attn_saved,
+                                  m->attn_workspace));
+    return 0;
+}
+
+/* m->dres holds d(loss)/d(res3) on entry and d(loss)/d(residual) on return. */
+static int block_backward(gb_model *m, int64_t l, const float *residual, int64_t B, int64_t T)
+{
+    layer_params *p = &m->p.layers[l], *g = &m->g.layers[l];
+    layer_acts *a = &m->acts[l];
+    int64_t N = B * T, C = m->cfg.n_embd;
+    if (linear_backward(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu, p->fcprojw, N,
+                        4 * C, C))
+        return -1;
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "gelu_backward",
+            m->rt->dev->gelu_backward(m->dev, GB_F32, m->d4C, a->fch, m->d4C, N * 4 * C));
+    if (linear_backward(m, m->dC, g->fcw, g->fcb, m->d4C, a->ln2, p->fcw, N, C, 4 * C) ||
+        layernorm_backward(m, g->ln2w, g->ln2b, m->dC, a->res2, p->ln2w, a->ln2_mean,
+                           a->ln2_rstd, N) ||
+        linear_backward(m, m->dC, g->projw, g->projb, m->dres, a->atty, p->projw, N, C, C) ||
+        attention_backward(m, a, m->dC, B, T) ||
+        linear_backward(m, m->dC, g->qkvw, g->qkvb, m->d3C, a->ln1, p->qkvw, N, C, 3 * C) ||
+        layernorm_backward(m, g->ln1w, g->ln1b, m->dC, residual, p->ln1w, a->ln1_mean,
+                           a->ln1_rstd, N))
+        return -1;
+    return 0;
+}
+
+int gb_model_backward(gb_model *m, float dloss)
+{
+    const gb_device_ops *ops = m->rt->dev;
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    int64_t B = m->last_B, T = m->last_T, N = B * T, C = m->cfg.n_embd, V = m->cfg.vocab_size;
+    if (!m->train || !m->last_has_targets) {
+        fprintf(stderr, "gearbox: error: backward needs a training model and a forward pass "
+                "with targets\n");
+        return -1;
+    }
+    /* logits become dlogits in place */
+    GB_CALL(dev, "cross_entropy", ops->cross_entropy(m->dev, GB_F32, m->losses, m->logits,
+                                                     m->logits, m->targets, N, V,
+                                                     dloss / (float)N));
+    const float *last = m->acts[m->cfg.n_layer - 1].res3;
+    if (linear_backward(m, m->dC, m->g.wte, NULL, m->logits, m->lnf, m->p.wte, N, C, V))
+        return -1;
+    GB_CALL(dev, "memset_zero", ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * sizeof(float)));
+    if (layernorm_backward(m, m->g.lnfw, m->g.lnfb, m->dC, last, m->p.lnfw, m->lnf_mean,
+                           m->lnf_rstd, N))
+        return -1;
+    for (int64_t l = m->cfg.n_layer - 1; l >= 0; l--) {
+        const float *residual = l ? m->acts[l - 1].res3 : m->encoded;
+        if (block_backward(m, l, residual, B, T))
+            return -1;
+    }
+    GB_CALL(dev, "embed_backward", ops->embed_backward(m->dev, GB_F32, m->g.wte, m->g.wpe,
+                                                       m->dres, m->tokens, B, T, C));
+    m->last_has_targets = 0; /* logits were consumed */
+    return 0;
+}
+
+/* ---- update -------------------------------------------------------------------------- */
+
+int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step)
+{
+    gb_runtime *rt = m->rt;
+    GB_CALL(&rt->inst[GB_KIND_DEVICE], "sum_squares",
+            rt->dev->sum_squares(m->dev, m->norm_sq, m->grads, m->n_params));
+    gb_instance *opt = &rt->inst[GB_KIND_OPTIM];
+    gb_optim_step_args args = {
+        .struct_size = sizeof args,
+        .params = m->params,
+        .grads = m->grads,
+        .state = m->optim_state,
+        .n = m->n_params,
+        .groups = m->groups,
+        .n_groups = m->n_tensors,
+        .step = step,
+        .lr = lr,
+        .grad_norm_sq = m->norm_sq,
+        .max_norm = max_norm,
+        .inv_loss_scale = 1.0f,
+    };
+    GB_CALL(opt, "step", rt->optim->step(opt->self, &args));
+    return 0;
+}
+
+int gb_model_grad_norm(gb_model *m, float *norm)
+{
+    float sq = 0.0f;
+    if (copy_to_host(m, &sq, m->norm_sq, sizeof sq))
+        return -1;
+    *norm = sqrtf(sq);
+    return 0;
+}

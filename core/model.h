@@ -1,0 +1,79 @@
+/* The GPT model: GPT-2's architecture as nanoGPT builds it (token and position
+ * embeddings, pre-LayerNorm blocks of causal self-attention and a 4x GELU MLP, a final
+ * LayerNorm, an LM head tied to the token embedding, mean cross-entropy; biases
+ * optional), computed through the device and attention plugins.
+ *
+ * All parameters live in one flat f32 buffer and all gradients in a second one (so the
+ * optimizer and the all-reduce see two flat buffers); every activation buffer for one
+ * micro-batch is planned and allocated in gb_model_create, so no step allocates.
+ * Forward and backward follow llm.c's layout: per-layer saved activations, one residual
+ * gradient stream accumulated in place, and a few scratch buffers reused by every layer.
+ */
+#ifndef GB_CORE_MODEL_H
+#define GB_CORE_MODEL_H
+
+#include <stdint.h>
+
+#include "gearbox/optim.h"
+#include "runtime.h"
+
+typedef struct gb_model_config {
+    int64_t n_layer, n_head, n_embd, block_size, vocab_size;
+    int bias;
+} gb_model_config;
+
+/* One named parameter tensor inside the flat buffer. */
+typedef struct gb_param_tensor {
+    char name[64];          /* nanoGPT's names without "transformer.": "h.0.attn.c_attn.weight" */
+    int64_t offset, numel;  /* in elements */
+    int64_t rows, cols;     /* (rows, cols) for matrices; (1, cols) for vectors */
+    int decay;              /* 2-D tensors decay, 1-D ones do not */
+} gb_param_tensor;
+
+/* Bytes per category, for the memory plan. */
+typedef struct gb_memory_plan {
+    size_t params, grads, optimizer, activations, workspace;
+} gb_memory_plan;
+
+typedef struct gb_model gb_model;
+
+/* Plans and allocates everything for micro-batches of `batch` sequences of up to
+ * block_size tokens. `train` 0 skips the gradient and optimizer buffers (sampling).
+ * Returns NULL after reporting why. */
+gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train);
+void gb_model_free(gb_model *m);
+
+const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count);
+int64_t gb_model_num_params(const gb_model *m);
+gb_memory_plan gb_model_memory(const gb_model *m);
+
+/* nanoGPT's initialisation from `seed`: N(0, 0.02) for weights and embeddings,
+ * N(0, 0.02/sqrt(2 n_layer)) for the two residual projections, LayerNorm 1/0, biases 0. */
+int gb_model_init(gb_model *m, uint64_t seed);
+/* Copies all parameters from/to host memory (n_params f32). */
+int gb_model_set_params(gb_model *m, const float *host);
+int gb_model_get_params(gb_model *m, float *host);
+int gb_model_get_grads(gb_model *m, float *host);
+/* Optimizer state (device buffer of the optim plugin's state_bytes) from/to host. */
+size_t gb_model_optim_state_bytes(const gb_model *m);
+int gb_model_set_optim_state(gb_model *m, const void *host);
+int gb_model_get_optim_state(gb_model *m, void *host);
+
+/* Forward over tokens (B, T) (host memory, T <= block_size). With targets (B, T) it also
+ * computes per-token losses and, when mean_loss is not NULL, reads back their mean. */
+int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
+                     int64_t T, float *mean_loss);
+/* Logits of the last forward pass, (B, T, V) f32, copied to host. */
+int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T);
+/* Zeroes the parameter gradients (start of an optimizer step). */
+int gb_model_zero_grads(gb_model *m);
+/* Backward of the last forward (with targets), accumulating into the parameter
+ * gradients; dloss is d(final loss)/d(this micro-batch's mean loss), e.g. 1/grad_accum. */
+int gb_model_backward(gb_model *m, float dloss);
+/* Clips (when max_norm > 0) and applies one optimizer step with learning rate lr;
+ * step is 1-based. */
+int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step);
+/* The global gradient norm of the last update (host read; for metrics). */
+int gb_model_grad_norm(gb_model *m, float *norm);
+
+#endif

@@ -1,0 +1,217 @@
+/* Plugin instances and host services; see runtime.h. */
+#include "runtime.h"
+
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gb_instance *instance_of(const gb_host *host)
+{
+    return (gb_instance *)host->core_private;
+}
+
+static void host_log(const gb_host *host, gb_log_level level, const char *fmt, ...)
+{
+    static const char *const levels[] = {"error", "warning", "info", "debug"};
+    const gb_instance *inst = instance_of(host);
+    if (level == GB_LOG_DEBUG && !getenv("GEARBOX_DEBUG"))
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "gearbox: %s: %s/%s: %s\n", levels[level <= GB_LOG_DEBUG ? level : 3],
+            gb_kind_name(inst->plugin->desc->kind), inst->plugin->desc->name, line);
+}
+
+static void host_set_error(const gb_host *host, const char *fmt, ...)
+{
+    gb_instance *inst = instance_of(host);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(inst->error, sizeof inst->error, fmt, ap);
+    va_end(ap);
+}
+
+static void *host_alloc(const gb_host *host, size_t bytes)
+{
+    (void)host;
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+static void host_free(const gb_host *host, void *ptr)
+{
+    (void)host;
+    free(ptr);
+}
+
+int gb_call_failed(const gb_instance *inst, gb_status status, const char *what)
+{
+    const gb_plugin_desc *d = inst->plugin->desc;
+    fprintf(stderr, "gearbox: error: plugin %s/%s (%s): %s failed (%s): %s\n",
+            gb_kind_name(d->kind), d->name, inst->plugin->path, what, gb_status_name(status),
+            inst->error[0] ? inst->error : "the plugin gave no message");
+    return -1;
+}
+
+/* The section's schema: `plugin` (defaulting to the resolved name) and the plugin's keys. */
+static int build_schema(gb_instance *inst, const char *plugin_name)
+{
+    const gb_plugin_desc *d = inst->plugin->desc;
+    inst->schema = calloc(d->n_options + 1, sizeof *inst->schema);
+    inst->values = calloc(d->n_options + 1, sizeof *inst->values);
+    if (!inst->schema || !inst->values)
+        return -1;
+    inst->schema[0] = (gb_option){"plugin", GB_OPT_STRING, plugin_name, 0, 0, NULL,
+                                  "which plugin of this kind to load"};
+    if (d->n_options)
+        memcpy(inst->schema + 1, d->options, d->n_options * sizeof *d->options);
+    return 0;
+}
+
+static int resolve_plugin(gb_runtime *rt, gb_config *cfg, gb_kind kind, gb_diag *diag)
+{
+    gb_instance *inst = &rt->inst[kind];
+    const char *name = rt->settings.plugin[kind];
+    inst->plugin = gb_loader_find(rt->loader, kind, name, rt->device_bit, diag);
+    if (!inst->plugin)
+        return 1;
+    if (build_schema(inst, name)) {
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
+    return gb_config_validate_section(cfg, gb_kind_name(kind), inst->schema,
+                                      inst->plugin->desc->n_options + 1, NULL, 0, inst->values,
+                                      diag);
+}
+
+int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_path,
+                       gb_diag *diag)
+{
+    memset(rt, 0, sizeof *rt);
+    int problems = gb_settings_resolve(cfg, &rt->settings, diag);
+    rt->loader = gb_loader_new();
+    if (!rt->loader) {
+        gb_diag_add(diag, "out of memory");
+        return problems + 1;
+    }
+    gb_loader_add_path(rt->loader, cli_plugin_path);
+    gb_loader_add_path(rt->loader, getenv("GEARBOX_PLUGIN_PATH"));
+    if (!problems)
+        gb_loader_add_path(rt->loader, rt->settings.plugin_path);
+    gb_loader_add_default_path(rt->loader);
+    if (problems)
+        return problems;
+    problems += resolve_plugin(rt, cfg, GB_KIND_DEVICE, diag);
+    if (problems)
+        return problems; /* the other kinds are chosen per device */
+    rt->device_bit = rt->inst[GB_KIND_DEVICE].plugin->desc->devices;
+    for (int k = GB_KIND_ATTN; k <= GB_KIND_COMM; k++)
+        problems += resolve_plugin(rt, cfg, (gb_kind)k, diag);
+    if (problems)
+        return problems;
+    rt->dev = rt->inst[GB_KIND_DEVICE].plugin->desc->ops;
+    rt->attn = rt->inst[GB_KIND_ATTN].plugin->desc->ops;
+    rt->optim = rt->inst[GB_KIND_OPTIM].plugin->desc->ops;
+    rt->precision = rt->inst[GB_KIND_PRECISION].plugin->desc->ops;
+    rt->comm = rt->inst[GB_KIND_COMM].plugin->desc->ops;
+    return 0;
+}
+
+static void init_host(gb_instance *inst, int threads)
+{
+    inst->host = (gb_host){
+        .struct_size = sizeof(gb_host),
+        .abi_major = GB_ABI_MAJOR,
+        .abi_minor = GB_ABI_MINOR,
+        .log = host_log,
+        .set_error = host_set_error,
+        .alloc = host_alloc,
+        .free = host_free,
+        .num_threads = threads,
+        .core_private = inst,
+    };
+}
+
+/* Reports a failed create() into diag; returns -1. */
+static int create_failed(gb_instance *inst, gb_status st, gb_diag *diag)
+{
+    const gb_plugin_desc *d = inst->plugin->desc;
+    gb_diag_add(diag, "[%s] plugin = %s (%s): could not start (%s): %s", gb_kind_name(d->kind),
+                d->name, inst->plugin->path, gb_status_name(st),
+                inst->error[0] ? inst->error : "the plugin gave no message");
+    return -1;
+}
+
+int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
+{
+    int threads = (int)rt->settings.threads;
+    omp_set_num_threads(threads);
+    for (int k = GB_KIND_DEVICE; k <= GB_KIND_COMM; k++)
+        init_host(&rt->inst[k], threads);
+
+    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    gb_status st = rt->dev->create(&dev->host, dev->values + 1, &dev->self);
+    if (st != GB_OK)
+        return create_failed(dev, st, diag);
+    rt->ctx.struct_size = sizeof rt->ctx;
+    if ((st = rt->dev->context(dev->self, &rt->ctx)) != GB_OK)
+        return create_failed(dev, st, diag);
+
+    gb_instance *a = &rt->inst[GB_KIND_ATTN], *o = &rt->inst[GB_KIND_OPTIM],
+                *p = &rt->inst[GB_KIND_PRECISION], *c = &rt->inst[GB_KIND_COMM];
+    if ((st = rt->attn->create(&a->host, a->values + 1, &rt->ctx, &a->self)) != GB_OK)
+        return create_failed(a, st, diag);
+    if ((st = rt->optim->create(&o->host, o->values + 1, &rt->ctx, &o->self)) != GB_OK)
+        return create_failed(o, st, diag);
+    if ((st = rt->precision->create(&p->host, p->values + 1, &rt->ctx, &p->self)) != GB_OK)
+        return create_failed(p, st, diag);
+    if ((st = rt->comm->create(&c->host, c->values + 1, &rt->ctx, &c->self)) != GB_OK)
+        return create_failed(c, st, diag);
+
+    char reason[512] = "";
+    if (!rt->precision->eligible(p->self, &rt->ctx, reason, sizeof reason)) {
+        gb_diag_add(diag, "[precision] plugin = %s cannot run here: %s", p->plugin->desc->name,
+                    reason);
+        return -1;
+    }
+    rt->policy.struct_size = sizeof rt->policy;
+    if ((st = rt->precision->policy(p->self, &rt->policy)) != GB_OK)
+        return create_failed(p, st, diag);
+    if (rt->policy.activation_dtype != GB_F32 || rt->policy.matmul_dtype != GB_F32 ||
+        rt->policy.param_dtype != GB_F32) {
+        gb_diag_add(diag, "[precision] plugin = %s asks for %s activations and %s matmuls; this "
+                    "gearbox trains in f32 only so far", p->plugin->desc->name,
+                    gb_dtype_name(rt->policy.activation_dtype),
+                    gb_dtype_name(rt->policy.matmul_dtype));
+        return -1;
+    }
+    return 0;
+}
+
+void gb_runtime_free(gb_runtime *rt)
+{
+    /* reverse order of creation: the device goes last, after everything using it */
+    for (int k = GB_KIND_COMM; k >= GB_KIND_DEVICE; k--) {
+        gb_instance *inst = &rt->inst[k];
+        if (inst->self) {
+            void (*destroy)(void *) = NULL;
+            switch ((gb_kind)k) {
+            case GB_KIND_DEVICE: destroy = rt->dev->destroy; break;
+            case GB_KIND_ATTN: destroy = rt->attn->destroy; break;
+            case GB_KIND_OPTIM: destroy = rt->optim->destroy; break;
+            case GB_KIND_PRECISION: destroy = rt->precision->destroy; break;
+            case GB_KIND_COMM: destroy = rt->comm->destroy; break;
+            }
+            destroy(inst->self);
+        }
+        free(inst->schema);
+        free(inst->values);
+    }
+    gb_loader_free(rt->loader);
+    gb_settings_free(&rt->settings);
+    memset(rt, 0, sizeof *rt);
+}

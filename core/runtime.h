@@ -1,0 +1,65 @@
+/* The runtime: one instance of each plugin kind, chosen by the config, plus the host
+ * services handed to them. Resolution (finding plugins and validating every section)
+ * happens before anything is created, so a broken config fails before any work. */
+#ifndef GB_CORE_RUNTIME_H
+#define GB_CORE_RUNTIME_H
+
+#include "gearbox/attn.h"
+#include "gearbox/comm.h"
+#include "gearbox/device.h"
+#include "gearbox/optim.h"
+#include "gearbox/precision.h"
+#include "config.h"
+#include "diag.h"
+#include "loader.h"
+#include "settings.h"
+
+/* One plugin instance and the host table it was given. */
+typedef struct gb_instance {
+    const gb_plugin *plugin;
+    gb_option *schema;    /* `plugin` followed by the plugin's own options */
+    gb_value *values;     /* parallel to schema; values + 1 goes to create() */
+    gb_host host;
+    char error[1024];     /* the plugin's last set_error message */
+    void *self;           /* NULL until created */
+} gb_instance;
+
+typedef struct gb_runtime {
+    gb_loader *loader;
+    gb_settings settings;
+    uint32_t device_bit;
+    gb_instance inst[6];  /* indexed by gb_kind */
+    gb_device_ctx ctx;
+    gb_precision_policy policy;
+    /* typed views of inst[k].plugin->desc->ops */
+    const gb_device_ops *dev;
+    const gb_attn_ops *attn;
+    const gb_optim_ops *optim;
+    const gb_precision_ops *precision;
+    const gb_comm_ops *comm;
+} gb_runtime;
+
+/* Resolves settings and plugins and validates every section of `cfg` (which it keeps
+ * using; cfg must outlive the runtime). `cli_plugin_path` is --plugin-path (or NULL).
+ * Returns 0, or the number of problems reported into `diag`. Creates nothing. */
+int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_path,
+                       gb_diag *diag);
+/* Sets the thread count and creates the instances, device first. Returns 0 or -1 with
+ * problems reported into `diag`. */
+int gb_runtime_start(gb_runtime *rt, gb_diag *diag);
+/* Destroys the instances and the loader. Safe on a partly started runtime. */
+void gb_runtime_free(gb_runtime *rt);
+
+/* Reports a failed plugin call ("plugin attn/math (PATH): forward failed: MESSAGE") on
+ * stderr and returns -1, so callers can `return gb_call_failed(...)`. */
+int gb_call_failed(const gb_instance *inst, gb_status status, const char *what);
+
+/* Wraps a plugin call whose failure ends the current function with -1. */
+#define GB_CALL(inst, what, call)                               \
+    do {                                                        \
+        gb_status st_ = (call);                                 \
+        if (st_ != GB_OK)                                       \
+            return gb_call_failed((inst), st_, (what));         \
+    } while (0)
+
+#endif

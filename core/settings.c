@@ -1,0 +1,165 @@
+/* The core's configuration schema and its resolution; see settings.h.
+ * Names follow nanoGPT's train.py where one exists, so recipes carry over. */
+#include "settings.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "loader.h"
+
+const char *const gb_known_sections[] = {"run", "model", "data", "train", "device",
+                                         "attn", "optim", "precision", "comm"};
+const size_t gb_n_known_sections = sizeof gb_known_sections / sizeof gb_known_sections[0];
+
+#define BIG 1e15
+
+enum { RUN_SEED, RUN_STEPS, RUN_OUT_DIR, RUN_THREADS, RUN_LOG_EVERY, RUN_EVAL_EVERY,
+       RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH };
+static const gb_option run_options[] = {
+    [RUN_SEED] = {"seed", GB_OPT_INT, "1337", 0, BIG, NULL,
+                  "fixes initialisation and the order of batches"},
+    [RUN_STEPS] = {"steps", GB_OPT_INT, "2000", 1, BIG, NULL, "optimizer steps to train"},
+    [RUN_OUT_DIR] = {"out_dir", GB_OPT_STRING, "out", 0, 0, NULL,
+                     "folder for metrics.jsonl and checkpoints (relative to the config file)"},
+    [RUN_THREADS] = {"threads", GB_OPT_INT, "0", 0, 1024, NULL,
+                     "CPU threads for the one OpenMP pool (0: all online CPUs)"},
+    [RUN_LOG_EVERY] = {"log_every", GB_OPT_INT, "10", 1, BIG, NULL,
+                       "print a progress line and record metrics every N steps"},
+    [RUN_EVAL_EVERY] = {"eval_every", GB_OPT_INT, "250", 0, BIG, NULL,
+                        "estimate train and val loss every N steps (0: only at the end)"},
+    [RUN_EVAL_ITERS] = {"eval_iters", GB_OPT_INT, "20", 1, BIG, NULL,
+                        "batches averaged per loss estimate"},
+    [RUN_CHECKPOINT_EVERY] = {"checkpoint_every", GB_OPT_INT, "0", 0, BIG, NULL,
+                              "write a checkpoint every N steps (0: only at the end)"},
+    [RUN_PLUGIN_PATH] = {"plugin_path", GB_OPT_STRING, "", 0, 0, NULL,
+                         "extra ':'-separated plugin folders, searched after --plugin-path "
+                         "and GEARBOX_PLUGIN_PATH"},
+};
+
+enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
+       MODEL_BIAS };
+static const gb_option model_options[] = {
+    [MODEL_N_LAYER] = {"n_layer", GB_OPT_INT, "4", 1, 1024, NULL, "transformer blocks"},
+    [MODEL_N_HEAD] = {"n_head", GB_OPT_INT, "4", 1, 1024, NULL, "attention heads per block"},
+    [MODEL_N_EMBD] = {"n_embd", GB_OPT_INT, "128", 1, 65536, NULL,
+                      "embedding width; a multiple of n_head"},
+    [MODEL_BLOCK_SIZE] = {"block_size", GB_OPT_INT, "64", 1, 1 << 20, NULL,
+                          "context length in tokens"},
+    [MODEL_VOCAB_SIZE] = {"vocab_size", GB_OPT_INT, "0", 0, 1 << 20, NULL,
+                          "vocabulary size (0: read from the data folder's vocab.txt)"},
+    [MODEL_BIAS] = {"bias", GB_OPT_BOOL, "false", 0, 0, NULL,
+                    "biases in linear layers and LayerNorms (nanoGPT's default: false)"},
+};
+
+enum { DATA_DIR, DATA_BATCH_SIZE, DATA_GRAD_ACCUM };
+static const gb_option data_options[] = {
+    [DATA_DIR] = {"dir", GB_OPT_STRING, "data", 0, 0, NULL,
+                  "folder written by `gearbox prepare` (train.bin, val.bin, vocab.txt)"},
+    [DATA_BATCH_SIZE] = {"batch_size", GB_OPT_INT, "12", 1, 1 << 20, NULL,
+                         "sequences per micro-step"},
+    [DATA_GRAD_ACCUM] = {"gradient_accumulation_steps", GB_OPT_INT, "1", 1, 1 << 20, NULL,
+                         "micro-steps whose gradients are summed per optimizer step"},
+};
+
+enum { TRAIN_LR, TRAIN_MIN_LR, TRAIN_WARMUP, TRAIN_DECAY_ITERS, TRAIN_DECAY_LR, TRAIN_CLIP };
+static const gb_option train_options[] = {
+    [TRAIN_LR] = {"learning_rate", GB_OPT_FLOAT, "1e-3", 0, 10, NULL, "peak learning rate"},
+    [TRAIN_MIN_LR] = {"min_lr", GB_OPT_FLOAT, "1e-4", 0, 10, NULL,
+                      "learning rate at the end of the cosine decay"},
+    [TRAIN_WARMUP] = {"warmup_iters", GB_OPT_INT, "100", 0, BIG, NULL,
+                      "steps of linear warmup"},
+    [TRAIN_DECAY_ITERS] = {"lr_decay_iters", GB_OPT_INT, "0", 0, BIG, NULL,
+                           "step where the cosine decay reaches min_lr (0: [run] steps)"},
+    [TRAIN_DECAY_LR] = {"decay_lr", GB_OPT_BOOL, "true", 0, 0, NULL,
+                        "warmup + cosine decay; false: constant learning_rate"},
+    [TRAIN_CLIP] = {"grad_clip", GB_OPT_FLOAT, "1.0", 0, 1e9, NULL,
+                    "clip the global gradient norm to this (0: no clipping)"},
+};
+
+static const char *const default_plugins[] = {NULL, "cpu", "math", "adamw", "fp32", "single"};
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static void resolve_plugin_names(gb_config *cfg, gb_settings *s)
+{
+    for (int k = GB_KIND_DEVICE; k <= GB_KIND_COMM; k++) {
+        const char *name = gb_config_get(cfg, gb_kind_name((gb_kind)k), "plugin");
+        s->plugin[k] = (name && *name) ? name : default_plugins[k];
+    }
+}
+
+static int check_consistency(const gb_settings *s, gb_diag *diag)
+{
+    if (s->n_embd % s->n_head != 0) {
+        gb_diag_add(diag, "[model] n_embd = %lld is not a multiple of n_head = %lld; "
+                    "choose n_embd = n_head * head_dim", (long long)s->n_embd,
+                    (long long)s->n_head);
+        return 1;
+    }
+    return 0;
+}
+
+int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
+{
+    memset(s, 0, sizeof *s);
+    gb_value run[N(run_options)], model[N(model_options)], data[N(data_options)],
+        train[N(train_options)];
+    int problems = gb_config_check_sections(cfg, gb_known_sections, gb_n_known_sections, diag);
+    problems += gb_config_validate_section(cfg, "run", run_options, N(run_options), NULL, 0,
+                                           run, diag);
+    problems += gb_config_validate_section(cfg, "model", model_options, N(model_options), NULL,
+                                           0, model, diag);
+    problems += gb_config_validate_section(cfg, "data", data_options, N(data_options), NULL, 0,
+                                           data, diag);
+    problems += gb_config_validate_section(cfg, "train", train_options, N(train_options), NULL,
+                                           0, train, diag);
+    if (problems)
+        return problems;
+    s->seed = run[RUN_SEED].i;
+    s->steps = run[RUN_STEPS].i;
+    s->out_dir = gb_config_resolve_path(cfg, run[RUN_OUT_DIR].s);
+    s->threads = run[RUN_THREADS].i ? run[RUN_THREADS].i : sysconf(_SC_NPROCESSORS_ONLN);
+    s->log_every = run[RUN_LOG_EVERY].i;
+    s->eval_every = run[RUN_EVAL_EVERY].i;
+    s->eval_iters = run[RUN_EVAL_ITERS].i;
+    s->checkpoint_every = run[RUN_CHECKPOINT_EVERY].i;
+    s->plugin_path = run[RUN_PLUGIN_PATH].s;
+    s->n_layer = model[MODEL_N_LAYER].i;
+    s->n_head = model[MODEL_N_HEAD].i;
+    s->n_embd = model[MODEL_N_EMBD].i;
+    s->block_size = model[MODEL_BLOCK_SIZE].i;
+    s->vocab_size = model[MODEL_VOCAB_SIZE].i;
+    s->bias = (int)model[MODEL_BIAS].i;
+    s->data_dir = gb_config_resolve_path(cfg, data[DATA_DIR].s);
+    s->batch_size = data[DATA_BATCH_SIZE].i;
+    s->gradient_accumulation_steps = data[DATA_GRAD_ACCUM].i;
+    s->learning_rate = train[TRAIN_LR].f;
+    s->min_lr = train[TRAIN_MIN_LR].f;
+    s->warmup_iters = train[TRAIN_WARMUP].i;
+    s->lr_decay_iters = train[TRAIN_DECAY_ITERS].i ? train[TRAIN_DECAY_ITERS].i : s->steps;
+    s->decay_lr = (int)train[TRAIN_DECAY_LR].i;
+    s->grad_clip = train[TRAIN_CLIP].f;
+    resolve_plugin_names(cfg, s);
+    return check_consistency(s, diag);
+}
+
+void gb_settings_free(gb_settings *s)
+{
+    free((char *)s->out_dir);
+    free((char *)s->data_dir);
+    s->out_dir = s->data_dir = NULL;
+}
+
+double gb_settings_lr(const gb_settings *s, int64_t it)
+{
+    if (!s->decay_lr)
+        return s->learning_rate;
+    if (it < s->warmup_iters)
+        return s->learning_rate * (double)(it + 1) / (double)(s->warmup_iters + 1);
+    if (it >= s->lr_decay_iters) /* also keeps the ratio below finite */
+        return s->min_lr;
+    double ratio = (double)(it - s->warmup_iters) / (double)(s->lr_decay_iters - s->warmup_iters);
+    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    return s->min_lr + coeff * (s->learning_rate - s->min_lr);
+}

@@ -1,0 +1,46 @@
+/* The core's own configuration: the [run], [model], [data] and [train] sections and the
+ * `plugin` key of each plugin section, declared as gb_option tables (the same schema
+ * type plugins use) and resolved into one plain struct. */
+#ifndef GB_CORE_SETTINGS_H
+#define GB_CORE_SETTINGS_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "diag.h"
+
+typedef struct gb_settings {
+    /* [run] */
+    int64_t seed, steps, threads, log_every, eval_every, eval_iters, checkpoint_every;
+    const char *out_dir;      /* absolute */
+    const char *plugin_path;  /* ':'-separated, as written */
+    /* [model] */
+    int64_t n_layer, n_head, n_embd, block_size, vocab_size;  /* vocab 0: from the data */
+    int bias;
+    /* [data] */
+    const char *data_dir;     /* absolute */
+    int64_t batch_size, gradient_accumulation_steps;
+    /* [train] */
+    double learning_rate, min_lr, grad_clip;
+    int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
+    int decay_lr;
+    /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind */
+    const char *plugin[6];
+} gb_settings;
+
+/* Every section a config may contain. */
+extern const char *const gb_known_sections[];
+extern const size_t gb_n_known_sections;
+
+/* Validates the core's sections of `cfg` (and each plugin section's `plugin` key, but not
+ * the plugins' own keys, which need the plugin's schema). Returns the number of problems
+ * added to `diag`; `out` strings are owned by cfg (paths are malloc'ed and must be
+ * released with gb_settings_free). */
+int gb_settings_resolve(gb_config *cfg, gb_settings *out, gb_diag *diag);
+void gb_settings_free(gb_settings *s);
+
+/* The learning rate at optimizer step `it` (0-based): linear warmup over warmup_iters,
+ * then cosine decay to min_lr at lr_decay_iters, as nanoGPT's get_lr. */
+double gb_settings_lr(const gb_settings *s, int64_t it);
+
+#endif

@@ -1,0 +1,124 @@
+/* Communication for a run of one process: rank 0 of a world of 1.
+ *
+ * Every collective over one rank leaves the buffer as it is (a sum or an average of one
+ * value is that value), so nothing touches memory and the plugin works unchanged on any
+ * device. It still keeps the contract's bookkeeping, so a core that misuses requests,
+ * exceeds GB_COMM_MAX_INFLIGHT or names a root other than 0 fails here as it would with
+ * MPI or NCCL. No options, no threads, no device calls.
+ */
+#include "gearbox/comm.h"
+
+typedef struct single {
+    const gb_host *host;
+    gb_comm_request next_request;
+    int n_inflight;
+    gb_comm_request inflight[GB_COMM_MAX_INFLIGHT];
+} single;
+
+static gb_status single_create(const gb_host *host, const gb_value *options,
+                               const gb_device_ctx *device, void **self)
+{
+    (void)options;
+    (void)device;
+    if (!host || !self)
+        return GB_ERR_INVALID_ARG;
+    single *s = host->alloc(host, sizeof *s);
+    if (!s) {
+        host->set_error(host, "out of memory");
+        return GB_ERR_NO_MEMORY;
+    }
+    *s = (single){.host = host, .next_request = 1};
+    *self = s;
+    return GB_OK;
+}
+
+static void single_destroy(void *self)
+{
+    single *s = self;
+    if (s)
+        s->host->free(s->host, s);
+}
+
+static int single_rank(void *self)
+{
+    (void)self;
+    return 0;
+}
+
+static int single_world(void *self)
+{
+    (void)self;
+    return 1;
+}
+
+static gb_status single_all_reduce_start(void *self, void *buf, int64_t count, gb_dtype dtype,
+                                         gb_reduce_op op, gb_comm_request *request)
+{
+    single *s = self;
+    const gb_host *host = s->host;
+    if (!request || count < 0 || (count > 0 && !buf)) {
+        host->set_error(host, "all_reduce: needs a request pointer and a buffer of count >= 0");
+        return GB_ERR_INVALID_ARG;
+    }
+    if (gb_dtype_size(dtype) == 0 || (op != GB_REDUCE_SUM && op != GB_REDUCE_AVG)) {
+        host->set_error(host, "all_reduce: unknown dtype %d or reduce op %d", (int)dtype, (int)op);
+        return GB_ERR_INVALID_ARG;
+    }
+    if (s->n_inflight == GB_COMM_MAX_INFLIGHT) {
+        host->set_error(host, "all_reduce: %d requests already outstanding (the limit)",
+                        GB_COMM_MAX_INFLIGHT);
+        return GB_ERR_INVALID_ARG;
+    }
+    *request = s->next_request++;
+    s->inflight[s->n_inflight++] = *request;
+    return GB_OK;
+}
+
+static gb_status single_all_reduce_wait(void *self, gb_comm_request request)
+{
+    single *s = self;
+    for (int i = 0; i < s->n_inflight; i++)
+        if (s->inflight[i] == request) {
+            s->inflight[i] = s->inflight[--s->n_inflight];
+            return GB_OK;
+        }
+    s->host->set_error(s->host, "all_reduce_wait: request %lld is not outstanding",
+                       (long long)request);
+    return GB_ERR_INVALID_ARG;
+}
+
+static gb_status single_broadcast(void *self, void *buf, size_t bytes, int root)
+{
+    single *s = self;
+    if (root != 0) {
+        s->host->set_error(s->host, "broadcast: root %d does not exist in a world of 1", root);
+        return GB_ERR_INVALID_ARG;
+    }
+    if (bytes > 0 && !buf) {
+        s->host->set_error(s->host, "broadcast: NULL buffer of %zu bytes", bytes);
+        return GB_ERR_INVALID_ARG;
+    }
+    return GB_OK;
+}
+
+static gb_status single_barrier(void *self)
+{
+    (void)self;
+    return GB_OK;
+}
+
+static const gb_comm_ops single_ops = {
+    .struct_size = sizeof(gb_comm_ops),
+    .create = single_create,
+    .destroy = single_destroy,
+    .rank = single_rank,
+    .world = single_world,
+    .all_reduce_start = single_all_reduce_start,
+    .all_reduce_wait = single_all_reduce_wait,
+    .broadcast = single_broadcast,
+    .barrier = single_barrier,
+};
+
+GB_PLUGIN_DEFINE(GB_KIND_COMM, "single", "1.0.0",
+                 "one process (rank 0 of 1): every collective is the identity",
+                 GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_NO_OPTIONS, single_ops)

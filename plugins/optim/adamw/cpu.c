@@ -1,0 +1,252 @@
+/* AdamW on the CPU: the readable reference optimizer.
+ *
+ * The mathematics is torch.optim.AdamW's (decoupled weight decay, bias-corrected moments),
+ * written as separate passes over the flat buffers in the order PyTorch applies them:
+ * weight decay, first moment, second moment, update. Each pass is an OpenMP loop with a
+ * static schedule and every element is independent, so results do not depend on the
+ * thread count. Scalars (bias corrections, step size) are computed in double and rounded
+ * to f32 once, as PyTorch does with its Python-float hyperparameters.
+ *
+ * Deliberately left out: fusing the passes, vectorising by hand, AMSGrad, maximize, and
+ * any dtype other than f32; a fused plugin does the one-pass version.
+ *
+ * State layout: m (n) f32 followed by v (n) f32, zeroed by the core before step 1.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "gearbox/optim.h"
+
+typedef struct adamw {
+    const gb_host *host;
+    double beta1, beta2, eps, weight_decay;
+    int threads;
+} adamw;
+
+enum { OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY };
+
+static const gb_option adamw_options[] = {
+    [OPT_BETA1] = {"beta1", GB_OPT_FLOAT, "0.9", 0, 1, NULL,
+                   "decay rate of the first moment (mean of gradients), in [0, 1)"},
+    [OPT_BETA2] = {"beta2", GB_OPT_FLOAT, "0.95", 0, 1, NULL,
+                   "decay rate of the second moment (mean of squared gradients), in [0, 1)"},
+    [OPT_EPS] = {"eps", GB_OPT_FLOAT, "1e-8", 0, 1, NULL,
+                 "added to the denominator for numerical stability, in (0, 1]"},
+    [OPT_WEIGHT_DECAY] = {"weight_decay", GB_OPT_FLOAT, "0.1", 0, 10, NULL,
+                          "decoupled weight decay for groups that decay, in [0, 10]"},
+};
+
+/* The schema's ranges are inclusive, so the open ends are refused here: beta = 1 would
+ * freeze a moment at zero and eps = 0 divides by zero wherever a gradient is zero. */
+static int open_ends_respected(const gb_host *host, const gb_value *options)
+{
+    for (int k = OPT_BETA1; k <= OPT_BETA2; k++)
+        if (!(options[k].f < 1.0)) {
+            host->set_error(host, "%s must be below 1 (got %g)", adamw_options[k].key,
+                            options[k].f);
+            return 0;
+        }
+    if (!(options[OPT_EPS].f > 0.0)) {
+        host->set_error(host, "eps must be above 0 (got %g)", options[OPT_EPS].f);
+        return 0;
+    }
+    return 1;
+}
+
+static gb_status adamw_create(const gb_host *host, const gb_value *options,
+                              const gb_device_ctx *device, void **self)
+{
+    if (!host || !options || !self)
+        return GB_ERR_INVALID_ARG;
+    if (device && device->device != GB_DEVICE_CPU) {
+        host->set_error(host, "adamw (cpu) runs on the CPU device only");
+        return GB_ERR_UNSUPPORTED;
+    }
+    if (!open_ends_respected(host, options))
+        return GB_ERR_CONFIG;
+    adamw *a = host->alloc(host, sizeof *a);
+    if (!a) {
+        host->set_error(host, "out of memory");
+        return GB_ERR_NO_MEMORY;
+    }
+    *a = (adamw){
+        .host = host,
+        .beta1 = options[OPT_BETA1].f,
+        .beta2 = options[OPT_BETA2].f,
+        .eps = options[OPT_EPS].f,
+        .weight_decay = options[OPT_WEIGHT_DECAY].f,
+        .threads = host->num_threads > 0 ? host->num_threads : 1,
+    };
+    *self = a;
+    return GB_OK;
+}
+
+static void adamw_destroy(void *self)
+{
+    adamw *a = self;
+    if (a)
+        a->host->free(a->host, a);
+}
+
+static size_t adamw_state_bytes(void *self, int64_t n)
+{
+    (void)self;
+    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
+}
+
+/* Groups must cover [0, n) exactly once: each inside the range, counts adding up to n,
+ * and no two overlapping. Groups are few (one per tensor at most), so the pairwise
+ * check costs nothing next to the passes over n elements. */
+static int groups_cover(const adamw *a, const gb_param_group *groups, int64_t n_groups,
+                        int64_t n)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < n_groups; i++) {
+        const gb_param_group *g = &groups[i];
+        if (g->offset < 0 || g->count < 0 || g->offset > n || g->count > n - g->offset) {
+            a->host->set_error(a->host, "group %lld [%lld, +%lld) lies outside [0, %lld)",
+                               (long long)i, (long long)g->offset, (long long)g->count,
+                               (long long)n);
+            return 0;
+        }
+        total += g->count;
+    }
+    for (int64_t i = 0; i < n_groups; i++)
+        for (int64_t j = i + 1; j < n_groups; j++) {
+            const gb_param_group *x = &groups[i], *y = &groups[j];
+            if (x->offset < y->offset + y->count && y->offset < x->offset + x->count) {
+                a->host->set_error(a->host, "groups %lld and %lld overlap", (long long)i,
+                                   (long long)j);
+                return 0;
+            }
+        }
+    if (total != n) {
+        a->host->set_error(a->host, "groups cover %lld of the %lld parameters",
+                           (long long)total, (long long)n);
+        return 0;
+    }
+    return 1;
+}
+
+static int step_args_valid(const adamw *a, const gb_optim_step_args *args)
+{
+    const gb_host *host = a->host;
+    if (!args || args->struct_size < sizeof *args) {
+        host->set_error(host, "step arguments missing or too small for ABI %d.%d",
+                        GB_ABI_MAJOR, GB_ABI_MINOR);
+        return 0;
+    }
+    if (args->n < 0 || args->n_groups < 0) {
+        host->set_error(host, "negative size (n %lld, n_groups %lld)", (long long)args->n,
+                        (long long)args->n_groups);
+        return 0;
+    }
+    if ((args->n > 0 && (!args->params || !args->grads || !args->state)) ||
+        (args->n_groups > 0 && !args->groups)) {
+        host->set_error(host, "params, grads, state and groups must not be NULL");
+        return 0;
+    }
+    if (args->step < 1) {
+        host->set_error(host, "step %lld: steps count from 1", (long long)args->step);
+        return 0;
+    }
+    return groups_cover(a, args->groups, args->n_groups, args->n);
+}
+
+/* The factor that removes the loss scale and applies global-norm clipping (optim.h). */
+static float grad_scale(const gb_optim_step_args *args)
+{
+    double inv_loss_scale = args->inv_loss_scale;
+    if (!args->grad_norm_sq || !(args->max_norm > 0))
+        return (float)inv_loss_scale;
+    double norm = sqrt((double)*args->grad_norm_sq) * inv_loss_scale;
+    double clip = args->max_norm / (norm + 1e-6);
+    return (float)(inv_loss_scale * (clip < 1.0 ? clip : 1.0));
+}
+
+/* p *= factor; p (n) */
+static void decay_weights(float *p, int64_t n, float factor, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++)
+        p[i] *= factor;
+}
+
+/* m = b1*m + (1-b1)*g with g = grad*g_scale; m, grad (n) */
+static void update_first_moment(float *m, const float *grad, int64_t n, float g_scale,
+                                float b1, float one_minus_b1, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++) {
+        float g = grad[i] * g_scale;
+        m[i] = b1 * m[i] + one_minus_b1 * g;
+    }
+}
+
+/* v = b2*v + (1-b2)*g*g with g = grad*g_scale; v, grad (n) */
+static void update_second_moment(float *v, const float *grad, int64_t n, float g_scale,
+                                 float b2, float one_minus_b2, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++) {
+        float g = grad[i] * g_scale;
+        v[i] = b2 * v[i] + one_minus_b2 * g * g;
+    }
+}
+
+/* p -= step_size * m / (sqrt(v)/sqrt(bc2) + eps); p, m, v (n) */
+static void apply_update(float *p, const float *m, const float *v, int64_t n, float step_size,
+                         float bc2_sqrt, float eps, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t i = 0; i < n; i++) {
+        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * m[i] / denom;
+    }
+}
+
+static gb_status adamw_step(void *self, const gb_optim_step_args *args)
+{
+    const adamw *a = self;
+    if (!a)
+        return GB_ERR_INVALID_ARG;
+    if (!step_args_valid(a, args))
+        return GB_ERR_INVALID_ARG;
+
+    float *m = args->state;
+    float *v = m + args->n;
+    float g_scale = grad_scale(args);
+    double step = (double)args->step;
+    double bc1 = 1.0 - pow(a->beta1, step);
+    double bc2 = 1.0 - pow(a->beta2, step);
+    float step_size = (float)(args->lr / bc1);
+    float bc2_sqrt = (float)sqrt(bc2);
+    float decay = (float)(1.0 - (double)args->lr * a->weight_decay);
+    float b1 = (float)a->beta1, one_minus_b1 = (float)(1.0 - a->beta1);
+    float b2 = (float)a->beta2, one_minus_b2 = (float)(1.0 - a->beta2);
+    float eps = (float)a->eps;
+
+    for (int64_t k = 0; k < args->n_groups; k++) {
+        int64_t off = args->groups[k].offset, cnt = args->groups[k].count;
+        float *p = args->params + off;
+        const float *g = args->grads + off;
+        if (args->groups[k].decay)
+            decay_weights(p, cnt, decay, a->threads);
+        update_first_moment(m + off, g, cnt, g_scale, b1, one_minus_b1, a->threads);
+        update_second_moment(v + off, g, cnt, g_scale, b2, one_minus_b2, a->threads);
+        apply_update(p, m + off, v + off, cnt, step_size, bc2_sqrt, eps, a->threads);
+    }
+    return GB_OK;
+}
+
+static const gb_optim_ops adamw_ops = {
+    .struct_size = sizeof(gb_optim_ops),
+    .create = adamw_create,
+    .destroy = adamw_destroy,
+    .state_bytes = adamw_state_bytes,
+    .step = adamw_step,
+};
+
+GB_PLUGIN_DEFINE(GB_KIND_OPTIM, "adamw", "1.0.0",
+                 "AdamW (torch.optim.AdamW math), readable reference: one pass per term",
+                 GB_DEVICE_CPU, GB_OPTIONS(adamw_options), adamw_ops)

@@ -1,0 +1,172 @@
+/* Host table, plugin loading and descriptor checks for the tests; see test_host.h. */
+#include "test_host.h"
+
+#include <dlfcn.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static char last_error[1024];
+
+static void host_log(const gb_host *host, gb_log_level level, const char *fmt, ...)
+{
+    (void)host;
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "plugin %s: ", (unsigned)level < 4 ? names[level] : "?");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void host_set_error(const gb_host *host, const char *fmt, ...)
+{
+    (void)host;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+}
+
+static void *host_alloc(const gb_host *host, size_t bytes)
+{
+    (void)host;
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+static void host_free(const gb_host *host, void *ptr)
+{
+    (void)host;
+    free(ptr);
+}
+
+const gb_host *gb_test_host(void)
+{
+    static gb_host host = {
+        .struct_size = sizeof(gb_host),
+        .abi_major = GB_ABI_MAJOR,
+        .abi_minor = GB_ABI_MINOR,
+        .log = host_log,
+        .set_error = host_set_error,
+        .alloc = host_alloc,
+        .free = host_free,
+    };
+    host.num_threads = omp_get_max_threads();
+    return &host;
+}
+
+const char *gb_test_last_error(void)
+{
+    return last_error;
+}
+
+void gb_test_clear_error(void)
+{
+    last_error[0] = '\0';
+}
+
+const gb_device_ctx *gb_test_cpu_ctx(void)
+{
+    static const gb_device_ctx cpu = {
+        .struct_size = sizeof(gb_device_ctx),
+        .device = GB_DEVICE_CPU,
+        .ordinal = 0,
+        .stream = NULL,
+    };
+    return &cpu;
+}
+
+const gb_plugin_desc *gb_test_open_plugin(const char *path, void **handle)
+{
+    *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*handle) {
+        printf("FAIL: cannot load %s: %s\n", path, dlerror());
+        return NULL;
+    }
+    gb_plugin_entry_fn entry;
+    /* The object-to-function pointer cast POSIX guarantees for dlsym(). */
+    *(void **)&entry = dlsym(*handle, GB_PLUGIN_ENTRY_NAME);
+    const gb_plugin_desc *desc = entry ? entry() : NULL;
+    if (!desc) {
+        printf("FAIL: %s has no usable %s\n", path, GB_PLUGIN_ENTRY_NAME);
+        dlclose(*handle);
+        *handle = NULL;
+    }
+    return desc;
+}
+
+int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,
+                             uint32_t devices, size_t ops_size)
+{
+    int failures = 0;
+    GB_TEST_CHECK(failures, desc->struct_size == sizeof(gb_plugin_desc),
+                  "descriptor struct_size %zu, expected %zu", desc->struct_size,
+                  sizeof(gb_plugin_desc));
+    GB_TEST_CHECK(failures, desc->abi_major == GB_ABI_MAJOR && desc->abi_minor == GB_ABI_MINOR,
+                  "ABI %u.%u, expected %d.%d", desc->abi_major, desc->abi_minor, GB_ABI_MAJOR,
+                  GB_ABI_MINOR);
+    GB_TEST_CHECK(failures, desc->kind == kind, "kind %d, expected %d", desc->kind, kind);
+    GB_TEST_CHECK(failures, desc->name && strcmp(desc->name, name) == 0,
+                  "name \"%s\", expected \"%s\"", desc->name ? desc->name : "(null)", name);
+    GB_TEST_CHECK(failures, desc->version && desc->version[0], "no version string");
+    GB_TEST_CHECK(failures, desc->description && desc->description[0], "no description");
+    GB_TEST_CHECK(failures, desc->devices == devices, "devices 0x%x, expected 0x%x",
+                  desc->devices, devices);
+    GB_TEST_CHECK(failures, desc->options || desc->n_options == 0,
+                  "%zu options but no table", desc->n_options);
+    for (size_t i = 0; desc->options && i < desc->n_options; i++) {
+        const gb_option *o = &desc->options[i];
+        GB_TEST_CHECK(failures, o->key && o->default_value && o->help && o->help[0],
+                      "option %zu lacks a key, default or help line", i);
+    }
+    GB_TEST_CHECK(failures, desc->ops && *(const size_t *)desc->ops == ops_size,
+                  "vtable struct_size %zu, expected %zu",
+                  desc->ops ? *(const size_t *)desc->ops : 0, ops_size);
+    return failures;
+}
+
+int gb_test_option_index(const gb_plugin_desc *desc, const char *key)
+{
+    for (size_t i = 0; i < desc->n_options; i++)
+        if (desc->options[i].key && strcmp(desc->options[i].key, key) == 0)
+            return (int)i;
+    return -1;
+}
+
+int gb_test_check_option(const gb_plugin_desc *desc, const char *key, gb_option_type type,
+                         const char *default_value)
+{
+    int failures = 0;
+    int index = gb_test_option_index(desc, key);
+    const gb_option *o = index >= 0 ? &desc->options[index] : NULL;
+    GB_TEST_CHECK(failures, o != NULL, "option %s missing", key);
+    if (!o)
+        return failures;
+    GB_TEST_CHECK(failures, o->type == type, "option %s has type %d, expected %d", key,
+                  o->type, type);
+    GB_TEST_CHECK(failures, o->default_value && strcmp(o->default_value, default_value) == 0,
+                  "option %s defaults to \"%s\", expected \"%s\"", key,
+                  o->default_value ? o->default_value : "(null)", default_value);
+    return failures;
+}
+
+void gb_test_default_values(const gb_plugin_desc *desc, gb_value *values)
+{
+    for (size_t i = 0; i < desc->n_options; i++) {
+        const gb_option *o = &desc->options[i];
+        memset(&values[i], 0, sizeof values[i]);
+        if (o->type == GB_OPT_INT)
+            values[i].i = strtoll(o->default_value, NULL, 0);
+        else if (o->type == GB_OPT_FLOAT)
+            values[i].f = strtod(o->default_value, NULL);
+        else if (o->type == GB_OPT_BOOL)
+            values[i].i = !strcasecmp(o->default_value, "true") ||
+                          !strcasecmp(o->default_value, "yes") ||
+                          !strcasecmp(o->default_value, "on") ||
+                          !strcmp(o->default_value, "1");
+    }
+}

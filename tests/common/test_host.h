@@ -1,0 +1,52 @@
+/* What the plugin tests share: a host table, plugin loading and descriptor checks.
+ *
+ * The host logs to stderr and keeps the last message a plugin passed to set_error(), so
+ * a test can check that a refusal came with an explanation. Loading goes straight to
+ * dlopen() on the path the test was given (the core's loader and search path are tested
+ * elsewhere). The checks print one line per problem and return how many they found, so
+ * a test can add them up and exit non-zero. Single-threaded test code.
+ */
+#ifndef GEARBOX_TESTS_TEST_HOST_H
+#define GEARBOX_TESTS_TEST_HOST_H
+
+#include "gearbox/device.h"
+#include "gearbox/plugin.h"
+
+/* The host table, with num_threads from omp_get_max_threads(). */
+const gb_host *gb_test_host(void);
+/* The message of the last set_error() call since gb_test_clear_error(); "" if none. */
+const char *gb_test_last_error(void);
+void gb_test_clear_error(void);
+
+/* A context for plugins created on the CPU device. */
+const gb_device_ctx *gb_test_cpu_ctx(void);
+
+/* dlopen()s `path` and returns its descriptor; prints why and returns NULL on failure.
+ * *handle receives the handle for dlclose(). */
+const gb_plugin_desc *gb_test_open_plugin(const char *path, void **handle);
+
+/* Checks the descriptor's ABI version, size, kind, name and devices, that every option
+ * has a key, a default and a help line, and that the vtable's struct_size is ops_size. */
+int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,
+                             uint32_t devices, size_t ops_size);
+/* Index of `key` in the schema, or -1. */
+int gb_test_option_index(const gb_plugin_desc *desc, const char *key);
+/* Checks that the schema has `key` of `type` with `default_value`. */
+int gb_test_check_option(const gb_plugin_desc *desc, const char *key, gb_option_type type,
+                         const char *default_value);
+/* Option values parallel to the schema, each parsed from its default (INT, FLOAT, BOOL;
+ * other types are left zero). `values` holds at least desc->n_options entries. */
+void gb_test_default_values(const gb_plugin_desc *desc, gb_value *values);
+
+/* Prints "FAIL: <message>" and counts one failure when cond is false. */
+#define GB_TEST_CHECK(failures, cond, ...)                                                   \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            printf("FAIL: ");                                                                \
+            printf(__VA_ARGS__);                                                             \
+            printf(" [%s:%d]\n", __FILE__, __LINE__);                                        \
+            (failures)++;                                                                    \
+        }                                                                                    \
+    } while (0)
+
+#endif

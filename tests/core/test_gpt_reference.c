@@ -1,0 +1,164 @@
+/* The GPT against PyTorch: loads a reference file written by
+ * tests/reference/make_gpt_reference.py, builds the same model through the real plugins
+ * (device/cpu, attn/math, optim/adamw, precision/fp32, comm/single, found on
+ * GEARBOX_PLUGIN_PATH), and compares the logits, the loss, every parameter's gradient,
+ * and every parameter after three AdamW steps with clipping.
+ *
+ * Metric, per tensor: an element fails when |got - want| > atol + rtol * |want| with
+ * rtol = 1e-4 and atol = 1e-4 * max|want| over that tensor (gradients of different
+ * tensors differ by orders of magnitude, so the absolute floor scales with each one).
+ * The loss must agree within 1e-5 relative.
+ *
+ * usage: test-gpt-reference FILE.gbt
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gbt.h"
+#include "model.h"
+#include "runtime.h"
+
+static int compare_tensor(const char *what, const float *got, const float *want, int64_t n)
+{
+    double scale = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        scale = fmax(scale, fabs(want[i]));
+    return gbt_compare(what, got, want, n, 1e-4 * scale, 1e-4);
+}
+
+/* Compares every parameter-shaped slice of `flat` with the file's PREFIX.NAME tensors. */
+static int compare_params(const gbt_file *f, gb_model *m, const float *flat, const char *prefix)
+{
+    int n, failures = 0;
+    const gb_param_tensor *t = gb_model_tensors(m, &n);
+    for (int i = 0; i < n; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s.%s", prefix, t[i].name);
+        const gbt_tensor *want = gbt_require(f, name, GB_F32, t[i].numel);
+        failures += !want || compare_tensor(name, flat + t[i].offset, want->data, t[i].numel);
+    }
+    return failures;
+}
+
+static gb_model *build_model(gb_runtime *rt, gb_config **cfg, const int32_t *c)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "[run]\nthreads = 2\n"
+             "[model]\nn_layer = %d\nn_head = %d\nn_embd = %d\nblock_size = %d\n"
+             "vocab_size = %d\nbias = %s\n"
+             "[data]\nbatch_size = %d\n"
+             "[optim]\nplugin = adamw\nbeta1 = 0.9\nbeta2 = 0.99\neps = 1e-8\n"
+             "weight_decay = 0.1\n",
+             c[0], c[1], c[2], c[3], c[5], c[6] ? "true" : "false", c[4]);
+    gb_diag diag = {0};
+    *cfg = gb_config_load_string(text, "reference config", "/", &diag);
+    int failed = !*cfg || gb_runtime_resolve(rt, *cfg, NULL, &diag) ||
+                 gb_runtime_start(rt, &diag);
+    gb_diag_print(&diag, stderr);
+    gb_diag_clear(&diag);
+    if (failed)
+        return NULL;
+    gb_model_config mc = {c[0], c[1], c[2], c[3], c[5], c[6]};
+    return gb_model_create(rt, &mc, c[4], 1);
+}
+
+/* The file's initial parameters, laid out as the model's flat buffer. */
+static float *initial_params(const gbt_file *f, gb_model *m)
+{
+    int n;
+    const gb_param_tensor *t = gb_model_tensors(m, &n);
+    float *flat = calloc((size_t)gb_model_num_params(m), sizeof *flat);
+    for (int i = 0; flat && i < n; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "param.%s", t[i].name);
+        const gbt_tensor *src = gbt_require(f, name, GB_F32, t[i].numel);
+        if (!src) {
+            free(flat);
+            return NULL;
+        }
+        memcpy(flat + t[i].offset, src->data, (size_t)t[i].numel * sizeof *flat);
+    }
+    return flat;
+}
+
+static int check_step0(const gbt_file *f, gb_model *m, const int32_t *c, const int32_t *tokens,
+                       const int32_t *targets, float *scratch)
+{
+    int64_t B = c[4], T = c[3], V = c[5];
+    const gbt_tensor *logits = gbt_require(f, "logits", GB_F32, B * T * V);
+    const gbt_tensor *loss = gbt_require(f, "loss", GB_F32, 1);
+    float got_loss;
+    if (!logits || !loss || gb_model_zero_grads(m) ||
+        gb_model_forward(m, tokens, targets, B, T, &got_loss))
+        return 1;
+    float *got_logits = malloc((size_t)(B * T * V) * sizeof *got_logits);
+    int failures = !got_logits || gb_model_get_logits(m, got_logits, B, T) ||
+                   compare_tensor("logits", got_logits, logits->data, B * T * V);
+    free(got_logits);
+    failures += gbt_compare("loss", &got_loss, loss->data, 1, 0.0, 1e-5);
+    if (gb_model_backward(m, 1.0f) || gb_model_get_grads(m, scratch))
+        return failures + 1;
+    return failures + compare_params(f, m, scratch, "grad");
+}
+
+static int check_three_steps(const gbt_file *f, gb_model *m, const int32_t *c,
+                             const int32_t *tokens, const int32_t *targets, float *scratch)
+{
+    const gbt_tensor *hp = gbt_require(f, "hparams", GB_F32, 8);
+    if (!hp)
+        return 1;
+    const float *h = hp->data;
+    for (int step = 1; step <= 3; step++) {
+        if (gb_model_zero_grads(m) ||
+            gb_model_forward(m, tokens, targets, c[4], c[3], NULL) ||
+            gb_model_backward(m, 1.0f) || gb_model_update(m, h[step - 1], h[7], step))
+            return 1;
+    }
+    if (gb_model_get_params(m, scratch))
+        return 1;
+    return compare_params(f, m, scratch, "step3");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s FILE.gbt\n", argv[0]);
+        return 2;
+    }
+    char err[512];
+    gbt_file *f = gbt_open(argv[1], err, sizeof err);
+    if (!f) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const gbt_tensor *config = gbt_require(f, "config", GB_I32, 7);
+    if (!config)
+        return 1;
+    const int32_t *c = config->data;
+    const gbt_tensor *tokens = gbt_require(f, "tokens", GB_I32, (int64_t)c[4] * c[3]);
+    const gbt_tensor *targets = gbt_require(f, "targets", GB_I32, (int64_t)c[4] * c[3]);
+    gb_runtime rt;
+    gb_config *cfg = NULL;
+    gb_model *m = tokens && targets ? build_model(&rt, &cfg, c) : NULL;
+    float *init = m ? initial_params(f, m) : NULL;
+    float *scratch = m ? malloc((size_t)gb_model_num_params(m) * sizeof *scratch) : NULL;
+    int failures = 1;
+    if (init && scratch && !gb_model_set_params(m, init)) {
+        printf("model L=%d H=%d C=%d T=%d B=%d V=%d bias=%d, %lld parameters\n", c[0], c[1],
+               c[2], c[3], c[4], c[5], c[6], (long long)gb_model_num_params(m));
+        failures = check_step0(f, m, c, tokens->data, targets->data, scratch);
+        failures += check_three_steps(f, m, c, tokens->data, targets->data, scratch);
+    }
+    printf("%s: %s\n", argv[1], failures ? "FAIL" : "ok");
+    free(init);
+    free(scratch);
+    gb_model_free(m);
+    if (cfg)
+        gb_runtime_free(&rt);
+    gb_config_free(cfg);
+    gbt_close(f);
+    return failures ? 1 : 0;
+}
