@@ -100,6 +100,9 @@ static void add_dir(gb_loader *loader, const char *dir, size_t len)
 {
     if (len == 0)
         return;
+    for (int i = 0; i < loader->n_dirs; i++)
+        if (strlen(loader->dirs[i]) == len && strncmp(loader->dirs[i], dir, len) == 0)
+            return; /* searching a folder twice finds nothing new */
     char **grown = realloc(loader->dirs, (size_t)(loader->n_dirs + 1) * sizeof *grown);
     if (!grown)
         return;

@@ -77,6 +77,8 @@ typedef struct gb_device_ops {
      * (e.g. no GPU) returns GB_ERR_DEVICE with a message saying what is missing. */
     gb_status (*create)(const gb_host *host, const gb_value *options, void **self);
     void (*destroy)(void *self);
+    /* Output structs: the caller sets out->struct_size; the plugin writes only the fields
+     * that lie within it and leaves struct_size alone (docs/abi.md). */
     gb_status (*context)(void *self, gb_device_ctx *out);
     gb_status (*info)(void *self, gb_device_info *out);
 

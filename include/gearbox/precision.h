@@ -44,6 +44,7 @@ typedef struct gb_precision_ops {
     /* 1 when the policy can run on `device`; else 0 and a reason (NUL-terminated, at most
      * reason_cap bytes) such as "tf32 needs CUDA tensor cores; this run's device is cpu". */
     int (*eligible)(void *self, const gb_device_ctx *device, char *reason, size_t reason_cap);
+    /* The caller sets out->struct_size; the plugin writes only fields within it. */
     gb_status (*policy)(void *self, gb_precision_policy *out);
 
     /* ---- loss scaler (ABI 1.0; all NULL when the policy does not scale) ---- */

@@ -53,13 +53,11 @@ static gb_status fp32_policy(void *self, gb_precision_policy *out)
             p->host->set_error(p->host, "policy: no output struct");
         return GB_ERR_INVALID_ARG;
     }
-    *out = (gb_precision_policy){
-        .struct_size = sizeof(gb_precision_policy),
-        .activation_dtype = GB_F32,
-        .matmul_dtype = GB_F32,
-        .param_dtype = GB_F32,
-        .master_weights = 0,
-    };
+    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
+    out->activation_dtype = GB_F32;
+    out->matmul_dtype = GB_F32;
+    out->param_dtype = GB_F32;
+    out->master_weights = 0;
     return GB_OK;
 }
 

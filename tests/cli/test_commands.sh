@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The other verbs: plugins, plugins show, check, prepare's split, sample, --help.
+source "$(dirname "$0")/lib.sh"
+make_data
+
+"$GEARBOX" plugins > "$WORK/plugins.txt" 2>&1 || fail "gearbox plugins exited non-zero"
+for row in "device +cpu" "attn +math" "optim +adamw" "precision +fp32" "comm +single"; do
+    grep -qE "^$row " "$WORK/plugins.txt" && pass "plugins lists $row" ||
+        fail "plugins does not list $row: $(cat "$WORK/plugins.txt")"
+done
+[ "$(tail -n +2 "$WORK/plugins.txt" | wc -l)" -eq 5 ] && pass "plugins lists exactly five" ||
+    fail "expected five plugins: $(cat "$WORK/plugins.txt")"
+"$GEARBOX" plugins show adamw > "$WORK/show.txt" 2>&1
+grep -qE "^    beta2 +float +default 0.95" "$WORK/show.txt" && pass "plugins show adamw: beta2" ||
+    fail "plugins show adamw: $(cat "$WORK/show.txt")"
+"$GEARBOX" plugins attn | grep -q "math" && pass "plugins attn" || fail "plugins attn"
+expect_error "plugins show unknown" 1 "no plugin named 'nope'" -- "$GEARBOX" plugins show nope
+
+"$GEARBOX" check "$SRC/examples/shakespeare_char.ini" --set data.dir="$WORK/data" \
+    > "$WORK/check.txt" 2> "$WORK/check.err" && pass "check examples/shakespeare_char.ini exits 0" ||
+    fail "check examples/shakespeare_char.ini: $(cat "$WORK/check.err")"
+grep -q "^beta2 = 0.99$" "$WORK/check.txt" && grep -q "^eps = 1e-08$" "$WORK/check.txt" &&
+    pass "check prints the effective config with defaults" || fail "check output: $(cat "$WORK/check.txt")"
+
+vocab=$(($(wc -l < "$WORK/data/vocab.txt") - 1))
+train_bytes=$(stat -c %s "$WORK/data/train.bin")
+val_bytes=$(stat -c %s "$WORK/data/val.bin")
+[ "$train_bytes" -eq 90000 ] && [ "$val_bytes" -eq 10000 ] &&
+    pass "prepare: 90/10 split of 50000 characters, vocab $vocab" ||
+    fail "prepare split: train $train_bytes bytes, val $val_bytes bytes"
+
+write_config "$WORK/run.ini"
+"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/out" > "$WORK/train.log" 2>&1 ||
+    fail "train: $(cat "$WORK/train.log")"
+grep -q '"val_loss"' "$WORK/out/metrics.jsonl" && pass "metrics.jsonl has val_loss" ||
+    fail "metrics.jsonl lacks val_loss"
+grep -q '"step": 20, "loss": .*"lr": .*"ms": .*"tokens_per_s"' "$WORK/out/metrics.jsonl" &&
+    pass "metrics.jsonl has step, loss, lr, ms, tokens_per_s" || fail "metrics.jsonl fields"
+"$GEARBOX" sample "$WORK/out" --tokens 40 --prompt "ROMEO:" > "$WORK/sample.txt" 2>&1 ||
+    fail "sample: $(cat "$WORK/sample.txt")"
+chars=$(head -c -1 "$WORK/sample.txt" | wc -c)
+[ "$chars" -eq 46 ] && head -c 6 "$WORK/sample.txt" | grep -q "ROMEO:" &&
+    pass "sample prints the prompt and 40 tokens" || fail "sample output ($chars bytes): $(cat "$WORK/sample.txt")"
+"$GEARBOX" sample "$WORK/out" --tokens 40 --prompt "ROMEO:" > "$WORK/sample2.txt" 2>&1
+cmp -s "$WORK/sample.txt" "$WORK/sample2.txt" && pass "sample is reproducible for a seed" ||
+    fail "sample differs between runs with one seed"
+expect_error "sample prompt outside the vocabulary" 1 "is not in the model's vocabulary" -- \
+    "$GEARBOX" sample "$WORK/out" --prompt "~~~€"
+
+for verb in train check prepare sample plugins; do
+    "$GEARBOX" "$verb" --help | grep -q "^usage: gearbox $verb" && pass "$verb --help" ||
+        fail "$verb --help"
+done
+finish
