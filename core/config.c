@@ -8,7 +8,8 @@
  * "key = value" is a key of its own, never the continuation of the previous value.
  * Left out on purpose: multi-line values, quoting, includes and interpolation. A value
  * cannot hold an inline comment (';' or '#' at its start or after a blank), so that every
- * value written by gb_config_write reads back the same.
+ * value written by gb_config_write reads back the same, and a line cannot be longer than
+ * inih's line buffer (198 characters in Debian's build); a longer one is reported.
  */
 #include "config.h"
 
@@ -61,7 +62,7 @@ struct gb_config {
     size_t n_strings, cap_strings;
 };
 
-/* ---- storage ---------------------------------------------------------------------------- */
+/* ---- storage ------------------------------------------------------------------------- */
 
 /* `items` with room for one more than `count`: the same pointer, a moved one, or NULL when
  * out of memory (the old array is then untouched). */
@@ -193,16 +194,15 @@ static bool contains(const char *const *names, size_t n, const char *name)
 }
 
 /* "a, b, c" into buf (cut short if it does not fit). */
-static const char *join_names(const char *const *names, size_t n, char *buf, size_t size)
+static void join_names(const char *const *names, size_t n, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < n && used < size; i++)
         used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", names[i]);
-    return buf;
 }
 
-/* ---- parsing ------------------------------------------------------------------------------ */
+/* ---- parsing ------------------------------------------------------------------------- */
 
 typedef struct gb_parser {
     gb_config *cfg;
@@ -239,9 +239,11 @@ static void report_syntax_error(gb_parser *p, int lineno, const char *text, size
     p->problems++;
 }
 
-static void report_out_of_memory(gb_diag *diag)
+/* Returns the number of problems it adds, 1. */
+static int report_out_of_memory(gb_diag *diag)
 {
     gb_diag_add(diag, "out of memory while reading the configuration");
+    return 1;
 }
 
 /* Follows a "[name]" line the way inih reads it (the name is everything up to the first
@@ -256,8 +258,7 @@ static void enter_section_line(gb_parser *p)
     const gb_section *section =
         place ? enter(p->cfg, p->line + 1, (size_t)(end - p->line - 1), place) : NULL;
     if (!section) {
-        report_out_of_memory(p->diag);
-        p->problems++;
+        p->problems += report_out_of_memory(p->diag);
         return;
     }
     p->section = section->name;
@@ -278,10 +279,11 @@ static char *read_line(char *buf, int size, void *stream)
     p->lineno++;
     p->line = take_line(&p->next, p->lineno == 1, &p->line_len);
     size_t len = p->line_len;
-    /* inih needs room for the line, "\r\n" and a NUL; it would split a longer line */
-    if (len + 3 > (size_t)size) {
+    /* inih's buffer holds `size` bytes: the line, its '\n' and a NUL. inih would read a
+     * longer line as two, so it gets an empty one instead. */
+    if (len + 2 > (size_t)size) {
         gb_diag_add(p->diag, "%s:%d: the line is %zu characters long; at most %d are supported",
-                    p->origin, p->lineno, len, size - 3);
+                    p->origin, p->lineno, len, size - 2);
         p->problems++;
         len = 0;
     } else if (len && p->line[0] == '[') {
@@ -324,8 +326,7 @@ static int on_key_value(void *user, const char *section, const char *name, const
         .line = p->lineno,
     };
     if (!entry.key || !entry.value || !entry.place) {
-        report_out_of_memory(p->diag);
-        p->problems++;
+        p->problems += report_out_of_memory(p->diag);
         return 1;
     }
     const gb_entry *first = find_entry(p->cfg, entry.section, entry.key);
@@ -334,8 +335,7 @@ static int on_key_value(void *user, const char *section, const char *name, const
                     entry.place, entry.section, entry.key, first->line, entry.line);
         p->problems++;
     } else if (!add_entry(p->cfg, entry)) {
-        report_out_of_memory(p->diag);
-        p->problems++;
+        p->problems += report_out_of_memory(p->diag);
     }
     return 1;
 }
@@ -370,8 +370,7 @@ static gb_config *parse_text(const char *text, const char *origin, char *dir, gb
         const char *line = line_at(text, first_error, &len);
         report_syntax_error(&p, first_error, line, len);
     } else if (first_error < 0) {
-        report_out_of_memory(diag);
-        p.problems++;
+        p.problems += report_out_of_memory(diag);
     }
     if (p.problems) {
         gb_config_free(cfg);
@@ -490,18 +489,18 @@ void gb_config_free(gb_config *cfg)
     free(cfg);
 }
 
-/* ---- access and overrides ------------------------------------------------------------------ */
+/* ---- access and overrides ------------------------------------------------------------ */
 
 int gb_config_set(gb_config *cfg, const char *assignment, gb_diag *diag)
 {
     size_t section_len = strspn(assignment, NAME_CHARS);
-    const char *key = assignment + section_len + 1;
-    if (!section_len || assignment[section_len] != '.' || !strspn(key, NAME_CHARS) ||
-        key[strspn(key, NAME_CHARS)] != '=') {
+    bool has_dot = assignment[section_len] == '.';
+    const char *key = assignment + section_len + has_dot;
+    size_t key_len = strspn(key, NAME_CHARS);
+    if (!section_len || !has_dot || !key_len || key[key_len] != '=') {
         gb_diag_add(diag, "--set '%s': expected section.key=value", assignment);
         return -1;
     }
-    size_t key_len = strspn(key, NAME_CHARS);
     const char *value = key + key_len + 1;
     size_t value_len = strlen(value);
     trim_blanks(&value, &value_len);
@@ -546,7 +545,7 @@ char *gb_config_resolve_path(const gb_config *cfg, const char *path)
     return path[0] == '/' ? strdup(path) : join_path(cfg->dir, path);
 }
 
-/* ---- validation ---------------------------------------------------------------------------- */
+/* ---- validation ---------------------------------------------------------------------- */
 
 int gb_config_check_sections(const gb_config *cfg, const char *const *known, size_t n_known,
                              gb_diag *diag)
@@ -576,10 +575,8 @@ static int report_unknown_keys(const gb_config *cfg, const char *section,
 {
     size_t n_valid = n_options + n_ignore;
     const char **valid = malloc((n_valid + 1) * sizeof *valid);
-    if (!valid) {
-        report_out_of_memory(diag);
-        return 1;
-    }
+    if (!valid)
+        return report_out_of_memory(diag);
     for (size_t i = 0; i < n_options; i++)
         valid[i] = options[i].key;
     for (size_t i = 0; i < n_ignore; i++)
@@ -776,12 +773,11 @@ static const char *record_setting(gb_config *cfg, const char *section, const cha
 {
     gb_setting *settings =
         reserve(cfg->settings, &cfg->cap_settings, cfg->n_settings, sizeof *settings);
-    gb_setting setting = {.section = section};
-    if (settings) {
-        cfg->settings = settings;
-        setting.key = keep_string(cfg, key);
-        setting.text = setting.key ? keep_string(cfg, text) : NULL;
-    }
+    if (!settings)
+        return NULL;
+    cfg->settings = settings;
+    gb_setting setting = {.section = section, .key = keep_string(cfg, key)};
+    setting.text = setting.key ? keep_string(cfg, text) : NULL;
     if (!setting.text)
         return NULL;
     settings[cfg->n_settings++] = setting;
@@ -799,10 +795,8 @@ static int resolve_option(gb_config *cfg, const char *section, const gb_option *
     if (check == VALUE_OK) {
         const char *kept = record_setting(cfg, section, opt->key,
                                           canonical_text(opt, *value, buf, sizeof buf));
-        if (!kept) {
-            report_out_of_memory(diag);
-            return 1;
-        }
+        if (!kept)
+            return report_out_of_memory(diag);
         if (opt->type == GB_OPT_STRING)
             value->s = kept;
         return 0;
@@ -826,16 +820,12 @@ int gb_config_validate_section(gb_config *cfg, const char *section, const gb_opt
         values[i] = (gb_value){0}; /* what is left where a problem is reported */
     int problems = report_unknown_keys(cfg, section, options, n_options, ignore, n_ignore, diag);
     const char *name = restart_settings(cfg, section);
-    if (!name) {
-        report_out_of_memory(diag);
-        return problems + 1;
-    }
+    if (!name)
+        return problems + report_out_of_memory(diag);
     for (size_t i = 0; i < n_ignore; i++) {
         const gb_entry *entry = find_entry(cfg, name, ignore[i]);
-        if (entry && !record_setting(cfg, name, entry->key, entry->value)) {
-            report_out_of_memory(diag);
-            problems++;
-        }
+        if (entry && !record_setting(cfg, name, entry->key, entry->value))
+            problems += report_out_of_memory(diag);
     }
     for (size_t i = 0; i < n_options; i++)
         problems += resolve_option(cfg, name, &options[i], &values[i], diag);
@@ -852,7 +842,7 @@ void gb_config_write(const gb_config *cfg, FILE *out)
     }
 }
 
-/* ---- suggestions --------------------------------------------------------------------------- */
+/* ---- suggestions --------------------------------------------------------------------- */
 
 /* Levenshtein distance in which swapping two adjacent characters counts as one edit
  * (optimal string alignment), the commonest typo; SIZE_MAX when out of memory. */
@@ -891,7 +881,8 @@ static size_t edit_distance(const char *a, const char *b)
 
 const char *gb_suggest(const char *word, const char *const *candidates, size_t n)
 {
-    size_t limit = strlen(word) / 3 > 1 ? strlen(word) / 3 : 1;
+    size_t len = strlen(word);
+    size_t limit = len / 3 > 1 ? len / 3 : 1;
     const char *best = NULL;
     size_t best_distance = limit + 1;
     for (size_t i = 0; i < n; i++) {

@@ -676,9 +676,13 @@ int gb_model_backward(gb_model *m, float dloss)
 int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step)
 {
     gb_runtime *rt = m->rt;
-    GB_CALL(&rt->inst[GB_KIND_DEVICE], "sum_squares",
-            rt->dev->sum_squares(m->dev, m->norm_sq, m->grads, m->n_params));
     gb_instance *opt = &rt->inst[GB_KIND_OPTIM];
+    if (rt->optim->grad_norm_sq)
+        GB_CALL(opt, "grad_norm_sq",
+                rt->optim->grad_norm_sq(opt->self, m->norm_sq, m->grads, m->n_params));
+    else
+        GB_CALL(&rt->inst[GB_KIND_DEVICE], "sum_squares",
+                rt->dev->sum_squares(m->dev, m->norm_sq, m->grads, m->n_params));
     gb_optim_step_args args = {
         .struct_size = sizeof args,
         .params = m->params,

@@ -18,6 +18,7 @@ static const char usage[] =
     "                                  generate text from a checkpoint\n"
     "  plugins [KIND]                  list the plugins found on the search path\n"
     "  plugins show NAME               a plugin's details and every config key\n"
+    "  bench KIND [OPTIONS]            microbenchmarks: attn, optim\n"
     "\n"
     "Every verb takes --help. train, check and plugins take --plugin-path DIRS\n"
     "(':'-separated), searched before GEARBOX_PLUGIN_PATH, the config's [run] plugin_path\n"
@@ -39,7 +40,7 @@ int main(int argc, char **argv)
         int (*run)(int, char **);
     } verbs[] = {
         {"train", gb_cmd_train},     {"check", gb_cmd_check},     {"prepare", gb_cmd_prepare},
-        {"sample", gb_cmd_sample},   {"plugins", gb_cmd_plugins},
+        {"sample", gb_cmd_sample},   {"plugins", gb_cmd_plugins}, {"bench", gb_cmd_bench},
     };
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
         if (strcmp(argv[1], verbs[i].name) == 0)

@@ -25,6 +25,7 @@
 
 #include "gearbox/device.h"
 #include "gearbox/plugin.h"
+#include "gearbox/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -50,6 +51,10 @@ typedef struct gb_optim_step_args {
     const float *grad_norm_sq;     /* device scalar: sum of squares of grads, or NULL */
     float max_norm;                /* clip threshold; <= 0: no clipping */
     float inv_loss_scale;          /* 1 / loss scale (1 without loss scaling) */
+    void *params_lowp;             /* (n) low-precision working copy of params to write in
+                                      the same pass (precision policy with master weights),
+                                      or NULL */
+    gb_dtype lowp_dtype;           /* GB_BF16 or GB_F16 when params_lowp is set */
 } gb_optim_step_args;
 
 typedef struct gb_optim_ops {
@@ -65,7 +70,12 @@ typedef struct gb_optim_ops {
     size_t (*state_bytes)(void *self, int64_t n);
 
     /* ---- compute (ABI 1.0) ---- */
+    /* Updates params (and params_lowp when set). A plugin that cannot write params_lowp
+     * returns GB_ERR_UNSUPPORTED when it is set. */
     gb_status (*step)(void *self, const gb_optim_step_args *args);
+    /* Optional (NULL: the core uses the device's sum_squares). *out (a device scalar) =
+     * sum of grads[i]^2, computed the optimizer's way, e.g. fused with its own passes. */
+    gb_status (*grad_norm_sq)(void *self, float *out, const float *grads, int64_t n);
 } gb_optim_ops;
 
 #ifdef __cplusplus

@@ -212,6 +212,11 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
         return GB_ERR_INVALID_ARG;
     if (!step_args_valid(a, args))
         return GB_ERR_INVALID_ARG;
+    if (args->params_lowp) {
+        a->host->set_error(a->host, "adamw keeps no low-precision parameter copy; use "
+                           "[optim] plugin = adamw_fused for master weights");
+        return GB_ERR_UNSUPPORTED;
+    }
 
     float *m = args->state;
     float *v = m + args->n;

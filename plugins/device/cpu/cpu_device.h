@@ -1,0 +1,78 @@
+/* The CPU device plugin's instance and the kernels each source file contributes to its
+ * vtable (device_cpu.c assembles them).
+ *
+ * An instance is used by one thread at a time, like a queue on a GPU: its kernels fan
+ * out onto the OpenMP pool but the instance's caches and scratch are not locked.
+ */
+#ifndef GB_DEVICE_CPU_H
+#define GB_DEVICE_CPU_H
+
+#include "gearbox/device.h"
+
+typedef struct cpu_matmul_cache cpu_matmul_cache;
+
+typedef struct cpu_device {
+    const gb_host *host;
+    int threads;                /* host->num_threads, at least 1 */
+    cpu_matmul_cache *matmul;   /* oneDNN engine, stream and primitives (matmul.c) */
+    double *scratch;            /* per-chunk partial sums of the reductions */
+    size_t scratch_count;
+} cpu_device;
+
+/* Below this many elements a kernel runs on the calling thread: waking the pool costs
+ * more than the work. */
+#define CPU_PARALLEL_MIN 16384
+
+/* ---- helpers (device_cpu.c) ---- */
+gb_status cpu_fail(cpu_device *dev, gb_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* GB_OK when dtype is f32 and both sizes are >= 0; otherwise says which is wrong. */
+gb_status cpu_check_call(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
+                         int64_t cols);
+/* `count` doubles of scratch, grown on demand so steady-state calls do not allocate;
+ * NULL (with the error set) when out of memory. */
+double *cpu_scratch(cpu_device *dev, const char *kernel, size_t count);
+
+/* ---- reductions with a fixed order (reductions.c) ---- */
+/* Row chunk `chunk` of `chunks` covers [rows * chunk / chunks, rows * (chunk+1) / chunks):
+ * a split that depends on the thread count only, never on scheduling. */
+static inline int64_t cpu_chunk_begin(int64_t rows, int chunk, int chunks)
+{
+    return rows * chunk / chunks;
+}
+/* dst[c] += sum over p of partials[p * stride + c], p in increasing order.
+ * dst (cols); partials (chunks, stride >= cols). */
+void cpu_add_partials(cpu_device *dev, float *dst, const double *partials, int chunks,
+                      int64_t stride, int64_t cols);
+
+/* ---- kernels: the gb_device_ops entries ---- */
+gb_status cpu_matmul_open(cpu_device *dev);
+void cpu_matmul_close(cpu_device *dev);
+gb_status cpu_matmul(void *self, const gb_matmul_args *args);
+
+gb_status cpu_embed_forward(void *self, gb_dtype dtype, void *out, const int32_t *tokens,
+                            const float *wte, const float *wpe, int64_t B, int64_t T,
+                            int64_t C);
+gb_status cpu_embed_backward(void *self, gb_dtype dtype, float *dwte, float *dwpe,
+                             const void *dout, const int32_t *tokens, int64_t B, int64_t T,
+                             int64_t C);
+gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out, float *mean,
+                                float *rstd, const void *x, const float *weight,
+                                const float *bias, int64_t N, int64_t C, float eps);
+gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *dweight,
+                                 float *dbias, const void *dout, const void *x,
+                                 const float *weight, const float *mean, const float *rstd,
+                                 int64_t N, int64_t C);
+gb_status cpu_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n);
+gb_status cpu_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
+                            const void *dout, int64_t n);
+gb_status cpu_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
+                  int64_t n);
+gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void *dout,
+                            int64_t N, int64_t C);
+gb_status cpu_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                            const void *logits, const int32_t *targets, int64_t N, int64_t V,
+                            float dloss);
+gb_status cpu_sum_squares(void *self, float *out, const float *x, int64_t n);
+
+#endif /* GB_DEVICE_CPU_H */

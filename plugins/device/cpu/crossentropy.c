@@ -1,0 +1,80 @@
+/* Softmax cross-entropy on the CPU device, fused with its gradient.
+ *
+ * Rows are independent and split across threads. Each row makes three passes over its V
+ * logits: the maximum, the exponentials of the shifted logits with their sum (in double,
+ * since V may be 50k), and, when a gradient is wanted, the scaling into dlogits. The
+ * exponentials are parked in dlogits when there is one (so they are computed once) and
+ * in a small stack block otherwise; the target's logit is read before dlogits, which may
+ * alias the logits, is written.
+ */
+#include <math.h>
+
+#include "cpu_device.h"
+#include "pointwise.h"
+#include "rowreduce.h"
+
+/* Columns per block of exponentials when there is no dlogits row to hold them. */
+#define EXP_BLOCK 512
+
+// e, x (n); e may alias x
+static void exp_shifted(float *e, const float *x, float shift, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        e[i] = exp_fast(x[i] - shift);
+}
+
+/* sum of exp(x - shift) over the row, leaving the exponentials in e_row when not NULL. */
+// x (V); e_row (V) or NULL, may alias x
+static double sum_exp_shifted(float *e_row, const float *x, float shift, int64_t V)
+{
+    float block[EXP_BLOCK];
+    double sum = 0.0;
+    for (int64_t c0 = 0; c0 < V; c0 += EXP_BLOCK) {
+        int64_t len = V - c0 < EXP_BLOCK ? V - c0 : EXP_BLOCK;
+        float *e = e_row ? e_row + c0 : block;
+        exp_shifted(e, x + c0, shift, len);
+        sum += row_sum_f64(e, len);
+    }
+    return sum;
+}
+
+static gb_status check_targets(cpu_device *dev, const int32_t *targets, int64_t N, int64_t V)
+{
+    for (int64_t row = 0; row < N; row++)
+        if (targets[row] < 0 || targets[row] >= V)
+            return cpu_fail(dev, GB_ERR_INVALID_ARG,
+                            "cross_entropy: target %d of row %lld is outside [0, %lld)",
+                            (int)targets[row], (long long)row, (long long)V);
+    return GB_OK;
+}
+
+gb_status cpu_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits_,
+                            const void *logits_, const int32_t *targets, int64_t N, int64_t V,
+                            float dloss)
+{
+    cpu_device *dev = self;
+    gb_status status = cpu_check_call(dev, "cross_entropy", dtype, N, V);
+    if (status == GB_OK)
+        status = check_targets(dev, targets, N, V);
+    if (status != GB_OK)
+        return status;
+    const float *logits = logits_;   // (N, V)
+    float *dlogits = dlogits_;       // (N, V) or NULL
+    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+        if (N * V >= CPU_PARALLEL_MIN)
+    for (int64_t row = 0; row < N; row++) {
+        const float *x = logits + row * V;
+        float *d = dlogits ? dlogits + row * V : NULL;
+        int32_t target = targets[row];
+        float target_logit = x[target];
+        float max = row_max(x, V);
+        double sum = sum_exp_shifted(d, x, max, V);
+        losses[row] = (float)(log(sum) + (double)max - (double)target_logit);
+        if (!d)
+            continue;
+        float inv_sum = (float)(1.0 / sum);
+        for (int64_t c = 0; c < V; c++)
+            d[c] = (d[c] * inv_sum - (float)(c == target)) * dloss;
+    }
+    return GB_OK;
+}

@@ -1,0 +1,204 @@
+/* The CPU device plugin: host memory, device description, and the vtable that gathers
+ * the kernels from the other files of this folder.
+ *
+ * Device memory is host memory here, so copies of every kind are memcpy and sync has
+ * nothing to wait for. All kernels run on the process's one OpenMP pool (which oneDNN
+ * shares) with at most host->num_threads threads. f32 only for now; bf16 and f16 calls
+ * are refused with GB_ERR_UNSUPPORTED. Peak FLOP/s are not measured (reported as 0).
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu_device.h"
+#include "gearbox/plugin.h"
+
+#define CPU_ALIGN 64
+
+gb_status cpu_fail(cpu_device *dev, gb_status status, const char *fmt, ...)
+{
+    char message[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    dev->host->set_error(dev->host, "%s", message);
+    return status;
+}
+
+gb_status cpu_check_call(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
+                         int64_t cols)
+{
+    if (dtype != GB_F32)
+        return cpu_fail(dev, GB_ERR_UNSUPPORTED,
+                        "%s on the cpu device computes in f32 only; this call asks for %s",
+                        kernel, gb_dtype_name(dtype));
+    if (rows < 0 || cols < 0)
+        return cpu_fail(dev, GB_ERR_INVALID_ARG, "%s: negative size (%lld, %lld)", kernel,
+                        (long long)rows, (long long)cols);
+    return GB_OK;
+}
+
+double *cpu_scratch(cpu_device *dev, const char *kernel, size_t count)
+{
+    if (count <= dev->scratch_count)
+        return dev->scratch;
+    double *grown = dev->host->alloc(dev->host, count * sizeof(double));
+    if (!grown) {
+        cpu_fail(dev, GB_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes of scratch", kernel,
+                 count * sizeof(double));
+        return NULL;
+    }
+    dev->host->free(dev->host, dev->scratch);
+    dev->scratch = grown;
+    dev->scratch_count = count;
+    return grown;
+}
+
+static gb_status cpu_create(const gb_host *host, const gb_value *options, void **self)
+{
+    (void)options;
+    cpu_device *dev = host->alloc(host, sizeof *dev);
+    if (!dev) {
+        host->set_error(host, "cannot allocate the cpu device instance");
+        return GB_ERR_NO_MEMORY;
+    }
+    memset(dev, 0, sizeof *dev);
+    dev->host = host;
+    dev->threads = host->num_threads > 0 ? host->num_threads : 1;
+    gb_status status = cpu_matmul_open(dev);
+    if (status != GB_OK) {
+        host->free(host, dev);
+        return status;
+    }
+    *self = dev;
+    return GB_OK;
+}
+
+static void cpu_destroy(void *self)
+{
+    cpu_device *dev = self;
+    if (!dev)
+        return;
+    cpu_matmul_close(dev);
+    dev->host->free(dev->host, dev->scratch);
+    dev->host->free(dev->host, dev);
+}
+
+static gb_status cpu_context(void *self, gb_device_ctx *out)
+{
+    (void)self;
+    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
+    out->device = GB_DEVICE_CPU;
+    out->ordinal = 0;
+    out->stream = NULL;
+    return GB_OK;
+}
+
+/* The "model name" line of /proc/cpuinfo, or "unknown CPU" where there is none. */
+static void read_cpu_model(char *name, size_t cap)
+{
+    snprintf(name, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        const char *value = strchr(line, ':');
+        if (!value)
+            continue;
+        value += strspn(value + 1, " \t") + 1;
+        snprintf(name, cap, "%.*s", (int)strcspn(value, "\n"), value);
+        break;
+    }
+    fclose(f);
+}
+
+static gb_status cpu_info(void *self, gb_device_info *out)
+{
+    cpu_device *dev = self;
+    char model[96];
+    read_cpu_model(model, sizeof model);
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page_size = sysconf(_SC_PAGESIZE);
+    out->memory_bytes = pages > 0 && page_size > 0 ? (uint64_t)pages * (uint64_t)page_size : 0;
+    out->peak_flops_f32 = 0.0;
+    out->peak_flops_bf16 = 0.0;
+    snprintf(out->name, sizeof out->name, "%s, %d thread%s", model, dev->threads,
+             dev->threads == 1 ? "" : "s");
+    return GB_OK;
+}
+
+static gb_status cpu_alloc(void *self, size_t bytes, void **ptr)
+{
+    // aligned_alloc wants a multiple of the alignment; 0 bytes still get a unique pointer.
+    size_t rounded = bytes == 0 ? CPU_ALIGN : (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    *ptr = bytes <= SIZE_MAX - CPU_ALIGN ? aligned_alloc(CPU_ALIGN, rounded) : NULL;
+    if (!*ptr)
+        return cpu_fail(self, GB_ERR_NO_MEMORY, "alloc: cannot allocate %zu bytes", bytes);
+    return GB_OK;
+}
+
+static void cpu_free(void *self, void *ptr)
+{
+    (void)self;
+    free(ptr);
+}
+
+static gb_status cpu_copy(void *self, void *dst, const void *src, size_t bytes,
+                          gb_copy_kind kind)
+{
+    if (kind != GB_COPY_HOST_TO_DEVICE && kind != GB_COPY_DEVICE_TO_HOST &&
+        kind != GB_COPY_DEVICE_TO_DEVICE)
+        return cpu_fail(self, GB_ERR_INVALID_ARG, "copy: unknown copy kind %d", (int)kind);
+    if (bytes)
+        memcpy(dst, src, bytes);
+    return GB_OK;
+}
+
+static gb_status cpu_memset_zero(void *self, void *ptr, size_t bytes)
+{
+    (void)self;
+    if (bytes)
+        memset(ptr, 0, bytes);
+    return GB_OK;
+}
+
+static gb_status cpu_sync(void *self)
+{
+    (void)self;
+    return GB_OK;
+}
+
+static const gb_device_ops cpu_ops = {
+    .struct_size = sizeof(gb_device_ops),
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .context = cpu_context,
+    .info = cpu_info,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .memset_zero = cpu_memset_zero,
+    .sync = cpu_sync,
+    .matmul = cpu_matmul,
+    .embed_forward = cpu_embed_forward,
+    .embed_backward = cpu_embed_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .add = cpu_add,
+    .bias_backward = cpu_bias_backward,
+    .cross_entropy = cpu_cross_entropy,
+    .sum_squares = cpu_sum_squares,
+};
+
+GB_PLUGIN_DEFINE(GB_KIND_DEVICE, "cpu", "1.0.0",
+                 "host memory, oneDNN matmul, OpenMP kernels; reproducible per thread count",
+                 GB_DEVICE_CPU, GB_NO_OPTIONS, cpu_ops)

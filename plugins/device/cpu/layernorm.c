@@ -1,0 +1,116 @@
+/* LayerNorm on the CPU device, forward and backward (the formulas of llm.c and PyTorch,
+ * biased variance).
+ *
+ * Rows are independent in the forward pass and for dx, so rows are split across threads.
+ * dweight and dbias sum over rows: the rows are cut into one chunk per thread, each chunk
+ * sums into its own row of double partials, and the partials are added to dweight and
+ * dbias in chunk order, so the result is bit-identical run to run at a given thread
+ * count. Per-row statistics are computed in f32 with the fixed-order row helpers.
+ */
+#include <math.h>
+
+#include "cpu_device.h"
+#include "rowreduce.h"
+
+gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out_, float *mean,
+                                float *rstd, const void *x_, const float *weight,
+                                const float *bias, int64_t N, int64_t C, float eps)
+{
+    cpu_device *dev = self;
+    gb_status status = cpu_check_call(dev, "layernorm_forward", dtype, N, C);
+    if (status != GB_OK || C == 0)
+        return status;
+    float *out = out_;        // (N, C)
+    const float *x = x_;      // (N, C)
+    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+        if (N * C >= CPU_PARALLEL_MIN)
+    for (int64_t row = 0; row < N; row++) {
+        const float *xr = x + row * C;
+        float *o = out + row * C;
+        float m = row_sum(xr, C) / (float)C;
+        float var = row_sum_sq_dev(xr, m, C) / (float)C;
+        float s = 1.0f / sqrtf(var + eps);
+        if (bias) {
+            for (int64_t c = 0; c < C; c++)
+                o[c] = (xr[c] - m) * s * weight[c] + bias[c];
+        } else {
+            for (int64_t c = 0; c < C; c++)
+                o[c] = (xr[c] - m) * s * weight[c];
+        }
+        mean[row] = m;
+        rstd[row] = s;
+    }
+    return GB_OK;
+}
+
+/* sum over c of weight * dout * (x - mean): the numerator of mean(dnorm * norm). */
+// weight, dout, x (C)
+static float centred_dot(const float *weight, const float *dout, const float *x, float mean,
+                         int64_t C)
+{
+    float acc[ROW_LANES] = {0};
+    int64_t i = 0;
+    for (; i + ROW_LANES <= C; i += ROW_LANES)
+        for (int j = 0; j < ROW_LANES; j++)
+            acc[j] = fmaf(weight[i + j] * dout[i + j], x[i + j] - mean, acc[j]);
+    for (int j = 0; i + j < C; j++)
+        acc[j] = fmaf(weight[i + j] * dout[i + j], x[i + j] - mean, acc[j]);
+    return fold_lanes_f32(acc);
+}
+
+/* dx += for one row; dnorm = weight * dout, norm = (x - mean) * rstd. */
+// dx, dout, x, weight (C)
+static void row_backward(float *dx, const float *dout, const float *x, const float *weight,
+                         float mean, float rstd, int64_t C)
+{
+    float dnorm_mean = row_dot(weight, dout, C) / (float)C;
+    float dnorm_norm_mean = centred_dot(weight, dout, x, mean, C) * rstd / (float)C;
+    for (int64_t c = 0; c < C; c++) {
+        float norm = (x[c] - mean) * rstd;
+        float dnorm = weight[c] * dout[c];
+        dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd;
+    }
+}
+
+gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *dweight,
+                                 float *dbias, const void *dout_, const void *x_,
+                                 const float *weight, const float *mean, const float *rstd,
+                                 int64_t N, int64_t C)
+{
+    cpu_device *dev = self;
+    gb_status status = cpu_check_call(dev, "layernorm_backward", dtype, N, C);
+    if (status != GB_OK || C == 0)
+        return status;
+    float *dx = dx_;               // (N, C)
+    const float *dout = dout_;     // (N, C)
+    const float *x = x_;           // (N, C)
+    int chunks = dev->threads;
+    // (chunks, 2C): each chunk's dweight, then its dbias
+    double *partials = cpu_scratch(dev, "layernorm_backward", (size_t)chunks * 2 * C);
+    if (!partials)
+        return GB_ERR_NO_MEMORY;
+
+    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+        if (N * C >= CPU_PARALLEL_MIN)
+    for (int chunk = 0; chunk < chunks; chunk++) {
+        double *pw = partials + (int64_t)chunk * 2 * C;
+        double *pb = pw + C;
+        for (int64_t c = 0; c < 2 * C; c++)
+            pw[c] = 0.0;
+        int64_t end = cpu_chunk_begin(N, chunk + 1, chunks);
+        for (int64_t row = cpu_chunk_begin(N, chunk, chunks); row < end; row++) {
+            const float *xr = x + row * C;
+            const float *dr = dout + row * C;
+            float m = mean[row], s = rstd[row];
+            row_backward(dx + row * C, dr, xr, weight, m, s, C);
+            for (int64_t c = 0; c < C; c++) {
+                pw[c] += (double)((xr[c] - m) * s * dr[c]);
+                pb[c] += (double)dr[c];
+            }
+        }
+    }
+    cpu_add_partials(dev, dweight, partials, chunks, 2 * C, C);
+    if (dbias)
+        cpu_add_partials(dev, dbias, partials + C, chunks, 2 * C, C);
+    return GB_OK;
+}

@@ -1,0 +1,327 @@
+/* matmul on the CPU device through oneDNN's matmul primitive (C API, oneDNN 2.6).
+ *
+ * Transposes and leading dimensions are expressed as memory-descriptor strides, so no
+ * operand is ever copied; alpha is an output scale and beta a `sum` post-op. oneDNN
+ * scales its built-in bias together with the product, so with alpha != 1 the bias is
+ * added by a binary post-op after the sum instead. Creating a primitive costs far more
+ * than running a small one, so each instance keeps the primitives it has built, keyed by
+ * everything that shapes them, in a small table with least-recently-used replacement; a
+ * training step's few dozen distinct matmuls are then served without creating anything.
+ * oneDNN runs on the same OpenMP runtime as the other kernels; no second thread pool is
+ * created. f32 only; reduced-precision operands are refused.
+ */
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "cpu_device.h"
+
+/* Distinct matmuls of a GPT step: four linear layers forward and two products each
+ * backward, plus the LM head, with a margin for evaluation shapes. */
+#define MATMUL_CACHE_SLOTS 64
+
+/* Everything a primitive is specialised for. All int64 so the struct has no padding and
+ * can be compared with memcmp. */
+typedef struct matmul_key {
+    int64_t m, n, k;
+    int64_t lda, ldb, ldc;
+    int64_t trans_a, trans_b, has_bias;
+    int64_t alpha_bits, beta_bits;
+} matmul_key;
+
+typedef struct matmul_slot {
+    matmul_key key;
+    uint64_t last_use;          /* 0: empty */
+    dnnl_primitive_t primitive;
+    dnnl_memory_t src, weights, bias, dst;   /* descriptors without data; set per call */
+    int bias_arg;                            /* execution argument index of the bias */
+} matmul_slot;
+
+struct cpu_matmul_cache {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    uint64_t clock;
+    matmul_slot slots[MATMUL_CACHE_SLOTS];
+};
+
+static gb_status dnnl_fail(cpu_device *dev, const char *what, dnnl_status_t status)
+{
+    return cpu_fail(dev, GB_ERR_DEVICE, "matmul: oneDNN %s failed: %s", what,
+                    dnnl_status2str(status));
+}
+
+gb_status cpu_matmul_open(cpu_device *dev)
+{
+    cpu_matmul_cache *cache = dev->host->alloc(dev->host, sizeof *cache);
+    if (!cache)
+        return cpu_fail(dev, GB_ERR_NO_MEMORY, "cannot allocate the matmul cache");
+    memset(cache, 0, sizeof *cache);
+    dnnl_status_t st = dnnl_engine_create(&cache->engine, dnnl_cpu, 0);
+    if (st == dnnl_success) {
+        st = dnnl_stream_create(&cache->stream, cache->engine, dnnl_stream_default_flags);
+        if (st != dnnl_success)
+            dnnl_engine_destroy(cache->engine);
+    }
+    if (st != dnnl_success) {
+        dev->host->free(dev->host, cache);
+        return cpu_fail(dev, GB_ERR_DEVICE, "cannot open oneDNN's cpu engine: %s",
+                        dnnl_status2str(st));
+    }
+    const dnnl_version_t *v = dnnl_version();
+    dev->host->log(dev->host, GB_LOG_DEBUG, "oneDNN %d.%d.%d (%.12s)", v->major, v->minor,
+                   v->patch, v->hash);
+    dev->matmul = cache;
+    return GB_OK;
+}
+
+static void slot_release(matmul_slot *slot)
+{
+    if (!slot->last_use)
+        return;
+    dnnl_primitive_destroy(slot->primitive);
+    dnnl_memory_destroy(slot->src);
+    dnnl_memory_destroy(slot->weights);
+    dnnl_memory_destroy(slot->bias);
+    dnnl_memory_destroy(slot->dst);
+    memset(slot, 0, sizeof *slot);
+}
+
+void cpu_matmul_close(cpu_device *dev)
+{
+    cpu_matmul_cache *cache = dev->matmul;
+    if (!cache)
+        return;
+    for (int i = 0; i < MATMUL_CACHE_SLOTS; i++)
+        slot_release(&cache->slots[i]);
+    dnnl_stream_destroy(cache->stream);
+    dnnl_engine_destroy(cache->engine);
+    dev->host->free(dev->host, cache);
+    dev->matmul = NULL;
+}
+
+static int64_t float_bits(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+static matmul_key key_of(const gb_matmul_args *a)
+{
+    matmul_key key;
+    memset(&key, 0, sizeof key);
+    key.m = a->m;
+    key.n = a->n;
+    key.k = a->k;
+    key.lda = a->lda;
+    key.ldb = a->ldb;
+    key.ldc = a->ldc;
+    key.trans_a = a->trans_a != 0;
+    key.trans_b = a->trans_b != 0;
+    key.has_bias = a->bias != NULL;
+    key.alpha_bits = float_bits(a->alpha);
+    key.beta_bits = float_bits(a->beta);
+    return key;
+}
+
+/* A (rows, cols) f32 matrix stored row-major with row stride ld, or its transpose stored
+ * (cols, rows) with row stride ld when `transposed`. */
+static void matrix_desc(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t ld,
+                        int64_t transposed)
+{
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {ld, 1};
+    if (transposed) {
+        strides[0] = 1;
+        strides[1] = ld;
+    }
+    dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+}
+
+static dnnl_status_t create_memory(dnnl_memory_t *mem, const dnnl_memory_desc_t *md,
+                                   dnnl_engine_t engine)
+{
+    return dnnl_memory_create(mem, md, engine, DNNL_MEMORY_NONE);
+}
+
+/* The bias rides on oneDNN's built-in bias only when alpha is 1: the built-in bias is
+ * added before the output scale, and C = alpha A B + beta C + bias must not scale it. */
+static int bias_is_post_op(const matmul_key *key)
+{
+    return key->has_bias && key->alpha_bits != float_bits(1.0f);
+}
+
+/* alpha as a common output scale, beta as a sum post-op and, when needed, the bias as a
+ * binary-add post-op after it; each only when present, so the plain case keeps oneDNN's
+ * fastest kernels. */
+static dnnl_status_t build_attr(dnnl_primitive_attr_t *attr, const matmul_key *key,
+                                float alpha, float beta, const dnnl_memory_desc_t *bias_md)
+{
+    dnnl_status_t st = dnnl_primitive_attr_create(attr);
+    if (st != dnnl_success)
+        return st;
+    if (alpha != 1.0f)
+        st = dnnl_primitive_attr_set_output_scales(*attr, 1, 0, &alpha);
+    dnnl_post_ops_t ops = NULL;
+    if (st == dnnl_success && (beta != 0.0f || bias_is_post_op(key)))
+        st = dnnl_post_ops_create(&ops);
+    if (st == dnnl_success && beta != 0.0f)
+        st = dnnl_post_ops_append_sum(ops, beta);
+    if (st == dnnl_success && bias_is_post_op(key))
+        st = dnnl_post_ops_append_binary(ops, dnnl_binary_add, bias_md);
+    if (st == dnnl_success && ops)
+        st = dnnl_primitive_attr_set_post_ops(*attr, ops);
+    if (ops)
+        dnnl_post_ops_destroy(ops);
+    if (st != dnnl_success)
+        dnnl_primitive_attr_destroy(*attr);
+    return st;
+}
+
+/* Builds the primitive and its four memory objects for `key` into an empty slot. */
+static gb_status slot_build(cpu_device *dev, matmul_slot *slot, const matmul_key *key,
+                            float alpha, float beta)
+{
+    dnnl_engine_t engine = dev->matmul->engine;
+    dnnl_memory_desc_t src_md, weights_md, bias_md, dst_md;
+    matrix_desc(&src_md, key->m, key->k, key->lda, key->trans_a);
+    matrix_desc(&weights_md, key->k, key->n, key->ldb, key->trans_b);
+    matrix_desc(&bias_md, 1, key->n, key->n, 0);
+    matrix_desc(&dst_md, key->m, key->n, key->ldc, 0);
+
+    int builtin_bias = key->has_bias && !bias_is_post_op(key);
+    dnnl_matmul_desc_t desc;
+    dnnl_status_t st = dnnl_matmul_desc_init(&desc, &src_md, &weights_md,
+                                             builtin_bias ? &bias_md : NULL, &dst_md);
+    if (st != dnnl_success)
+        return dnnl_fail(dev, "matmul_desc_init", st);
+
+    dnnl_primitive_attr_t attr;
+    st = build_attr(&attr, key, alpha, beta, &bias_md);
+    if (st != dnnl_success)
+        return dnnl_fail(dev, "attribute setup", st);
+    dnnl_primitive_desc_t pd;
+    st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return dnnl_fail(dev, "primitive_desc_create", st);
+    st = dnnl_primitive_create(&slot->primitive, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success)
+        return dnnl_fail(dev, "primitive_create", st);
+
+    slot->last_use = 1;   // from here on slot_release() owns what exists
+    if ((st = create_memory(&slot->src, &src_md, engine)) != dnnl_success ||
+        (st = create_memory(&slot->weights, &weights_md, engine)) != dnnl_success ||
+        (st = create_memory(&slot->bias, &bias_md, engine)) != dnnl_success ||
+        (st = create_memory(&slot->dst, &dst_md, engine)) != dnnl_success) {
+        slot_release(slot);
+        return dnnl_fail(dev, "memory_create", st);
+    }
+    // The bias post-op is the last one: index 1 after a sum, else 0.
+    slot->bias_arg = builtin_bias
+        ? DNNL_ARG_BIAS : DNNL_ARG_ATTR_MULTIPLE_POST_OP(beta != 0.0f) | DNNL_ARG_SRC_1;
+    slot->key = *key;
+    return GB_OK;
+}
+
+/* The slot holding `key`, building it (over the least recently used slot) if needed. */
+static gb_status slot_for(cpu_device *dev, const gb_matmul_args *args, matmul_slot **out)
+{
+    cpu_matmul_cache *cache = dev->matmul;
+    matmul_key key = key_of(args);
+    matmul_slot *victim = &cache->slots[0];
+    for (int i = 0; i < MATMUL_CACHE_SLOTS; i++) {
+        matmul_slot *slot = &cache->slots[i];
+        if (slot->last_use && memcmp(&slot->key, &key, sizeof key) == 0) {
+            slot->last_use = ++cache->clock;
+            *out = slot;
+            return GB_OK;
+        }
+        if (slot->last_use < victim->last_use)
+            victim = slot;
+    }
+    slot_release(victim);
+    gb_status status = slot_build(dev, victim, &key, args->alpha, args->beta);
+    if (status != GB_OK)
+        return status;
+    victim->last_use = ++cache->clock;
+    *out = victim;
+    return GB_OK;
+}
+
+static gb_status check_args(cpu_device *dev, const gb_matmul_args *a)
+{
+    if (a->struct_size < sizeof(gb_matmul_args))
+        return cpu_fail(dev, GB_ERR_INVALID_ARG,
+                        "matmul: args.struct_size %zu is smaller than ABI 1.0's %zu",
+                        a->struct_size, sizeof(gb_matmul_args));
+    if (a->dtype_a != GB_F32 || a->dtype_b != GB_F32 || a->dtype_c != GB_F32)
+        return cpu_fail(dev, GB_ERR_UNSUPPORTED,
+                        "matmul on the cpu device computes in f32 only; this call asks for "
+                        "A %s, B %s, C %s", gb_dtype_name(a->dtype_a),
+                        gb_dtype_name(a->dtype_b), gb_dtype_name(a->dtype_c));
+    if (a->m < 0 || a->n < 0 || a->k < 0)
+        return cpu_fail(dev, GB_ERR_INVALID_ARG, "matmul: negative size m=%lld n=%lld k=%lld",
+                        (long long)a->m, (long long)a->n, (long long)a->k);
+    int64_t a_cols = a->trans_a ? a->m : a->k;
+    int64_t b_cols = a->trans_b ? a->k : a->n;
+    if (a->lda < a_cols || a->ldb < b_cols || a->ldc < a->n)
+        return cpu_fail(dev, GB_ERR_INVALID_ARG,
+                        "matmul: leading dimensions lda=%lld ldb=%lld ldc=%lld are below the "
+                        "stored row lengths %lld, %lld, %lld", (long long)a->lda,
+                        (long long)a->ldb, (long long)a->ldc, (long long)a_cols,
+                        (long long)b_cols, (long long)a->n);
+    return GB_OK;
+}
+
+/* k == 0: the product is all zeros, so C = beta C (+ bias). oneDNN leaves C untouched
+ * for some zero-size layouts, so this case never reaches it. */
+static void matmul_without_k(const gb_matmul_args *a)
+{
+    float *c = a->c;   // (m, n), row stride ldc
+    for (int64_t i = 0; i < a->m; i++)
+        for (int64_t j = 0; j < a->n; j++) {
+            float v = a->beta != 0.0f ? a->beta * c[i * a->ldc + j] : 0.0f;
+            c[i * a->ldc + j] = a->bias ? v + a->bias[j] : v;
+        }
+}
+
+gb_status cpu_matmul(void *self, const gb_matmul_args *args)
+{
+    cpu_device *dev = self;
+    gb_status status = check_args(dev, args);
+    if (status != GB_OK || args->m == 0 || args->n == 0)
+        return status;
+    if (args->k == 0) {
+        matmul_without_k(args);
+        return GB_OK;
+    }
+    matmul_slot *slot;
+    status = slot_for(dev, args, &slot);
+    if (status != GB_OK)
+        return status;
+
+    dnnl_memory_set_data_handle(slot->src, (void *)args->a);
+    dnnl_memory_set_data_handle(slot->weights, (void *)args->b);
+    dnnl_memory_set_data_handle(slot->dst, args->c);
+    dnnl_exec_arg_t exec_args[4] = {
+        {DNNL_ARG_SRC, slot->src},
+        {DNNL_ARG_WEIGHTS, slot->weights},
+        {DNNL_ARG_DST, slot->dst},
+        {slot->bias_arg, slot->bias},
+    };
+    int n_args = 3;
+    if (args->bias) {
+        dnnl_memory_set_data_handle(slot->bias, (void *)args->bias);
+        n_args = 4;
+    }
+    dnnl_status_t st = dnnl_primitive_execute(slot->primitive, dev->matmul->stream, n_args,
+                                              exec_args);
+    if (st == dnnl_success)
+        st = dnnl_stream_wait(dev->matmul->stream);
+    if (st != dnnl_success)
+        return dnnl_fail(dev, "execute", st);
+    return GB_OK;
+}

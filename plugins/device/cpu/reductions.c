@@ -1,0 +1,77 @@
+/* Reductions across rows on the CPU device: bias gradients and the sum of squares behind
+ * the global gradient norm, plus the ordered combine that layernorm_backward shares.
+ *
+ * Every cross-thread sum is split the same way: the rows (or elements) are cut into one
+ * chunk per thread with cpu_chunk_begin(), each chunk sums in double into its own slot of
+ * the instance's scratch, and the slots are added in chunk order. No atomics, no
+ * dependence on which thread ran which chunk, so results are bit-identical run to run at
+ * a given thread count.
+ */
+#include "cpu_device.h"
+#include "rowreduce.h"
+
+void cpu_add_partials(cpu_device *dev, float *dst, const double *partials, int chunks,
+                      int64_t stride, int64_t cols)
+{
+    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+        if (chunks * cols >= CPU_PARALLEL_MIN)
+    for (int64_t c = 0; c < cols; c++) {
+        double sum = 0.0;
+        for (int p = 0; p < chunks; p++)
+            sum += partials[p * stride + c];
+        dst[c] += (float)sum;
+    }
+}
+
+gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void *dout_,
+                            int64_t N, int64_t C)
+{
+    cpu_device *dev = self;
+    gb_status status = cpu_check_call(dev, "bias_backward", dtype, N, C);
+    if (status != GB_OK || C == 0)
+        return status;
+    const float *dout = dout_;   // (N, C)
+    int chunks = dev->threads;
+    double *partials = cpu_scratch(dev, "bias_backward", (size_t)chunks * C);   // (chunks, C)
+    if (!partials)
+        return GB_ERR_NO_MEMORY;
+    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+        if (N * C >= CPU_PARALLEL_MIN)
+    for (int chunk = 0; chunk < chunks; chunk++) {
+        double *p = partials + (int64_t)chunk * C;
+        for (int64_t c = 0; c < C; c++)
+            p[c] = 0.0;
+        int64_t end = cpu_chunk_begin(N, chunk + 1, chunks);
+        for (int64_t row = cpu_chunk_begin(N, chunk, chunks); row < end; row++) {
+            const float *d = dout + row * C;
+            for (int64_t c = 0; c < C; c++)
+                p[c] += (double)d[c];
+        }
+    }
+    cpu_add_partials(dev, dbias, partials, chunks, C, C);
+    return GB_OK;
+}
+
+gb_status cpu_sum_squares(void *self, float *out, const float *x, int64_t n)
+{
+    cpu_device *dev = self;
+    gb_status status = cpu_check_call(dev, "sum_squares", GB_F32, n, 1);
+    if (status != GB_OK)
+        return status;
+    int chunks = dev->threads;
+    double *partials = cpu_scratch(dev, "sum_squares", (size_t)chunks);   // (chunks)
+    if (!partials)
+        return GB_ERR_NO_MEMORY;
+    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+        if (n >= CPU_PARALLEL_MIN)
+    for (int chunk = 0; chunk < chunks; chunk++) {
+        int64_t begin = cpu_chunk_begin(n, chunk, chunks);
+        int64_t end = cpu_chunk_begin(n, chunk + 1, chunks);
+        partials[chunk] = row_sum_sq_f64(x + begin, end - begin);
+    }
+    double total = 0.0;
+    for (int chunk = 0; chunk < chunks; chunk++)
+        total += partials[chunk];
+    *out = (float)total;
+    return GB_OK;
+}

@@ -1,0 +1,58 @@
+/* Shared scaffolding of the kernel tests: load a plugin from the path on the command
+ * line and check its descriptor, a minimal host table, seeded random data, and
+ * comparisons that print the largest absolute and relative difference per tensor.
+ *
+ * Failures are counted, not fatal, so one run reports every kernel that is wrong;
+ * kt_exit_code() turns the count into the test's exit status. No reference math lives
+ * here: each test writes its own naive double-precision reference beside its checks.
+ */
+#ifndef GB_TESTS_KERNEL_TEST_H
+#define GB_TESTS_KERNEL_TEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gearbox/plugin.h"
+
+/* The descriptor of the plugin at `path`, after the shared descriptor checks
+ * (gb_test_check_descriptor: ABI, sizes, kind, name, cpu only, schema); `ops_size` is the
+ * expected vtable size. Exits with status 1 when the plugin cannot be loaded at all. */
+const gb_plugin_desc *kt_load_plugin(const char *path, gb_kind kind, const char *name,
+                                     size_t ops_size);
+
+/* The shared test host (tests/common/test_host.h) with `num_threads` threads; its
+ * set_error remembers the message (kt_last_error) so tests can check that a refusal was
+ * explained. */
+gb_host kt_host(int num_threads);
+const char *kt_last_error(void);
+void kt_clear_error(void);
+
+/* 64-byte aligned buffers that the test never frees one by one: kt_free_all() at exit. */
+float *kt_floats(size_t n);
+double *kt_doubles(size_t n);
+int32_t *kt_ints(size_t n);
+void kt_free_all(void);
+
+/* xorshift64*, seeded per test case so failures reproduce. */
+typedef struct kt_rng {
+    uint64_t state;
+} kt_rng;
+kt_rng kt_seed(uint64_t seed);
+double kt_uniform(kt_rng *rng, double lo, double hi);
+void kt_fill(kt_rng *rng, float *x, size_t n, double lo, double hi);
+int32_t kt_below(kt_rng *rng, int32_t n);
+
+/* Passes when |got - want| <= atol + rtol * |want| everywhere. Prints
+ * "  what: max abs X, max rel Y over n values" and, on failure, the worst element. */
+int kt_compare(const char *what, const float *got, const double *want, size_t n, double atol,
+               double rtol);
+/* Passes when the two buffers hold the same bits. */
+int kt_same_bits(const char *what, const float *a, const float *b, size_t n);
+/* Records a failure with a message when `ok` is 0; returns ok. */
+int kt_expect(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints a section heading. */
+void kt_section(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* 0 when nothing failed, else 1, with a summary line. */
+int kt_exit_code(void);
+
+#endif /* GB_TESTS_KERNEL_TEST_H */
