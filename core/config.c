@@ -604,10 +604,11 @@ static int report_unknown_keys(const gb_config *cfg, const char *section,
     return problems;
 }
 
-/* The shortest "%g" text that reads back as exactly `x`. */
+/* The shortest "%g" text, from 6 digits up (so 10 reads "10", not "1e+01"), that reads
+ * back as exactly `x`. */
 static void format_double(char *buf, size_t size, double x)
 {
-    for (int digits = 1; digits <= 17; digits++) {
+    for (int digits = 6; digits <= 17; digits++) {
         snprintf(buf, size, "%.*g", digits, x);
         if (strtod(buf, NULL) == x)
             return;

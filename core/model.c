@@ -329,6 +329,16 @@ void gb_model_free(gb_model *m)
     free(m);
 }
 
+void gb_model_print_memory(const gb_model *m, FILE *out)
+{
+    const gb_memory_plan *p = &m->plan;
+    const double mib = 1024.0 * 1024.0;
+    fprintf(out, "memory plan: %.2f MiB = params %.2f + grads %.2f + optimizer %.2f + "
+            "activations %.2f + workspace %.2f\n", (double)(p->params + p->grads + p->optimizer +
+            p->activations + p->workspace) / mib, p->params / mib, p->grads / mib,
+            p->optimizer / mib, p->activations / mib, p->workspace / mib);
+}
+
 const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count)
 {
     *count = m->n_tensors;

@@ -13,6 +13,7 @@
 #define GB_CORE_MODEL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "gearbox/optim.h"
 #include "runtime.h"
@@ -46,6 +47,8 @@ void gb_model_free(gb_model *m);
 const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count);
 int64_t gb_model_num_params(const gb_model *m);
 gb_memory_plan gb_model_memory(const gb_model *m);
+/* One line: "memory plan: TOTAL MiB = params + grads + optimizer + activations + workspace". */
+void gb_model_print_memory(const gb_model *m, FILE *out);
 
 /* nanoGPT's initialisation from `seed`: N(0, 0.02) for weights and embeddings,
  * N(0, 0.02/sqrt(2 n_layer)) for the two residual projections, LayerNorm 1/0, biases 0. */

@@ -57,41 +57,66 @@ int gb_call_failed(const gb_instance *inst, gb_status status, const char *what)
     return -1;
 }
 
-/* The section's schema: `plugin` (defaulting to the resolved name) and the plugin's keys. */
-static int build_schema(gb_instance *inst, const char *plugin_name)
+static void init_host(gb_instance *inst, int threads)
 {
-    const gb_plugin_desc *d = inst->plugin->desc;
+    inst->host = (gb_host){
+        .struct_size = sizeof(gb_host),
+        .abi_major = GB_ABI_MAJOR,
+        .abi_minor = GB_ABI_MINOR,
+        .log = host_log,
+        .set_error = host_set_error,
+        .alloc = host_alloc,
+        .free = host_free,
+        .num_threads = threads,
+        .core_private = inst,
+    };
+}
+
+int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
+                     const char *plugin_key, int threads, gb_diag *diag)
+{
+    const gb_plugin_desc *d = plugin->desc;
+    inst->plugin = plugin;
     inst->schema = calloc(d->n_options + 1, sizeof *inst->schema);
     inst->values = calloc(d->n_options + 1, sizeof *inst->values);
-    if (!inst->schema || !inst->values)
-        return -1;
-    inst->schema[0] = (gb_option){"plugin", GB_OPT_STRING, plugin_name, 0, 0, NULL,
+    if (!inst->schema || !inst->values) {
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
+    /* the section's schema: `plugin` (defaulting to what was asked for), then the
+     * plugin's own keys */
+    inst->schema[0] = (gb_option){"plugin", GB_OPT_STRING, plugin_key, 0, 0, NULL,
                                   "which plugin of this kind to load"};
     if (d->n_options)
         memcpy(inst->schema + 1, d->options, d->n_options * sizeof *d->options);
-    return 0;
+    init_host(inst, threads);
+    return gb_config_validate_section(cfg, gb_kind_name(d->kind), inst->schema,
+                                      d->n_options + 1, NULL, 0, inst->values, diag);
+}
+
+void gb_instance_unbind(gb_instance *inst)
+{
+    free(inst->schema);
+    free(inst->values);
+    memset(inst, 0, sizeof *inst);
 }
 
 static int resolve_plugin(gb_runtime *rt, gb_config *cfg, gb_kind kind, gb_diag *diag)
 {
-    gb_instance *inst = &rt->inst[kind];
     const char *name = rt->settings.plugin[kind];
-    inst->plugin = gb_loader_find(rt->loader, kind, name, rt->device_bit, diag);
-    if (!inst->plugin)
+    if (kind == GB_KIND_ATTN && strcmp(name, "auto") == 0)
+        return 0; /* chosen at start, when the device can measure the candidates */
+    const gb_plugin *p = gb_loader_find(rt->loader, kind, name, rt->device_bit, diag);
+    if (!p)
         return 1;
-    if (build_schema(inst, name)) {
-        gb_diag_add(diag, "out of memory");
-        return 1;
-    }
-    return gb_config_validate_section(cfg, gb_kind_name(kind), inst->schema,
-                                      inst->plugin->desc->n_options + 1, NULL, 0, inst->values,
-                                      diag);
+    return gb_instance_bind(&rt->inst[kind], p, cfg, name, (int)rt->settings.threads, diag);
 }
 
 int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_path,
                        gb_diag *diag)
 {
     memset(rt, 0, sizeof *rt);
+    rt->cfg = cfg;
     int problems = gb_settings_resolve(cfg, &rt->settings, diag);
     rt->loader = gb_loader_new();
     if (!rt->loader) {
@@ -114,26 +139,11 @@ int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_pa
     if (problems)
         return problems;
     rt->dev = rt->inst[GB_KIND_DEVICE].plugin->desc->ops;
-    rt->attn = rt->inst[GB_KIND_ATTN].plugin->desc->ops;
+    rt->attn = rt->inst[GB_KIND_ATTN].plugin ? rt->inst[GB_KIND_ATTN].plugin->desc->ops : NULL;
     rt->optim = rt->inst[GB_KIND_OPTIM].plugin->desc->ops;
     rt->precision = rt->inst[GB_KIND_PRECISION].plugin->desc->ops;
     rt->comm = rt->inst[GB_KIND_COMM].plugin->desc->ops;
     return 0;
-}
-
-static void init_host(gb_instance *inst, int threads)
-{
-    inst->host = (gb_host){
-        .struct_size = sizeof(gb_host),
-        .abi_major = GB_ABI_MAJOR,
-        .abi_minor = GB_ABI_MINOR,
-        .log = host_log,
-        .set_error = host_set_error,
-        .alloc = host_alloc,
-        .free = host_free,
-        .num_threads = threads,
-        .core_private = inst,
-    };
 }
 
 /* Reports a failed create() into diag; returns -1. */
@@ -146,32 +156,13 @@ static int create_failed(gb_instance *inst, gb_status st, gb_diag *diag)
     return -1;
 }
 
-int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
+/* The precision policy comes before the other kinds: it decides their dtypes. */
+static int start_precision(gb_runtime *rt, gb_diag *diag)
 {
-    int threads = (int)rt->settings.threads;
-    omp_set_num_threads(threads);
-    for (int k = GB_KIND_DEVICE; k <= GB_KIND_COMM; k++)
-        init_host(&rt->inst[k], threads);
-
-    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
-    gb_status st = rt->dev->create(&dev->host, dev->values + 1, &dev->self);
+    gb_instance *p = &rt->inst[GB_KIND_PRECISION];
+    gb_status st = rt->precision->create(&p->host, p->values + 1, &rt->ctx, &p->self);
     if (st != GB_OK)
-        return create_failed(dev, st, diag);
-    rt->ctx.struct_size = sizeof rt->ctx;
-    if ((st = rt->dev->context(dev->self, &rt->ctx)) != GB_OK)
-        return create_failed(dev, st, diag);
-
-    gb_instance *a = &rt->inst[GB_KIND_ATTN], *o = &rt->inst[GB_KIND_OPTIM],
-                *p = &rt->inst[GB_KIND_PRECISION], *c = &rt->inst[GB_KIND_COMM];
-    if ((st = rt->attn->create(&a->host, a->values + 1, &rt->ctx, &a->self)) != GB_OK)
-        return create_failed(a, st, diag);
-    if ((st = rt->optim->create(&o->host, o->values + 1, &rt->ctx, &o->self)) != GB_OK)
-        return create_failed(o, st, diag);
-    if ((st = rt->precision->create(&p->host, p->values + 1, &rt->ctx, &p->self)) != GB_OK)
         return create_failed(p, st, diag);
-    if ((st = rt->comm->create(&c->host, c->values + 1, &rt->ctx, &c->self)) != GB_OK)
-        return create_failed(c, st, diag);
-
     char reason[512] = "";
     if (!rt->precision->eligible(p->self, &rt->ctx, reason, sizeof reason)) {
         gb_diag_add(diag, "[precision] plugin = %s cannot run here: %s", p->plugin->desc->name,
@@ -192,6 +183,33 @@ int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
     return 0;
 }
 
+int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
+{
+    omp_set_num_threads((int)rt->settings.threads);
+
+    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    gb_status st = rt->dev->create(&dev->host, dev->values + 1, &dev->self);
+    if (st != GB_OK)
+        return create_failed(dev, st, diag);
+    rt->ctx.struct_size = sizeof rt->ctx;
+    if ((st = rt->dev->context(dev->self, &rt->ctx)) != GB_OK)
+        return create_failed(dev, st, diag);
+
+    if (start_precision(rt, diag))
+        return -1;
+    if (!rt->attn && gb_attn_auto(rt, diag))
+        return -1;
+    gb_instance *a = &rt->inst[GB_KIND_ATTN], *o = &rt->inst[GB_KIND_OPTIM],
+                *c = &rt->inst[GB_KIND_COMM];
+    if ((st = rt->attn->create(&a->host, a->values + 1, &rt->ctx, &a->self)) != GB_OK)
+        return create_failed(a, st, diag);
+    if ((st = rt->optim->create(&o->host, o->values + 1, &rt->ctx, &o->self)) != GB_OK)
+        return create_failed(o, st, diag);
+    if ((st = rt->comm->create(&c->host, c->values + 1, &rt->ctx, &c->self)) != GB_OK)
+        return create_failed(c, st, diag);
+    return 0;
+}
+
 void gb_runtime_free(gb_runtime *rt)
 {
     /* reverse order of creation: the device goes last, after everything using it */
@@ -208,8 +226,7 @@ void gb_runtime_free(gb_runtime *rt)
             }
             destroy(inst->self);
         }
-        free(inst->schema);
-        free(inst->values);
+        gb_instance_unbind(inst);
     }
     gb_loader_free(rt->loader);
     gb_settings_free(&rt->settings);

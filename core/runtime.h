@@ -25,6 +25,7 @@ typedef struct gb_instance {
 } gb_instance;
 
 typedef struct gb_runtime {
+    gb_config *cfg;       /* not owned */
     gb_loader *loader;
     gb_settings settings;
     uint32_t device_bit;
@@ -49,6 +50,20 @@ int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_pa
 int gb_runtime_start(gb_runtime *rt, gb_diag *diag);
 /* Destroys the instances and the loader. Safe on a partly started runtime. */
 void gb_runtime_free(gb_runtime *rt);
+
+/* Binds `plugin` to `inst`: the section's schema (`plugin`, defaulting to plugin_key, then
+ * the plugin's keys), the values of its section in `cfg` validated against it, and the
+ * host table for `threads`. Returns the number of problems added to `diag`. */
+int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
+                     const char *plugin_key, int threads, gb_diag *diag);
+/* Frees what gb_instance_bind allocated (the caller destroys inst->self first). */
+void gb_instance_unbind(gb_instance *inst);
+
+/* `[attn] plugin = auto`: creates every attention plugin on the search path that runs on
+ * the device, asks each whether it can run this run's problem, times forward+backward of
+ * the eligible ones on it, binds the fastest to rt->inst[GB_KIND_ATTN] and prints the
+ * choice with the reason every other one was passed over. 0, or -1 with diag. */
+int gb_attn_auto(gb_runtime *rt, gb_diag *diag);
 
 /* Reports a failed plugin call ("plugin attn/math (PATH): forward failed: MESSAGE") on
  * stderr and returns -1, so callers can `return gb_call_failed(...)`. */

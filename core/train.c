@@ -9,9 +9,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "checkpoint.h"
+#include "clock.h"
 #include "data.h"
 #include "model.h"
 #include "rng.h"
@@ -35,13 +35,6 @@ static void on_interrupt(int sig)
 {
     (void)sig;
     interrupted = 1;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 static int make_dirs(const char *path)
@@ -215,8 +208,6 @@ static void log_step(trainer *t, int64_t step, float loss, double lr, double ms)
 
 static void print_plan(trainer *t)
 {
-    gb_memory_plan p = gb_model_memory(t->model);
-    const double mib = 1024.0 * 1024.0;
     int n;
     gb_model_tensors(t->model, &n);
     printf("model: %lld parameters in %d tensors | n_layer %lld, n_head %lld, n_embd %lld, "
@@ -226,10 +217,7 @@ static void print_plan(trainer *t)
     printf("plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld threads\n",
            t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4], t->s->plugin[5],
            (long long)t->s->threads);
-    printf("memory plan: %.2f MiB = params %.2f + grads %.2f + optimizer %.2f + activations "
-           "%.2f + workspace %.2f\n", (double)(p.params + p.grads + p.optimizer + p.activations +
-           p.workspace) / mib, p.params / mib, p.grads / mib, p.optimizer / mib,
-           p.activations / mib, p.workspace / mib);
+    gb_model_print_memory(t->model, stdout);
 }
 
 static void print_summary(trainer *t, int64_t steps_done, double total_ms)
@@ -250,18 +238,18 @@ static void print_summary(trainer *t, int64_t steps_done, double total_ms)
 static int run_loop(trainer *t)
 {
     const gb_settings *s = t->s;
-    double start = now_ms();
+    double start = gb_now_ms();
     int64_t step = t->first_step;
     while (step < s->steps && !interrupted) {
         int64_t it = step;
         int logging = (it + 1) % s->log_every == 0 || it == t->first_step || it + 1 == s->steps;
-        double t0 = now_ms();
+        double t0 = gb_now_ms();
         float loss;
         if (train_step(t, it, logging, &loss))
             return 1;
         step = it + 1;
         if (logging)
-            log_step(t, step, loss, gb_settings_lr(s, it), now_ms() - t0);
+            log_step(t, step, loss, gb_settings_lr(s, it), gb_now_ms() - t0);
         if ((s->eval_every && step % s->eval_every == 0) || step == s->steps)
             if (evaluate(t, step))
                 return 1;
@@ -274,7 +262,7 @@ static int run_loop(trainer *t)
                 (long long)step);
         return save_checkpoint(t, step) ? 1 : 130;
     }
-    print_summary(t, step - t->first_step, now_ms() - start);
+    print_summary(t, step - t->first_step, gb_now_ms() - start);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "data.h"
 #include "loader.h"
+#include "model.h"
 #include "runtime.h"
 #include "train.h"
 
@@ -64,21 +65,35 @@ int gb_cmd_check(int argc, char **argv)
     gb_runtime rt;
     gb_diag diag = {0};
     int problems = gb_runtime_resolve(&rt, run.cfg, run.plugin_path, &diag);
+    gb_dataset *ds = NULL;
+    gb_model *model = NULL;
     if (!problems) {
-        gb_dataset *ds = gb_data_open(rt.settings.data_dir, rt.settings.vocab_size,
-                                      rt.settings.block_size, &diag);
+        ds = gb_data_open(rt.settings.data_dir, rt.settings.vocab_size, rt.settings.block_size,
+                          &diag);
         problems += !ds;
-        gb_data_free(ds);
     }
     if (!problems)
         problems += gb_runtime_start(&rt, &diag) != 0;
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
     if (!problems) {
+        /* planning the model asks the attention plugin about the run's shapes and
+         * allocates everything once, as training would */
+        const gb_settings *s = &rt.settings;
+        gb_model_config mc = {s->n_layer, s->n_head, s->n_embd, s->block_size,
+                              s->vocab_size ? s->vocab_size : ds->vocab.size, s->bias};
+        model = gb_model_create(&rt, &mc, s->batch_size, 1);
+        problems += !model;
+    }
+    if (!problems) {
         print_resolution(&rt);
+        printf("# ");
+        gb_model_print_memory(model, stdout);
         gb_config_write(run.cfg, stdout);
         fprintf(stderr, "%s: ok\n", run.config_path);
     }
+    gb_model_free(model);
+    gb_data_free(ds);
     gb_runtime_free(&rt);
     gb_config_free(run.cfg);
     return problems ? 2 : 0;

@@ -8,8 +8,10 @@ for row in "device +cpu" "attn +math" "optim +adamw" "precision +fp32" "comm +si
     grep -qE "^$row " "$WORK/plugins.txt" && pass "plugins lists $row" ||
         fail "plugins does not list $row: $(cat "$WORK/plugins.txt")"
 done
-[ "$(tail -n +2 "$WORK/plugins.txt" | wc -l)" -eq 5 ] && pass "plugins lists exactly five" ||
-    fail "expected five plugins: $(cat "$WORK/plugins.txt")"
+n_files=$(find "$GEARBOX_PLUGIN_PATH" -name '*.so' | wc -l)
+[ "$(tail -n +2 "$WORK/plugins.txt" | wc -l)" -eq "$n_files" ] &&
+    pass "plugins lists every one of the $n_files plugin files" ||
+    fail "expected $n_files plugins: $(cat "$WORK/plugins.txt")"
 "$GEARBOX" plugins show adamw > "$WORK/show.txt" 2>&1
 grep -qE "^    beta2 +float +default 0.95" "$WORK/show.txt" && pass "plugins show adamw: beta2" ||
     fail "plugins show adamw: $(cat "$WORK/show.txt")"
@@ -21,6 +23,17 @@ expect_error "plugins show unknown" 1 "no plugin named 'nope'" -- "$GEARBOX" plu
     fail "check examples/shakespeare_char.ini: $(cat "$WORK/check.err")"
 grep -q "^beta2 = 0.99$" "$WORK/check.txt" && grep -q "^eps = 1e-08$" "$WORK/check.txt" &&
     pass "check prints the effective config with defaults" || fail "check output: $(cat "$WORK/check.txt")"
+
+grep -q "^# memory plan: .* MiB = params .* + grads .* + optimizer .* + activations .* + workspace" \
+    "$WORK/check.txt" && pass "check prints the memory plan" || fail "check lacks the memory plan"
+"$GEARBOX" check "$SRC/examples/shakespeare_char.ini" --set data.dir="$WORK/data" \
+    --set attn.plugin=auto > "$WORK/auto.txt" 2>&1 || fail "check with attn auto: $(cat "$WORK/auto.txt")"
+n_attn=$("$GEARBOX" plugins attn | tail -n +2 | wc -l)
+n_passed=$(grep -c "^attn auto:   passed over " "$WORK/auto.txt")
+grep -q "^attn auto: chose [a-z_]* for B 12, heads 4, T 64, head_dim 32, f32: forward+backward" \
+    "$WORK/auto.txt" && [ "$n_passed" -eq $((n_attn - 1)) ] &&
+    pass "attn auto names its choice and why each of the other $n_passed was passed over" ||
+    fail "attn auto report: $(cat "$WORK/auto.txt")"
 
 vocab=$(($(wc -l < "$WORK/data/vocab.txt") - 1))
 train_bytes=$(stat -c %s "$WORK/data/train.bin")

@@ -17,7 +17,9 @@ expect_error "wrong kind" 2 "its file name says attn/wrongkind but its descripto
     train --plugin-path "$FIXTURES" --set attn.plugin=wrongkind
 expect_error "unknown plugin lists what exists" 2 "no such attn plugin (looked for attn-flsh-cpu.so or attn-flsh.so)" -- \
     train --set attn.plugin=flsh
-expect_error "unknown plugin shows found plugins" 2 "attn plugins found: math (" -- \
+expect_error "unknown plugin suggests the nearest" 2 "did you mean 'flash'?" -- \
+    train --set attn.plugin=flsh
+expect_error "unknown plugin shows found plugins" 2 "math ($GEARBOX_PLUGIN_PATH/attn/math/attn-math-cpu.so)" -- \
     train --set attn.plugin=flsh
 expect_error "unknown plugin shows the search path" 2 "search path: $GEARBOX_PLUGIN_PATH" -- \
     train --set attn.plugin=flsh
