@@ -36,6 +36,7 @@ struct gb_model {
     gb_model_config cfg;
     int64_t B;                      /* micro-batch capacity */
     int train;
+    int planning_only;              /* size every buffer but allocate none (gb_model_plan) */
 
     gb_param_tensor *tensors;
     int n_tensors;
@@ -70,10 +71,17 @@ struct gb_model {
 
 /* ---- allocation ---------------------------------------------------------------------- */
 
+/* Stands in for every buffer of a model that is only planned: non-NULL, never used. */
+static char planned_only_buffer;
+
 static void *device_alloc(gb_model *m, size_t bytes, size_t *category)
 {
     if (bytes == 0)
         bytes = 64;
+    if (m->planning_only) {
+        *category += bytes;
+        return &planned_only_buffer;
+    }
     void *ptr = NULL;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     gb_status st = m->rt->dev->alloc(m->dev, bytes, &ptr);
@@ -153,6 +161,8 @@ static void plan_tensors(gb_model *m)
 /* Points `views` at the tensors of `base`, in plan_tensors' order. */
 static void bind_views(gb_model *m, float *base, model_params *v)
 {
+    if (m->planning_only)
+        return; /* a plan has no memory to point into */
     int i = 0;
     int bias = m->cfg.bias;
 #define NEXT() (base + m->tensors[i++].offset)
@@ -248,9 +258,8 @@ static int allocate_activations(gb_model *m)
     m->logits = ALLOC_F32(m, N * V, activations);
     m->losses = ALLOC_F32(m, N, activations);
     m->attn_workspace = device_alloc(m, m->attn_workspace_bytes, &m->plan.workspace);
-    m->host_losses = malloc((size_t)N * sizeof(float));
     if (!m->tokens || !m->targets || !m->encoded || !m->proj || !m->lnf || !m->lnf_mean ||
-        !m->lnf_rstd || !m->logits || !m->losses || !m->attn_workspace || !m->host_losses)
+        !m->lnf_rstd || !m->logits || !m->losses || !m->attn_workspace)
         return -1;
     if (!m->train)
         return 0;
@@ -285,14 +294,13 @@ static int allocate_parameters(gb_model *m)
     gb_instance *opt = &m->rt->inst[GB_KIND_OPTIM];
     m->optim_state_bytes = m->rt->optim->state_bytes(opt->self, m->n_params);
     m->optim_state = device_alloc(m, m->optim_state_bytes, &m->plan.optimizer);
-    if (!m->optim_state)
-        return -1;
-    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
-            m->rt->dev->memset_zero(m->dev, m->optim_state, m->optim_state_bytes));
-    return 0;
+    return m->optim_state ? 0 : -1;
 }
 
-gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train)
+/* A model whose tensors are laid out and whose buffers are sized, and allocated unless
+ * planning_only: creation and planning share every size computation. NULL on failure. */
+static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
+                         int planning_only)
 {
     gb_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -302,15 +310,49 @@ gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t ba
     m->cfg = *cfg;
     m->B = batch;
     m->train = train;
+    m->planning_only = planning_only;
     plan_tensors(m);
     if (!m->tensors || plan_attention(m) || allocate_parameters(m) || allocate_activations(m)) {
-        fprintf(stderr, "gearbox: error: could not allocate the model (%lld parameters, "
-                "batch %lld, block_size %lld) on the %s device\n", (long long)m->n_params,
-                (long long)batch, (long long)cfg->block_size, gb_device_name(rt->device_bit));
         gb_model_free(m);
         return NULL;
     }
     return m;
+}
+
+/* What an allocated model needs beyond its device buffers. */
+static int finish_creation(gb_model *m)
+{
+    m->host_losses = malloc((size_t)(m->B * m->cfg.block_size) * sizeof(float));
+    if (!m->host_losses)
+        return -1;
+    if (m->train)
+        GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
+                m->rt->dev->memset_zero(m->dev, m->optim_state, m->optim_state_bytes));
+    return 0;
+}
+
+gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train)
+{
+    gb_model *m = lay_out(rt, cfg, batch, train, 0);
+    if (!m || finish_creation(m)) {
+        fprintf(stderr, "gearbox: error: could not allocate the model (batch %lld, "
+                "block_size %lld) on the %s device\n", (long long)batch,
+                (long long)cfg->block_size, gb_device_name(rt->device_bit));
+        gb_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+int gb_model_plan(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
+                  gb_memory_plan *out)
+{
+    gb_model *m = lay_out(rt, cfg, batch, train, 1);
+    if (!m)
+        return -1;
+    *out = m->plan;
+    gb_model_free(m);
+    return 0;
 }
 
 void gb_model_free(gb_model *m)

@@ -36,12 +36,22 @@ typedef struct gb_memory_plan {
     size_t params, grads, optimizer, activations, workspace;
 } gb_memory_plan;
 
+static inline size_t gb_memory_plan_total(const gb_memory_plan *p)
+{
+    return p->params + p->grads + p->optimizer + p->activations + p->workspace;
+}
+
 typedef struct gb_model gb_model;
 
 /* Plans and allocates everything for micro-batches of `batch` sequences of up to
  * block_size tokens. `train` 0 skips the gradient and optimizer buffers (sampling).
  * Returns NULL after reporting why. */
 gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train);
+/* The memory plan gb_model_create would make for `batch`, computed by the same code but
+ * allocating nothing (the attention plugin is asked about the shapes as usual). 0, or -1
+ * after reporting why (e.g. the attention plugin cannot run this batch). */
+int gb_model_plan(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
+                  gb_memory_plan *out);
 void gb_model_free(gb_model *m);
 
 const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count);

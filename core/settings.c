@@ -16,7 +16,7 @@ const size_t gb_n_known_sections = sizeof gb_known_sections / sizeof gb_known_se
 #define BIG 1e15
 
 enum { RUN_SEED, RUN_STEPS, RUN_OUT_DIR, RUN_THREADS, RUN_LOG_EVERY, RUN_EVAL_EVERY,
-       RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH };
+       RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH, RUN_MEMORY_BUDGET };
 static const gb_option run_options[] = {
     [RUN_SEED] = {"seed", GB_OPT_INT, "1337", 0, BIG, NULL,
                   "fixes initialisation and the order of batches"},
@@ -36,6 +36,9 @@ static const gb_option run_options[] = {
     [RUN_PLUGIN_PATH] = {"plugin_path", GB_OPT_STRING, "", 0, 0, NULL,
                          "extra ':'-separated plugin folders, searched after --plugin-path "
                          "and GEARBOX_PLUGIN_PATH"},
+    [RUN_MEMORY_BUDGET] = {"memory_budget", GB_OPT_STRING, "0", 0, 0, NULL,
+                           "memory for batch_size = auto: bytes, or with a suffix as in "
+                           "512MiB, 1.5GiB, 800MB (0: the device's memory; not on cpu)"},
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
@@ -53,15 +56,22 @@ static const gb_option model_options[] = {
                     "biases in linear layers and LayerNorms (nanoGPT's default: false)"},
 };
 
-enum { DATA_DIR, DATA_BATCH_SIZE, DATA_GRAD_ACCUM };
+enum { DATA_DIR, DATA_BATCH_SIZE, DATA_GRAD_ACCUM, DATA_TOKENS_PER_STEP };
 static const gb_option data_options[] = {
     [DATA_DIR] = {"dir", GB_OPT_STRING, "data", 0, 0, NULL,
                   "folder written by `gearbox prepare` (train.bin, val.bin, vocab.txt)"},
-    [DATA_BATCH_SIZE] = {"batch_size", GB_OPT_INT, "12", 1, 1 << 20, NULL,
-                         "sequences per micro-step"},
+    [DATA_BATCH_SIZE] = {"batch_size", GB_OPT_INT, "12", 1, GB_MAX_BATCH, NULL,
+                         "sequences per micro-step, or auto: the most that fit "
+                         "[run] memory_budget"},
     [DATA_GRAD_ACCUM] = {"gradient_accumulation_steps", GB_OPT_INT, "1", 1, 1 << 20, NULL,
                          "micro-steps whose gradients are summed per optimizer step"},
+    [DATA_TOKENS_PER_STEP] = {"tokens_per_step", GB_OPT_INT, "0", 0, BIG, NULL,
+                              "tokens per optimizer step, a multiple of block_size * "
+                              "batch_size; overrides gradient_accumulation_steps (0: unset)"},
 };
+/* `batch_size = auto` is validated against this entry in place of the numeric one. */
+static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 0, "auto",
+                                          "the most sequences that fit [run] memory_budget"};
 
 enum { TRAIN_LR, TRAIN_MIN_LR, TRAIN_WARMUP, TRAIN_DECAY_ITERS, TRAIN_DECAY_LR, TRAIN_CLIP };
 static const gb_option train_options[] = {
@@ -89,7 +99,57 @@ static void resolve_plugin_names(gb_config *cfg, gb_settings *s)
     }
 }
 
-static int check_consistency(const gb_settings *s, gb_diag *diag)
+/* Bytes from "1073741824", "512MiB", "1.5GiB", "800MB", "2G" (binary unless the suffix
+ * is KB/MB/GB/TB). -1 when malformed. */
+static int parse_bytes(const char *text, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        double scale;
+    } units[] = {{"", 1.0}, {"B", 1.0}, {"K", 0x1p10}, {"KiB", 0x1p10}, {"KB", 1e3},
+                 {"M", 0x1p20}, {"MiB", 0x1p20}, {"MB", 1e6}, {"G", 0x1p30},
+                 {"GiB", 0x1p30}, {"GB", 1e9}, {"T", 0x1p40}, {"TiB", 0x1p40},
+                 {"TB", 1e12}};
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v >= 0.0))
+        return -1;
+    end += strspn(end, " ");
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(end, units[i].suffix) == 0 && v * units[i].scale < 0x1p63) {
+            *out = (uint64_t)(v * units[i].scale);
+            return 0;
+        }
+    return -1;
+}
+
+/* tokens_per_step fixes the sequences per optimizer step and overrides
+ * gradient_accumulation_steps, which follows from the micro-batch (here, or in
+ * gb_batch_auto once the batch is chosen). Overriding rather than refusing both keys
+ * keeps effective configs, which list every key, loadable. */
+static int resolve_tokens_per_step(gb_settings *s, gb_diag *diag)
+{
+    if (!s->tokens_per_step)
+        return 0;
+    if (s->tokens_per_step % s->block_size != 0) {
+        gb_diag_add(diag, "[data] tokens_per_step = %lld is not a multiple of [model] "
+                    "block_size = %lld; each micro-step trains whole sequences",
+                    (long long)s->tokens_per_step, (long long)s->block_size);
+        return 1;
+    }
+    int64_t sequences = s->tokens_per_step / s->block_size;
+    if (!s->batch_auto && sequences % s->batch_size != 0) {
+        gb_diag_add(diag, "[data] tokens_per_step = %lld is %lld sequences of %lld tokens, "
+                    "not a multiple of batch_size = %lld", (long long)s->tokens_per_step,
+                    (long long)sequences, (long long)s->block_size, (long long)s->batch_size);
+        return 1;
+    }
+    if (!s->batch_auto)
+        s->gradient_accumulation_steps = sequences / s->batch_size;
+    return 0;
+}
+
+static int check_consistency(gb_settings *s, gb_diag *diag)
 {
     if (s->n_embd % s->n_head != 0) {
         gb_diag_add(diag, "[model] n_embd = %lld is not a multiple of n_head = %lld; "
@@ -97,7 +157,17 @@ static int check_consistency(const gb_settings *s, gb_diag *diag)
                     (long long)s->n_head);
         return 1;
     }
-    return 0;
+    return resolve_tokens_per_step(s, diag);
+}
+
+/* The [data] schema, with `batch_size = auto` accepted where the config says so. */
+static void data_schema(const gb_config *cfg, gb_option *schema, int *automatic)
+{
+    const char *batch = gb_config_get(cfg, "data", "batch_size");
+    memcpy(schema, data_options, sizeof data_options);
+    *automatic = batch && strcmp(batch, "auto") == 0;
+    if (*automatic)
+        schema[DATA_BATCH_SIZE] = batch_size_auto;
 }
 
 int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
@@ -105,12 +175,15 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     memset(s, 0, sizeof *s);
     gb_value run[N(run_options)], model[N(model_options)], data[N(data_options)],
         train[N(train_options)];
+    gb_option data_table[N(data_options)];
+    int batch_auto;
+    data_schema(cfg, data_table, &batch_auto);
     int problems = gb_config_check_sections(cfg, gb_known_sections, gb_n_known_sections, diag);
     problems += gb_config_validate_section(cfg, "run", run_options, N(run_options), NULL, 0,
                                            run, diag);
     problems += gb_config_validate_section(cfg, "model", model_options, N(model_options), NULL,
                                            0, model, diag);
-    problems += gb_config_validate_section(cfg, "data", data_options, N(data_options), NULL, 0,
+    problems += gb_config_validate_section(cfg, "data", data_table, N(data_options), NULL, 0,
                                            data, diag);
     problems += gb_config_validate_section(cfg, "train", train_options, N(train_options), NULL,
                                            0, train, diag);
@@ -125,6 +198,11 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->eval_iters = run[RUN_EVAL_ITERS].i;
     s->checkpoint_every = run[RUN_CHECKPOINT_EVERY].i;
     s->plugin_path = run[RUN_PLUGIN_PATH].s;
+    if (parse_bytes(run[RUN_MEMORY_BUDGET].s, &s->memory_budget)) {
+        gb_diag_add(diag, "[run] memory_budget = '%s': expected bytes, e.g. 536870912, "
+                    "512MiB, 1.5GiB or 800MB", run[RUN_MEMORY_BUDGET].s);
+        problems++;
+    }
     s->n_layer = model[MODEL_N_LAYER].i;
     s->n_head = model[MODEL_N_HEAD].i;
     s->n_embd = model[MODEL_N_EMBD].i;
@@ -132,8 +210,10 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->vocab_size = model[MODEL_VOCAB_SIZE].i;
     s->bias = (int)model[MODEL_BIAS].i;
     s->data_dir = gb_config_resolve_path(cfg, data[DATA_DIR].s);
-    s->batch_size = data[DATA_BATCH_SIZE].i;
+    s->batch_auto = batch_auto;
+    s->batch_size = batch_auto ? 1 : data[DATA_BATCH_SIZE].i;
     s->gradient_accumulation_steps = data[DATA_GRAD_ACCUM].i;
+    s->tokens_per_step = data[DATA_TOKENS_PER_STEP].i;
     s->learning_rate = train[TRAIN_LR].f;
     s->min_lr = train[TRAIN_MIN_LR].f;
     s->warmup_iters = train[TRAIN_WARMUP].i;
@@ -141,7 +221,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->decay_lr = (int)train[TRAIN_DECAY_LR].i;
     s->grad_clip = train[TRAIN_CLIP].f;
     resolve_plugin_names(cfg, s);
-    return check_consistency(s, diag);
+    return problems + check_consistency(s, diag);
 }
 
 void gb_settings_free(gb_settings *s)

@@ -9,17 +9,22 @@
 #include "config.h"
 #include "diag.h"
 
+#define GB_MAX_BATCH (1 << 20)   /* the largest [data] batch_size */
+
 typedef struct gb_settings {
     /* [run] */
     int64_t seed, steps, threads, log_every, eval_every, eval_iters, checkpoint_every;
     const char *out_dir;      /* absolute */
     const char *plugin_path;  /* ':'-separated, as written */
+    uint64_t memory_budget;   /* bytes for batch_size = auto; 0: the device's memory */
     /* [model] */
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;  /* vocab 0: from the data */
     int bias;
     /* [data] */
     const char *data_dir;     /* absolute */
     int64_t batch_size, gradient_accumulation_steps;
+    int batch_auto;           /* batch_size = auto: 1 until gb_batch_auto chooses it */
+    int64_t tokens_per_step;  /* 0: not set; else gradient_accumulation_steps follows it */
     /* [train] */
     double learning_rate, min_lr, grad_clip;
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */

@@ -1,4 +1,10 @@
-/* The training loop; see train.h. Only rank 0 of the comm plugin prints and writes. */
+/* The training loop; see train.h. Only rank 0 of the comm plugin prints and writes.
+ *
+ * Observability lives here too: the progress line (progress.h), metrics.jsonl with MFU
+ * and memory figures per logged step and a summary line at the end, and manifest.json
+ * (manifest.h). MFU follows nanoGPT's estimate_mfu and is measured against the device's
+ * stated f32 peak or, where it states none (the cpu device), a measured sgemm peak.
+ */
 #include "train.h"
 
 #include <errno.h>
@@ -7,17 +13,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 
+#include "autobatch.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "data.h"
+#include "machine.h"
+#include "manifest.h"
 #include "model.h"
+#include "progress.h"
 #include "rng.h"
 #include "runtime.h"
 
-typedef struct trainer {
+struct gb_trainer {
     gb_config *cfg;
     gb_runtime rt;
     gb_settings *s;
@@ -25,9 +35,13 @@ typedef struct trainer {
     gb_model *model;
     int32_t *tokens, *targets;   /* (B, T) host */
     FILE *metrics;
+    gb_progress progress;
     int64_t first_step;          /* 0, or the checkpoint's step when resuming */
     double train_loss, val_loss; /* last evaluation; NAN before the first */
-} trainer;
+    double flops_per_step;       /* nanoGPT's estimate, for MFU */
+    double peak_flops;           /* what MFU divides by; 0 when unknown */
+    const char *peak_source;     /* "device" or "measured" */
+};
 
 static volatile sig_atomic_t interrupted;
 
@@ -64,9 +78,18 @@ static char *effective_config(const gb_config *cfg)
     return text;
 }
 
+/* A JSON number, or null for NaN and infinities (which JSON cannot hold). */
+static void json_number(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
 /* ---- evaluation ---------------------------------------------------------------------- */
 
-static int estimate_loss(trainer *t, gb_split split, int64_t step, double *out)
+static int estimate_loss(gb_trainer *t, gb_split split, int64_t step, double *out)
 {
     const gb_settings *s = t->s;
     int purpose = split == GB_SPLIT_TRAIN ? GB_RNG_EVAL_TRAIN : GB_RNG_VAL_BATCH;
@@ -85,23 +108,25 @@ static int estimate_loss(trainer *t, gb_split split, int64_t step, double *out)
     return 0;
 }
 
-static int evaluate(trainer *t, int64_t step)
+static int evaluate(gb_trainer *t, int64_t step)
 {
     if (estimate_loss(t, GB_SPLIT_TRAIN, step, &t->train_loss) ||
         estimate_loss(t, GB_SPLIT_VAL, step, &t->val_loss))
         return -1;
-    printf("step %lld: train loss %.4f, val loss %.4f\n", (long long)step, t->train_loss,
-           t->val_loss);
-    fprintf(t->metrics, "{\"step\": %lld, \"train_loss\": %.9g, \"val_loss\": %.9g}\n",
-            (long long)step, t->train_loss, t->val_loss);
-    fflush(stdout);
+    gb_progress_print(&t->progress, "step %lld: train loss %.4f, val loss %.4f",
+                      (long long)step, t->train_loss, t->val_loss);
+    fprintf(t->metrics, "{\"step\": %lld, \"train_loss\": ", (long long)step);
+    json_number(t->metrics, t->train_loss);
+    fputs(", \"val_loss\": ", t->metrics);
+    json_number(t->metrics, t->val_loss);
+    fputs("}\n", t->metrics);
     fflush(t->metrics);
     return 0;
 }
 
 /* ---- checkpoints --------------------------------------------------------------------- */
 
-static int save_checkpoint(trainer *t, int64_t step)
+static int save_checkpoint(gb_trainer *t, int64_t step)
 {
     gb_checkpoint ck = {0};
     gb_diag diag = {0};
@@ -121,7 +146,7 @@ static int save_checkpoint(trainer *t, int64_t step)
         !gb_model_get_optim_state(t->model, ck.optim_state))
         rc = gb_checkpoint_write(path, &ck, &diag);
     if (rc == 0)
-        printf("checkpoint: %s\n", path);
+        gb_progress_print(&t->progress, "checkpoint: %s", path);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
     free(ck.config_text);
@@ -130,7 +155,7 @@ static int save_checkpoint(trainer *t, int64_t step)
     return rc;
 }
 
-static int resume_from(trainer *t, const char *path)
+static int resume_from(gb_trainer *t, const char *path)
 {
     gb_checkpoint ck;
     gb_diag diag = {0};
@@ -166,9 +191,9 @@ static int resume_from(trainer *t, const char *path)
     return rc;
 }
 
-/* ---- the loop ------------------------------------------------------------------------ */
+/* ---- one step ------------------------------------------------------------------------ */
 
-static int train_step(trainer *t, int64_t it, int want_loss, float *loss)
+int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
 {
     const gb_settings *s = t->s;
     int64_t accum = s->gradient_accumulation_steps;
@@ -181,32 +206,91 @@ static int train_step(trainer *t, int64_t it, int want_loss, float *loss)
                       t->tokens, t->targets);
         float micro_loss = 0.0f;
         if (gb_model_forward(t->model, t->tokens, t->targets, s->batch_size, s->block_size,
-                             want_loss ? &micro_loss : NULL) ||
+                             loss ? &micro_loss : NULL) ||
             gb_model_backward(t->model, 1.0f / (float)accum))
             return -1;
         loss_sum += micro_loss;
     }
-    *loss = (float)(loss_sum / (double)accum);
+    if (loss)
+        *loss = (float)(loss_sum / (double)accum);
     return gb_model_update(t->model, (float)gb_settings_lr(s, it), (float)s->grad_clip, it + 1);
 }
 
-static void log_step(trainer *t, int64_t step, float loss, double lr, double ms)
+const gb_settings *gb_trainer_settings(const gb_trainer *t)
+{
+    return t->s;
+}
+
+double gb_trainer_flops_per_step(const gb_trainer *t)
+{
+    return t->flops_per_step;
+}
+
+double gb_trainer_peak_flops(const gb_trainer *t, const char **source)
+{
+    if (source)
+        *source = t->peak_source;
+    return t->peak_flops;
+}
+
+/* ---- metrics ------------------------------------------------------------------------- */
+
+static double tokens_per_step(const gb_trainer *t)
 {
     const gb_settings *s = t->s;
-    double tokens = (double)(s->batch_size * s->block_size * s->gradient_accumulation_steps);
-    double tok_s = tokens / (ms / 1e3);
+    return (double)(s->batch_size * s->block_size * s->gradient_accumulation_steps);
+}
+
+/* nanoGPT's estimate_mfu: 6N + 12 L H Q T FLOPs per token, N the parameters without the
+ * position embedding (the token embedding counts: it is also the LM head), times the
+ * tokens of an optimizer step. */
+static double estimate_flops_per_step(const gb_trainer *t)
+{
+    const gb_settings *s = t->s;
+    double n = (double)(gb_model_num_params(t->model) - s->block_size * s->n_embd);
+    double L = (double)s->n_layer, H = (double)s->n_head, Q = (double)(s->n_embd / s->n_head);
+    double T = (double)s->block_size;
+    return (6.0 * n + 12.0 * L * H * Q * T) * tokens_per_step(t);
+}
+
+/* Model FLOPs utilisation of `steps` steps that took `ms`; NAN when the peak is unknown. */
+static double mfu(const gb_trainer *t, double steps, double ms)
+{
+    if (t->peak_flops <= 0 || ms <= 0)
+        return NAN;
+    return t->flops_per_step * steps / (ms / 1e3) / t->peak_flops;
+}
+
+static void log_step(gb_trainer *t, int64_t step, float loss, double lr, double ms)
+{
+    const gb_settings *s = t->s;
+    double tok_s = tokens_per_step(t) / (ms / 1e3);
     float norm = 0.0f;
     gb_model_grad_norm(t->model, &norm);
-    printf("step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | %.0f tok/s\n", (long long)step,
-           (long long)s->steps, loss, lr, ms, tok_s);
-    fprintf(t->metrics, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, "
-            "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)step, loss, lr, ms,
-            tok_s, norm);
-    fflush(stdout);
+    uint64_t rss, peak_rss;
+    gb_rss_bytes(&rss, &peak_rss);
+    if (!t->progress.tty)
+        gb_progress_print(&t->progress, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | "
+                          "%.0f tok/s", (long long)step, (long long)s->steps, loss, lr, ms,
+                          tok_s);
+    fprintf(t->metrics, "{\"step\": %lld, \"loss\": ", (long long)step);
+    json_number(t->metrics, loss);
+    fprintf(t->metrics, ", \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, \"grad_norm\": ",
+            lr, ms, tok_s);
+    json_number(t->metrics, norm);
+    fputs(", \"mfu\": ", t->metrics);
+    json_number(t->metrics, mfu(t, 1.0, ms));
+    fprintf(t->metrics, ", \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu",
+            (unsigned long long)rss, (unsigned long long)peak_rss);
+    if (t->rt.precision->loss_scale) {
+        fputs(", \"loss_scale\": ", t->metrics);
+        json_number(t->metrics, t->rt.precision->loss_scale(t->rt.inst[GB_KIND_PRECISION].self));
+    }
+    fputs("}\n", t->metrics);
     fflush(t->metrics);
 }
 
-static void print_plan(trainer *t)
+static void print_plan(gb_trainer *t)
 {
     int n;
     gb_model_tensors(t->model, &n);
@@ -218,55 +302,89 @@ static void print_plan(trainer *t)
            t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4], t->s->plugin[5],
            (long long)t->s->threads);
     gb_model_print_memory(t->model, stdout);
+    if (t->peak_flops > 0)
+        printf("mfu: %.3g GFLOP per step (nanoGPT's count) against a %s f32 peak of %.1f "
+               "GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source, t->peak_flops / 1e9);
+    else
+        printf("mfu: not reported: the device states no f32 peak and none could be measured\n");
 }
 
-static void print_summary(trainer *t, int64_t steps_done, double total_ms)
+static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
 {
-    const gb_settings *s = t->s;
     gb_memory_plan p = gb_model_memory(t->model);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    double tokens = (double)(steps_done * s->batch_size * s->block_size *
-                             s->gradient_accumulation_steps);
-    double planned = (double)(p.params + p.grads + p.optimizer + p.activations + p.workspace);
-    printf("done: %lld steps in %.1f s | train loss %.4f, val loss %.4f | %.0f tok/s | "
-           "peak memory: planned %.1f MiB, process RSS %.1f MiB\n", (long long)steps_done,
-           total_ms / 1e3, t->train_loss, t->val_loss, tokens / (total_ms / 1e3),
-           planned / (1024.0 * 1024.0), (double)ru.ru_maxrss / 1024.0);
+    uint64_t rss, peak_rss;
+    gb_rss_bytes(&rss, &peak_rss);
+    double tok_s = (double)steps_done * tokens_per_step(t) / (total_ms / 1e3);
+    double run_mfu = mfu(t, (double)steps_done, total_ms);
+    printf("done: %lld steps in %.1f s | train loss %.4f, val loss %.4f | %.0f tok/s",
+           (long long)steps_done, total_ms / 1e3, t->train_loss, t->val_loss, tok_s);
+    if (!isnan(run_mfu))
+        printf(" | MFU %.1f%%", 100.0 * run_mfu);
+    printf(" | peak memory: planned %.1f MiB, process RSS %.1f MiB\n",
+           (double)gb_memory_plan_total(&p) / (1024.0 * 1024.0),
+           (double)peak_rss / (1024.0 * 1024.0));
+    fprintf(t->metrics, "{\"summary\": true, \"steps\": %lld, \"seconds\": %.3f, "
+            "\"tokens_per_s\": %.1f, \"train_loss\": ", (long long)steps_done, total_ms / 1e3,
+            tok_s);
+    json_number(t->metrics, t->train_loss);
+    fputs(", \"val_loss\": ", t->metrics);
+    json_number(t->metrics, t->val_loss);
+    fputs(", \"mfu\": ", t->metrics);
+    json_number(t->metrics, run_mfu);
+    fprintf(t->metrics, ", \"peak_rss_bytes\": %llu, \"planned_bytes\": {\"params\": %zu, "
+            "\"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, \"workspace\": %zu}}\n",
+            (unsigned long long)peak_rss, p.params, p.grads, p.optimizer, p.activations,
+            p.workspace);
+    fflush(t->metrics);
 }
 
-static int run_loop(trainer *t)
+/* ---- the loop ------------------------------------------------------------------------ */
+
+static int run_loop(gb_trainer *t)
 {
     const gb_settings *s = t->s;
     double start = gb_now_ms();
     int64_t step = t->first_step;
+    gb_progress_start(&t->progress, stdout, t->first_step, s->steps);
     while (step < s->steps && !interrupted) {
         int64_t it = step;
         int logging = (it + 1) % s->log_every == 0 || it == t->first_step || it + 1 == s->steps;
+        /* the progress line shows every step's loss; a plain log only the logged ones */
+        int want_loss = logging || t->progress.tty;
         double t0 = gb_now_ms();
-        float loss;
-        if (train_step(t, it, logging, &loss))
+        float loss = NAN;
+        if (gb_trainer_step(t, it, want_loss ? &loss : NULL)) {
+            gb_progress_finish(&t->progress);
             return 1;
+        }
         step = it + 1;
+        double ms = gb_now_ms() - t0;
+        gb_progress_update(&t->progress, step, loss, tokens_per_step(t) / (ms / 1e3));
         if (logging)
-            log_step(t, step, loss, gb_settings_lr(s, it), gb_now_ms() - t0);
-        if ((s->eval_every && step % s->eval_every == 0) || step == s->steps)
-            if (evaluate(t, step))
-                return 1;
-        if ((s->checkpoint_every && step % s->checkpoint_every == 0) || step == s->steps)
-            if (save_checkpoint(t, step))
-                return 1;
+            log_step(t, step, loss, gb_settings_lr(s, it), ms);
+        if (((s->eval_every && step % s->eval_every == 0) || step == s->steps) &&
+            evaluate(t, step)) {
+            gb_progress_finish(&t->progress);
+            return 1;
+        }
+        if (((s->checkpoint_every && step % s->checkpoint_every == 0) || step == s->steps) &&
+            save_checkpoint(t, step)) {
+            gb_progress_finish(&t->progress);
+            return 1;
+        }
     }
+    gb_progress_finish(&t->progress);
     if (interrupted) {
         fprintf(stderr, "gearbox: interrupted at step %lld; saving a checkpoint\n",
                 (long long)step);
         return save_checkpoint(t, step) ? 1 : 130;
     }
-    print_summary(t, step - t->first_step, gb_now_ms() - start);
+    write_summary(t, step - t->first_step, gb_now_ms() - start);
     return 0;
 }
 
-static int open_outputs(trainer *t, const gb_train_options *opts)
+/* metrics.jsonl (appended to on resume) and manifest.json in out_dir. */
+static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t start)
 {
     if (make_dirs(t->s->out_dir)) {
         fprintf(stderr, "gearbox: error: [run] out_dir = %s: cannot create it: %s\n",
@@ -280,13 +398,19 @@ static int open_outputs(trainer *t, const gb_train_options *opts)
         fprintf(stderr, "gearbox: error: cannot write %s: %s\n", path, strerror(errno));
         return -1;
     }
-    return 0;
+    snprintf(path, sizeof path, "%s/manifest.json", t->s->out_dir);
+    char *ini = effective_config(t->cfg);
+    int rc = ini ? gb_manifest_write(path, &t->rt, ini, start) : -1;
+    free(ini);
+    return rc;
 }
 
-static int prepare(trainer *t, gb_config *cfg, const gb_train_options *opts)
+/* ---- set-up -------------------------------------------------------------------------- */
+
+static int prepare(gb_trainer *t, gb_config *cfg, const char *plugin_path)
 {
     gb_diag diag = {0};
-    int problems = gb_runtime_resolve(&t->rt, cfg, opts->plugin_path, &diag);
+    int problems = gb_runtime_resolve(&t->rt, cfg, plugin_path, &diag);
     t->s = &t->rt.settings;
     if (!problems) {
         t->data = gb_data_open(t->s->data_dir, t->s->vocab_size, t->s->block_size, &diag);
@@ -299,34 +423,72 @@ static int prepare(trainer *t, gb_config *cfg, const gb_train_options *opts)
     return problems;
 }
 
+/* The model for the run's batch (chosen here when batch_size = auto), its batch buffers
+ * and the MFU figures. */
+static int build_model(gb_trainer *t)
+{
+    const gb_settings *s = t->s;
+    gb_model_config mc = {s->n_layer, s->n_head, s->n_embd, s->block_size,
+                          s->vocab_size ? s->vocab_size : t->data->vocab.size, s->bias};
+    gb_diag diag = {0};
+    int rc = gb_batch_auto(&t->rt, &mc, stdout, &diag);
+    gb_diag_print(&diag, stderr);
+    gb_diag_clear(&diag);
+    if (rc)
+        return -1;
+    t->model = gb_model_create(&t->rt, &mc, s->batch_size, 1);
+    size_t batch_bytes = (size_t)(s->batch_size * s->block_size) * sizeof(int32_t);
+    t->tokens = malloc(batch_bytes);
+    t->targets = malloc(batch_bytes);
+    if (!t->model || !t->tokens || !t->targets || gb_model_init(t->model, (uint64_t)s->seed))
+        return -1;
+    t->flops_per_step = estimate_flops_per_step(t);
+    t->peak_flops = gb_peak_flops_f32(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self,
+                                      &t->peak_source);
+    return 0;
+}
+
+gb_trainer *gb_trainer_open(gb_config *cfg, const char *plugin_path)
+{
+    gb_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    *t = (gb_trainer){.cfg = cfg, .train_loss = NAN, .val_loss = NAN};
+    if (prepare(t, cfg, plugin_path) || build_model(t)) {
+        gb_trainer_close(t);
+        return NULL;
+    }
+    print_plan(t);
+    return t;
+}
+
+void gb_trainer_close(gb_trainer *t)
+{
+    if (!t)
+        return;
+    if (t->metrics)
+        fclose(t->metrics);
+    free(t->tokens);
+    free(t->targets);
+    gb_model_free(t->model);
+    gb_data_free(t->data);
+    gb_runtime_free(&t->rt);
+    free(t);
+}
+
 int gb_train(gb_config *cfg, const gb_train_options *opts)
 {
-    trainer t = {.cfg = cfg, .train_loss = NAN, .val_loss = NAN};
-    int status = 2;
-    if (prepare(&t, cfg, opts))
-        goto done;
-    gb_model_config mc = {t.s->n_layer, t.s->n_head, t.s->n_embd, t.s->block_size,
-                          t.s->vocab_size ? t.s->vocab_size : t.data->vocab.size, t.s->bias};
-    t.model = gb_model_create(&t.rt, &mc, t.s->batch_size, 1);
-    size_t batch_bytes = (size_t)(t.s->batch_size * t.s->block_size) * sizeof(int32_t);
-    t.tokens = malloc(batch_bytes);
-    t.targets = malloc(batch_bytes);
-    if (!t.model || !t.tokens || !t.targets || gb_model_init(t.model, (uint64_t)t.s->seed) ||
-        (opts->resume && resume_from(&t, opts->resume)) || open_outputs(&t, opts))
-        goto done;
-    print_plan(&t);
+    time_t start = time(NULL);
+    gb_trainer *t = gb_trainer_open(cfg, opts->plugin_path);
+    if (!t || (opts->resume && resume_from(t, opts->resume)) || open_outputs(t, opts, start)) {
+        gb_trainer_close(t);
+        return 2;
+    }
     signal(SIGINT, on_interrupt);
     signal(SIGTERM, on_interrupt);
-    status = run_loop(&t);
+    int status = run_loop(t);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-done:
-    if (t.metrics)
-        fclose(t.metrics);
-    free(t.tokens);
-    free(t.targets);
-    gb_model_free(t.model);
-    gb_data_free(t.data);
-    gb_runtime_free(&t.rt);
+    gb_trainer_close(t);
     return status;
 }

@@ -1,10 +1,12 @@
 /* The training loop: data -> forward -> loss -> backward -> clip -> optimizer step ->
  * metrics, with gradient accumulation, the learning-rate schedule, periodic evaluation
- * and checkpoints, and exact resume. */
+ * and checkpoints, and exact resume. Every run writes OUT_DIR/manifest.json and
+ * OUT_DIR/metrics.jsonl (docs/observability.md lists their fields). */
 #ifndef GB_CORE_TRAIN_H
 #define GB_CORE_TRAIN_H
 
 #include "config.h"
+#include "settings.h"
 
 typedef struct gb_train_options {
     const char *plugin_path;   /* --plugin-path, or NULL */
@@ -15,5 +17,22 @@ typedef struct gb_train_options {
  * running, 2 refused before starting (bad config, data or plugins), 130 interrupted
  * (after writing a checkpoint). */
 int gb_train(gb_config *cfg, const gb_train_options *opts);
+
+/* What `gearbox train` steps, shared with `gearbox bench step` so both measure the
+ * same work: the runtime, the data, the model (batch_size = auto resolved) and the
+ * batch buffers, with the plan printed on stdout. */
+typedef struct gb_trainer gb_trainer;
+
+/* NULL after printing why (the config, data or plugins were refused). */
+gb_trainer *gb_trainer_open(gb_config *cfg, const char *plugin_path);
+void gb_trainer_close(gb_trainer *t);
+/* One optimizer step at 0-based iteration `it`; *loss (when not NULL) gets the mean
+ * loss of its micro-batches. 0, or -1 after printing why. */
+int gb_trainer_step(gb_trainer *t, int64_t it, float *loss);
+const gb_settings *gb_trainer_settings(const gb_trainer *t);
+/* Model FLOPs of one optimizer step as nanoGPT's estimate_mfu counts them. */
+double gb_trainer_flops_per_step(const gb_trainer *t);
+/* The FLOP/s MFU is measured against (see gb_peak_flops_f32) and its source. */
+double gb_trainer_peak_flops(const gb_trainer *t, const char **source);
 
 #endif

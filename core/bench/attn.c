@@ -1,11 +1,527 @@
-/* `gearbox bench attn`: placeholder until the attn benchmark lands. */
+/* `gearbox bench attn`: forward+backward time and extra memory of attention plugins, by T.
+ *
+ * Each plugin is loaded through the core from an in-memory config ("[attn] plugin = NAME",
+ * "[run] threads = N"), as `gearbox train` would load it, and every buffer comes from the
+ * device plugin's alloc(). For each T the problem is causal f32 self-attention on the
+ * core's layout: q, k, v are slices of a packed (B, T, 3, H, D) projection and out, dout
+ * are (B, T, H, D), so the views and strides are the ones training passes. A cell is one
+ * untimed warm-up (it also faults the pages in), then up to --repeats timed runs of
+ * forward + backward; the medians are printed.
+ *
+ * Extra memory is what memory() declares: bytes saved per layer between forward and
+ * backward, plus the workspace of one call; the inputs and gradients (q, k, v, out, dout,
+ * dq, dk, dv), which every plugin needs alike, are printed once per T and not counted.
+ * A cell that cannot run is a line saying why and what the plugin would keep, never an
+ * abort: memory that cannot be allocated, or a run predicted from the plugin's previous
+ * cell (time grows as T^2) to take longer than --max-seconds. Timing stops repeating
+ * when the next run would overrun --max-seconds. Every plugin of a T is timed before
+ * its lines are printed, so the speed-up column finds math wherever it is listed.
+ * Nothing here judges the figures; docs/BENCHMARKS.md records them.
+ */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "bench.h"
+#include "cli.h"
+#include "runtime.h"
+
+#define MAX_ITEMS 8
+#define BASELINE "math"
+
+static const char usage[] =
+    "usage: gearbox bench attn [--T LIST] [--heads N] [--head-dim N] [--batch N]\n"
+    "                          [--repeats N] [--plugins LIST] [--threads N]\n"
+    "                          [--max-seconds S] [--plugin-path DIRS]\n"
+    "\n"
+    "Times causal f32 attention forward+backward of each plugin at each sequence length\n"
+    "and prints the extra memory each declares (saved per layer + workspace).\n"
+    "\n"
+    "  --T LIST         sequence lengths, comma-separated (default 256,1024,4096,8192)\n"
+    "  --heads N        attention heads (default 12)\n"
+    "  --head-dim N     head_dim (default 64)\n"
+    "  --batch N        batch size (default 1)\n"
+    "  --repeats N      timed runs per cell after one warm-up; the median is shown\n"
+    "                   (default 5)\n"
+    "  --plugins LIST   attention plugins, comma-separated (default math,mem_efficient,flash)\n"
+    "  --threads N      OpenMP threads; 0 for every online CPU (default 0)\n"
+    "  --max-seconds S  time budget of one cell; a plugin is not timed at a T where its\n"
+    "                   last time, scaled by T^2, would exceed it (default 60)\n"
+    "  --plugin-path D  extra plugin folders, ':'-separated\n";
+
+typedef struct bench_args {
+    long T[MAX_ITEMS];
+    int n_T;
+    char plugins[MAX_ITEMS][64];
+    int n_plugins;
+    long heads, head_dim, batch, repeats, threads;
+    double max_seconds;
+    const char *plugin_path;
+} bench_args;
+
+/* One plugin loaded through the core, and what its last cell showed. */
+typedef struct bench_plugin {
+    const char *name;
+    gb_config *cfg;
+    gb_runtime rt;
+    int started;
+    double last_run_s;   /* one forward + backward at last_T; 0 before the first cell */
+    long last_T;
+} bench_plugin;
+
+/* The tensors of one problem, on the device. */
+typedef struct bench_buffers {
+    float *qkv, *dqkv, *out, *dout;   // (B, T, 3C), (B, T, 3C), (B, T, C), (B, T, C)
+    void *saved, *workspace;
+} bench_buffers;
+
+typedef struct cell {
+    int eligible;
+    size_t saved, workspace;
+    double fwd_ms, bwd_ms, total_ms;   /* medians; total_ms 0 when not timed */
+    int runs;
+    char note[1024];                   /* why the cell was not timed, or "" */
+} cell;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int ascending(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, ascending);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* "3.2 GiB", "512 KiB", "96 B". */
+static const char *bytes_text(double bytes, char *buf, size_t cap)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4)
+        bytes /= 1024, u++;
+    snprintf(buf, cap, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+    return buf;
+}
+
+/* ---- arguments ----------------------------------------------------------------------- */
+
+static int parse_long(const char *flag, const char *text, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        return gb_cli_usage_error("bench attn", "%s %s: expected an integer in [%ld, %ld]",
+                                  flag, text, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static int parse_lengths(const char *text, bench_args *a)
+{
+    a->n_T = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        errno = 0;
+        long T = strtol(p, &end, 10);
+        if (errno || end == p || T < 1 || T > (1L << 20) || (*end && *end != ',') ||
+            a->n_T == MAX_ITEMS)
+            return gb_cli_usage_error("bench attn", "--T %s: expected up to %d sequence "
+                                      "lengths in [1, %ld] such as 256,1024", text, MAX_ITEMS,
+                                      1L << 20);
+        a->T[a->n_T++] = T;
+        p = *end ? end + 1 : end;
+    }
+    return a->n_T ? 0 : gb_cli_usage_error("bench attn", "--T is empty");
+}
+
+static int parse_plugins(const char *text, bench_args *a)
+{
+    a->n_plugins = 0;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof a->plugins[0] || a->n_plugins == MAX_ITEMS)
+            return gb_cli_usage_error("bench attn", "--plugins %s: expected up to %d "
+                                      "comma-separated plugin names", text, MAX_ITEMS);
+        memcpy(a->plugins[a->n_plugins], p, len);
+        a->plugins[a->n_plugins++][len] = '\0';
+        p += len + (p[len] == ',');
+    }
+    return a->n_plugins ? 0 : gb_cli_usage_error("bench attn", "--plugins is empty");
+}
+
+static int parse_seconds(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end || !(v > 0))
+        return gb_cli_usage_error("bench attn", "--max-seconds %s: expected a positive "
+                                  "number of seconds", text);
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    *a = (bench_args){.heads = 12, .head_dim = 64, .batch = 1, .repeats = 5, .threads = 0,
+                      .max_seconds = 60};
+    if (parse_lengths("256,1024,4096,8192", a) || parse_plugins("math,mem_efficient,flash", a))
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (i + 1 >= argc)
+            return gb_cli_usage_error("bench attn", "%s: unknown option or missing value",
+                                      flag);
+        const char *val = argv[++i];
+        int rc = 0;
+        if (strcmp(flag, "--T") == 0)
+            rc = parse_lengths(val, a);
+        else if (strcmp(flag, "--heads") == 0)
+            rc = parse_long(flag, val, 1, 1024, &a->heads);
+        else if (strcmp(flag, "--head-dim") == 0)
+            rc = parse_long(flag, val, 1, 4096, &a->head_dim);
+        else if (strcmp(flag, "--batch") == 0)
+            rc = parse_long(flag, val, 1, 4096, &a->batch);
+        else if (strcmp(flag, "--repeats") == 0)
+            rc = parse_long(flag, val, 1, 1000, &a->repeats);
+        else if (strcmp(flag, "--plugins") == 0)
+            rc = parse_plugins(val, a);
+        else if (strcmp(flag, "--threads") == 0)
+            rc = parse_long(flag, val, 0, 1024, &a->threads);
+        else if (strcmp(flag, "--max-seconds") == 0)
+            rc = parse_seconds(val, &a->max_seconds);
+        else if (strcmp(flag, "--plugin-path") == 0)
+            a->plugin_path = val;
+        else
+            rc = gb_cli_usage_error("bench attn", "unknown option %s", flag);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- plugins and buffers ------------------------------------------------------------- */
+
+static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
+{
+    char text[256];
+    snprintf(text, sizeof text, "[attn]\nplugin = %s\n[run]\nthreads = %ld\n", name,
+             a->threads);
+    gb_diag diag = {0};
+    p->name = name;
+    p->cfg = gb_config_load_string(text, "gearbox bench attn", "/", &diag);
+    p->started = p->cfg && !gb_runtime_resolve(&p->rt, p->cfg, a->plugin_path, &diag) &&
+                 !gb_runtime_start(&p->rt, &diag);
+    gb_diag_print(&diag, stderr);
+    gb_diag_clear(&diag);
+    return p->started ? 0 : -1;
+}
+
+static void stop_plugin(bench_plugin *p)
+{
+    gb_runtime_free(&p->rt);
+    gb_config_free(p->cfg);
+}
+
+static void free_buffers(gb_runtime *rt, bench_buffers *b)
+{
+    void *self = rt->inst[GB_KIND_DEVICE].self;
+    void *const ptrs[] = {b->qkv, b->dqkv, b->out, b->dout, b->saved, b->workspace};
+    for (size_t k = 0; k < sizeof ptrs / sizeof ptrs[0]; k++)
+        if (ptrs[k])
+            rt->dev->free(self, ptrs[k]);
+    memset(b, 0, sizeof *b);
+}
+
+/* Allocates the buffers of one cell and fills q, k, v and dout through copy(), as a
+ * device plugin would be fed. Returns 0, or -1 with the size that failed in *failed. */
+static int alloc_buffers(gb_runtime *rt, const gb_attn_problem *p, const cell *c,
+                         bench_buffers *b, size_t *failed)
+{
+    void *dev = rt->inst[GB_KIND_DEVICE].self;
+    const size_t n_out = (size_t)(p->batch * p->seq_len * p->heads * p->head_dim);
+    const size_t sizes[] = {3 * n_out * sizeof(float), 3 * n_out * sizeof(float),
+                            n_out * sizeof(float), n_out * sizeof(float), c->saved,
+                            c->workspace};
+    void **slots[] = {(void **)&b->qkv, (void **)&b->dqkv, (void **)&b->out,
+                      (void **)&b->dout, &b->saved, &b->workspace};
+    memset(b, 0, sizeof *b);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        if (rt->dev->alloc(dev, sizes[k] ? sizes[k] : 64, slots[k]) != GB_OK) {
+            *failed = sizes[k];
+            free_buffers(rt, b);
+            return -1;
+        }
+    float *host = malloc(3 * n_out * sizeof(float));
+    if (!host) {
+        *failed = 3 * n_out * sizeof(float);
+        free_buffers(rt, b);
+        return -1;
+    }
+    uint64_t state = 0x9E3779B97F4A7C15ULL;
+    for (size_t i = 0; i < 3 * n_out; i++) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        host[i] = (float)((double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    gb_status st = rt->dev->copy(dev, b->qkv, host, 3 * n_out * sizeof(float),
+                                 GB_COPY_HOST_TO_DEVICE);
+    if (st == GB_OK)
+        st = rt->dev->copy(dev, b->dout, host, n_out * sizeof(float), GB_COPY_HOST_TO_DEVICE);
+    free(host);
+    if (st != GB_OK) {
+        gb_call_failed(&rt->inst[GB_KIND_DEVICE], st, "copy");
+        free_buffers(rt, b);
+        return -1;
+    }
+    return 0;
+}
+
+/* A (B, H, T, D) view of the core's packed (B, T, n*C) rows, n = 3 for q, k, v. */
+static gb_tensor heads_view(float *base, const gb_attn_problem *p, int64_t n)
+{
+    const int64_t row = n * p->heads * p->head_dim;
+    return (gb_tensor){
+        .data = base, .dtype = GB_F32, .ndim = 4,
+        .shape = {p->batch, p->heads, p->seq_len, p->head_dim},
+        .stride = {p->seq_len * row, p->head_dim, row, 1},
+    };
+}
+
+/* One forward + backward; the seconds each took in fwd_s, bwd_s. */
+static int run_once(gb_runtime *rt, const gb_attn_problem *p, bench_buffers *b, double *fwd_s,
+                    double *bwd_s)
+{
+    gb_instance *inst = &rt->inst[GB_KIND_ATTN];
+    void *dev = rt->inst[GB_KIND_DEVICE].self;
+    const int64_t C = p->heads * p->head_dim;
+    gb_tensor q = heads_view(b->qkv, p, 3), k = heads_view(b->qkv + C, p, 3),
+              v = heads_view(b->qkv + 2 * C, p, 3), out = heads_view(b->out, p, 1),
+              dout = heads_view(b->dout, p, 1), dq = heads_view(b->dqkv, p, 3),
+              dk = heads_view(b->dqkv + C, p, 3), dv = heads_view(b->dqkv + 2 * C, p, 3);
+    double t0 = now_s();
+    GB_CALL(inst, "forward",
+            rt->attn->forward(inst->self, p, out, q, k, v, b->saved, b->workspace));
+    GB_CALL(&rt->inst[GB_KIND_DEVICE], "sync", rt->dev->sync(dev));
+    double t1 = now_s();
+    GB_CALL(inst, "backward", rt->attn->backward(inst->self, p, dq, dk, dv, dout, q, k, v, out,
+                                                 b->saved, b->workspace));
+    GB_CALL(&rt->inst[GB_KIND_DEVICE], "sync", rt->dev->sync(dev));
+    *fwd_s = t1 - t0;
+    *bwd_s = now_s() - t1;
+    return 0;
+}
+
+/* Times one cell: a warm-up, then timed runs while --repeats and --max-seconds allow
+ * (the next run is predicted to take as long as the last). When not even one timed run
+ * fits, the warm-up is the sample. Returns -1 when a call failed. */
+static int time_cell(bench_plugin *bp, const gb_attn_problem *p, bench_buffers *b,
+                     const bench_args *a, cell *c)
+{
+    double fwd[1000], bwd[1000], total[1000];
+    if (run_once(&bp->rt, p, b, &fwd[0], &bwd[0]))
+        return -1;
+    double last = fwd[0] + bwd[0], spent = last;
+    int n = 0;
+    while (n < a->repeats && spent + last <= a->max_seconds) {
+        if (run_once(&bp->rt, p, b, &fwd[n], &bwd[n]))
+            return -1;
+        last = total[n] = fwd[n] + bwd[n];
+        spent += total[n++];
+    }
+    if (n == 0)
+        total[n++] = last;
+    c->runs = n;
+    c->total_ms = 1e3 * median(total, n);
+    c->fwd_ms = 1e3 * median(fwd, n);
+    c->bwd_ms = 1e3 * median(bwd, n);
+    bp->last_run_s = last;
+    bp->last_T = p->seq_len;
+    return 0;
+}
+
+/* eligible() and memory() of plugin bp for this problem. */
+static int plan_cell(bench_plugin *bp, const gb_attn_problem *p, cell *c)
+{
+    gb_instance *inst = &bp->rt.inst[GB_KIND_ATTN];
+    char reason[400] = "";
+    *c = (cell){.eligible = bp->rt.attn->eligible(inst->self, p, reason, sizeof reason)};
+    if (!c->eligible) {
+        snprintf(c->note, sizeof c->note, "not eligible: %s", reason);
+        return 0;
+    }
+    GB_CALL(inst, "memory", bp->rt.attn->memory(inst->self, p, &c->saved, &c->workspace));
+    return 0;
+}
+
+/* What a plugin that was not timed keeps per layer; when that is several times what the
+ * leanest plugins keep, they are named (`leanest` reads "NAME and NAME keep SIZE"). */
+static void memory_note(const gb_attn_problem *p, const cell *c, size_t least_saved,
+                        const char *leanest, char *buf, size_t cap)
+{
+    char size[32];
+    const double probs = 4.0 * (double)(p->batch * p->heads) * (double)p->seq_len *
+                         (double)p->seq_len;
+    snprintf(buf, cap, "it keeps %s per layer%s%s%s",
+             bytes_text((double)c->saved, size, sizeof size),
+             (double)c->saved >= probs ? " for the (T, T) probabilities" : "",
+             c->saved >= 4 * least_saved ? "; " : "", c->saved >= 4 * least_saved ? leanest : "");
+}
+
+/* Times plugin bp on this problem unless the last cell predicts a run over --max-seconds
+ * (time grows as T^2) or the buffers cannot be allocated; then c->note says why. */
+static int time_or_skip(bench_plugin *bp, const gb_attn_problem *p, const bench_args *a,
+                        const char *memory, cell *c)
+{
+    char size[32];
+    const double ratio = (double)p->seq_len / (double)(bp->last_T ? bp->last_T : 1);
+    const double predicted = bp->last_run_s * ratio * ratio;
+    if (predicted > a->max_seconds) {
+        snprintf(c->note, sizeof c->note, "not timed: one run took %.3g s at T = %ld, so "
+                 "about %.0f s here, over --max-seconds %g; %s", bp->last_run_s, bp->last_T,
+                 predicted, a->max_seconds, memory);
+        return 0;
+    }
+    bench_buffers b;
+    size_t failed = 0;
+    if (alloc_buffers(&bp->rt, p, c, &b, &failed)) {
+        snprintf(c->note, sizeof c->note, "not timed: cannot allocate %s; %s",
+                 bytes_text((double)failed, size, sizeof size), memory);
+        return 0;
+    }
+    int rc = time_cell(bp, p, &b, a, c);
+    free_buffers(&bp->rt, &b);
+    return rc;
+}
+
+/* "NAME and NAME keep SIZE": the plugins that keep the least per layer. */
+static size_t leanest_plugins(const bench_plugin *plugins, const cell *cells, int n,
+                              char *buf, size_t cap)
+{
+    size_t least = (size_t)-1;
+    for (int k = 0; k < n; k++)
+        if (cells[k].eligible && cells[k].saved < least)
+            least = cells[k].saved;
+    size_t used = 0;
+    int named = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < n && used < cap; k++)
+        if (cells[k].eligible && cells[k].saved == least)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s", named++ ? " and " : "",
+                                     plugins[k].name);
+    char size[32];
+    if (used < cap)
+        snprintf(buf + used, cap - used, " keep%s %s", named > 1 ? "" : "s",
+                 bytes_text((double)least, size, sizeof size));
+    return least;
+}
+
+/* ---- the table ----------------------------------------------------------------------- */
+
+static void print_header(const bench_args *a, bench_plugin *first)
+{
+    gb_device_info info = {.struct_size = sizeof info};
+    first->rt.dev->info(first->rt.inst[GB_KIND_DEVICE].self, &info);
+    double load[1] = {0};
+    getloadavg(load, 1);
+    printf("gearbox bench attn: causal f32 self-attention forward+backward, B %ld, H %ld, "
+           "head_dim %ld, %lld thread(s)\n", a->batch, a->heads, a->head_dim,
+           (long long)first->rt.settings.threads);
+    printf("device: %s; 1-minute load average %.2f\n", info.name, load[0]);
+    printf("each cell: median of up to %ld runs after a warm-up, at most %g s; extra = saved "
+           "per layer + workspace\n", a->repeats, a->max_seconds);
+}
+
+static void print_inputs(const gb_attn_problem *p)
+{
+    char buf[32];
+    double bytes = 8.0 * (double)(p->batch * p->seq_len * p->heads * p->head_dim) * 4;
+    printf("\nT = %lld: inputs and gradients (q, k, v, out, dout, dq, dk, dv), not counted "
+           "as extra: %s\n", (long long)p->seq_len, bytes_text(bytes, buf, sizeof buf));
+    printf("  %-14s %10s %10s %12s %9s %12s %12s %12s\n", "plugin", "fwd ms", "bwd ms",
+           "fwd+bwd ms", "vs " BASELINE, "saved/layer", "workspace", "extra");
+}
+
+static void print_cell(const char *name, const cell *c, const cell *baseline)
+{
+    char saved[32], workspace[32], extra[32];
+    if (!c->eligible) {
+        printf("  %-14s %s\n", name, c->note);
+        return;
+    }
+    bytes_text((double)c->saved, saved, sizeof saved);
+    bytes_text((double)c->workspace, workspace, sizeof workspace);
+    bytes_text((double)(c->saved + c->workspace), extra, sizeof extra);
+    if (c->total_ms > 0) {
+        char speed[32] = "-";
+        if (baseline && baseline->total_ms > 0)
+            snprintf(speed, sizeof speed, "%.2fx", baseline->total_ms / c->total_ms);
+        printf("  %-14s %10.2f %10.2f %12.2f %9s %12s %12s %12s%s\n", name, c->fwd_ms,
+               c->bwd_ms, c->total_ms, speed, saved, workspace, extra,
+               c->runs == 1 ? "  (1 run)" : "");
+    } else {
+        printf("  %-14s %10s %10s %12s %9s %12s %12s %12s\n", name, "-", "-", "-", "-", saved,
+               workspace, extra);
+        printf("  %-14s   %s\n", "", c->note);
+    }
+}
 
 int gb_bench_attn(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    fprintf(stderr, "gearbox bench attn: not available in this build\n");
-    return 1;
+    if (gb_cli_wants_help(argc, argv, usage))
+        return 0;
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+    bench_plugin plugins[MAX_ITEMS] = {0};
+    for (int k = 0; k < a.n_plugins; k++)
+        if (start_plugin(a.plugins[k], &a, &plugins[k])) {
+            for (int j = 0; j <= k; j++)
+                stop_plugin(&plugins[j]);
+            return 2;
+        }
+    print_header(&a, &plugins[0]);
+    for (int i = 0; i < a.n_T && rc == 0; i++) {
+        const gb_attn_problem p = {
+            .struct_size = sizeof p, .batch = a.batch, .heads = a.heads, .seq_len = a.T[i],
+            .head_dim = a.head_dim, .dtype = GB_F32, .causal = 1,
+        };
+        cell cells[MAX_ITEMS];
+        int baseline = -1;
+        for (int k = 0; k < a.n_plugins && rc == 0; k++)
+            rc = plan_cell(&plugins[k], &p, &cells[k]);
+        char leanest[256], memory[512];
+        const size_t least_saved = leanest_plugins(plugins, cells, a.n_plugins, leanest,
+                                                   sizeof leanest);
+        for (int k = 0; k < a.n_plugins && rc == 0; k++) {
+            if (cells[k].eligible) {
+                memory_note(&p, &cells[k], least_saved, leanest, memory, sizeof memory);
+                rc = time_or_skip(&plugins[k], &p, &a, memory, &cells[k]);
+            }
+            if (strcmp(plugins[k].name, BASELINE) == 0)
+                baseline = k;
+        }
+        if (rc)
+            break;
+        print_inputs(&p);
+        for (int k = 0; k < a.n_plugins; k++)
+            print_cell(plugins[k].name, &cells[k], baseline >= 0 ? &cells[baseline] : NULL);
+        fflush(stdout);
+    }
+    for (int k = 0; k < a.n_plugins; k++)
+        stop_plugin(&plugins[k]);
+    return rc ? 1 : 0;
 }

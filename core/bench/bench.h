@@ -6,5 +6,7 @@
 
 int gb_bench_attn(int argc, char **argv);
 int gb_bench_optim(int argc, char **argv);
+int gb_bench_matmul(int argc, char **argv);
+int gb_bench_step(int argc, char **argv);
 
 #endif

@@ -1,11 +1,418 @@
-/* `gearbox bench optim`: placeholder until the optim benchmark lands. */
+/* `gearbox bench optim`: how close each optimizer plugin's update comes to this machine's
+ * memory bandwidth.
+ *
+ * An update is what gb_model_update runs: the squared gradient norm (the optimizer's
+ * grad_norm_sq when it has one, otherwise the device's sum_squares) and then step(), on
+ * flat f32 buffers from the device's alloc() split into two groups as a model's are (99%
+ * decaying matrices, 1% vectors that do not decay), with clipping on. Each plugin is
+ * loaded through the core from a two-line config, as `gearbox train` would load it. The
+ * figure of merit is GB/s: the bytes the plugin's passes move per parameter (below),
+ * times the parameter count, over the median update time. Next to it stands a
+ * STREAM-style triad a(i) = b(i) + s*c(i) measured by this command on arrays far larger
+ * than the caches, counted as STREAM counts it (12 bytes per element, no write-allocate
+ * traffic), so the ratio says how much of the reachable bandwidth the optimizer uses.
+ * An in-place update moves every byte it is credited with while the triad's stores
+ * also read their lines, so a good update can pass 100% of the triad figure.
+ *
+ * Bytes per parameter, f32 throughout; every pass reads and writes whole buffers:
+ *   norm pass (either way)   read g                                      4
+ *   adamw (one pass a term)  decay p (r+w, decaying groups only)         8 x 0.99
+ *                            m (r m, g; w m) 12, v (r v, g; w v) 12,
+ *                            update (r p, m, v; w p) 16                 40
+ *   adamw_fused (one pass)   read p, g, m, v; write p, m, v             28
+ * Another plugin is credited with the least any AdamW can move (28 + 4).
+ *
+ * Deliberately left out: the low-precision parameter copy, devices other than the CPU
+ * (buffers are filled through host pointers), and any assertion about time: this prints
+ * measurements, it does not judge them.
+ */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
+#include "cli.h"
+#include "clock.h"
+#include "machine.h"
+#include "runtime.h"
+
+#define MAX_ITEMS 8
+#define NO_DECAY_SHARE 0.01
+
+static const char usage[] =
+    "usage: gearbox bench optim [--params LIST] [--repeats N] [--threads N]\n"
+    "                           [--plugins LIST] [--plugin-path DIRS]\n"
+    "\n"
+    "Times one optimizer update (gradient-norm pass + step) of each plugin and prints ms\n"
+    "per update, bytes moved, GB/s and the share of this machine's STREAM-style triad\n"
+    "bandwidth, measured by the same command.\n"
+    "\n"
+    "  --params LIST    parameter counts, comma-separated, with an optional k, M or G\n"
+    "                   suffix (default 10M,100M)\n"
+    "  --repeats N      timed updates per measurement; the median is shown (default 10)\n"
+    "  --threads N      OpenMP threads; 0 for every online CPU (default 0)\n"
+    "  --plugins LIST   optimizer plugins, comma-separated; the first is the baseline of\n"
+    "                   the speed-up column (default adamw,adamw_fused)\n"
+    "  --plugin-path D  extra plugin folders, ':'-separated\n";
+
+typedef struct bench_args {
+    int64_t params[MAX_ITEMS];
+    int n_params;
+    char plugins[MAX_ITEMS][64];
+    int n_plugins;
+    long repeats, threads;
+    const char *plugin_path;
+} bench_args;
+
+/* One plugin loaded through the core. */
+typedef struct bench_plugin {
+    gb_config *cfg;
+    gb_runtime rt;
+} bench_plugin;
+
+/* One update's buffers, allocated on the device of the first plugin's runtime. */
+typedef struct bench_buffers {
+    float *params, *grads, *norm_sq;   // (n), (n), (1)
+    void *state;
+    int64_t n;
+} bench_buffers;
+
+typedef struct timing {
+    double norm_ms, step_ms, total_ms;   /* medians */
+} timing;
+
+static int ascending(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, long n)
+{
+    qsort(v, (size_t)n, sizeof *v, ascending);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- arguments ----------------------------------------------------------------------- */
+
+/* "10M" -> 10000000; 0 on anything that is not a positive count. */
+static int64_t parse_count(const char *text, char **end)
+{
+    errno = 0;
+    double v = strtod(text, end);
+    if (errno || *end == text)
+        return 0;
+    double unit = **end == 'k' ? 1e3 : **end == 'M' ? 1e6 : **end == 'G' ? 1e9 : 1;
+    if (unit > 1)
+        (*end)++;
+    v *= unit;
+    return v >= 1 && v <= 1e12 ? (int64_t)v : 0;
+}
+
+static int parse_params(const char *text, bench_args *a)
+{
+    a->n_params = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        int64_t n = parse_count(p, &end);
+        if (!n || (*end && *end != ',') || a->n_params == MAX_ITEMS)
+            return gb_cli_usage_error("bench optim", "--params %s: expected up to %d "
+                                      "positive counts such as 10M,100M", text, MAX_ITEMS);
+        a->params[a->n_params++] = n;
+        p = *end ? end + 1 : end;
+    }
+    return a->n_params ? 0 : gb_cli_usage_error("bench optim", "--params is empty");
+}
+
+static int parse_plugins(const char *text, bench_args *a)
+{
+    a->n_plugins = 0;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof a->plugins[0] || a->n_plugins == MAX_ITEMS)
+            return gb_cli_usage_error("bench optim", "--plugins %s: expected up to %d "
+                                      "comma-separated plugin names", text, MAX_ITEMS);
+        memcpy(a->plugins[a->n_plugins], p, len);
+        a->plugins[a->n_plugins++][len] = '\0';
+        p += len + (p[len] == ',');
+    }
+    return a->n_plugins ? 0 : gb_cli_usage_error("bench optim", "--plugins is empty");
+}
+
+static int parse_long(const char *flag, const char *text, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        return gb_cli_usage_error("bench optim", "%s %s: expected an integer in [%ld, %ld]",
+                                  flag, text, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    *a = (bench_args){.repeats = 10, .threads = 0};
+    if (parse_params("10M,100M", a) || parse_plugins("adamw,adamw_fused", a))
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (i + 1 >= argc)
+            return gb_cli_usage_error("bench optim", "%s: unknown option or missing value",
+                                      flag);
+        const char *val = argv[++i];
+        int rc = 0;
+        if (strcmp(flag, "--params") == 0)
+            rc = parse_params(val, a);
+        else if (strcmp(flag, "--plugins") == 0)
+            rc = parse_plugins(val, a);
+        else if (strcmp(flag, "--repeats") == 0)
+            rc = parse_long(flag, val, 1, 100000, &a->repeats);
+        else if (strcmp(flag, "--threads") == 0)
+            rc = parse_long(flag, val, 0, 1024, &a->threads);
+        else if (strcmp(flag, "--plugin-path") == 0)
+            a->plugin_path = val;
+        else
+            rc = gb_cli_usage_error("bench optim", "unknown option %s", flag);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- plugins and buffers ------------------------------------------------------------- */
+
+static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
+{
+    char text[256];
+    snprintf(text, sizeof text, "[optim]\nplugin = %s\n[run]\nthreads = %ld\n", name,
+             a->threads);
+    gb_diag diag = {0};
+    p->cfg = gb_config_load_string(text, "gearbox bench optim", "/", &diag);
+    int started = p->cfg && !gb_runtime_resolve(&p->rt, p->cfg, a->plugin_path, &diag) &&
+                  !gb_runtime_start(&p->rt, &diag);
+    gb_diag_print(&diag, stderr);
+    gb_diag_clear(&diag);
+    return started ? 0 : -1;
+}
+
+static void stop_plugin(bench_plugin *p)
+{
+    gb_runtime_free(&p->rt);
+    gb_config_free(p->cfg);
+}
+
+static void *device_alloc(gb_runtime *rt, size_t bytes)
+{
+    void *ptr = NULL;
+    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    if (rt->dev->alloc(dev->self, bytes, &ptr) != GB_OK) {
+        gb_call_failed(dev, GB_ERR_NO_MEMORY, "alloc");
+        return NULL;
+    }
+    return ptr;
+}
+
+static void free_buffers(gb_runtime *rt, bench_buffers *b)
+{
+    void *self = rt->inst[GB_KIND_DEVICE].self;
+    void *const ptrs[] = {b->params, b->grads, b->norm_sq, b->state};
+    for (size_t k = 0; k < sizeof ptrs / sizeof ptrs[0]; k++)
+        if (ptrs[k])
+            rt->dev->free(self, ptrs[k]);
+    memset(b, 0, sizeof *b);
+}
+
+/* Buffers for n parameters, touched first by the threads that will stream them, with
+ * gradients of norm about 2 so that clipping to 1 is active. The state is sized by the
+ * largest state any of the plugins asks for. */
+static int alloc_buffers(bench_plugin *plugins, int n_plugins, int64_t n, bench_buffers *b)
+{
+    gb_runtime *rt = &plugins[0].rt;
+    size_t state_bytes = 0;
+    for (int k = 0; k < n_plugins; k++) {
+        gb_instance *opt = &plugins[k].rt.inst[GB_KIND_OPTIM];
+        size_t s = plugins[k].rt.optim->state_bytes(opt->self, n);
+        state_bytes = s > state_bytes ? s : state_bytes;
+    }
+    *b = (bench_buffers){.n = n};
+    b->params = device_alloc(rt, (size_t)n * sizeof(float));
+    b->grads = device_alloc(rt, (size_t)n * sizeof(float));
+    b->norm_sq = device_alloc(rt, sizeof(float));
+    b->state = state_bytes ? device_alloc(rt, state_bytes) : NULL;
+    if (!b->params || !b->grads || !b->norm_sq || (state_bytes && !b->state)) {
+        free_buffers(rt, b);
+        return -1;
+    }
+    float grad = (float)(2.0 / sqrt((double)n));
+    char *state = b->state;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        b->params[i] = (float)(i % 1000) * 1e-4f - 0.05f;
+        b->grads[i] = i % 2 ? grad : -grad;
+    }
+    const size_t block = 1 << 20;
+    int64_t blocks = (int64_t)((state_bytes + block - 1) / block);
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < blocks; k++) {
+        size_t off = (size_t)k * block;
+        memset(state + off, 0, state_bytes - off < block ? state_bytes - off : block);
+    }
+    return 0;
+}
+
+/* ---- the measurement ----------------------------------------------------------------- */
+
+/* Bytes one update of `name` moves per parameter (see the file comment). */
+static double bytes_per_param(const char *name, int *known)
+{
+    *known = 1;
+    if (strcmp(name, "adamw") == 0)
+        return 4 + 40 + 8 * (1 - NO_DECAY_SHARE);
+    if (strcmp(name, "adamw_fused") == 0)
+        return 4 + 28;
+    *known = 0;
+    return 4 + 28;
+}
+
+/* The norm pass as gb_model_update runs it. */
+static gb_status norm_pass(gb_runtime *rt, const bench_buffers *b)
+{
+    if (rt->optim->grad_norm_sq)
+        return rt->optim->grad_norm_sq(rt->inst[GB_KIND_OPTIM].self, b->norm_sq, b->grads, b->n);
+    return rt->dev->sum_squares(rt->inst[GB_KIND_DEVICE].self, b->norm_sq, b->grads, b->n);
+}
+
+/* One warm-up update, then `repeats` timed ones. Returns -1 when a call fails. */
+static int time_updates(bench_plugin *p, const bench_buffers *b, long repeats, timing *t)
+{
+    gb_runtime *rt = &p->rt;
+    gb_instance *opt = &rt->inst[GB_KIND_OPTIM];
+    int64_t n_decay = b->n - (int64_t)((double)b->n * NO_DECAY_SHARE);
+    const gb_param_group groups[2] = {{0, n_decay, 1}, {n_decay, b->n - n_decay, 0}};
+    double *norm = malloc((size_t)(repeats + 1) * 3 * sizeof *norm);
+    if (!norm)
+        return -1;
+    double *step = norm + repeats + 1, *total = step + repeats + 1;
+    for (long r = 0; r <= repeats; r++) {
+        gb_optim_step_args args = {
+            .struct_size = sizeof args,
+            .params = b->params,
+            .grads = b->grads,
+            .state = b->state,
+            .n = b->n,
+            .groups = groups,
+            .n_groups = 2,
+            .step = r + 1,
+            .lr = 1e-3f,
+            .grad_norm_sq = b->norm_sq,
+            .max_norm = 1.0f,
+            .inv_loss_scale = 1.0f,
+        };
+        double t0 = gb_now_ms();
+        gb_status st = norm_pass(rt, b);
+        double t1 = gb_now_ms();
+        if (st != GB_OK) {
+            free(norm);
+            return gb_call_failed(rt->optim->grad_norm_sq ? opt : &rt->inst[GB_KIND_DEVICE],
+                                  st, "gradient norm");
+        }
+        st = rt->optim->step(opt->self, &args);
+        double t2 = gb_now_ms();
+        if (st != GB_OK) {
+            free(norm);
+            return gb_call_failed(opt, st, "step");
+        }
+        norm[r] = t1 - t0, step[r] = t2 - t1, total[r] = t2 - t0;
+    }
+    /* index 0 is the warm-up */
+    *t = (timing){median(norm + 1, repeats), median(step + 1, repeats),
+                  median(total + 1, repeats)};
+    free(norm);
+    return 0;
+}
+
+static void print_header(const bench_args *a, int threads, double triad)
+{
+    double load[1] = {0};
+    getloadavg(load, 1);
+    printf("gearbox bench optim: %d thread(s), median of %ld updates (gradient-norm pass + "
+           "step), 1-minute load average %.2f\n", threads, a->repeats, load[0]);
+    long long mib = GB_TRIAD_ELEMENTS * (int64_t)sizeof(float) >> 20;
+    printf("triad a(i) = b(i) + s*c(i), 3 x %lld MiB f32 arrays, best of %d: %.1f GB/s "
+           "(12 bytes/element, write-allocate not counted)\n\n", mib, GB_TRIAD_RUNS, triad);
+    printf("%-14s %9s %9s %9s %9s %11s %8s %9s %9s\n", "plugin", "params", "norm ms",
+           "step ms", "total ms", "bytes/param", "GB/s", "of triad", "speed-up");
+}
+
+/* Prints one row; returns 1 when the plugin's byte count is the assumed minimum. */
+static int print_row(const char *name, int64_t n, const timing *t, double triad,
+                     double baseline_ms)
+{
+    int known;
+    double bytes = bytes_per_param(name, &known);
+    double gbs = bytes * (double)n / (t->total_ms * 1e-3) / 1e9;
+    char count[32];
+    if (n % 1000000 == 0)
+        snprintf(count, sizeof count, "%lldM", (long long)(n / 1000000));
+    else if (n % 1000 == 0)
+        snprintf(count, sizeof count, "%lldk", (long long)(n / 1000));
+    else
+        snprintf(count, sizeof count, "%lld", (long long)n);
+    printf("%-14s %9s %9.2f %9.2f %9.2f %10.1f%s %8.1f %8.0f%% %8.2fx\n", name, count,
+           t->norm_ms, t->step_ms, t->total_ms, bytes, known ? " " : "*", gbs,
+           triad > 0 ? 100 * gbs / triad : 0.0, baseline_ms / t->total_ms);
+    return !known;
+}
+
+/* Every size, every plugin; returns 0 or -1. */
+static int run_all(const bench_args *a, bench_plugin *plugins, double triad)
+{
+    int assumed = 0;
+    for (int s = 0; s < a->n_params; s++) {
+        bench_buffers b;
+        if (alloc_buffers(plugins, a->n_plugins, a->params[s], &b))
+            return -1;
+        double baseline_ms = 0;
+        for (int k = 0; k < a->n_plugins; k++) {
+            timing t = {0};
+            if (time_updates(&plugins[k], &b, a->repeats, &t)) {
+                free_buffers(&plugins[0].rt, &b);
+                return -1;
+            }
+            baseline_ms = k == 0 ? t.total_ms : baseline_ms;
+            assumed |= print_row(a->plugins[k], a->params[s], &t, triad, baseline_ms);
+        }
+        free_buffers(&plugins[0].rt, &b);
+    }
+    if (assumed)
+        printf("* not a plugin this benchmark knows: credited with the least any AdamW "
+               "moves\n");
+    return 0;
+}
 
 int gb_bench_optim(int argc, char **argv)
 {
-    (void)argc, (void)argv;
-    fprintf(stderr, "gearbox bench optim: not available in this build\n");
-    return 1;
+    if (gb_cli_wants_help(argc, argv, usage))
+        return 0;
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+    bench_plugin plugins[MAX_ITEMS] = {0};
+    for (int k = 0; k < a.n_plugins && !rc; k++)
+        rc = start_plugin(a.plugins[k], &a, &plugins[k]);
+    if (!rc) {
+        int threads = (int)plugins[0].rt.settings.threads;
+        double triad = gb_measure_triad_gbs(threads);
+        print_header(&a, threads, triad);
+        rc = run_all(&a, plugins, triad);
+    }
+    for (int k = 0; k < a.n_plugins; k++)
+        if (plugins[k].cfg)
+            stop_plugin(&plugins[k]);
+    return rc ? 1 : 0;
 }

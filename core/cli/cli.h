@@ -11,6 +11,10 @@ int gb_cmd_sample(int argc, char **argv);
 int gb_cmd_plugins(int argc, char **argv);
 int gb_cmd_check(int argc, char **argv);
 int gb_cmd_bench(int argc, char **argv);
+int gb_cmd_new_plugin(int argc, char **argv);
+int gb_cmd_test_plugin(int argc, char **argv);
+int gb_cmd_doctor(int argc, char **argv);
+int gb_cmd_ab(int argc, char **argv);
 
 /* What `train` and `check` share: a config file with overrides and a plugin path. */
 typedef struct gb_cli_run {

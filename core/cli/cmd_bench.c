@@ -11,6 +11,8 @@ static const char usage[] =
     "Microbenchmarks that print measured figures next to this machine's limits:\n"
     "  attn    forward+backward time and extra memory of each attention plugin, by T\n"
     "  optim   optimizer step time, bytes moved and GB/s, against a STREAM-style triad\n"
+    "  matmul  sgemm GFLOP/s at the model's shapes (configs S and M), against the peak\n"
+    "  step    ms per training step, tokens/s and MFU for a config\n"
     "\n"
     "`gearbox bench KIND --help` lists each one's options.\n";
 
@@ -24,5 +26,10 @@ int gb_cmd_bench(int argc, char **argv)
         return gb_bench_attn(argc - 1, argv + 1);
     if (strcmp(argv[1], "optim") == 0)
         return gb_bench_optim(argc - 1, argv + 1);
-    return gb_cli_usage_error("bench", "unknown benchmark '%s' (attn, optim)", argv[1]);
+    if (strcmp(argv[1], "matmul") == 0)
+        return gb_bench_matmul(argc - 1, argv + 1);
+    if (strcmp(argv[1], "step") == 0)
+        return gb_bench_step(argc - 1, argv + 1);
+    return gb_cli_usage_error("bench", "unknown benchmark '%s' (attn, optim, matmul, step)",
+                              argv[1]);
 }

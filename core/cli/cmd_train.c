@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "data.h"
+#include "autobatch.h"
 #include "loader.h"
 #include "model.h"
 #include "runtime.h"
@@ -82,7 +83,11 @@ int gb_cmd_check(int argc, char **argv)
         const gb_settings *s = &rt.settings;
         gb_model_config mc = {s->n_layer, s->n_head, s->n_embd, s->block_size,
                               s->vocab_size ? s->vocab_size : ds->vocab.size, s->bias};
-        model = gb_model_create(&rt, &mc, s->batch_size, 1);
+        /* the choice goes to stderr: stdout stays INI */
+        if (gb_batch_auto(&rt, &mc, stderr, &diag) == 0)
+            model = gb_model_create(&rt, &mc, s->batch_size, 1);
+        gb_diag_print(&diag, stderr);
+        gb_diag_clear(&diag);
         problems += !model;
     }
     if (!problems) {

@@ -18,7 +18,15 @@ static const char usage[] =
     "                                  generate text from a checkpoint\n"
     "  plugins [KIND]                  list the plugins found on the search path\n"
     "  plugins show NAME               a plugin's details and every config key\n"
-    "  bench KIND [OPTIONS]            microbenchmarks: attn, optim\n"
+    "  bench KIND [OPTIONS]            microbenchmarks: attn, optim, matmul, step\n"
+    "  doctor [CONFIG]                 what this machine and build offer a run, and what\n"
+    "                                  to fix\n"
+    "  ab CONFIG --variant NAME:section.key=value[,...] --variant ... | ab A.ini B.ini\n"
+    "                                  train variants side by side and compare speed,\n"
+    "                                  memory and loss against a baseline\n"
+    "  new-plugin KIND NAME DIR        write a plugin that builds and loads, to start from\n"
+    "  test-plugin PLUGIN.so           check a plugin against the contract and gearbox's\n"
+    "                                  reference plugin of its kind\n"
     "\n"
     "Every verb takes --help. train, check and plugins take --plugin-path DIRS\n"
     "(':'-separated), searched before GEARBOX_PLUGIN_PATH, the config's [run] plugin_path\n"
@@ -41,6 +49,9 @@ int main(int argc, char **argv)
     } verbs[] = {
         {"train", gb_cmd_train},     {"check", gb_cmd_check},     {"prepare", gb_cmd_prepare},
         {"sample", gb_cmd_sample},   {"plugins", gb_cmd_plugins}, {"bench", gb_cmd_bench},
+        {"doctor", gb_cmd_doctor},
+        {"ab", gb_cmd_ab},
+        {"new-plugin", gb_cmd_new_plugin}, {"test-plugin", gb_cmd_test_plugin},
     };
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
         if (strcmp(argv[1], verbs[i].name) == 0)

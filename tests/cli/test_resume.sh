@@ -16,7 +16,7 @@ grep -q "resumed from $WORK/a/ckpt-000010.gbk at step 10" "$WORK/b.log" &&
     pass "resume announced" || fail "resume not announced"
 
 losses() { grep -E '"step": (1[1-9]|20), "loss"' "$1" | sed -E 's/, "ms".*//'; }
-finals() { grep '"val_loss"' "$1"; }
+finals() { grep '^{"step": [0-9]*, "train_loss"' "$1"; }
 losses "$WORK/a/metrics.jsonl" > "$WORK/a.losses"
 losses "$WORK/b/metrics.jsonl" > "$WORK/b.losses"
 n=$(wc -l < "$WORK/a.losses")

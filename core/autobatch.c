@@ -1,0 +1,127 @@
+/* The batch_size = auto search; see autobatch.h. The planned bytes grow with the batch,
+ * so the largest fitting batch is found by doubling and then bisecting: about
+ * 2 log2(batch) plans, each a few host allocations and one question to the attention
+ * plugin. */
+#include "autobatch.h"
+
+#include <stdio.h>
+
+#define MIB (1024.0 * 1024.0)
+
+/* The bytes batch_size = auto may plan for, and where that figure came from. */
+static int memory_budget(gb_runtime *rt, uint64_t *budget, const char **source, gb_diag *diag)
+{
+    if (rt->settings.memory_budget) {
+        *budget = rt->settings.memory_budget;
+        *source = "[run] memory_budget";
+        return 0;
+    }
+    gb_device_info info = {.struct_size = sizeof info};
+    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    if (rt->dev->info(dev->self, &info) != GB_OK || info.memory_bytes == 0) {
+        gb_diag_add(diag, "[data] batch_size = auto: the %s device does not say how much "
+                    "memory it has; set [run] memory_budget", gb_device_name(rt->device_bit));
+        return -1;
+    }
+    if (rt->device_bit == GB_DEVICE_CPU) {
+        gb_diag_add(diag, "[data] batch_size = auto on the cpu device needs [run] "
+                    "memory_budget (e.g. 2GiB): the cpu device's memory is all %.1f GiB of "
+                    "RAM, shared with everything else", (double)info.memory_bytes / (MIB * 1024));
+        return -1;
+    }
+    *budget = info.memory_bytes;
+    *source = "the device's memory";
+    return 0;
+}
+
+/* Planned bytes for `batch`; 0 when the model cannot be planned at that batch. */
+static size_t planned_bytes(gb_runtime *rt, const gb_model_config *mc, int64_t batch)
+{
+    gb_memory_plan plan;
+    return gb_model_plan(rt, mc, batch, 1, &plan) == 0 ? gb_memory_plan_total(&plan) : 0;
+}
+
+static int fits(size_t bytes, uint64_t budget)
+{
+    return bytes > 0 && bytes <= budget;
+}
+
+/* The largest batch in [1, cap] whose plan fits, given that batch 1 fits. */
+static int64_t largest_fitting(gb_runtime *rt, const gb_model_config *mc, uint64_t budget,
+                               int64_t cap)
+{
+    int64_t lo = 1, hi = 2;   /* lo fits; hi, when <= cap, is the next candidate */
+    while (hi <= cap && fits(planned_bytes(rt, mc, hi), budget)) {
+        lo = hi;
+        hi = hi * 2;
+    }
+    if (hi > cap)
+        hi = cap + 1;
+    while (hi - lo > 1) {     /* lo fits; hi does not, or is past the cap */
+        int64_t mid = lo + (hi - lo) / 2;
+        if (fits(planned_bytes(rt, mc, mid), budget))
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int64_t largest_divisor_at_most(int64_t n, int64_t limit)
+{
+    for (int64_t d = limit < n ? limit : n; d > 1; d--)
+        if (n % d == 0)
+            return d;
+    return 1;
+}
+
+int gb_batch_auto(gb_runtime *rt, const gb_model_config *mc, FILE *out, gb_diag *diag)
+{
+    gb_settings *s = &rt->settings;
+    if (!s->batch_auto)
+        return 0;
+    uint64_t budget;
+    const char *source;
+    if (memory_budget(rt, &budget, &source, diag))
+        return -1;
+    size_t one = planned_bytes(rt, mc, 1);
+    if (!fits(one, budget)) {
+        gb_diag_add(diag, "[data] batch_size = auto: %s", one == 0
+                    ? "the model cannot be planned even at batch 1 (see above)"
+                    : "even batch 1 does not fit");
+        if (one > 0)
+            gb_diag_add(diag, "  batch 1 plans %zu bytes (%.2f MiB); the budget is %llu bytes "
+                        "(%.2f MiB, %s): raise it or shrink the model", one, one / MIB,
+                        (unsigned long long)budget, (double)budget / MIB, source);
+        return -1;
+    }
+    int64_t sequences = s->tokens_per_step / s->block_size;   /* 0 when not set */
+    int64_t cap = sequences ? sequences : GB_MAX_BATCH;
+    int64_t batch = largest_fitting(rt, mc, budget, cap);
+    size_t bytes = planned_bytes(rt, mc, batch);
+    fprintf(out, "batch_size = auto: budget %llu bytes (%.2f MiB, %s); batch %lld plans %zu "
+            "bytes (%.2f MiB)", (unsigned long long)budget, (double)budget / MIB, source,
+            (long long)batch, bytes, bytes / MIB);
+    if (batch < cap) {
+        size_t next = planned_bytes(rt, mc, batch + 1);
+        fprintf(out, ", batch %lld would plan %zu bytes (%.2f MiB)\n", (long long)batch + 1,
+                next, next / MIB);
+    } else {
+        fprintf(out, ", the most %s allows\n",
+                sequences ? "[data] tokens_per_step" : "[data] batch_size");
+    }
+    s->batch_size = batch;
+    if (sequences) {
+        s->batch_size = largest_divisor_at_most(sequences, batch);
+        s->gradient_accumulation_steps = sequences / s->batch_size;
+    }
+    fprintf(out, "batch_size = auto: batch_size %lld, gradient_accumulation_steps %lld: %lld "
+            "tokens per optimizer step", (long long)s->batch_size,
+            (long long)s->gradient_accumulation_steps,
+            (long long)(s->batch_size * s->gradient_accumulation_steps * s->block_size));
+    if (sequences)
+        fprintf(out, " ([data] tokens_per_step%s)", s->batch_size < batch
+                ? "; the largest fitting batch that divides its sequences" : "");
+    fputc('\n', out);
+    return 0;
+}

@@ -1,0 +1,24 @@
+/* `[data] batch_size = auto`: the largest micro-batch whose memory plan fits the budget,
+ * found by planning (not allocating) candidate batches with gb_model_plan, so the choice
+ * rests on the same byte counts the run will allocate.
+ *
+ * The budget is `[run] memory_budget` when set, else the device's own memory; on the CPU
+ * the budget must be given, since the CPU device's memory is all of RAM, shared with
+ * everything else on the machine. With `[data] tokens_per_step` the batch is the largest
+ * fitting divisor of the sequences per step and gradient_accumulation_steps makes up the
+ * rest, so the tokens per optimizer step stay what the config says. The choice is printed;
+ * nothing here retries at run time when memory turns out to be short.
+ */
+#ifndef GB_CORE_AUTOBATCH_H
+#define GB_CORE_AUTOBATCH_H
+
+#include "model.h"
+#include "runtime.h"
+
+/* When rt->settings.batch_auto, chooses and writes rt->settings.batch_size and
+ * gradient_accumulation_steps and prints the choice on `out`; does nothing otherwise.
+ * The runtime must be started (the attention and optimizer plugins size their memory).
+ * 0, or -1 with the problem in `diag`. */
+int gb_batch_auto(gb_runtime *rt, const gb_model_config *mc, FILE *out, gb_diag *diag);
+
+#endif

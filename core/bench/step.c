@@ -1,0 +1,142 @@
+/* `gearbox bench step`: milliseconds per training step and tokens/s for a config, with
+ * the model FLOPs of a step (nanoGPT's count), MFU, and the machine's limits beside them
+ * (the sgemm peak MFU divides by, and STREAM triad bandwidth).
+ *
+ * The steps are `gearbox train`'s own (gb_trainer_step: data, forward, backward, clip,
+ * optimizer update), on the config's model, plugins and batch, so the figure is what a
+ * run gets; evaluation, checkpoints and metrics files are left out. Warm-up steps are
+ * run first and excluded; the median of the timed steps is reported with their range.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "clock.h"
+#include "machine.h"
+#include "train.h"
+
+#define DEFAULT_CONFIG "examples/shakespeare_char.ini"
+
+static const char usage[] =
+    "usage: gearbox bench step [CONFIG] [--steps N] [--warmup N]\n"
+    "                          [--set section.key=value]... [--plugin-path DIRS]\n"
+    "\n"
+    "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
+    "folder) and prints the median ms per step, tokens/s, model FLOPs per step and MFU,\n"
+    "next to the measured sgemm peak and triad bandwidth. Nothing is written.\n"
+    "\n"
+    "  --steps N    timed steps (default 10)\n"
+    "  --warmup N   steps run first and not timed (default 2)\n"
+    "  --set, --plugin-path   as for `gearbox train`\n";
+
+static int parse_count(const char *flag, const char *text, long lo, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > 1000000)
+        return gb_cli_usage_error("bench step", "%s %s: expected an integer in [%ld, 1000000]",
+                                  flag, text, lo);
+    *out = v;
+    return 0;
+}
+
+/* Takes --steps and --warmup out of argv; the rest, with the default config added when
+ * none is named, goes to gb_cli_parse_run. `rest` has room for argc + 1 entries. */
+static int split_args(int argc, char **argv, long *steps, long *warmup, char **rest, int *n_rest)
+{
+    int named = 0;
+    *n_rest = 0;
+    rest[(*n_rest)++] = "bench step";
+    for (int i = 1; i < argc; i++) {
+        int own = strcmp(argv[i], "--steps") == 0 || strcmp(argv[i], "--warmup") == 0;
+        int takes_value = strcmp(argv[i], "--set") == 0 || strcmp(argv[i], "--plugin-path") == 0;
+        if (own && i + 1 >= argc)
+            return gb_cli_usage_error("bench step", "%s needs a value", argv[i]);
+        if (own) {
+            int rc = argv[i][2] == 's' ? parse_count(argv[i], argv[i + 1], 1, steps)
+                                       : parse_count(argv[i], argv[i + 1], 0, warmup);
+            if (rc)
+                return rc;
+            i++;
+            continue;
+        }
+        named |= argv[i][0] != '-';
+        rest[(*n_rest)++] = argv[i];
+        if (takes_value && i + 1 < argc)
+            rest[(*n_rest)++] = argv[++i];
+    }
+    if (!named)
+        rest[(*n_rest)++] = DEFAULT_CONFIG;
+    return 0;
+}
+
+/* Runs `warmup` untimed steps and then `steps` timed ones into ms. */
+static int run_steps(gb_trainer *t, long warmup, long steps, double *ms)
+{
+    for (long it = 0; it < warmup + steps; it++) {
+        double t0 = gb_now_ms();
+        if (gb_trainer_step(t, it, NULL))
+            return -1;
+        if (it >= warmup)
+            ms[it - warmup] = gb_now_ms() - t0;
+    }
+    return 0;
+}
+
+static void report(gb_trainer *t, double *ms, long steps)
+{
+    const gb_settings *s = gb_trainer_settings(t);
+    gb_timing timing = gb_timing_of(ms, (int)steps);
+    double median = timing.median_ms;
+    double tokens = (double)(s->batch_size * s->block_size * s->gradient_accumulation_steps);
+    double flops = gb_trainer_flops_per_step(t);
+    const char *source;
+    double peak = gb_trainer_peak_flops(t, &source);
+    printf("step: median %.2f ms (min %.2f, max %.2f over %ld steps) | %.0f tokens per step "
+           "| %.0f tok/s\n", median, timing.best_ms, timing.worst_ms, steps, tokens,
+           tokens / (median / 1e3));
+    printf("model FLOPs: %.4g GFLOP per step (nanoGPT's 6N + 12LHQT per token) -> %.1f "
+           "GFLOP/s", flops / 1e9, flops / (median * 1e6));
+    if (peak > 0)
+        printf(" | MFU %.1f%%", 100.0 * flops / (median / 1e3) / peak);
+    printf("\nlimits: f32 peak %.1f GFLOP/s (", peak / 1e9);
+    if (strcmp(source, "device") == 0)
+        printf("stated by the device");
+    else
+        printf("measured 1024^3 sgemm, best of %d", GB_PEAK_CALLS);
+    printf(") | triad %.1f GB/s (STREAM, %lld threads)\n",
+           gb_measure_triad_gbs((int)s->threads), (long long)s->threads);
+}
+
+int gb_bench_step(int argc, char **argv)
+{
+    if (gb_cli_wants_help(argc, argv, usage))
+        return 0;
+    long steps = 10, warmup = 2;
+    int n_rest;
+    char **rest = calloc((size_t)argc + 2, sizeof *rest);
+    if (!rest)
+        return 1;
+    int rc = split_args(argc, argv, &steps, &warmup, rest, &n_rest);
+    gb_cli_run run = {0};
+    if (!rc)
+        rc = gb_cli_parse_run(n_rest, rest, usage, 0, &run);
+    free(rest);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    printf("gearbox bench step: %s | %ld warm-up steps excluded, then %ld timed\n",
+           run.config_path, warmup, steps);
+    gb_trainer *t = gb_trainer_open(run.cfg, run.plugin_path);
+    double *ms = calloc((size_t)steps, sizeof *ms);
+    rc = !t ? 2 : !ms || run_steps(t, warmup, steps, ms) ? 1 : 0;
+    if (rc == 0)
+        report(t, ms, steps);
+    free(ms);
+    gb_trainer_close(t);
+    gb_config_free(run.cfg);
+    return rc;
+}

@@ -1,0 +1,401 @@
+/* `gearbox ab`: the command line of the A/B comparison (variants, options, the report
+ * folder); the work is in core/ab/. Every variant's config and overrides are parsed here
+ * first, so a typo stops the comparison before any run starts. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ab/ab.h"
+#include "cli.h"
+
+static const char usage[] =
+    "usage: gearbox ab CONFIG --variant NAME:[section.key=value[,...]] --variant ... [OPTIONS]\n"
+    "       gearbox ab A.ini B.ini [MORE.ini...] [OPTIONS]\n"
+    "\n"
+    "Trains every variant from the same seed on the same batches, each run a `gearbox train`\n"
+    "child process, repeated and interleaved (A B A B ...), then compares each variant with\n"
+    "the baseline: step time, tokens/s, the speed ratio with a 95% confidence interval,\n"
+    "planned and peak memory, and how far the loss curves differ.\n"
+    "\n"
+    "  --variant NAME:OVERRIDES  a variant: a name, then comma-separated overrides of CONFIG\n"
+    "                            (`--variant base:` has none); two or more. A piece without\n"
+    "                            '=' continues the previous value (a value with a comma)\n"
+    "  --baseline NAME           compare with this variant (default: the first variant with\n"
+    "                            no overrides, else the first)\n"
+    "  --steps N                 steps per run (default 50)\n"
+    "  --warmup W                first steps not timed (default 5)\n"
+    "  --repeats R               runs per variant (default 3)\n"
+    "  --tolerance X             loss differences up to X read as the same curve (default 1e-4)\n"
+    "  --set section.key=value   override for every variant (repeatable)\n"
+    "  --out DIR                 the report folder (default out/ab-YYYYmmdd-HHMMSS)\n"
+    "  --plugin-path DIRS        ':'-separated plugin folders searched first\n"
+    "\n"
+    "With config files only (A.ini B.ini), each file is a variant named after it and the\n"
+    "first is the baseline. The report folder gets summary.md, loss.svg, step_times.svg, and\n"
+    "per variant its effective config and each run's metrics.jsonl and logs (docs/ab.md).\n"
+    "Exit status: 0 every variant ran, 1 one failed, 2 bad arguments, 130 interrupted.\n";
+
+enum { MAX_ITEMS = 64 };
+
+typedef struct ab_args {
+    const char *configs[MAX_ITEMS];
+    const char *specs[MAX_ITEMS];      /* --variant values */
+    const char *sets[256];
+    int n_configs, n_specs, n_sets;
+    const char *baseline, *out, *plugin_path;
+    int64_t steps, warmup, repeats;
+    double tolerance;
+} ab_args;
+
+/* ---- arguments ----------------------------------------------------------------------- */
+
+/* The value of "--flag VALUE" or "--flag=VALUE" at argv[*i] (advancing *i), or NULL when
+ * argv[*i] is another flag; *missing is set when the flag has no value. */
+static const char *option_value(int argc, char **argv, int *i, const char *flag, int *missing)
+{
+    size_t n = strlen(flag);
+    if (strncmp(argv[*i], flag, n) != 0 || (argv[*i][n] != '=' && argv[*i][n] != '\0'))
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse_count(const char *text, int64_t min, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < min)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_tolerance(const char *text, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !(v >= 0.0))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int add_item(const char **items, int *n, const char *value, const char *what)
+{
+    if (*n == MAX_ITEMS)
+        return gb_cli_usage_error("ab", "too many %s", what);
+    items[(*n)++] = value;
+    return 0;
+}
+
+/* Parses one option at argv[*i]: 0, the exit status of a usage error, or 1 when argv[*i]
+ * is not an option. */
+static int parse_option(int argc, char **argv, int *i, ab_args *a)
+{
+    int missing = 0;
+    const char *v;
+    if ((v = option_value(argc, argv, i, "--variant", &missing)))
+        return add_item(a->specs, &a->n_specs, v, "--variant flags");
+    if ((v = option_value(argc, argv, i, "--set", &missing))) {
+        if (a->n_sets == 256)
+            return gb_cli_usage_error("ab", "too many --set flags");
+        a->sets[a->n_sets++] = v;
+    } else if ((v = option_value(argc, argv, i, "--baseline", &missing))) {
+        a->baseline = v;
+    } else if ((v = option_value(argc, argv, i, "--out", &missing))) {
+        a->out = v;
+    } else if ((v = option_value(argc, argv, i, "--plugin-path", &missing))) {
+        a->plugin_path = v;
+    } else if ((v = option_value(argc, argv, i, "--steps", &missing))) {
+        if (parse_count(v, 1, &a->steps))
+            return gb_cli_usage_error("ab", "--steps %s: expected a whole number, 1 or more", v);
+    } else if ((v = option_value(argc, argv, i, "--warmup", &missing))) {
+        if (parse_count(v, 0, &a->warmup))
+            return gb_cli_usage_error("ab", "--warmup %s: expected a whole number, 0 or more", v);
+    } else if ((v = option_value(argc, argv, i, "--repeats", &missing))) {
+        if (parse_count(v, 1, &a->repeats) || a->repeats > 1000)
+            return gb_cli_usage_error("ab", "--repeats %s: expected a whole number from 1 to "
+                                      "1000", v);
+    } else if ((v = option_value(argc, argv, i, "--tolerance", &missing))) {
+        if (parse_tolerance(v, &a->tolerance))
+            return gb_cli_usage_error("ab", "--tolerance %s: expected a number, 0 or more", v);
+    } else if (missing) {
+        return gb_cli_usage_error("ab", "%s needs a value", argv[*i]);
+    } else if (argv[*i][0] == '-') {
+        return gb_cli_usage_error("ab", "unknown option %s", argv[*i]);
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, ab_args *a)
+{
+    *a = (ab_args){.steps = 50, .warmup = 5, .repeats = 3, .tolerance = 1e-4};
+    for (int i = 1; i < argc; i++) {
+        int rc = parse_option(argc, argv, &i, a);
+        if (rc == 1)
+            rc = add_item(a->configs, &a->n_configs, argv[i], "config files");
+        if (rc)
+            return rc;
+    }
+    if (a->n_configs == 0)
+        return gb_cli_usage_error("ab", "missing CONFIG (an INI file such as "
+                                  "examples/shakespeare_char.ini)");
+    if (a->n_specs && a->n_configs > 1)
+        return gb_cli_usage_error("ab", "give one CONFIG with --variant, or only config "
+                                  "files (`gearbox ab A.ini B.ini`)");
+    if (a->n_specs + (a->n_specs ? 0 : a->n_configs) < 2)
+        return gb_cli_usage_error("ab", "a comparison needs two or more variants (--variant "
+                                  "NAME:section.key=value, or two config files)");
+    if (a->warmup >= a->steps)
+        return gb_cli_usage_error("ab", "--warmup %lld must be below --steps %lld, so that "
+                                  "some steps are timed", (long long)a->warmup,
+                                  (long long)a->steps);
+    return 0;
+}
+
+/* ---- variants ------------------------------------------------------------------------ */
+
+static int valid_name(const char *name, size_t len)
+{
+    if (len == 0 || len >= GB_AB_NAME_MAX || (name[0] == '.'))
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.",
+                    name[i]))
+            return 0;
+    return 1;
+}
+
+/* Splits "a=1,b=2" into overrides; a piece without '=' belongs to the previous value. */
+static int split_overrides(const char *list, gb_ab_variant *v)
+{
+    size_t pieces = 1;
+    for (const char *c = list; *c; c++)
+        pieces += *c == ',';
+    v->overrides = calloc(pieces, sizeof *v->overrides);
+    if (!v->overrides)
+        return -1;
+    for (const char *p = list; *list && p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int joins = v->n_overrides > 0 && !memchr(p, '=', len);
+        char *prev = joins ? v->overrides[v->n_overrides - 1] : NULL;
+        size_t prev_len = prev ? strlen(prev) + 1 : 0;
+        char *s = malloc(prev_len + len + 1);
+        if (!s)
+            return -1;
+        snprintf(s, prev_len + len + 1, "%s%s%.*s", prev ? prev : "", prev ? "," : "",
+                 (int)len, p);
+        free(prev);
+        v->overrides[joins ? v->n_overrides - 1 : v->n_overrides++] = s;
+        p = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+static int variant_from_spec(const char *spec, const char *config, gb_ab_variant *v)
+{
+    const char *colon = strchr(spec, ':');
+    if (!colon)
+        return gb_cli_usage_error("ab", "--variant %s: expected NAME:section.key=value[,...] "
+                                  "(NAME: for no overrides)", spec);
+    if (!valid_name(spec, (size_t)(colon - spec)))
+        return gb_cli_usage_error("ab", "--variant %s: a name is 1-47 letters, digits, '_', "
+                                  "'-' or '.' (it names the variant's folder)", spec);
+    snprintf(v->name, sizeof v->name, "%.*s", (int)(colon - spec), spec);
+    v->config = config;
+    if (split_overrides(colon + 1, v))
+        return gb_cli_usage_error("ab", "out of memory");
+    return 0;
+}
+
+/* "runs/fast.ini" -> "fast", made unique among the first n variants. */
+static void name_from_file(const char *path, gb_ab_variant *variants, int n)
+{
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t len = strcspn(base, ".");
+    char name[GB_AB_NAME_MAX];
+    snprintf(name, sizeof name, "%.*s", (int)(len ? len : strlen(base)), base);
+    for (char *c = name; *c; c++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", *c))
+            *c = '_';
+    snprintf(variants[n].name, GB_AB_NAME_MAX, "%s", *name ? name : "config");
+    for (int k = 2, i = 0; i < n; i++) {
+        if (strcmp(variants[i].name, variants[n].name) != 0)
+            continue;
+        snprintf(variants[n].name, GB_AB_NAME_MAX, "%.30s-%d", name, k++);
+        i = -1;
+    }
+}
+
+static int choose_baseline(const ab_args *a, const gb_ab_plan *p)
+{
+    for (int i = 0; a->baseline && i < p->n_variants; i++)
+        if (strcmp(p->variants[i].name, a->baseline) == 0)
+            return i;
+    if (a->baseline)
+        return -1;
+    for (int i = 0; i < p->n_variants; i++)
+        if (p->variants[i].n_overrides == 0)
+            return i;
+    return 0;
+}
+
+static int make_variants(const ab_args *a, gb_ab_plan *p)
+{
+    p->n_variants = a->n_specs ? a->n_specs : a->n_configs;
+    p->variants = calloc((size_t)p->n_variants, sizeof *p->variants);
+    if (!p->variants)
+        return gb_cli_usage_error("ab", "out of memory");
+    for (int i = 0; i < p->n_variants; i++) {
+        if (!a->n_specs) {
+            p->variants[i].config = a->configs[i];
+            name_from_file(a->configs[i], p->variants, i);
+        } else if (variant_from_spec(a->specs[i], a->configs[0], &p->variants[i])) {
+            return 2;
+        }
+        for (int k = 0; k < i; k++)
+            if (strcmp(p->variants[k].name, p->variants[i].name) == 0)
+                return gb_cli_usage_error("ab", "two variants are called %s",
+                                          p->variants[i].name);
+    }
+    p->baseline = choose_baseline(a, p);
+    if (p->baseline < 0)
+        return gb_cli_usage_error("ab", "--baseline %s: no variant has that name", a->baseline);
+    return 0;
+}
+
+/* Loads each variant's config and applies its overrides, as `gearbox train` will, so that
+ * a missing file or a malformed override is reported before any run. */
+static int validate_variants(const gb_ab_plan *p)
+{
+    gb_diag diag = {0};
+    for (int i = 0; i < p->n_variants; i++) {
+        const gb_ab_variant *v = &p->variants[i];
+        gb_config *cfg = gb_config_load(v->config, &diag);
+        for (int k = 0; cfg && k < p->n_sets; k++)
+            gb_config_set(cfg, p->sets[k], &diag);
+        for (int k = 0; cfg && k < v->n_overrides; k++)
+            gb_config_set(cfg, v->overrides[k], &diag);
+        gb_config_free(cfg);
+    }
+    gb_diag_print(&diag, stderr);
+    int problems = diag.count;
+    gb_diag_clear(&diag);
+    return problems ? 2 : 0;
+}
+
+static void free_variants(gb_ab_plan *p)
+{
+    for (int i = 0; p->variants && i < p->n_variants; i++) {
+        gb_ab_variant *v = &p->variants[i];
+        for (int k = 0; k < v->n_overrides; k++)
+            free(v->overrides[k]);
+        for (int r = 0; v->runs && r < p->repeats; r++)
+            gb_ab_run_free(&v->runs[r]);
+        free(v->overrides);
+        free(v->effective);
+        free(v->failure);
+        free(v->runs);
+    }
+    free(p->variants);
+}
+
+/* ---- the report folder and the command line ------------------------------------------ */
+
+static char *prepare_out_dir(const char *requested)
+{
+    char fallback[64];
+    if (!requested) {
+        time_t now = time(NULL);
+        strftime(fallback, sizeof fallback, "out/ab-%Y%m%d-%H%M%S", localtime(&now));
+        requested = fallback;
+    }
+    if (gb_ab_make_dirs(requested) != 0) {
+        fprintf(stderr, "gearbox ab: cannot create %s: %s\n", requested, strerror(errno));
+        return NULL;
+    }
+    return realpath(requested, NULL);
+}
+
+/* The command as typed, quoted for a POSIX shell where needed. */
+static char *command_line(int argc, char **argv)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fputs("gearbox", f);
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                            "_-./:=,@%+") == strlen(s)) {
+            fprintf(f, " %s", s);
+            continue;
+        }
+        fputs(" '", f);
+        for (; *s; s++) {
+            if (*s == '\'')
+                fputs("'\\''", f);
+            else
+                fputc(*s, f);
+        }
+        fputc('\'', f);
+    }
+    fclose(f);
+    return text;
+}
+
+int gb_cmd_ab(int argc, char **argv)
+{
+    if (gb_cli_wants_help(argc, argv, usage))
+        return 0;
+    ab_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "gearbox ab: cannot find this program's file: %s\n", strerror(errno));
+        return 1;
+    }
+    exe[n] = '\0';
+    gb_ab_plan p = {.exe = exe, .plugin_path = a.plugin_path, .sets = a.sets,
+                    .n_sets = a.n_sets, .steps = a.steps, .warmup = a.warmup,
+                    .repeats = (int)a.repeats, .tolerance = a.tolerance};
+    char *out_dir = NULL, *command = NULL;
+    rc = make_variants(&a, &p);
+    if (!rc)
+        rc = validate_variants(&p);
+    if (!rc && !(out_dir = prepare_out_dir(a.out)))
+        rc = 1;
+    if (!rc) {
+        p.out_dir = out_dir;
+        p.command = command = command_line(argc, argv);
+        printf("ab: %d variants, baseline %s; %lld steps per run (first %lld not timed), "
+               "%d repeats; report in %s\n", p.n_variants, p.variants[p.baseline].name,
+               (long long)p.steps, (long long)p.warmup, p.repeats, out_dir);
+        fflush(stdout);
+        int failed = gb_ab_execute(&p);
+        int report_failed = gb_ab_report(&p, stdout) != 0;
+        rc = p.interrupted ? 130 : (failed || report_failed) ? 1 : 0;
+    }
+    free_variants(&p);
+    free(out_dir);
+    free(command);
+    return rc;
+}

@@ -1,0 +1,319 @@
+/* `gearbox doctor`: what this machine and this build offer a training run, and what to
+ * fix before trusting timings: CPU features, threads, the BLAS library, measured sgemm
+ * and memory bandwidth, GPU and MPI libraries, and every plugin on the search path.
+ *
+ * It measures through the device plugin a run would use (the config's, or cpu), so the
+ * sgemm figure is the one training gets. It changes nothing and creates no plugin but
+ * that device; warnings are advice, so the exit status is 0 whatever it finds. It does
+ * not test the kernels' numerics: the test suite does that.
+ */
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "loader.h"
+#include "machine.h"
+#include "runtime.h"
+#include "settings.h"
+
+static const char usage[] =
+    "usage: gearbox doctor [CONFIG] [--plugin-path DIRS]\n"
+    "\n"
+    "Reports what this machine and build offer a training run: CPU model and features,\n"
+    "threads, the BLAS library (oneDNN) and its version, a measured 1024^3 sgemm through\n"
+    "the device plugin and STREAM triad bandwidth, CUDA and MPI libraries, the plugin\n"
+    "search path with every plugin found, and warnings, each with its fix. With CONFIG,\n"
+    "its [run] threads, [run] plugin_path and [device] plugin are the ones checked.\n"
+    "Takes a few seconds. Exit status: 0 (warnings are advice), 2 on a bad command line\n"
+    "or CONFIG.\n";
+
+#define MAX_WARNINGS 32
+
+typedef struct warnings {
+    char text[MAX_WARNINGS][768];
+    int n;
+} warnings;
+
+static void warn(warnings *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(warnings *w, const char *fmt, ...)
+{
+    if (w->n == MAX_WARNINGS)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->text[w->n++], sizeof w->text[0], fmt, ap);
+    va_end(ap);
+}
+
+static void item(const char *label, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void item(const char *label, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("  %-16s ", label);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+/* ---- sections ------------------------------------------------------------------------ */
+
+static void check_cpu(warnings *w)
+{
+    gb_cpu_features cpu;
+    char list[256], missing[128];
+    gb_cpu_detect(&cpu);
+    gb_cpu_feature_list(&cpu, list, sizeof list);
+    printf("cpu\n");
+    item("model", "%s", cpu.model);
+    item("features", "%s", list);
+    item("build assumes", "%s", gb_build_features());
+    if (gb_missing_build_features(&cpu, missing, sizeof missing))
+        warn(w, "this build was compiled for %s, which this CPU lacks (built with "
+             "-march=native on another machine?): kernels may stop with SIGILL; fix: "
+             "rebuild here, or configure with -Dnative=false for a portable build", missing);
+}
+
+static void check_threads(const char *config_path, int64_t threads, warnings *w)
+{
+    int online = gb_online_cpus();
+    const char *env = getenv("OMP_NUM_THREADS");
+    char omp[64];
+    gb_openmp_version(omp, sizeof omp);
+    printf("threads\n");
+    item("online CPUs", "%d", online);
+    item("OMP_NUM_THREADS", "%s", env ? env : "unset");
+    item("OpenMP", "%s", omp);
+    item("[run] threads", "%lld (%s)", (long long)threads,
+         config_path ? config_path : "the default: every online CPU");
+    if (!env)
+        warn(w, "OMP_NUM_THREADS is unset: gearbox sizes its one pool from [run] threads "
+             "(%lld), but OpenMP programs measured beside it (PyTorch, llm.c) take every "
+             "CPU; fix: export OMP_NUM_THREADS=%lld", (long long)threads, (long long)threads);
+    else if (atoll(env) != threads)
+        warn(w, "OMP_NUM_THREADS=%s but [run] threads is %lld: gearbox uses %lld and other "
+             "OpenMP programs %s, so timings compare unlike runs; fix: export "
+             "OMP_NUM_THREADS=%lld or set [run] threads = %s", env, (long long)threads,
+             (long long)threads, env, (long long)threads, env);
+    if (threads > online)
+        warn(w, "[run] threads = %lld is more than the %d online CPUs: threads will wait on "
+             "each other; fix: set [run] threads = 0 (every online CPU) or at most %d",
+             (long long)threads, online, online);
+    double load = 0.0;
+    if (getloadavg(&load, 1) == 1 && load > 0.5 * online) {
+        item("load average", "%.2f over the last minute", load);
+        warn(w, "the machine is busy (load average %.2f on %d CPUs): OpenMP threads that "
+             "wait for a busy CPU make training steps and the speed figures above slow and "
+             "noisy; fix: "
+             "measure on a quiet machine, or with fewer [run] threads", load, online);
+    }
+}
+
+static void check_blas(warnings *w)
+{
+    char version[160];
+    gb_onednn_version(version, sizeof version);
+    printf("blas\n");
+    item("oneDNN", "%s: the cpu device's matmul", version);
+    if (!gb_onednn_uses_openmp())
+        warn(w, "oneDNN does not run on OpenMP, so its threads and the kernels' OpenMP pool "
+             "compete for the CPUs; fix: install a oneDNN built with the OpenMP runtime "
+             "(Debian's libdnnl-dev is)");
+}
+
+/* The device plugin a run would use, created from `cfg`; 0 or -1 with a warning. */
+static int open_device(gb_loader *loader, gb_config *cfg, const char *name, int threads,
+                       gb_instance *inst, warnings *w)
+{
+    gb_diag diag = {0};
+    const gb_plugin *p = gb_loader_find(loader, GB_KIND_DEVICE, name, 0, &diag);
+    int rc = -1;
+    if (p && !gb_instance_bind(inst, p, cfg, name, threads, &diag)) {
+        const gb_device_ops *ops = p->desc->ops;
+        gb_status st = ops->create(&inst->host, inst->values + 1, &inst->self);
+        if (st == GB_OK)
+            rc = 0;
+        else
+            gb_diag_add(&diag, "device/%s (%s) could not start (%s): %s", name, p->path,
+                        gb_status_name(st), inst->error[0] ? inst->error : "no message");
+    }
+    if (rc)
+        warn(w, "nothing measured on [device] plugin = %s: %s; fix: build it or put its "
+             "folder on the search path", name, diag.count ? diag.messages[0] : "not found");
+    gb_diag_clear(&diag);
+    return rc;
+}
+
+static void measure_speed(gb_loader *loader, gb_config *cfg, const char *device, int threads,
+                          warnings *w)
+{
+    printf("speed\n");
+    omp_set_num_threads(threads);
+    gb_instance inst = {0};
+    if (open_device(loader, cfg, device, threads, &inst, w) == 0) {
+        const gb_device_ops *ops = inst.plugin->desc->ops;
+        gb_device_info info = {.struct_size = sizeof info};
+        if (ops->info(inst.self, &info) == GB_OK)
+            item("device", "%s: %s, %.1f GiB%s", device, info.name,
+                 (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0),
+                 info.peak_flops_f32 > 0 ? "" : ", no stated f32 peak (MFU uses sgemm below)");
+        gb_matmul_args shape = {.m = 1024, .n = 1024, .k = 1024, .alpha = 1.0f};
+        gb_timing t;
+        if (gb_time_matmul(ops, inst.self, shape, 5, &t) == 0)
+            item("sgemm", "%.1f GFLOP/s: 1024x1024x1024 f32 through device/%s, best of 5, "
+                 "%d threads", gb_matmul_gflops(1024, 1024, 1024, t.best_ms), device, threads);
+        else
+            warn(w, "device/%s refused a 1024^3 f32 matmul: %s", device, inst.error);
+        ops->destroy(inst.self);
+    }
+    gb_instance_unbind(&inst);
+    item("triad", "%.1f GB/s: STREAM triad over 3 x %lld MiB f32, best of %d, %d threads",
+         gb_measure_triad_gbs(threads),
+         (long long)(GB_TRIAD_ELEMENTS * (int64_t)sizeof(float) >> 20), GB_TRIAD_RUNS,
+         threads);
+}
+
+static int count_plugins(const gb_plugin **all, int n, gb_kind kind, uint32_t device,
+                         const char *name)
+{
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        found += all[i]->desc->kind == kind && (!device || (all[i]->desc->devices & device)) &&
+                 (!name || strcmp(all[i]->desc->name, name) == 0);
+    return found;
+}
+
+static void library_item(const char *label, gb_library lib)
+{
+    char text[256];
+    gb_library_version(lib, 1, text, sizeof text);
+    item(label, "%s", text);
+}
+
+static void check_cuda(const gb_plugin **all, int n)
+{
+    printf("cuda\n");
+    int plugins = count_plugins(all, n, GB_KIND_DEVICE, GB_DEVICE_CUDA, NULL);
+    if (plugins)
+        item("plugin", "%d CUDA device plugin%s on the search path (below)", plugins,
+             plugins == 1 ? "" : "s");
+    else
+        item("plugin", "no CUDA plugin built");
+    library_item("driver", GB_LIB_CUDA_DRIVER);
+    library_item("runtime", GB_LIB_CUDA_RUNTIME);
+    library_item("cuDNN", GB_LIB_CUDNN);
+    library_item("NCCL", GB_LIB_NCCL);
+}
+
+static void check_mpi(const gb_plugin **all, int n)
+{
+    printf("mpi\n");
+    if (count_plugins(all, n, GB_KIND_COMM, 0, "mpi"))
+        item("plugin", "comm/mpi on the search path (below)");
+    else
+        item("plugin", "no MPI comm plugin built (single-process runs only)");
+    library_item("library", GB_LIB_MPI);
+}
+
+static void list_plugins(gb_loader *loader, warnings *w)
+{
+    gb_diag problems = {0};
+    const gb_plugin **all = NULL;
+    int n = gb_loader_scan(loader, 0, &all, &problems);
+    check_cuda(all, n);
+    check_mpi(all, n);
+    printf("plugins\n");
+    item("search path", "%s", gb_loader_path_string(loader));
+    for (int i = 0; i < n; i++) {
+        const gb_plugin_desc *d = all[i]->desc;
+        char devices[32];
+        gb_device_list(d->devices, devices, sizeof devices);
+        printf("  %-9s %-14s %-8s %-9s %s\n", gb_kind_name(d->kind), d->name, d->version,
+               devices, all[i]->path);
+    }
+    for (int i = 0; i < problems.count; i++) {
+        printf("  failed to load: %s\n", problems.messages[i]);
+        warn(w, "a plugin failed to load: %s; fix: rebuild it against this gearbox's "
+             "headers, or remove it from the search path", problems.messages[i]);
+    }
+    for (int k = GB_KIND_DEVICE; k <= GB_KIND_COMM; k++)
+        if (!count_plugins(all, n, (gb_kind)k, 0, NULL))
+            warn(w, "no %s plugin on the search path: no run can start; fix: build the "
+                 "plugins (ninja -C build) or pass --plugin-path", gb_kind_name((gb_kind)k));
+    gb_diag_clear(&problems);
+    free(all);
+}
+
+static void print_warnings(const warnings *w)
+{
+    printf("warnings\n");
+    if (w->n == 0)
+        printf("  none\n");
+    for (int i = 0; i < w->n; i++)
+        printf("  - %s\n", w->text[i]);
+}
+
+/* ---- the verb ------------------------------------------------------------------------ */
+
+static int parse_args(int argc, char **argv, const char **config_path,
+                      const char **plugin_path)
+{
+    *config_path = *plugin_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--plugin-path") == 0 && i + 1 < argc)
+            *plugin_path = argv[++i];
+        else if (strncmp(argv[i], "--plugin-path=", 14) == 0)
+            *plugin_path = argv[i] + 14;
+        else if (argv[i][0] != '-' && !*config_path)
+            *config_path = argv[i];
+        else
+            return gb_cli_usage_error("doctor", "unexpected argument %s", argv[i]);
+    }
+    return 0;
+}
+
+int gb_cmd_doctor(int argc, char **argv)
+{
+    if (gb_cli_wants_help(argc, argv, usage))
+        return 0;
+    const char *config_path, *plugin_path;
+    if (parse_args(argc, argv, &config_path, &plugin_path))
+        return 2;
+    gb_diag diag = {0};
+    gb_config *cfg = config_path ? gb_config_load(config_path, &diag)
+                                 : gb_config_load_string("", "defaults", "/", &diag);
+    gb_settings s = {0};
+    int problems = !cfg || gb_settings_resolve(cfg, &s, &diag);
+    gb_diag_print(&diag, stderr);
+    gb_diag_clear(&diag);
+    if (problems) {
+        gb_settings_free(&s);
+        gb_config_free(cfg);
+        return 2;
+    }
+    gb_loader *loader = gb_loader_new();
+    gb_loader_add_path(loader, plugin_path);
+    gb_loader_add_path(loader, getenv("GEARBOX_PLUGIN_PATH"));
+    gb_loader_add_path(loader, s.plugin_path);
+    gb_loader_add_default_path(loader);
+
+    warnings *w = calloc(1, sizeof *w);
+    if (!w)
+        return 1;
+    printf("gearbox %s (git %s), plugin ABI %d.%d\n", GB_VERSION, gb_git_revision,
+           GB_ABI_MAJOR, GB_ABI_MINOR);
+    check_cpu(w);
+    check_threads(config_path, s.threads, w);
+    check_blas(w);
+    measure_speed(loader, cfg, s.plugin[GB_KIND_DEVICE], (int)s.threads, w);
+    list_plugins(loader, w);
+    print_warnings(w);
+    free(w);
+    gb_loader_free(loader);
+    gb_settings_free(&s);
+    gb_config_free(cfg);
+    return 0;
+}

@@ -1,0 +1,156 @@
+/* `gearbox new-plugin KIND NAME DIR`: a plugin folder that builds, loads and goes through
+ * `gearbox test-plugin` before its author has written a line.
+ *
+ * The files come from the templates compiled into the binary (core/scaffold/): a
+ * meson.build that finds gearbox with pkg-config, NAME.c with every entry of the kind's
+ * vtable stubbed to answer GB_ERR_UNSUPPORTED, and a README. The module is named as the
+ * loader looks for it (<kind>-<name>-cpu.so, device-<name>.so). Nothing is overwritten:
+ * DIR must not exist yet or be empty, and its parent must exist.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "loader.h"
+#include "scaffold/scaffold.h"
+
+#define MAX_NAME 40
+
+static const char usage[] =
+    "usage: gearbox new-plugin KIND NAME DIR\n"
+    "\n"
+    "Writes a plugin that builds and loads but does nothing yet, to start from:\n"
+    "  DIR/meson.build   builds KIND-NAME-cpu.so (device-NAME.so for a device) against\n"
+    "                    gearbox's headers, found with pkg-config (gearbox-plugin)\n"
+    "  DIR/NAME.c        every entry of the KIND vtable, each a stub that answers\n"
+    "                    GB_ERR_UNSUPPORTED with a \"TODO\" message\n"
+    "  DIR/README.md     how to build it, list it, check it and select it in a config\n"
+    "KIND is device, attn, optim, precision or comm; NAME is lower_snake_case (what\n"
+    "`[KIND] plugin = NAME` will select). DIR must not exist or be empty; its parent must\n"
+    "exist. Then: meson setup DIR/build DIR && ninja -C DIR/build, and\n"
+    "gearbox test-plugin DIR/build/KIND-NAME-cpu.so runs the conformance checks.\n";
+
+static const char *template_text(const char *name)
+{
+    for (size_t i = 0; i < gb_scaffold_n_files; i++)
+        if (strcmp(gb_scaffold_files[i].name, name) == 0)
+            return gb_scaffold_files[i].text;
+    return NULL;
+}
+
+static int valid_name(const char *name)
+{
+    size_t len = strlen(name);
+    return len > 0 && len <= MAX_NAME && name[0] >= 'a' && name[0] <= 'z' &&
+           name[strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_")] == '\0';
+}
+
+/* 0 when dir can be written into: created now, or already there and empty. */
+static int make_empty_dir(const char *dir)
+{
+    if (mkdir(dir, 0777) == 0)
+        return 0;
+    if (errno != EEXIST) {
+        fprintf(stderr, "gearbox new-plugin: cannot create %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "gearbox new-plugin: %s exists and is not a folder I can read: %s\n",
+                dir, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    int empty = 1;
+    while (empty && (e = readdir(d)))
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    if (!empty)
+        fprintf(stderr, "gearbox new-plugin: %s is not empty; give a new folder (nothing is "
+                "overwritten)\n", dir);
+    return empty ? 0 : -1;
+}
+
+/* Writes `text` into dir/file with @KIND@, @NAME@ and @MODULE@ replaced. */
+static int write_file(const char *dir, const char *file, const char *text, const char *kind,
+                      const char *name, const char *module)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    FILE *out = fopen(path, "wx");
+    if (!out) {
+        fprintf(stderr, "gearbox new-plugin: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    const struct { const char *key, *value; } fields[] = {
+        {"@KIND@", kind}, {"@NAME@", name}, {"@MODULE@", module}};
+    for (const char *p = text; *p;) {
+        size_t i = 0;
+        while (i < 3 && strncmp(p, fields[i].key, strlen(fields[i].key)) != 0)
+            i++;
+        if (i < 3) {
+            fputs(fields[i].value, out);
+            p += strlen(fields[i].key);
+        } else {
+            fputc(*p++, out);
+        }
+    }
+    if (fclose(out) != 0) {
+        fprintf(stderr, "gearbox new-plugin: cannot write %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int gb_cmd_new_plugin(int argc, char **argv)
+{
+    if (gb_cli_wants_help(argc, argv, usage))
+        return 0;
+    if (argc != 4)
+        return gb_cli_usage_error("new-plugin", "expected KIND NAME DIR, got %d argument%s",
+                                  argc - 1, argc == 2 ? "" : "s");
+    const char *kind = argv[1], *name = argv[2], *dir = argv[3];
+    if (!gb_kind_from_name(kind))
+        return gb_cli_usage_error("new-plugin", "unknown kind '%s' (device, attn, optim, "
+                                  "precision, comm)", kind);
+    if (!valid_name(name))
+        return gb_cli_usage_error("new-plugin", "name '%s': use lower_snake_case (a letter, "
+                                  "then letters, digits or '_'), at most %d characters", name,
+                                  MAX_NAME);
+    if (strcmp(kind, "attn") == 0 && strcmp(name, "auto") == 0)
+        return gb_cli_usage_error("new-plugin", "'auto' is taken: `[attn] plugin = auto` "
+                                  "asks gearbox to choose");
+    char source[64], module[96], template_name[32];
+    snprintf(source, sizeof source, "%s.c", name);
+    snprintf(template_name, sizeof template_name, "%s.c.in", kind);
+    if (strcmp(kind, "device") == 0)
+        snprintf(module, sizeof module, "device-%s", name);
+    else
+        snprintf(module, sizeof module, "%s-%s-cpu", kind, name);
+    const struct { const char *file, *template_name; } files[] = {
+        {"meson.build", "meson.build.in"}, {source, template_name}, {"README.md", "README.md.in"}};
+    for (int i = 0; i < 3; i++)
+        if (!template_text(files[i].template_name)) {
+            fprintf(stderr, "gearbox new-plugin: this gearbox was built without the template "
+                    "%s\n", files[i].template_name);
+            return 1;
+        }
+    if (make_empty_dir(dir))
+        return 1;
+    for (int i = 0; i < 3; i++)
+        if (write_file(dir, files[i].file, template_text(files[i].template_name), kind, name,
+                       module))
+            return 1;
+    printf("wrote %s/meson.build, %s/%s and %s/README.md: %s/%s, every entry a stub that "
+           "answers GB_ERR_UNSUPPORTED\n"
+           "next:\n"
+           "  meson setup %s/build %s && ninja -C %s/build\n"
+           "  gearbox plugins --plugin-path %s/build\n"
+           "  gearbox test-plugin %s/build/%s.so\n",
+           dir, dir, source, dir, kind, name, dir, dir, dir, dir, dir, module);
+    return 0;
+}

@@ -1,0 +1,427 @@
+/* Conformance checks of attention plugins: forward and backward against attn/math.
+ *
+ * On each shape of a table (tiny and odd sizes, T on both sides of the usual tile sizes
+ * 64 and 128, head_dim up to 128, causal or not, the core's packed views or plain
+ * contiguous ones) the plugin is asked whether it is eligible, and if so it runs forward
+ * and backward on device memory while attn/math runs on a host copy of the same inputs.
+ * out, dq, dk and dv must agree within 1e-5 abs + 1e-4 rel. The same row also checks
+ * that q, k and v are left alone, that a second run gives the same bits (resume and A/B
+ * depend on it), and for causal problems that keys and values after a position s cannot
+ * change the output at s. Outputs, saved and workspace start as NaN, so whatever is read
+ * before it is written shows.
+ *
+ * Left out: dtypes other than f32 (gearbox trains in f32 so far) and timing, which is
+ * `gearbox bench attn`'s business.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gearbox/attn.h"
+#include "kit.h"
+
+#define ATOL 1e-5
+#define RTOL 1e-4
+
+typedef struct shape {
+    int64_t B, H, T, D;
+    int causal, packed;
+} shape;
+
+static const shape shapes[] = {
+    {1, 1, 1, 8, 1, 1},   {2, 3, 7, 8, 1, 1},    {2, 3, 7, 8, 0, 1},    {1, 2, 65, 48, 1, 1},
+    {2, 2, 33, 48, 0, 0}, {2, 4, 64, 64, 1, 1},  {1, 2, 130, 32, 1, 1}, {1, 1, 20, 128, 1, 0},
+};
+
+/* One problem: its inputs on the host and the layout of its views. Packed: q, k, v are
+ * slices of a (B, T, 3, H, D) projection and out a (B, T, H, D) buffer, as the core passes
+ * them; otherwise each is a contiguous (B, H, T, D) tensor. */
+typedef struct attn_case {
+    gb_attn_problem p;
+    size_t n_qkv, n_out;          /* floats in the q/k/v buffer and in the out buffer */
+    int64_t stride_qkv[4], stride_out[4];
+    int64_t offset_k, offset_v;   /* floats from the start of the q/k/v buffer */
+    float *qkv, *dout;            /* host inputs */
+} attn_case;
+
+/* The memory one run uses: host for the reference, device for the plugin under test. */
+typedef struct attn_buffers {
+    float *qkv, *dqkv, *out, *dout;
+    void *saved, *workspace;
+} attn_buffers;
+
+/* What a run leaves, copied to the host. */
+typedef struct attn_result {
+    float *qkv, *dqkv, *out;
+} attn_result;
+
+static int make_case(gb_kit *kit, const shape *s, gb_rng *rng, attn_case *c)
+{
+    const int64_t B = s->B, H = s->H, T = s->T, D = s->D, C = H * D;
+    *c = (attn_case){
+        .p = {.struct_size = sizeof(gb_attn_problem), .batch = B, .heads = H, .seq_len = T,
+              .head_dim = D, .dtype = GB_F32, .causal = s->causal},
+        .n_qkv = (size_t)(3 * B * T * C),
+        .n_out = (size_t)(B * T * C),
+    };
+    if (s->packed) {
+        const int64_t qkv[4] = {T * 3 * C, D, 3 * C, 1}, out[4] = {T * C, D, C, 1};
+        memcpy(c->stride_qkv, qkv, sizeof qkv);
+        memcpy(c->stride_out, out, sizeof out);
+        c->offset_k = C;
+        c->offset_v = 2 * C;
+    } else {
+        const int64_t plain[4] = {H * T * D, T * D, D, 1};
+        memcpy(c->stride_qkv, plain, sizeof plain);
+        memcpy(c->stride_out, plain, sizeof plain);
+        c->offset_k = B * H * T * D;
+        c->offset_v = 2 * c->offset_k;
+    }
+    c->qkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
+    c->dout = gb_kit_host_alloc(kit, c->n_out * sizeof(float));
+    if (!c->qkv || !c->dout)
+        return -1;
+    gb_kit_fill(rng, c->qkv, c->n_qkv, -1, 1);
+    gb_kit_fill(rng, c->dout, c->n_out, -1, 1);
+    return 0;
+}
+
+static gb_tensor view(float *base, int64_t offset, const attn_case *c, const int64_t stride[4])
+{
+    gb_tensor t = {.data = base + offset, .dtype = GB_F32, .ndim = 4,
+                   .shape = {c->p.batch, c->p.heads, c->p.seq_len, c->p.head_dim}};
+    memcpy(t.stride, stride, sizeof t.stride);
+    return t;
+}
+
+/* Element (b, h, t, d) of a view with these strides, as an offset in floats. */
+static int64_t at(const int64_t stride[4], int64_t b, int64_t h, int64_t t, int64_t d)
+{
+    return b * stride[0] + h * stride[1] + t * stride[2] + d * stride[3];
+}
+
+/* A view of a host buffer gathered into a contiguous (B, H, T, D) array. */
+static float *gather(gb_kit *kit, const attn_case *c, const float *base, int64_t offset,
+                     const int64_t stride[4])
+{
+    const gb_attn_problem *p = &c->p;
+    float *g = gb_kit_host_alloc(kit, (size_t)(p->batch * p->heads * p->seq_len *
+                                               p->head_dim) * sizeof(float));
+    if (!g)
+        return NULL;
+    size_t i = 0;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t t = 0; t < p->seq_len; t++)
+                for (int64_t d = 0; d < p->head_dim; d++)
+                    g[i++] = base[offset + at(stride, b, h, t, d)];
+    return g;
+}
+
+static gb_status run_forward(const gb_kit_instance *ki, const attn_case *c, attn_buffers *m)
+{
+    const gb_attn_ops *ops = ki->ops;
+    return ops->forward(ki->inst.self, &c->p, view(m->out, 0, c, c->stride_out),
+                        view(m->qkv, 0, c, c->stride_qkv),
+                        view(m->qkv, c->offset_k, c, c->stride_qkv),
+                        view(m->qkv, c->offset_v, c, c->stride_qkv), m->saved, m->workspace);
+}
+
+static gb_status run_backward(const gb_kit_instance *ki, const attn_case *c, attn_buffers *m)
+{
+    const gb_attn_ops *ops = ki->ops;
+    return ops->backward(ki->inst.self, &c->p, view(m->dqkv, 0, c, c->stride_qkv),
+                         view(m->dqkv, c->offset_k, c, c->stride_qkv),
+                         view(m->dqkv, c->offset_v, c, c->stride_qkv),
+                         view(m->dout, 0, c, c->stride_out), view(m->qkv, 0, c, c->stride_qkv),
+                         view(m->qkv, c->offset_k, c, c->stride_qkv),
+                         view(m->qkv, c->offset_v, c, c->stride_qkv),
+                         view(m->out, 0, c, c->stride_out), m->saved, m->workspace);
+}
+
+/* attn/math on host copies of the inputs; its results stay in *m. */
+static int run_reference(gb_kit *kit, const gb_kit_instance *ref, const attn_case *c,
+                         attn_buffers *m, const char *check)
+{
+    const gb_attn_ops *ops = ref->ops;
+    size_t saved = 0, workspace = 0;
+    gb_status st = ops->memory(ref->inst.self, &c->p, &saved, &workspace);
+    m->qkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
+    m->dqkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
+    m->out = gb_kit_host_alloc(kit, c->n_out * sizeof(float));
+    m->dout = c->dout;
+    m->saved = gb_kit_host_alloc(kit, saved);
+    m->workspace = gb_kit_host_alloc(kit, workspace);
+    if (st == GB_OK && (!m->qkv || !m->dqkv || !m->out || !m->saved || !m->workspace)) {
+        gb_kit_report_memory(kit, check);
+        return -1;
+    }
+    if (st == GB_OK) {
+        memcpy(m->qkv, c->qkv, c->n_qkv * sizeof(float));
+        if ((st = run_forward(ref, c, m)) == GB_OK)
+            st = run_backward(ref, c, m);
+    }
+    if (st != GB_OK) {
+        gb_kit_report(kit, check, GB_KIT_FAIL, "the reference attn/math failed (%s): %s",
+                      gb_status_name(st), ref->inst.error);
+        return -1;
+    }
+    return 0;
+}
+
+/* Device buffers for the plugin under test, inputs uploaded, everything else NaN. */
+static int device_buffers(gb_kit *kit, const attn_case *c, size_t saved, size_t workspace,
+                          attn_buffers *m)
+{
+    size_t most = c->n_qkv;
+    most = saved / sizeof(float) > most ? saved / sizeof(float) : most;
+    most = workspace / sizeof(float) > most ? workspace / sizeof(float) : most;
+    float *nan = gb_kit_host_alloc(kit, most * sizeof(float));
+    if (!nan)
+        return -1;
+    gb_kit_fill_nan(nan, most);
+    m->qkv = gb_kit_device_copy(kit, c->qkv, c->n_qkv * sizeof(float));
+    m->dout = gb_kit_device_copy(kit, c->dout, c->n_out * sizeof(float));
+    m->dqkv = gb_kit_device_copy(kit, nan, c->n_qkv * sizeof(float));
+    m->out = gb_kit_device_copy(kit, nan, c->n_out * sizeof(float));
+    m->saved = gb_kit_device_copy(kit, nan, saved);
+    m->workspace = gb_kit_device_copy(kit, nan, workspace);
+    return m->qkv && m->dout && m->dqkv && m->out && m->saved && m->workspace ? 0 : -1;
+}
+
+static int download_result(gb_kit *kit, const attn_case *c, const attn_buffers *m,
+                           attn_result *r)
+{
+    r->qkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
+    r->dqkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
+    r->out = gb_kit_host_alloc(kit, c->n_out * sizeof(float));
+    if (!r->qkv || !r->dqkv || !r->out)
+        return -1;
+    return gb_kit_download(kit, r->qkv, m->qkv, c->n_qkv * sizeof(float)) ||
+                   gb_kit_download(kit, r->dqkv, m->dqkv, c->n_qkv * sizeof(float)) ||
+                   gb_kit_download(kit, r->out, m->out, c->n_out * sizeof(float))
+               ? -1
+               : 0;
+}
+
+/* Compares out, dq, dk, dv of the plugin with the reference's; adds what differs to
+ * `problems` and returns the largest absolute difference. */
+static double compare_outputs(gb_kit *kit, const attn_case *c, const attn_result *got,
+                              const attn_buffers *want, char *problems, size_t cap)
+{
+    static const char *const names[] = {"out", "dq", "dk", "dv"};
+    const int64_t offsets[] = {0, 0, c->offset_k, c->offset_v};
+    size_t n = (size_t)(c->p.batch * c->p.heads * c->p.seq_len * c->p.head_dim);
+    double worst = 0.0;
+    for (int i = 0; i < 4; i++) {
+        const int64_t *stride = i == 0 ? c->stride_out : c->stride_qkv;
+        float *g = gather(kit, c, i == 0 ? got->out : got->dqkv, offsets[i], stride);
+        float *w = gather(kit, c, i == 0 ? want->out : want->dqkv, offsets[i], stride);
+        char detail[256];
+        if (!g || !w) {
+            gb_kit_append(problems, cap, "out of host memory");
+            return worst;
+        }
+        if (!gb_kit_close(g, w, n, ATOL, RTOL, detail, sizeof detail))
+            gb_kit_append(problems, cap, "%s differs from attn/math: %s", names[i], detail);
+        for (size_t j = 0; j < n; j++)
+            worst = fabs((double)g[j] - w[j]) > worst ? fabs((double)g[j] - w[j]) : worst;
+    }
+    return worst;
+}
+
+/* When out is wrong, whether it is the attention of q * sqrt(head_dim), i.e. attention
+ * without its 1/sqrt(head_dim) scale: attn/math answers that on a scaled copy of q. */
+static void diagnose_scale(gb_kit *kit, const gb_kit_instance *ref, const attn_case *c,
+                           const float *got_out, char *problems, size_t cap)
+{
+    const gb_attn_problem *p = &c->p;
+    attn_case unscaled = *c;
+    unscaled.qkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
+    if (!unscaled.qkv)
+        return;
+    memcpy(unscaled.qkv, c->qkv, c->n_qkv * sizeof(float));
+    float root = sqrtf((float)p->head_dim);
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t t = 0; t < p->seq_len; t++)
+                for (int64_t d = 0; d < p->head_dim; d++)
+                    unscaled.qkv[at(c->stride_qkv, b, h, t, d)] *= root;
+    attn_buffers want;
+    char detail[256];
+    if (run_reference(kit, ref, &unscaled, &want, "attn: diagnosis") == 0) {
+        float *g = gather(kit, c, got_out, 0, c->stride_out);
+        float *w = gather(kit, c, want.out, 0, c->stride_out);
+        if (g && w && gb_kit_close(g, w, (size_t)(p->batch * p->heads * p->seq_len *
+                                                  p->head_dim), ATOL, RTOL, detail,
+                                   sizeof detail))
+            gb_kit_append(problems, cap, "out is attention without the 1/sqrt(head_dim) "
+                          "scale on the scores");
+    }
+}
+
+/* Keys and values after position s get new values; out at positions 0..s must not move.
+ * `first` holds the plugin's out before the change. */
+static void check_causality(gb_kit *kit, const gb_kit_instance *ki, const attn_case *c,
+                            attn_buffers *m, const float *first, gb_rng *rng, char *problems,
+                            size_t cap)
+{
+    const gb_attn_problem *p = &c->p;
+    int64_t s = (p->seq_len - 1) / 2;
+    float *qkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
+    float *out = gb_kit_host_alloc(kit, c->n_out * sizeof(float));
+    if (!qkv || !out) {
+        gb_kit_append(problems, cap, "out of host memory");
+        return;
+    }
+    memcpy(qkv, c->qkv, c->n_qkv * sizeof(float));
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t t = s + 1; t < p->seq_len; t++)
+                for (int64_t d = 0; d < p->head_dim; d++) {
+                    qkv[c->offset_k + at(c->stride_qkv, b, h, t, d)] =
+                        (float)(2.0 * gb_rng_uniform(rng) - 1.0);
+                    qkv[c->offset_v + at(c->stride_qkv, b, h, t, d)] =
+                        (float)(2.0 * gb_rng_uniform(rng) - 1.0);
+                }
+    gb_status st = GB_ERR_NO_MEMORY;
+    if (gb_kit_upload(kit, m->qkv, qkv, c->n_qkv * sizeof(float)) == 0 &&
+        (st = run_forward(ki, c, m)) == GB_OK &&
+        gb_kit_download(kit, out, m->out, c->n_out * sizeof(float)) != 0)
+        st = kit->memory_status;
+    if (st != GB_OK) {
+        gb_kit_append(problems, cap, "forward failed when run again (%s): %s",
+                      gb_status_name(st), ki->inst.error);
+        return;
+    }
+    int64_t leaked = 0, reached = 0;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t t = 0; t < p->seq_len; t++)
+                for (int64_t d = 0; d < p->head_dim; d++) {
+                    int64_t i = at(c->stride_out, b, h, t, d);
+                    /* within tolerance: a plugin may round differently once the masked
+                     * scores change, as long as they carry no weight */
+                    int same = fabs((double)out[i] - first[i]) <= ATOL + RTOL * fabs(first[i]);
+                    leaked += t <= s && !same;
+                    reached += t > s && !same;
+                }
+    if (leaked)
+        gb_kit_append(problems, cap, "causal mask violated: changing keys and values after "
+                      "position %lld changed %lld output values at positions <= %lld",
+                      (long long)s, (long long)leaked, (long long)s);
+    else if (!reached)
+        gb_kit_append(problems, cap, "changing keys and values after position %lld changed "
+                      "no output at all", (long long)s);
+}
+
+/* The same inputs again, outputs reset to NaN: the same bits must come out. */
+static void check_rerun(gb_kit *kit, const gb_kit_instance *ki, const attn_case *c,
+                        attn_buffers *m, const attn_result *first, char *problems, size_t cap)
+{
+    float *nan = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
+    attn_result again;
+    gb_status st = GB_OK;
+    if (nan)
+        gb_kit_fill_nan(nan, c->n_qkv);
+    if (!nan || gb_kit_upload(kit, m->qkv, c->qkv, c->n_qkv * sizeof(float)) ||
+        gb_kit_upload(kit, m->dqkv, nan, c->n_qkv * sizeof(float)) ||
+        gb_kit_upload(kit, m->out, nan, c->n_out * sizeof(float)) ||
+        (st = run_forward(ki, c, m)) != GB_OK || (st = run_backward(ki, c, m)) != GB_OK ||
+        download_result(kit, c, m, &again)) {
+        gb_kit_append(problems, cap, "a second run failed: %s",
+                      st != GB_OK ? ki->inst.error : kit->memory_error);
+        return;
+    }
+    size_t differ = gb_kit_bits_differ(again.out, first->out, c->n_out) +
+                    gb_kit_bits_differ(again.dqkv, first->dqkv, c->n_qkv);
+    if (differ)
+        gb_kit_append(problems, cap, "not deterministic: a second run on the same inputs "
+                      "differs in %zu values", differ);
+}
+
+static void check_shape(gb_kit *kit, const gb_kit_instance *ki, const gb_kit_instance *ref,
+                        const shape *s, gb_rng *rng)
+{
+    const gb_attn_ops *ops = ki->ops;
+    char check[96];
+    snprintf(check, sizeof check, "B%lld H%lld T%lld D%lld %s, %s views", (long long)s->B,
+             (long long)s->H, (long long)s->T, (long long)s->D,
+             s->causal ? "causal" : "not causal", s->packed ? "packed" : "contiguous");
+    attn_case c;
+    if (make_case(kit, s, rng, &c)) {
+        gb_kit_report_memory(kit, check);
+        return;
+    }
+    char reason[512] = "";
+    if (!ops->eligible(ki->inst.self, &c.p, reason, sizeof reason)) {
+        if (reason[0])
+            gb_kit_report(kit, check, GB_KIT_UNSUPPORTED, "not eligible: %s", reason);
+        else
+            gb_kit_report(kit, check, GB_KIT_FAIL, "eligible() said no without a reason");
+        return;
+    }
+    size_t saved = 0, workspace = 0;
+    gb_status st = ops->memory(ki->inst.self, &c.p, &saved, &workspace);
+    if (st != GB_OK) {
+        gb_kit_report_call(kit, check, ki, "memory", st);
+        return;
+    }
+    attn_buffers want, m;
+    if (run_reference(kit, ref, &c, &want, check))
+        return;
+    if (device_buffers(kit, &c, saved, workspace, &m)) {
+        gb_kit_report_memory(kit, check);
+        return;
+    }
+    if ((st = run_forward(ki, &c, &m)) != GB_OK) {
+        gb_kit_report_call(kit, check, ki, "forward", st);
+        return;
+    }
+    if ((st = run_backward(ki, &c, &m)) != GB_OK) {
+        gb_kit_report_call(kit, check, ki, "backward", st);
+        return;
+    }
+    attn_result got;
+    if (download_result(kit, &c, &m, &got)) {
+        gb_kit_report_memory(kit, check);
+        return;
+    }
+    /* what names a cause comes first in the row, the raw differences after it */
+    char causes[512] = "", problems[1536] = "";
+    double worst = compare_outputs(kit, &c, &got, &want, problems, sizeof problems);
+    if (strstr(problems, "out differs"))
+        diagnose_scale(kit, ref, &c, got.out, causes, sizeof causes);
+    size_t touched = gb_kit_bits_differ(got.qkv, c.qkv, c.n_qkv);
+    if (touched)
+        gb_kit_append(problems, sizeof problems, "forward or backward wrote into q, k or v "
+                      "(%zu values changed)", touched);
+    check_rerun(kit, ki, &c, &m, &got, problems, sizeof problems);
+    if (s->causal && s->T > 1)
+        check_causality(kit, ki, &c, &m, got.out, rng, causes, sizeof causes);
+
+    if (causes[0] || problems[0])
+        gb_kit_report(kit, check, GB_KIT_FAIL, "%s%s%s", causes,
+                      causes[0] && problems[0] ? "; " : "", problems);
+    else
+        gb_kit_report(kit, check, GB_KIT_PASS, "out, dq, dk, dv within 1e-5 abs + 1e-4 rel "
+                      "of attn/math (max abs diff %.2g); rerun bit-identical%s", worst,
+                      s->causal && s->T > 1 ? "; causal" : "");
+}
+
+void gb_kit_check_attn(gb_kit *kit)
+{
+    gb_kit_instance ki, ref;
+    if (gb_kit_create_tested(kit, &ki, "attn: create", NULL, 0))
+        return;
+    if (gb_kit_create_reference(kit, &ref, GB_KIND_ATTN, "math", "attn: reference attn/math",
+                                NULL, 0) == 0) {
+        gb_rng rng = gb_rng_stream(7, 0, 0, 0);
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            check_shape(kit, &ki, &ref, &shapes[i], &rng);
+            gb_kit_release(kit);
+        }
+        gb_kit_destroy(&ref);
+    }
+    gb_kit_destroy(&ki);
+}

@@ -1,0 +1,465 @@
+/* The machine's description and measured limits; see machine.h. x86-64 features come
+ * from cpuid and xgetbv (a feature counts only when the OS saves its registers too);
+ * on other architectures every feature reads as absent. GPU and MPI libraries are
+ * probed with dlopen and asked for versions through dlsym, so the core links against
+ * none of them. */
+#include "machine.h"
+
+#include <dlfcn.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#include "clock.h"
+
+/* ---- CPU ----------------------------------------------------------------------------- */
+
+#if defined(__x86_64__) || defined(__i386__)
+static uint64_t read_xcr0(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t)hi << 32 | lo;
+}
+
+static void read_brand(char *out, size_t cap)
+{
+    unsigned regs[12] = {0};
+    if (__get_cpuid_max(0x80000000u, NULL) < 0x80000004u)
+        return;
+    for (unsigned i = 0; i < 3; i++)
+        __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2],
+                    &regs[4 * i + 3]);
+    char brand[49];
+    memcpy(brand, regs, 48);
+    brand[48] = '\0';
+    const char *start = brand + strspn(brand, " ");
+    size_t len = strlen(start);
+    while (len > 0 && start[len - 1] == ' ')
+        len--;
+    snprintf(out, cap, "%.*s", (int)len, start);
+}
+
+void gb_cpu_detect(gb_cpu_features *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->model, sizeof out->model, "unknown CPU");
+    read_brand(out->model, sizeof out->model);
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
+        return;
+    uint64_t xcr0 = read_xcr0();
+    int avx_state = (xcr0 & 0x6) == 0x6;             /* SSE and AVX registers */
+    int avx512_state = avx_state && (xcr0 & 0xe0) == 0xe0;  /* opmask, ZMM halves */
+    int amx_state = (xcr0 & 0x60000) == 0x60000;     /* XTILECFG, XTILEDATA */
+    out->fma = avx_state && (c & bit_FMA);
+    if (__get_cpuid_max(0, NULL) < 7)
+        return;
+    __cpuid_count(7, 0, a, b, c, d);
+    out->avx2 = avx_state && (b & bit_AVX2);
+    out->avx512f = avx512_state && (b & bit_AVX512F);
+    out->avx512_fp16 = avx512_state && (d & (1u << 23));
+    out->amx_tile = amx_state && (d & (1u << 24));
+    out->amx_bf16 = amx_state && (d & (1u << 22));
+    __cpuid_count(7, 1, a, b, c, d);
+    out->avx512_bf16 = avx512_state && (a & (1u << 5));
+}
+#else
+void gb_cpu_detect(gb_cpu_features *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->model, sizeof out->model, "unknown CPU");
+}
+#endif
+
+void gb_cpu_feature_list(const gb_cpu_features *f, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "avx2 %s, fma %s, avx512f %s, avx512_bf16 %s, avx512_fp16 %s, "
+             "amx_tile %s, amx_bf16 %s", f->avx2 ? "yes" : "no", f->fma ? "yes" : "no",
+             f->avx512f ? "yes" : "no", f->avx512_bf16 ? "yes" : "no",
+             f->avx512_fp16 ? "yes" : "no", f->amx_tile ? "yes" : "no",
+             f->amx_bf16 ? "yes" : "no");
+}
+
+/* What the compiler was allowed to assume, by feature. */
+static const struct {
+    const char *name;
+    size_t offset;
+} build_features[] = {
+#ifdef __AVX2__
+    {"avx2", offsetof(gb_cpu_features, avx2)},
+#endif
+#ifdef __FMA__
+    {"fma", offsetof(gb_cpu_features, fma)},
+#endif
+#ifdef __AVX512F__
+    {"avx512f", offsetof(gb_cpu_features, avx512f)},
+#endif
+#ifdef __AVX512BF16__
+    {"avx512_bf16", offsetof(gb_cpu_features, avx512_bf16)},
+#endif
+#ifdef __AVX512FP16__
+    {"avx512_fp16", offsetof(gb_cpu_features, avx512_fp16)},
+#endif
+#ifdef __AMX_TILE__
+    {"amx_tile", offsetof(gb_cpu_features, amx_tile)},
+#endif
+    {NULL, 0},
+};
+
+const char *gb_build_features(void)
+{
+    static char list[128];
+    list[0] = '\0';
+    for (size_t i = 0; build_features[i].name; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",
+                 build_features[i].name);
+    return list[0] ? list : "baseline x86-64";
+}
+
+int gb_missing_build_features(const gb_cpu_features *cpu, char *buf, size_t cap)
+{
+    int missing = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; build_features[i].name; i++) {
+        const int *has = (const int *)((const char *)cpu + build_features[i].offset);
+        if (*has)
+            continue;
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", missing ? " " : "",
+                 build_features[i].name);
+        missing++;
+    }
+    return missing;
+}
+
+int gb_online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+void gb_rss_bytes(uint64_t *current, uint64_t *peak)
+{
+    unsigned long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%llu %llu", &size, &resident) != 2)
+        resident = 0;
+    if (f)
+        fclose(f);
+    *current = (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+    struct rusage ru;
+    *peak = getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024 : 0;
+}
+
+/* ---- libraries ----------------------------------------------------------------------- */
+
+/* The widest instruction set oneDNN's kernels dispatch to on this CPU. */
+static const char *onednn_isa(void)
+{
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+
+void gb_onednn_version(char *buf, size_t cap)
+{
+    const dnnl_version_t *v = dnnl_version();
+    const char *runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP"
+                          : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"
+                          : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB" : "other";
+    snprintf(buf, cap, "%d.%d.%d (git %.8s, %s runtime, kernels for %s)", v->major, v->minor,
+             v->patch, v->hash ? v->hash : "unknown", runtime, onednn_isa());
+}
+
+int gb_onednn_uses_openmp(void)
+{
+    return dnnl_version()->cpu_runtime == DNNL_RUNTIME_OMP;
+}
+
+void gb_openmp_version(char *buf, size_t cap)
+{
+    static const struct {
+        long date;
+        const char *version;
+    } versions[] = {{202111, "5.2"}, {202011, "5.1"}, {201811, "5.0"}, {201511, "4.5"},
+                    {201307, "4.0"}, {201107, "3.1"}, {200805, "3.0"}};
+    const char *version = "before 3.0";
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+        if (_OPENMP >= versions[i].date) {
+            version = versions[i].version;
+            break;
+        }
+    snprintf(buf, cap, "%s (_OPENMP %ld)", version, (long)_OPENMP);
+}
+
+typedef struct library_desc {
+    const char *name;
+    const char *const files[4];   /* sonames, newest first; NULL-terminated */
+} library_desc;
+
+static const library_desc libraries[GB_LIB_COUNT] = {
+    [GB_LIB_CUDA_DRIVER] = {"cuda_driver", {"libcuda.so.1", NULL}},
+    [GB_LIB_CUDA_RUNTIME] = {"cuda_runtime", {"libcudart.so.13", "libcudart.so.12",
+                                              "libcudart.so", NULL}},
+    [GB_LIB_CUDNN] = {"cudnn", {"libcudnn.so.9", "libcudnn.so.8", "libcudnn.so", NULL}},
+    [GB_LIB_NCCL] = {"nccl", {"libnccl.so.2", "libnccl.so", NULL}},
+    [GB_LIB_MPI] = {"mpi", {"libmpi.so.40", "libmpi.so.12", "libmpi.so", NULL}},
+};
+
+const char *gb_library_name(gb_library lib)
+{
+    return lib < GB_LIB_COUNT ? libraries[lib].name : "?";
+}
+
+/* The library by soname, then from the usual CUDA install folder. */
+static void *open_library(gb_library lib, int load)
+{
+    int flags = RTLD_LAZY | RTLD_LOCAL | (load ? 0 : RTLD_NOLOAD);
+    for (int i = 0; libraries[lib].files[i]; i++) {
+        const char *file = libraries[lib].files[i];
+        void *handle = dlopen(file, flags);
+        char path[256];
+        snprintf(path, sizeof path, "/usr/local/cuda/lib64/%s", file);
+        if (!handle && lib != GB_LIB_MPI)
+            handle = dlopen(path, flags);
+        if (handle)
+            return handle;
+    }
+    return NULL;
+}
+
+/* "13.0" from CUDA's 1000 * major + 10 * minor. */
+static void cuda_version_text(int v, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%d.%d", v / 1000, (v % 1000) / 10);
+}
+
+static int ask_cuda_runtime(void *h, char *buf, size_t cap)
+{
+    int (*runtime_version)(int *) = (int (*)(int *))dlsym(h, "cudaRuntimeGetVersion");
+    int (*device_count)(int *) = (int (*)(int *))dlsym(h, "cudaGetDeviceCount");
+    const char *(*error_name)(int) = (const char *(*)(int))dlsym(h, "cudaGetErrorName");
+    int v = 0, n = 0;
+    if (!runtime_version || runtime_version(&v) != 0)
+        return 0;
+    char version[32];
+    cuda_version_text(v, version, sizeof version);
+    int err = device_count ? device_count(&n) : -1;
+    if (err == 0)
+        snprintf(buf, cap, "%s, %d device%s", version, n, n == 1 ? "" : "s");
+    else
+        snprintf(buf, cap, "%s, no device (%s)", version,
+                 error_name && err > 0 ? error_name(err) : "cudaGetDeviceCount missing");
+    return 1;
+}
+
+/* cuDNN 9 and NCCL 2.9+ encode major * 10000 + minor * 100 + patch. */
+static void dotted(long v, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%ld.%ld.%ld", v / 10000, (v / 100) % 100, v % 100);
+}
+
+static int ask_version(gb_library lib, void *h, char *buf, size_t cap)
+{
+    int v = 0;
+    switch (lib) {
+    case GB_LIB_CUDA_DRIVER: {
+        int (*get)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
+        if (!get || get(&v) != 0)
+            return 0;
+        cuda_version_text(v, buf, cap);
+        return 1;
+    }
+    case GB_LIB_CUDA_RUNTIME:
+        return ask_cuda_runtime(h, buf, cap);
+    case GB_LIB_CUDNN: {
+        size_t (*get)(void) = (size_t (*)(void))dlsym(h, "cudnnGetVersion");
+        if (!get)
+            return 0;
+        dotted((long)get(), buf, cap);
+        return 1;
+    }
+    case GB_LIB_NCCL: {
+        int (*get)(int *) = (int (*)(int *))dlsym(h, "ncclGetVersion");
+        if (!get || get(&v) != 0)
+            return 0;
+        dotted(v, buf, cap);
+        return 1;
+    }
+    case GB_LIB_MPI: {
+        /* callable before MPI_Init (MPI-3) */
+        int (*get)(char *, int *) = (int (*)(char *, int *))dlsym(h, "MPI_Get_library_version");
+        char text[8192];
+        int len = 0;
+        if (!get || get(text, &len) != 0)
+            return 0;
+        snprintf(buf, cap, "%.*s", (int)strcspn(text, ",\n"), text);
+        return 1;
+    }
+    case GB_LIB_COUNT:
+        break;
+    }
+    return 0;
+}
+
+int gb_library_version(gb_library lib, int load, char *buf, size_t cap)
+{
+    if (lib >= GB_LIB_COUNT) {
+        snprintf(buf, cap, "unknown library");
+        return 0;
+    }
+    void *h = open_library(lib, load);
+    if (!h) {
+        snprintf(buf, cap, load ? "not found" : "not loaded");
+        return 0;
+    }
+    int found = ask_version(lib, h, buf, cap);
+    if (!found)
+        snprintf(buf, cap, "present, version unknown");
+    /* a library this call loaded stays: unloading GPU runtimes at will is not safe */
+    if (!load)
+        dlclose(h);
+    return found;
+}
+
+/* ---- measurements -------------------------------------------------------------------- */
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+gb_timing gb_timing_of(double *ms, int n)
+{
+    qsort(ms, (size_t)n, sizeof *ms, compare_doubles);
+    return (gb_timing){ms[0], n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]), ms[n - 1]};
+}
+
+/* A device buffer of `count` floats holding a small repeating pattern (no zeros, no
+ * denormals, so no kernel takes a shortcut). */
+static float *device_pattern(const gb_device_ops *ops, void *dev, size_t count)
+{
+    float *host = malloc(count * sizeof *host);
+    void *buf = NULL;
+    if (host) {
+        for (size_t i = 0; i < count; i++)
+            host[i] = 0.25f + (float)(i % 61) / 128.0f;
+        if (ops->alloc(dev, count * sizeof *host, &buf) != GB_OK ||
+            ops->copy(dev, buf, host, count * sizeof *host, GB_COPY_HOST_TO_DEVICE) != GB_OK) {
+            if (buf)
+                ops->free(dev, buf);
+            buf = NULL;
+        }
+    }
+    free(host);
+    return buf;
+}
+
+int gb_time_matmul(const gb_device_ops *ops, void *dev, gb_matmul_args shape, int reps,
+                   gb_timing *out)
+{
+    float *a = device_pattern(ops, dev, (size_t)(shape.m * shape.k));
+    float *b = device_pattern(ops, dev, (size_t)(shape.k * shape.n));
+    float *c = device_pattern(ops, dev, (size_t)(shape.m * shape.n));
+    double *ms = calloc((size_t)reps + 1, sizeof *ms);
+    int rc = a && b && c && ms && reps > 0 ? 0 : -1;
+    shape.struct_size = sizeof shape;
+    shape.a = a;
+    shape.lda = shape.trans_a ? shape.m : shape.k;
+    shape.b = b;
+    shape.ldb = shape.trans_b ? shape.k : shape.n;
+    shape.c = c;
+    shape.ldc = shape.n;
+    shape.dtype_a = shape.dtype_b = shape.dtype_c = GB_F32;
+    for (int i = 0; rc == 0 && i <= reps; i++) {
+        double t0 = gb_now_ms();
+        if (ops->matmul(dev, &shape) != GB_OK || ops->sync(dev) != GB_OK)
+            rc = -1;
+        if (i > 0)
+            ms[i - 1] = gb_now_ms() - t0;
+    }
+    if (rc == 0)
+        *out = gb_timing_of(ms, reps);
+    free(ms);
+    if (a)
+        ops->free(dev, a);
+    if (b)
+        ops->free(dev, b);
+    if (c)
+        ops->free(dev, c);
+    return rc;
+}
+
+double gb_matmul_gflops(int64_t m, int64_t n, int64_t k, double ms)
+{
+    return ms > 0 ? 2.0 * (double)m * (double)n * (double)k / (ms * 1e6) : 0.0;
+}
+
+double gb_peak_flops_f32(const gb_device_ops *ops, void *dev, const char **source)
+{
+    static double measured;   /* per process: the device does not change under a run */
+    gb_device_info info = {.struct_size = sizeof info};
+    if (ops->info(dev, &info) == GB_OK && info.peak_flops_f32 > 0) {
+        if (source)
+            *source = "device";
+        return info.peak_flops_f32;
+    }
+    if (measured == 0) {
+        gb_matmul_args shape = {.m = 1024, .n = 1024, .k = 1024, .alpha = 1.0f};
+        gb_timing t;
+        if (gb_time_matmul(ops, dev, shape, GB_PEAK_CALLS, &t) == 0)
+            measured = gb_matmul_gflops(shape.m, shape.n, shape.k, t.best_ms) * 1e9;
+    }
+    if (source)
+        *source = "measured";
+    return measured;
+}
+
+double gb_measure_triad_gbs(int threads)
+{
+    const int64_t n = GB_TRIAD_ELEMENTS;
+    int team = threads > 0 ? threads : omp_get_max_threads();
+    float *a = aligned_alloc(64, (size_t)n * sizeof *a);
+    float *b = aligned_alloc(64, (size_t)n * sizeof *b);
+    float *c = aligned_alloc(64, (size_t)n * sizeof *c);
+    double best = 0.0;
+    if (a && b && c) {
+#pragma omp parallel for schedule(static) num_threads(team)
+        for (int64_t i = 0; i < n; i++) {
+            a[i] = 0.0f;
+            b[i] = 1.0f;
+            c[i] = 2.0f;
+        }
+        const float s = 3.0f;
+        for (int run = 0; run < GB_TRIAD_RUNS; run++) {
+            double t0 = gb_now_ms();
+#pragma omp parallel for schedule(static) num_threads(team)
+            for (int64_t i = 0; i < n; i++)
+                a[i] = b[i] + s * c[i];
+            double gbs = 3.0 * sizeof(float) * (double)n / ((gb_now_ms() - t0) * 1e6);
+            best = gbs > best ? gbs : best;
+        }
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}

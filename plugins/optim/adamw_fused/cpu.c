@@ -1,0 +1,304 @@
+/* AdamW on the CPU in one pass over memory: optim/adamw's mathematics at the speed of
+ * the memory bus.
+ *
+ * A step reads p, g, m and v once and writes p, m and v once (28 bytes per parameter,
+ * plus 2 for a bf16/f16 working copy when the core asks for one), applying in that one
+ * pass the clip and loss-scale factor, the group's weight decay, both moments with bias
+ * correction and the update. The squared gradient norm that clipping needs comes from
+ * grad_norm_sq, a second read of g (4 bytes per parameter), so a step reads the
+ * gradients twice in all. Both loops run on the kernels of kernels.h: AVX-512 when the
+ * CPU has it (decided at run time, so a -Dnative=false build still uses it), otherwise
+ * portable C; each OpenMP thread takes one contiguous, 64-byte-aligned slice of the flat
+ * buffers and walks the groups that meet it.
+ *
+ * Results: the same options, defaults, validation and state layout (m then v, 8n bytes)
+ * as optim/adamw, so the two can take over each other's state. The parameters are
+ * bit-identical to optim/adamw's for the same squared norm: every element goes through
+ * the same f32 operations in the same order (adamw_math.h), with contraction into FMA
+ * turned off and no reciprocal tricks. The one difference is grad_norm_sq itself, which
+ * sums in double over 256 fixed chunks of 16 lanes each (so it does not depend on the
+ * thread count) where the CPU device sums one chunk per thread; both round a double to
+ * f32 at the end, so the two norms differ only when that double lies within a few ulps
+ * of a rounding boundary, and then by one f32 ulp.
+ *
+ * Deliberately left out, as in optim/adamw: AMSGrad, maximize, and parameters other
+ * than f32 masters.
+ */
+#include <math.h>
+#include <omp.h>
+
+#include "gearbox/optim.h"
+#include "kernels.h"
+
+/* Below this many elements a parallel region costs more than it saves. */
+#define FUSED_PARALLEL_MIN 32768
+/* grad_norm_sq's fixed partition; the order of the partial sums depends on n alone. */
+#define NORM_CHUNKS 256
+
+typedef struct adamw_fused {
+    const gb_host *host;
+    double beta1, beta2, eps, weight_decay;
+    int threads;
+    const fused_kernels *kernels;
+} adamw_fused;
+
+enum { OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY };
+
+static const gb_option fused_options[] = {
+    [OPT_BETA1] = {"beta1", GB_OPT_FLOAT, "0.9", 0, 1, NULL,
+                   "decay rate of the first moment (mean of gradients), in [0, 1)"},
+    [OPT_BETA2] = {"beta2", GB_OPT_FLOAT, "0.95", 0, 1, NULL,
+                   "decay rate of the second moment (mean of squared gradients), in [0, 1)"},
+    [OPT_EPS] = {"eps", GB_OPT_FLOAT, "1e-8", 0, 1, NULL,
+                 "added to the denominator for numerical stability, in (0, 1]"},
+    [OPT_WEIGHT_DECAY] = {"weight_decay", GB_OPT_FLOAT, "0.1", 0, 10, NULL,
+                          "decoupled weight decay for groups that decay, in [0, 10]"},
+};
+
+/* The schema's ranges are inclusive, so the open ends are refused here: beta = 1 would
+ * freeze a moment at zero and eps = 0 divides by zero wherever a gradient is zero. */
+static int open_ends_respected(const gb_host *host, const gb_value *options)
+{
+    for (int k = OPT_BETA1; k <= OPT_BETA2; k++)
+        if (!(options[k].f < 1.0)) {
+            host->set_error(host, "%s must be below 1 (got %g)", fused_options[k].key,
+                            options[k].f);
+            return 0;
+        }
+    if (!(options[OPT_EPS].f > 0.0)) {
+        host->set_error(host, "eps must be above 0 (got %g)", options[OPT_EPS].f);
+        return 0;
+    }
+    return 1;
+}
+
+static const fused_kernels *best_kernels(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? &fused_kernels_avx512 : &fused_kernels_portable;
+}
+
+static gb_status fused_create(const gb_host *host, const gb_value *options,
+                              const gb_device_ctx *device, void **self)
+{
+    if (!host || !options || !self)
+        return GB_ERR_INVALID_ARG;
+    if (device && device->device != GB_DEVICE_CPU) {
+        host->set_error(host, "adamw_fused (cpu) runs on the CPU device only");
+        return GB_ERR_UNSUPPORTED;
+    }
+    if (!open_ends_respected(host, options))
+        return GB_ERR_CONFIG;
+    adamw_fused *a = host->alloc(host, sizeof *a);
+    if (!a) {
+        host->set_error(host, "out of memory");
+        return GB_ERR_NO_MEMORY;
+    }
+    *a = (adamw_fused){
+        .host = host,
+        .beta1 = options[OPT_BETA1].f,
+        .beta2 = options[OPT_BETA2].f,
+        .eps = options[OPT_EPS].f,
+        .weight_decay = options[OPT_WEIGHT_DECAY].f,
+        .threads = host->num_threads > 0 ? host->num_threads : 1,
+        .kernels = best_kernels(),
+    };
+    host->log(host, GB_LOG_DEBUG, "%s kernels, %d thread(s)", a->kernels->isa, a->threads);
+    *self = a;
+    return GB_OK;
+}
+
+static void fused_destroy(void *self)
+{
+    adamw_fused *a = self;
+    if (a)
+        a->host->free(a->host, a);
+}
+
+static size_t fused_state_bytes(void *self, int64_t n)
+{
+    (void)self;
+    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
+}
+
+/* Groups must cover [0, n) exactly once: each inside the range, counts adding up to n,
+ * and no two overlapping. Groups are few (one per tensor at most), so the pairwise
+ * check costs nothing next to the pass over n elements. */
+static int groups_cover(const adamw_fused *a, const gb_param_group *groups, int64_t n_groups,
+                        int64_t n)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < n_groups; i++) {
+        const gb_param_group *g = &groups[i];
+        if (g->offset < 0 || g->count < 0 || g->offset > n || g->count > n - g->offset) {
+            a->host->set_error(a->host, "group %lld [%lld, +%lld) lies outside [0, %lld)",
+                               (long long)i, (long long)g->offset, (long long)g->count,
+                               (long long)n);
+            return 0;
+        }
+        total += g->count;
+    }
+    for (int64_t i = 0; i < n_groups; i++)
+        for (int64_t j = i + 1; j < n_groups; j++) {
+            const gb_param_group *x = &groups[i], *y = &groups[j];
+            if (x->offset < y->offset + y->count && y->offset < x->offset + x->count) {
+                a->host->set_error(a->host, "groups %lld and %lld overlap", (long long)i,
+                                   (long long)j);
+                return 0;
+            }
+        }
+    if (total != n) {
+        a->host->set_error(a->host, "groups cover %lld of the %lld parameters",
+                           (long long)total, (long long)n);
+        return 0;
+    }
+    return 1;
+}
+
+static gb_status check_step_args(const adamw_fused *a, const gb_optim_step_args *args)
+{
+    const gb_host *host = a->host;
+    if (!args || args->struct_size < sizeof *args) {
+        host->set_error(host, "step arguments missing or too small for ABI %d.%d",
+                        GB_ABI_MAJOR, GB_ABI_MINOR);
+        return GB_ERR_INVALID_ARG;
+    }
+    if (args->n < 0 || args->n_groups < 0) {
+        host->set_error(host, "negative size (n %lld, n_groups %lld)", (long long)args->n,
+                        (long long)args->n_groups);
+        return GB_ERR_INVALID_ARG;
+    }
+    if ((args->n > 0 && (!args->params || !args->grads || !args->state)) ||
+        (args->n_groups > 0 && !args->groups)) {
+        host->set_error(host, "params, grads, state and groups must not be NULL");
+        return GB_ERR_INVALID_ARG;
+    }
+    if (args->step < 1) {
+        host->set_error(host, "step %lld: steps count from 1", (long long)args->step);
+        return GB_ERR_INVALID_ARG;
+    }
+    if (args->params_lowp && args->lowp_dtype != GB_BF16 && args->lowp_dtype != GB_F16) {
+        host->set_error(host, "a %s working copy of the parameters is not supported (bf16 "
+                        "or f16)", gb_dtype_name(args->lowp_dtype));
+        return GB_ERR_UNSUPPORTED;
+    }
+    return groups_cover(a, args->groups, args->n_groups, args->n) ? GB_OK
+                                                                   : GB_ERR_INVALID_ARG;
+}
+
+/* The factor that removes the loss scale and applies global-norm clipping (optim.h). */
+static float grad_scale(const gb_optim_step_args *args)
+{
+    double inv_loss_scale = args->inv_loss_scale;
+    if (!args->grad_norm_sq || !(args->max_norm > 0))
+        return (float)inv_loss_scale;
+    double norm = sqrt((double)*args->grad_norm_sq) * inv_loss_scale;
+    double clip = args->max_norm / (norm + 1e-6);
+    return (float)(inv_loss_scale * (clip < 1.0 ? clip : 1.0));
+}
+
+/* The step's scalars in double, rounded to f32 once, as optim/adamw computes them. */
+static adamw_coeffs step_coeffs(const adamw_fused *a, const gb_optim_step_args *args)
+{
+    double step = (double)args->step;
+    return (adamw_coeffs){
+        .g_scale = grad_scale(args),
+        .b1 = (float)a->beta1,
+        .one_minus_b1 = (float)(1.0 - a->beta1),
+        .b2 = (float)a->beta2,
+        .one_minus_b2 = (float)(1.0 - a->beta2),
+        .step_size = (float)(args->lr / (1.0 - pow(a->beta1, step))),
+        .bc2_sqrt = (float)sqrt(1.0 - pow(a->beta2, step)),
+        .eps = (float)a->eps,
+    };
+}
+
+/* Start of part `k` of `parts` of [0, n), on a 16-element boundary so that each thread's
+ * slice starts on its own cache line. */
+static int64_t part_begin(int64_t n, int64_t k, int64_t parts)
+{
+    return k >= parts ? n : n * k / parts / FUSED_LANES * FUSED_LANES;
+}
+
+/* Runs the update on [begin, end) of the flat buffers, one span per group it meets. */
+static void update_slice(const adamw_fused *a, const gb_optim_step_args *args,
+                         const adamw_coeffs *c, int64_t begin, int64_t end)
+{
+    float *m = args->state;
+    float *v = m + args->n;
+    uint16_t *lowp = args->params_lowp;
+    float decay = (float)(1.0 - (double)args->lr * a->weight_decay);
+    for (int64_t k = 0; k < args->n_groups; k++) {
+        const gb_param_group *grp = &args->groups[k];
+        int64_t lo = grp->offset > begin ? grp->offset : begin;
+        int64_t hi = grp->offset + grp->count < end ? grp->offset + grp->count : end;
+        if (lo >= hi)
+            continue;
+        fused_span span = {
+            .p = args->params + lo,
+            .g = args->grads + lo,
+            .m = m + lo,
+            .v = v + lo,
+            .lowp = lowp ? lowp + lo : NULL,
+            .lowp_dtype = args->lowp_dtype,
+            .count = hi - lo,
+            .decay = grp->decay ? decay : 1.0f,
+        };
+        a->kernels->update(&span, c);
+    }
+}
+
+static gb_status fused_step(void *self, const gb_optim_step_args *args)
+{
+    const adamw_fused *a = self;
+    if (!a)
+        return GB_ERR_INVALID_ARG;
+    gb_status status = check_step_args(a, args);
+    if (status != GB_OK)
+        return status;
+    adamw_coeffs c = step_coeffs(a, args);
+    int64_t n = args->n;
+#pragma omp parallel num_threads(a->threads) if (n >= FUSED_PARALLEL_MIN)
+    {
+        int64_t t = omp_get_thread_num(), parts = omp_get_num_threads();
+        update_slice(a, args, &c, part_begin(n, t, parts), part_begin(n, t + 1, parts));
+    }
+    return GB_OK;
+}
+
+static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, int64_t n)
+{
+    const adamw_fused *a = self;
+    if (!a)
+        return GB_ERR_INVALID_ARG;
+    if (!out || n < 0 || (n > 0 && !grads)) {
+        a->host->set_error(a->host, "grad_norm_sq needs an output, n >= 0 (got %lld) and "
+                           "gradients", (long long)n);
+        return GB_ERR_INVALID_ARG;
+    }
+    double partial[NORM_CHUNKS];
+#pragma omp parallel for schedule(static) num_threads(a->threads) if (n >= FUSED_PARALLEL_MIN)
+    for (int k = 0; k < NORM_CHUNKS; k++) {
+        int64_t begin = part_begin(n, k, NORM_CHUNKS), end = part_begin(n, k + 1, NORM_CHUNKS);
+        partial[k] = a->kernels->sum_squares(grads + begin, end - begin);
+    }
+    double total = 0.0;
+    for (int k = 0; k < NORM_CHUNKS; k++)
+        total += partial[k];
+    *out = (float)total;
+    return GB_OK;
+}
+
+static const gb_optim_ops fused_ops = {
+    .struct_size = sizeof(gb_optim_ops),
+    .create = fused_create,
+    .destroy = fused_destroy,
+    .state_bytes = fused_state_bytes,
+    .step = fused_step,
+    .grad_norm_sq = fused_grad_norm_sq,
+};
+
+GB_PLUGIN_DEFINE(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
+                 "AdamW in one pass over memory (AVX-512 or portable, OpenMP), bit-identical "
+                 "to adamw",
+                 GB_DEVICE_CPU, GB_OPTIONS(fused_options), fused_ops)

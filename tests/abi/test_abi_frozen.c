@@ -1,0 +1,313 @@
+/* The plugin ABI 1.0, frozen: this file compiles only while every public struct, vtable
+ * entry and enum value is where ABI 1.0 put it (docs/abi.md).
+ *
+ * For each struct it states the offset of every field and the size, for each vtable
+ * entry its offset and its exact function type (so a changed parameter list fails too),
+ * and for each enum its values. Growing a struct by appending is allowed in a minor
+ * version: the `== size` checks hold only while GB_ABI_MINOR is 0, so the bump that adds
+ * fields must add a block for its own sizes and new offsets here. Anything else that
+ * breaks a check here is a change of major version.
+ *
+ * The numbers are those of LP64 Linux (x86-64, AArch64), the platforms gearbox builds
+ * for; elsewhere the checks are skipped rather than restated. The run itself only adds
+ * the one property C cannot check at compile time: the entry symbol's name.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gearbox/attn.h"
+#include "gearbox/comm.h"
+#include "gearbox/device.h"
+#include "gearbox/optim.h"
+#include "gearbox/plugin.h"
+#include "gearbox/precision.h"
+#include "gearbox/tensor.h"
+
+#if defined(__LP64__) && defined(__linux__)
+#define FROZEN 1
+
+#define FIELD(type, field, offset) \
+    _Static_assert(offsetof(type, field) == (offset), #type "." #field " moved")
+/* Appending keeps the old size as a lower bound; within minor 0 it is exact. */
+#define SIZE(type, bytes)                                                                  \
+    _Static_assert(sizeof(type) >= (bytes), #type " shrank below its ABI 1.0 size");       \
+    _Static_assert(GB_ABI_MINOR != 0 || sizeof(type) == (bytes),                            \
+                   #type " changed size without a minor version bump")
+/* A vtable entry: its offset and its function type, parameter by parameter. */
+#define ENTRY(type, field, offset, fn_type)                                                \
+    FIELD(type, field, offset);                                                            \
+    _Static_assert(_Generic(((type *)0)->field, fn_type: 1, default: 0),                   \
+                   #type "." #field " changed its type")
+#define VALUE(name, value) _Static_assert((name) == (value), #name " changed its value")
+
+/* ---- plugin.h ---- */
+VALUE(GB_ABI_MAJOR, 1);
+VALUE(GB_OK, 0);
+VALUE(GB_ERR_INVALID_ARG, 1);
+VALUE(GB_ERR_CONFIG, 2);
+VALUE(GB_ERR_UNSUPPORTED, 3);
+VALUE(GB_ERR_NO_MEMORY, 4);
+VALUE(GB_ERR_DEVICE, 5);
+VALUE(GB_ERR_SYSTEM, 6);
+VALUE(GB_ERR_INTERNAL, 7);
+VALUE(GB_KIND_DEVICE, 1);
+VALUE(GB_KIND_ATTN, 2);
+VALUE(GB_KIND_OPTIM, 3);
+VALUE(GB_KIND_PRECISION, 4);
+VALUE(GB_KIND_COMM, 5);
+VALUE(GB_DEVICE_CPU, 1u);
+VALUE(GB_DEVICE_CUDA, 2u);
+VALUE(GB_OPT_INT, 0);
+VALUE(GB_OPT_FLOAT, 1);
+VALUE(GB_OPT_BOOL, 2);
+VALUE(GB_OPT_STRING, 3);
+VALUE(GB_OPT_ENUM, 4);
+VALUE(GB_LOG_ERROR, 0);
+VALUE(GB_LOG_WARN, 1);
+VALUE(GB_LOG_INFO, 2);
+VALUE(GB_LOG_DEBUG, 3);
+
+/* gb_option and gb_value are arrays' elements: they never grow, in any minor version. */
+FIELD(gb_option, key, 0);
+FIELD(gb_option, type, 8);
+FIELD(gb_option, default_value, 16);
+FIELD(gb_option, min, 24);
+FIELD(gb_option, max, 32);
+FIELD(gb_option, choices, 40);
+FIELD(gb_option, help, 48);
+_Static_assert(sizeof(gb_option) == 56, "gb_option changed size: option tables are arrays");
+FIELD(gb_value, i, 0);
+FIELD(gb_value, f, 0);
+FIELD(gb_value, s, 0);
+_Static_assert(sizeof(gb_value) == 8, "gb_value changed size: values are arrays");
+_Static_assert(_Generic(((gb_value *)0)->i, int64_t: 1, default: 0), "gb_value.i retyped");
+_Static_assert(_Generic(((gb_value *)0)->f, double: 1, default: 0), "gb_value.f retyped");
+
+FIELD(gb_host, struct_size, 0);
+FIELD(gb_host, abi_major, 8);
+FIELD(gb_host, abi_minor, 10);
+ENTRY(gb_host, log, 16, void (*)(const gb_host *, gb_log_level, const char *, ...));
+ENTRY(gb_host, set_error, 24, void (*)(const gb_host *, const char *, ...));
+ENTRY(gb_host, alloc, 32, void *(*)(const gb_host *, size_t));
+ENTRY(gb_host, free, 40, void (*)(const gb_host *, void *));
+FIELD(gb_host, num_threads, 48);
+FIELD(gb_host, core_private, 56);
+SIZE(gb_host, 64);
+
+FIELD(gb_plugin_desc, struct_size, 0);
+FIELD(gb_plugin_desc, abi_major, 8);
+FIELD(gb_plugin_desc, abi_minor, 10);
+FIELD(gb_plugin_desc, kind, 12);
+FIELD(gb_plugin_desc, name, 16);
+FIELD(gb_plugin_desc, version, 24);
+FIELD(gb_plugin_desc, description, 32);
+FIELD(gb_plugin_desc, devices, 40);
+FIELD(gb_plugin_desc, options, 48);
+FIELD(gb_plugin_desc, n_options, 56);
+FIELD(gb_plugin_desc, ops, 64);
+SIZE(gb_plugin_desc, 72);
+_Static_assert(_Generic((gb_plugin_entry_fn)0, const gb_plugin_desc *(*)(void): 1, default: 0),
+               "gb_plugin_entry_fn changed its type");
+
+/* ---- tensor.h ---- */
+VALUE(GB_F32, 0);
+VALUE(GB_BF16, 1);
+VALUE(GB_F16, 2);
+VALUE(GB_I32, 3);
+VALUE(GB_U16, 4);
+VALUE(GB_MAX_DIMS, 4);
+FIELD(gb_tensor, data, 0);
+FIELD(gb_tensor, dtype, 8);
+FIELD(gb_tensor, ndim, 12);
+FIELD(gb_tensor, shape, 16);
+FIELD(gb_tensor, stride, 48);
+_Static_assert(sizeof(gb_tensor) == 80, "gb_tensor changed size: it is frozen for major 1");
+
+/* ---- device.h ---- */
+VALUE(GB_COPY_HOST_TO_DEVICE, 0);
+VALUE(GB_COPY_DEVICE_TO_HOST, 1);
+VALUE(GB_COPY_DEVICE_TO_DEVICE, 2);
+FIELD(gb_device_ctx, struct_size, 0);
+FIELD(gb_device_ctx, device, 8);
+FIELD(gb_device_ctx, ordinal, 12);
+FIELD(gb_device_ctx, stream, 16);
+SIZE(gb_device_ctx, 24);
+FIELD(gb_device_info, struct_size, 0);
+FIELD(gb_device_info, name, 8);
+FIELD(gb_device_info, memory_bytes, 136);
+FIELD(gb_device_info, peak_flops_f32, 144);
+FIELD(gb_device_info, peak_flops_bf16, 152);
+SIZE(gb_device_info, 160);
+FIELD(gb_matmul_args, struct_size, 0);
+FIELD(gb_matmul_args, m, 8);
+FIELD(gb_matmul_args, n, 16);
+FIELD(gb_matmul_args, k, 24);
+FIELD(gb_matmul_args, a, 32);
+FIELD(gb_matmul_args, lda, 40);
+FIELD(gb_matmul_args, trans_a, 48);
+FIELD(gb_matmul_args, dtype_a, 52);
+FIELD(gb_matmul_args, b, 56);
+FIELD(gb_matmul_args, ldb, 64);
+FIELD(gb_matmul_args, trans_b, 72);
+FIELD(gb_matmul_args, dtype_b, 76);
+FIELD(gb_matmul_args, c, 80);
+FIELD(gb_matmul_args, ldc, 88);
+FIELD(gb_matmul_args, dtype_c, 96);
+FIELD(gb_matmul_args, alpha, 100);
+FIELD(gb_matmul_args, beta, 104);
+FIELD(gb_matmul_args, bias, 112);
+SIZE(gb_matmul_args, 120);
+
+FIELD(gb_device_ops, struct_size, 0);
+ENTRY(gb_device_ops, create, 8, gb_status (*)(const gb_host *, const gb_value *, void **));
+ENTRY(gb_device_ops, destroy, 16, void (*)(void *));
+ENTRY(gb_device_ops, context, 24, gb_status (*)(void *, gb_device_ctx *));
+ENTRY(gb_device_ops, info, 32, gb_status (*)(void *, gb_device_info *));
+ENTRY(gb_device_ops, alloc, 40, gb_status (*)(void *, size_t, void **));
+ENTRY(gb_device_ops, free, 48, void (*)(void *, void *));
+ENTRY(gb_device_ops, copy, 56,
+      gb_status (*)(void *, void *, const void *, size_t, gb_copy_kind));
+ENTRY(gb_device_ops, memset_zero, 64, gb_status (*)(void *, void *, size_t));
+ENTRY(gb_device_ops, sync, 72, gb_status (*)(void *));
+ENTRY(gb_device_ops, matmul, 80, gb_status (*)(void *, const gb_matmul_args *));
+ENTRY(gb_device_ops, embed_forward, 88,
+      gb_status (*)(void *, gb_dtype, void *, const int32_t *, const float *, const float *,
+                    int64_t, int64_t, int64_t));
+ENTRY(gb_device_ops, embed_backward, 96,
+      gb_status (*)(void *, gb_dtype, float *, float *, const void *, const int32_t *,
+                    int64_t, int64_t, int64_t));
+ENTRY(gb_device_ops, layernorm_forward, 104,
+      gb_status (*)(void *, gb_dtype, void *, float *, float *, const void *, const float *,
+                    const float *, int64_t, int64_t, float));
+ENTRY(gb_device_ops, layernorm_backward, 112,
+      gb_status (*)(void *, gb_dtype, void *, float *, float *, const void *, const void *,
+                    const float *, const float *, const float *, int64_t, int64_t));
+ENTRY(gb_device_ops, gelu_forward, 120,
+      gb_status (*)(void *, gb_dtype, void *, const void *, int64_t));
+ENTRY(gb_device_ops, gelu_backward, 128,
+      gb_status (*)(void *, gb_dtype, void *, const void *, const void *, int64_t));
+ENTRY(gb_device_ops, add, 136,
+      gb_status (*)(void *, gb_dtype, void *, const void *, const void *, int64_t));
+ENTRY(gb_device_ops, bias_backward, 144,
+      gb_status (*)(void *, gb_dtype, float *, const void *, int64_t, int64_t));
+ENTRY(gb_device_ops, cross_entropy, 152,
+      gb_status (*)(void *, gb_dtype, float *, void *, const void *, const int32_t *, int64_t,
+                    int64_t, float));
+ENTRY(gb_device_ops, sum_squares, 160, gb_status (*)(void *, float *, const float *, int64_t));
+SIZE(gb_device_ops, 168);
+
+/* ---- attn.h ---- */
+FIELD(gb_attn_problem, struct_size, 0);
+FIELD(gb_attn_problem, batch, 8);
+FIELD(gb_attn_problem, heads, 16);
+FIELD(gb_attn_problem, seq_len, 24);
+FIELD(gb_attn_problem, head_dim, 32);
+FIELD(gb_attn_problem, dtype, 40);
+FIELD(gb_attn_problem, causal, 44);
+SIZE(gb_attn_problem, 48);
+
+FIELD(gb_attn_ops, struct_size, 0);
+ENTRY(gb_attn_ops, create, 8,
+      gb_status (*)(const gb_host *, const gb_value *, const gb_device_ctx *, void **));
+ENTRY(gb_attn_ops, destroy, 16, void (*)(void *));
+ENTRY(gb_attn_ops, eligible, 24, int (*)(void *, const gb_attn_problem *, char *, size_t));
+ENTRY(gb_attn_ops, memory, 32,
+      gb_status (*)(void *, const gb_attn_problem *, size_t *, size_t *));
+ENTRY(gb_attn_ops, forward, 40,
+      gb_status (*)(void *, const gb_attn_problem *, gb_tensor, gb_tensor, gb_tensor,
+                    gb_tensor, void *, void *));
+ENTRY(gb_attn_ops, backward, 48,
+      gb_status (*)(void *, const gb_attn_problem *, gb_tensor, gb_tensor, gb_tensor,
+                    gb_tensor, gb_tensor, gb_tensor, gb_tensor, gb_tensor, const void *,
+                    void *));
+SIZE(gb_attn_ops, 56);
+
+/* ---- optim.h ---- */
+FIELD(gb_param_group, offset, 0);
+FIELD(gb_param_group, count, 8);
+FIELD(gb_param_group, decay, 16);
+_Static_assert(sizeof(gb_param_group) == 24, "gb_param_group changed size: groups are arrays");
+FIELD(gb_optim_step_args, struct_size, 0);
+FIELD(gb_optim_step_args, params, 8);
+FIELD(gb_optim_step_args, grads, 16);
+FIELD(gb_optim_step_args, state, 24);
+FIELD(gb_optim_step_args, n, 32);
+FIELD(gb_optim_step_args, groups, 40);
+FIELD(gb_optim_step_args, n_groups, 48);
+FIELD(gb_optim_step_args, step, 56);
+FIELD(gb_optim_step_args, lr, 64);
+FIELD(gb_optim_step_args, grad_norm_sq, 72);
+FIELD(gb_optim_step_args, max_norm, 80);
+FIELD(gb_optim_step_args, inv_loss_scale, 84);
+FIELD(gb_optim_step_args, params_lowp, 88);
+FIELD(gb_optim_step_args, lowp_dtype, 96);
+SIZE(gb_optim_step_args, 104);
+
+FIELD(gb_optim_ops, struct_size, 0);
+ENTRY(gb_optim_ops, create, 8,
+      gb_status (*)(const gb_host *, const gb_value *, const gb_device_ctx *, void **));
+ENTRY(gb_optim_ops, destroy, 16, void (*)(void *));
+ENTRY(gb_optim_ops, state_bytes, 24, size_t (*)(void *, int64_t));
+ENTRY(gb_optim_ops, step, 32, gb_status (*)(void *, const gb_optim_step_args *));
+ENTRY(gb_optim_ops, grad_norm_sq, 40, gb_status (*)(void *, float *, const float *, int64_t));
+SIZE(gb_optim_ops, 48);
+
+/* ---- precision.h ---- */
+FIELD(gb_precision_policy, struct_size, 0);
+FIELD(gb_precision_policy, activation_dtype, 8);
+FIELD(gb_precision_policy, matmul_dtype, 12);
+FIELD(gb_precision_policy, param_dtype, 16);
+FIELD(gb_precision_policy, master_weights, 20);
+SIZE(gb_precision_policy, 24);
+
+FIELD(gb_precision_ops, struct_size, 0);
+ENTRY(gb_precision_ops, create, 8,
+      gb_status (*)(const gb_host *, const gb_value *, const gb_device_ctx *, void **));
+ENTRY(gb_precision_ops, destroy, 16, void (*)(void *));
+ENTRY(gb_precision_ops, eligible, 24, int (*)(void *, const gb_device_ctx *, char *, size_t));
+ENTRY(gb_precision_ops, policy, 32, gb_status (*)(void *, gb_precision_policy *));
+ENTRY(gb_precision_ops, loss_scale, 40, float (*)(void *));
+ENTRY(gb_precision_ops, update, 48, gb_status (*)(void *, int, int *));
+ENTRY(gb_precision_ops, state_bytes, 56, size_t (*)(void *));
+ENTRY(gb_precision_ops, save_state, 64, gb_status (*)(void *, void *));
+ENTRY(gb_precision_ops, load_state, 72, gb_status (*)(void *, const void *));
+SIZE(gb_precision_ops, 80);
+
+/* ---- comm.h ---- */
+VALUE(GB_COMM_MAX_INFLIGHT, 64);
+VALUE(GB_REDUCE_SUM, 0);
+VALUE(GB_REDUCE_AVG, 1);
+_Static_assert(_Generic((gb_comm_request)0, int64_t: 1, default: 0),
+               "gb_comm_request changed its type");
+FIELD(gb_comm_ops, struct_size, 0);
+ENTRY(gb_comm_ops, create, 8,
+      gb_status (*)(const gb_host *, const gb_value *, const gb_device_ctx *, void **));
+ENTRY(gb_comm_ops, destroy, 16, void (*)(void *));
+ENTRY(gb_comm_ops, rank, 24, int (*)(void *));
+ENTRY(gb_comm_ops, world, 32, int (*)(void *));
+ENTRY(gb_comm_ops, all_reduce_start, 40,
+      gb_status (*)(void *, void *, int64_t, gb_dtype, gb_reduce_op, gb_comm_request *));
+ENTRY(gb_comm_ops, all_reduce_wait, 48, gb_status (*)(void *, gb_comm_request));
+ENTRY(gb_comm_ops, broadcast, 56, gb_status (*)(void *, void *, size_t, int));
+ENTRY(gb_comm_ops, barrier, 64, gb_status (*)(void *));
+SIZE(gb_comm_ops, 72);
+#else
+#define FROZEN 0
+#endif
+
+int main(void)
+{
+    if (!FROZEN) {
+        printf("the frozen layout is stated for LP64 Linux only; skipped\n");
+        return 77;
+    }
+    if (strcmp(GB_PLUGIN_ENTRY_NAME, "gearbox_plugin_entry") != 0) {
+        printf("FAIL: GB_PLUGIN_ENTRY_NAME is \"%s\", ABI 1 says \"gearbox_plugin_entry\"\n",
+               GB_PLUGIN_ENTRY_NAME);
+        return 1;
+    }
+    printf("plugin ABI %d.%d: every struct, vtable entry and enum value is where 1.0 put it\n",
+           GB_ABI_MAJOR, GB_ABI_MINOR);
+    return 0;
+}

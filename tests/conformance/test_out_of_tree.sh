@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Plugins built out of tree against this build's headers (its uninstalled
+# gearbox-plugin.pc): `gearbox new-plugin` for every kind, which must build warning-free,
+# be listed by `gearbox plugins` and go through `gearbox test-plugin` without crashing;
+# new-plugin's refusals; and examples/plugins/lion, copied away from the source tree,
+# which must pass the kit and train.
+# usage: test_out_of_tree.sh GEARBOX FIXTURES_DIR SOURCE_ROOT UNINSTALLED_PC_DIR
+source "$(dirname "$0")/../cli/lib.sh" "$1" "$2" "$3"
+export PKG_CONFIG_PATH=$4
+
+# build DIR: meson setup and ninja, warnings as errors; 0 on success.
+build() {
+    meson setup "$1/build" "$1" -Dwerror=true > "$WORK/build.log" 2>&1 &&
+        ninja -C "$1/build" >> "$WORK/build.log" 2>&1
+}
+
+for kind in device attn optim precision comm; do
+    dir=$WORK/$kind
+    module=$kind-mine-cpu.so
+    [ "$kind" = device ] && module=device-mine.so
+    "$GEARBOX" new-plugin "$kind" mine "$dir" > "$WORK/new.log" 2>&1 ||
+        { fail "new-plugin $kind: $(cat "$WORK/new.log")"; continue; }
+    build "$dir" && [ -f "$dir/build/$module" ] && pass "new-plugin $kind builds $module" ||
+        { fail "new-plugin $kind does not build: $(tail -n 30 "$WORK/build.log")"; continue; }
+    "$GEARBOX" plugins --plugin-path "$dir/build" "$kind" > "$WORK/list" 2>&1
+    grep -qE "^$kind +mine +0.1.0 +cpu +$dir/build/$module$" "$WORK/list" &&
+        pass "gearbox plugins lists $kind/mine" || fail "plugins $kind: $(cat "$WORK/list")"
+    rc=0
+    "$GEARBOX" test-plugin "$dir/build/$module" > "$WORK/table" 2>&1 || rc=$?
+    # every entry is a stub: unsupported (or failing) checks and exit status 1, no crash
+    if [ "$rc" -eq 1 ] && grep -q "^load: descriptor, ABI, vtable  *PASS" "$WORK/table" &&
+        grep -qE "^[0-9]+ passed, [0-9]+ failed, [0-9]+ unsupported$" "$WORK/table" &&
+        ! grep -q "TODO" <(grep " PASS " "$WORK/table"); then
+        pass "test-plugin on the $kind stub: $(grep -c " UNSUPPORTED " "$WORK/table") unsupported, $(grep -c " FAIL " "$WORK/table") failing, exit status 1"
+    else
+        fail "test-plugin on the $kind stub (exit status $rc): $(cat "$WORK/table")"
+    fi
+done
+
+expect_error "new-plugin into a folder that is not empty" 1 "is not empty" -- \
+    "$GEARBOX" new-plugin attn other "$WORK/attn"
+expect_error "new-plugin with a bad name" 2 "lower_snake_case" -- \
+    "$GEARBOX" new-plugin attn My-Plugin "$WORK/bad"
+expect_error "new-plugin with an unknown kind" 2 "unknown kind 'optimizer'" -- \
+    "$GEARBOX" new-plugin optimizer mine "$WORK/bad"
+expect_error "new-plugin attn auto" 2 "'auto' is taken" -- \
+    "$GEARBOX" new-plugin attn auto "$WORK/bad"
+[ ! -e "$WORK/bad" ] && pass "refusals write nothing" || fail "a refused new-plugin wrote $WORK/bad"
+
+cp -r "$SRC/examples/plugins/lion" "$WORK/lion"
+rm -rf "$WORK/lion/build"
+if build "$WORK/lion"; then
+    pass "examples/plugins/lion builds out of tree"
+    rc=0
+    "$GEARBOX" test-plugin "$WORK/lion/build/optim-lion-cpu.so" > "$WORK/table" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] && grep -qE "^[0-9]+ passed, 0 failed" "$WORK/table" &&
+        pass "test-plugin on lion: $(tail -n 1 "$WORK/table")" ||
+        fail "test-plugin on lion (exit status $rc): $(cat "$WORK/table")"
+    make_data
+    write_config "$WORK/run.ini"
+    "$GEARBOX" train "$WORK/run.ini" --plugin-path "$WORK/lion/build" --set optim.plugin=lion \
+        --set run.out_dir="$WORK/out" > "$WORK/train.log" 2>&1 &&
+        grep -q '"step": 20, "loss": [0-9]' "$WORK/out/metrics.jsonl" &&
+        pass "trains 20 steps with [optim] plugin = lion" ||
+        fail "train with lion: $(tail -n 20 "$WORK/train.log")"
+else
+    fail "examples/plugins/lion does not build: $(tail -n 30 "$WORK/build.log")"
+fi
+finish

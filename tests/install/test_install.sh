@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Installs gearbox into a temporary prefix and checks what an installed gearbox offers:
+# the binary, the public headers, our plugins in libdir/gearbox/plugins, gearbox-plugin.pc
+# (headers and pluginsdir, no libraries), and a gearbox that finds its plugins with no
+# environment at all. Then examples/plugins/lion, copied out of the source tree, is built
+# against the prefix with pkg-config alone, passes `gearbox test-plugin`, trains 20 steps
+# as [optim] plugin = lion through --plugin-path, and once installed into pluginsdir is
+# found without it.
+# usage: test_install.sh SOURCE_ROOT
+source "$(dirname "$0")/../cli/lib.sh" "" "" "$1"
+PREFIX=$WORK/prefix
+unset GEARBOX_PLUGIN_PATH   # the installed gearbox must find its plugins by itself
+
+step() {
+    local what=$1
+    shift
+    "$@" > "$WORK/step.log" 2>&1 && return 0
+    fail "$what: $(tail -n 40 "$WORK/step.log")"
+    finish
+}
+
+step "configure into $PREFIX" meson setup "$WORK/build" "$SRC" --prefix="$PREFIX" -Dtests=false
+step "build" ninja -C "$WORK/build"
+step "install" meson install -C "$WORK/build"
+GEARBOX=$PREFIX/bin/gearbox
+
+[ -x "$GEARBOX" ] && pass "bin/gearbox" || fail "no $GEARBOX"
+for h in plugin tensor device attn optim precision comm; do
+    [ -f "$PREFIX/include/gearbox/$h.h" ] || fail "include/gearbox/$h.h not installed"
+done
+pass "the public headers in include/gearbox"
+
+pc_dir=$(dirname "$(find "$PREFIX" -name gearbox-plugin.pc | head -n 1)")
+export PKG_CONFIG_PATH=$pc_dir
+plugins_dir=$(pkg-config --variable=pluginsdir gearbox-plugin)
+[ -f "$pc_dir/gearbox-plugin.pc" ] && [ "${plugins_dir#"$PREFIX"/}" != "$plugins_dir" ] &&
+    [ -f "$plugins_dir/device-cpu.so" ] &&
+    pass "gearbox-plugin.pc: pluginsdir $plugins_dir holds the plugins" ||
+    fail "gearbox-plugin.pc in '$pc_dir', pluginsdir '$plugins_dir'"
+cflags=$(pkg-config --cflags gearbox-plugin)
+[[ "$cflags" == *"-I$PREFIX/include"* ]] && [ -z "$(pkg-config --libs gearbox-plugin)" ] &&
+    pass "gearbox-plugin.pc: $cflags, no libraries" || fail "gearbox-plugin.pc cflags '$cflags'"
+
+env -i PATH="$PATH" "$GEARBOX" plugins > "$WORK/plugins.txt" 2>&1 ||
+    fail "installed gearbox plugins: $(cat "$WORK/plugins.txt")"
+for row in "device +cpu" "attn +math" "optim +adamw" "precision +fp32" "comm +single"; do
+    grep -qE "^$row .* $plugins_dir/" "$WORK/plugins.txt" ||
+        fail "the installed gearbox, with no environment, does not find $row in $plugins_dir: $(cat "$WORK/plugins.txt")"
+done
+pass "the installed gearbox finds its plugins with no environment"
+
+cp -r "$SRC/examples/plugins/lion" "$WORK/lion"
+rm -rf "$WORK/lion/build"
+step "build examples/plugins/lion against the prefix" \
+    bash -c "meson setup '$WORK/lion/build' '$WORK/lion' && ninja -C '$WORK/lion/build'"
+pass "examples/plugins/lion builds out of tree with pkg-config alone"
+
+rc=0
+"$GEARBOX" test-plugin "$WORK/lion/build/optim-lion-cpu.so" > "$WORK/table" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] && grep -qE "^[0-9]+ passed, 0 failed" "$WORK/table" &&
+    pass "installed gearbox test-plugin on lion: $(tail -n 1 "$WORK/table")" ||
+    fail "test-plugin on lion (exit status $rc): $(cat "$WORK/table")"
+
+make_data
+write_config "$WORK/run.ini"
+sed -i 's/^plugin = adamw$/plugin = lion/' "$WORK/run.ini"
+"$GEARBOX" train "$WORK/run.ini" --plugin-path "$WORK/lion/build" \
+    --set run.out_dir="$WORK/out" > "$WORK/train.log" 2>&1 &&
+    grep -q "optim lion" "$WORK/train.log" &&
+    grep -q '"step": 20, "loss": [0-9]' "$WORK/out/metrics.jsonl" &&
+    pass "the installed gearbox trains 20 steps with [optim] plugin = lion" ||
+    fail "train with lion: $(tail -n 20 "$WORK/train.log")"
+
+step "install lion" meson install -C "$WORK/lion/build"
+"$GEARBOX" plugins optim 2>&1 | grep -qE "^optim +lion .* $plugins_dir/optim-lion-cpu.so$" &&
+    pass "installed into pluginsdir, lion is found without --plugin-path" ||
+    fail "lion not found after meson install: $("$GEARBOX" plugins optim 2>&1)"
+finish

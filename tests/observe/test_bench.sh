@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `gearbox bench matmul` and `gearbox bench step` on a tiny model: they run, print every
+# row and the machine's limits beside the figures, and refuse bad arguments.
+source "$(dirname "$0")/../cli/lib.sh"
+make_data
+# One thread: OpenMP threads that spin-wait slow to a crawl when the machine is busy
+# with other work, and these checks are not about speed.
+"$GEARBOX" bench matmul 32,16,4 --repeats 2 --threads 1 > "$WORK/matmul.txt" 2>&1 ||
+    fail "bench matmul: $(cat "$WORK/matmul.txt")"
+rows=$(grep -cE '^  (attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj|lm_head) (forward|d input|d weight) +[0-9]+ +[0-9]+ +[0-9]+ .* [0-9.]+ +[0-9.]+ +[0-9]+%$' "$WORK/matmul.txt")
+[ "$rows" -eq 15 ] && grep -q "^  all of the above " "$WORK/matmul.txt" &&
+    grep -qE "^peak: [0-9.]+ GFLOP/s \(measured" "$WORK/matmul.txt" &&
+    pass "bench matmul: 15 shapes, the total and the measured peak" ||
+    fail "bench matmul output ($rows rows): $(cat "$WORK/matmul.txt")"
+grep -q "^  mlp.c_fc forward  *64  *128  *32  B^T" "$WORK/matmul.txt" &&
+    pass "bench matmul: forward of mlp.c_fc is (64 x 128 x 32) for C 32, T 16, B 4" ||
+    fail "mlp.c_fc shape: $(grep mlp.c_fc "$WORK/matmul.txt")"
+expect_error "bench matmul bad model" 2 "expected S, M or C,T,B" -- "$GEARBOX" bench matmul X
+
+write_config "$WORK/run.ini"
+"$GEARBOX" bench step "$WORK/run.ini" --steps 3 --warmup 1 --set run.threads=1 \
+    > "$WORK/step.txt" 2>&1 ||
+    fail "bench step: $(cat "$WORK/step.txt")"
+grep -qE "^step: median [0-9.]+ ms \(min [0-9.]+, max [0-9.]+ over 3 steps\) \| 64 tokens per step \| [0-9]+ tok/s$" "$WORK/step.txt" &&
+    grep -qE "^model FLOPs: [0-9.e+-]+ GFLOP per step .* \| MFU [0-9.]+%$" "$WORK/step.txt" &&
+    grep -qE "^limits: f32 peak [0-9.]+ GFLOP/s .* \| triad [0-9.]+ GB/s" "$WORK/step.txt" &&
+    pass "bench step: median ms, tok/s, MFU and the limits" ||
+    fail "bench step output: $(cat "$WORK/step.txt")"
+[ ! -e "$WORK/out" ] && pass "bench step writes nothing" || fail "bench step wrote $WORK/out"
+expect_error "bench step --steps 0" 2 "--steps 0: expected an integer" -- \
+    "$GEARBOX" bench step "$WORK/run.ini" --steps 0
+"$GEARBOX" bench --help | grep -q "^  matmul " && "$GEARBOX" bench --help | grep -q "^  step " &&
+    pass "bench --help lists matmul and step" || fail "bench --help"
+finish

@@ -1,0 +1,58 @@
+/* What the optimizer tests share: creating an optimizer with chosen hyperparameters,
+ * step arguments, reproducible random numbers, bit-exact comparison, and the exact
+ * reference for f32 -> bf16 / f16 conversion.
+ *
+ * The reference conversion does not reuse the plugin's bit tricks: it decodes every
+ * non-negative bf16 or f16 pattern to a double (the pattern of infinity standing for the
+ * power of two just past the largest finite value) and picks the nearest one by binary
+ * search, an exact tie going to the even pattern. Everything is exact in double, so a
+ * disagreement is the plugin's error. Single-threaded test code.
+ */
+#ifndef GEARBOX_TESTS_OPTIM_TEST_H
+#define GEARBOX_TESTS_OPTIM_TEST_H
+
+#include <stdint.h>
+
+#include "gearbox/optim.h"
+
+typedef struct test_optim {
+    const gb_optim_ops *ops;
+    void *self;
+} test_optim;
+
+/* Creates the optimizer of `desc` on `host` with the given keys; prints why and returns 0
+ * on failure. */
+int test_optim_create(const gb_plugin_desc *desc, const gb_host *host, double beta1,
+                      double beta2, double eps, double weight_decay, test_optim *opt);
+
+/* Step arguments without clipping, loss scale or low-precision copy. */
+gb_optim_step_args test_step_args(float *params, const float *grads, void *state, int64_t n,
+                                  const gb_param_group *groups, int64_t n_groups,
+                                  int64_t step, float lr);
+
+/* xorshift64*: uniform in [0, 1) and a rough standard normal (sum of four uniforms). */
+double test_uniform(uint64_t *state);
+float test_normal(uint64_t *state);
+
+/* Prints "what: max abs diff X, N of n elements differ in bits" and returns 1 when any
+ * element's bits differ (two NaNs count as equal). */
+int test_compare_bits(const char *what, const float *got, const float *want, int64_t n);
+
+/* The exactly rounded (nearest, ties to even, overflow to infinity) bf16 or f16 pattern
+ * of a non-NaN x. */
+uint16_t test_ref_lowp(gb_dtype dtype, float x);
+
+/* Checks a converted pattern against the reference: for a NaN input, a quiet NaN of the
+ * same sign; otherwise the reference pattern. Prints the first mismatches (up to 8) and
+ * returns the number of bad elements. */
+int64_t test_check_lowp(const char *what, gb_dtype dtype, const float *x, const uint16_t *got,
+                        int64_t n);
+
+/* Fills x with the hard cases for `dtype`: zeros, every pattern's exact value, the exact
+ * midpoints between neighbours (ties) and one f32 ulp on either side of them, f32
+ * subnormals, the largest finite values and the overflow threshold, infinities and NaNs
+ * with payloads, all with both signs. Returns how many it wrote when cap is large enough
+ * (test_hard_cases(dtype, NULL, 0) gives the count). */
+int64_t test_hard_cases(gb_dtype dtype, float *x, int64_t cap);
+
+#endif
