@@ -18,6 +18,7 @@
 
 #include "autobatch.h"
 #include "checkpoint.h"
+#include "fsutil.h"
 #include "clock.h"
 #include "data.h"
 #include "machine.h"
@@ -49,21 +50,6 @@ static void on_interrupt(int sig)
 {
     (void)sig;
     interrupted = 1;
-}
-
-static int make_dirs(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return (mkdir(buf, 0777) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
 static char *effective_config(const gb_config *cfg)
@@ -386,7 +372,7 @@ static int run_loop(gb_trainer *t)
 /* metrics.jsonl (appended to on resume) and manifest.json in out_dir. */
 static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t start)
 {
-    if (make_dirs(t->s->out_dir)) {
+    if (gb_make_dirs(t->s->out_dir)) {
         fprintf(stderr, "gearbox: error: [run] out_dir = %s: cannot create it: %s\n",
                 t->s->out_dir, strerror(errno));
         return -1;

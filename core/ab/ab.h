@@ -65,7 +65,5 @@ int gb_ab_report(const gb_ab_plan *plan, FILE *out);
 /* The whole of a text file, NUL-terminated and malloc'ed; NULL when it cannot be read. */
 char *gb_ab_read_text(const char *path);
 
-/* mkdir -p. 0, or -1 with errno set. */
-int gb_ab_make_dirs(const char *path);
 
 #endif

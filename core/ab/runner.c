@@ -1,5 +1,6 @@
 /* Running the variants of `gearbox ab` as child processes; see ab.h. */
 #include "ab.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -50,24 +51,6 @@ char *gb_ab_read_text(const char *path)
         return NULL;
     }
     return text;
-}
-
-int gb_ab_make_dirs(const char *path)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return (mkdir(buf, 0777) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
 /* The last `lines` lines of a file (whole when shorter); malloc'ed, NULL when unreadable. */
@@ -229,7 +212,7 @@ static void check_variant(const gb_ab_plan *p, gb_ab_variant *v)
     run_dir(p, v, 0, rdir, sizeof rdir);
     snprintf(out_path, sizeof out_path, "%s/config.ini", dir);
     snprintf(err_path, sizeof err_path, "%s/check.log", dir);
-    if (gb_ab_make_dirs(dir) != 0) {
+    if (gb_make_dirs(dir) != 0) {
         snprintf(what, sizeof what, "cannot create the folder: %s", strerror(errno));
         mark_failed(v, 1, what, err_path);
         return;
@@ -267,7 +250,7 @@ static void train_run(const gb_ab_plan *p, gb_ab_variant *v, int repeat)
     snprintf(out_path, sizeof out_path, "%s/train.log", dir);
     snprintf(err_path, sizeof err_path, "%s/stderr.log", dir);
     snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
-    if (gb_ab_make_dirs(dir) != 0) {
+    if (gb_make_dirs(dir) != 0) {
         snprintf(what, sizeof what, "cannot create %s: %s", dir, strerror(errno));
         mark_failed(v, 1, what, err_path);
         return;

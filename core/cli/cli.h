@@ -30,6 +30,10 @@ typedef struct gb_cli_run {
 int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
                      gb_cli_run *run);
 
+/* Value of "--flag VALUE" or "--flag=VALUE" at argv[*i], advancing *i; NULL if argv[*i]
+ * is not that flag. *missing is set when the flag has no value. */
+const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, int *missing);
+
 /* 1 when argv holds -h or --help (then `usage` has been printed). */
 int gb_cli_wants_help(int argc, char **argv, const char *usage);
 

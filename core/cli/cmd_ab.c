@@ -11,6 +11,7 @@
 
 #include "ab/ab.h"
 #include "cli.h"
+#include "fsutil.h"
 
 static const char usage[] =
     "usage: gearbox ab CONFIG --variant NAME:[section.key=value[,...]] --variant ... [OPTIONS]\n"
@@ -53,22 +54,6 @@ typedef struct ab_args {
 
 /* ---- arguments ----------------------------------------------------------------------- */
 
-/* The value of "--flag VALUE" or "--flag=VALUE" at argv[*i] (advancing *i), or NULL when
- * argv[*i] is another flag; *missing is set when the flag has no value. */
-static const char *option_value(int argc, char **argv, int *i, const char *flag, int *missing)
-{
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n) != 0 || (argv[*i][n] != '=' && argv[*i][n] != '\0'))
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 static int parse_count(const char *text, int64_t min, int64_t *out)
 {
     char *end;
@@ -104,29 +89,29 @@ static int parse_option(int argc, char **argv, int *i, ab_args *a)
 {
     int missing = 0;
     const char *v;
-    if ((v = option_value(argc, argv, i, "--variant", &missing)))
+    if ((v = gb_cli_flag_value(argc, argv, i, "--variant", &missing)))
         return add_item(a->specs, &a->n_specs, v, "--variant flags");
-    if ((v = option_value(argc, argv, i, "--set", &missing))) {
+    if ((v = gb_cli_flag_value(argc, argv, i, "--set", &missing))) {
         if (a->n_sets == 256)
             return gb_cli_usage_error("ab", "too many --set flags");
         a->sets[a->n_sets++] = v;
-    } else if ((v = option_value(argc, argv, i, "--baseline", &missing))) {
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--baseline", &missing))) {
         a->baseline = v;
-    } else if ((v = option_value(argc, argv, i, "--out", &missing))) {
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--out", &missing))) {
         a->out = v;
-    } else if ((v = option_value(argc, argv, i, "--plugin-path", &missing))) {
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--plugin-path", &missing))) {
         a->plugin_path = v;
-    } else if ((v = option_value(argc, argv, i, "--steps", &missing))) {
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--steps", &missing))) {
         if (parse_count(v, 1, &a->steps))
             return gb_cli_usage_error("ab", "--steps %s: expected a whole number, 1 or more", v);
-    } else if ((v = option_value(argc, argv, i, "--warmup", &missing))) {
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--warmup", &missing))) {
         if (parse_count(v, 0, &a->warmup))
             return gb_cli_usage_error("ab", "--warmup %s: expected a whole number, 0 or more", v);
-    } else if ((v = option_value(argc, argv, i, "--repeats", &missing))) {
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--repeats", &missing))) {
         if (parse_count(v, 1, &a->repeats) || a->repeats > 1000)
             return gb_cli_usage_error("ab", "--repeats %s: expected a whole number from 1 to "
                                       "1000", v);
-    } else if ((v = option_value(argc, argv, i, "--tolerance", &missing))) {
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--tolerance", &missing))) {
         if (parse_tolerance(v, &a->tolerance))
             return gb_cli_usage_error("ab", "--tolerance %s: expected a number, 0 or more", v);
     } else if (missing) {
@@ -323,7 +308,7 @@ static char *prepare_out_dir(const char *requested)
         strftime(fallback, sizeof fallback, "out/ab-%Y%m%d-%H%M%S", localtime(&now));
         requested = fallback;
     }
-    if (gb_ab_make_dirs(requested) != 0) {
+    if (gb_make_dirs(requested) != 0) {
         fprintf(stderr, "gearbox ab: cannot create %s: %s\n", requested, strerror(errno));
         return NULL;
     }

@@ -27,9 +27,7 @@ int gb_cli_wants_help(int argc, char **argv, const char *usage)
     return 0;
 }
 
-/* Value of "--flag VALUE" or "--flag=VALUE" at argv[*i], advancing *i; NULL if argv[*i]
- * is not that flag. *missing is set when the flag has no value. */
-static const char *flag_value(int argc, char **argv, int *i, const char *flag, int *missing)
+const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, int *missing)
 {
     size_t n = strlen(flag);
     if (strncmp(argv[*i], flag, n) != 0)
@@ -57,13 +55,13 @@ int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
     for (int i = 1; i < argc; i++) {
         int missing = 0;
         const char *v;
-        if ((v = flag_value(argc, argv, &i, "--set", &missing))) {
+        if ((v = gb_cli_flag_value(argc, argv, &i, "--set", &missing))) {
             if (n_sets == 256)
                 return gb_cli_usage_error(verb, "too many --set flags");
             sets[n_sets++] = v;
-        } else if ((v = flag_value(argc, argv, &i, "--plugin-path", &missing))) {
+        } else if ((v = gb_cli_flag_value(argc, argv, &i, "--plugin-path", &missing))) {
             run->plugin_path = v;
-        } else if (allow_resume && (v = flag_value(argc, argv, &i, "--resume", &missing))) {
+        } else if (allow_resume && (v = gb_cli_flag_value(argc, argv, &i, "--resume", &missing))) {
             run->resume = v;
         } else if (missing) {
             return gb_cli_usage_error(verb, "%s needs a value", argv[i]);
