@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "gearbox/optim.h"
+#include "step_args.h"
 
 typedef struct adamw {
     const gb_host *host;
@@ -94,76 +95,6 @@ static size_t adamw_state_bytes(void *self, int64_t n)
     return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
 }
 
-/* Groups must cover [0, n) exactly once: each inside the range, counts adding up to n,
- * and no two overlapping. Groups are few (one per tensor at most), so the pairwise
- * check costs nothing next to the passes over n elements. */
-static int groups_cover(const adamw *a, const gb_param_group *groups, int64_t n_groups,
-                        int64_t n)
-{
-    int64_t total = 0;
-    for (int64_t i = 0; i < n_groups; i++) {
-        const gb_param_group *g = &groups[i];
-        if (g->offset < 0 || g->count < 0 || g->offset > n || g->count > n - g->offset) {
-            a->host->set_error(a->host, "group %lld [%lld, +%lld) lies outside [0, %lld)",
-                               (long long)i, (long long)g->offset, (long long)g->count,
-                               (long long)n);
-            return 0;
-        }
-        total += g->count;
-    }
-    for (int64_t i = 0; i < n_groups; i++)
-        for (int64_t j = i + 1; j < n_groups; j++) {
-            const gb_param_group *x = &groups[i], *y = &groups[j];
-            if (x->offset < y->offset + y->count && y->offset < x->offset + x->count) {
-                a->host->set_error(a->host, "groups %lld and %lld overlap", (long long)i,
-                                   (long long)j);
-                return 0;
-            }
-        }
-    if (total != n) {
-        a->host->set_error(a->host, "groups cover %lld of the %lld parameters",
-                           (long long)total, (long long)n);
-        return 0;
-    }
-    return 1;
-}
-
-static int step_args_valid(const adamw *a, const gb_optim_step_args *args)
-{
-    const gb_host *host = a->host;
-    if (!args || args->struct_size < sizeof *args) {
-        host->set_error(host, "step arguments missing or too small for ABI %d.%d",
-                        GB_ABI_MAJOR, GB_ABI_MINOR);
-        return 0;
-    }
-    if (args->n < 0 || args->n_groups < 0) {
-        host->set_error(host, "negative size (n %lld, n_groups %lld)", (long long)args->n,
-                        (long long)args->n_groups);
-        return 0;
-    }
-    if ((args->n > 0 && (!args->params || !args->grads || !args->state)) ||
-        (args->n_groups > 0 && !args->groups)) {
-        host->set_error(host, "params, grads, state and groups must not be NULL");
-        return 0;
-    }
-    if (args->step < 1) {
-        host->set_error(host, "step %lld: steps count from 1", (long long)args->step);
-        return 0;
-    }
-    return groups_cover(a, args->groups, args->n_groups, args->n);
-}
-
-/* The factor that removes the loss scale and applies global-norm clipping (optim.h). */
-static float grad_scale(const gb_optim_step_args *args)
-{
-    double inv_loss_scale = args->inv_loss_scale;
-    if (!args->grad_norm_sq || !(args->max_norm > 0))
-        return (float)inv_loss_scale;
-    double norm = sqrt((double)*args->grad_norm_sq) * inv_loss_scale;
-    double clip = args->max_norm / (norm + 1e-6);
-    return (float)(inv_loss_scale * (clip < 1.0 ? clip : 1.0));
-}
-
 /* p *= factor; p (n) */
 static void decay_weights(float *p, int64_t n, float factor, int threads)
 {
@@ -210,7 +141,7 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
     const adamw *a = self;
     if (!a)
         return GB_ERR_INVALID_ARG;
-    if (!step_args_valid(a, args))
+    if (!optim_step_args_valid(a->host, args))
         return GB_ERR_INVALID_ARG;
     if (args->params_lowp) {
         a->host->set_error(a->host, "adamw keeps no low-precision parameter copy; use "
@@ -220,7 +151,7 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
 
     float *m = args->state;
     float *v = m + args->n;
-    float g_scale = grad_scale(args);
+    float g_scale = optim_grad_scale(args);
     double step = (double)args->step;
     double bc1 = 1.0 - pow(a->beta1, step);
     double bc2 = 1.0 - pow(a->beta2, step);

@@ -1,0 +1,82 @@
+/* What every optimizer plugin of this tree checks and computes the same way: validation of
+ * gb_optim_step_args (sizes, pointers, step number, groups covering [0, n) exactly once)
+ * and the factor that removes the loss scale and clips the global norm (optim.h).
+ * Header-only, so each plugin still links nothing but itself. Failures are explained
+ * through host->set_error(). */
+#ifndef GB_PLUGINS_OPTIM_STEP_ARGS_H
+#define GB_PLUGINS_OPTIM_STEP_ARGS_H
+
+#include <math.h>
+
+#include "gearbox/optim.h"
+
+/* Groups must cover [0, n) exactly once: each inside the range, counts adding up to n,
+ * and no two overlapping. Groups are few (one per tensor at most), so the pairwise
+ * check costs nothing next to the passes over n elements. */
+static inline int optim_groups_cover(const gb_host *host, const gb_param_group *groups,
+                                     int64_t n_groups, int64_t n)
+{
+    int64_t total = 0;
+    for (int64_t i = 0; i < n_groups; i++) {
+        const gb_param_group *g = &groups[i];
+        if (g->offset < 0 || g->count < 0 || g->offset > n || g->count > n - g->offset) {
+            host->set_error(host, "group %lld [%lld, +%lld) lies outside [0, %lld)",
+                               (long long)i, (long long)g->offset, (long long)g->count,
+                               (long long)n);
+            return 0;
+        }
+        total += g->count;
+    }
+    for (int64_t i = 0; i < n_groups; i++)
+        for (int64_t j = i + 1; j < n_groups; j++) {
+            const gb_param_group *x = &groups[i], *y = &groups[j];
+            if (x->offset < y->offset + y->count && y->offset < x->offset + x->count) {
+                host->set_error(host, "groups %lld and %lld overlap", (long long)i,
+                                   (long long)j);
+                return 0;
+            }
+        }
+    if (total != n) {
+        host->set_error(host, "groups cover %lld of the %lld parameters",
+                           (long long)total, (long long)n);
+        return 0;
+    }
+    return 1;
+}
+
+static inline int optim_step_args_valid(const gb_host *host, const gb_optim_step_args *args)
+{
+    if (!args || args->struct_size < sizeof *args) {
+        host->set_error(host, "step arguments missing or too small for ABI %d.%d",
+                        GB_ABI_MAJOR, GB_ABI_MINOR);
+        return 0;
+    }
+    if (args->n < 0 || args->n_groups < 0) {
+        host->set_error(host, "negative size (n %lld, n_groups %lld)", (long long)args->n,
+                        (long long)args->n_groups);
+        return 0;
+    }
+    if ((args->n > 0 && (!args->params || !args->grads || !args->state)) ||
+        (args->n_groups > 0 && !args->groups)) {
+        host->set_error(host, "params, grads, state and groups must not be NULL");
+        return 0;
+    }
+    if (args->step < 1) {
+        host->set_error(host, "step %lld: steps count from 1", (long long)args->step);
+        return 0;
+    }
+    return optim_groups_cover(host, args->groups, args->n_groups, args->n);
+}
+
+/* The factor that removes the loss scale and applies global-norm clipping (optim.h). */
+static inline float optim_grad_scale(const gb_optim_step_args *args)
+{
+    double inv_loss_scale = args->inv_loss_scale;
+    if (!args->grad_norm_sq || !(args->max_norm > 0))
+        return (float)inv_loss_scale;
+    double norm = sqrt((double)*args->grad_norm_sq) * inv_loss_scale;
+    double clip = args->max_norm / (norm + 1e-6);
+    return (float)(inv_loss_scale * (clip < 1.0 ? clip : 1.0));
+}
+
+#endif
