@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli.h"
 #include "runtime.h"
 
@@ -54,7 +55,7 @@ static const char usage[] =
 typedef struct bench_args {
     long T[MAX_ITEMS];
     int n_T;
-    char plugins[MAX_ITEMS][64];
+    char plugins[MAX_ITEMS][GB_BENCH_NAME_CAP];
     int n_plugins;
     long heads, head_dim, batch, repeats, threads;
     double max_seconds;
@@ -92,18 +93,6 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int ascending(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, ascending);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* "3.2 GiB", "512 KiB", "96 B". */
 static const char *bytes_text(double bytes, char *buf, size_t cap)
 {
@@ -116,18 +105,6 @@ static const char *bytes_text(double bytes, char *buf, size_t cap)
 }
 
 /* ---- arguments ----------------------------------------------------------------------- */
-
-static int parse_long(const char *flag, const char *text, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return gb_cli_usage_error("bench attn", "%s %s: expected an integer in [%ld, %ld]",
-                                  flag, text, lo, hi);
-    *out = v;
-    return 0;
-}
 
 static int parse_lengths(const char *text, bench_args *a)
 {
@@ -147,21 +124,6 @@ static int parse_lengths(const char *text, bench_args *a)
     return a->n_T ? 0 : gb_cli_usage_error("bench attn", "--T is empty");
 }
 
-static int parse_plugins(const char *text, bench_args *a)
-{
-    a->n_plugins = 0;
-    for (const char *p = text; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == 0 || len >= sizeof a->plugins[0] || a->n_plugins == MAX_ITEMS)
-            return gb_cli_usage_error("bench attn", "--plugins %s: expected up to %d "
-                                      "comma-separated plugin names", text, MAX_ITEMS);
-        memcpy(a->plugins[a->n_plugins], p, len);
-        a->plugins[a->n_plugins++][len] = '\0';
-        p += len + (p[len] == ',');
-    }
-    return a->n_plugins ? 0 : gb_cli_usage_error("bench attn", "--plugins is empty");
-}
-
 static int parse_seconds(const char *text, double *out)
 {
     char *end;
@@ -178,7 +140,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
 {
     *a = (bench_args){.heads = 12, .head_dim = 64, .batch = 1, .repeats = 5, .threads = 0,
                       .max_seconds = 60};
-    if (parse_lengths("256,1024,4096,8192", a) || parse_plugins("math,mem_efficient,flash", a))
+    if (parse_lengths("256,1024,4096,8192", a) ||
+        gb_bench_parse_names("bench attn", "--plugins", "math,mem_efficient,flash", a->plugins,
+                             MAX_ITEMS, &a->n_plugins))
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
@@ -190,17 +154,18 @@ static int parse_args(int argc, char **argv, bench_args *a)
         if (strcmp(flag, "--T") == 0)
             rc = parse_lengths(val, a);
         else if (strcmp(flag, "--heads") == 0)
-            rc = parse_long(flag, val, 1, 1024, &a->heads);
+            rc = gb_bench_parse_long("bench attn", flag, val, 1, 1024, &a->heads);
         else if (strcmp(flag, "--head-dim") == 0)
-            rc = parse_long(flag, val, 1, 4096, &a->head_dim);
+            rc = gb_bench_parse_long("bench attn", flag, val, 1, 4096, &a->head_dim);
         else if (strcmp(flag, "--batch") == 0)
-            rc = parse_long(flag, val, 1, 4096, &a->batch);
+            rc = gb_bench_parse_long("bench attn", flag, val, 1, 4096, &a->batch);
         else if (strcmp(flag, "--repeats") == 0)
-            rc = parse_long(flag, val, 1, 1000, &a->repeats);
+            rc = gb_bench_parse_long("bench attn", flag, val, 1, 1000, &a->repeats);
         else if (strcmp(flag, "--plugins") == 0)
-            rc = parse_plugins(val, a);
+            rc = gb_bench_parse_names("bench attn", "--plugins", val, a->plugins, MAX_ITEMS,
+                                      &a->n_plugins);
         else if (strcmp(flag, "--threads") == 0)
-            rc = parse_long(flag, val, 0, 1024, &a->threads);
+            rc = gb_bench_parse_long("bench attn", flag, val, 0, 1024, &a->threads);
         else if (strcmp(flag, "--max-seconds") == 0)
             rc = parse_seconds(val, &a->max_seconds);
         else if (strcmp(flag, "--plugin-path") == 0)
@@ -344,9 +309,9 @@ static int time_cell(bench_plugin *bp, const gb_attn_problem *p, bench_buffers *
     if (n == 0)
         total[n++] = last;
     c->runs = n;
-    c->total_ms = 1e3 * median(total, n);
-    c->fwd_ms = 1e3 * median(fwd, n);
-    c->bwd_ms = 1e3 * median(bwd, n);
+    c->total_ms = 1e3 * gb_bench_median(total, n);
+    c->fwd_ms = 1e3 * gb_bench_median(fwd, n);
+    c->bwd_ms = 1e3 * gb_bench_median(bwd, n);
     bp->last_run_s = last;
     bp->last_T = p->seq_len;
     return 0;

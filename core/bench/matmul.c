@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli.h"
 #include "machine.h"
 #include "runtime.h"
@@ -51,18 +52,6 @@ typedef struct bench_args {
 
 /* ---- arguments ----------------------------------------------------------------------- */
 
-static int parse_long(const char *flag, const char *text, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return gb_cli_usage_error("bench matmul", "%s %s: expected an integer in [%ld, %ld]",
-                                  flag, text, lo, hi);
-    *out = v;
-    return 0;
-}
-
 static int parse_model(const char *text, bench_args *a)
 {
     model_shape m = {{0}, 0, 0, 0};
@@ -93,11 +82,11 @@ static int parse_args(int argc, char **argv, bench_args *a)
         else if (i + 1 >= argc)
             rc = gb_cli_usage_error("bench matmul", "%s: unknown option or missing value", arg);
         else if (strcmp(arg, "--vocab") == 0)
-            rc = parse_long(arg, argv[++i], 1, 1 << 20, &a->vocab);
+            rc = gb_bench_parse_long("bench matmul", arg, argv[++i], 1, 1 << 20, &a->vocab);
         else if (strcmp(arg, "--repeats") == 0)
-            rc = parse_long(arg, argv[++i], 1, 10000, &a->repeats);
+            rc = gb_bench_parse_long("bench matmul", arg, argv[++i], 1, 10000, &a->repeats);
         else if (strcmp(arg, "--threads") == 0)
-            rc = parse_long(arg, argv[++i], 0, 1024, &a->threads);
+            rc = gb_bench_parse_long("bench matmul", arg, argv[++i], 0, 1024, &a->threads);
         else if (strcmp(arg, "--plugin-path") == 0)
             rc = (a->plugin_path = argv[++i], 0);
         else

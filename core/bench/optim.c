@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli.h"
 #include "clock.h"
 #include "machine.h"
@@ -60,7 +61,7 @@ static const char usage[] =
 typedef struct bench_args {
     int64_t params[MAX_ITEMS];
     int n_params;
-    char plugins[MAX_ITEMS][64];
+    char plugins[MAX_ITEMS][GB_BENCH_NAME_CAP];
     int n_plugins;
     long repeats, threads;
     const char *plugin_path;
@@ -82,18 +83,6 @@ typedef struct bench_buffers {
 typedef struct timing {
     double norm_ms, step_ms, total_ms;   /* medians */
 } timing;
-
-static int ascending(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, long n)
-{
-    qsort(v, (size_t)n, sizeof *v, ascending);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- arguments ----------------------------------------------------------------------- */
 
@@ -126,37 +115,12 @@ static int parse_params(const char *text, bench_args *a)
     return a->n_params ? 0 : gb_cli_usage_error("bench optim", "--params is empty");
 }
 
-static int parse_plugins(const char *text, bench_args *a)
-{
-    a->n_plugins = 0;
-    for (const char *p = text; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == 0 || len >= sizeof a->plugins[0] || a->n_plugins == MAX_ITEMS)
-            return gb_cli_usage_error("bench optim", "--plugins %s: expected up to %d "
-                                      "comma-separated plugin names", text, MAX_ITEMS);
-        memcpy(a->plugins[a->n_plugins], p, len);
-        a->plugins[a->n_plugins++][len] = '\0';
-        p += len + (p[len] == ',');
-    }
-    return a->n_plugins ? 0 : gb_cli_usage_error("bench optim", "--plugins is empty");
-}
-
-static int parse_long(const char *flag, const char *text, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return gb_cli_usage_error("bench optim", "%s %s: expected an integer in [%ld, %ld]",
-                                  flag, text, lo, hi);
-    *out = v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     *a = (bench_args){.repeats = 10, .threads = 0};
-    if (parse_params("10M,100M", a) || parse_plugins("adamw,adamw_fused", a))
+    if (parse_params("10M,100M", a) ||
+        gb_bench_parse_names("bench optim", "--plugins", "adamw,adamw_fused", a->plugins,
+                             MAX_ITEMS, &a->n_plugins))
         return 2;
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
@@ -168,11 +132,12 @@ static int parse_args(int argc, char **argv, bench_args *a)
         if (strcmp(flag, "--params") == 0)
             rc = parse_params(val, a);
         else if (strcmp(flag, "--plugins") == 0)
-            rc = parse_plugins(val, a);
+            rc = gb_bench_parse_names("bench optim", "--plugins", val, a->plugins, MAX_ITEMS,
+                                      &a->n_plugins);
         else if (strcmp(flag, "--repeats") == 0)
-            rc = parse_long(flag, val, 1, 100000, &a->repeats);
+            rc = gb_bench_parse_long("bench optim", flag, val, 1, 100000, &a->repeats);
         else if (strcmp(flag, "--threads") == 0)
-            rc = parse_long(flag, val, 0, 1024, &a->threads);
+            rc = gb_bench_parse_long("bench optim", flag, val, 0, 1024, &a->threads);
         else if (strcmp(flag, "--plugin-path") == 0)
             a->plugin_path = val;
         else
@@ -329,8 +294,8 @@ static int time_updates(bench_plugin *p, const bench_buffers *b, long repeats, t
         norm[r] = t1 - t0, step[r] = t2 - t1, total[r] = t2 - t0;
     }
     /* index 0 is the warm-up */
-    *t = (timing){median(norm + 1, repeats), median(step + 1, repeats),
-                  median(total + 1, repeats)};
+    *t = (timing){gb_bench_median(norm + 1, repeats), gb_bench_median(step + 1, repeats),
+                  gb_bench_median(total + 1, repeats)};
     free(norm);
     return 0;
 }
