@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "rng.h"
 
 typedef struct layer_params {
@@ -60,6 +61,10 @@ struct gb_model {
     float *dres, *dC, *d3C, *d4C;   /* backward scratch: (N, C), (N, C), (N, 3C), (N, 4C) */
     void *attn_workspace;
     size_t attn_saved_bytes, attn_workspace_bytes;
+
+    gb_profile *profile;            /* kernel times by phase, or NULL */
+    gb_grads_ready_fn grads_ready;  /* told as backward finishes gradients; may be NULL */
+    void *grads_ready_ctx;
 
     int64_t last_B, last_T;         /* shape of the last forward */
     int last_has_targets;
@@ -397,6 +402,39 @@ gb_memory_plan gb_model_memory(const gb_model *m)
     return m->plan;
 }
 
+/* ---- profiling ----------------------------------------------------------------------- */
+
+void gb_model_set_profile(gb_model *m, gb_profile *profile)
+{
+    m->profile = profile;
+}
+
+/* The start of a timed call: queued work is finished first so it is not counted. */
+static double phase_begin(gb_model *m)
+{
+    if (!m->profile)
+        return 0.0;
+    m->rt->dev->sync(m->dev);
+    return gb_now_ms();
+}
+
+static void phase_end(gb_model *m, gb_phase phase, double start)
+{
+    if (!m->profile)
+        return;
+    m->rt->dev->sync(m->dev);
+    m->profile->ms[phase] += gb_now_ms() - start;
+    m->profile->calls[phase]++;
+}
+
+/* Runs one plugin call as part of `phase`; a failure ends the function with -1. */
+#define TIMED_CALL(m, phase, inst, what, call)      \
+    do {                                            \
+        double start_ = phase_begin(m);             \
+        GB_CALL((inst), (what), (call));            \
+        phase_end((m), (phase), start_);            \
+    } while (0)
+
 /* ---- host <-> device ----------------------------------------------------------------- */
 
 static int copy_to_device(gb_model *m, void *dst, const void *src, size_t bytes)
@@ -486,7 +524,8 @@ static int linear_forward(gb_model *m, float *out, const float *in, const float 
         .c = out, .ldc = OC, .dtype_c = GB_F32,
         .alpha = 1.0f, .beta = 0.0f, .bias = bias,
     };
-    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "matmul", m->rt->dev->matmul(m->dev, &a));
+    TIMED_CALL(m, GB_PHASE_FWD_MATMUL, &m->rt->inst[GB_KIND_DEVICE], "matmul",
+               m->rt->dev->matmul(m->dev, &a));
     return 0;
 }
 
@@ -509,11 +548,11 @@ static int linear_backward(gb_model *m, float *dinp, float *dW, float *dbias, co
         .c = dW, .ldc = IC, .dtype_c = GB_F32,
         .alpha = 1.0f, .beta = 1.0f,
     };
-    GB_CALL(dev, "matmul", m->rt->dev->matmul(m->dev, &dx));
-    GB_CALL(dev, "matmul", m->rt->dev->matmul(m->dev, &dw));
+    TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DX, dev, "matmul", m->rt->dev->matmul(m->dev, &dx));
+    TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DW, dev, "matmul", m->rt->dev->matmul(m->dev, &dw));
     if (dbias)
-        GB_CALL(dev, "bias_backward",
-                m->rt->dev->bias_backward(m->dev, GB_F32, dbias, dout, N, OC));
+        TIMED_CALL(m, GB_PHASE_BWD_BIAS, dev, "bias_backward",
+                   m->rt->dev->bias_backward(m->dev, GB_F32, dbias, dout, N, OC));
     return 0;
 }
 
@@ -535,21 +574,21 @@ static int attention_forward(gb_model *m, layer_acts *a, int64_t B, int64_t T)
     gb_instance *inst = &m->rt->inst[GB_KIND_ATTN];
     int64_t C = m->cfg.n_embd;
     gb_attn_problem prob = attn_problem(m, B, T);
-    GB_CALL(inst, "forward",
-            m->rt->attn->forward(inst->self, &prob, heads_view(m, a->atty, B, T, 0),
-                                 heads_view(m, a->qkv, B, T, 1),
-                                 heads_view(m, a->qkv + C, B, T, 1),
-                                 heads_view(m, a->qkv + 2 * C, B, T, 1), a->attn_saved,
-                                 m->attn_workspace));
+    TIMED_CALL(m, GB_PHASE_FWD_ATTN, inst, "forward",
+               m->rt->attn->forward(inst->self, &prob, heads_view(m, a->atty, B, T, 0),
+                                    heads_view(m, a->qkv, B, T, 1),
+                                    heads_view(m, a->qkv + C, B, T, 1),
+                                    heads_view(m, a->qkv + 2 * C, B, T, 1), a->attn_saved,
+                                    m->attn_workspace));
     return 0;
 }
 
 static int layernorm_forward(gb_model *m, float *out, float *mean, float *rstd, const float *x,
                              const float *w, const float *b, int64_t N)
 {
-    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "layernorm_forward",
-            m->rt->dev->layernorm_forward(m->dev, GB_F32, out, mean, rstd, x, w, b, N,
-                                          m->cfg.n_embd, 1e-5f));
+    TIMED_CALL(m, GB_PHASE_FWD_LAYERNORM, &m->rt->inst[GB_KIND_DEVICE], "layernorm_forward",
+               m->rt->dev->layernorm_forward(m->dev, GB_F32, out, mean, rstd, x, w, b, N,
+                                             m->cfg.n_embd, 1e-5f));
     return 0;
 }
 
@@ -565,14 +604,17 @@ static int block_forward(gb_model *m, int64_t l, const float *residual, int64_t 
         attention_forward(m, a, B, T) ||
         linear_forward(m, m->proj, a->atty, p->projw, p->projb, N, C, C))
         return -1;
-    GB_CALL(dev, "add", ops->add(m->dev, GB_F32, a->res2, residual, m->proj, N * C));
+    TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
+               ops->add(m->dev, GB_F32, a->res2, residual, m->proj, N * C));
     if (layernorm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N) ||
         linear_forward(m, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C))
         return -1;
-    GB_CALL(dev, "gelu_forward", ops->gelu_forward(m->dev, GB_F32, a->fch_gelu, a->fch, N * 4 * C));
+    TIMED_CALL(m, GB_PHASE_FWD_GELU, dev, "gelu_forward",
+               ops->gelu_forward(m->dev, GB_F32, a->fch_gelu, a->fch, N * 4 * C));
     if (linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C))
         return -1;
-    GB_CALL(dev, "add", ops->add(m->dev, GB_F32, a->res3, a->res2, m->proj, N * C));
+    TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
+               ops->add(m->dev, GB_F32, a->res3, a->res2, m->proj, N * C));
     return 0;
 }
 
@@ -599,11 +641,14 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
                 (long long)m->cfg.block_size);
         return -1;
     }
+    double start = phase_begin(m);
     if (copy_to_device(m, m->tokens, tokens, (size_t)N * sizeof(int32_t)) ||
         (targets && copy_to_device(m, m->targets, targets, (size_t)N * sizeof(int32_t))))
         return -1;
-    GB_CALL(dev, "embed_forward", ops->embed_forward(m->dev, GB_F32, m->encoded, m->tokens,
-                                                     m->p.wte, m->p.wpe, B, T, C));
+    phase_end(m, GB_PHASE_DATA, start);
+    TIMED_CALL(m, GB_PHASE_FWD_EMBED, dev, "embed_forward",
+               ops->embed_forward(m->dev, GB_F32, m->encoded, m->tokens, m->p.wte, m->p.wpe, B,
+                                  T, C));
     const float *residual = m->encoded;
     for (int64_t l = 0; l < m->cfg.n_layer; l++) {
         if (block_forward(m, l, residual, B, T))
@@ -619,9 +664,13 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
     m->last_has_targets = targets != NULL;
     if (!targets)
         return 0;
+    start = phase_begin(m);
     GB_CALL(dev, "cross_entropy", ops->cross_entropy(m->dev, GB_F32, m->losses, NULL, m->logits,
                                                      m->targets, N, V, 0.0f));
-    return mean_loss ? read_mean_loss(m, N, mean_loss) : 0;
+    if (mean_loss && read_mean_loss(m, N, mean_loss))
+        return -1;
+    phase_end(m, GB_PHASE_FWD_LOSS, start);
+    return 0;
 }
 
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)
@@ -634,8 +683,8 @@ int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)
 
 int gb_model_zero_grads(gb_model *m)
 {
-    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
-            m->rt->dev->memset_zero(m->dev, m->grads, (size_t)m->n_params * sizeof(float)));
+    TIMED_CALL(m, GB_PHASE_ZERO_GRADS, &m->rt->inst[GB_KIND_DEVICE], "memset_zero",
+               m->rt->dev->memset_zero(m->dev, m->grads, (size_t)m->n_params * sizeof(float)));
     return 0;
 }
 
@@ -643,9 +692,9 @@ static int layernorm_backward(gb_model *m, float *dw, float *db, const float *do
                               const float *x, const float *w, const float *mean,
                               const float *rstd, int64_t N)
 {
-    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "layernorm_backward",
-            m->rt->dev->layernorm_backward(m->dev, GB_F32, m->dres, dw, db, dout, x, w, mean,
-                                           rstd, N, m->cfg.n_embd));
+    TIMED_CALL(m, GB_PHASE_BWD_LAYERNORM, &m->rt->inst[GB_KIND_DEVICE], "layernorm_backward",
+               m->rt->dev->layernorm_backward(m->dev, GB_F32, m->dres, dw, db, dout, x, w, mean,
+                                              rstd, N, m->cfg.n_embd));
     return 0;
 }
 
@@ -655,16 +704,16 @@ static int attention_backward(gb_model *m, layer_acts *a, const float *datty, in
     gb_instance *inst = &m->rt->inst[GB_KIND_ATTN];
     int64_t C = m->cfg.n_embd;
     gb_attn_problem prob = attn_problem(m, B, T);
-    GB_CALL(inst, "backward",
-            m->rt->attn->backward(inst->self, &prob, heads_view(m, m->d3C, B, T, 1),
-                                  heads_view(m, m->d3C + C, B, T, 1),
-                                  heads_view(m, m->d3C + 2 * C, B, T, 1),
-                                  heads_view(m, (float *)datty, B, T, 0),
-                                  heads_view(m, a->qkv, B, T, 1),
-                                  heads_view(m, a->qkv + C, B, T, 1),
-                                  heads_view(m, a->qkv + 2 * C, B, T, 1),
-                                  heads_view(m, a->atty, B, T, 0), a->attn_saved,
-                                  m->attn_workspace));
+    TIMED_CALL(m, GB_PHASE_BWD_ATTN, inst, "backward",
+               m->rt->attn->backward(inst->self, &prob, heads_view(m, m->d3C, B, T, 1),
+                                     heads_view(m, m->d3C + C, B, T, 1),
+                                     heads_view(m, m->d3C + 2 * C, B, T, 1),
+                                     heads_view(m, (float *)datty, B, T, 0),
+                                     heads_view(m, a->qkv, B, T, 1),
+                                     heads_view(m, a->qkv + C, B, T, 1),
+                                     heads_view(m, a->qkv + 2 * C, B, T, 1),
+                                     heads_view(m, a->atty, B, T, 0), a->attn_saved,
+                                     m->attn_workspace));
     return 0;
 }
 
@@ -677,8 +726,8 @@ static int block_backward(gb_model *m, int64_t l, const float *residual, int64_t
     if (linear_backward(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu, p->fcprojw, N,
                         4 * C, C))
         return -1;
-    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "gelu_backward",
-            m->rt->dev->gelu_backward(m->dev, GB_F32, m->d4C, a->fch, m->d4C, N * 4 * C));
+    TIMED_CALL(m, GB_PHASE_BWD_GELU, &m->rt->inst[GB_KIND_DEVICE], "gelu_backward",
+               m->rt->dev->gelu_backward(m->dev, GB_F32, m->d4C, a->fch, m->d4C, N * 4 * C));
     if (linear_backward(m, m->dC, g->fcw, g->fcb, m->d4C, a->ln2, p->fcw, N, C, 4 * C) ||
         layernorm_backward(m, g->ln2w, g->ln2b, m->dC, a->res2, p->ln2w, a->ln2_mean,
                            a->ln2_rstd, N) ||
@@ -689,6 +738,18 @@ static int block_backward(gb_model *m, int64_t l, const float *residual, int64_t
                            a->ln1_rstd, N))
         return -1;
     return 0;
+}
+
+void gb_model_on_grads_ready(gb_model *m, gb_grads_ready_fn fn, void *ctx)
+{
+    m->grads_ready = fn;
+    m->grads_ready_ctx = ctx;
+}
+
+/* The gradients from `first` (a parameter of the flat buffer) to the end are final. */
+static int grads_ready_from(gb_model *m, const float *first)
+{
+    return m->grads_ready ? m->grads_ready(m->grads_ready_ctx, first - m->grads) : 0;
 }
 
 int gb_model_backward(gb_model *m, float dloss)
@@ -702,25 +763,29 @@ int gb_model_backward(gb_model *m, float dloss)
         return -1;
     }
     /* logits become dlogits in place */
-    GB_CALL(dev, "cross_entropy", ops->cross_entropy(m->dev, GB_F32, m->losses, m->logits,
-                                                     m->logits, m->targets, N, V,
-                                                     dloss / (float)N));
+    TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
+               ops->cross_entropy(m->dev, GB_F32, m->losses, m->logits, m->logits, m->targets,
+                                  N, V, dloss / (float)N));
     const float *last = m->acts[m->cfg.n_layer - 1].res3;
     if (linear_backward(m, m->dC, m->g.wte, NULL, m->logits, m->lnf, m->p.wte, N, C, V))
         return -1;
-    GB_CALL(dev, "memset_zero", ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * sizeof(float)));
+    TIMED_CALL(m, GB_PHASE_ZERO_GRADS, dev, "memset_zero",
+               ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * sizeof(float)));
     if (layernorm_backward(m, m->g.lnfw, m->g.lnfb, m->dC, last, m->p.lnfw, m->lnf_mean,
-                           m->lnf_rstd, N))
+                           m->lnf_rstd, N) ||
+        grads_ready_from(m, m->g.lnfw))
         return -1;
+    /* each block's tensors are contiguous and follow the previous block's */
     for (int64_t l = m->cfg.n_layer - 1; l >= 0; l--) {
         const float *residual = l ? m->acts[l - 1].res3 : m->encoded;
-        if (block_backward(m, l, residual, B, T))
+        if (block_backward(m, l, residual, B, T) || grads_ready_from(m, m->g.layers[l].ln1w))
             return -1;
     }
-    GB_CALL(dev, "embed_backward", ops->embed_backward(m->dev, GB_F32, m->g.wte, m->g.wpe,
-                                                       m->dres, m->tokens, B, T, C));
+    TIMED_CALL(m, GB_PHASE_BWD_EMBED, dev, "embed_backward",
+               ops->embed_backward(m->dev, GB_F32, m->g.wte, m->g.wpe, m->dres, m->tokens, B, T,
+                                   C));
     m->last_has_targets = 0; /* logits were consumed */
-    return 0;
+    return grads_ready_from(m, m->grads);
 }
 
 /* ---- update -------------------------------------------------------------------------- */
@@ -730,11 +795,11 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step)
     gb_runtime *rt = m->rt;
     gb_instance *opt = &rt->inst[GB_KIND_OPTIM];
     if (rt->optim->grad_norm_sq)
-        GB_CALL(opt, "grad_norm_sq",
-                rt->optim->grad_norm_sq(opt->self, m->norm_sq, m->grads, m->n_params));
+        TIMED_CALL(m, GB_PHASE_GRAD_NORM, opt, "grad_norm_sq",
+                   rt->optim->grad_norm_sq(opt->self, m->norm_sq, m->grads, m->n_params));
     else
-        GB_CALL(&rt->inst[GB_KIND_DEVICE], "sum_squares",
-                rt->dev->sum_squares(m->dev, m->norm_sq, m->grads, m->n_params));
+        TIMED_CALL(m, GB_PHASE_GRAD_NORM, &rt->inst[GB_KIND_DEVICE], "sum_squares",
+                   rt->dev->sum_squares(m->dev, m->norm_sq, m->grads, m->n_params));
     gb_optim_step_args args = {
         .struct_size = sizeof args,
         .params = m->params,
@@ -749,7 +814,7 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step)
         .max_norm = max_norm,
         .inv_loss_scale = 1.0f,
     };
-    GB_CALL(opt, "step", rt->optim->step(opt->self, &args));
+    TIMED_CALL(m, GB_PHASE_OPTIMIZER, opt, "step", rt->optim->step(opt->self, &args));
     return 0;
 }
 
@@ -760,4 +825,14 @@ int gb_model_grad_norm(gb_model *m, float *norm)
         return -1;
     *norm = sqrtf(sq);
     return 0;
+}
+
+float *gb_model_grads(gb_model *m)
+{
+    return m->grads;
+}
+
+float *gb_model_params(gb_model *m)
+{
+    return m->params;
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "gearbox/optim.h"
+#include "profile.h"
 #include "runtime.h"
 
 typedef struct gb_model_config {
@@ -83,10 +84,25 @@ int gb_model_zero_grads(gb_model *m);
 /* Backward of the last forward (with targets), accumulating into the parameter
  * gradients; dloss is d(final loss)/d(this micro-batch's mean loss), e.g. 1/grad_accum. */
 int gb_model_backward(gb_model *m, float dloss);
+/* Told during backward, after the kernels that finish them are queued, that the
+ * gradients of the flat buffer from element `first` to the end are final for this
+ * backward pass; `first` only decreases within a pass and reaches 0 at its end (the
+ * layout puts ln_f last and the embeddings first, the order backward finishes them).
+ * Data-parallel training starts its all-reduce buckets from here. Non-zero aborts the
+ * backward pass. */
+typedef int (*gb_grads_ready_fn)(void *ctx, int64_t first);
+/* Sets (or with NULL clears) the callback for the following backward passes. */
+void gb_model_on_grads_ready(gb_model *m, gb_grads_ready_fn fn, void *ctx);
 /* Clips (when max_norm > 0) and applies one optimizer step with learning rate lr;
  * step is 1-based. */
 int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step);
 /* The global gradient norm of the last update (host read; for metrics). */
 int gb_model_grad_norm(gb_model *m, float *norm);
+/* Adds the time of every following kernel call to `profile` by phase (NULL: stop). */
+void gb_model_set_profile(gb_model *m, gb_profile *profile);
+/* The flat gradient buffer (n_params f32, device memory), for the all-reduce. */
+float *gb_model_grads(gb_model *m);
+/* The flat parameter buffer (n_params f32, device memory), for the broadcast. */
+float *gb_model_params(gb_model *m);
 
 #endif

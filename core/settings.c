@@ -24,7 +24,8 @@ static const gb_option run_options[] = {
     [RUN_OUT_DIR] = {"out_dir", GB_OPT_STRING, "out", 0, 0, NULL,
                      "folder for metrics.jsonl and checkpoints (relative to the config file)"},
     [RUN_THREADS] = {"threads", GB_OPT_INT, "0", 0, 1024, NULL,
-                     "CPU threads for the one OpenMP pool (0: all online CPUs)"},
+                     "CPU threads for the one OpenMP pool (0: all online CPUs, shared "
+                     "among the processes a launcher starts on this machine)"},
     [RUN_LOG_EVERY] = {"log_every", GB_OPT_INT, "10", 1, BIG, NULL,
                        "print a progress line and record metrics every N steps"},
     [RUN_EVAL_EVERY] = {"eval_every", GB_OPT_INT, "250", 0, BIG, NULL,
@@ -73,7 +74,8 @@ static const gb_option data_options[] = {
 static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 0, "auto",
                                           "the most sequences that fit [run] memory_budget"};
 
-enum { TRAIN_LR, TRAIN_MIN_LR, TRAIN_WARMUP, TRAIN_DECAY_ITERS, TRAIN_DECAY_LR, TRAIN_CLIP };
+enum { TRAIN_LR, TRAIN_MIN_LR, TRAIN_WARMUP, TRAIN_DECAY_ITERS, TRAIN_DECAY_LR, TRAIN_CLIP,
+       TRAIN_BUCKET_CAP_MB };
 static const gb_option train_options[] = {
     [TRAIN_LR] = {"learning_rate", GB_OPT_FLOAT, "1e-3", 0, 10, NULL, "peak learning rate"},
     [TRAIN_MIN_LR] = {"min_lr", GB_OPT_FLOAT, "1e-4", 0, 10, NULL,
@@ -86,7 +88,31 @@ static const gb_option train_options[] = {
                         "warmup + cosine decay; false: constant learning_rate"},
     [TRAIN_CLIP] = {"grad_clip", GB_OPT_FLOAT, "1.0", 0, 1e9, NULL,
                     "clip the global gradient norm to this (0: no clipping)"},
+    [TRAIN_BUCKET_CAP_MB] = {"bucket_cap_mb", GB_OPT_FLOAT, "25", 0.001, 1e6, NULL,
+                             "data-parallel runs: MiB of gradients per all-reduce bucket "
+                             "(PyTorch DDP's bucket_cap_mb)"},
 };
+
+/* Processes of this job on this machine, as the launcher (mpirun, torchrun) states it. */
+static long local_processes(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        long n = v ? strtol(v, NULL, 10) : 0;
+        if (n > 0)
+            return n;
+    }
+    return 1;
+}
+
+/* threads = 0: the online CPUs shared out among this machine's processes of the job, so
+ * ranks started side by side do not oversubscribe the cores. */
+static int64_t default_threads(void)
+{
+    long share = sysconf(_SC_NPROCESSORS_ONLN) / local_processes();
+    return share > 0 ? share : 1;
+}
 
 static const char *const default_plugins[] = {NULL, "cpu", "math", "adamw", "fp32", "single"};
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -192,7 +218,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->seed = run[RUN_SEED].i;
     s->steps = run[RUN_STEPS].i;
     s->out_dir = gb_config_resolve_path(cfg, run[RUN_OUT_DIR].s);
-    s->threads = run[RUN_THREADS].i ? run[RUN_THREADS].i : sysconf(_SC_NPROCESSORS_ONLN);
+    s->threads = run[RUN_THREADS].i ? run[RUN_THREADS].i : default_threads();
     s->log_every = run[RUN_LOG_EVERY].i;
     s->eval_every = run[RUN_EVAL_EVERY].i;
     s->eval_iters = run[RUN_EVAL_ITERS].i;
@@ -220,6 +246,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->lr_decay_iters = train[TRAIN_DECAY_ITERS].i ? train[TRAIN_DECAY_ITERS].i : s->steps;
     s->decay_lr = (int)train[TRAIN_DECAY_LR].i;
     s->grad_clip = train[TRAIN_CLIP].f;
+    s->bucket_bytes = (size_t)(train[TRAIN_BUCKET_CAP_MB].f * 1024.0 * 1024.0);
     resolve_plugin_names(cfg, s);
     return problems + check_consistency(s, diag);
 }

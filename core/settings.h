@@ -27,6 +27,7 @@ typedef struct gb_settings {
     int64_t tokens_per_step;  /* 0: not set; else gradient_accumulation_steps follows it */
     /* [train] */
     double learning_rate, min_lr, grad_clip;
+    size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
     int decay_lr;
     /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind */

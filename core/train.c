@@ -1,4 +1,6 @@
-/* The training loop; see train.h. Only rank 0 of the comm plugin prints and writes.
+/* The training loop; see train.h. Only rank 0 of the comm plugin prints and writes;
+ * with more than one rank, ddp.h shares out the rows of every batch and averages the
+ * gradients and the reported losses.
  *
  * Observability lives here too: the progress line (progress.h), metrics.jsonl with MFU
  * and memory figures per logged step and a summary line at the end, and manifest.json
@@ -21,6 +23,7 @@
 #include "fsutil.h"
 #include "clock.h"
 #include "data.h"
+#include "ddp.h"
 #include "machine.h"
 #include "manifest.h"
 #include "model.h"
@@ -34,7 +37,12 @@ struct gb_trainer {
     gb_settings *s;
     gb_dataset *data;
     gb_model *model;
-    int32_t *tokens, *targets;   /* (B, T) host */
+    gb_ddp *ddp;                 /* NULL in a world of one process */
+    int rank, world;
+    int64_t rows, first_row;     /* this rank's rows of every batch: [first_row, +rows) */
+    int32_t *tokens, *targets;   /* (rows, T) host */
+    FILE *out;                   /* stdout on rank 0, /dev/null on the others */
+    gb_profile *profile;         /* --profile: time by phase, or NULL */
     FILE *metrics;
     gb_progress progress;
     int64_t first_step;          /* 0, or the checkpoint's step when resuming */
@@ -82,11 +90,10 @@ static int estimate_loss(gb_trainer *t, gb_split split, int64_t step, double *ou
     double sum = 0.0;
     for (int64_t i = 0; i < s->eval_iters; i++) {
         uint64_t index = ((uint64_t)step << 20) | (uint64_t)i;
-        gb_data_batch(t->data, split, (uint64_t)s->seed, purpose, index, 0, s->batch_size,
-                      s->block_size, t->tokens, t->targets);
+        gb_data_batch(t->data, split, (uint64_t)s->seed, purpose, index, t->first_row,
+                      t->first_row + t->rows, s->block_size, t->tokens, t->targets);
         float loss;
-        if (gb_model_forward(t->model, t->tokens, t->targets, s->batch_size, s->block_size,
-                             &loss))
+        if (gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size, &loss))
             return -1;
         sum += loss;
     }
@@ -96,9 +103,12 @@ static int estimate_loss(gb_trainer *t, gb_split split, int64_t step, double *ou
 
 static int evaluate(gb_trainer *t, int64_t step)
 {
-    if (estimate_loss(t, GB_SPLIT_TRAIN, step, &t->train_loss) ||
-        estimate_loss(t, GB_SPLIT_VAL, step, &t->val_loss))
+    double losses[2];
+    if (estimate_loss(t, GB_SPLIT_TRAIN, step, &losses[0]) ||
+        estimate_loss(t, GB_SPLIT_VAL, step, &losses[1]) || gb_ddp_average(t->ddp, losses, 2))
         return -1;
+    t->train_loss = losses[0];
+    t->val_loss = losses[1];
     gb_progress_print(&t->progress, "step %lld: train loss %.4f, val loss %.4f",
                       (long long)step, t->train_loss, t->val_loss);
     fprintf(t->metrics, "{\"step\": %lld, \"train_loss\": ", (long long)step);
@@ -114,6 +124,8 @@ static int evaluate(gb_trainer *t, int64_t step)
 
 static int save_checkpoint(gb_trainer *t, int64_t step)
 {
+    if (t->rank != 0)
+        return 0; /* every rank holds the same parameters and optimizer state */
     gb_checkpoint ck = {0};
     gb_diag diag = {0};
     ck.config_text = effective_config(t->cfg);
@@ -169,7 +181,7 @@ static int resume_from(gb_trainer *t, const char *path)
              gb_model_set_optim_state(t->model, ck.optim_state);
     if (rc == 0) {
         t->first_step = ck.step;
-        printf("resumed from %s at step %lld\n", path, (long long)ck.step);
+        fprintf(t->out, "resumed from %s at step %lld\n", path, (long long)ck.step);
     }
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
@@ -187,19 +199,41 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
     if (gb_model_zero_grads(t->model))
         return -1;
     for (int64_t micro = 0; micro < accum; micro++) {
+        double data_start = gb_now_ms();
         gb_data_batch(t->data, GB_SPLIT_TRAIN, (uint64_t)s->seed, GB_RNG_TRAIN_BATCH,
-                      (uint64_t)(it * accum + micro), 0, s->batch_size, s->block_size,
-                      t->tokens, t->targets);
+                      (uint64_t)(it * accum + micro), t->first_row, t->first_row + t->rows,
+                      s->block_size, t->tokens, t->targets);
+        if (t->profile)
+            t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - data_start;
         float micro_loss = 0.0f;
-        if (gb_model_forward(t->model, t->tokens, t->targets, s->batch_size, s->block_size,
+        if (micro == accum - 1)
+            gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
+        if (gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size,
                              loss ? &micro_loss : NULL) ||
             gb_model_backward(t->model, 1.0f / (float)accum))
             return -1;
         loss_sum += micro_loss;
     }
-    if (loss)
-        *loss = (float)(loss_sum / (double)accum);
+    double wait_start = gb_now_ms();
+    if (gb_ddp_finish(t->ddp))
+        return -1;
+    if (t->profile && t->ddp) {
+        t->profile->ms[GB_PHASE_ALL_REDUCE] += gb_now_ms() - wait_start;
+        t->profile->calls[GB_PHASE_ALL_REDUCE]++;
+    }
+    if (loss) {
+        double mean = loss_sum / (double)accum;
+        if (gb_ddp_average(t->ddp, &mean, 1))
+            return -1;
+        *loss = (float)mean;
+    }
     return gb_model_update(t->model, (float)gb_settings_lr(s, it), (float)s->grad_clip, it + 1);
+}
+
+void gb_trainer_set_profile(gb_trainer *t, gb_profile *profile)
+{
+    t->profile = profile;
+    gb_model_set_profile(t->model, profile);
 }
 
 const gb_settings *gb_trainer_settings(const gb_trainer *t)
@@ -280,19 +314,24 @@ static void print_plan(gb_trainer *t)
 {
     int n;
     gb_model_tensors(t->model, &n);
-    printf("model: %lld parameters in %d tensors | n_layer %lld, n_head %lld, n_embd %lld, "
+    fprintf(t->out, "model: %lld parameters in %d tensors | n_layer %lld, n_head %lld, n_embd %lld, "
            "block_size %lld, vocab %lld\n", (long long)gb_model_num_params(t->model), n,
            (long long)t->s->n_layer, (long long)t->s->n_head, (long long)t->s->n_embd,
            (long long)t->s->block_size, (long long)t->data->vocab.size);
-    printf("plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld threads\n",
-           t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4], t->s->plugin[5],
-           (long long)t->s->threads);
-    gb_model_print_memory(t->model, stdout);
+    fprintf(t->out, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld "
+            "threads\n", t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4],
+            t->s->plugin[5], (long long)t->s->threads);
+    if (t->ddp)
+        fprintf(t->out, "data parallel: %d ranks x %lld rows of each batch of %lld | %zu bytes "
+                "all-reduced per step in %d buckets ([train] bucket_cap_mb)\n", t->world,
+                (long long)t->rows, (long long)t->s->batch_size,
+                gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
+    gb_model_print_memory(t->model, t->out);
     if (t->peak_flops > 0)
-        printf("mfu: %.3g GFLOP per step (nanoGPT's count) against a %s f32 peak of %.1f "
+        fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s f32 peak of %.1f "
                "GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source, t->peak_flops / 1e9);
     else
-        printf("mfu: not reported: the device states no f32 peak and none could be measured\n");
+        fprintf(t->out, "mfu: not reported: the device states no f32 peak and none could be measured\n");
 }
 
 static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
@@ -302,11 +341,11 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
     gb_rss_bytes(&rss, &peak_rss);
     double tok_s = (double)steps_done * tokens_per_step(t) / (total_ms / 1e3);
     double run_mfu = mfu(t, (double)steps_done, total_ms);
-    printf("done: %lld steps in %.1f s | train loss %.4f, val loss %.4f | %.0f tok/s",
+    fprintf(t->out, "done: %lld steps in %.1f s | train loss %.4f, val loss %.4f | %.0f tok/s",
            (long long)steps_done, total_ms / 1e3, t->train_loss, t->val_loss, tok_s);
     if (!isnan(run_mfu))
-        printf(" | MFU %.1f%%", 100.0 * run_mfu);
-    printf(" | peak memory: planned %.1f MiB, process RSS %.1f MiB\n",
+        fprintf(t->out, " | MFU %.1f%%", 100.0 * run_mfu);
+    fprintf(t->out, " | peak memory: planned %.1f MiB, process RSS %.1f MiB\n",
            (double)gb_memory_plan_total(&p) / (1024.0 * 1024.0),
            (double)peak_rss / (1024.0 * 1024.0));
     fprintf(t->metrics, "{\"summary\": true, \"steps\": %lld, \"seconds\": %.3f, "
@@ -326,17 +365,32 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
 
 /* ---- the loop ------------------------------------------------------------------------ */
 
+/* A signal reaches the ranks of a job at different steps; all stop at the first step any
+ * of them saw it, so they leave the loop together and the checkpoint is consistent. */
+static int agree_on_interruption(gb_trainer *t)
+{
+    if (!t->ddp)
+        return 0;
+    double seen = interrupted ? 1.0 : 0.0;
+    if (gb_ddp_average(t->ddp, &seen, 1))
+        return -1;
+    if (seen > 0.0)
+        interrupted = 1;
+    return 0;
+}
+
 static int run_loop(gb_trainer *t)
 {
     const gb_settings *s = t->s;
     double start = gb_now_ms();
     int64_t step = t->first_step;
-    gb_progress_start(&t->progress, stdout, t->first_step, s->steps);
+    gb_progress_start(&t->progress, t->out, t->first_step, s->steps);
     while (step < s->steps && !interrupted) {
         int64_t it = step;
         int logging = (it + 1) % s->log_every == 0 || it == t->first_step || it + 1 == s->steps;
-        /* the progress line shows every step's loss; a plain log only the logged ones */
-        int want_loss = logging || t->progress.tty;
+        /* the progress line shows every step's loss; a plain log only the logged ones.
+         * Ranks must agree on it, since the loss is averaged over them. */
+        int want_loss = logging || t->progress.tty || t->ddp;
         double t0 = gb_now_ms();
         float loss = NAN;
         if (gb_trainer_step(t, it, want_loss ? &loss : NULL)) {
@@ -344,6 +398,10 @@ static int run_loop(gb_trainer *t)
             return 1;
         }
         step = it + 1;
+        if (agree_on_interruption(t)) {
+            gb_progress_finish(&t->progress);
+            return 1;
+        }
         double ms = gb_now_ms() - t0;
         gb_progress_update(&t->progress, step, loss, tokens_per_step(t) / (ms / 1e3));
         if (logging)
@@ -369,9 +427,14 @@ static int run_loop(gb_trainer *t)
     return 0;
 }
 
-/* metrics.jsonl (appended to on resume) and manifest.json in out_dir. */
+/* metrics.jsonl (appended to on resume) and manifest.json in out_dir, on rank 0; the
+ * other ranks write their metrics to the same place as their output. */
 static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t start)
 {
+    if (t->rank != 0) {
+        t->metrics = t->out;
+        return 0;
+    }
     if (gb_make_dirs(t->s->out_dir)) {
         fprintf(stderr, "gearbox: error: [run] out_dir = %s: cannot create it: %s\n",
                 t->s->out_dir, strerror(errno));
@@ -409,6 +472,30 @@ static int prepare(gb_trainer *t, gb_config *cfg, const char *plugin_path)
     return problems;
 }
 
+/* [data] batch_size is the global batch: each rank trains its own equal share of the rows
+ * of every batch, so the ranks together see exactly what one process would. */
+static int share_out_rows(gb_trainer *t)
+{
+    const gb_settings *s = t->s;
+    gb_instance *comm = &t->rt.inst[GB_KIND_COMM];
+    t->rank = t->rt.comm->rank(comm->self);
+    t->world = t->rt.comm->world(comm->self);
+    if (t->world > 1 && s->batch_auto) {
+        fprintf(stderr, "gearbox: error: [data] batch_size = auto is not available for "
+                "data-parallel runs (%d ranks); set the global batch_size\n", t->world);
+        return -1;
+    }
+    if (s->batch_size % t->world != 0) {
+        fprintf(stderr, "gearbox: error: [data] batch_size = %lld (the global batch) does not "
+                "divide among the %d ranks of [comm] plugin = %s; use a multiple of %d\n",
+                (long long)s->batch_size, t->world, s->plugin[GB_KIND_COMM], t->world);
+        return -1;
+    }
+    t->rows = s->batch_size / t->world;
+    t->first_row = (int64_t)t->rank * t->rows;
+    return 0;
+}
+
 /* The model for the run's batch (chosen here when batch_size = auto), its batch buffers
  * and the MFU figures. */
 static int build_model(gb_trainer *t)
@@ -420,17 +507,34 @@ static int build_model(gb_trainer *t)
     int rc = gb_batch_auto(&t->rt, &mc, stdout, &diag);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
-    if (rc)
+    if (rc || share_out_rows(t))
         return -1;
-    t->model = gb_model_create(&t->rt, &mc, s->batch_size, 1);
-    size_t batch_bytes = (size_t)(s->batch_size * s->block_size) * sizeof(int32_t);
+    t->model = gb_model_create(&t->rt, &mc, t->rows, 1);
+    size_t batch_bytes = (size_t)(t->rows * s->block_size) * sizeof(int32_t);
     t->tokens = malloc(batch_bytes);
     t->targets = malloc(batch_bytes);
+    int ddp_failed = 0;
     if (!t->model || !t->tokens || !t->targets || gb_model_init(t->model, (uint64_t)s->seed))
+        return -1;
+    t->ddp = gb_ddp_create(&t->rt, t->model, s->bucket_bytes, &ddp_failed);
+    if (ddp_failed)
         return -1;
     t->flops_per_step = estimate_flops_per_step(t);
     t->peak_flops = gb_peak_flops_f32(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self,
                                       &t->peak_source);
+    return 0;
+}
+
+static int quiet_other_ranks(gb_trainer *t)
+{
+    if (t->rank == 0)
+        return 0;
+    t->out = fopen("/dev/null", "w");
+    if (!t->out) {
+        fprintf(stderr, "gearbox: error: rank %d: cannot open /dev/null: %s\n", t->rank,
+                strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -440,7 +544,8 @@ gb_trainer *gb_trainer_open(gb_config *cfg, const char *plugin_path)
     if (!t)
         return NULL;
     *t = (gb_trainer){.cfg = cfg, .train_loss = NAN, .val_loss = NAN};
-    if (prepare(t, cfg, plugin_path) || build_model(t)) {
+    t->out = stdout;
+    if (prepare(t, cfg, plugin_path) || build_model(t) || quiet_other_ranks(t)) {
         gb_trainer_close(t);
         return NULL;
     }
@@ -452,8 +557,11 @@ void gb_trainer_close(gb_trainer *t)
 {
     if (!t)
         return;
-    if (t->metrics)
+    if (t->metrics && t->metrics != t->out)
         fclose(t->metrics);
+    if (t->out && t->out != stdout)
+        fclose(t->out);
+    gb_ddp_free(t->ddp);
     free(t->tokens);
     free(t->targets);
     gb_model_free(t->model);
@@ -466,7 +574,8 @@ int gb_train(gb_config *cfg, const gb_train_options *opts)
 {
     time_t start = time(NULL);
     gb_trainer *t = gb_trainer_open(cfg, opts->plugin_path);
-    if (!t || (opts->resume && resume_from(t, opts->resume)) || open_outputs(t, opts, start)) {
+    if (!t || (opts->resume && resume_from(t, opts->resume)) || gb_ddp_broadcast_params(t->ddp) ||
+        open_outputs(t, opts, start)) {
         gb_trainer_close(t);
         return 2;
     }

@@ -6,6 +6,7 @@
 #define GB_CORE_TRAIN_H
 
 #include "config.h"
+#include "profile.h"
 #include "settings.h"
 
 typedef struct gb_train_options {
@@ -29,6 +30,8 @@ void gb_trainer_close(gb_trainer *t);
 /* One optimizer step at 0-based iteration `it`; *loss (when not NULL) gets the mean
  * loss of its micro-batches. 0, or -1 after printing why. */
 int gb_trainer_step(gb_trainer *t, int64_t it, float *loss);
+/* Adds the time of every following step to `profile` by phase (NULL: stop). */
+void gb_trainer_set_profile(gb_trainer *t, gb_profile *profile);
 const gb_settings *gb_trainer_settings(const gb_trainer *t);
 /* Model FLOPs of one optimizer step as nanoGPT's estimate_mfu counts them. */
 double gb_trainer_flops_per_step(const gb_trainer *t);

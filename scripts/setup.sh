@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev)
+packages=(gcc libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev libopenmpi-dev
+          openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" ||

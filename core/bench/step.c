@@ -6,6 +6,8 @@
  * optimizer update), on the config's model, plugins and batch, so the figure is what a
  * run gets; evaluation, checkpoints and metrics files are left out. Warm-up steps are
  * run first and excluded; the median of the timed steps is reported with their range.
+ * --profile then runs as many steps again with per-phase timers (profile.h) and prints
+ * where a step's time goes; the median comes from the unprofiled steps.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +23,7 @@
 #define DEFAULT_CONFIG "examples/shakespeare_char.ini"
 
 static const char usage[] =
-    "usage: gearbox bench step [CONFIG] [--steps N] [--warmup N]\n"
+    "usage: gearbox bench step [CONFIG] [--steps N] [--warmup N] [--profile]\n"
     "                          [--set section.key=value]... [--plugin-path DIRS]\n"
     "\n"
     "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
@@ -30,6 +32,8 @@ static const char usage[] =
     "\n"
     "  --steps N    timed steps (default 10)\n"
     "  --warmup N   steps run first and not timed (default 2)\n"
+    "  --profile    then run N more steps timing every kernel call and print the time\n"
+    "               per phase (forward/backward matmul, attention, layernorm, optimizer...)\n"
     "  --set, --plugin-path   as for `gearbox train`\n";
 
 static int parse_count(const char *flag, const char *text, long lo, long *out)
@@ -44,14 +48,19 @@ static int parse_count(const char *flag, const char *text, long lo, long *out)
     return 0;
 }
 
-/* Takes --steps and --warmup out of argv; the rest, with the default config added when
+/* Takes --steps, --warmup and --profile out of argv; the rest, with the default config added when
  * none is named, goes to gb_cli_parse_run. `rest` has room for argc + 1 entries. */
-static int split_args(int argc, char **argv, long *steps, long *warmup, char **rest, int *n_rest)
+static int split_args(int argc, char **argv, long *steps, long *warmup, int *profile,
+                      char **rest, int *n_rest)
 {
     int named = 0;
     *n_rest = 0;
     rest[(*n_rest)++] = "bench step";
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--profile") == 0) {
+            *profile = 1;
+            continue;
+        }
         int own = strcmp(argv[i], "--steps") == 0 || strcmp(argv[i], "--warmup") == 0;
         int takes_value = strcmp(argv[i], "--set") == 0 || strcmp(argv[i], "--plugin-path") == 0;
         if (own && i + 1 >= argc)
@@ -112,16 +121,43 @@ static void report(gb_trainer *t, double *ms, long steps)
            gb_measure_triad_gbs((int)s->threads), (long long)s->threads);
 }
 
+/* Runs `steps` more steps with the profile attached and prints the time per phase. */
+static int report_profile(gb_trainer *t, long first, long steps)
+{
+    gb_profile profile = {0};
+    gb_trainer_set_profile(t, &profile);
+    double start = gb_now_ms();
+    for (long it = first; it < first + steps; it++)
+        if (gb_trainer_step(t, it, NULL))
+            return -1;
+    double total = (gb_now_ms() - start) / (double)steps;
+    gb_trainer_set_profile(t, NULL);
+    printf("\nprofile: %.2f ms per step over %ld profiled steps (the device is synchronised "
+           "around every call)\n", total, steps);
+    printf("  %-30s %10s %7s %10s\n", "phase", "ms/step", "share", "calls/step");
+    double attributed = 0.0;
+    for (int p = 0; p < GB_PHASE_COUNT; p++) {
+        double ms = profile.ms[p] / (double)steps;
+        attributed += ms;
+        if (profile.ms[p] > 0.0)
+            printf("  %-30s %10.3f %6.1f%% %10.1f\n", gb_phase_name((gb_phase)p), ms,
+                   100.0 * ms / total, (double)profile.calls[p] / (double)steps);
+    }
+    printf("  %-30s %10.3f %6.1f%%\n", "other (loop, host code)", total - attributed,
+           100.0 * (total - attributed) / total);
+    return 0;
+}
+
 int gb_bench_step(int argc, char **argv)
 {
     if (gb_cli_wants_help(argc, argv, usage))
         return 0;
     long steps = 10, warmup = 2;
-    int n_rest;
+    int profile = 0, n_rest;
     char **rest = calloc((size_t)argc + 2, sizeof *rest);
     if (!rest)
         return 1;
-    int rc = split_args(argc, argv, &steps, &warmup, rest, &n_rest);
+    int rc = split_args(argc, argv, &steps, &warmup, &profile, rest, &n_rest);
     gb_cli_run run = {0};
     if (!rc)
         rc = gb_cli_parse_run(n_rest, rest, usage, 0, &run);
@@ -135,6 +171,8 @@ int gb_bench_step(int argc, char **argv)
     rc = !t ? 2 : !ms || run_steps(t, warmup, steps, ms) ? 1 : 0;
     if (rc == 0)
         report(t, ms, steps);
+    if (rc == 0 && profile && report_profile(t, warmup + steps, steps))
+        rc = 1;
     free(ms);
     gb_trainer_close(t);
     gb_config_free(run.cfg);

@@ -1,0 +1,45 @@
+/* Per-phase timers for a training step, behind `gearbox bench step --profile`.
+ *
+ * The model and the trainer add the wall time of each kernel call to its phase when a
+ * profile is attached (and cost one pointer test when none is). On devices with a queue
+ * the device is synchronised around every timed call, so a profile shows where time goes
+ * but removes any overlap between kernels; compare its total with an unprofiled run.
+ */
+#ifndef GB_CORE_PROFILE_H
+#define GB_CORE_PROFILE_H
+
+#include <stdint.h>
+
+typedef enum gb_phase {
+    GB_PHASE_DATA,            /* batch assembly and host-to-device copies of tokens */
+    GB_PHASE_FWD_EMBED,
+    GB_PHASE_FWD_LAYERNORM,
+    GB_PHASE_FWD_MATMUL,      /* linear layers and the LM head, bias included */
+    GB_PHASE_FWD_ATTN,
+    GB_PHASE_FWD_GELU,
+    GB_PHASE_FWD_RESIDUAL,
+    GB_PHASE_FWD_LOSS,        /* cross-entropy and reading the losses back */
+    GB_PHASE_BWD_LOSS,
+    GB_PHASE_BWD_MATMUL_DX,   /* input gradients of linear layers */
+    GB_PHASE_BWD_MATMUL_DW,   /* weight gradients of linear layers */
+    GB_PHASE_BWD_BIAS,
+    GB_PHASE_BWD_ATTN,
+    GB_PHASE_BWD_GELU,
+    GB_PHASE_BWD_LAYERNORM,
+    GB_PHASE_BWD_EMBED,
+    GB_PHASE_ZERO_GRADS,      /* the parameter and residual gradient buffers */
+    GB_PHASE_GRAD_NORM,
+    GB_PHASE_OPTIMIZER,
+    GB_PHASE_ALL_REDUCE,      /* waiting for gradient buckets after backward */
+    GB_PHASE_COUNT
+} gb_phase;
+
+typedef struct gb_profile {
+    double ms[GB_PHASE_COUNT];
+    int64_t calls[GB_PHASE_COUNT];
+} gb_profile;
+
+/* "forward: matmul" and the like. */
+const char *gb_phase_name(gb_phase phase);
+
+#endif
