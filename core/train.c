@@ -385,6 +385,10 @@ static int run_loop(gb_trainer *t)
     double start = gb_now_ms();
     int64_t step = t->first_step;
     gb_progress_start(&t->progress, t->out, t->first_step, s->steps);
+    /* mpirun hands every rank a pseudo-terminal even when its own output goes to a file:
+     * plain lines keep such logs readable */
+    if (t->ddp)
+        t->progress.tty = 0;
     while (step < s->steps && !interrupted) {
         int64_t it = step;
         int logging = (it + 1) % s->log_every == 0 || it == t->first_step || it + 1 == s->steps;
@@ -483,6 +487,12 @@ static int share_out_rows(gb_trainer *t)
     if (t->world > 1 && s->batch_auto) {
         fprintf(stderr, "gearbox: error: [data] batch_size = auto is not available for "
                 "data-parallel runs (%d ranks); set the global batch_size\n", t->world);
+        return -1;
+    }
+    if (t->world > 1 && strcmp(s->plugin[GB_KIND_ATTN], "auto") == 0) {
+        fprintf(stderr, "gearbox: error: [attn] plugin = auto times the plugins on each rank "
+                "separately, so the %d ranks could run different kernels and drift apart; "
+                "name the plugin (e.g. the one `gearbox check` picks here)\n", t->world);
         return -1;
     }
     if (s->batch_size % t->world != 0) {
