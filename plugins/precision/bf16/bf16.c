@@ -1,0 +1,94 @@
+/* The bf16 precision policy: bf16 activations, matmul inputs and weights, f32 master
+ * weights, no loss scaling.
+ *
+ * bf16 has f32's 8 exponent bits, so gradients do not underflow the way f16 ones do and
+ * the loss-scaler entries are NULL (precision.h: scale 1, no step ever skipped). What it
+ * loses is mantissa (7 bits), which is why the optimizer updates an f32 master copy and
+ * writes the bf16 working copy in the same pass. That copy is rounded to nearest unless
+ * `stochastic_rounding` is set; the option is a policy knob the core reads from this
+ * plugin's section and passes on to the optimizer (gb_precision_policy has no field for
+ * it in ABI 1.0), and the instance keeps it with the rest of its configuration.
+ *
+ * The policy is device-independent: CUDA runs bf16 kernels, the CPU device converts, so
+ * eligible() says yes everywhere with no reason. Which of the two a run prefers is the
+ * core's choice by device capability, not this plugin's.
+ */
+#include "gearbox/precision.h"
+
+typedef struct bf16 {
+    const gb_host *host;
+    int stochastic_rounding;  /* for the optimizer's bf16 copy; passed on by the core */
+} bf16;
+
+enum { OPT_STOCHASTIC_ROUNDING };
+
+static const gb_option bf16_options[] = {
+    [OPT_STOCHASTIC_ROUNDING] = {"stochastic_rounding", GB_OPT_BOOL, "false", 0, 0, NULL,
+                                 "round the optimizer's bf16 weight copy stochastically "
+                                 "instead of to nearest (the core passes this on)"},
+};
+
+static gb_status bf16_create(const gb_host *host, const gb_value *options,
+                             const gb_device_ctx *device, void **self)
+{
+    (void)device;
+    if (!host || !options || !self)
+        return GB_ERR_INVALID_ARG;
+    bf16 *p = host->alloc(host, sizeof *p);
+    if (!p) {
+        host->set_error(host, "out of memory");
+        return GB_ERR_NO_MEMORY;
+    }
+    *p = (bf16){
+        .host = host,
+        .stochastic_rounding = options[OPT_STOCHASTIC_ROUNDING].i != 0,
+    };
+    *self = p;
+    return GB_OK;
+}
+
+static void bf16_destroy(void *self)
+{
+    bf16 *p = self;
+    if (p)
+        p->host->free(p->host, p);
+}
+
+static int bf16_eligible(void *self, const gb_device_ctx *device, char *reason,
+                         size_t reason_cap)
+{
+    (void)self;
+    (void)device;
+    if (reason && reason_cap > 0)
+        reason[0] = '\0';
+    return 1;
+}
+
+static gb_status bf16_policy(void *self, gb_precision_policy *out)
+{
+    bf16 *p = self;
+    if (!out) {
+        if (p)
+            p->host->set_error(p->host, "policy: no output struct");
+        return GB_ERR_INVALID_ARG;
+    }
+    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
+    out->activation_dtype = GB_BF16;
+    out->matmul_dtype = GB_BF16;
+    out->param_dtype = GB_BF16;
+    out->master_weights = 1;
+    return GB_OK;
+}
+
+static const gb_precision_ops bf16_ops = {
+    .struct_size = sizeof(gb_precision_ops),
+    .create = bf16_create,
+    .destroy = bf16_destroy,
+    .eligible = bf16_eligible,
+    .policy = bf16_policy,
+    /* The scaler entries stay NULL: bf16 needs no loss scaling. */
+};
+
+GB_PLUGIN_DEFINE(GB_KIND_PRECISION, "bf16", "1.0.0",
+                 "bf16 activations, matmuls and weights, f32 master weights; no loss scaling",
+                 GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_OPTIONS(bf16_options), bf16_ops)

@@ -1,0 +1,90 @@
+/* The tf32 precision policy: f32 storage everywhere, matmuls on CUDA tensor cores in TF32.
+ *
+ * TF32 rounds matmul inputs to 10 mantissa bits (f32's 8-bit exponent kept) and
+ * accumulates in f32, which runs matmuls several times faster than plain f32 on Ampere
+ * and newer GPUs; on older ones the permission changes nothing. Activations, weights and
+ * gradients stay f32, so there is no master copy and no loss scaling (the scaler entries
+ * are NULL). It is PyTorch's torch.backends.cuda.matmul.allow_tf32 = True.
+ *
+ * The CPU has no TF32, so eligible() refuses it with a reason pointing at fp32 and bf16.
+ * The descriptor still lists the CPU because the object itself, being policy only, loads
+ * anywhere: that way `[precision] plugin = tf32` on the CPU gets eligible()'s explanation.
+ * Left out: telling the device to allow TF32, which needs a policy field ABI 1.0 lacks
+ * (docs/precision.md); until then the policy reads as fp32's.
+ */
+#include <stdio.h>
+
+#include "gearbox/precision.h"
+
+typedef struct tf32 {
+    const gb_host *host;
+} tf32;
+
+static gb_status tf32_create(const gb_host *host, const gb_value *options,
+                             const gb_device_ctx *device, void **self)
+{
+    (void)options;
+    (void)device;
+    if (!host || !self)
+        return GB_ERR_INVALID_ARG;
+    tf32 *p = host->alloc(host, sizeof *p);
+    if (!p) {
+        host->set_error(host, "out of memory");
+        return GB_ERR_NO_MEMORY;
+    }
+    p->host = host;
+    *self = p;
+    return GB_OK;
+}
+
+static void tf32_destroy(void *self)
+{
+    tf32 *p = self;
+    if (p)
+        p->host->free(p->host, p);
+}
+
+static int tf32_eligible(void *self, const gb_device_ctx *device, char *reason,
+                         size_t reason_cap)
+{
+    (void)self;
+    int cuda = device && device->device == GB_DEVICE_CUDA;
+    if (reason && reason_cap > 0) {
+        if (cuda)
+            reason[0] = '\0';
+        else
+            snprintf(reason, reason_cap, "tf32 is a CUDA tensor-core matmul mode; this run's "
+                     "device is %s: use fp32 (the same numbers without TF32) or bf16",
+                     !device ? "unknown" : device->device == GB_DEVICE_CPU ? "cpu" : "not CUDA");
+    }
+    return cuda;
+}
+
+static gb_status tf32_policy(void *self, gb_precision_policy *out)
+{
+    tf32 *p = self;
+    if (!out) {
+        if (p)
+            p->host->set_error(p->host, "policy: no output struct");
+        return GB_ERR_INVALID_ARG;
+    }
+    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
+    out->activation_dtype = GB_F32;
+    out->matmul_dtype = GB_F32;
+    out->param_dtype = GB_F32;
+    out->master_weights = 0;
+    return GB_OK;
+}
+
+static const gb_precision_ops tf32_ops = {
+    .struct_size = sizeof(gb_precision_ops),
+    .create = tf32_create,
+    .destroy = tf32_destroy,
+    .eligible = tf32_eligible,
+    .policy = tf32_policy,
+    /* The scaler entries stay NULL: f32 gradients need no loss scaling. */
+};
+
+GB_PLUGIN_DEFINE(GB_KIND_PRECISION, "tf32", "1.0.0",
+                 "f32 storage with TF32 tensor-core matmuls (CUDA only); no loss scaling",
+                 GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_NO_OPTIONS, tf32_ops)
