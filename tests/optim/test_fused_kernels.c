@@ -1,6 +1,6 @@
 /* Tests for the kernels of optim/adamw_fused, called directly (not through the plugin).
  *
- * - The scalar conversions bf16_from_f32 and f16_from_f32 against the exact reference on
+ * - The scalar conversions gb_bf16_from_f32 and gb_f16_from_f32 against the exact reference on
  *   the hard cases (ties, one ulp either side of them, subnormals, overflow, inf, NaN).
  * - Each kernel version's update loop writing those same values as its low-precision
  *   copy (coefficients that leave p unchanged: no step, no gradient, decay 1), so the
@@ -34,7 +34,7 @@ static int check_scalar_conversions(void)
         uint16_t *h = malloc((size_t)n * sizeof *h);
         test_hard_cases(dtypes[d], x, n);
         for (int64_t i = 0; i < n; i++)
-            h[i] = dtypes[d] == GB_BF16 ? bf16_from_f32(x[i]) : f16_from_f32(x[i]);
+            h[i] = dtypes[d] == GB_BF16 ? gb_bf16_from_f32(x[i]) : gb_f16_from_f32(x[i]);
         failures += test_check_lowp("scalar", dtypes[d], x, h, n) != 0;
         free(x), free(h);
     }

@@ -53,7 +53,7 @@ static inline void fused_element(const fused_span *s, int64_t i, const adamw_coe
 {
     adamw_element(&s->p[i], &s->m[i], &s->v[i], s->g[i], s->decay, c);
     if (s->lowp)
-        s->lowp[i] = s->lowp_dtype == GB_BF16 ? bf16_from_f32(s->p[i]) : f16_from_f32(s->p[i]);
+        s->lowp[i] = s->lowp_dtype == GB_BF16 ? gb_bf16_from_f32(s->p[i]) : gb_f16_from_f32(s->p[i]);
 }
 
 #endif /* GB_OPTIM_ADAMW_FUSED_KERNELS_H */

@@ -40,7 +40,7 @@ static inline __m512 update16(float *p, const float *g, float *m, float *v, cons
     return p1;
 }
 
-/* bf16_from_f32 on 16 lanes. */
+/* gb_bf16_from_f32 on 16 lanes. */
 static inline __m256i bf16x16(__m512 x)
 {
     __m512i bits = _mm512_castps_si512(x);
@@ -53,7 +53,7 @@ static inline __m256i bf16x16(__m512 x)
     return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(is_nan, rounded, quiet_nan));
 }
 
-/* f16_from_f32 on 16 lanes. */
+/* gb_f16_from_f32 on 16 lanes. */
 static inline __m256i f16x16(__m512 x)
 {
     return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

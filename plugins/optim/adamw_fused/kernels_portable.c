@@ -20,12 +20,12 @@ static void update_portable(const fused_span *s, const adamw_coeffs *c)
     } else if (s->lowp_dtype == GB_BF16) {
         for (int64_t i = 0; i < n; i++) {
             adamw_element(&p[i], &m[i], &v[i], g[i], decay, c);
-            lowp[i] = bf16_from_f32(p[i]);
+            lowp[i] = gb_bf16_from_f32(p[i]);
         }
     } else {
         for (int64_t i = 0; i < n; i++) {
             adamw_element(&p[i], &m[i], &v[i], g[i], decay, c);
-            lowp[i] = f16_from_f32(p[i]);
+            lowp[i] = gb_f16_from_f32(p[i]);
         }
     }
 }
