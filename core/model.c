@@ -1,11 +1,15 @@
 /* The GPT model through the device and attention plugins; see model.h.
- * Shapes: B batch, T tokens, C n_embd, H heads, D = C/H, V vocab, L layers, N = B*T. */
+ * Shapes: B batch, T tokens, C n_embd, H heads, D = C/H, V vocab, L layers, N = B*T.
+ * Activations (void *) are of the precision policy's activation dtype; parameters,
+ * gradients, per-row statistics and losses are f32. */
 #include "model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "gearbox/convert.h"
 
 #include "clock.h"
 #include "rng.h"
@@ -21,14 +25,16 @@ typedef struct model_params {
 } model_params;
 
 typedef struct layer_acts {
-    float *ln1, *ln1_mean, *ln1_rstd;  /* (N, C), (N), (N) */
-    float *qkv;                        /* (N, 3C) packed as (B, T, 3, H, D) */
-    float *atty;                       /* (N, C) attention output, (B, T, H, D) */
+    void *ln1;                         /* (N, C) */
+    float *ln1_mean, *ln1_rstd;        /* (N), (N) */
+    void *qkv;                         /* (N, 3C) packed as (B, T, 3, H, D) */
+    void *atty;                        /* (N, C) attention output, (B, T, H, D) */
     void *attn_saved;                  /* what the attention plugin keeps for backward */
-    float *res2;                       /* (N, C) residual after attention */
-    float *ln2, *ln2_mean, *ln2_rstd;  /* (N, C), (N), (N) */
-    float *fch, *fch_gelu;             /* (N, 4C) */
-    float *res3;                       /* (N, C) residual after the MLP */
+    void *res2;                        /* (N, C) residual after attention */
+    void *ln2;                         /* (N, C) */
+    float *ln2_mean, *ln2_rstd;        /* (N), (N) */
+    void *fch, *fch_gelu;              /* (N, 4C) */
+    void *res3;                        /* (N, C) residual after the MLP */
 } layer_acts;
 
 struct gb_model {
@@ -38,6 +44,8 @@ struct gb_model {
     int64_t B;                      /* micro-batch capacity */
     int train;
     int planning_only;              /* size every buffer but allocate none (gb_model_plan) */
+    gb_dtype act;                   /* activations (and matmul inputs), from the policy */
+    size_t act_size;                /* bytes per activation element */
 
     gb_param_tensor *tensors;
     int n_tensors;
@@ -45,20 +53,24 @@ struct gb_model {
     gb_param_group *groups;         /* host, one per tensor */
 
     float *params, *grads;          /* (n_params) each, device */
+    void *params_lowp;              /* (n_params) of act: the weights the matmuls read, which
+                                       the optimizer writes beside the f32 master copy;
+                                       NULL when act is f32 */
     void *optim_state;              /* device */
     size_t optim_state_bytes;
     float *norm_sq;                 /* device scalar */
     model_params p, g;              /* views into params and grads */
 
     int32_t *tokens, *targets;      /* (B, block_size) device */
-    float *encoded;                 /* (N, C) */
+    void *encoded;                  /* (N, C) */
     layer_acts *acts;
-    float *proj;                    /* (N, C) forward scratch for both projections */
-    float *lnf, *lnf_mean, *lnf_rstd;
-    float *logits;                  /* (N, V); becomes dlogits in backward */
+    void *proj;                     /* (N, C) forward scratch for both projections */
+    void *lnf;
+    float *lnf_mean, *lnf_rstd;
+    void *logits;                   /* (N, V); becomes dlogits in backward */
     float *losses;                  /* (N) */
     float *host_losses;             /* (N) host */
-    float *dres, *dC, *d3C, *d4C;   /* backward scratch: (N, C), (N, C), (N, 3C), (N, 4C) */
+    void *dres, *dC, *d3C, *d4C;    /* backward scratch: (N, C), (N, C), (N, 3C), (N, 4C) */
     void *attn_workspace;
     size_t attn_saved_bytes, attn_workspace_bytes;
 
@@ -107,6 +119,21 @@ static void *device_alloc(gb_model *m, size_t bytes, size_t *category)
 
 #define ALLOC_F32(m, count, category) \
     ((float *)device_alloc((m), (size_t)(count) * sizeof(float), &(m)->plan.category))
+#define ALLOC_ACT(m, count, category) \
+    device_alloc((m), (size_t)(count) * (m)->act_size, &(m)->plan.category)
+
+/* The activation `elems` elements into `base`. */
+static void *at(const gb_model *m, const void *base, int64_t elems)
+{
+    return (char *)base + (size_t)elems * m->act_size;
+}
+
+/* The copy of master parameter `w` that matmuls read: itself in f32 runs, else the same
+ * element of the low-precision copy. */
+static const void *working(const gb_model *m, const float *w)
+{
+    return m->params_lowp ? at(m, m->params_lowp, w - m->params) : w;
+}
 
 /* ---- parameter layout ---------------------------------------------------------------- */
 
@@ -205,7 +232,7 @@ static gb_attn_problem attn_problem(const gb_model *m, int64_t B, int64_t T)
         .heads = m->cfg.n_head,
         .seq_len = T,
         .head_dim = m->cfg.n_embd / m->cfg.n_head,
-        .dtype = GB_F32,
+        .dtype = m->act,
         .causal = 1,
     };
 }
@@ -232,35 +259,35 @@ static int allocate_activations(gb_model *m)
     int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd, V = m->cfg.vocab_size;
     m->tokens = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
     m->targets = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
-    m->encoded = ALLOC_F32(m, N * C, activations);
+    m->encoded = ALLOC_ACT(m, N * C, activations);
     m->acts = calloc((size_t)m->cfg.n_layer, sizeof *m->acts);
     if (!m->acts)
         return -1;
     for (int64_t l = 0; l < m->cfg.n_layer; l++) {
         layer_acts *a = &m->acts[l];
-        a->ln1 = ALLOC_F32(m, N * C, activations);
+        a->ln1 = ALLOC_ACT(m, N * C, activations);
         a->ln1_mean = ALLOC_F32(m, N, activations);
         a->ln1_rstd = ALLOC_F32(m, N, activations);
-        a->qkv = ALLOC_F32(m, N * 3 * C, activations);
-        a->atty = ALLOC_F32(m, N * C, activations);
+        a->qkv = ALLOC_ACT(m, N * 3 * C, activations);
+        a->atty = ALLOC_ACT(m, N * C, activations);
         a->attn_saved = device_alloc(m, m->attn_saved_bytes, &m->plan.activations);
-        a->res2 = ALLOC_F32(m, N * C, activations);
-        a->ln2 = ALLOC_F32(m, N * C, activations);
+        a->res2 = ALLOC_ACT(m, N * C, activations);
+        a->ln2 = ALLOC_ACT(m, N * C, activations);
         a->ln2_mean = ALLOC_F32(m, N, activations);
         a->ln2_rstd = ALLOC_F32(m, N, activations);
-        a->fch = ALLOC_F32(m, N * 4 * C, activations);
-        a->fch_gelu = ALLOC_F32(m, N * 4 * C, activations);
-        a->res3 = ALLOC_F32(m, N * C, activations);
+        a->fch = ALLOC_ACT(m, N * 4 * C, activations);
+        a->fch_gelu = ALLOC_ACT(m, N * 4 * C, activations);
+        a->res3 = ALLOC_ACT(m, N * C, activations);
         if (!a->ln1 || !a->ln1_mean || !a->ln1_rstd || !a->qkv || !a->atty || !a->attn_saved ||
             !a->res2 || !a->ln2 || !a->ln2_mean || !a->ln2_rstd || !a->fch || !a->fch_gelu ||
             !a->res3)
             return -1;
     }
-    m->proj = ALLOC_F32(m, N * C, activations);
-    m->lnf = ALLOC_F32(m, N * C, activations);
+    m->proj = ALLOC_ACT(m, N * C, activations);
+    m->lnf = ALLOC_ACT(m, N * C, activations);
     m->lnf_mean = ALLOC_F32(m, N, activations);
     m->lnf_rstd = ALLOC_F32(m, N, activations);
-    m->logits = ALLOC_F32(m, N * V, activations);
+    m->logits = ALLOC_ACT(m, N * V, activations);
     m->losses = ALLOC_F32(m, N, activations);
     m->attn_workspace = device_alloc(m, m->attn_workspace_bytes, &m->plan.workspace);
     if (!m->tokens || !m->targets || !m->encoded || !m->proj || !m->lnf || !m->lnf_mean ||
@@ -268,16 +295,18 @@ static int allocate_activations(gb_model *m)
         return -1;
     if (!m->train)
         return 0;
-    m->dres = ALLOC_F32(m, N * C, workspace);
-    m->dC = ALLOC_F32(m, N * C, workspace);
-    m->d3C = ALLOC_F32(m, N * 3 * C, workspace);
-    m->d4C = ALLOC_F32(m, N * 4 * C, workspace);
+    m->dres = ALLOC_ACT(m, N * C, workspace);
+    m->dC = ALLOC_ACT(m, N * C, workspace);
+    m->d3C = ALLOC_ACT(m, N * 3 * C, workspace);
+    m->d4C = ALLOC_ACT(m, N * 4 * C, workspace);
     return (m->dres && m->dC && m->d3C && m->d4C) ? 0 : -1;
 }
 
 static int allocate_parameters(gb_model *m)
 {
     m->params = ALLOC_F32(m, m->n_params, params);
+    if (m->act != GB_F32 && !(m->params_lowp = ALLOC_ACT(m, m->n_params, params)))
+        return -1;
     m->p.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
     m->g.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
     if (!m->params || !m->p.layers || !m->g.layers)
@@ -316,6 +345,8 @@ static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t bat
     m->B = batch;
     m->train = train;
     m->planning_only = planning_only;
+    m->act = rt->policy.activation_dtype;
+    m->act_size = gb_dtype_size(m->act);
     plan_tensors(m);
     if (!m->tensors || plan_attention(m) || allocate_parameters(m) || allocate_activations(m)) {
         gb_model_free(m);
@@ -453,9 +484,25 @@ static int copy_to_host(gb_model *m, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+/* The low-precision working copy of `host` (n_params f32) on the device. Later copies
+ * are the optimizer's, written in the same pass as the master weights. */
+static int set_working_params(gb_model *m, const float *host)
+{
+    uint16_t *lowp = malloc((size_t)m->n_params * sizeof *lowp);
+    if (!lowp)
+        return -1;
+    for (int64_t i = 0; i < m->n_params; i++)
+        lowp[i] = m->act == GB_BF16 ? gb_bf16_from_f32(host[i]) : gb_f16_from_f32(host[i]);
+    int rc = copy_to_device(m, m->params_lowp, lowp, (size_t)m->n_params * sizeof *lowp);
+    free(lowp);
+    return rc;
+}
+
 int gb_model_set_params(gb_model *m, const float *host)
 {
-    return copy_to_device(m, m->params, host, (size_t)m->n_params * sizeof(float));
+    if (copy_to_device(m, m->params, host, (size_t)m->n_params * sizeof(float)))
+        return -1;
+    return m->params_lowp ? set_working_params(m, host) : 0;
 }
 
 int gb_model_get_params(gb_model *m, float *host)
@@ -514,14 +561,14 @@ int gb_model_init(gb_model *m, uint64_t seed)
 /* ---- forward ------------------------------------------------------------------------- */
 
 /* out (N, OC) = in (N, IC) @ W (OC, IC)^T + bias (OC) */
-static int linear_forward(gb_model *m, float *out, const float *in, const float *W,
+static int linear_forward(gb_model *m, void *out, const void *in, const float *W,
                           const float *bias, int64_t N, int64_t IC, int64_t OC)
 {
     gb_matmul_args a = {
         .struct_size = sizeof a, .m = N, .n = OC, .k = IC,
-        .a = in, .lda = IC, .trans_a = 0, .dtype_a = GB_F32,
-        .b = W, .ldb = IC, .trans_b = 1, .dtype_b = GB_F32,
-        .c = out, .ldc = OC, .dtype_c = GB_F32,
+        .a = in, .lda = IC, .trans_a = 0, .dtype_a = m->act,
+        .b = working(m, W), .ldb = IC, .trans_b = 1, .dtype_b = m->act,
+        .c = out, .ldc = OC, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f, .bias = bias,
     };
     TIMED_CALL(m, GB_PHASE_FWD_MATMUL, &m->rt->inst[GB_KIND_DEVICE], "matmul",
@@ -530,21 +577,21 @@ static int linear_forward(gb_model *m, float *out, const float *in, const float 
 }
 
 /* dinp (N, IC) = dout (N, OC) @ W (OC, IC); dW (OC, IC) += dout^T @ in; dbias += sum(dout) */
-static int linear_backward(gb_model *m, float *dinp, float *dW, float *dbias, const float *dout,
-                           const float *in, const float *W, int64_t N, int64_t IC, int64_t OC)
+static int linear_backward(gb_model *m, void *dinp, float *dW, float *dbias, const void *dout,
+                           const void *in, const float *W, int64_t N, int64_t IC, int64_t OC)
 {
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     gb_matmul_args dx = {
         .struct_size = sizeof dx, .m = N, .n = IC, .k = OC,
-        .a = dout, .lda = OC, .trans_a = 0, .dtype_a = GB_F32,
-        .b = W, .ldb = IC, .trans_b = 0, .dtype_b = GB_F32,
-        .c = dinp, .ldc = IC, .dtype_c = GB_F32,
+        .a = dout, .lda = OC, .trans_a = 0, .dtype_a = m->act,
+        .b = working(m, W), .ldb = IC, .trans_b = 0, .dtype_b = m->act,
+        .c = dinp, .ldc = IC, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f,
     };
     gb_matmul_args dw = {
         .struct_size = sizeof dw, .m = OC, .n = IC, .k = N,
-        .a = dout, .lda = OC, .trans_a = 1, .dtype_a = GB_F32,
-        .b = in, .ldb = IC, .trans_b = 0, .dtype_b = GB_F32,
+        .a = dout, .lda = OC, .trans_a = 1, .dtype_a = m->act,
+        .b = in, .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dW, .ldc = IC, .dtype_c = GB_F32,
         .alpha = 1.0f, .beta = 1.0f,
     };
@@ -552,18 +599,18 @@ static int linear_backward(gb_model *m, float *dinp, float *dW, float *dbias, co
     TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DW, dev, "matmul", m->rt->dev->matmul(m->dev, &dw));
     if (dbias)
         TIMED_CALL(m, GB_PHASE_BWD_BIAS, dev, "bias_backward",
-                   m->rt->dev->bias_backward(m->dev, GB_F32, dbias, dout, N, OC));
+                   m->rt->dev->bias_backward(m->dev, m->act, dbias, dout, N, OC));
     return 0;
 }
 
 /* A (B, H, T, D) view of one of q, k, v inside the packed (B, T, 3, H, D) buffer, or of a
  * (B, T, H, D) buffer when `packed` is 0. */
-static gb_tensor heads_view(const gb_model *m, float *base, int64_t B, int64_t T, int packed)
+static gb_tensor heads_view(const gb_model *m, void *base, int64_t B, int64_t T, int packed)
 {
     int64_t C = m->cfg.n_embd, H = m->cfg.n_head, D = C / H;
     int64_t row = packed ? 3 * C : C;
     return (gb_tensor){
-        .data = base, .dtype = GB_F32, .ndim = 4,
+        .data = base, .dtype = m->act, .ndim = 4,
         .shape = {B, H, T, D},
         .stride = {T * row, D, row, 1},
     };
@@ -577,22 +624,22 @@ static int attention_forward(gb_model *m, layer_acts *a, int64_t B, int64_t T)
     TIMED_CALL(m, GB_PHASE_FWD_ATTN, inst, "forward",
                m->rt->attn->forward(inst->self, &prob, heads_view(m, a->atty, B, T, 0),
                                     heads_view(m, a->qkv, B, T, 1),
-                                    heads_view(m, a->qkv + C, B, T, 1),
-                                    heads_view(m, a->qkv + 2 * C, B, T, 1), a->attn_saved,
+                                    heads_view(m, at(m, a->qkv, C), B, T, 1),
+                                    heads_view(m, at(m, a->qkv, 2 * C), B, T, 1), a->attn_saved,
                                     m->attn_workspace));
     return 0;
 }
 
-static int layernorm_forward(gb_model *m, float *out, float *mean, float *rstd, const float *x,
+static int layernorm_forward(gb_model *m, void *out, float *mean, float *rstd, const void *x,
                              const float *w, const float *b, int64_t N)
 {
     TIMED_CALL(m, GB_PHASE_FWD_LAYERNORM, &m->rt->inst[GB_KIND_DEVICE], "layernorm_forward",
-               m->rt->dev->layernorm_forward(m->dev, GB_F32, out, mean, rstd, x, w, b, N,
+               m->rt->dev->layernorm_forward(m->dev, m->act, out, mean, rstd, x, w, b, N,
                                              m->cfg.n_embd, 1e-5f));
     return 0;
 }
 
-static int block_forward(gb_model *m, int64_t l, const float *residual, int64_t B, int64_t T)
+static int block_forward(gb_model *m, int64_t l, const void *residual, int64_t B, int64_t T)
 {
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
@@ -605,16 +652,16 @@ static int block_forward(gb_model *m, int64_t l, const float *residual, int64_t 
         linear_forward(m, m->proj, a->atty, p->projw, p->projb, N, C, C))
         return -1;
     TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
-               ops->add(m->dev, GB_F32, a->res2, residual, m->proj, N * C));
+               ops->add(m->dev, m->act, a->res2, residual, m->proj, N * C));
     if (layernorm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N) ||
         linear_forward(m, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C))
         return -1;
     TIMED_CALL(m, GB_PHASE_FWD_GELU, dev, "gelu_forward",
-               ops->gelu_forward(m->dev, GB_F32, a->fch_gelu, a->fch, N * 4 * C));
+               ops->gelu_forward(m->dev, m->act, a->fch_gelu, a->fch, N * 4 * C));
     if (linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C))
         return -1;
     TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
-               ops->add(m->dev, GB_F32, a->res3, a->res2, m->proj, N * C));
+               ops->add(m->dev, m->act, a->res3, a->res2, m->proj, N * C));
     return 0;
 }
 
@@ -647,9 +694,9 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
         return -1;
     phase_end(m, GB_PHASE_DATA, start);
     TIMED_CALL(m, GB_PHASE_FWD_EMBED, dev, "embed_forward",
-               ops->embed_forward(m->dev, GB_F32, m->encoded, m->tokens, m->p.wte, m->p.wpe, B,
+               ops->embed_forward(m->dev, m->act, m->encoded, m->tokens, m->p.wte, m->p.wpe, B,
                                   T, C));
-    const float *residual = m->encoded;
+    const void *residual = m->encoded;
     for (int64_t l = 0; l < m->cfg.n_layer; l++) {
         if (block_forward(m, l, residual, B, T))
             return -1;
@@ -665,7 +712,7 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
     if (!targets)
         return 0;
     start = phase_begin(m);
-    GB_CALL(dev, "cross_entropy", ops->cross_entropy(m->dev, GB_F32, m->losses, NULL, m->logits,
+    GB_CALL(dev, "cross_entropy", ops->cross_entropy(m->dev, m->act, m->losses, NULL, m->logits,
                                                      m->targets, N, V, 0.0f));
     if (mean_loss && read_mean_loss(m, N, mean_loss))
         return -1;
@@ -675,8 +722,16 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
 
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)
 {
-    return copy_to_host(m, host, m->logits,
-                        (size_t)(B * T * m->cfg.vocab_size) * sizeof(float));
+    int64_t n = B * T * m->cfg.vocab_size;
+    if (m->act == GB_F32)
+        return copy_to_host(m, host, m->logits, (size_t)n * sizeof(float));
+    /* 16-bit logits widen in place, from the end, into the f32 buffer they arrive in */
+    uint16_t *raw = (uint16_t *)host;
+    if (copy_to_host(m, raw, m->logits, (size_t)n * sizeof *raw))
+        return -1;
+    for (int64_t i = n - 1; i >= 0; i--)
+        host[i] = m->act == GB_BF16 ? gb_f32_from_bf16(raw[i]) : gb_f32_from_f16(raw[i]);
+    return 0;
 }
 
 /* ---- backward ------------------------------------------------------------------------ */
@@ -688,17 +743,17 @@ int gb_model_zero_grads(gb_model *m)
     return 0;
 }
 
-static int layernorm_backward(gb_model *m, float *dw, float *db, const float *dout,
-                              const float *x, const float *w, const float *mean,
+static int layernorm_backward(gb_model *m, float *dw, float *db, const void *dout,
+                              const void *x, const float *w, const float *mean,
                               const float *rstd, int64_t N)
 {
     TIMED_CALL(m, GB_PHASE_BWD_LAYERNORM, &m->rt->inst[GB_KIND_DEVICE], "layernorm_backward",
-               m->rt->dev->layernorm_backward(m->dev, GB_F32, m->dres, dw, db, dout, x, w, mean,
+               m->rt->dev->layernorm_backward(m->dev, m->act, m->dres, dw, db, dout, x, w, mean,
                                               rstd, N, m->cfg.n_embd));
     return 0;
 }
 
-static int attention_backward(gb_model *m, layer_acts *a, const float *datty, int64_t B,
+static int attention_backward(gb_model *m, layer_acts *a, const void *datty, int64_t B,
                               int64_t T)
 {
     gb_instance *inst = &m->rt->inst[GB_KIND_ATTN];
@@ -706,19 +761,19 @@ static int attention_backward(gb_model *m, layer_acts *a, const float *datty, in
     gb_attn_problem prob = attn_problem(m, B, T);
     TIMED_CALL(m, GB_PHASE_BWD_ATTN, inst, "backward",
                m->rt->attn->backward(inst->self, &prob, heads_view(m, m->d3C, B, T, 1),
-                                     heads_view(m, m->d3C + C, B, T, 1),
-                                     heads_view(m, m->d3C + 2 * C, B, T, 1),
-                                     heads_view(m, (float *)datty, B, T, 0),
+                                     heads_view(m, at(m, m->d3C, C), B, T, 1),
+                                     heads_view(m, at(m, m->d3C, 2 * C), B, T, 1),
+                                     heads_view(m, (void *)datty, B, T, 0),
                                      heads_view(m, a->qkv, B, T, 1),
-                                     heads_view(m, a->qkv + C, B, T, 1),
-                                     heads_view(m, a->qkv + 2 * C, B, T, 1),
+                                     heads_view(m, at(m, a->qkv, C), B, T, 1),
+                                     heads_view(m, at(m, a->qkv, 2 * C), B, T, 1),
                                      heads_view(m, a->atty, B, T, 0), a->attn_saved,
                                      m->attn_workspace));
     return 0;
 }
 
 /* m->dres holds d(loss)/d(res3) on entry and d(loss)/d(residual) on return. */
-static int block_backward(gb_model *m, int64_t l, const float *residual, int64_t B, int64_t T)
+static int block_backward(gb_model *m, int64_t l, const void *residual, int64_t B, int64_t T)
 {
     layer_params *p = &m->p.layers[l], *g = &m->g.layers[l];
     layer_acts *a = &m->acts[l];
@@ -727,7 +782,7 @@ static int block_backward(gb_model *m, int64_t l, const float *residual, int64_t
                         4 * C, C))
         return -1;
     TIMED_CALL(m, GB_PHASE_BWD_GELU, &m->rt->inst[GB_KIND_DEVICE], "gelu_backward",
-               m->rt->dev->gelu_backward(m->dev, GB_F32, m->d4C, a->fch, m->d4C, N * 4 * C));
+               m->rt->dev->gelu_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
     if (linear_backward(m, m->dC, g->fcw, g->fcb, m->d4C, a->ln2, p->fcw, N, C, 4 * C) ||
         layernorm_backward(m, g->ln2w, g->ln2b, m->dC, a->res2, p->ln2w, a->ln2_mean,
                            a->ln2_rstd, N) ||
@@ -764,25 +819,25 @@ int gb_model_backward(gb_model *m, float dloss)
     }
     /* logits become dlogits in place */
     TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
-               ops->cross_entropy(m->dev, GB_F32, m->losses, m->logits, m->logits, m->targets,
-                                  N, V, dloss / (float)N));
-    const float *last = m->acts[m->cfg.n_layer - 1].res3;
+               ops->cross_entropy(m->dev, m->act, m->losses, m->logits, m->logits, m->targets,
+                                  N, V, dloss * gb_model_loss_scale(m) / (float)N));
+    const void *last = m->acts[m->cfg.n_layer - 1].res3;
     if (linear_backward(m, m->dC, m->g.wte, NULL, m->logits, m->lnf, m->p.wte, N, C, V))
         return -1;
     TIMED_CALL(m, GB_PHASE_ZERO_GRADS, dev, "memset_zero",
-               ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * sizeof(float)));
+               ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * m->act_size));
     if (layernorm_backward(m, m->g.lnfw, m->g.lnfb, m->dC, last, m->p.lnfw, m->lnf_mean,
                            m->lnf_rstd, N) ||
         grads_ready_from(m, m->g.lnfw))
         return -1;
     /* each block's tensors are contiguous and follow the previous block's */
     for (int64_t l = m->cfg.n_layer - 1; l >= 0; l--) {
-        const float *residual = l ? m->acts[l - 1].res3 : m->encoded;
+        const void *residual = l ? m->acts[l - 1].res3 : m->encoded;
         if (block_backward(m, l, residual, B, T) || grads_ready_from(m, m->g.layers[l].ln1w))
             return -1;
     }
     TIMED_CALL(m, GB_PHASE_BWD_EMBED, dev, "embed_backward",
-               ops->embed_backward(m->dev, GB_F32, m->g.wte, m->g.wpe, m->dres, m->tokens, B, T,
+               ops->embed_backward(m->dev, m->act, m->g.wte, m->g.wpe, m->dres, m->tokens, B, T,
                                    C));
     m->last_has_targets = 0; /* logits were consumed */
     return grads_ready_from(m, m->grads);
@@ -790,16 +845,44 @@ int gb_model_backward(gb_model *m, float dloss)
 
 /* ---- update -------------------------------------------------------------------------- */
 
-int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step)
+/* With a loss scaler: whether any gradient is inf/nan (the squared norm then is not
+ * finite), told to the scaler, which decides whether the update is skipped. */
+static int consult_scaler(gb_model *m, int *skip)
+{
+    gb_runtime *rt = m->rt;
+    *skip = 0;
+    if (!rt->precision->update)
+        return 0;
+    float norm_sq = 0.0f;
+    if (copy_to_host(m, &norm_sq, m->norm_sq, sizeof norm_sq))
+        return -1;
+    GB_CALL(&rt->inst[GB_KIND_PRECISION], "update",
+            rt->precision->update(rt->inst[GB_KIND_PRECISION].self, !isfinite(norm_sq), skip));
+    return 0;
+}
+
+float gb_model_loss_scale(const gb_model *m)
+{
+    const gb_precision_ops *p = m->rt->precision;
+    return p->loss_scale ? p->loss_scale(m->rt->inst[GB_KIND_PRECISION].self) : 1.0f;
+}
+
+int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *skipped)
 {
     gb_runtime *rt = m->rt;
     gb_instance *opt = &rt->inst[GB_KIND_OPTIM];
+    float scale = gb_model_loss_scale(m); /* backward's, before the scaler moves it */
+    *skipped = 0;
     if (rt->optim->grad_norm_sq)
         TIMED_CALL(m, GB_PHASE_GRAD_NORM, opt, "grad_norm_sq",
                    rt->optim->grad_norm_sq(opt->self, m->norm_sq, m->grads, m->n_params));
     else
         TIMED_CALL(m, GB_PHASE_GRAD_NORM, &rt->inst[GB_KIND_DEVICE], "sum_squares",
                    rt->dev->sum_squares(m->dev, m->norm_sq, m->grads, m->n_params));
+    if (consult_scaler(m, skipped))
+        return -1;
+    if (*skipped)
+        return 0;
     gb_optim_step_args args = {
         .struct_size = sizeof args,
         .params = m->params,
@@ -812,7 +895,9 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step)
         .lr = lr,
         .grad_norm_sq = m->norm_sq,
         .max_norm = max_norm,
-        .inv_loss_scale = 1.0f,
+        .inv_loss_scale = 1.0f / scale,
+        .params_lowp = m->params_lowp,
+        .lowp_dtype = m->act,
     };
     TIMED_CALL(m, GB_PHASE_OPTIMIZER, opt, "step", rt->optim->step(opt->self, &args));
     return 0;

@@ -82,7 +82,9 @@ int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T);
 /* Zeroes the parameter gradients (start of an optimizer step). */
 int gb_model_zero_grads(gb_model *m);
 /* Backward of the last forward (with targets), accumulating into the parameter
- * gradients; dloss is d(final loss)/d(this micro-batch's mean loss), e.g. 1/grad_accum. */
+ * gradients; dloss is d(final loss)/d(this micro-batch's mean loss), e.g. 1/grad_accum.
+ * Under a loss-scaling precision policy the gradients come out multiplied by
+ * gb_model_loss_scale(), which gb_model_update divides out again. */
 int gb_model_backward(gb_model *m, float dloss);
 /* Told during backward, after the kernels that finish them are queued, that the
  * gradients of the flat buffer from element `first` to the end are final for this
@@ -94,8 +96,13 @@ typedef int (*gb_grads_ready_fn)(void *ctx, int64_t first);
 /* Sets (or with NULL clears) the callback for the following backward passes. */
 void gb_model_on_grads_ready(gb_model *m, gb_grads_ready_fn fn, void *ctx);
 /* Clips (when max_norm > 0) and applies one optimizer step with learning rate lr;
- * step is 1-based. */
-int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step);
+ * step is 1-based. With a loss scaler the scaler first learns whether any gradient is
+ * inf/nan and may skip the step (*skipped = 1: parameters and optimizer state untouched)
+ * and move its scale. The optimizer also writes the low-precision weight copy of
+ * bf16/f16 policies. */
+int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *skipped);
+/* The precision policy's current loss scale; 1 without loss scaling. */
+float gb_model_loss_scale(const gb_model *m);
 /* The global gradient norm of the last update (host read; for metrics). */
 int gb_model_grad_norm(gb_model *m, float *norm);
 /* Adds the time of every following kernel call to `profile` by phase (NULL: stop). */

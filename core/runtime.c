@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "machine.h"
+
 static gb_instance *instance_of(const gb_host *host)
 {
     return (gb_instance *)host->core_private;
@@ -101,11 +103,49 @@ void gb_instance_unbind(gb_instance *inst)
     memset(inst, 0, sizeof *inst);
 }
 
+/* `[precision] plugin = auto`: bf16 where the device computes it natively, else fp16 with
+ * loss scaling where it computes that natively, else fp32. The choice and the reason go
+ * to stdout. CUDA devices count as bf16-capable: gearbox's CUDA path targets sm_80+. */
+static const char *choose_precision(uint32_t device_bit)
+{
+    const char *choice, *why;
+    char features[160] = "";
+    if (device_bit & GB_DEVICE_CUDA) {
+        choice = "bf16";
+        why = "CUDA tensor cores (sm_80 and later) multiply bf16 natively";
+    } else {
+        gb_cpu_features f;
+        gb_cpu_detect(&f);
+        snprintf(features, sizeof features, " (%s: avx512_bf16 %s, amx_bf16 %s, avx512_fp16 %s)",
+                 f.model, f.avx512_bf16 ? "yes" : "no", f.amx_bf16 ? "yes" : "no",
+                 f.avx512_fp16 ? "yes" : "no");
+        if (f.avx512_bf16 || f.amx_bf16) {
+            choice = "bf16";
+            why = "this CPU multiplies bf16 natively";
+        } else if (f.avx512_fp16) {
+            choice = "fp16";
+            why = "this CPU computes fp16 natively but not bf16; fp16 runs with loss scaling";
+        } else {
+            choice = "fp32";
+            why = "this CPU has no bf16 or fp16 arithmetic, so 16-bit types would only be "
+                  "converted in software, costing time to save memory";
+        }
+    }
+    printf("precision: auto chose %s: %s%s\n", choice, why, features);
+    return choice;
+}
+
 static int resolve_plugin(gb_runtime *rt, gb_config *cfg, gb_kind kind, gb_diag *diag)
 {
     const char *name = rt->settings.plugin[kind];
     if (kind == GB_KIND_ATTN && strcmp(name, "auto") == 0)
         return 0; /* chosen at start, when the device can measure the candidates */
+    if (kind == GB_KIND_PRECISION && strcmp(name, "auto") == 0) {
+        const gb_plugin *p = gb_loader_find(rt->loader, kind, choose_precision(rt->device_bit),
+                                            rt->device_bit, diag);
+        return !p || gb_instance_bind(&rt->inst[kind], p, cfg, "auto", (int)rt->settings.threads,
+                                      diag);
+    }
     const gb_plugin *p = gb_loader_find(rt->loader, kind, name, rt->device_bit, diag);
     if (!p)
         return 1;
@@ -156,6 +196,24 @@ static int create_failed(gb_instance *inst, gb_status st, gb_diag *diag)
     return -1;
 }
 
+/* The policies the model can run: one compute dtype for activations, matmul inputs and the
+ * weights' working copy (f32, bf16 or f16), with f32 master weights beside a 16-bit copy. */
+static int check_policy(gb_runtime *rt, gb_instance *p, gb_diag *diag)
+{
+    const gb_precision_policy *pol = &rt->policy;
+    gb_dtype d = pol->activation_dtype;
+    int one_dtype = pol->matmul_dtype == d && pol->param_dtype == d;
+    int known = d == GB_F32 || d == GB_BF16 || d == GB_F16;
+    if (one_dtype && known && (d == GB_F32 || pol->master_weights))
+        return 0;
+    gb_diag_add(diag, "[precision] plugin = %s asks for %s activations, %s matmuls and %s "
+                "weights%s; gearbox runs one of f32, bf16 or f16 for all three, with f32 master "
+                "weights for the 16-bit ones", p->plugin->desc->name, gb_dtype_name(d),
+                gb_dtype_name(pol->matmul_dtype), gb_dtype_name(pol->param_dtype),
+                pol->master_weights ? " (master weights)" : " (no master weights)");
+    return -1;
+}
+
 /* The precision policy comes before the other kinds: it decides their dtypes. */
 static int start_precision(gb_runtime *rt, gb_diag *diag)
 {
@@ -172,15 +230,7 @@ static int start_precision(gb_runtime *rt, gb_diag *diag)
     rt->policy.struct_size = sizeof rt->policy;
     if ((st = rt->precision->policy(p->self, &rt->policy)) != GB_OK)
         return create_failed(p, st, diag);
-    if (rt->policy.activation_dtype != GB_F32 || rt->policy.matmul_dtype != GB_F32 ||
-        rt->policy.param_dtype != GB_F32) {
-        gb_diag_add(diag, "[precision] plugin = %s asks for %s activations and %s matmuls; this "
-                    "gearbox trains in f32 only so far", p->plugin->desc->name,
-                    gb_dtype_name(rt->policy.activation_dtype),
-                    gb_dtype_name(rt->policy.matmul_dtype));
-        return -1;
-    }
-    return 0;
+    return check_policy(rt, p, diag);
 }
 
 int gb_runtime_start(gb_runtime *rt, gb_diag *diag)

@@ -43,6 +43,7 @@ struct gb_trainer {
     int32_t *tokens, *targets;   /* (rows, T) host */
     FILE *out;                   /* stdout on rank 0, /dev/null on the others */
     gb_profile *profile;         /* --profile: time by phase, or NULL */
+    int64_t skipped_steps;       /* updates the loss scaler skipped in this process */
     FILE *metrics;
     gb_progress progress;
     int64_t first_step;          /* 0, or the checkpoint's step when resuming */
@@ -122,6 +123,51 @@ static int evaluate(gb_trainer *t, int64_t step)
 
 /* ---- checkpoints --------------------------------------------------------------------- */
 
+/* The loss scaler's state into ck (nothing for policies without one). */
+static int save_scaler_state(gb_trainer *t, gb_checkpoint *ck)
+{
+    const gb_precision_ops *p = t->rt.precision;
+    gb_instance *inst = &t->rt.inst[GB_KIND_PRECISION];
+    if (!p->state_bytes)
+        return 0;
+    ck->precision_bytes = p->state_bytes(inst->self);
+    ck->precision_state = malloc(ck->precision_bytes ? ck->precision_bytes : 1);
+    if (!ck->precision_state)
+        return -1;
+    GB_CALL(inst, "save_state", p->save_state(inst->self, ck->precision_state));
+    return 0;
+}
+
+/* Continues the checkpoint's loss scale, so a resumed run scales as the uninterrupted
+ * one would. A checkpoint from a policy without a scaler starts the scaler afresh. */
+static int load_scaler_state(gb_trainer *t, const gb_checkpoint *ck, const char *path,
+                             gb_diag *diag)
+{
+    const gb_precision_ops *p = t->rt.precision;
+    gb_instance *inst = &t->rt.inst[GB_KIND_PRECISION];
+    if (!p->load_state)
+        return 0;
+    if (ck->precision_bytes == 0) {
+        fprintf(t->out, "note: %s holds no loss-scaler state; [precision] plugin = %s starts "
+                "from its init_scale\n", path, t->s->plugin[GB_KIND_PRECISION]);
+        return 0;
+    }
+    if (ck->precision_bytes != p->state_bytes(inst->self)) {
+        gb_diag_add(diag, "%s holds %zu bytes of loss-scaler state; [precision] plugin = %s "
+                    "keeps %zu: resume with the precision plugin the checkpoint was trained with",
+                    path, ck->precision_bytes, t->s->plugin[GB_KIND_PRECISION],
+                    p->state_bytes(inst->self));
+        return -1;
+    }
+    gb_status st = p->load_state(inst->self, ck->precision_state);
+    if (st != GB_OK) {
+        gb_diag_add(diag, "%s: [precision] plugin = %s refused the saved loss-scaler state: %s",
+                    path, t->s->plugin[GB_KIND_PRECISION], inst->error);
+        return -1;
+    }
+    return 0;
+}
+
 static int save_checkpoint(gb_trainer *t, int64_t step)
 {
     if (t->rank != 0)
@@ -136,10 +182,11 @@ static int save_checkpoint(gb_trainer *t, int64_t step)
     ck.optim_bytes = gb_model_optim_state_bytes(t->model);
     ck.optim_state = malloc(ck.optim_bytes);
     snprintf(ck.optim_name, sizeof ck.optim_name, "%s", t->s->plugin[GB_KIND_OPTIM]);
+    int scaler_ok = save_scaler_state(t, &ck) == 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/ckpt-%06lld.gbk", t->s->out_dir, (long long)step);
     int rc = -1;
-    if (ck.config_text && ck.params && ck.optim_state &&
+    if (ck.config_text && ck.params && ck.optim_state && scaler_ok &&
         !gb_model_get_params(t->model, ck.params) &&
         !gb_model_get_optim_state(t->model, ck.optim_state))
         rc = gb_checkpoint_write(path, &ck, &diag);
@@ -150,6 +197,7 @@ static int save_checkpoint(gb_trainer *t, int64_t step)
     free(ck.config_text);
     free(ck.params);
     free(ck.optim_state);
+    free(ck.precision_state);
     return rc;
 }
 
@@ -178,7 +226,8 @@ static int resume_from(gb_trainer *t, const char *path)
     }
     if (rc == 0)
         rc = gb_model_set_params(t->model, ck.params) ||
-             gb_model_set_optim_state(t->model, ck.optim_state);
+             gb_model_set_optim_state(t->model, ck.optim_state) ||
+             load_scaler_state(t, &ck, path, &diag);
     if (rc == 0) {
         t->first_step = ck.step;
         fprintf(t->out, "resumed from %s at step %lld\n", path, (long long)ck.step);
@@ -227,7 +276,12 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
             return -1;
         *loss = (float)mean;
     }
-    return gb_model_update(t->model, (float)gb_settings_lr(s, it), (float)s->grad_clip, it + 1);
+    int skipped = 0;
+    if (gb_model_update(t->model, (float)gb_settings_lr(s, it), (float)s->grad_clip, it + 1,
+                        &skipped))
+        return -1;
+    t->skipped_steps += skipped;
+    return 0;
 }
 
 void gb_trainer_set_profile(gb_trainer *t, gb_profile *profile)
@@ -304,7 +358,8 @@ static void log_step(gb_trainer *t, int64_t step, float loss, double lr, double 
             (unsigned long long)rss, (unsigned long long)peak_rss);
     if (t->rt.precision->loss_scale) {
         fputs(", \"loss_scale\": ", t->metrics);
-        json_number(t->metrics, t->rt.precision->loss_scale(t->rt.inst[GB_KIND_PRECISION].self));
+        json_number(t->metrics, gb_model_loss_scale(t->model));
+        fprintf(t->metrics, ", \"skipped_steps\": %lld", (long long)t->skipped_steps);
     }
     fputs("}\n", t->metrics);
     fflush(t->metrics);

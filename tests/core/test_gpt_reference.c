@@ -111,10 +111,11 @@ static int check_three_steps(const gbt_file *f, gb_model *m, const int32_t *c,
     if (!hp)
         return 1;
     const float *h = hp->data;
+    int skipped = 0;
     for (int step = 1; step <= 3; step++) {
         if (gb_model_zero_grads(m) ||
             gb_model_forward(m, tokens, targets, c[4], c[3], NULL) ||
-            gb_model_backward(m, 1.0f) || gb_model_update(m, h[step - 1], h[7], step))
+            gb_model_backward(m, 1.0f) || gb_model_update(m, h[step - 1], h[7], step, &skipped))
             return 1;
     }
     if (gb_model_get_params(m, scratch))
