@@ -10,6 +10,9 @@ COMPARE=$5
 # --oversubscribe: two ranks may be more than the machine's cores; root is allowed
 # because CI containers run as root.
 mpirun2() { "$MPIRUN" --allow-run-as-root --oversubscribe -np 2 "$@"; }
+# Whatever happens to a check, no rank of this test's jobs outlives it.
+kill_jobs() { pkill -KILL -f "run.out_dir=$WORK/" 2> /dev/null || true; }
+trap 'kill_jobs; rm -rf "$WORK"' EXIT
 
 make_data
 write_config "$WORK/run.ini"
@@ -78,9 +81,10 @@ rank1_pid() {
 # expects the job to end within the timeout (plus start-up slack) with rank 1 named.
 fault() {
     local name=$1 signal=$2 timeout_s=5
-    mpirun2 "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/$name" \
-        --set comm.plugin=mpi --set comm.timeout_s=$timeout_s --set run.steps=1000000 \
-        --set run.log_every=1 > "$WORK/$name.log" 2>&1 &
+    # mpirun itself in the background (not a function's subshell), so $! is its pid
+    "$MPIRUN" --allow-run-as-root --oversubscribe -np 2 "$GEARBOX" train "$WORK/run.ini" \
+        --set run.out_dir="$WORK/$name" --set comm.plugin=mpi --set comm.timeout_s=$timeout_s \
+        --set run.steps=1000000 --set run.log_every=1 > "$WORK/$name.log" 2>&1 &
     local job=$! pid=""
     for _ in $(seq 600); do
         grep -q "^step " "$WORK/$name.log" 2> /dev/null && pid=$(rank1_pid "$WORK/$name")
@@ -90,6 +94,7 @@ fault() {
     if [ -z "$pid" ]; then
         fail "$name: the job did not start training; log: $(head -c 600 "$WORK/$name.log")"
         kill -KILL "$job" 2> /dev/null
+        kill_jobs
         return
     fi
     local start=$SECONDS
@@ -102,6 +107,7 @@ fault() {
     if kill -0 "$job" 2> /dev/null; then
         fail "$name: the job still runs $((SECONDS - start)) s after SIG$signal to rank 1"
         kill -KILL "$pid" "$job" 2> /dev/null
+        kill_jobs
         return
     fi
     local rc=0
