@@ -3,34 +3,38 @@
  * Forward: each (batch, head, query tile) streams key tiles through an online softmax,
  * keeping a running max m and sum l per query row and rescaling the running output, so
  * no (T, T) matrix ever exists; it saves only the log-sum-exp m + log l of each row
- * (B*H*T floats per layer). Tiles wholly above the causal diagonal are never visited.
- * Backward recomputes the probabilities tile by tile from the log-sum-exps, with
- * D_t = dO_t . O_t computed first (FlashAttention-2's stand-in for rowsum(P * dP)).
+ * (B*H*T floats per layer). Tiles wholly above the causal diagonal are never visited,
+ * and a tile across it is taken a strip of rows (the kernels' block height) at a time,
+ * each strip only up to the keys it sees, rounded up to 16. Backward recomputes the
+ * probabilities tile by tile from the log-sum-exps, with D_t = dO_t . O_t computed first
+ * (FlashAttention-2's stand-in for rowsum(P * dP)).
  * Every sum has one owner that adds its terms in a fixed order, so there are no atomics
  * and outputs are bit-identical whatever the thread count; backward_by_heads says how
  * the work is split.
  *
  * Products run on packed tiles: K^T / sqrt(head_dim) and V^T for the score products, and
  * rows of V, K, Q and dO padded to a multiple of 16 floats; Q and dO are read in place
- * where a product only broadcasts their elements. The kernels (kernels.h) are AVX-512
- * intrinsics when the CPU has AVX-512F and portable C otherwise (option `isa`); both give
- * the same bits. Workspace is one set of tiles per thread plus D (B*H*T floats): linear
- * in T. f32 only; head_dim contiguous; head_dim is limited by memory only.
+ * where a product only broadcasts their elements. The kernels are the CPU device's
+ * (cpu_kernels.h): AVX-512 or AVX2 intrinsics when the CPU has them, portable C otherwise
+ * (option `isa`); all give the same bits, and the terms the strips leave out are exact
+ * zeros, which an fma chain started from +0 never notices. Workspace is one set of tiles
+ * per thread plus D (B*H*T floats): linear in T. f32 only; head_dim contiguous; head_dim
+ * is limited by memory only.
  */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
 
 #include "attn_views.h"
+#include "cpu_kernels.h"
 #include "gearbox/attn.h"
-#include "kernels.h"
 #include "pointwise.h"
 #include "rowreduce.h"
 
 #define PLUGIN "attn/flash"
 
 enum { OPT_BLOCK_Q, OPT_BLOCK_K, OPT_ISA };
-enum { ISA_AUTO, ISA_AVX512, ISA_PORTABLE };
+enum { ISA_AUTO };   /* the other choices are kernel sets, by name */
 
 static const gb_option flash_options[] = {
     [OPT_BLOCK_Q] = {"block_q", GB_OPT_INT, "128", 1, 4096, NULL,
@@ -39,36 +43,41 @@ static const gb_option flash_options[] = {
     [OPT_BLOCK_K] = {"block_k", GB_OPT_INT, "128", 16, 4096, NULL,
                      "keys per tile, a multiple of 16 (K, V, dK, dV tiles of block_k x "
                      "head_dim; scores of block_q x block_k)"},
-    [OPT_ISA] = {"isa", GB_OPT_ENUM, "auto", 0, 0, "auto|avx512|portable",
-                 "inner kernels: auto picks avx512 when the CPU has AVX-512F; both give "
-                 "identical results"},
+    [OPT_ISA] = {"isa", GB_OPT_ENUM, "auto", 0, 0, "auto|avx512|avx2|portable",
+                 "inner kernels: auto picks avx512 when the CPU has AVX-512F, else avx2 "
+                 "when it has AVX2 and FMA; all give identical results"},
 };
 
 typedef struct attn_flash {
     const gb_host *host;
     int threads;       /* host->num_threads, at least 1: one set of tiles each */
     int64_t block_q, block_k;
-    const flash_kernels *kernels;
+    const cpu_kernels *kernels;
 } attn_flash;
 
-/* The kernels `isa` asks for; auto falls back to portable C without a word. */
-static gb_status choose_kernels(const gb_host *host, int64_t isa, const flash_kernels **out)
+/* The kernels `isa` asks for: auto takes the fastest this CPU runs without a word; a
+ * named set this build or CPU cannot run is refused. */
+static gb_status choose_kernels(const gb_host *host, int64_t isa, const cpu_kernels **out)
 {
-    *out = &flash_kernels_portable;
-    if (isa == ISA_PORTABLE)
-        return GB_OK;
-#ifdef FLASH_HAVE_AVX512
-    if (__builtin_cpu_supports("avx512f")) {
-        *out = &flash_kernels_avx512;
+    if (isa == ISA_AUTO) {
+        *out = cpu_kernels_best();
         return GB_OK;
     }
-    const char *why = "this CPU has no AVX-512F";
-#else
-    const char *why = "this build has no AVX-512 kernels (it is not for x86-64)";
-#endif
-    if (isa == ISA_AUTO)
+    char name[16];
+    const char *choices = flash_options[OPT_ISA].choices;
+    for (int64_t i = 0; i < isa; i++)
+        choices = strchr(choices, '|') + 1;
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(choices, "|"), choices);
+    *out = cpu_kernels_find(name);
+    if (*out)
         return GB_OK;
-    host->set_error(host, "[attn] isa = avx512, but %s; use isa = auto or portable", why);
+#ifdef CPU_KERNELS_X86
+    const char *lacking = "this CPU lacks its instructions";
+#else
+    const char *lacking = "this build is not for x86-64";
+#endif
+    host->set_error(host, "[attn] isa = %s, but %s; use isa = auto or portable", name,
+                    lacking);
     return GB_ERR_UNSUPPORTED;
 }
 
@@ -81,13 +90,13 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
         return GB_ERR_UNSUPPORTED;
     }
     const int64_t block_k = options[OPT_BLOCK_K].i;
-    if (block_k % FLASH_VEC != 0) {
+    if (block_k % CPU_VEC != 0) {
         host->set_error(host, "[attn] block_k = %lld is not a multiple of %d, the width the "
-                        "kernels work in; use %lld", (long long)block_k, FLASH_VEC,
-                        (long long)((block_k + FLASH_VEC - 1) / FLASH_VEC * FLASH_VEC));
+                        "kernels work in; use %lld", (long long)block_k, CPU_VEC,
+                        (long long)((block_k + CPU_VEC - 1) / CPU_VEC * CPU_VEC));
         return GB_ERR_CONFIG;
     }
-    const flash_kernels *kernels;
+    const cpu_kernels *kernels;
     gb_status status = choose_kernels(host, options[OPT_ISA].i, &kernels);
     if (status != GB_OK)
         return status;
@@ -122,16 +131,6 @@ static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, si
 
 /* ---- tiles --------------------------------------------------------------------------- */
 
-static int64_t round_up(int64_t n, int64_t to)
-{
-    return (n + to - 1) / to * to;
-}
-
-static int64_t min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
-}
-
 /* Tile sizes for one problem: no larger than T needs. */
 typedef struct tile_shape {
     int64_t BQ, BK, D, Dp;   /* query rows, keys (a multiple of 16), head_dim, padded */
@@ -156,10 +155,10 @@ static tile_shape shape_of(const attn_flash *f, const gb_attn_problem *p)
 {
     const int64_t T = p->seq_len;
     return (tile_shape){
-        .BQ = min64(f->block_q, T),
-        .BK = min64(f->block_k, round_up(T, FLASH_VEC)),
+        .BQ = attn_min(f->block_q, T),
+        .BK = attn_min(f->block_k, attn_round_up(T, CPU_VEC)),
         .D = p->head_dim,
-        .Dp = round_up(p->head_dim, FLASH_VEC),
+        .Dp = attn_round_up(p->head_dim, CPU_VEC),
         .T = T,
         .by_heads = backward_by_heads(f->threads, p),
     };
@@ -192,7 +191,7 @@ static int64_t lay_out_tiles(const tile_shape *t, float *base, tiles *w)
     int64_t used = 0;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         *slots[i] = base ? base + used : NULL;
-        used += round_up(sizes[i], FLASH_VEC);
+        used += attn_round_up(sizes[i], CPU_VEC);
     }
     return used;
 }
@@ -205,56 +204,17 @@ static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *save
     tiles unused;
     const int64_t rows = p->batch * p->heads * p->seq_len;
     *saved_bytes = (size_t)rows * sizeof(float);
-    *workspace_bytes = (size_t)(round_up(rows, FLASH_VEC) +
+    *workspace_bytes = (size_t)(attn_round_up(rows, CPU_VEC) +
                                 f->threads * lay_out_tiles(&t, NULL, &unused)) *
                        sizeof(float);
     return GB_OK;
-}
-
-/* Rows s0 .. s0+n-1 of head (b, h) into dst (n, ld), columns D .. ld-1 zeroed so that
- * products over the padded width add nothing. */
-// dst (n, ld)
-static void pack_rows(float *dst, int64_t ld, const gb_tensor *t, int64_t b, int64_t h,
-                      int64_t s0, int64_t n, int64_t D)
-{
-    for (int64_t i = 0; i < n; i++) {
-        memcpy(dst + i * ld, attn_row(t, b, h, s0 + i), (size_t)D * sizeof(float));
-        memset(dst + i * ld + D, 0, (size_t)(ld - D) * sizeof(float));
-    }
-}
-
-/* The same rows transposed and times `scale`: dst[d][j] = scale * row j's element d;
- * columns n .. ld-1 zeroed. */
-// dst (D, ld)
-static void pack_columns(float *dst, int64_t ld, const gb_tensor *t, int64_t b, int64_t h,
-                         int64_t s0, int64_t n, int64_t D, float scale)
-{
-    for (int64_t j = 0; j < n; j++) {
-        const float *src = attn_row(t, b, h, s0 + j);
-        for (int64_t d = 0; d < D; d++)
-            dst[d * ld + j] = src[d] * scale;
-    }
-    for (int64_t d = 0; d < D; d++)
-        memset(dst + d * ld + n, 0, (size_t)(ld - n) * sizeof(float));
-}
-
-/* Rows s0 .. s0+n-1 of head (b, h) = the first D columns of src times `scale`. */
-// src (n, ld)
-static void unpack_rows(const gb_tensor *t, int64_t b, int64_t h, int64_t s0, int64_t n,
-                        const float *src, int64_t ld, int64_t D, float scale)
-{
-    for (int64_t i = 0; i < n; i++) {
-        float *row = attn_row(t, b, h, s0 + i);
-        for (int64_t d = 0; d < D; d++)
-            row[d] = src[i * ld + d] * scale;
-    }
 }
 
 /* ---- one call ------------------------------------------------------------------------ */
 
 /* What every tile of one forward or backward call needs. */
 typedef struct flash_call {
-    const flash_kernels *kern;
+    const cpu_kernels *kern;
     tile_shape t;
     int64_t H, T;
     int causal;
@@ -281,7 +241,7 @@ static flash_call call_of(const attn_flash *f, const gb_attn_problem *p, float *
     };
     tiles unused;
     c.arena_floats = lay_out_tiles(&c.t, NULL, &unused);
-    c.arena = c.delta + round_up(p->batch * p->heads * p->seq_len, FLASH_VEC);
+    c.arena = c.delta + attn_round_up(p->batch * p->heads * p->seq_len, CPU_VEC);
     return c;
 }
 
@@ -304,19 +264,35 @@ static int64_t query_start(const flash_call *c, int64_t k0)
     return c->causal ? k0 / c->t.BQ * c->t.BQ : 0;
 }
 
-/* Online softmax over one key tile: rows of w->s become exp(s - new max), m and l carry
- * each row's running max and sum, and the running output is rescaled to the new max. */
-static void softmax_tile(const flash_call *c, tiles *w, int64_t q0, int64_t nq, int64_t k0,
-                         int64_t nk)
+/* Keys of tile k0.. (nk of them) that query rows q0+i0 .. q0+i0+nr-1 see between them:
+ * with a causal mask, those up to the last row's position. */
+static int64_t strip_keys(const flash_call *c, int64_t q0, int64_t i0, int64_t nr, int64_t k0,
+                          int64_t nk)
+{
+    return attn_visible_keys(c->causal, q0 + i0 + nr - 1, k0, nk);
+}
+
+/* The first row of query tile q0.. (nq rows) that sees key `key`; nq when none does. */
+static int64_t first_row_seeing(const flash_call *c, int64_t q0, int64_t nq, int64_t key)
+{
+    const int64_t i = c->causal ? key - q0 : 0;
+    return i < 0 ? 0 : i > nq ? nq : i;
+}
+
+/* Online softmax of rows i0 .. i0+nr-1 over one key tile: each becomes exp(s - new max)
+ * up to `width`, m and l carry each row's running max and sum, and the running output is
+ * rescaled to the new max. */
+static void softmax_rows(const flash_call *c, tiles *w, int64_t q0, int64_t i0, int64_t nr,
+                         int64_t k0, int64_t nk, int64_t width)
 {
     const int64_t BK = c->t.BK, Dp = c->t.Dp;
-    for (int64_t i = 0; i < nq; i++) {
+    for (int64_t i = i0; i < i0 + nr; i++) {
         float *row = w->s + i * BK;
         const int64_t n = attn_visible_keys(c->causal, q0 + i, k0, nk);
-        const float tile_max = row_max(row, n);
+        const float tile_max = c->kern->max_row(row, n);
         const float m_new = tile_max > w->m[i] ? tile_max : w->m[i];
         const float alpha = exp_fast(w->m[i] - m_new);   // 0 on a row's first tile
-        w->l[i] = w->l[i] * alpha + c->kern->exp_row(row, n, BK, m_new);
+        w->l[i] = w->l[i] * alpha + c->kern->exp_row(row, n, width, m_new);
         w->m[i] = m_new;
         float *o = w->acc + i * Dp;
         for (int64_t d = 0; d < Dp; d++)
@@ -324,11 +300,14 @@ static void softmax_tile(const flash_call *c, tiles *w, int64_t q0, int64_t nq, 
     }
 }
 
-/* Forward of query tile q0..: Q is read in place (a product only broadcasts its rows). */
+/* Forward of query tile q0..: Q is read in place (a product only broadcasts its rows).
+ * Each key tile is taken a strip of rows at a time, each strip up to the keys it sees;
+ * a strip that sees none of the tile is passed over, which its rows' running max, sum
+ * and output (rescaled by exp(0) = 1, plus nothing) would not notice. */
 static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, int64_t q0)
 {
-    const int64_t BK = c->t.BK, D = c->t.D, Dp = c->t.Dp;
-    const int64_t nq = min64(c->t.BQ, c->T - q0);
+    const int64_t BK = c->t.BK, D = c->t.D, Dp = c->t.Dp, R = c->kern->gemm_rows;
+    const int64_t nq = attn_min(c->t.BQ, c->T - q0), ldq = c->q.stride[2];
     const float *q = attn_row(&c->q, b, h, q0);
     float *lse = c->lse + (b * c->H + h) * c->T + q0;
     memset(w->acc, 0, (size_t)(nq * Dp) * sizeof(float));
@@ -337,12 +316,19 @@ static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, in
         w->l[i] = 0.0f;
     }
     for (int64_t k0 = 0; k0 < key_end(c, q0, nq); k0 += BK) {
-        const int64_t nk = min64(BK, c->T - k0);
-        pack_columns(w->kt, BK, &c->k, b, h, k0, nk, D, c->scale);
-        pack_rows(w->rows, Dp, &c->v, b, h, k0, nk, D);
-        c->kern->gemm(nq, BK, D, q, c->q.stride[2], 1, w->kt, BK, w->s, BK, 0);
-        softmax_tile(c, w, q0, nq, k0, nk);
-        c->kern->gemm(nq, Dp, nk, w->s, BK, 1, w->rows, Dp, w->acc, Dp, 1);
+        const int64_t nk = attn_min(BK, c->T - k0);
+        attn_pack_columns(w->kt, BK, &c->k, b, h, k0, nk, D, c->scale);
+        attn_pack_rows(w->rows, Dp, &c->v, b, h, k0, nk, D);
+        for (int64_t i0 = 0; i0 < nq; i0 += R) {
+            const int64_t nr = attn_min(R, nq - i0), keys = strip_keys(c, q0, i0, nr, k0, nk);
+            if (keys == 0)
+                continue;
+            const int64_t width = attn_round_up(keys, CPU_VEC);
+            float *s_rows = w->s + i0 * BK;
+            c->kern->gemm(nr, width, D, q + i0 * ldq, ldq, 1, w->kt, BK, s_rows, BK, 0);
+            softmax_rows(c, w, q0, i0, nr, k0, nk, width);
+            c->kern->gemm(nr, Dp, keys, s_rows, BK, 1, w->rows, Dp, w->acc + i0 * Dp, Dp, 1);
+        }
     }
     for (int64_t i = 0; i < nq; i++) {
         lse[i] = w->m[i] + logf(w->l[i]);
@@ -350,7 +336,7 @@ static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, in
         for (int64_t d = 0; d < D; d++)
             w->acc[i * Dp + d] *= inv_l;
     }
-    unpack_rows(&c->out, b, h, q0, nq, w->acc, Dp, D, 1.0f);
+    attn_unpack_rows(&c->out, b, h, q0, nq, w->acc, Dp, D, 1.0f);
 }
 
 static gb_status check_call(attn_flash *f, const char *call, const gb_attn_problem *p,
@@ -391,44 +377,78 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
 static void pack_key_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, int64_t k0,
                           int64_t nk)
 {
-    pack_columns(w->kt, c->t.BK, &c->k, b, h, k0, nk, c->t.D, c->scale);
-    pack_columns(w->vt, c->t.BK, &c->v, b, h, k0, nk, c->t.D, 1.0f);
+    attn_pack_columns(w->kt, c->t.BK, &c->k, b, h, k0, nk, c->t.D, c->scale);
+    attn_pack_columns(w->vt, c->t.BK, &c->v, b, h, k0, nk, c->t.D, 1.0f);
 }
 
-/* P and dS of query tile q0.. against the packed key tile k0..: w->s = P =
- * exp(Q K^T / sqrt(D) - lse), w->ds = P * (dO V^T - D). q and dout point at row q0 of
- * Q and dO with row strides ldq and ldo. */
+/* P and dS of query tile q0.. against the packed key tile k0.., a strip of rows at a
+ * time up to the keys the strip sees: w->s = P = exp(Q K^T / sqrt(D) - lse),
+ * w->ds = P * (dO V^T - D), zero from there to BK (the key-side products read them
+ * transposed). Strips that see none of the tile are left unwritten: no product reads
+ * them. q and dout point at row q0 of Q and dO with row strides ldq and ldo. */
 static void pair_gradients(const flash_call *c, tiles *w, int64_t bh, int64_t q0, int64_t nq,
                            int64_t k0, int64_t nk, const float *q, int64_t ldq,
                            const float *dout, int64_t ldo)
 {
-    const int64_t BK = c->t.BK, D = c->t.D;
+    const int64_t BK = c->t.BK, D = c->t.D, R = c->kern->gemm_rows;
     const float *lse = c->lse + bh * c->T + q0, *delta = c->delta + bh * c->T + q0;
-    c->kern->gemm(nq, BK, D, q, ldq, 1, w->kt, BK, w->s, BK, 0);
-    c->kern->gemm(nq, BK, D, dout, ldo, 1, w->vt, BK, w->ds, BK, 0);
-    for (int64_t i = 0; i < nq; i++) {
-        float *p_row = w->s + i * BK, *ds_row = w->ds + i * BK;
-        c->kern->exp_row(p_row, attn_visible_keys(c->causal, q0 + i, k0, nk), BK, lse[i]);
-        for (int64_t j = 0; j < BK; j++)
-            ds_row[j] = p_row[j] * (ds_row[j] - delta[i]);
+    for (int64_t i0 = 0; i0 < nq; i0 += R) {
+        const int64_t nr = attn_min(R, nq - i0), keys = strip_keys(c, q0, i0, nr, k0, nk);
+        if (keys == 0)
+            continue;
+        const int64_t width = attn_round_up(keys, CPU_VEC);
+        c->kern->gemm(nr, width, D, q + i0 * ldq, ldq, 1, w->kt, BK, w->s + i0 * BK, BK, 0);
+        c->kern->gemm(nr, width, D, dout + i0 * ldo, ldo, 1, w->vt, BK, w->ds + i0 * BK, BK,
+                      0);
+        for (int64_t i = i0; i < i0 + nr; i++) {
+            float *p_row = w->s + i * BK, *ds_row = w->ds + i * BK;
+            c->kern->exp_row(p_row, attn_visible_keys(c->causal, q0 + i, k0, nk), width,
+                             lse[i]);
+            for (int64_t j = 0; j < width; j++)
+                ds_row[j] = p_row[j] * (ds_row[j] - delta[i]);
+            memset(p_row + width, 0, (size_t)(BK - width) * sizeof(float));
+            memset(ds_row + width, 0, (size_t)(BK - width) * sizeof(float));
+        }
     }
 }
 
-/* dV += P^T dO and dK += dS^T Q for the pair just computed; P^T and dS^T are read
- * transposed in place. q, dout: the tile's packed (nq, Dp) rows. */
-static void add_key_gradients(const flash_call *c, tiles *w, int64_t nq, int64_t nk,
-                              const float *q, const float *dout)
+/* dV += P^T dO and dK += dS^T Q for the pair just computed, a strip of keys at a time
+ * over the queries that see it; P^T and dS^T are read transposed in place. q, dout: the
+ * tile's packed (nq, Dp) rows. */
+static void add_key_gradients(const flash_call *c, tiles *w, int64_t q0, int64_t nq,
+                              int64_t k0, int64_t nk, const float *q, const float *dout)
 {
-    const int64_t BK = c->t.BK, Dp = c->t.Dp;
-    c->kern->gemm(nk, Dp, nq, w->s, 1, BK, dout, Dp, w->dv, Dp, 1);
-    c->kern->gemm(nk, Dp, nq, w->ds, 1, BK, q, Dp, w->dk, Dp, 1);
+    const int64_t BK = c->t.BK, Dp = c->t.Dp, R = c->kern->gemm_rows;
+    for (int64_t j0 = 0; j0 < nk; j0 += R) {
+        const int64_t nr = attn_min(R, nk - j0), i0 = first_row_seeing(c, q0, nq, k0 + j0);
+        if (i0 == nq)
+            break;   // later keys are seen by no query of this tile either
+        c->kern->gemm(nr, Dp, nq - i0, w->s + i0 * BK + j0, 1, BK, dout + i0 * Dp, Dp,
+                      w->dv + j0 * Dp, Dp, 1);
+        c->kern->gemm(nr, Dp, nq - i0, w->ds + i0 * BK + j0, 1, BK, q + i0 * Dp, Dp,
+                      w->dk + j0 * Dp, Dp, 1);
+    }
+}
+
+/* dQ (nq, Dp) += dS K for the pair just computed, each strip of rows up to the keys it
+ * sees. */
+static void add_query_gradients(const flash_call *c, tiles *w, int64_t q0, int64_t nq,
+                                int64_t k0, int64_t nk, float *dq)
+{
+    const int64_t BK = c->t.BK, Dp = c->t.Dp, R = c->kern->gemm_rows;
+    for (int64_t i0 = 0; i0 < nq; i0 += R) {
+        const int64_t nr = attn_min(R, nq - i0), keys = strip_keys(c, q0, i0, nr, k0, nk);
+        if (keys > 0)
+            c->kern->gemm(nr, Dp, keys, w->ds + i0 * BK, BK, 1, w->rows, Dp, dq + i0 * Dp, Dp,
+                          1);
+    }
 }
 
 static void write_key_gradients(const flash_call *c, tiles *w, int64_t b, int64_t h,
                                 int64_t k0, int64_t nk)
 {
-    unpack_rows(&c->dk, b, h, k0, nk, w->dk, c->t.Dp, c->t.D, c->scale);
-    unpack_rows(&c->dv, b, h, k0, nk, w->dv, c->t.Dp, c->t.D, 1.0f);
+    attn_unpack_rows(&c->dk, b, h, k0, nk, w->dk, c->t.Dp, c->t.D, c->scale);
+    attn_unpack_rows(&c->dv, b, h, k0, nk, w->dv, c->t.Dp, c->t.D, 1.0f);
 }
 
 /* Backward of a whole head in one pass: key tiles in order, each against the query
@@ -436,41 +456,41 @@ static void write_key_gradients(const flash_call *c, tiles *w, int64_t b, int64_
 static void backward_head(const flash_call *c, tiles *w, int64_t b, int64_t h)
 {
     const int64_t T = c->T, BQ = c->t.BQ, BK = c->t.BK, D = c->t.D, Dp = c->t.Dp;
-    pack_rows(w->q, Dp, &c->q, b, h, 0, T, D);
-    pack_rows(w->dout, Dp, &c->dout, b, h, 0, T, D);
+    attn_pack_rows(w->q, Dp, &c->q, b, h, 0, T, D);
+    attn_pack_rows(w->dout, Dp, &c->dout, b, h, 0, T, D);
     memset(w->dq, 0, (size_t)(T * Dp) * sizeof(float));
     for (int64_t k0 = 0; k0 < T; k0 += BK) {
-        const int64_t nk = min64(BK, T - k0);
+        const int64_t nk = attn_min(BK, T - k0);
         pack_key_tile(c, w, b, h, k0, nk);
-        pack_rows(w->rows, Dp, &c->k, b, h, k0, nk, D);
+        attn_pack_rows(w->rows, Dp, &c->k, b, h, k0, nk, D);
         memset(w->dk, 0, (size_t)(nk * Dp) * sizeof(float));
         memset(w->dv, 0, (size_t)(nk * Dp) * sizeof(float));
         for (int64_t q0 = query_start(c, k0); q0 < T; q0 += BQ) {
-            const int64_t nq = min64(BQ, T - q0);
+            const int64_t nq = attn_min(BQ, T - q0);
             float *q = w->q + q0 * Dp, *dout = w->dout + q0 * Dp;
             pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, q, Dp, dout, Dp);
-            add_key_gradients(c, w, nq, nk, q, dout);
-            c->kern->gemm(nq, Dp, nk, w->ds, BK, 1, w->rows, Dp, w->dq + q0 * Dp, Dp, 1);
+            add_key_gradients(c, w, q0, nq, k0, nk, q, dout);
+            add_query_gradients(c, w, q0, nq, k0, nk, w->dq + q0 * Dp);
         }
         write_key_gradients(c, w, b, h, k0, nk);
     }
-    unpack_rows(&c->dq, b, h, 0, T, w->dq, Dp, D, c->scale);
+    attn_unpack_rows(&c->dq, b, h, 0, T, w->dq, Dp, D, c->scale);
 }
 
 /* dK and dV of key tile k0.., summed over the query tiles that see it, in order. */
 static void key_tile_gradients(const flash_call *c, tiles *w, int64_t b, int64_t h, int64_t k0)
 {
     const int64_t BQ = c->t.BQ, D = c->t.D, Dp = c->t.Dp;
-    const int64_t nk = min64(c->t.BK, c->T - k0);
+    const int64_t nk = attn_min(c->t.BK, c->T - k0);
     pack_key_tile(c, w, b, h, k0, nk);
     memset(w->dk, 0, (size_t)(nk * Dp) * sizeof(float));
     memset(w->dv, 0, (size_t)(nk * Dp) * sizeof(float));
     for (int64_t q0 = query_start(c, k0); q0 < c->T; q0 += BQ) {
-        const int64_t nq = min64(BQ, c->T - q0);
-        pack_rows(w->q, Dp, &c->q, b, h, q0, nq, D);
-        pack_rows(w->dout, Dp, &c->dout, b, h, q0, nq, D);
+        const int64_t nq = attn_min(BQ, c->T - q0);
+        attn_pack_rows(w->q, Dp, &c->q, b, h, q0, nq, D);
+        attn_pack_rows(w->dout, Dp, &c->dout, b, h, q0, nq, D);
         pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, w->q, Dp, w->dout, Dp);
-        add_key_gradients(c, w, nq, nk, w->q, w->dout);
+        add_key_gradients(c, w, q0, nq, k0, nk, w->q, w->dout);
     }
     write_key_gradients(c, w, b, h, k0, nk);
 }
@@ -480,18 +500,18 @@ static void query_tile_gradients(const flash_call *c, tiles *w, int64_t b, int64
                                  int64_t q0)
 {
     const int64_t BK = c->t.BK, D = c->t.D, Dp = c->t.Dp;
-    const int64_t nq = min64(c->t.BQ, c->T - q0);
+    const int64_t nq = attn_min(c->t.BQ, c->T - q0);
     const float *q = attn_row(&c->q, b, h, q0), *dout = attn_row(&c->dout, b, h, q0);
     memset(w->acc, 0, (size_t)(nq * Dp) * sizeof(float));
     for (int64_t k0 = 0; k0 < key_end(c, q0, nq); k0 += BK) {
-        const int64_t nk = min64(BK, c->T - k0);
+        const int64_t nk = attn_min(BK, c->T - k0);
         pack_key_tile(c, w, b, h, k0, nk);
-        pack_rows(w->rows, Dp, &c->k, b, h, k0, nk, D);
+        attn_pack_rows(w->rows, Dp, &c->k, b, h, k0, nk, D);
         pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, q, c->q.stride[2], dout,
                        c->dout.stride[2]);
-        c->kern->gemm(nq, Dp, nk, w->ds, BK, 1, w->rows, Dp, w->acc, Dp, 1);
+        add_query_gradients(c, w, q0, nq, k0, nk, w->acc);
     }
-    unpack_rows(&c->dq, b, h, q0, nq, w->acc, Dp, D, c->scale);
+    attn_unpack_rows(&c->dq, b, h, q0, nq, w->acc, Dp, D, c->scale);
 }
 
 static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
@@ -550,5 +570,5 @@ static const gb_attn_ops flash_ops = {
 
 GB_PLUGIN_DEFINE(GB_KIND_ATTN, "flash", "1.0.0",
                  "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
-                 "AVX-512 or portable kernels, f32",
+                 "AVX-512, AVX2 or portable kernels, f32",
                  GB_DEVICE_CPU, GB_OPTIONS(flash_options), flash_ops)

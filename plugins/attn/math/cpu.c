@@ -3,23 +3,44 @@
  *
  * Forward keeps the probabilities for backward (B*H*T*T floats per layer), so backward
  * needs no recomputation; the price is memory quadratic in T, which the tiled plugins
- * avoid. Each (batch, head) is one unit of work for one thread: its rows of dK and dV
- * sum over queries in a fixed order, so results are bit-identical whatever the thread
- * count. Views may have any strides as long as head_dim is contiguous (stride[3] == 1);
+ * avoid. Each (batch, head) is one unit of work for one thread, so every sum has one
+ * owner that adds its terms in a fixed order and results are bit-identical whatever the
+ * thread count.
+ *
+ * The products run on the CPU device's shared kernels (cpu_kernels.h: AVX-512, AVX2 or
+ * portable, all with the same bits) over packed copies of one head: K^T / sqrt(head_dim)
+ * or V^T, and rows of V, K, Q and dO padded to a multiple of 16 floats (read in place when
+ * head_dim is a multiple of 16 already); Q and dO are read in place where a product only
+ * broadcasts their elements, and P and dS are read transposed in place for dV = P^T dO
+ * and dK = dS^T Q. Rows go in strips of the kernel's
+ * block height; with a causal mask a strip computes only the keys its last row sees,
+ * rounded up to 16, so the products skip (nearly) all of the upper triangle. Exact zeros
+ * (masked probabilities, padding) add nothing to an fma chain that starts from +0, so
+ * those extra terms never change a bit.
+ *
+ * Workspace: memory() declares one row of T floats per thread, which the calls leave
+ * unused; the packed tiles (about (T + 4 head_dim) x T floats per thread) live in the
+ * instance, allocated by the first call of a problem larger than any before and reused
+ * after. Views may have any strides as long as head_dim is contiguous (stride[3] == 1);
  * f32 only. No options.
  */
 #include <math.h>
 #include <omp.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "attn_views.h"
+#include "cpu_kernels.h"
 #include "gearbox/attn.h"
-#include "pointwise.h"
 #include "rowreduce.h"
+
+#define PLUGIN "attn/math"
 
 typedef struct attn_math {
     const gb_host *host;
-    int threads;   /* host->num_threads, at least 1: one workspace row each */
+    int threads;                /* host->num_threads, at least 1: one set of tiles each */
+    const cpu_kernels *kernels;
+    float *tiles;               /* (threads, tile_floats), NULL until the first call */
+    int64_t tile_floats;
 } attn_math;
 
 /* Below this many score entries a call runs on the calling thread. */
@@ -30,17 +51,20 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
 {
     (void)options;
     if (!device || device->device != GB_DEVICE_CPU) {
-        host->set_error(host, "attn/math-cpu runs on the cpu device only; this run's device "
+        host->set_error(host, PLUGIN "-cpu runs on the cpu device only; this run's device "
                               "is not the cpu (use the plugin built for it)");
         return GB_ERR_UNSUPPORTED;
     }
     attn_math *attn = host->alloc(host, sizeof *attn);
     if (!attn) {
-        host->set_error(host, "cannot allocate the attn/math instance");
+        host->set_error(host, "cannot allocate the " PLUGIN " instance");
         return GB_ERR_NO_MEMORY;
     }
+    memset(attn, 0, sizeof *attn);
     attn->host = host;
     attn->threads = host->num_threads > 0 ? host->num_threads : 1;
+    attn->kernels = cpu_kernels_best();
+    host->log(host, GB_LOG_DEBUG, "%s kernels", attn->kernels->name);
     *self = attn;
     return GB_OK;
 }
@@ -48,30 +72,16 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
 static void math_destroy(void *self)
 {
     attn_math *attn = self;
-    if (attn)
-        attn->host->free(attn->host, attn);
+    if (!attn)
+        return;
+    attn->host->free(attn->host, attn->tiles);
+    attn->host->free(attn->host, attn);
 }
 
 static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
 {
     (void)self;
-    if (p->struct_size < sizeof(gb_attn_problem))
-        snprintf(reason, reason_cap, "problem.struct_size %zu is smaller than ABI 1.0's %zu",
-                 p->struct_size, sizeof(gb_attn_problem));
-    else if (p->dtype != GB_F32)
-        snprintf(reason, reason_cap, "attn/math on cpu computes in f32 only; this run asks "
-                 "for %s", gb_dtype_name(p->dtype));
-    else if (p->causal != 0 && p->causal != 1)
-        snprintf(reason, reason_cap, "causal must be 0 or 1; this run asks for %d",
-                 (int)p->causal);
-    else if (p->batch < 1 || p->heads < 1 || p->seq_len < 1 || p->head_dim < 1)
-        snprintf(reason, reason_cap, "batch, heads, seq_len and head_dim must all be >= 1; "
-                 "this run asks for (B, H, T, D) = (%lld, %lld, %lld, %lld)",
-                 (long long)p->batch, (long long)p->heads, (long long)p->seq_len,
-                 (long long)p->head_dim);
-    else
-        return 1;
-    return 0;
+    return attn_problem_ok(PLUGIN, p, reason, reason_cap);
 }
 
 static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
@@ -84,82 +94,208 @@ static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved
     return GB_OK;
 }
 
-/* Refuses a problem the plugin would have called ineligible, with the same reason. */
-static gb_status check_problem(attn_math *attn, const char *call, const gb_attn_problem *p)
+static gb_status check_call(attn_math *attn, const char *call, const gb_attn_problem *p,
+                            const char *const *names, const gb_tensor *const *views, int n)
 {
     char reason[256];
-    if (math_eligible(attn, p, reason, sizeof reason))
-        return GB_OK;
-    attn->host->set_error(attn->host, "%s: %s", call, reason);
-    return GB_ERR_UNSUPPORTED;
+    int ok = math_eligible(attn, p, reason, sizeof reason);
+    return attn_check_call(attn->host, PLUGIN, call, ok, reason, p, names, views, n);
 }
 
-static gb_status check_view(attn_math *attn, const char *call, const char *name,
-                            const gb_tensor *t, const gb_attn_problem *p)
+/* ---- tiles --------------------------------------------------------------------------- */
+
+/* One thread's packed copies of a head. Each buffer starts on a 64-byte boundary. */
+typedef struct head_tiles {
+    float *kvt;        // (D, Tp): K^T / sqrt(D) in forward, V^T in backward
+    float *rows;       // (T, Dp): V in forward, K in backward (see operand_rows)
+    float *q, *dout;   // (T, Dp): backward only
+    float *s;          // (T, Tp): a strip's scores (forward); the head's dP, then dS (backward)
+    float *acc;        // (gemm_rows, Dp): one strip of out, dQ, dK or dV
+} head_tiles;
+
+/* Lays one thread's tiles out from `base` (NULL: only count); returns the floats they
+ * take. Tp and Dp are T and head_dim rounded up to 16. */
+static int64_t lay_out_tiles(const attn_math *attn, const gb_attn_problem *p, float *base,
+                             head_tiles *w)
 {
-    const int64_t want[4] = {p->batch, p->heads, p->seq_len, p->head_dim};
-    if (t->ndim != 4 || t->shape[0] != want[0] || t->shape[1] != want[1] ||
-        t->shape[2] != want[2] || t->shape[3] != want[3]) {
-        attn->host->set_error(attn->host,
-                              "%s: %s must be a 4-d view (B, H, T, D) = (%lld, %lld, %lld, "
-                              "%lld); got ndim %d, shape (%lld, %lld, %lld, %lld)", call, name,
-                              (long long)want[0], (long long)want[1], (long long)want[2],
-                              (long long)want[3], (int)t->ndim, (long long)t->shape[0],
-                              (long long)t->shape[1], (long long)t->shape[2],
-                              (long long)t->shape[3]);
-        return GB_ERR_INVALID_ARG;
+    const int64_t T = p->seq_len, D = p->head_dim;
+    const int64_t Tp = attn_round_up(T, CPU_VEC), Dp = attn_round_up(D, CPU_VEC);
+    const int64_t sizes[] = {D * Tp, T * Dp, T * Dp, T * Dp, T * Tp,
+                             attn->kernels->gemm_rows * Dp};
+    float **slots[] = {&w->kvt, &w->rows, &w->q, &w->dout, &w->s, &w->acc};
+    _Static_assert(sizeof sizes / sizeof sizes[0] == sizeof slots / sizeof slots[0],
+                   "one size per tile");
+    int64_t used = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        *slots[i] = base ? base + used : NULL;
+        used += attn_round_up(sizes[i], CPU_VEC);
     }
-    if (t->dtype != p->dtype) {
-        attn->host->set_error(attn->host, "%s: %s is %s but the problem says %s", call, name,
-                              gb_dtype_name(t->dtype), gb_dtype_name(p->dtype));
-        return GB_ERR_INVALID_ARG;
+    return used;
+}
+
+/* Tiles for `p` on every thread: kept from an earlier call when large enough, else
+ * allocated here (the first call of a larger problem). */
+static gb_status reserve_tiles(attn_math *attn, const char *call, const gb_attn_problem *p)
+{
+    head_tiles unused;
+    const int64_t need = lay_out_tiles(attn, p, NULL, &unused);
+    if (need <= attn->tile_floats)
+        return GB_OK;
+    const size_t bytes = (size_t)attn->threads * (size_t)need * sizeof(float);
+    float *grown = attn->host->alloc(attn->host, bytes);
+    if (!grown) {
+        attn->host->set_error(attn->host, "%s: cannot allocate %zu bytes of tiles for T = "
+                              "%lld, head_dim %lld on %d threads", call, bytes,
+                              (long long)p->seq_len, (long long)p->head_dim, attn->threads);
+        return GB_ERR_NO_MEMORY;
     }
-    if (t->stride[3] != 1) {
-        attn->host->set_error(attn->host, "%s: attn/math needs head_dim contiguous "
-                              "(stride[3] == 1); %s has stride[3] = %lld", call, name,
-                              (long long)t->stride[3]);
-        return GB_ERR_UNSUPPORTED;
-    }
+    attn->host->free(attn->host, attn->tiles);
+    attn->tiles = grown;
+    attn->tile_floats = need;
     return GB_OK;
 }
 
-static gb_status check_views(attn_math *attn, const char *call, const gb_attn_problem *p,
-                             const char *const *names, const gb_tensor *const *views, int n)
+/* The calling thread's tiles, laid out for `p`. */
+static head_tiles thread_tiles(const attn_math *attn, const gb_attn_problem *p)
 {
-    gb_status status = check_problem(attn, call, p);
-    for (int i = 0; i < n && status == GB_OK; i++)
-        status = check_view(attn, call, names[i], views[i], p);
-    return status;
+    head_tiles w;
+    lay_out_tiles(attn, p, attn->tiles + (int64_t)omp_get_thread_num() * attn->tile_floats,
+                  &w);
+    return w;
 }
 
-/* Row (b, h, t) of a (B, H, T, D) view: D contiguous floats. */
-static inline float *row_of(const gb_tensor *t, int64_t b, int64_t h, int64_t s)
+/* ---- one call ------------------------------------------------------------------------ */
+
+/* What every head of one forward or backward call needs. */
+typedef struct math_call {
+    const cpu_kernels *kern;
+    int64_t H, T, D, Tp, Dp, R;   /* R: rows per strip, the kernel's block height */
+    int causal;
+    float scale;
+    gb_tensor q, k, v, out, dout, dq, dk, dv;
+    float *probs;                 // (B, H, T, T)
+} math_call;
+
+static math_call call_of(const attn_math *attn, const gb_attn_problem *p, float *probs)
 {
-    return (float *)t->data + b * t->stride[0] + h * t->stride[1] + s * t->stride[2];
+    return (math_call){
+        .kern = attn->kernels,
+        .H = p->heads,
+        .T = p->seq_len,
+        .D = p->head_dim,
+        .Tp = attn_round_up(p->seq_len, CPU_VEC),
+        .Dp = attn_round_up(p->head_dim, CPU_VEC),
+        .R = attn->kernels->gemm_rows,
+        .causal = p->causal,
+        .scale = 1.0f / sqrtf((float)p->head_dim),
+        .probs = probs,
+    };
 }
 
-// y, x (D)
-static inline void row_axpy(float *y, float a, const float *x, int64_t D)
+/* Keys the rows i0 .. i0+nr-1 see between them: with a causal mask, up to the last row. */
+static int64_t strip_keys(const math_call *c, int64_t i0, int64_t nr)
 {
-    for (int64_t d = 0; d < D; d++)
-        y[d] = fmaf(a, x[d], y[d]);
+    return c->causal ? i0 + nr : c->T;
 }
 
-/* Row t of the probabilities: softmax over keys 0..n-1 of q_t . k_j * scale, zero past n. */
-// prow (T); q (D)
-static void probability_row(float *prow, const float *q, const gb_tensor *k, int64_t b,
-                            int64_t h, int64_t n, int64_t T, int64_t D, float scale)
+/* Rows 0 .. T-1 of head (b, h) of `t` as the right-hand side of a product: the view
+ * itself when head_dim is a multiple of 16, else a copy padded with zeros in `tile`.
+ * *ld receives the row stride. */
+// tile (T, Dp)
+static const float *operand_rows(const math_call *c, float *tile, const gb_tensor *t,
+                                 int64_t b, int64_t h, int64_t *ld)
 {
+    if (c->D == c->Dp) {
+        *ld = t->stride[2];
+        return attn_row(t, b, h, 0);
+    }
+    attn_pack_rows(tile, c->Dp, t, b, h, 0, c->T, c->D);
+    *ld = c->Dp;
+    return tile;
+}
+
+/* Probabilities of row t from its scores: softmax over the n keys it sees, zero up to T.
+ * `scores` (width, a multiple of 16 and >= n) is overwritten. */
+// prow (T); scores (width)
+static void probability_row(const math_call *c, float *prow, float *scores, int64_t n,
+                            int64_t width)
+{
+    const float max = c->kern->max_row(scores, n);
+    const float inv_sum = 1.0f / c->kern->exp_row(scores, n, width, max);
     for (int64_t j = 0; j < n; j++)
-        prow[j] = row_dot(q, row_of(k, b, h, j), D) * scale;
-    float max = row_max(prow, n);
+        prow[j] = scores[j] * inv_sum;
+    memset(prow + n, 0, (size_t)(c->T - n) * sizeof(float));
+}
+
+/* S = Q K^T / sqrt(D), P = softmax(S), out = P V, a strip of query rows at a time. */
+static void forward_head(const math_call *c, head_tiles *w, int64_t b, int64_t h)
+{
+    const int64_t T = c->T, D = c->D, Tp = c->Tp, Dp = c->Dp;
+    const float *q = attn_row(&c->q, b, h, 0);
+    const int64_t ldq = c->q.stride[2];
+    float *probs = c->probs + (b * c->H + h) * T * T;
+    int64_t ldv;
+    attn_pack_columns(w->kvt, Tp, &c->k, b, h, 0, T, D, c->scale);
+    const float *v = operand_rows(c, w->rows, &c->v, b, h, &ldv);
+    for (int64_t i0 = 0; i0 < T; i0 += c->R) {
+        const int64_t nr = attn_min(c->R, T - i0), keys = strip_keys(c, i0, nr);
+        const int64_t width = attn_round_up(keys, CPU_VEC);
+        c->kern->gemm(nr, width, D, q + i0 * ldq, ldq, 1, w->kvt, Tp, w->s, Tp, 0);
+        for (int64_t i = 0; i < nr; i++)
+            probability_row(c, probs + (i0 + i) * T, w->s + i * Tp,
+                            attn_visible_keys(c->causal, i0 + i, 0, T), width);
+        c->kern->gemm(nr, Dp, keys, probs + i0 * T, T, 1, v, ldv, w->acc, Dp, 0);
+        attn_unpack_rows(&c->out, b, h, i0, nr, w->acc, Dp, D, 1.0f);
+    }
+}
+
+/* dS = P * (dP - sum over keys of P dP) over the n keys row t sees, zero from there up
+ * to `end`. `row` holds dP and becomes dS. */
+// row (end); prow (T)
+static void score_gradient_row(float *row, const float *prow, int64_t n, int64_t end)
+{
+    const float p_dp = row_dot(prow, row, n);
     for (int64_t j = 0; j < n; j++)
-        prow[j] = exp_fast(prow[j] - max);
-    float inv_sum = 1.0f / row_sum(prow, n);
-    for (int64_t j = 0; j < n; j++)
-        prow[j] *= inv_sum;
-    for (int64_t j = n; j < T; j++)
-        prow[j] = 0.0f;
+        row[j] = prow[j] * (row[j] - p_dp);
+    for (int64_t j = n; j < end; j++)
+        row[j] = 0.0f;
+}
+
+/* dP = dO V^T, dS, dQ = dS K / sqrt(D) a strip of query rows at a time; then
+ * dK = dS^T Q / sqrt(D) and dV = P^T dO a strip of key rows at a time, each summing over
+ * the queries that see it in order. */
+static void backward_head(const math_call *c, head_tiles *w, int64_t b, int64_t h)
+{
+    const int64_t T = c->T, D = c->D, Tp = c->Tp, Dp = c->Dp;
+    const float *dout = attn_row(&c->dout, b, h, 0);
+    const int64_t ldo = c->dout.stride[2];
+    const float *probs = c->probs + (b * c->H + h) * T * T;
+    int64_t ldk, ldq, ldd;
+    attn_pack_columns(w->kvt, Tp, &c->v, b, h, 0, T, D, 1.0f);
+    const float *k = operand_rows(c, w->rows, &c->k, b, h, &ldk);
+    const float *q = operand_rows(c, w->q, &c->q, b, h, &ldq);
+    const float *dout_rows = operand_rows(c, w->dout, &c->dout, b, h, &ldd);
+    for (int64_t i0 = 0; i0 < T; i0 += c->R) {
+        const int64_t nr = attn_min(c->R, T - i0), keys = strip_keys(c, i0, nr);
+        const int64_t width = attn_round_up(keys, CPU_VEC);
+        float *ds = w->s + i0 * Tp;
+        c->kern->gemm(nr, width, D, dout + i0 * ldo, ldo, 1, w->kvt, Tp, ds, Tp, 0);
+        for (int64_t i = 0; i < nr; i++)
+            score_gradient_row(ds + i * Tp, probs + (i0 + i) * T,
+                               attn_visible_keys(c->causal, i0 + i, 0, T), attn_min(width, T));
+        c->kern->gemm(nr, Dp, keys, ds, Tp, 1, k, ldk, w->acc, Dp, 0);
+        attn_unpack_rows(&c->dq, b, h, i0, nr, w->acc, Dp, D, c->scale);
+    }
+    for (int64_t j0 = 0; j0 < T; j0 += c->R) {
+        // queries before t0 do not see these keys: their dS and P are zero here
+        const int64_t nr = attn_min(c->R, T - j0), t0 = c->causal ? j0 : 0;
+        c->kern->gemm(nr, Dp, T - t0, w->s + t0 * Tp + j0, 1, Tp, q + t0 * ldq, ldq, w->acc,
+                      Dp, 0);
+        attn_unpack_rows(&c->dk, b, h, j0, nr, w->acc, Dp, D, c->scale);
+        c->kern->gemm(nr, Dp, T - t0, probs + t0 * T + j0, 1, T, dout_rows + t0 * ldd, ldd,
+                      w->acc, Dp, 0);
+        attn_unpack_rows(&c->dv, b, h, j0, nr, w->acc, Dp, D, 1.0f);
+    }
 }
 
 static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor out,
@@ -170,62 +306,23 @@ static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor ou
     attn_math *attn = self;
     const char *names[] = {"out", "q", "k", "v"};
     const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_views(attn, "forward", p, names, views, 4);
+    gb_status status = check_call(attn, "forward", p, names, views, 4);
+    if (status == GB_OK)
+        status = reserve_tiles(attn, "forward", p);
     if (status != GB_OK)
         return status;
-    const int64_t H = p->heads, T = p->seq_len, D = p->head_dim;
-    const float scale = 1.0f / sqrtf((float)D);
-    float *probs = saved;   // (B, H, T, T)
-    #pragma omp parallel for schedule(static) num_threads(attn->threads) \
-        if (p->batch * H * T * T >= ATTN_PARALLEL_MIN)
-    for (int64_t bh = 0; bh < p->batch * H; bh++) {
-        int64_t b = bh / H, h = bh % H;
-        for (int64_t t = 0; t < T; t++) {
-            int64_t n = p->causal ? t + 1 : T;
-            float *prow = probs + (bh * T + t) * T;
-            probability_row(prow, row_of(&q, b, h, t), &k, b, h, n, T, D, scale);
-            float *o = row_of(&out, b, h, t);
-            memset(o, 0, (size_t)D * sizeof(float));
-            for (int64_t j = 0; j < n; j++)
-                row_axpy(o, prow[j], row_of(&v, b, h, j), D);
-        }
+    math_call c = call_of(attn, p, saved);
+    c.q = q, c.k = k, c.v = v, c.out = out;
+    const int64_t heads = p->batch * c.H;
+    #pragma omp parallel num_threads(attn->threads) \
+        if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
+    {
+        head_tiles w = thread_tiles(attn, p);
+        #pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < heads; bh++)
+            forward_head(&c, &w, bh / c.H, bh % c.H);
     }
     return GB_OK;
-}
-
-/* dP = dO V^T, dV = P^T dO, dS = P * (dP - rowsum(P * dP)), dQ = dS K * scale,
- * dK = dS^T Q * scale, for one (batch, head); dk and dv rows sum over t in order. */
-// probs (T, T); dp (T) scratch
-static void backward_head(const float *probs, float *dp, int64_t b, int64_t h,
-                          const gb_attn_problem *p, const gb_tensor *dq, const gb_tensor *dk,
-                          const gb_tensor *dv, const gb_tensor *dout, const gb_tensor *q,
-                          const gb_tensor *k, const gb_tensor *v, float scale)
-{
-    const int64_t T = p->seq_len, D = p->head_dim;
-    for (int64_t t = 0; t < T; t++) {
-        memset(row_of(dk, b, h, t), 0, (size_t)D * sizeof(float));
-        memset(row_of(dv, b, h, t), 0, (size_t)D * sizeof(float));
-    }
-    for (int64_t t = 0; t < T; t++) {
-        int64_t n = p->causal ? t + 1 : T;
-        const float *prow = probs + t * T;
-        const float *do_t = row_of(dout, b, h, t);
-        for (int64_t j = 0; j < n; j++)
-            dp[j] = row_dot(do_t, row_of(v, b, h, j), D);
-        float p_dp = row_dot(prow, dp, n);
-        for (int64_t j = 0; j < n; j++)
-            dp[j] = prow[j] * (dp[j] - p_dp);   // now dS
-        float *dq_t = row_of(dq, b, h, t);
-        memset(dq_t, 0, (size_t)D * sizeof(float));
-        const float *q_t = row_of(q, b, h, t);
-        for (int64_t j = 0; j < n; j++) {
-            row_axpy(dq_t, dp[j], row_of(k, b, h, j), D);
-            row_axpy(row_of(dk, b, h, j), dp[j] * scale, q_t, D);
-            row_axpy(row_of(dv, b, h, j), prow[j], do_t, D);
-        }
-        for (int64_t d = 0; d < D; d++)
-            dq_t[d] *= scale;
-    }
 }
 
 static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
@@ -234,21 +331,27 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
                                void *workspace)
 {
     (void)out;   // the saved probabilities carry everything out would tell
+    (void)workspace;
     attn_math *attn = self;
     const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
-    gb_status status = check_views(attn, "backward", p, names, views, 7);
+    gb_status status = check_call(attn, "backward", p, names, views, 7);
+    if (status == GB_OK)
+        status = reserve_tiles(attn, "backward", p);
     if (status != GB_OK)
         return status;
-    const int64_t H = p->heads, T = p->seq_len;
-    const float scale = 1.0f / sqrtf((float)p->head_dim);
-    const float *probs = saved;   // (B, H, T, T)
-    float *rows = workspace;      // (threads, T)
-    #pragma omp parallel for schedule(static) num_threads(attn->threads) \
-        if (p->batch * H * T * T >= ATTN_PARALLEL_MIN)
-    for (int64_t bh = 0; bh < p->batch * H; bh++)
-        backward_head(probs + bh * T * T, rows + (int64_t)omp_get_thread_num() * T, bh / H,
-                      bh % H, p, &dq, &dk, &dv, &dout, &q, &k, &v, scale);
+    // forward's probabilities are only read; math_call holds them for both directions
+    math_call c = call_of(attn, p, (float *)saved);
+    c.q = q, c.k = k, c.v = v, c.dout = dout, c.dq = dq, c.dk = dk, c.dv = dv;
+    const int64_t heads = p->batch * c.H;
+    #pragma omp parallel num_threads(attn->threads) \
+        if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
+    {
+        head_tiles w = thread_tiles(attn, p);
+        #pragma omp for schedule(static)
+        for (int64_t bh = 0; bh < heads; bh++)
+            backward_head(&c, &w, bh / c.H, bh % c.H);
+    }
     return GB_OK;
 }
 

@@ -7,6 +7,7 @@
 #ifndef GB_DEVICE_CPU_H
 #define GB_DEVICE_CPU_H
 
+#include "cpu_kernels.h"
 #include "gearbox/device.h"
 
 typedef struct cpu_matmul_cache cpu_matmul_cache;
@@ -15,6 +16,7 @@ typedef struct cpu_device {
     const gb_host *host;
     int threads;                /* host->num_threads, at least 1 */
     cpu_matmul_cache *matmul;   /* oneDNN engine, stream and primitives (matmul.c) */
+    const cpu_kernels *kernels; /* the vectorised loops this CPU runs (cpu_kernels.h) */
     double *scratch;            /* per-chunk partial sums of the reductions */
     size_t scratch_count;
 } cpu_device;
@@ -34,12 +36,23 @@ gb_status cpu_check_call(cpu_device *dev, const char *kernel, gb_dtype dtype, in
 double *cpu_scratch(cpu_device *dev, const char *kernel, size_t count);
 
 /* ---- reductions with a fixed order (reductions.c) ---- */
-/* Row chunk `chunk` of `chunks` covers [rows * chunk / chunks, rows * (chunk+1) / chunks):
- * a split that depends on the thread count only, never on scheduling. */
+/* How many chunks a sum over `rows` rows (or elements) is cut into: one per `per_chunk`,
+ * at least one. The count depends on the size only, never on the thread count, so the
+ * partial sums, and the results, are the same bits whatever the number of threads. */
+static inline int cpu_chunk_count(int64_t rows, int64_t per_chunk)
+{
+    return rows > per_chunk ? (int)((rows + per_chunk - 1) / per_chunk) : 1;
+}
+/* Row chunk `chunk` of `chunks` covers [rows * chunk / chunks, rows * (chunk+1) / chunks). */
 static inline int64_t cpu_chunk_begin(int64_t rows, int chunk, int chunks)
 {
     return rows * chunk / chunks;
 }
+/* Rows per chunk of the sums over rows (LayerNorm's dweight and dbias, bias gradients):
+ * enough chunks to share out among threads, few enough that combining them is cheap. */
+#define CPU_CHUNK_ROWS 64
+/* Elements per chunk of the sum of squares. */
+#define CPU_CHUNK_ELEMENTS 65536
 /* dst[c] += sum over p of partials[p * stride + c], p in increasing order.
  * dst (cols); partials (chunks, stride >= cols). */
 void cpu_add_partials(cpu_device *dev, float *dst, const double *partials, int chunks,

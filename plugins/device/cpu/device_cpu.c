@@ -69,6 +69,8 @@ static gb_status cpu_create(const gb_host *host, const gb_value *options, void *
     memset(dev, 0, sizeof *dev);
     dev->host = host;
     dev->threads = host->num_threads > 0 ? host->num_threads : 1;
+    dev->kernels = cpu_kernels_best();
+    host->log(host, GB_LOG_DEBUG, "%s kernels", dev->kernels->name);
     gb_status status = cpu_matmul_open(dev);
     if (status != GB_OK) {
         host->free(host, dev);

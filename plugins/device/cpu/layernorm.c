@@ -2,10 +2,11 @@
  * biased variance).
  *
  * Rows are independent in the forward pass and for dx, so rows are split across threads.
- * dweight and dbias sum over rows: the rows are cut into one chunk per thread, each chunk
- * sums into its own row of double partials, and the partials are added to dweight and
- * dbias in chunk order, so the result is bit-identical run to run at a given thread
- * count. Per-row statistics are computed in f32 with the fixed-order row helpers.
+ * dweight and dbias sum over rows: the rows are cut into chunks of a fixed size (see
+ * reductions.c), each chunk sums into its own row of double partials, and the partials
+ * are added to dweight and dbias in chunk order, so the result is bit-identical run to
+ * run and for any thread count. Per-row statistics are computed in f32 with the
+ * fixed-order row helpers.
  */
 #include <math.h>
 
@@ -84,7 +85,7 @@ gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *d
     float *dx = dx_;               // (N, C)
     const float *dout = dout_;     // (N, C)
     const float *x = x_;           // (N, C)
-    int chunks = dev->threads;
+    const int chunks = cpu_chunk_count(N, CPU_CHUNK_ROWS);
     // (chunks, 2C): each chunk's dweight, then its dbias
     double *partials = cpu_scratch(dev, "layernorm_backward", (size_t)chunks * 2 * C);
     if (!partials)

@@ -1,5 +1,6 @@
 /* Per-element math of the GPT kernels: exp, erfc and the exact (erf) GELU with its
- * derivative, as small static inline functions that other device plugins can share.
+ * derivative, as small static inline functions that other device plugins can share, and
+ * the GELU loops the kernel builds of cpu_kernels.h compile for their own -m flags.
  *
  * The functions make no libm calls: glibc declares its vector expf/erff only under
  * -ffast-math, which we refuse because it lets the compiler reorder reductions and so
@@ -80,6 +81,22 @@ static inline float gelu_erf_grad(float x)
     const float inv_sqrt_2pi = 0.398942280401432678f;
     float cdf = 0.5f * erfc_fast(-x * (float)M_SQRT1_2);
     return cdf + x * inv_sqrt_2pi * exp_fast(-0.5f * x * x);
+}
+
+/* The loops behind cpu_kernels' gelu_forward and gelu_backward: plain C, vectorised by
+ * the compiler for the flags of the file that includes them. */
+// out, x (n)
+static inline void gelu_forward_loop(float *out, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = gelu_erf(x[i]);
+}
+
+// dx, x, dout (n); dx may alias dout
+static inline void gelu_backward_loop(float *dx, const float *x, const float *dout, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = dout[i] * gelu_erf_grad(x[i]);
 }
 
 #endif /* GB_DEVICE_CPU_POINTWISE_H */

@@ -1,25 +1,35 @@
 /* Reductions across rows on the CPU device: bias gradients and the sum of squares behind
  * the global gradient norm, plus the ordered combine that layernorm_backward shares.
  *
- * Every cross-thread sum is split the same way: the rows (or elements) are cut into one
- * chunk per thread with cpu_chunk_begin(), each chunk sums in double into its own slot of
- * the instance's scratch, and the slots are added in chunk order. No atomics, no
- * dependence on which thread ran which chunk, so results are bit-identical run to run at
- * a given thread count.
+ * Every cross-thread sum is split the same way: the rows (or elements) are cut into
+ * chunks of a fixed size (cpu_chunk_count), each chunk sums in double into its own slot of
+ * the instance's scratch, threads take whole chunks, and the slots are added in chunk
+ * order. No atomics, no dependence on which thread ran which chunk or on how many threads
+ * there are, so results are bit-identical run to run and for any thread count.
  */
 #include "cpu_device.h"
 #include "rowreduce.h"
 
+/* Columns summed together: the chunks' partials are read a row of 64 doubles at a time
+ * rather than one column at a time down a stride that is often a multiple of 4 KiB
+ * (which maps every read to the same L1 set). */
+#define COMBINE_COLUMNS 64
+
 void cpu_add_partials(cpu_device *dev, float *dst, const double *partials, int chunks,
                       int64_t stride, int64_t cols)
 {
+    const int64_t blocks = (cols + COMBINE_COLUMNS - 1) / COMBINE_COLUMNS;
     #pragma omp parallel for schedule(static) num_threads(dev->threads) \
         if (chunks * cols >= CPU_PARALLEL_MIN)
-    for (int64_t c = 0; c < cols; c++) {
-        double sum = 0.0;
+    for (int64_t block = 0; block < blocks; block++) {
+        const int64_t c0 = block * COMBINE_COLUMNS;
+        const int64_t n = cols - c0 < COMBINE_COLUMNS ? cols - c0 : COMBINE_COLUMNS;
+        double sum[COMBINE_COLUMNS] = {0};
         for (int p = 0; p < chunks; p++)
-            sum += partials[p * stride + c];
-        dst[c] += (float)sum;
+            for (int64_t c = 0; c < n; c++)
+                sum[c] += partials[p * stride + c0 + c];
+        for (int64_t c = 0; c < n; c++)
+            dst[c0 + c] += (float)sum[c];
     }
 }
 
@@ -31,7 +41,7 @@ gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void
     if (status != GB_OK || C == 0)
         return status;
     const float *dout = dout_;   // (N, C)
-    int chunks = dev->threads;
+    const int chunks = cpu_chunk_count(N, CPU_CHUNK_ROWS);
     double *partials = cpu_scratch(dev, "bias_backward", (size_t)chunks * C);   // (chunks, C)
     if (!partials)
         return GB_ERR_NO_MEMORY;
@@ -58,7 +68,7 @@ gb_status cpu_sum_squares(void *self, float *out, const float *x, int64_t n)
     gb_status status = cpu_check_call(dev, "sum_squares", GB_F32, n, 1);
     if (status != GB_OK)
         return status;
-    int chunks = dev->threads;
+    const int chunks = cpu_chunk_count(n, CPU_CHUNK_ELEMENTS);
     double *partials = cpu_scratch(dev, "sum_squares", (size_t)chunks);   // (chunks)
     if (!partials)
         return GB_ERR_NO_MEMORY;

@@ -1,15 +1,17 @@
-/* What the tiled CPU attention plugins (attn/mem_efficient, attn/flash) share: the
+/* What the CPU attention plugins (attn/math, attn/mem_efficient, attn/flash) share: the
  * problem checks behind eligible(), the view checks that make forward() and backward()
- * refuse what eligible() would, and row addressing of a (B, H, T, D) view.
+ * refuse what eligible() would, row addressing of a (B, H, T, D) view, and the copies
+ * between a view's rows and the packed tiles the kernels of cpu_kernels.h multiply.
  *
  * Views may have any strides as long as head_dim is contiguous (stride[3] == 1), which
  * covers the core's packed (B, T, 3, H, D) projection. Only f32 is computed. Nothing
- * here allocates, prints or knows about tiles.
+ * here allocates or prints.
  */
 #ifndef GB_ATTN_VIEWS_H
 #define GB_ATTN_VIEWS_H
 
 #include <stdio.h>
+#include <string.h>
 
 #include "gearbox/attn.h"
 
@@ -80,6 +82,17 @@ static inline gb_status attn_check_call(const gb_host *host, const char *plugin,
     return status;
 }
 
+/* n rounded up to a multiple of `to`. */
+static inline int64_t attn_round_up(int64_t n, int64_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+static inline int64_t attn_min(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
 /* Row (b, h, s) of a (B, H, T, D) view: D contiguous floats. */
 static inline float *attn_row(const gb_tensor *t, int64_t b, int64_t h, int64_t s)
 {
@@ -93,6 +106,50 @@ static inline int64_t attn_visible_keys(int causal, int64_t t, int64_t k0, int64
         return nk;
     int64_t n = t - k0 + 1;
     return n < 0 ? 0 : n > nk ? nk : n;
+}
+
+/* Rows s0 .. s0+n-1 of head (b, h) into dst (n, ld), columns D .. ld-1 zeroed so that
+ * products over the padded width add nothing. */
+// dst (n, ld)
+static inline void attn_pack_rows(float *dst, int64_t ld, const gb_tensor *t, int64_t b,
+                                  int64_t h, int64_t s0, int64_t n, int64_t D)
+{
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(dst + i * ld, attn_row(t, b, h, s0 + i), (size_t)D * sizeof(float));
+        memset(dst + i * ld + D, 0, (size_t)(ld - D) * sizeof(float));
+    }
+}
+
+/* The same rows transposed and times `scale`: dst[d][j] = scale * row j's element d;
+ * columns n .. ld-1 zeroed. Sixteen rows at a time, so that each store of the inner loop
+ * lands in the cache line the previous one filled. */
+// dst (D, ld)
+static inline void attn_pack_columns(float *dst, int64_t ld, const gb_tensor *t, int64_t b,
+                                     int64_t h, int64_t s0, int64_t n, int64_t D, float scale)
+{
+    const int64_t stride = t->stride[2];
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        const int64_t rows = n - j0 < 16 ? n - j0 : 16;
+        const float *src = attn_row(t, b, h, s0 + j0);
+        for (int64_t d = 0; d < D; d++)
+            for (int64_t j = 0; j < rows; j++)
+                dst[d * ld + j0 + j] = src[j * stride + d] * scale;
+    }
+    for (int64_t d = 0; d < D; d++)
+        memset(dst + d * ld + n, 0, (size_t)(ld - n) * sizeof(float));
+}
+
+/* Rows s0 .. s0+n-1 of head (b, h) = the first D columns of src times `scale`. */
+// src (n, ld)
+static inline void attn_unpack_rows(const gb_tensor *t, int64_t b, int64_t h, int64_t s0,
+                                    int64_t n, const float *src, int64_t ld, int64_t D,
+                                    float scale)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float *row = attn_row(t, b, h, s0 + i);
+        for (int64_t d = 0; d < D; d++)
+            row[d] = src[i * ld + d] * scale;
+    }
 }
 
 #endif /* GB_ATTN_VIEWS_H */

@@ -1,22 +1,24 @@
-/* attn/flash's kernels in AVX-512F intrinsics (see kernels.h for the contract).
+/* The shared CPU kernels in AVX-512F intrinsics (see cpu_kernels.h for the contract).
  *
- * This file alone is compiled with -mavx512f, and cpu.c calls it only after
- * __builtin_cpu_supports("avx512f") said yes, so the plugin still loads and runs on CPUs
- * without AVX-512. The product keeps a 6 x 32 block of outputs in zmm registers and
- * broadcasts one element of `a` per row and k. exp512 is exp_fast from pointwise.h
- * operation for operation, so both builds agree to the bit. Nothing here needs more
- * than AVX-512F.
+ * This file alone is compiled with -mavx512f, and callers reach it only through
+ * cpu_kernels_best() or an explicit choice checked against the CPU, so the plugins still
+ * load and run on CPUs without AVX-512. The product keeps a 6 x 32 block of outputs in
+ * zmm registers and broadcasts one element of `a` per row and k. exp512 is exp_fast from
+ * pointwise.h operation for operation, and GELU is pointwise.h's loop vectorised by the
+ * compiler for this file's flags, so every build agrees to the bit. Nothing here needs
+ * more than AVX-512F.
  */
 #include <immintrin.h>
 
-#include "kernels.h"
+#include "cpu_kernels.h"
+#include "pointwise.h"
 #include "rowreduce.h"
 
 /* 6 x 32 outputs are 12 zmm accumulators: more than the 8 that two FMA ports with a
  * four-cycle latency need in flight; a is broadcast from memory by each FMA. */
 #define GEMM_ROWS 6
 
-_Static_assert(ROW_LANES == FLASH_VEC, "exp_row folds one vector of partial sums");
+_Static_assert(ROW_LANES == CPU_VEC, "exp_row folds one vector of partial sums");
 
 /* A block of `rows` x (16 * vecs) outputs; inlined with constant arguments. */
 static inline __attribute__((always_inline)) void gemm_block(int rows, int vecs, int64_t k,
@@ -28,12 +30,12 @@ static inline __attribute__((always_inline)) void gemm_block(int rows, int vecs,
     __m512 acc[GEMM_ROWS][2];
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < vecs; v++)
-            acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + v * FLASH_VEC)
+            acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + v * CPU_VEC)
                                    : _mm512_setzero_ps();
     for (int64_t kk = 0; kk < k; kk++) {
         __m512 b_k[2];
         for (int v = 0; v < vecs; v++)
-            b_k[v] = _mm512_loadu_ps(b + kk * ldb + v * FLASH_VEC);
+            b_k[v] = _mm512_loadu_ps(b + kk * ldb + v * CPU_VEC);
         for (int r = 0; r < rows; r++) {
             const __m512 a_rk = _mm512_set1_ps(a[r * a_row + kk * a_col]);
             for (int v = 0; v < vecs; v++)
@@ -42,7 +44,7 @@ static inline __attribute__((always_inline)) void gemm_block(int rows, int vecs,
     }
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < vecs; v++)
-            _mm512_storeu_ps(c + r * ldc + v * FLASH_VEC, acc[r][v]);
+            _mm512_storeu_ps(c + r * ldc + v * CPU_VEC, acc[r][v]);
 }
 
 /* The columns of `rows` rows: pairs of vectors, then a last single one. */
@@ -53,7 +55,7 @@ static inline __attribute__((always_inline)) void gemm_rows(int rows, int64_t n,
                                                             int accumulate)
 {
     int64_t x = 0;
-    for (; x + 2 * FLASH_VEC <= n; x += 2 * FLASH_VEC)
+    for (; x + 2 * CPU_VEC <= n; x += 2 * CPU_VEC)
         gemm_block(rows, 2, k, a, a_row, a_col, b + x, ldb, c + x, ldc, accumulate);
     if (x < n)
         gemm_block(rows, 1, k, a, a_row, a_col, b + x, ldb, c + x, ldc, accumulate);
@@ -107,7 +109,7 @@ static inline __m512 exp512(__m512 x)
 static inline __mmask16 live_lanes(int64_t n, int64_t j0)
 {
     int64_t live = n - j0;
-    return live >= FLASH_VEC ? (__mmask16)0xffff
+    return live >= CPU_VEC ? (__mmask16)0xffff
                              : live <= 0 ? (__mmask16)0 : (__mmask16)((1u << live) - 1);
 }
 
@@ -116,7 +118,7 @@ static float exp_row_avx512(float *x, int64_t n, int64_t width, float shift)
 {
     const __m512 s = _mm512_set1_ps(shift);
     __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < width; j += FLASH_VEC) {
+    for (int64_t j = 0; j < width; j += CPU_VEC) {
         __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(x + j), s));
         e = _mm512_maskz_mov_ps(live_lanes(n, j), e);
         _mm512_storeu_ps(x + j, e);
@@ -127,8 +129,35 @@ static float exp_row_avx512(float *x, int64_t n, int64_t width, float shift)
     return fold_lanes_f32(lanes);
 }
 
-const flash_kernels flash_kernels_avx512 = {
+/* The largest of x[0 .. n): masked loads past n read -INFINITY. */
+// x (n)
+static float max_row_avx512(const float *x, int64_t n)
+{
+    __m512 m = _mm512_set1_ps(-__builtin_inff());
+    for (int64_t j = 0; j < n; j += CPU_VEC)
+        m = _mm512_max_ps(m, _mm512_mask_loadu_ps(m, live_lanes(n, j), x + j));
+    return _mm512_reduce_max_ps(m);
+}
+
+// out, x (n)
+static void gelu_forward_avx512(float *out, const float *x, int64_t n)
+{
+    gelu_forward_loop(out, x, n);
+}
+
+// dx, x, dout (n)
+static void gelu_backward_avx512(float *dx, const float *x, const float *dout, int64_t n)
+{
+    gelu_backward_loop(dx, x, dout, n);
+}
+
+const cpu_kernels cpu_kernels_avx512 = {
     .name = "avx512",
+    .gemm_rows = GEMM_ROWS,
     .gemm = gemm_avx512,
     .exp_row = exp_row_avx512,
+    .max_row = max_row_avx512,
+    .gelu_forward = gelu_forward_avx512,
+    .gelu_backward = gelu_backward_avx512,
+    .transpose = cpu_transpose_avx2,
 };

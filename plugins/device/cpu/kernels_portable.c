@@ -1,14 +1,16 @@
-/* attn/flash's kernels in portable C (see kernels.h for the contract).
+/* The shared CPU kernels in portable C (see cpu_kernels.h for the contract), and the
+ * run-time choice between the builds.
  *
- * Written for the auto-vectoriser: fixed-size blocks of GEMM_ROWS x FLASH_VEC
+ * Written for the auto-vectoriser: fixed-size blocks of GEMM_ROWS x CPU_VEC
  * accumulators, fmaf and no reassociation, so -O3 keeps each block in vector registers on
  * whatever -march the build targets, and the scalar fallback computes the same bits.
- * Without hardware FMA (a build with -Dnative=false running on a CPU without AVX-512),
+ * Without hardware FMA (a build with -Dnative=false running on a CPU without AVX2),
  * fmaf is a libm call and this path is slow but still exact.
  */
 #include <math.h>
+#include <string.h>
 
-#include "kernels.h"
+#include "cpu_kernels.h"
 #include "pointwise.h"
 #include "rowreduce.h"
 
@@ -16,8 +18,8 @@
  * 5 broadcasts of a they fill the 16 without spilling. */
 #define GEMM_ROWS 5
 
-/* One block of `rows` (1 .. GEMM_ROWS) x FLASH_VEC outputs, inlined with a constant
- * `rows` so the compiler unrolls it. One named array per row with the FLASH_VEC loop
+/* One block of `rows` (1 .. GEMM_ROWS) x CPU_VEC outputs, inlined with a constant
+ * `rows` so the compiler unrolls it. One named array per row with the CPU_VEC loop
  * innermost is the shape GCC keeps in registers (and meson.build turns off unroll-and-jam,
  * which would interleave two k iterations and spill). */
 static inline __attribute__((always_inline)) void gemm_block(int rows, int64_t k,
@@ -26,14 +28,14 @@ static inline __attribute__((always_inline)) void gemm_block(int rows, int64_t k
                                                              int64_t ldb, float *c,
                                                              int64_t ldc, int accumulate)
 {
-    float acc0[FLASH_VEC], acc1[FLASH_VEC], acc2[FLASH_VEC], acc3[FLASH_VEC], acc4[FLASH_VEC];
+    float acc0[CPU_VEC], acc1[CPU_VEC], acc2[CPU_VEC], acc3[CPU_VEC], acc4[CPU_VEC];
     float *acc[GEMM_ROWS] = {acc0, acc1, acc2, acc3, acc4};
     for (int r = 0; r < rows; r++)
-        for (int x = 0; x < FLASH_VEC; x++)
+        for (int x = 0; x < CPU_VEC; x++)
             acc[r][x] = accumulate ? c[r * ldc + x] : 0.0f;
     for (int64_t kk = 0; kk < k; kk++) {
         const float *b_k = b + kk * ldb, *a_k = a + kk * a_col;
-        for (int x = 0; x < FLASH_VEC; x++) {
+        for (int x = 0; x < CPU_VEC; x++) {
             acc0[x] = fmaf(a_k[0], b_k[x], acc0[x]);
             if (rows > 1)
                 acc1[x] = fmaf(a_k[a_row], b_k[x], acc1[x]);
@@ -46,7 +48,7 @@ static inline __attribute__((always_inline)) void gemm_block(int rows, int64_t k
         }
     }
     for (int r = 0; r < rows; r++)
-        for (int x = 0; x < FLASH_VEC; x++)
+        for (int x = 0; x < CPU_VEC; x++)
             c[r * ldc + x] = acc[r][x];
 }
 
@@ -57,7 +59,7 @@ static inline __attribute__((always_inline)) void gemm_rows(int rows, int64_t n,
                                                             int64_t ldb, float *c, int64_t ldc,
                                                             int accumulate)
 {
-    for (int64_t x = 0; x < n; x += FLASH_VEC)
+    for (int64_t x = 0; x < n; x += CPU_VEC)
         gemm_block(rows, k, a, a_row, a_col, b + x, ldb, c + x, ldc, accumulate);
 }
 
@@ -89,8 +91,74 @@ static float exp_row_portable(float *x, int64_t n, int64_t width, float shift)
     return row_sum(x, width);
 }
 
-const flash_kernels flash_kernels_portable = {
+// x (n)
+static float max_row_portable(const float *x, int64_t n)
+{
+    return row_max(x, n);
+}
+
+// out, x (n)
+static void gelu_forward_portable(float *out, const float *x, int64_t n)
+{
+    gelu_forward_loop(out, x, n);
+}
+
+// dx, x, dout (n)
+static void gelu_backward_portable(float *dx, const float *x, const float *dout, int64_t n)
+{
+    gelu_backward_loop(dx, x, dout, n);
+}
+
+/* Square blocks of 16: each row of a block is one cache line of dst, and the 16 lines of
+ * src it reads stay in L1 while the block is written. */
+// dst (rows, cols); src (cols, rows)
+static void transpose_portable(float *dst, int64_t ldd, const float *src, int64_t lds,
+                               int64_t rows, int64_t cols)
+{
+    for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        const int64_t r1 = r0 + 16 < rows ? r0 + 16 : rows;
+        for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+            const int64_t c1 = c0 + 16 < cols ? c0 + 16 : cols;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++)
+                    dst[r * ldd + c] = src[c * lds + r];
+        }
+    }
+}
+
+const cpu_kernels cpu_kernels_portable = {
     .name = "portable",
+    .gemm_rows = GEMM_ROWS,
     .gemm = gemm_portable,
     .exp_row = exp_row_portable,
+    .max_row = max_row_portable,
+    .gelu_forward = gelu_forward_portable,
+    .gelu_backward = gelu_backward_portable,
+    .transpose = transpose_portable,
 };
+
+const cpu_kernels *cpu_kernels_find(const char *name)
+{
+    if (strcmp(name, cpu_kernels_portable.name) == 0)
+        return &cpu_kernels_portable;
+#ifdef CPU_KERNELS_X86
+    __builtin_cpu_init();
+    if (strcmp(name, cpu_kernels_avx512.name) == 0)
+        return __builtin_cpu_supports("avx512f") ? &cpu_kernels_avx512 : NULL;
+    if (strcmp(name, cpu_kernels_avx2.name) == 0)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                   ? &cpu_kernels_avx2 : NULL;
+#endif
+    return NULL;
+}
+
+const cpu_kernels *cpu_kernels_best(void)
+{
+    static const char *const fastest_first[] = {"avx512", "avx2"};
+    for (size_t i = 0; i < sizeof fastest_first / sizeof fastest_first[0]; i++) {
+        const cpu_kernels *k = cpu_kernels_find(fastest_first[i]);
+        if (k)
+            return k;
+    }
+    return &cpu_kernels_portable;
+}
