@@ -4,12 +4,12 @@
 # the same global batch and steps, one after the other, REPEATS times each; prints the
 # median tokens/s of both, the ratio, and the bytes all-reduced per step.
 #
-# usage: bench/ddp_scaling.sh [STEPS] [REPEATS]   (from the source tree, after a build)
+# usage: [GEARBOX=path/to/gearbox] bench/ddp_scaling.sh [STEPS] [REPEATS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-200}
 repeats=${2:-3}
-gearbox=build/core/gearbox
+gearbox=${GEARBOX:-build/core/gearbox}   # or another build's binary
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 [ -f examples/data/shakespeare_char/train.bin ] ||
