@@ -442,11 +442,14 @@ static void check_eligibility(const attn_plugin *plugin)
     GB_TEST_CHECK(failures, yes, "%s: a small f32 causal problem is not eligible: %s",
                   plugin->label, reason);
     p.dtype = GB_BF16;
+    GB_TEST_CHECK(failures, plugin->ops->eligible(plugin->self, &p, reason, sizeof reason),
+                  "%s: a bf16 problem is not eligible: %s", plugin->label, reason);
+    p.dtype = GB_I32;
     reason[0] = '\0';
     yes = plugin->ops->eligible(plugin->self, &p, reason, sizeof reason);
-    printf("  %s: bf16 not eligible: %s\n", plugin->label, reason);
-    GB_TEST_CHECK(failures, !yes && strstr(reason, "bf16"),
-                  "%s: bf16 answer %d, reason \"%s\" should name bf16", plugin->label, yes,
+    printf("  %s: i32 not eligible: %s\n", plugin->label, reason);
+    GB_TEST_CHECK(failures, !yes && strstr(reason, "i32"),
+                  "%s: i32 answer %d, reason \"%s\" should name i32", plugin->label, yes,
                   reason);
     char tiny[8];
     memset(tiny, 'x', sizeof tiny);
@@ -481,9 +484,9 @@ static void check_refusals(const attn_plugin *plugin)
                   "%s: a wrong dv shape gave status %d, message \"%s\"", plugin->label, st,
                   gb_test_last_error());
     a.dv.shape[2] = 5;
-    a.p.dtype = GB_BF16;
+    a.p.dtype = GB_I32;
     st = plugin->ops->forward(plugin->self, &a.p, a.out, a.q, a.k, a.v, saved, workspace);
-    GB_TEST_CHECK(failures, st == GB_ERR_UNSUPPORTED, "%s: a bf16 forward gave status %d",
+    GB_TEST_CHECK(failures, st == GB_ERR_UNSUPPORTED, "%s: an i32 forward gave status %d",
                   plugin->label, st);
     free_data(&a);
 }

@@ -14,6 +14,10 @@
  * to adamw; fp16 with its loss scaler at a fixed scale of 1024, growth never reached)
  * against the same f32 reference, with the looser tolerance a 16-bit format allows:
  *     fp32 1e-4 | fp16 (11-bit significand) 1e-2 | bf16 (8-bit significand) 5e-2
+ * Gradients are compared after dividing out the loss scale. After the three AdamW steps a
+ * 16-bit run may also differ by up to the sum of the three learning rates: a gradient
+ * near zero can change sign when its inputs are rounded, and Adam moves a weight by about
+ * the learning rate whatever its gradient's size.
  *
  * usage: test-gpt-reference FILE.gbt [fp32|bf16|fp16]
  */
@@ -27,17 +31,20 @@
 #include "runtime.h"
 
 static double tolerance = 1e-4;
+static double adam_allowance;   /* added to the absolute floor after the AdamW steps */
 
-static int compare_tensor(const char *what, const float *got, const float *want, int64_t n)
+static int compare_tensor(const char *what, const float *got, const float *want, int64_t n,
+                          double extra_atol)
 {
     double scale = 0.0;
     for (int64_t i = 0; i < n; i++)
         scale = fmax(scale, fabs(want[i]));
-    return gbt_compare(what, got, want, n, tolerance * scale, tolerance);
+    return gbt_compare(what, got, want, n, tolerance * scale + extra_atol, tolerance);
 }
 
 /* Compares every parameter-shaped slice of `flat` with the file's PREFIX.NAME tensors. */
-static int compare_params(const gbt_file *f, gb_model *m, const float *flat, const char *prefix)
+static int compare_params(const gbt_file *f, gb_model *m, const float *flat, const char *prefix,
+                          double extra_atol)
 {
     int n, failures = 0;
     const gb_param_tensor *t = gb_model_tensors(m, &n);
@@ -45,7 +52,8 @@ static int compare_params(const gbt_file *f, gb_model *m, const float *flat, con
         char name[128];
         snprintf(name, sizeof name, "%s.%s", prefix, t[i].name);
         const gbt_tensor *want = gbt_require(f, name, GB_F32, t[i].numel);
-        failures += !want || compare_tensor(name, flat + t[i].offset, want->data, t[i].numel);
+        failures += !want || compare_tensor(name, flat + t[i].offset, want->data, t[i].numel,
+                                            extra_atol);
     }
     return failures;
 }
@@ -117,12 +125,15 @@ static int check_step0(const gbt_file *f, gb_model *m, const int32_t *c, const i
         return 1;
     float *got_logits = malloc((size_t)(B * T * V) * sizeof *got_logits);
     int failures = !got_logits || gb_model_get_logits(m, got_logits, B, T) ||
-                   compare_tensor("logits", got_logits, logits->data, B * T * V);
+                   compare_tensor("logits", got_logits, logits->data, B * T * V, 0.0);
     free(got_logits);
     failures += gbt_compare("loss", &got_loss, loss->data, 1, 0.0, tolerance / 10);
     if (gb_model_backward(m, 1.0f) || gb_model_get_grads(m, scratch))
         return failures + 1;
-    return failures + compare_params(f, m, scratch, "grad");
+    float inv_scale = 1.0f / gb_model_loss_scale(m);
+    for (int64_t i = 0; i < gb_model_num_params(m); i++)
+        scratch[i] *= inv_scale;
+    return failures + compare_params(f, m, scratch, "grad", 0.0);
 }
 
 static int check_three_steps(const gbt_file *f, gb_model *m, const int32_t *c,
@@ -141,7 +152,9 @@ static int check_three_steps(const gbt_file *f, gb_model *m, const int32_t *c,
     }
     if (gb_model_get_params(m, scratch))
         return 1;
-    return compare_params(f, m, scratch, "step3");
+    if (tolerance > 1e-4)
+        adam_allowance = (double)h[0] + h[1] + h[2];
+    return compare_params(f, m, scratch, "step3", adam_allowance);
 }
 
 int main(int argc, char **argv)

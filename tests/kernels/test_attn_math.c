@@ -6,7 +6,9 @@
  * buffer for out and dout; one case uses plain contiguous (B, H, T, D) views. saved,
  * workspace and the gradient buffers start as NaN, so anything read before it is written
  * shows. Also: causality (keys and values after position s cannot change output at s),
- * bit-identical reruns, eligibility answers, memory sizes and refusals.
+ * bit-identical reruns, eligibility answers, memory sizes (the workspace holds the packed
+ * tiles, and the f32 copies of a 16-bit problem) and refusals. tests/kernels/
+ * test_dtype_attn.c covers bf16 and f16 results.
  * Tolerance: 1e-5 abs + 1e-4 rel.
  */
 #include <math.h>
@@ -237,6 +239,40 @@ static void test_case(int64_t B, int64_t H, int64_t T, int64_t D, int causal, in
         check_causality(&a, rng);
 }
 
+static int64_t round16(int64_t n)
+{
+    return (n + 15) / 16 * 16;
+}
+
+/* The workspace bytes the plugin should declare: per thread its packed tiles (K^T or V^T
+ * (D, Tp); rows of V or K, Q and dO (T, Dp) each; scores (T, Tp); one strip (R, Dp), each
+ * rounded up to 16 floats; Tp and Dp are T and D rounded up to 16, R the kernel set's
+ * block height), plus, for a 16-bit problem, 7 f32 copies of a (B, H, T, D) view. */
+static size_t math_workspace(int threads, const gb_attn_problem *p, int64_t R)
+{
+    const int64_t T = p->seq_len, D = p->head_dim, Tp = round16(T), Dp = round16(D);
+    const int64_t tiles = round16(D * Tp) + 3 * round16(T * Dp) + round16(T * Tp) +
+                          round16(R * Dp);
+    const int64_t wide = p->dtype == GB_F32
+        ? 0 : 7 * round16(p->batch * p->heads * T * D);
+    return (size_t)(threads * tiles + wide) * sizeof(float);
+}
+
+/* memory() for `p` is saved B*H*T*T floats and math_workspace() for the block height of
+ * one of the kernel sets (5 portable, 6 AVX2 and AVX-512). */
+static void expect_memory(const gb_attn_problem *p)
+{
+    size_t saved = 0, workspace = 0;
+    kt_expect(ops->memory(attn, p, &saved, &workspace) == GB_OK, "memory() failed");
+    const size_t want_saved = (size_t)(p->batch * p->heads * p->seq_len * p->seq_len) * 4;
+    const size_t r5 = math_workspace(2, p, 5), r6 = math_workspace(2, p, 6);
+    printf("  memory %s T=%lld D=%lld: saved %zu, workspace %zu\n", gb_dtype_name(p->dtype),
+           (long long)p->seq_len, (long long)p->head_dim, saved, workspace);
+    kt_expect(saved == want_saved && (workspace == r5 || workspace == r6),
+              "memory: saved %zu workspace %zu, want %zu and %zu (or %zu)", saved, workspace,
+              want_saved, r6, r5);
+}
+
 static void test_planning(void)
 {
     kt_section("eligible, memory");
@@ -248,14 +284,19 @@ static void test_planning(void)
     p.causal = 0;
     kt_expect(ops->eligible(attn, &p, reason, sizeof reason) == 1,
               "f32 non-causal not eligible: %s", reason);
-    size_t saved = 0, workspace = 0;
-    kt_expect(ops->memory(attn, &p, &saved, &workspace) == GB_OK, "memory() failed");
-    kt_expect(saved == 2 * 3 * 7 * 7 * 4 && workspace == 2 * 7 * 4,
-              "memory: saved %zu workspace %zu, want %d and %d", saved, workspace,
-              2 * 3 * 7 * 7 * 4, 2 * 7 * 4);
+    expect_memory(&p);
+    p.seq_len = 65;
+    p.head_dim = 48;
+    expect_memory(&p);
+    for (gb_dtype dtype = GB_BF16; dtype <= GB_F16; dtype++) {
+        p.dtype = dtype;
+        kt_expect(ops->eligible(attn, &p, reason, sizeof reason) == 1,
+                  "%s not eligible: %s", gb_dtype_name(dtype), reason);
+        expect_memory(&p);
+    }
 
     static const struct { gb_dtype dtype; int causal; int64_t T, D; const char *mention; }
-        no[] = {{GB_BF16, 1, 7, 8, "bf16"}, {GB_F16, 1, 7, 8, "f16"}, {GB_F32, 2, 7, 8, "causal"},
+        no[] = {{GB_I32, 1, 7, 8, "i32"}, {GB_U16, 1, 7, 8, "u16"}, {GB_F32, 2, 7, 8, "causal"},
                 {GB_F32, 1, 0, 8, "seq_len"}, {GB_F32, 1, 7, 0, "head_dim"}};
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
         p.dtype = no[i].dtype;
@@ -269,7 +310,7 @@ static void test_planning(void)
                   "reason \"%s\" should mention \"%s\"", i, yes, reason, no[i].mention);
     }
     char tiny[8];
-    p.dtype = GB_BF16;
+    p.dtype = GB_I32;
     ops->eligible(attn, &p, tiny, sizeof tiny);
     kt_expect(memchr(tiny, '\0', sizeof tiny) != NULL, "reason overflowed a small buffer");
 }
@@ -288,8 +329,12 @@ static void test_refusals(kt_rng *rng)
     kt_expect(run_backward(&a) == GB_ERR_INVALID_ARG && strstr(kt_last_error(), "dv"),
               "backward with a wrong dv shape was not refused as an invalid argument");
     a.dv.shape[2] = 5;
+    a.p.dtype = GB_I32;
+    kt_expect(run_forward(&a) == GB_ERR_UNSUPPORTED, "forward of an i32 problem not refused");
     a.p.dtype = GB_BF16;
-    kt_expect(run_forward(&a) == GB_ERR_UNSUPPORTED, "forward of a bf16 problem not refused");
+    kt_clear_error();
+    kt_expect(run_forward(&a) == GB_ERR_INVALID_ARG && strstr(kt_last_error(), "bf16"),
+              "forward of a bf16 problem on f32 views was not refused as an invalid argument");
 }
 
 int main(int argc, char **argv)

@@ -18,8 +18,11 @@
  * (cpu_kernels.h): AVX-512 or AVX2 intrinsics when the CPU has them, portable C otherwise
  * (option `isa`); all give the same bits, and the terms the strips leave out are exact
  * zeros, which an fma chain started from +0 never notices. Workspace is one set of tiles
- * per thread plus D (B*H*T floats): linear in T. f32 only; head_dim contiguous; head_dim
- * is limited by memory only.
+ * per thread plus D (B*H*T floats): linear in T. head_dim contiguous; head_dim is limited
+ * by memory only. bf16 and f16 problems compute in f32 too: the views read are widened
+ * into f32 copies in the workspace and the outputs rounded from f32 copies there
+ * (attn_views.h; 4 copies of a (B, H, T, D) view in forward, 8 in backward); the saved
+ * log-sum-exps are f32.
  */
 #include <math.h>
 #include <omp.h>
@@ -34,6 +37,9 @@
 #define PLUGIN "attn/flash"
 
 enum { OPT_BLOCK_Q, OPT_BLOCK_K, OPT_ISA };
+/* f32 copies of views a 16-bit call needs: q, k, v, out forward; q, k, v, out, dout, dq,
+ * dk, dv backward. */
+enum { WIDE_VIEWS = 8 };
 enum { ISA_AUTO };   /* the other choices are kernel sets, by name */
 
 static const gb_option flash_options[] = {
@@ -205,7 +211,8 @@ static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *save
     const int64_t rows = p->batch * p->heads * p->seq_len;
     *saved_bytes = (size_t)rows * sizeof(float);
     *workspace_bytes = (size_t)(attn_round_up(rows, CPU_VEC) +
-                                f->threads * lay_out_tiles(&t, NULL, &unused)) *
+                                f->threads * lay_out_tiles(&t, NULL, &unused) +
+                                attn_wide_floats(p, WIDE_VIEWS)) *
                        sizeof(float);
     return GB_OK;
 }
@@ -224,6 +231,7 @@ typedef struct flash_call {
     float *delta;   // (B, H, T) dO . O, in the workspace
     float *arena;   // (threads, arena_floats)
     int64_t arena_floats;
+    float *wide;    // the f32 copies of a 16-bit call's views, after the arena
 } flash_call;
 
 static flash_call call_of(const attn_flash *f, const gb_attn_problem *p, float *lse,
@@ -242,6 +250,7 @@ static flash_call call_of(const attn_flash *f, const gb_attn_problem *p, float *
     tiles unused;
     c.arena_floats = lay_out_tiles(&c.t, NULL, &unused);
     c.arena = c.delta + attn_round_up(p->batch * p->heads * p->seq_len, CPU_VEC);
+    c.wide = c.arena + f->threads * c.arena_floats;
     return c;
 }
 
@@ -357,7 +366,10 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
     if (status != GB_OK)
         return status;
     flash_call c = call_of(f, p, saved, workspace);
-    c.q = q, c.k = k, c.v = v, c.out = out;
+    c.q = attn_read_f32(&q, p, &c.wide, f->threads);
+    c.k = attn_read_f32(&k, p, &c.wide, f->threads);
+    c.v = attn_read_f32(&v, p, &c.wide, f->threads);
+    c.out = attn_write_f32(&out, p, &c.wide);
     const int64_t n_tiles = (c.T + c.t.BQ - 1) / c.t.BQ, units = p->batch * c.H * n_tiles;
     #pragma omp parallel num_threads(f->threads) if (units > 1)
     {
@@ -368,6 +380,7 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
             forward_tile(&c, &w, bh / c.H, bh % c.H, u % n_tiles * c.t.BQ);
         }
     }
+    attn_store_f32(&out, &c.out, f->threads);
     return GB_OK;
 }
 
@@ -527,7 +540,14 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
         return status;
     // forward's log-sum-exps are only read; flash_call holds them for both directions
     flash_call c = call_of(f, p, (float *)saved, workspace);
-    c.q = q, c.k = k, c.v = v, c.out = out, c.dout = dout, c.dq = dq, c.dk = dk, c.dv = dv;
+    c.q = attn_read_f32(&q, p, &c.wide, f->threads);
+    c.k = attn_read_f32(&k, p, &c.wide, f->threads);
+    c.v = attn_read_f32(&v, p, &c.wide, f->threads);
+    c.out = attn_read_f32(&out, p, &c.wide, f->threads);
+    c.dout = attn_read_f32(&dout, p, &c.wide, f->threads);
+    c.dq = attn_write_f32(&dq, p, &c.wide);
+    c.dk = attn_write_f32(&dk, p, &c.wide);
+    c.dv = attn_write_f32(&dv, p, &c.wide);
     const int64_t heads = p->batch * c.H, T = c.T, D = c.t.D;
     const int64_t q_tiles = (T + c.t.BQ - 1) / c.t.BQ, k_tiles = (T + c.t.BK - 1) / c.t.BK;
     #pragma omp parallel num_threads(f->threads) if (heads * q_tiles > 1)
@@ -536,8 +556,8 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < heads; bh++)
             for (int64_t t = 0; t < T; t++)
-                c.delta[bh * T + t] = row_dot(attn_row(&dout, bh / c.H, bh % c.H, t),
-                                              attn_row(&out, bh / c.H, bh % c.H, t), D);
+                c.delta[bh * T + t] = row_dot(attn_row(&c.dout, bh / c.H, bh % c.H, t),
+                                              attn_row(&c.out, bh / c.H, bh % c.H, t), D);
         if (c.t.by_heads) {
             #pragma omp for schedule(static, 1)
             for (int64_t bh = 0; bh < heads; bh++)
@@ -555,6 +575,9 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
             }
         }
     }
+    attn_store_f32(&dq, &c.dq, f->threads);
+    attn_store_f32(&dk, &c.dk, f->threads);
+    attn_store_f32(&dv, &c.dv, f->threads);
     return GB_OK;
 }
 
@@ -570,5 +593,5 @@ static const gb_attn_ops flash_ops = {
 
 GB_PLUGIN_DEFINE(GB_KIND_ATTN, "flash", "1.0.0",
                  "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
-                 "AVX-512, AVX2 or portable kernels, f32",
+                 "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
                  GB_DEVICE_CPU, GB_OPTIONS(flash_options), flash_ops)

@@ -4,8 +4,11 @@
  * between a view's rows and the packed tiles the kernels of cpu_kernels.h multiply.
  *
  * Views may have any strides as long as head_dim is contiguous (stride[3] == 1), which
- * covers the core's packed (B, T, 3, H, D) projection. Only f32 is computed. Nothing
- * here allocates or prints.
+ * covers the core's packed (B, T, 3, H, D) projection. The kernels compute in f32: for a
+ * bf16 or f16 problem, attn_read_f32() widens each view they read into a contiguous f32
+ * copy in the workspace, attn_write_f32() gives each output an f32 copy there, and
+ * attn_store_f32() rounds it into the view (dtype_rows.h); for f32 all three hand the
+ * view through untouched. Nothing here allocates or prints.
  */
 #ifndef GB_ATTN_VIEWS_H
 #define GB_ATTN_VIEWS_H
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dtype_rows.h"
 #include "gearbox/attn.h"
 
 /* 1 when `p` is a problem the tiled plugins can compute; else 0 with a reason that names
@@ -23,9 +27,9 @@ static inline int attn_problem_ok(const char *plugin, const gb_attn_problem *p, 
     if (p->struct_size < sizeof(gb_attn_problem))
         snprintf(reason, reason_cap, "problem.struct_size %zu is smaller than ABI 1.0's %zu",
                  p->struct_size, sizeof(gb_attn_problem));
-    else if (p->dtype != GB_F32)
-        snprintf(reason, reason_cap, "%s on cpu computes in f32 only; this run asks for %s "
-                 "(use [precision] plugin = fp32)", plugin, gb_dtype_name(p->dtype));
+    else if (!dtype_is_activation(p->dtype))
+        snprintf(reason, reason_cap, "%s on cpu takes f32, bf16 or f16; this run asks for %s",
+                 plugin, gb_dtype_name(p->dtype));
     else if (p->causal != 0 && p->causal != 1)
         snprintf(reason, reason_cap, "causal must be 0 or 1; this run asks for %d",
                  (int)p->causal);
@@ -93,7 +97,7 @@ static inline int64_t attn_min(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-/* Row (b, h, s) of a (B, H, T, D) view: D contiguous floats. */
+/* Row (b, h, s) of a (B, H, T, D) f32 view: D contiguous floats. */
 static inline float *attn_row(const gb_tensor *t, int64_t b, int64_t h, int64_t s)
 {
     return (float *)t->data + b * t->stride[0] + h * t->stride[1] + s * t->stride[2];
@@ -149,6 +153,70 @@ static inline void attn_unpack_rows(const gb_tensor *t, int64_t b, int64_t h, in
         float *row = attn_row(t, b, h, s0 + i);
         for (int64_t d = 0; d < D; d++)
             row[d] = src[i * ld + d] * scale;
+    }
+}
+
+/* ---- 16-bit problems ------------------------------------------------------------------ */
+
+/* Workspace floats for `count` f32 copies of (B, H, T, D) views, each rounded up to a
+ * 64-byte line: 0 for an f32 problem, whose views are used in place. */
+static inline int64_t attn_wide_floats(const gb_attn_problem *p, int count)
+{
+    if (p->dtype == GB_F32)
+        return 0;
+    return count * attn_round_up(p->batch * p->heads * p->seq_len * p->head_dim, 16);
+}
+
+/* A contiguous f32 (B, H, T, D) view of the problem's shape at *cursor, which moves past
+ * it. */
+static inline gb_tensor attn_take_f32(const gb_attn_problem *p, float **cursor)
+{
+    const int64_t B = p->batch, H = p->heads, T = p->seq_len, D = p->head_dim;
+    gb_tensor t = {.data = *cursor, .dtype = GB_F32, .ndim = 4,
+                   .shape = {B, H, T, D}, .stride = {H * T * D, T * D, D, 1}};
+    *cursor += attn_wide_floats(p, 1);
+    return t;
+}
+
+/* The f32 view the kernels read for input `t`: t itself for f32, else t widened into a
+ * copy taken from *cursor. */
+static inline gb_tensor attn_read_f32(const gb_tensor *t, const gb_attn_problem *p,
+                                      float **cursor, int threads)
+{
+    if (t->dtype == GB_F32)
+        return *t;
+    const gb_tensor wide = attn_take_f32(p, cursor);
+    const int64_t H = p->heads, T = p->seq_len, D = p->head_dim;
+    const int64_t rows = p->batch * H * T;
+    #pragma omp parallel for schedule(static) num_threads(threads) if (rows * D >= 16384)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t b = r / (H * T), h = r / T % H, s = r % T;
+        const int64_t at = b * t->stride[0] + h * t->stride[1] + s * t->stride[2];
+        dtype_widen(attn_row(&wide, b, h, s), dtype_at(t->data, t->dtype, at), t->dtype, D);
+    }
+    return wide;
+}
+
+/* The f32 view the kernels write for output `t`: t itself for f32, else a copy taken
+ * from *cursor, for attn_store_f32() to round into t. */
+static inline gb_tensor attn_write_f32(const gb_tensor *t, const gb_attn_problem *p,
+                                       float **cursor)
+{
+    return t->dtype == GB_F32 ? *t : attn_take_f32(p, cursor);
+}
+
+/* Output `t` = its f32 copy `wide` rounded; nothing to do for f32. */
+static inline void attn_store_f32(const gb_tensor *t, const gb_tensor *wide, int threads)
+{
+    if (t->dtype == GB_F32)
+        return;
+    const int64_t H = t->shape[1], T = t->shape[2], D = t->shape[3];
+    const int64_t rows = t->shape[0] * H * T;
+    #pragma omp parallel for schedule(static) num_threads(threads) if (rows * D >= 16384)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t b = r / (H * T), h = r / T % H, s = r % T;
+        const int64_t at = b * t->stride[0] + h * t->stride[1] + s * t->stride[2];
+        dtype_narrow(dtype_at(t->data, t->dtype, at), attn_row(wide, b, h, s), t->dtype, D);
     }
 }
 

@@ -18,11 +18,13 @@
  * (masked probabilities, padding) add nothing to an fma chain that starts from +0, so
  * those extra terms never change a bit.
  *
- * Workspace: memory() declares one row of T floats per thread, which the calls leave
- * unused; the packed tiles (about (T + 4 head_dim) x T floats per thread) live in the
- * instance, allocated by the first call of a problem larger than any before and reused
- * after. Views may have any strides as long as head_dim is contiguous (stride[3] == 1);
- * f32 only. No options.
+ * Workspace: the packed tiles of every thread (about (T + 4 head_dim) x T floats each),
+ * which memory() declares, so the plugin allocates nothing. Views may have any strides
+ * as long as head_dim is contiguous (stride[3] == 1). bf16 and f16 problems compute in
+ * f32 too: the views read are widened into f32 copies and the outputs rounded from f32
+ * copies (attn_views.h), which the workspace also holds (4 copies of a (B, H, T, D)
+ * view in forward, 7 in backward); the saved probabilities are f32 whatever the dtype.
+ * No options.
  */
 #include <math.h>
 #include <omp.h>
@@ -39,9 +41,11 @@ typedef struct attn_math {
     const gb_host *host;
     int threads;                /* host->num_threads, at least 1: one set of tiles each */
     const cpu_kernels *kernels;
-    float *tiles;               /* (threads, tile_floats), NULL until the first call */
-    int64_t tile_floats;
 } attn_math;
+
+/* f32 copies of views a 16-bit call needs: q, k, v, out forward; q, k, v, dout, dq, dk,
+ * dv backward. */
+#define WIDE_VIEWS 7
 
 /* Below this many score entries a call runs on the calling thread. */
 #define ATTN_PARALLEL_MIN 4096
@@ -72,26 +76,14 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
 static void math_destroy(void *self)
 {
     attn_math *attn = self;
-    if (!attn)
-        return;
-    attn->host->free(attn->host, attn->tiles);
-    attn->host->free(attn->host, attn);
+    if (attn)
+        attn->host->free(attn->host, attn);
 }
 
 static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
 {
     (void)self;
     return attn_problem_ok(PLUGIN, p, reason, reason_cap);
-}
-
-static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
-                             size_t *workspace_bytes)
-{
-    attn_math *attn = self;
-    size_t T = (size_t)p->seq_len;
-    *saved_bytes = (size_t)p->batch * (size_t)p->heads * T * T * sizeof(float);
-    *workspace_bytes = (size_t)attn->threads * T * sizeof(float);
-    return GB_OK;
 }
 
 static gb_status check_call(attn_math *attn, const char *call, const gb_attn_problem *p,
@@ -133,35 +125,33 @@ static int64_t lay_out_tiles(const attn_math *attn, const gb_attn_problem *p, fl
     return used;
 }
 
-/* Tiles for `p` on every thread: kept from an earlier call when large enough, else
- * allocated here (the first call of a larger problem). */
-static gb_status reserve_tiles(attn_math *attn, const char *call, const gb_attn_problem *p)
+static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
+                             size_t *workspace_bytes)
 {
+    attn_math *attn = self;
+    size_t T = (size_t)p->seq_len;
     head_tiles unused;
-    const int64_t need = lay_out_tiles(attn, p, NULL, &unused);
-    if (need <= attn->tile_floats)
-        return GB_OK;
-    const size_t bytes = (size_t)attn->threads * (size_t)need * sizeof(float);
-    float *grown = attn->host->alloc(attn->host, bytes);
-    if (!grown) {
-        attn->host->set_error(attn->host, "%s: cannot allocate %zu bytes of tiles for T = "
-                              "%lld, head_dim %lld on %d threads", call, bytes,
-                              (long long)p->seq_len, (long long)p->head_dim, attn->threads);
-        return GB_ERR_NO_MEMORY;
-    }
-    attn->host->free(attn->host, attn->tiles);
-    attn->tiles = grown;
-    attn->tile_floats = need;
+    *saved_bytes = (size_t)p->batch * (size_t)p->heads * T * T * sizeof(float);
+    *workspace_bytes = (size_t)(attn->threads * lay_out_tiles(attn, p, NULL, &unused) +
+                                attn_wide_floats(p, WIDE_VIEWS)) * sizeof(float);
     return GB_OK;
 }
 
-/* The calling thread's tiles, laid out for `p`. */
-static head_tiles thread_tiles(const attn_math *attn, const gb_attn_problem *p)
+/* The calling thread's tiles, laid out for `p` in the workspace. */
+static head_tiles thread_tiles(const attn_math *attn, const gb_attn_problem *p,
+                               float *workspace)
 {
     head_tiles w;
-    lay_out_tiles(attn, p, attn->tiles + (int64_t)omp_get_thread_num() * attn->tile_floats,
-                  &w);
+    const int64_t floats = lay_out_tiles(attn, p, NULL, &w);
+    lay_out_tiles(attn, p, workspace + (int64_t)omp_get_thread_num() * floats, &w);
     return w;
+}
+
+/* Where the f32 copies of a 16-bit call start: after every thread's tiles. */
+static float *wide_copies(const attn_math *attn, const gb_attn_problem *p, float *workspace)
+{
+    head_tiles unused;
+    return workspace + attn->threads * lay_out_tiles(attn, p, NULL, &unused);
 }
 
 /* ---- one call ------------------------------------------------------------------------ */
@@ -302,26 +292,28 @@ static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor ou
                               gb_tensor q, gb_tensor k, gb_tensor v, void *saved,
                               void *workspace)
 {
-    (void)workspace;
     attn_math *attn = self;
     const char *names[] = {"out", "q", "k", "v"};
     const gb_tensor *views[] = {&out, &q, &k, &v};
     gb_status status = check_call(attn, "forward", p, names, views, 4);
-    if (status == GB_OK)
-        status = reserve_tiles(attn, "forward", p);
     if (status != GB_OK)
         return status;
     math_call c = call_of(attn, p, saved);
-    c.q = q, c.k = k, c.v = v, c.out = out;
+    float *wide = wide_copies(attn, p, workspace);
+    c.q = attn_read_f32(&q, p, &wide, attn->threads);
+    c.k = attn_read_f32(&k, p, &wide, attn->threads);
+    c.v = attn_read_f32(&v, p, &wide, attn->threads);
+    c.out = attn_write_f32(&out, p, &wide);
     const int64_t heads = p->batch * c.H;
     #pragma omp parallel num_threads(attn->threads) \
         if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
     {
-        head_tiles w = thread_tiles(attn, p);
+        head_tiles w = thread_tiles(attn, p, workspace);
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < heads; bh++)
             forward_head(&c, &w, bh / c.H, bh % c.H);
     }
+    attn_store_f32(&out, &c.out, attn->threads);
     return GB_OK;
 }
 
@@ -331,27 +323,34 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
                                void *workspace)
 {
     (void)out;   // the saved probabilities carry everything out would tell
-    (void)workspace;
     attn_math *attn = self;
     const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
     gb_status status = check_call(attn, "backward", p, names, views, 7);
-    if (status == GB_OK)
-        status = reserve_tiles(attn, "backward", p);
     if (status != GB_OK)
         return status;
     // forward's probabilities are only read; math_call holds them for both directions
     math_call c = call_of(attn, p, (float *)saved);
-    c.q = q, c.k = k, c.v = v, c.dout = dout, c.dq = dq, c.dk = dk, c.dv = dv;
+    float *wide = wide_copies(attn, p, workspace);
+    c.q = attn_read_f32(&q, p, &wide, attn->threads);
+    c.k = attn_read_f32(&k, p, &wide, attn->threads);
+    c.v = attn_read_f32(&v, p, &wide, attn->threads);
+    c.dout = attn_read_f32(&dout, p, &wide, attn->threads);
+    c.dq = attn_write_f32(&dq, p, &wide);
+    c.dk = attn_write_f32(&dk, p, &wide);
+    c.dv = attn_write_f32(&dv, p, &wide);
     const int64_t heads = p->batch * c.H;
     #pragma omp parallel num_threads(attn->threads) \
         if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
     {
-        head_tiles w = thread_tiles(attn, p);
+        head_tiles w = thread_tiles(attn, p, workspace);
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < heads; bh++)
             backward_head(&c, &w, bh / c.H, bh % c.H);
     }
+    attn_store_f32(&dq, &c.dq, attn->threads);
+    attn_store_f32(&dk, &c.dk, attn->threads);
+    attn_store_f32(&dv, &c.dv, attn->threads);
     return GB_OK;
 }
 
@@ -366,5 +365,5 @@ static const gb_attn_ops math_ops = {
 };
 
 GB_PLUGIN_DEFINE(GB_KIND_ATTN, "math", "1.0.0",
-                 "materialises the T x T probabilities; any T and head_dim, f32",
+                 "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
                  GB_DEVICE_CPU, GB_NO_OPTIONS, math_ops)

@@ -11,7 +11,10 @@
  *
  * Forward splits work over (batch, head, query block); backward over (batch, head), so
  * that each row of dK and dV sums over query blocks in a fixed order on one thread and
- * results are bit-identical whatever the thread count. f32 only; head_dim contiguous.
+ * results are bit-identical whatever the thread count. head_dim contiguous. bf16 and f16
+ * problems compute in f32 too: the views read are widened into f32 copies in the
+ * workspace and the outputs rounded from f32 copies there (attn_views.h; 4 copies of a
+ * (B, H, T, D) view in forward, 8 in backward); the saved log-sum-exps are f32.
  */
 #include <math.h>
 #include <omp.h>
@@ -30,6 +33,10 @@ static const gb_option mem_efficient_options[] = {
     [OPT_BLOCK_Q] = {"block_q", GB_OPT_INT, "64", 1, 65536, NULL,
                      "queries per block: each thread holds block_q x T scores (x2 in backward)"},
 };
+
+/* f32 copies of views a 16-bit call needs: q, k, v, out forward; q, k, v, out, dout, dq,
+ * dk, dv backward. */
+#define WIDE_VIEWS 8
 
 typedef struct attn_mem_efficient {
     const gb_host *host;
@@ -82,8 +89,8 @@ static gb_status mem_efficient_memory(void *self, const gb_attn_problem *p, size
     attn_mem_efficient *attn = self;
     size_t T = (size_t)p->seq_len;
     *saved_bytes = (size_t)p->batch * (size_t)p->heads * T * sizeof(float);
-    *workspace_bytes = (size_t)attn->threads * 2 * (size_t)block_rows(attn, p) * T *
-                       sizeof(float);
+    *workspace_bytes = ((size_t)attn->threads * 2 * (size_t)block_rows(attn, p) * T +
+                        (size_t)attn_wide_floats(p, WIDE_VIEWS)) * sizeof(float);
     return GB_OK;
 }
 
@@ -167,14 +174,20 @@ static gb_status mem_efficient_forward(void *self, const gb_attn_problem *p, gb_
     const int64_t blocks = (T + BQ - 1) / BQ, units = p->batch * H * blocks;
     const float scale = 1.0f / sqrtf((float)p->head_dim);
     float *lse = saved;        // (B, H, T)
-    float *slabs = workspace;  // (threads, BQ, T)
+    float *slabs = workspace;  // (threads, BQ, T) of the (threads, 2, BQ, T) backward takes
+    float *wide = slabs + (int64_t)attn->threads * 2 * BQ * T;
+    const gb_tensor q32 = attn_read_f32(&q, p, &wide, attn->threads);
+    const gb_tensor k32 = attn_read_f32(&k, p, &wide, attn->threads);
+    const gb_tensor v32 = attn_read_f32(&v, p, &wide, attn->threads);
+    const gb_tensor out32 = attn_write_f32(&out, p, &wide);
     #pragma omp parallel for schedule(static, 1) num_threads(attn->threads) if (units > 1)
     for (int64_t u = 0; u < units; u++) {
         int64_t bh = u / blocks, q0 = u % blocks * BQ;
         int64_t nq = T - q0 < BQ ? T - q0 : BQ;
-        forward_block(slabs + (int64_t)omp_get_thread_num() * BQ * T, lse + bh * T, &out, &q,
-                      &k, &v, bh / H, bh % H, q0, nq, p, scale);
+        forward_block(slabs + (int64_t)omp_get_thread_num() * BQ * T, lse + bh * T, &out32,
+                      &q32, &k32, &v32, bh / H, bh % H, q0, nq, p, scale);
     }
+    attn_store_f32(&out, &out32, attn->threads);
     return GB_OK;
 }
 
@@ -241,17 +254,29 @@ static gb_status mem_efficient_backward(void *self, const gb_attn_problem *p, gb
     gb_status status = check_call(attn, "backward", p, names, views, 8);
     if (status != GB_OK)
         return status;
-    const grad_views g = {dq, dk, dv, dout, q, k, v, out};
     const int64_t H = p->heads, T = p->seq_len, BQ = block_rows(attn, p);
     const float scale = 1.0f / sqrtf((float)p->head_dim);
     const float *lse = saved;  // (B, H, T)
     float *slabs = workspace;  // (threads, 2, BQ, T)
+    float *wide = slabs + (int64_t)attn->threads * 2 * BQ * T;
+    grad_views g;
+    g.q = attn_read_f32(&q, p, &wide, attn->threads);
+    g.k = attn_read_f32(&k, p, &wide, attn->threads);
+    g.v = attn_read_f32(&v, p, &wide, attn->threads);
+    g.out = attn_read_f32(&out, p, &wide, attn->threads);
+    g.dout = attn_read_f32(&dout, p, &wide, attn->threads);
+    g.dq = attn_write_f32(&dq, p, &wide);
+    g.dk = attn_write_f32(&dk, p, &wide);
+    g.dv = attn_write_f32(&dv, p, &wide);
     #pragma omp parallel for schedule(static, 1) num_threads(attn->threads) \
         if (p->batch * H > 1)
     for (int64_t bh = 0; bh < p->batch * H; bh++) {
         float *prob = slabs + (int64_t)omp_get_thread_num() * 2 * BQ * T;
         backward_head(prob, prob + BQ * T, lse + bh * T, &g, bh / H, bh % H, BQ, p, scale);
     }
+    attn_store_f32(&dq, &g.dq, attn->threads);
+    attn_store_f32(&dk, &g.dk, attn->threads);
+    attn_store_f32(&dv, &g.dv, attn->threads);
     return GB_OK;
 }
 
@@ -266,5 +291,6 @@ static const gb_attn_ops mem_efficient_ops = {
 };
 
 GB_PLUGIN_DEFINE(GB_KIND_ATTN, "mem_efficient", "1.0.0",
-                 "one block of queries at a time; saves only per-row log-sum-exp; any T, f32",
+                 "one block of queries at a time; saves only per-row log-sum-exp; any T; "
+                 "f32, bf16, f16",
                  GB_DEVICE_CPU, GB_OPTIONS(mem_efficient_options), mem_efficient_ops)

@@ -7,7 +7,10 @@
 #ifndef GB_DEVICE_CPU_H
 #define GB_DEVICE_CPU_H
 
+#include <omp.h>
+
 #include "cpu_kernels.h"
+#include "dtype_rows.h"
 #include "gearbox/device.h"
 
 typedef struct cpu_matmul_cache cpu_matmul_cache;
@@ -19,6 +22,8 @@ typedef struct cpu_device {
     const cpu_kernels *kernels; /* the vectorised loops this CPU runs (cpu_kernels.h) */
     double *scratch;            /* per-chunk partial sums of the reductions */
     size_t scratch_count;
+    float *rows;                /* (threads, row_floats): 16-bit rows widened to f32 */
+    int64_t row_floats;
 } cpu_device;
 
 /* Below this many elements a kernel runs on the calling thread: waking the pool costs
@@ -28,12 +33,25 @@ typedef struct cpu_device {
 /* ---- helpers (device_cpu.c) ---- */
 gb_status cpu_fail(cpu_device *dev, gb_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* GB_OK when dtype is f32 and both sizes are >= 0; otherwise says which is wrong. */
+/* GB_OK when dtype is f32, bf16 or f16 and both sizes are >= 0; otherwise says which is
+ * wrong. */
 gb_status cpu_check_call(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
                          int64_t cols);
 /* `count` doubles of scratch, grown on demand so steady-state calls do not allocate;
  * NULL (with the error set) when out of memory. */
 double *cpu_scratch(cpu_device *dev, const char *kernel, size_t count);
+
+/* Scratch rows for a kernel of `dtype`: *rows = NULL for f32, which reads and writes its
+ * rows in place; else `floats` per thread (see cpu_thread_rows), kept from call to call
+ * and grown by the first call that needs more. */
+gb_status cpu_row_scratch(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t floats,
+                          float **rows);
+/* Float `offset` of the calling thread's `floats` of the scratch cpu_row_scratch() handed
+ * out; NULL for f32. */
+static inline float *cpu_thread_rows(float *rows, int64_t floats, int64_t offset)
+{
+    return rows ? rows + (int64_t)omp_get_thread_num() * floats + offset : NULL;
+}
 
 /* ---- reductions with a fixed order (reductions.c) ---- */
 /* How many chunks a sum over `rows` rows (or elements) is cut into: one per `per_chunk`,

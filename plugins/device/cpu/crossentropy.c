@@ -5,7 +5,9 @@
  * since V may be 50k), and, when a gradient is wanted, the scaling into dlogits. The
  * exponentials are parked in dlogits when there is one (so they are computed once) and
  * in a small stack block otherwise; the target's logit is read before dlogits, which may
- * alias the logits, is written.
+ * alias the logits, is written. 16-bit logits are widened a row at a time into a
+ * per-thread f32 row, and dlogits computed in a second one and rounded on store
+ * (dtype_rows.h); losses are f32 whatever the logits are.
  */
 #include <math.h>
 
@@ -54,17 +56,21 @@ gb_status cpu_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlo
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "cross_entropy", dtype, N, V);
+    float *rows;   // (threads, 2V) when 16-bit: logits, dlogits
     if (status == GB_OK)
         status = check_targets(dev, targets, N, V);
+    if (status == GB_OK)
+        status = cpu_row_scratch(dev, "cross_entropy", dtype, 2 * V, &rows);
     if (status != GB_OK)
         return status;
-    const float *logits = logits_;   // (N, V)
-    float *dlogits = dlogits_;       // (N, V) or NULL
+    // logits_ (N, V) act; dlogits_ (N, V) act or NULL, may alias logits_
     #pragma omp parallel for schedule(static) num_threads(dev->threads) \
         if (N * V >= CPU_PARALLEL_MIN)
     for (int64_t row = 0; row < N; row++) {
-        const float *x = logits + row * V;
-        float *d = dlogits ? dlogits + row * V : NULL;
+        const float *x = dtype_read_row(logits_, dtype, row * V, V,
+                                        cpu_thread_rows(rows, 2 * V, 0));
+        float *d = dlogits_ ? dtype_write_row(dlogits_, dtype, row * V,
+                                              cpu_thread_rows(rows, 2 * V, V)) : NULL;
         int32_t target = targets[row];
         float target_logit = x[target];
         float max = row_max(x, V);
@@ -75,6 +81,7 @@ gb_status cpu_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlo
         float inv_sum = (float)(1.0 / sum);
         for (int64_t c = 0; c < V; c++)
             d[c] = (d[c] * inv_sum - (float)(c == target)) * dloss;
+        dtype_store_row(dlogits_, dtype, row * V, d, V);
     }
     return GB_OK;
 }

@@ -3,8 +3,9 @@
  *
  * Device memory is host memory here, so copies of every kind are memcpy and sync has
  * nothing to wait for. All kernels run on the process's one OpenMP pool (which oneDNN
- * shares) with at most host->num_threads threads. f32 only for now; bf16 and f16 calls
- * are refused with GB_ERR_UNSUPPORTED. Peak FLOP/s are not measured (reported as 0).
+ * shares) with at most host->num_threads threads. Activations may be f32, bf16 or f16:
+ * kernels widen 16-bit rows into per-thread f32 scratch rows (cpu_row_scratch), compute
+ * in f32 and round on store (dtype_rows.h). Peak FLOP/s are not measured (reported as 0).
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -32,10 +33,10 @@ gb_status cpu_fail(cpu_device *dev, gb_status status, const char *fmt, ...)
 gb_status cpu_check_call(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
                          int64_t cols)
 {
-    if (dtype != GB_F32)
+    if (!dtype_is_activation(dtype))
         return cpu_fail(dev, GB_ERR_UNSUPPORTED,
-                        "%s on the cpu device computes in f32 only; this call asks for %s",
-                        kernel, gb_dtype_name(dtype));
+                        "%s on the cpu device takes f32, bf16 or f16 activations; this call "
+                        "asks for %s", kernel, gb_dtype_name(dtype));
     if (rows < 0 || cols < 0)
         return cpu_fail(dev, GB_ERR_INVALID_ARG, "%s: negative size (%lld, %lld)", kernel,
                         (long long)rows, (long long)cols);
@@ -56,6 +57,26 @@ double *cpu_scratch(cpu_device *dev, const char *kernel, size_t count)
     dev->scratch = grown;
     dev->scratch_count = count;
     return grown;
+}
+
+gb_status cpu_row_scratch(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t floats,
+                          float **rows)
+{
+    *rows = NULL;
+    if (dtype == GB_F32)
+        return GB_OK;
+    if (floats > dev->row_floats) {
+        const size_t bytes = (size_t)dev->threads * (size_t)floats * sizeof(float);
+        float *grown = dev->host->alloc(dev->host, bytes);
+        if (!grown)
+            return cpu_fail(dev, GB_ERR_NO_MEMORY, "%s: cannot allocate %zu bytes of %s "
+                            "widening rows", kernel, bytes, gb_dtype_name(dtype));
+        dev->host->free(dev->host, dev->rows);
+        dev->rows = grown;
+        dev->row_floats = floats;
+    }
+    *rows = dev->rows;
+    return GB_OK;
 }
 
 static gb_status cpu_create(const gb_host *host, const gb_value *options, void **self)
@@ -87,6 +108,7 @@ static void cpu_destroy(void *self)
         return;
     cpu_matmul_close(dev);
     dev->host->free(dev->host, dev->scratch);
+    dev->host->free(dev->host, dev->rows);
     dev->host->free(dev->host, dev);
 }
 

@@ -4,7 +4,8 @@
  * Each is one flat range split statically across threads. GELU runs the instance's
  * vectorised loops (cpu_kernels.h) on each thread's slice, the per-element math being
  * pointwise.h's in every build. Nothing is reduced, so results do not depend on the
- * thread count at all.
+ * thread count at all. f32 slices are computed in place in one step; 16-bit slices a
+ * block at a time through per-thread f32 rows (dtype_rows.h).
  */
 #include "cpu_device.h"
 
@@ -16,20 +17,42 @@ static void slice_of(int64_t n, int part, int parts, int64_t *begin, int64_t *en
     *end = part + 1 == parts ? n : n * (part + 1) / parts / CPU_VEC * CPU_VEC;
 }
 
+/* Elements per block of a 16-bit slice (a multiple of CPU_VEC): each thread holds three
+ * f32 rows of this many. */
+#define WIDEN_BLOCK 2048
+
+/* Elements one step through a slice of `n` takes: all of them for f32, read and written
+ * in place, else a block of the scratch rows. */
+static int64_t step_of(gb_dtype dtype, int64_t n)
+{
+    return dtype != GB_F32 ? WIDEN_BLOCK : n > 0 ? n : 1;
+}
+
 gb_status cpu_gelu_forward(void *self, gb_dtype dtype, void *out_, const void *x_, int64_t n)
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "gelu_forward", dtype, n, 1);
+    float *rows;   // (threads, 2 WIDEN_BLOCK) when 16-bit: x, out
+    if (status == GB_OK)
+        status = cpu_row_scratch(dev, "gelu_forward", dtype, 2 * WIDEN_BLOCK, &rows);
     if (status != GB_OK)
         return status;
-    float *out = out_;       // (n)
-    const float *x = x_;     // (n)
+    // out_, x_ (n) act
     const int parts = n >= CPU_PARALLEL_MIN ? dev->threads : 1;
     #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
     for (int part = 0; part < parts; part++) {
         int64_t begin, end;
         slice_of(n, part, parts, &begin, &end);
-        dev->kernels->gelu_forward(out + begin, x + begin, end - begin);
+        const int64_t step = step_of(dtype, end - begin);
+        for (int64_t i = begin; i < end; i += step) {
+            const int64_t len = end - i < step ? end - i : step;
+            const float *x = dtype_read_row(x_, dtype, i, len,
+                                            cpu_thread_rows(rows, 2 * WIDEN_BLOCK, 0));
+            float *out = dtype_write_row(out_, dtype, i,
+                                         cpu_thread_rows(rows, 2 * WIDEN_BLOCK, WIDEN_BLOCK));
+            dev->kernels->gelu_forward(out, x, len);
+            dtype_store_row(out_, dtype, i, out, len);
+        }
     }
     return GB_OK;
 }
@@ -39,17 +62,30 @@ gb_status cpu_gelu_backward(void *self, gb_dtype dtype, void *dx_, const void *x
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "gelu_backward", dtype, n, 1);
+    float *rows;   // (threads, 3 WIDEN_BLOCK) when 16-bit: x, dout, dx
+    if (status == GB_OK)
+        status = cpu_row_scratch(dev, "gelu_backward", dtype, 3 * WIDEN_BLOCK, &rows);
     if (status != GB_OK)
         return status;
-    float *dx = dx_;             // (n), may alias dout
-    const float *x = x_;         // (n)
-    const float *dout = dout_;   // (n)
+    // dx_ (n) act, may alias dout_; x_, dout_ (n) act
     const int parts = n >= CPU_PARALLEL_MIN ? dev->threads : 1;
     #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
     for (int part = 0; part < parts; part++) {
         int64_t begin, end;
         slice_of(n, part, parts, &begin, &end);
-        dev->kernels->gelu_backward(dx + begin, x + begin, dout + begin, end - begin);
+        const int64_t step = step_of(dtype, end - begin);
+        for (int64_t i = begin; i < end; i += step) {
+            const int64_t len = end - i < step ? end - i : step;
+            const float *x = dtype_read_row(x_, dtype, i, len,
+                                            cpu_thread_rows(rows, 3 * WIDEN_BLOCK, 0));
+            const float *dout = dtype_read_row(dout_, dtype, i, len,
+                                               cpu_thread_rows(rows, 3 * WIDEN_BLOCK,
+                                                               WIDEN_BLOCK));
+            float *dx = dtype_write_row(dx_, dtype, i,
+                                        cpu_thread_rows(rows, 3 * WIDEN_BLOCK, 2 * WIDEN_BLOCK));
+            dev->kernels->gelu_backward(dx, x, dout, len);
+            dtype_store_row(dx_, dtype, i, dx, len);
+        }
     }
     return GB_OK;
 }
@@ -59,14 +95,31 @@ gb_status cpu_add(void *self, gb_dtype dtype, void *out_, const void *a_, const 
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "add", dtype, n, 1);
+    float *rows;   // (threads, 3 WIDEN_BLOCK) when 16-bit: a, b, out
+    if (status == GB_OK)
+        status = cpu_row_scratch(dev, "add", dtype, 3 * WIDEN_BLOCK, &rows);
     if (status != GB_OK)
         return status;
-    float *out = out_;       // (n), may alias a or b
-    const float *a = a_;     // (n)
-    const float *b = b_;     // (n)
-    #pragma omp parallel for simd schedule(static) num_threads(dev->threads) \
-        if (n >= CPU_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+    // out_ (n) act, may alias a_ or b_; a_, b_ (n) act
+    const int parts = n >= CPU_PARALLEL_MIN ? dev->threads : 1;
+    #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+    for (int part = 0; part < parts; part++) {
+        int64_t begin, end;
+        slice_of(n, part, parts, &begin, &end);
+        const int64_t step = step_of(dtype, end - begin);
+        for (int64_t i = begin; i < end; i += step) {
+            const int64_t len = end - i < step ? end - i : step;
+            const float *a = dtype_read_row(a_, dtype, i, len,
+                                            cpu_thread_rows(rows, 3 * WIDEN_BLOCK, 0));
+            const float *b = dtype_read_row(b_, dtype, i, len,
+                                            cpu_thread_rows(rows, 3 * WIDEN_BLOCK, WIDEN_BLOCK));
+            float *out = dtype_write_row(out_, dtype, i,
+                                         cpu_thread_rows(rows, 3 * WIDEN_BLOCK, 2 * WIDEN_BLOCK));
+            #pragma omp simd
+            for (int64_t j = 0; j < len; j++)
+                out[j] = a[j] + b[j];
+            dtype_store_row(out_, dtype, i, out, len);
+        }
+    }
     return GB_OK;
 }

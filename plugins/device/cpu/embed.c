@@ -4,7 +4,8 @@
  * dout into dwte where tokens repeat; instead of atomics or per-thread copies of dwte,
  * each thread owns a slice of the C columns and walks all positions in order, so every
  * element of dwte sums in one fixed order whatever the thread count. Token ids are
- * trusted to be in [0, V): the kernel is not told V and does not check.
+ * trusted to be in [0, V): the kernel is not told V and does not check. 16-bit
+ * activations go through a per-thread f32 row (dtype_rows.h); the sums stay f32.
  */
 #include "cpu_device.h"
 
@@ -21,17 +22,21 @@ gb_status cpu_embed_forward(void *self, gb_dtype dtype, void *out_, const int32_
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "embed_forward", dtype, B * T, C);
+    float *rows;   // (threads, C) when 16-bit
+    if (status == GB_OK)
+        status = cpu_row_scratch(dev, "embed_forward", dtype, C, &rows);
     if (status != GB_OK)
         return status;
-    float *out = out_;   // (B, T, C)
+    // out_ (B, T, C) act
     #pragma omp parallel for schedule(static) num_threads(dev->threads) \
         if (B * T * C >= CPU_PARALLEL_MIN)
     for (int64_t bt = 0; bt < B * T; bt++) {
-        float *o = out + bt * C;
+        float *o = dtype_write_row(out_, dtype, bt * C, cpu_thread_rows(rows, C, 0));
         const float *tok = wte + (int64_t)tokens[bt] * C;
         const float *pos = wpe + (bt % T) * C;
         for (int64_t c = 0; c < C; c++)
             o[c] = tok[c] + pos[c];
+        dtype_store_row(out_, dtype, bt * C, o, C);
     }
     return GB_OK;
 }
@@ -42,20 +47,24 @@ gb_status cpu_embed_backward(void *self, gb_dtype dtype, float *dwte, float *dwp
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "embed_backward", dtype, B * T, C);
+    float *rows;   // (threads, C) when 16-bit
+    if (status == GB_OK)
+        status = cpu_row_scratch(dev, "embed_backward", dtype, C, &rows);
     if (status != GB_OK)
         return status;
-    const float *dout = dout_;   // (B, T, C)
+    // dout_ (B, T, C) act
     int slices = dev->threads;
     #pragma omp parallel num_threads(dev->threads) if (B * T * C >= CPU_PARALLEL_MIN)
     {
+        float *row = cpu_thread_rows(rows, C, 0);
         #pragma omp for schedule(static) nowait
         for (int slice = 0; slice < slices; slice++) {
             int64_t c0 = column_slice_begin(C, slice, slices);
             int64_t c1 = column_slice_begin(C, slice + 1, slices);
             for (int64_t bt = 0; bt < B * T; bt++) {
-                float *dst = dwte + (int64_t)tokens[bt] * C;
-                const float *src = dout + bt * C;
-                for (int64_t c = c0; c < c1; c++)
+                float *dst = dwte + (int64_t)tokens[bt] * C + c0;
+                const float *src = dtype_read_row(dout_, dtype, bt * C + c0, c1 - c0, row);
+                for (int64_t c = 0; c < c1 - c0; c++)
                     dst[c] += src[c];
             }
         }
@@ -63,7 +72,7 @@ gb_status cpu_embed_backward(void *self, gb_dtype dtype, float *dwte, float *dwp
         for (int64_t t = 0; t < T; t++) {
             float *dst = dwpe + t * C;
             for (int64_t b = 0; b < B; b++) {
-                const float *src = dout + (b * T + t) * C;
+                const float *src = dtype_read_row(dout_, dtype, (b * T + t) * C, C, row);
                 for (int64_t c = 0; c < C; c++)
                     dst[c] += src[c];
             }

@@ -6,7 +6,8 @@
  * reductions.c), each chunk sums into its own row of double partials, and the partials
  * are added to dweight and dbias in chunk order, so the result is bit-identical run to
  * run and for any thread count. Per-row statistics are computed in f32 with the
- * fixed-order row helpers.
+ * fixed-order row helpers. 16-bit rows of x, dout, out and dx are widened into per-thread
+ * f32 rows (dtype_rows.h); statistics and parameter gradients stay f32.
  */
 #include <math.h>
 
@@ -19,15 +20,17 @@ gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out_, float *m
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "layernorm_forward", dtype, N, C);
+    float *rows;   // (threads, 2C) when 16-bit: x, out
+    if (status == GB_OK && C > 0)
+        status = cpu_row_scratch(dev, "layernorm_forward", dtype, 2 * C, &rows);
     if (status != GB_OK || C == 0)
         return status;
-    float *out = out_;        // (N, C)
-    const float *x = x_;      // (N, C)
+    // out_, x_ (N, C) act
     #pragma omp parallel for schedule(static) num_threads(dev->threads) \
         if (N * C >= CPU_PARALLEL_MIN)
     for (int64_t row = 0; row < N; row++) {
-        const float *xr = x + row * C;
-        float *o = out + row * C;
+        const float *xr = dtype_read_row(x_, dtype, row * C, C, cpu_thread_rows(rows, 2 * C, 0));
+        float *o = dtype_write_row(out_, dtype, row * C, cpu_thread_rows(rows, 2 * C, C));
         float m = row_sum(xr, C) / (float)C;
         float var = row_sum_sq_dev(xr, m, C) / (float)C;
         float s = 1.0f / sqrtf(var + eps);
@@ -38,6 +41,7 @@ gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out_, float *m
             for (int64_t c = 0; c < C; c++)
                 o[c] = (xr[c] - m) * s * weight[c];
         }
+        dtype_store_row(out_, dtype, row * C, o, C);
         mean[row] = m;
         rstd[row] = s;
     }
@@ -80,11 +84,12 @@ gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *d
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "layernorm_backward", dtype, N, C);
+    float *rows;   // (threads, 3C) when 16-bit: dx, dout, x
+    if (status == GB_OK && C > 0)
+        status = cpu_row_scratch(dev, "layernorm_backward", dtype, 3 * C, &rows);
     if (status != GB_OK || C == 0)
         return status;
-    float *dx = dx_;               // (N, C)
-    const float *dout = dout_;     // (N, C)
-    const float *x = x_;           // (N, C)
+    // dx_, dout_, x_ (N, C) act
     const int chunks = cpu_chunk_count(N, CPU_CHUNK_ROWS);
     // (chunks, 2C): each chunk's dweight, then its dbias
     double *partials = cpu_scratch(dev, "layernorm_backward", (size_t)chunks * 2 * C);
@@ -98,12 +103,17 @@ gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *d
         double *pb = pw + C;
         for (int64_t c = 0; c < 2 * C; c++)
             pw[c] = 0.0;
+        float *dx_row = cpu_thread_rows(rows, 3 * C, 0);
+        float *dout_row = cpu_thread_rows(rows, 3 * C, C);
+        float *x_row = cpu_thread_rows(rows, 3 * C, 2 * C);
         int64_t end = cpu_chunk_begin(N, chunk + 1, chunks);
         for (int64_t row = cpu_chunk_begin(N, chunk, chunks); row < end; row++) {
-            const float *xr = x + row * C;
-            const float *dr = dout + row * C;
+            float *dxr = dtype_update_row(dx_, dtype, row * C, C, dx_row);
+            const float *dr = dtype_read_row(dout_, dtype, row * C, C, dout_row);
+            const float *xr = dtype_read_row(x_, dtype, row * C, C, x_row);
             float m = mean[row], s = rstd[row];
-            row_backward(dx + row * C, dr, xr, weight, m, s, C);
+            row_backward(dxr, dr, xr, weight, m, s, C);
+            dtype_store_row(dx_, dtype, row * C, dxr, C);
             for (int64_t c = 0; c < C; c++) {
                 pw[c] += (double)((xr[c] - m) * s * dr[c]);
                 pb[c] += (double)dr[c];

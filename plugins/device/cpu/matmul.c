@@ -11,8 +11,17 @@
  * a plain one when A has few rows (a fifth slower at 512 x 128 x 768), so such an A is
  * first transposed, 8 x 8 blocks at a time, into a plain one in scratch the cache keeps
  * (grown at the first call that needs more). oneDNN runs on the same OpenMP runtime as
- * the other kernels; no second thread pool is created. f32 only; reduced-precision
- * operands are refused.
+ * the other kernels; no second thread pool is created.
+ *
+ * bf16 and f16: A and B share a dtype; C is that dtype or f32 (the weight gradients,
+ * usually with beta = 1); the bias is f32. oneDNN is asked for a primitive of those
+ * types first. oneDNN 2.6 implements bf16 matmul on CPUs with AVX-512 (AVX512_CORE;
+ * natively with AVX512_BF16 or AMX) and f16 matmul only with AVX512_FP16, and answers
+ * "unimplemented" elsewhere. On such a CPU (any AVX2-only one, for instance) the first
+ * call of the dtype notes it and every call then takes the widened path: A and B are
+ * widened into f32 scratch the cache keeps, the f32 primitive runs, and a 16-bit C is
+ * computed in f32 scratch (widened first when beta != 0) and rounded to nearest even on
+ * store, while an f32 C is written in place. Either way the products accumulate in f32.
  */
 #include <string.h>
 
@@ -20,6 +29,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "cpu_device.h"
+#include "dtype_rows.h"
 
 /* Distinct matmuls of a GPT step: four linear layers forward and two products each
  * backward, plus the LM head, with a margin for evaluation shapes. */
@@ -32,6 +42,7 @@ typedef struct matmul_key {
     int64_t lda, ldb, ldc;
     int64_t trans_a, trans_b, has_bias;
     int64_t alpha_bits, beta_bits;
+    int64_t dtype_ab, dtype_c;
 } matmul_key;
 
 typedef struct matmul_slot {
@@ -49,6 +60,9 @@ struct cpu_matmul_cache {
     matmul_slot slots[MATMUL_CACHE_SLOTS];
     float *plain_a;             /* A copied out of its transposed layout */
     size_t plain_a_floats;
+    int no_native[GB_F16 + 1];  /* by dtype: oneDNN has no primitive of it on this CPU */
+    float *wide_a, *wide_b, *wide_c;   /* 16-bit operands widened to f32 */
+    size_t wide_a_floats, wide_b_floats, wide_c_floats;
 };
 
 static gb_status dnnl_fail(cpu_device *dev, const char *what, dnnl_status_t status)
@@ -101,6 +115,9 @@ void cpu_matmul_close(cpu_device *dev)
     for (int i = 0; i < MATMUL_CACHE_SLOTS; i++)
         slot_release(&cache->slots[i]);
     dev->host->free(dev->host, cache->plain_a);
+    dev->host->free(dev->host, cache->wide_a);
+    dev->host->free(dev->host, cache->wide_b);
+    dev->host->free(dev->host, cache->wide_c);
     dnnl_stream_destroy(cache->stream);
     dnnl_engine_destroy(cache->engine);
     dev->host->free(dev->host, cache);
@@ -129,13 +146,20 @@ static matmul_key key_of(const gb_matmul_args *a)
     key.has_bias = a->bias != NULL;
     key.alpha_bits = float_bits(a->alpha);
     key.beta_bits = float_bits(a->beta);
+    key.dtype_ab = a->dtype_a;
+    key.dtype_c = a->dtype_c;
     return key;
 }
 
-/* A (rows, cols) f32 matrix stored row-major with row stride ld, or its transpose stored
- * (cols, rows) with row stride ld when `transposed`. */
+static dnnl_data_type_t dnnl_type_of(int64_t dtype)
+{
+    return dtype == GB_BF16 ? dnnl_bf16 : dtype == GB_F16 ? dnnl_f16 : dnnl_f32;
+}
+
+/* A (rows, cols) matrix of `dtype` stored row-major with row stride ld, or its transpose
+ * stored (cols, rows) with row stride ld when `transposed`. */
 static void matrix_desc(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t ld,
-                        int64_t transposed)
+                        int64_t transposed, int64_t dtype)
 {
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {ld, 1};
@@ -143,7 +167,7 @@ static void matrix_desc(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int6
         strides[0] = 1;
         strides[1] = ld;
     }
-    dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+    dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_type_of(dtype), strides);
 }
 
 static dnnl_status_t create_memory(dnnl_memory_t *mem, const dnnl_memory_desc_t *md,
@@ -186,16 +210,18 @@ static dnnl_status_t build_attr(dnnl_primitive_attr_t *attr, const matmul_key *k
     return st;
 }
 
-/* Builds the primitive and its four memory objects for `key` into an empty slot. */
+/* Builds the primitive and its four memory objects for `key` into an empty slot.
+ * GB_ERR_UNSUPPORTED, with no message, when oneDNN has no primitive for 16-bit operands
+ * on this CPU. */
 static gb_status slot_build(cpu_device *dev, matmul_slot *slot, const matmul_key *key,
                             float alpha, float beta)
 {
     dnnl_engine_t engine = dev->matmul->engine;
     dnnl_memory_desc_t src_md, weights_md, bias_md, dst_md;
-    matrix_desc(&src_md, key->m, key->k, key->lda, key->trans_a);
-    matrix_desc(&weights_md, key->k, key->n, key->ldb, key->trans_b);
-    matrix_desc(&bias_md, 1, key->n, key->n, 0);
-    matrix_desc(&dst_md, key->m, key->n, key->ldc, 0);
+    matrix_desc(&src_md, key->m, key->k, key->lda, key->trans_a, key->dtype_ab);
+    matrix_desc(&weights_md, key->k, key->n, key->ldb, key->trans_b, key->dtype_ab);
+    matrix_desc(&bias_md, 1, key->n, key->n, 0, GB_F32);
+    matrix_desc(&dst_md, key->m, key->n, key->ldc, 0, key->dtype_c);
 
     int builtin_bias = key->has_bias && !bias_is_post_op(key);
     dnnl_matmul_desc_t desc;
@@ -211,6 +237,8 @@ static gb_status slot_build(cpu_device *dev, matmul_slot *slot, const matmul_key
     dnnl_primitive_desc_t pd;
     st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
     dnnl_primitive_attr_destroy(attr);
+    if (st == dnnl_unimplemented && key->dtype_ab != GB_F32)
+        return GB_ERR_UNSUPPORTED;
     if (st != dnnl_success)
         return dnnl_fail(dev, "primitive_desc_create", st);
     st = dnnl_primitive_create(&slot->primitive, pd);
@@ -264,11 +292,13 @@ static gb_status check_args(cpu_device *dev, const gb_matmul_args *a)
         return cpu_fail(dev, GB_ERR_INVALID_ARG,
                         "matmul: args.struct_size %zu is smaller than ABI 1.0's %zu",
                         a->struct_size, sizeof(gb_matmul_args));
-    if (a->dtype_a != GB_F32 || a->dtype_b != GB_F32 || a->dtype_c != GB_F32)
+    if (!dtype_is_activation(a->dtype_a) || a->dtype_b != a->dtype_a ||
+        (a->dtype_c != a->dtype_a && a->dtype_c != GB_F32))
         return cpu_fail(dev, GB_ERR_UNSUPPORTED,
-                        "matmul on the cpu device computes in f32 only; this call asks for "
-                        "A %s, B %s, C %s", gb_dtype_name(a->dtype_a),
-                        gb_dtype_name(a->dtype_b), gb_dtype_name(a->dtype_c));
+                        "matmul on the cpu device takes A and B of one dtype (f32, bf16 or f16) "
+                        "and C of that dtype or f32; this call asks for A %s, B %s, C %s",
+                        gb_dtype_name(a->dtype_a), gb_dtype_name(a->dtype_b),
+                        gb_dtype_name(a->dtype_c));
     if (a->m < 0 || a->n < 0 || a->k < 0)
         return cpu_fail(dev, GB_ERR_INVALID_ARG, "matmul: negative size m=%lld n=%lld k=%lld",
                         (long long)a->m, (long long)a->n, (long long)a->k);
@@ -283,8 +313,8 @@ static gb_status check_args(cpu_device *dev, const gb_matmul_args *a)
     return GB_OK;
 }
 
-/* k == 0: the product is all zeros, so C = beta C (+ bias). oneDNN leaves C untouched
- * for some zero-size layouts, so this case never reaches it. */
+/* k == 0: the product is all zeros, so C = beta C (+ bias), C f32. oneDNN leaves C
+ * untouched for some zero-size layouts, so this case never reaches it. */
 static void matmul_without_k(const gb_matmul_args *a)
 {
     float *c = a->c;   // (m, n), row stride ldc
@@ -318,21 +348,33 @@ static void transpose(cpu_device *dev, float *dst, const float *src, int64_t row
     }
 }
 
+/* At least `floats` of the cache's scratch *buf (of *cap floats), grown when needed so
+ * that steady-state calls do not allocate; `what` says what for in the error. */
+static gb_status cache_scratch(cpu_device *dev, float **buf, size_t *cap, size_t floats,
+                               const char *what, const gb_matmul_args *args)
+{
+    if (floats <= *cap)
+        return GB_OK;
+    float *grown = dev->host->alloc(dev->host, floats * sizeof(float));
+    if (!grown)
+        return cpu_fail(dev, GB_ERR_NO_MEMORY, "matmul: cannot allocate %zu bytes to %s "
+                        "(m=%lld, n=%lld, k=%lld)", floats * sizeof(float), what,
+                        (long long)args->m, (long long)args->n, (long long)args->k);
+    dev->host->free(dev->host, *buf);
+    *buf = grown;
+    *cap = floats;
+    return GB_OK;
+}
+
 /* Replaces the transposed A of `args` by a plain copy in the cache's scratch. */
 static gb_status untranspose_a(cpu_device *dev, gb_matmul_args *args)
 {
     cpu_matmul_cache *cache = dev->matmul;
-    const size_t floats = (size_t)args->m * (size_t)args->k;
-    if (floats > cache->plain_a_floats) {
-        float *grown = dev->host->alloc(dev->host, floats * sizeof(float));
-        if (!grown)
-            return cpu_fail(dev, GB_ERR_NO_MEMORY, "matmul: cannot allocate %zu bytes to "
-                            "lay out a transposed A (m=%lld, k=%lld)", floats * sizeof(float),
-                            (long long)args->m, (long long)args->k);
-        dev->host->free(dev->host, cache->plain_a);
-        cache->plain_a = grown;
-        cache->plain_a_floats = floats;
-    }
+    gb_status status = cache_scratch(dev, &cache->plain_a, &cache->plain_a_floats,
+                                     (size_t)args->m * (size_t)args->k,
+                                     "lay out a transposed A", args);
+    if (status != GB_OK)
+        return status;
     transpose(dev, cache->plain_a, args->a, args->m, args->k, args->lda);
     args->a = cache->plain_a;
     args->lda = args->k;
@@ -340,18 +382,13 @@ static gb_status untranspose_a(cpu_device *dev, gb_matmul_args *args)
     return GB_OK;
 }
 
-gb_status cpu_matmul(void *self, const gb_matmul_args *call)
+/* Runs `call` (k > 0) on a oneDNN primitive of its dtypes; a plain copy of a transposed
+ * f32 A with few rows first. */
+static gb_status execute(cpu_device *dev, const gb_matmul_args *call)
 {
-    cpu_device *dev = self;
-    gb_status status = check_args(dev, call);
-    if (status != GB_OK || call->m == 0 || call->n == 0)
-        return status;
-    if (call->k == 0) {
-        matmul_without_k(call);
-        return GB_OK;
-    }
+    gb_status status;
     gb_matmul_args plain = *call;
-    if (plain.trans_a && plain.m <= UNTRANSPOSE_MAX_M &&
+    if (plain.trans_a && plain.dtype_a == GB_F32 && plain.m <= UNTRANSPOSE_MAX_M &&
         (status = untranspose_a(dev, &plain)) != GB_OK)
         return status;
     const gb_matmul_args *args = &plain;
@@ -381,4 +418,106 @@ gb_status cpu_matmul(void *self, const gb_matmul_args *call)
     if (st != dnnl_success)
         return dnnl_fail(dev, "execute", st);
     return GB_OK;
+}
+
+/* dst (rows, cols), row stride cols, = src (rows, cols) of `dtype` with row stride ld,
+ * widened. */
+static void widen_matrix(cpu_device *dev, float *dst, const void *src, gb_dtype dtype,
+                         int64_t rows, int64_t cols, int64_t ld)
+{
+    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+        if (rows * cols >= CPU_PARALLEL_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        dtype_widen(dst + r * cols, dtype_at(src, dtype, r * ld), dtype, cols);
+}
+
+/* dst (rows, cols) of `dtype` with row stride ld = src (rows, cols), row stride cols,
+ * rounded. */
+static void narrow_matrix(cpu_device *dev, void *dst, gb_dtype dtype, int64_t ld,
+                          const float *src, int64_t rows, int64_t cols)
+{
+    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+        if (rows * cols >= CPU_PARALLEL_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        dtype_narrow(dtype_at(dst, dtype, r * ld), src + r * cols, dtype, cols);
+}
+
+/* Replaces a 16-bit operand (stored rows x cols, row stride *ld) by its f32 widening in
+ * the cache's scratch *buf. */
+static gb_status widen_operand(cpu_device *dev, const gb_matmul_args *args, float **buf,
+                               size_t *cap, const void **data, int64_t *ld, gb_dtype dtype,
+                               int64_t rows, int64_t cols)
+{
+    gb_status status = cache_scratch(dev, buf, cap, (size_t)rows * (size_t)cols,
+                                     "widen a 16-bit operand to f32", args);
+    if (status != GB_OK)
+        return status;
+    widen_matrix(dev, *buf, *data, dtype, rows, cols, *ld);
+    *data = *buf;
+    *ld = cols;
+    return GB_OK;
+}
+
+/* The widened path: `call` with f32 copies of its 16-bit operands through the f32
+ * primitive (or the k == 0 loop), a 16-bit C rounded on store. */
+static gb_status widened(cpu_device *dev, const gb_matmul_args *call)
+{
+    cpu_matmul_cache *cache = dev->matmul;
+    const gb_dtype dtype = call->dtype_a, dtype_c = call->dtype_c;
+    gb_matmul_args wide = *call;
+    gb_status status = GB_OK;
+    if (wide.k > 0)
+        status = widen_operand(dev, call, &cache->wide_a, &cache->wide_a_floats, &wide.a,
+                               &wide.lda, dtype, wide.trans_a ? wide.k : wide.m,
+                               wide.trans_a ? wide.m : wide.k);
+    if (status == GB_OK && wide.k > 0)
+        status = widen_operand(dev, call, &cache->wide_b, &cache->wide_b_floats, &wide.b,
+                               &wide.ldb, dtype, wide.trans_b ? wide.n : wide.k,
+                               wide.trans_b ? wide.k : wide.n);
+    if (status == GB_OK && dtype_c != GB_F32) {
+        status = cache_scratch(dev, &cache->wide_c, &cache->wide_c_floats,
+                               (size_t)wide.m * (size_t)wide.n, "compute a 16-bit C in f32",
+                               call);
+        if (status == GB_OK && wide.beta != 0.0f)
+            widen_matrix(dev, cache->wide_c, call->c, dtype_c, wide.m, wide.n, call->ldc);
+        wide.c = cache->wide_c;
+        wide.ldc = wide.n;
+    }
+    if (status != GB_OK)
+        return status;
+    wide.dtype_a = wide.dtype_b = wide.dtype_c = GB_F32;
+    if (wide.k == 0)
+        matmul_without_k(&wide);
+    else if ((status = execute(dev, &wide)) != GB_OK)
+        return status;
+    if (dtype_c != GB_F32)
+        narrow_matrix(dev, call->c, dtype_c, call->ldc, cache->wide_c, wide.m, wide.n);
+    return GB_OK;
+}
+
+gb_status cpu_matmul(void *self, const gb_matmul_args *call)
+{
+    cpu_device *dev = self;
+    cpu_matmul_cache *cache = dev->matmul;
+    gb_status status = check_args(dev, call);
+    if (status != GB_OK || call->m == 0 || call->n == 0)
+        return status;
+    const gb_dtype dtype = call->dtype_a;
+    if (dtype == GB_F32) {
+        if (call->k == 0) {
+            matmul_without_k(call);
+            return GB_OK;
+        }
+        return execute(dev, call);
+    }
+    if (call->k > 0 && !cache->no_native[dtype]) {
+        status = execute(dev, call);
+        if (status != GB_ERR_UNSUPPORTED)
+            return status;
+        cache->no_native[dtype] = 1;
+        dev->host->log(dev->host, GB_LOG_DEBUG, "matmul: oneDNN has no %s primitive on this "
+                       "CPU; widening %s operands to f32", gb_dtype_name(dtype),
+                       gb_dtype_name(dtype));
+    }
+    return widened(dev, call);
 }

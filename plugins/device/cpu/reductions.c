@@ -5,7 +5,8 @@
  * chunks of a fixed size (cpu_chunk_count), each chunk sums in double into its own slot of
  * the instance's scratch, threads take whole chunks, and the slots are added in chunk
  * order. No atomics, no dependence on which thread ran which chunk or on how many threads
- * there are, so results are bit-identical run to run and for any thread count.
+ * there are, so results are bit-identical run to run and for any thread count. A 16-bit
+ * dout is widened a row at a time into per-thread f32 rows (dtype_rows.h).
  */
 #include "cpu_device.h"
 #include "rowreduce.h"
@@ -38,9 +39,12 @@ gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "bias_backward", dtype, N, C);
+    float *rows;   // (threads, C) when 16-bit
+    if (status == GB_OK && C > 0)
+        status = cpu_row_scratch(dev, "bias_backward", dtype, C, &rows);
     if (status != GB_OK || C == 0)
         return status;
-    const float *dout = dout_;   // (N, C)
+    // dout_ (N, C) act
     const int chunks = cpu_chunk_count(N, CPU_CHUNK_ROWS);
     double *partials = cpu_scratch(dev, "bias_backward", (size_t)chunks * C);   // (chunks, C)
     if (!partials)
@@ -53,7 +57,8 @@ gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void
             p[c] = 0.0;
         int64_t end = cpu_chunk_begin(N, chunk + 1, chunks);
         for (int64_t row = cpu_chunk_begin(N, chunk, chunks); row < end; row++) {
-            const float *d = dout + row * C;
+            const float *d = dtype_read_row(dout_, dtype, row * C, C,
+                                            cpu_thread_rows(rows, C, 0));
             for (int64_t c = 0; c < C; c++)
                 p[c] += (double)d[c];
         }

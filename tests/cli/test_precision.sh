@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The 16-bit precision policies end to end: bf16 and fp16 train (the loss falls and stays
+# near fp32's), fp16 logs its loss scale and skipped steps, a checkpoint keeps the loss
+# scaler's state so a resumed run continues the same scale and losses, and the
+# combinations that cannot work are refused with a message.
+source "$(dirname "$0")/lib.sh"
+make_data
+write_config "$WORK/run.ini" "checkpoint_every = 10"
+lowp=(--set optim.plugin=adamw_fused)
+# a small initial scale that grows every 3 clean steps, so the scale moves within 20 steps
+scaling=(--set precision.plugin=fp16 --set precision.init_scale=256
+         --set precision.growth_interval=3)
+
+final_val() { grep -o '"val_loss": [0-9.]*' "$1/metrics.jsonl" | tail -n 1 | cut -d' ' -f2; }
+
+"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/fp32" > "$WORK/fp32.log" 2>&1 ||
+    fail "fp32 run: $(tail -n 3 "$WORK/fp32.log")"
+for p in bf16 fp16; do
+    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/$p" --set precision.plugin=$p \
+        "${lowp[@]}" > "$WORK/$p.log" 2>&1 || { fail "$p run: $(tail -n 3 "$WORK/$p.log")"; continue; }
+    a=$(final_val "$WORK/fp32") b=$(final_val "$WORK/$p")
+    awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; exit !(d < 0.05 && d > -0.05) }' &&
+        pass "$p: 20 steps end at val loss $b, within 0.05 of fp32's $a" ||
+        fail "$p: val loss $b vs fp32 $a"
+done
+grep -Eq '"loss_scale": [0-9.e+]+, "skipped_steps": [0-9]+' "$WORK/fp16/metrics.jsonl" &&
+    pass "fp16 logs its loss scale and skipped steps" || fail "no loss_scale in fp16 metrics"
+
+# resume: steps 11-20 of a resumed run log the same losses and scales as the whole run
+"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/a" "${lowp[@]}" "${scaling[@]}" \
+    > "$WORK/a.log" 2>&1 || fail "scaled run: $(tail -n 3 "$WORK/a.log")"
+"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/b" "${lowp[@]}" "${scaling[@]}" \
+    --resume "$WORK/a/ckpt-000010.gbk" > "$WORK/b.log" 2>&1 ||
+    fail "resumed scaled run: $(tail -n 3 "$WORK/b.log")"
+after10() { grep -E '"step": (1[1-9]|20), "loss"' "$1" | sed -E 's/, "ms".*"loss_scale"/ scale/'; }
+after10 "$WORK/a/metrics.jsonl" > "$WORK/a.steps"
+after10 "$WORK/b/metrics.jsonl" | sed -E 's/"skipped_steps": [0-9]+//' > "$WORK/b.cmp"
+sed -E 's/"skipped_steps": [0-9]+//' "$WORK/a.steps" > "$WORK/a.cmp"
+scales=$(grep -o 'scale: [0-9.e+]*' "$WORK/a.steps" | sort -u | wc -l)
+if [ "$(wc -l < "$WORK/a.cmp")" -ne 10 ]; then
+    fail "expected 10 logged steps after the checkpoint"
+elif [ "$scales" -lt 2 ]; then
+    fail "the loss scale did not move in steps 11-20: $(grep -o 'scale: [0-9.e+]*' "$WORK/a.steps" | head -n 3)"
+elif cmp -s "$WORK/a.cmp" "$WORK/b.cmp"; then
+    pass "fp16 resume continues the loss scale: steps 11-20 identical ($scales scales, last: $(tail -n 1 "$WORK/a.cmp" | cut -c1-120))"
+else
+    fail "resumed fp16 steps differ:"; diff "$WORK/a.cmp" "$WORK/b.cmp"
+fi
+
+expect_error "bf16 with an optimizer that keeps no bf16 copy" 1 "use [optim] plugin = adamw_fused" -- \
+    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/x" --set precision.plugin=bf16
+expect_error "tf32 on the cpu" 2 "tf32 is a CUDA tensor-core matmul mode" -- \
+    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/y" --set precision.plugin=tf32
+"$GEARBOX" check "$WORK/run.ini" --set precision.plugin=auto > "$WORK/auto.txt" 2>&1 &&
+    grep -q "^precision: auto chose \(bf16\|fp16\|fp32\): " "$WORK/auto.txt" &&
+    pass "precision = auto says what it chose and why ($(grep '^precision: auto' "$WORK/auto.txt" | cut -c1-150))" ||
+    fail "precision = auto: $(head -c 600 "$WORK/auto.txt")"
+finish
