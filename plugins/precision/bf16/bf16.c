@@ -4,10 +4,10 @@
  * bf16 has f32's 8 exponent bits, so gradients do not underflow the way f16 ones do and
  * the loss-scaler entries are NULL (precision.h: scale 1, no step ever skipped). What it
  * loses is mantissa (7 bits), which is why the optimizer updates an f32 master copy and
- * writes the bf16 working copy in the same pass. That copy is rounded to nearest unless
- * `stochastic_rounding` is set; the option is a policy knob the core reads from this
- * plugin's section and passes on to the optimizer (gb_precision_policy has no field for
- * it in ABI 1.0), and the instance keeps it with the rest of its configuration.
+ * writes the bf16 working copy in the same pass, rounded to nearest even. The key
+ * `stochastic_rounding` is reserved for stochastic rounding of that copy, which needs a
+ * field the ABI 1.0 optimizer arguments do not have (docs/precision.md); until it exists,
+ * asking for it is refused rather than silently ignored.
  *
  * The policy is device-independent: CUDA runs bf16 kernels, the CPU device converts, so
  * eligible() says yes everywhere with no reason. Which of the two a run prefers is the
@@ -17,7 +17,6 @@
 
 typedef struct bf16 {
     const gb_host *host;
-    int stochastic_rounding;  /* for the optimizer's bf16 copy; passed on by the core */
 } bf16;
 
 enum { OPT_STOCHASTIC_ROUNDING };
@@ -25,7 +24,7 @@ enum { OPT_STOCHASTIC_ROUNDING };
 static const gb_option bf16_options[] = {
     [OPT_STOCHASTIC_ROUNDING] = {"stochastic_rounding", GB_OPT_BOOL, "false", 0, 0, NULL,
                                  "round the optimizer's bf16 weight copy stochastically "
-                                 "instead of to nearest (the core passes this on)"},
+                                 "(not available yet: only false is accepted)"},
 };
 
 static gb_status bf16_create(const gb_host *host, const gb_value *options,
@@ -34,15 +33,19 @@ static gb_status bf16_create(const gb_host *host, const gb_value *options,
     (void)device;
     if (!host || !options || !self)
         return GB_ERR_INVALID_ARG;
+    if (options[OPT_STOCHASTIC_ROUNDING].i) {
+        host->set_error(host, "[precision] stochastic_rounding = true: stochastic rounding of "
+                              "the bf16 weight copy is not implemented yet (the optimizer "
+                              "interface has no field to carry it); remove the key to round "
+                              "to nearest even");
+        return GB_ERR_UNSUPPORTED;
+    }
     bf16 *p = host->alloc(host, sizeof *p);
     if (!p) {
         host->set_error(host, "out of memory");
         return GB_ERR_NO_MEMORY;
     }
-    *p = (bf16){
-        .host = host,
-        .stochastic_rounding = options[OPT_STOCHASTIC_ROUNDING].i != 0,
-    };
+    *p = (bf16){.host = host};
     *self = p;
     return GB_OK;
 }
