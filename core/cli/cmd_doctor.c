@@ -197,11 +197,13 @@ static void check_cuda(const gb_plugin **all, int n)
 {
     printf("cuda\n");
     int plugins = count_plugins(all, n, GB_KIND_DEVICE, GB_DEVICE_CUDA, NULL);
+    int nccl = count_plugins(all, n, GB_KIND_COMM, GB_DEVICE_CUDA, "nccl");
     if (plugins)
         item("plugin", "%d CUDA device plugin%s on the search path (below)", plugins,
              plugins == 1 ? "" : "s");
     else
-        item("plugin", "no CUDA plugin built");
+        item("plugin", "no CUDA plugin built%s", nccl ? " except comm/nccl, which needs a CUDA "
+             "device plugin to run" : "");
     library_item("driver", GB_LIB_CUDA_DRIVER);
     library_item("runtime", GB_LIB_CUDA_RUNTIME);
     library_item("cuDNN", GB_LIB_CUDNN);

@@ -25,6 +25,8 @@ static const char train_usage[] =
     "Writes OUT_DIR/metrics.jsonl (one JSON object per logged step and per evaluation) and\n"
     "OUT_DIR/ckpt-STEP.gbk every [run] checkpoint_every steps and at the end. Ctrl-C stops\n"
     "after the current step and writes a checkpoint.\n"
+    "Data-parallel: start it under mpirun with --set comm.plugin=mpi; [data] batch_size is\n"
+    "then the global batch and only rank 0 prints and writes (docs/distributed.md).\n"
     "Exit status: 0 done, 1 failed while training, 2 refused before starting, 130 interrupted.\n";
 
 int gb_cmd_train(int argc, char **argv)
