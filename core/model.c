@@ -46,6 +46,7 @@ struct gb_model {
     int planning_only;              /* size every buffer but allocate none (gb_model_plan) */
     gb_dtype act;                   /* activations (and matmul inputs), from the policy */
     size_t act_size;                /* bytes per activation element */
+    uint64_t seed;                  /* the run's seed (stochastic rounding draws from it) */
 
     gb_param_tensor *tensors;
     int n_tensors;
@@ -532,6 +533,7 @@ int gb_model_get_optim_state(gb_model *m, void *host)
 
 int gb_model_init(gb_model *m, uint64_t seed)
 {
+    m->seed = seed;
     float *host = malloc((size_t)m->n_params * sizeof(float));
     if (!host)
         return -1;
@@ -898,6 +900,8 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *sk
         .inv_loss_scale = 1.0f / scale,
         .params_lowp = m->params_lowp,
         .lowp_dtype = m->act,
+        .lowp_stochastic = m->params_lowp && rt->policy.stochastic_rounding,
+        .lowp_seed = m->seed,
     };
     TIMED_CALL(m, GB_PHASE_OPTIMIZER, opt, "step", rt->optim->step(opt->self, &args));
     return 0;

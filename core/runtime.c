@@ -196,6 +196,28 @@ static int create_failed(gb_instance *inst, gb_status st, gb_diag *diag)
     return -1;
 }
 
+/* Stochastic rounding of the bf16 weight copy needs an optimizer built for ABI 1.1, which
+ * has the field to ask for it (an older one would silently round to nearest). */
+static int check_stochastic_rounding(gb_runtime *rt, gb_instance *p, gb_diag *diag)
+{
+    const gb_plugin_desc *opt = rt->inst[GB_KIND_OPTIM].plugin->desc;
+    if (!rt->policy.stochastic_rounding)
+        return 0;
+    if (rt->policy.activation_dtype != GB_BF16) {
+        gb_diag_add(diag, "[precision] plugin = %s asks for stochastic rounding of a %s weight "
+                    "copy; gearbox rounds only bf16 copies stochastically", p->plugin->desc->name,
+                    gb_dtype_name(rt->policy.activation_dtype));
+        return -1;
+    }
+    if (opt->abi_minor < 1) {
+        gb_diag_add(diag, "[precision] stochastic_rounding = true needs an optimizer built for "
+                    "plugin ABI 1.1 or later; [optim] plugin = %s was built for %d.%d",
+                    opt->name, opt->abi_major, opt->abi_minor);
+        return -1;
+    }
+    return 0;
+}
+
 /* The policies the model can run: one compute dtype for activations, matmul inputs and the
  * weights' working copy (f32, bf16 or f16), with f32 master weights beside a 16-bit copy. */
 static int check_policy(gb_runtime *rt, gb_instance *p, gb_diag *diag)
@@ -205,7 +227,7 @@ static int check_policy(gb_runtime *rt, gb_instance *p, gb_diag *diag)
     int one_dtype = pol->matmul_dtype == d && pol->param_dtype == d;
     int known = d == GB_F32 || d == GB_BF16 || d == GB_F16;
     if (one_dtype && known && (d == GB_F32 || pol->master_weights))
-        return 0;
+        return check_stochastic_rounding(rt, p, diag);
     gb_diag_add(diag, "[precision] plugin = %s asks for %s activations, %s matmuls and %s "
                 "weights%s; gearbox runs one of f32, bf16 or f16 for all three, with f32 master "
                 "weights for the 16-bit ones", p->plugin->desc->name, gb_dtype_name(d),

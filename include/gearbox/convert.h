@@ -48,6 +48,18 @@ GB_CONVERT_FN uint16_t gb_bf16_from_f32(float x)
     return (uint16_t)(bits >> 16);
 }
 
+/* Stochastic rounding to bf16: rounds away from zero with probability (the 16 dropped
+ * bits / 2^16), given 16 uniformly random bits, so the result is unbiased on average.
+ * Infinities and NaN convert as gb_bf16_from_f32; a finite value within the last step
+ * below bf16's largest may round to infinity. */
+GB_CONVERT_FN uint16_t gb_bf16_from_f32_stochastic(float x, uint16_t random)
+{
+    uint32_t bits = gb_f32_bits(x);
+    if ((bits & 0x7fffffffu) >= 0x7f800000u)
+        return gb_bf16_from_f32(x);
+    return (uint16_t)((bits + random) >> 16);
+}
+
 GB_CONVERT_FN float gb_f32_from_bf16(uint16_t h)
 {
     return gb_f32_from_bits((uint32_t)h << 16);

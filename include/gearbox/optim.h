@@ -55,6 +55,15 @@ typedef struct gb_optim_step_args {
                                       the same pass (precision policy with master weights),
                                       or NULL */
     gb_dtype lowp_dtype;           /* GB_BF16 or GB_F16 when params_lowp is set */
+
+    /* ---- ABI 1.1 ---- */
+    int32_t lowp_stochastic;       /* 1: round the bf16 params_lowp copy stochastically:
+                                      up with probability (dropped bits / 2^16), from
+                                      random bits that are a function of (lowp_seed, step,
+                                      element index) only, so runs stay reproducible. An
+                                      optimizer built for 1.1 that writes params_lowp
+                                      honours it or refuses it (GB_ERR_UNSUPPORTED). */
+    uint64_t lowp_seed;
 } gb_optim_step_args;
 
 typedef struct gb_optim_ops {

@@ -30,6 +30,9 @@ typedef struct gb_precision_policy {
     gb_dtype param_dtype;       /* the weights' working copy used by kernels */
     int32_t master_weights;     /* 1: the optimizer updates an f32 master copy and writes
                                    the param_dtype copy in the same pass */
+
+    /* ---- ABI 1.1 ---- */
+    int32_t stochastic_rounding; /* 1: that copy is rounded stochastically (bf16) */
 } gb_precision_policy;
 
 typedef struct gb_precision_ops {

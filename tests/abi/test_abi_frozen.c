@@ -243,6 +243,9 @@ FIELD(gb_optim_step_args, inv_loss_scale, 84);
 FIELD(gb_optim_step_args, params_lowp, 88);
 FIELD(gb_optim_step_args, lowp_dtype, 96);
 SIZE(gb_optim_step_args, 104);
+/* ABI 1.1 (the first in the 1.0 padding after lowp_dtype) */
+FIELD(gb_optim_step_args, lowp_stochastic, 100);
+FIELD(gb_optim_step_args, lowp_seed, 104);
 
 FIELD(gb_optim_ops, struct_size, 0);
 ENTRY(gb_optim_ops, create, 8,
@@ -260,6 +263,8 @@ FIELD(gb_precision_policy, matmul_dtype, 12);
 FIELD(gb_precision_policy, param_dtype, 16);
 FIELD(gb_precision_policy, master_weights, 20);
 SIZE(gb_precision_policy, 24);
+/* ABI 1.1 */
+FIELD(gb_precision_policy, stochastic_rounding, 24);
 
 FIELD(gb_precision_ops, struct_size, 0);
 ENTRY(gb_precision_ops, create, 8,

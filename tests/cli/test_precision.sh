@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The 16-bit precision policies end to end: bf16 and fp16 train (the loss falls and stays
 # near fp32's), fp16 logs its loss scale and skipped steps, a checkpoint keeps the loss
-# scaler's state so a resumed run continues the same scale and losses, and the
-# combinations that cannot work are refused with a message.
+# scaler's state so a resumed run continues the same scale and losses, bf16's stochastic
+# rounding is reproducible, and the combinations that cannot work are refused with a
+# message.
 source "$(dirname "$0")/lib.sh"
 make_data
 write_config "$WORK/run.ini" "checkpoint_every = 10"
@@ -45,6 +46,25 @@ elif cmp -s "$WORK/a.cmp" "$WORK/b.cmp"; then
     pass "fp16 resume continues the loss scale: steps 11-20 identical ($scales scales, last: $(tail -n 1 "$WORK/a.cmp" | cut -c1-120))"
 else
     fail "resumed fp16 steps differ:"; diff "$WORK/a.cmp" "$WORK/b.cmp"
+fi
+
+# stochastic rounding of the bf16 weight copy: trains near fp32, is reproducible, and is not
+# round-to-nearest under another name
+for r in 1 2; do
+    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/sr$r" --set precision.plugin=bf16 \
+        --set precision.stochastic_rounding=true "${lowp[@]}" > "$WORK/sr$r.log" 2>&1 ||
+        fail "bf16 with stochastic rounding: $(tail -n 3 "$WORK/sr$r.log")"
+done
+losses() { grep -o '"loss": [0-9.]*' "$1/metrics.jsonl"; }
+sr=$(final_val "$WORK/sr1") a=$(final_val "$WORK/fp32")
+if ! cmp -s <(losses "$WORK/sr1") <(losses "$WORK/sr2"); then
+    fail "two bf16 runs with stochastic rounding differ"
+elif cmp -s <(losses "$WORK/sr1") <(losses "$WORK/bf16"); then
+    fail "stochastic rounding gave the same losses as round-to-nearest"
+elif awk -v a="$a" -v b="$sr" 'BEGIN { d = a - b; exit !(d < 0.05 && d > -0.05) }'; then
+    pass "bf16 stochastic rounding: reproducible, not round-to-nearest, val loss $sr vs fp32 $a"
+else
+    fail "bf16 stochastic rounding: val loss $sr vs fp32 $a"
 fi
 
 expect_error "bf16 with an optimizer that keeps no bf16 copy" 1 "use [optim] plugin = adamw_fused" -- \

@@ -10,6 +10,10 @@
  *   a bf16 or f16 copy; elements outside the span must stay untouched.
  * - The AVX-512 sum of squares against the portable one, bit for bit, and both against
  *   a long double sum (relative difference below 1e-15).
+ * - Stochastic rounding to bf16: always one of the two neighbours, unbiased on average
+ *   (the mean of many roundings of one value is within 4 standard errors of it), and the
+ *   update's stochastic copy is a function of (seed, step, index) alone: the same span
+ *   split in two pieces gives the same bits, another seed other bits.
  * Without AVX-512 the version comparisons are skipped and say so.
  *
  * Usage: test_fused_kernels
@@ -58,7 +62,8 @@ static int check_update_conversions(const fused_kernels *k)
         uint16_t *h = malloc((size_t)n * sizeof *h);
         test_hard_cases(dtypes[d], x, n);
         memcpy(p, x, (size_t)n * sizeof *p);
-        fused_span span = {p, zeros, zeros + n, zeros + 2 * n, h, dtypes[d], n, 1.0f};
+        fused_span span = {.p = p, .g = zeros, .m = zeros + n, .v = zeros + 2 * n, .lowp = h,
+                           .lowp_dtype = dtypes[d], .count = n, .decay = 1.0f};
         k->update(&span, &identity_coeffs);
         char what[64];
         snprintf(what, sizeof what, "%s update", k->isa);
@@ -204,9 +209,84 @@ static int check_sum_squares_versions_agree(void)
     return failures != 0;
 }
 
+/* The two bf16 neighbours of x: rounded toward zero and away from it. */
+static void bf16_neighbours(float x, uint16_t *down, uint16_t *up)
+{
+    uint32_t bits = gb_f32_bits(x);
+    *down = (uint16_t)(bits >> 16);
+    *up = (uint16_t)(*down + ((bits & 0xffffu) != 0));
+}
+
+static int check_stochastic_rounding(void)
+{
+    int failures = 0;
+    const float values[] = {1.0f + 0x1p-10f, -3.14159f, 1e-30f, 0.1f, 1.0f};
+    for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+        float x = values[v];
+        uint16_t down, up;
+        bf16_neighbours(x, &down, &up);
+        enum { N = 1 << 16 };
+        double sum = 0.0, lo = gb_f32_from_bf16(down), hi = gb_f32_from_bf16(up);
+        for (int64_t i = 0; i < N; i++) {
+            uint16_t h = gb_bf16_from_f32_stochastic(x, adamw_random16(42, 7, i));
+            if (h != down && h != up) {
+                printf("FAIL: stochastic bf16 of %.9g gave 0x%04x, not 0x%04x or 0x%04x\n",
+                       x, h, down, up);
+                failures++;
+                break;
+            }
+            sum += gb_f32_from_bf16(h);
+        }
+        /* each rounding is lo or hi: the mean's standard error is at most |hi - lo| / 2 / sqrt(N) */
+        double mean = sum / N, se = fabs(hi - lo) / 2.0 / sqrt((double)N);
+        if (fabs(mean - x) > 4.0 * se + 1e-45) {
+            printf("FAIL: stochastic bf16 of %.9g averages %.9g (standard error %.3g)\n", x,
+                   mean, se);
+            failures++;
+        }
+    }
+    return failures;
+}
+
+/* The stochastic copy written by the portable update over one span and over two pieces. */
+static int check_stochastic_update(void)
+{
+    enum { N = 1000 };
+    int failures = 0;
+    float *p = malloc(3 * N * sizeof *p), *zeros = calloc(3 * N, sizeof *zeros);
+    uint16_t *whole = malloc(N * sizeof *whole), *pieces = malloc(N * sizeof *pieces);
+    uint16_t *other = malloc(N * sizeof *other);
+    for (int i = 0; i < N; i++)
+        p[i] = p[N + i] = p[2 * N + i] = 0.001f * (float)i + 0x1p-12f;
+    fused_span s = {.p = p, .g = zeros, .m = zeros + N, .v = zeros + 2 * N, .lowp = whole,
+                    .lowp_dtype = GB_BF16, .stochastic = 1, .seed = 9, .step = 3, .first = 0,
+                    .count = N, .decay = 1.0f};
+    fused_kernels_portable.update(&s, &identity_coeffs);
+    fused_span a = s, b = s;
+    a.p = p + N, a.lowp = pieces, a.count = 300;
+    b.p = p + N + 300, b.lowp = pieces + 300, b.first = 300, b.count = N - 300;
+    fused_kernels_portable.update(&a, &identity_coeffs);
+    fused_kernels_portable.update(&b, &identity_coeffs);
+    fused_span c = s;
+    c.p = p + 2 * N, c.lowp = other, c.seed = 10;
+    fused_kernels_portable.update(&c, &identity_coeffs);
+    if (memcmp(whole, pieces, N * sizeof *whole) != 0) {
+        printf("FAIL: the stochastic copy depends on how the span is split\n");
+        failures++;
+    }
+    if (memcmp(whole, other, N * sizeof *whole) == 0) {
+        printf("FAIL: seeds 9 and 10 gave the same stochastic copy\n");
+        failures++;
+    }
+    free(p), free(zeros), free(whole), free(pieces), free(other);
+    return failures;
+}
+
 int main(void)
 {
     int failures = check_scalar_conversions();
+    failures += check_stochastic_rounding();
+    failures += check_stochastic_update();
     failures += check_update_conversions(&fused_kernels_portable);
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) {

@@ -23,6 +23,18 @@
 #define ADAMW_INLINE static inline
 #endif
 
+/* 16 random bits for stochastic rounding of element `index` at `step`: a SplitMix64
+ * finaliser over the three, so the bits depend on nothing else (not on threads or
+ * vector width) and a run is reproducible. */
+ADAMW_INLINE uint16_t adamw_random16(uint64_t seed, int64_t step, int64_t index)
+{
+    uint64_t z = seed + (uint64_t)step * 0x9e3779b97f4a7c15u + (uint64_t)index * 0xd1b54a32d192ed03u;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    z ^= z >> 31;
+    return (uint16_t)(z >> 48);
+}
+
 /* The step's scalars, rounded to f32 once on the host exactly as optim/adamw rounds them. */
 typedef struct adamw_coeffs {
     float g_scale;                 /* loss-scale removal times the clip factor */

@@ -132,6 +132,11 @@ static gb_status check_step_args(const adamw_fused *a, const gb_optim_step_args 
                         "or f16)", gb_dtype_name(args->lowp_dtype));
         return GB_ERR_UNSUPPORTED;
     }
+    if (args->params_lowp && optim_lowp_stochastic(args) && args->lowp_dtype != GB_BF16) {
+        host->set_error(host, "stochastic rounding of a %s working copy is not supported (bf16 "
+                        "only)", gb_dtype_name(args->lowp_dtype));
+        return GB_ERR_UNSUPPORTED;
+    }
     return GB_OK;
 }
 
@@ -179,6 +184,10 @@ static void update_slice(const adamw_fused *a, const gb_optim_step_args *args,
             .v = v + lo,
             .lowp = lowp ? lowp + lo : NULL,
             .lowp_dtype = args->lowp_dtype,
+            .stochastic = optim_lowp_stochastic(args),
+            .seed = optim_lowp_stochastic(args) ? args->lowp_seed : 0,
+            .step = args->step,
+            .first = lo,
             .count = hi - lo,
             .decay = grp->decay ? decay : 1.0f,
         };

@@ -24,6 +24,10 @@ typedef struct fused_span {
     float *m, *v;        // (count)
     uint16_t *lowp;      // (count) bf16 or f16 bit patterns, or NULL
     gb_dtype lowp_dtype; // GB_BF16 or GB_F16 when lowp is set
+    int stochastic;      // 1: bf16 lowp rounded stochastically (adamw_random16)
+    uint64_t seed;       // of that rounding
+    int64_t step;
+    int64_t first;       // the flat-buffer index of the span's first element
     int64_t count;
     float decay;         // 1 - lr * weight_decay, or 1 for a group that does not decay
 } fused_span;
@@ -52,7 +56,12 @@ static inline double fused_fold_lanes(double acc[FUSED_LANES])
 static inline void fused_element(const fused_span *s, int64_t i, const adamw_coeffs *c)
 {
     adamw_element(&s->p[i], &s->m[i], &s->v[i], s->g[i], s->decay, c);
-    if (s->lowp)
+    if (!s->lowp)
+        return;
+    if (s->stochastic)
+        s->lowp[i] = gb_bf16_from_f32_stochastic(s->p[i],
+                                                 adamw_random16(s->seed, s->step, s->first + i));
+    else
         s->lowp[i] = s->lowp_dtype == GB_BF16 ? gb_bf16_from_f32(s->p[i]) : gb_f16_from_f32(s->p[i]);
 }
 

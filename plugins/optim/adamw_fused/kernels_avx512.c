@@ -84,6 +84,10 @@ static int64_t head_count(const float *p, int64_t n)
 
 static void update_avx512(const fused_span *s, const adamw_coeffs *c)
 {
+    if (s->lowp && s->stochastic) { /* per-element random bits: the portable loop */
+        fused_kernels_portable.update(s, c);
+        return;
+    }
     int64_t n = s->count, i = head_count(s->p, n);
     for (int64_t j = 0; j < i; j++)
         fused_element(s, j, c);

@@ -17,6 +17,9 @@ static void update_portable(const fused_span *s, const adamw_coeffs *c)
     if (!lowp) {
         for (int64_t i = 0; i < n; i++)
             adamw_element(&p[i], &m[i], &v[i], g[i], decay, c);
+    } else if (s->stochastic) {
+        for (int64_t i = 0; i < n; i++)
+            fused_element(s, i, c);
     } else if (s->lowp_dtype == GB_BF16) {
         for (int64_t i = 0; i < n; i++) {
             adamw_element(&p[i], &m[i], &v[i], g[i], decay, c);

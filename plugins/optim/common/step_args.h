@@ -7,6 +7,7 @@
 #define GB_PLUGINS_OPTIM_STEP_ARGS_H
 
 #include <math.h>
+#include <stddef.h>
 
 #include "gearbox/optim.h"
 
@@ -44,11 +45,20 @@ static inline int optim_groups_cover(const gb_host *host, const gb_param_group *
     return 1;
 }
 
+/* The end of the step arguments' ABI 1.0 fields: every core passes at least this much. */
+#define OPTIM_STEP_ARGS_1_0_SIZE offsetof(gb_optim_step_args, lowp_stochastic)
+
+/* Whether the caller's arguments reach the 1.1 field of stochastic rounding, and ask for it. */
+static inline int optim_lowp_stochastic(const gb_optim_step_args *args)
+{
+    return args->struct_size >= offsetof(gb_optim_step_args, lowp_seed) + sizeof args->lowp_seed &&
+           args->lowp_stochastic;
+}
+
 static inline int optim_step_args_valid(const gb_host *host, const gb_optim_step_args *args)
 {
-    if (!args || args->struct_size < sizeof *args) {
-        host->set_error(host, "step arguments missing or too small for ABI %d.%d",
-                        GB_ABI_MAJOR, GB_ABI_MINOR);
+    if (!args || args->struct_size < OPTIM_STEP_ARGS_1_0_SIZE) {
+        host->set_error(host, "step arguments missing or smaller than ABI 1.0's");
         return 0;
     }
     if (args->n < 0 || args->n_groups < 0) {

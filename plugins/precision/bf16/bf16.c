@@ -4,19 +4,21 @@
  * bf16 has f32's 8 exponent bits, so gradients do not underflow the way f16 ones do and
  * the loss-scaler entries are NULL (precision.h: scale 1, no step ever skipped). What it
  * loses is mantissa (7 bits), which is why the optimizer updates an f32 master copy and
- * writes the bf16 working copy in the same pass, rounded to nearest even. The key
- * `stochastic_rounding` is reserved for stochastic rounding of that copy, which needs a
- * field the ABI 1.0 optimizer arguments do not have (docs/precision.md); until it exists,
- * asking for it is refused rather than silently ignored.
+ * writes the bf16 working copy in the same pass, rounded to nearest even, or with
+ * `stochastic_rounding` stochastically (the policy's ABI 1.1 field, which the core passes
+ * to the optimizer; a caller whose policy struct predates 1.1 does not see it).
  *
  * The policy is device-independent: CUDA runs bf16 kernels, the CPU device converts, so
  * eligible() says yes everywhere with no reason. Which of the two a run prefers is the
  * core's choice by device capability, not this plugin's.
  */
+#include <stddef.h>
+
 #include "gearbox/precision.h"
 
 typedef struct bf16 {
     const gb_host *host;
+    int stochastic_rounding;
 } bf16;
 
 enum { OPT_STOCHASTIC_ROUNDING };
@@ -24,7 +26,8 @@ enum { OPT_STOCHASTIC_ROUNDING };
 static const gb_option bf16_options[] = {
     [OPT_STOCHASTIC_ROUNDING] = {"stochastic_rounding", GB_OPT_BOOL, "false", 0, 0, NULL,
                                  "round the optimizer's bf16 weight copy stochastically "
-                                 "(not available yet: only false is accepted)"},
+                                 "(unbiased, reproducible from the run's seed) instead of to "
+                                 "nearest even"},
 };
 
 static gb_status bf16_create(const gb_host *host, const gb_value *options,
@@ -33,19 +36,12 @@ static gb_status bf16_create(const gb_host *host, const gb_value *options,
     (void)device;
     if (!host || !options || !self)
         return GB_ERR_INVALID_ARG;
-    if (options[OPT_STOCHASTIC_ROUNDING].i) {
-        host->set_error(host, "[precision] stochastic_rounding = true: stochastic rounding of "
-                              "the bf16 weight copy is not implemented yet (the optimizer "
-                              "interface has no field to carry it); remove the key to round "
-                              "to nearest even");
-        return GB_ERR_UNSUPPORTED;
-    }
     bf16 *p = host->alloc(host, sizeof *p);
     if (!p) {
         host->set_error(host, "out of memory");
         return GB_ERR_NO_MEMORY;
     }
-    *p = (bf16){.host = host};
+    *p = (bf16){.host = host, .stochastic_rounding = options[OPT_STOCHASTIC_ROUNDING].i != 0};
     *self = p;
     return GB_OK;
 }
@@ -75,11 +71,14 @@ static gb_status bf16_policy(void *self, gb_precision_policy *out)
             p->host->set_error(p->host, "policy: no output struct");
         return GB_ERR_INVALID_ARG;
     }
-    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
+    /* the 1.0 fields, which every caller's struct_size covers (docs/abi.md) */
     out->activation_dtype = GB_BF16;
     out->matmul_dtype = GB_BF16;
     out->param_dtype = GB_BF16;
     out->master_weights = 1;
+    if (out->struct_size >= offsetof(gb_precision_policy, stochastic_rounding) +
+                                sizeof out->stochastic_rounding)
+        out->stochastic_rounding = p->stochastic_rounding;
     return GB_OK;
 }
 
