@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "gearbox/precision.h"
+#include "policy_plugin.h"
 
 typedef struct bf16 {
     const gb_host *host;
@@ -36,57 +37,29 @@ static gb_status bf16_create(const gb_host *host, const gb_value *options,
     (void)device;
     if (!host || !options || !self)
         return GB_ERR_INVALID_ARG;
-    bf16 *p = host->alloc(host, sizeof *p);
-    if (!p) {
-        host->set_error(host, "out of memory");
+    bf16 *p = policy_instance_new(host, sizeof *p);
+    if (!p)
         return GB_ERR_NO_MEMORY;
-    }
-    *p = (bf16){.host = host, .stochastic_rounding = options[OPT_STOCHASTIC_ROUNDING].i != 0};
+    p->stochastic_rounding = options[OPT_STOCHASTIC_ROUNDING].i != 0;
     *self = p;
     return GB_OK;
 }
 
-static void bf16_destroy(void *self)
-{
-    bf16 *p = self;
-    if (p)
-        p->host->free(p->host, p);
-}
-
-static int bf16_eligible(void *self, const gb_device_ctx *device, char *reason,
-                         size_t reason_cap)
-{
-    (void)self;
-    (void)device;
-    if (reason && reason_cap > 0)
-        reason[0] = '\0';
-    return 1;
-}
-
 static gb_status bf16_policy(void *self, gb_precision_policy *out)
 {
-    bf16 *p = self;
-    if (!out) {
-        if (p)
-            p->host->set_error(p->host, "policy: no output struct");
-        return GB_ERR_INVALID_ARG;
-    }
-    /* the 1.0 fields, which every caller's struct_size covers (docs/abi.md) */
-    out->activation_dtype = GB_BF16;
-    out->matmul_dtype = GB_BF16;
-    out->param_dtype = GB_BF16;
-    out->master_weights = 1;
-    if (out->struct_size >= offsetof(gb_precision_policy, stochastic_rounding) +
-                                sizeof out->stochastic_rounding)
+    gb_status st = policy_write(self, out, GB_BF16, 1);
+    const bf16 *p = self;
+    if (st == GB_OK && out->struct_size >= offsetof(gb_precision_policy, stochastic_rounding) +
+                                                sizeof out->stochastic_rounding)
         out->stochastic_rounding = p->stochastic_rounding;
-    return GB_OK;
+    return st;
 }
 
 static const gb_precision_ops bf16_ops = {
     .struct_size = sizeof(gb_precision_ops),
     .create = bf16_create,
-    .destroy = bf16_destroy,
-    .eligible = bf16_eligible,
+    .destroy = policy_instance_destroy,
+    .eligible = policy_eligible_anywhere,
     .policy = bf16_policy,
     /* The scaler entries stay NULL: bf16 needs no loss scaling. */
 };

@@ -16,6 +16,7 @@
  */
 #include "gearbox/precision.h"
 #include "loss_scaler.h"
+#include "policy_plugin.h"
 
 typedef struct fp16 {
     const gb_host *host;
@@ -63,47 +64,17 @@ static gb_status fp16_create(const gb_host *host, const gb_value *options,
     gb_status st = loss_scaler_init(&scaler, &config, host);
     if (st != GB_OK)
         return st;
-    fp16 *p = host->alloc(host, sizeof *p);
-    if (!p) {
-        host->set_error(host, "out of memory");
+    fp16 *p = policy_instance_new(host, sizeof *p);
+    if (!p)
         return GB_ERR_NO_MEMORY;
-    }
-    *p = (fp16){.host = host, .scaler = scaler};
+    p->scaler = scaler;
     *self = p;
     return GB_OK;
 }
 
-static void fp16_destroy(void *self)
-{
-    fp16 *p = self;
-    if (p)
-        p->host->free(p->host, p);
-}
-
-static int fp16_eligible(void *self, const gb_device_ctx *device, char *reason,
-                         size_t reason_cap)
-{
-    (void)self;
-    (void)device;
-    if (reason && reason_cap > 0)
-        reason[0] = '\0';
-    return 1;
-}
-
 static gb_status fp16_policy(void *self, gb_precision_policy *out)
 {
-    fp16 *p = self;
-    if (!out) {
-        if (p)
-            p->host->set_error(p->host, "policy: no output struct");
-        return GB_ERR_INVALID_ARG;
-    }
-    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
-    out->activation_dtype = GB_F16;
-    out->matmul_dtype = GB_F16;
-    out->param_dtype = GB_F16;
-    out->master_weights = 1;
-    return GB_OK;
+    return policy_write(self, out, GB_F16, 1);
 }
 
 static float fp16_loss_scale(void *self)
@@ -152,8 +123,8 @@ static gb_status fp16_load_state(void *self, const void *buf)
 static const gb_precision_ops fp16_ops = {
     .struct_size = sizeof(gb_precision_ops),
     .create = fp16_create,
-    .destroy = fp16_destroy,
-    .eligible = fp16_eligible,
+    .destroy = policy_instance_destroy,
+    .eligible = policy_eligible_anywhere,
     .policy = fp16_policy,
     .loss_scale = fp16_loss_scale,
     .update = fp16_update,

@@ -6,6 +6,7 @@
  * It has no options and keeps no state beyond its host.
  */
 #include "gearbox/precision.h"
+#include "policy_plugin.h"
 
 typedef struct fp32 {
     const gb_host *host;
@@ -18,54 +19,20 @@ static gb_status fp32_create(const gb_host *host, const gb_value *options,
     (void)device;
     if (!host || !self)
         return GB_ERR_INVALID_ARG;
-    fp32 *p = host->alloc(host, sizeof *p);
-    if (!p) {
-        host->set_error(host, "out of memory");
-        return GB_ERR_NO_MEMORY;
-    }
-    p->host = host;
-    *self = p;
-    return GB_OK;
-}
-
-static void fp32_destroy(void *self)
-{
-    fp32 *p = self;
-    if (p)
-        p->host->free(p->host, p);
-}
-
-static int fp32_eligible(void *self, const gb_device_ctx *device, char *reason,
-                         size_t reason_cap)
-{
-    (void)self;
-    (void)device;
-    if (reason && reason_cap > 0)
-        reason[0] = '\0';
-    return 1;
+    *self = policy_instance_new(host, sizeof(fp32));
+    return *self ? GB_OK : GB_ERR_NO_MEMORY;
 }
 
 static gb_status fp32_policy(void *self, gb_precision_policy *out)
 {
-    fp32 *p = self;
-    if (!out) {
-        if (p)
-            p->host->set_error(p->host, "policy: no output struct");
-        return GB_ERR_INVALID_ARG;
-    }
-    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
-    out->activation_dtype = GB_F32;
-    out->matmul_dtype = GB_F32;
-    out->param_dtype = GB_F32;
-    out->master_weights = 0;
-    return GB_OK;
+    return policy_write(self, out, GB_F32, 0);
 }
 
 static const gb_precision_ops fp32_ops = {
     .struct_size = sizeof(gb_precision_ops),
     .create = fp32_create,
-    .destroy = fp32_destroy,
-    .eligible = fp32_eligible,
+    .destroy = policy_instance_destroy,
+    .eligible = policy_eligible_anywhere,
     .policy = fp32_policy,
     /* The scaler entries stay NULL: no loss scaling. */
 };

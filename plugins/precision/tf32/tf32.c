@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "gearbox/precision.h"
+#include "policy_plugin.h"
 
 typedef struct tf32 {
     const gb_host *host;
@@ -27,21 +28,8 @@ static gb_status tf32_create(const gb_host *host, const gb_value *options,
     (void)device;
     if (!host || !self)
         return GB_ERR_INVALID_ARG;
-    tf32 *p = host->alloc(host, sizeof *p);
-    if (!p) {
-        host->set_error(host, "out of memory");
-        return GB_ERR_NO_MEMORY;
-    }
-    p->host = host;
-    *self = p;
-    return GB_OK;
-}
-
-static void tf32_destroy(void *self)
-{
-    tf32 *p = self;
-    if (p)
-        p->host->free(p->host, p);
+    *self = policy_instance_new(host, sizeof(tf32));
+    return *self ? GB_OK : GB_ERR_NO_MEMORY;
 }
 
 static int tf32_eligible(void *self, const gb_device_ctx *device, char *reason,
@@ -60,26 +48,16 @@ static int tf32_eligible(void *self, const gb_device_ctx *device, char *reason,
     return cuda;
 }
 
+/* Storage stays f32; TF32 is a property of the matmuls (docs/precision.md). */
 static gb_status tf32_policy(void *self, gb_precision_policy *out)
 {
-    tf32 *p = self;
-    if (!out) {
-        if (p)
-            p->host->set_error(p->host, "policy: no output struct");
-        return GB_ERR_INVALID_ARG;
-    }
-    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
-    out->activation_dtype = GB_F32;
-    out->matmul_dtype = GB_F32;
-    out->param_dtype = GB_F32;
-    out->master_weights = 0;
-    return GB_OK;
+    return policy_write(self, out, GB_F32, 0);
 }
 
 static const gb_precision_ops tf32_ops = {
     .struct_size = sizeof(gb_precision_ops),
     .create = tf32_create,
-    .destroy = tf32_destroy,
+    .destroy = policy_instance_destroy,
     .eligible = tf32_eligible,
     .policy = tf32_policy,
     /* The scaler entries stay NULL: f32 gradients need no loss scaling. */
