@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "gearbox/convert.h"
 #include "rng.h"
 #include "runtime.h"
 
@@ -20,16 +21,17 @@ typedef struct candidate {
     char reason[1200];
 } candidate;
 
-/* Device buffers for one (B, H, T, D) problem: q, k, v, out, dout, dq, dk, dv. */
+/* Device buffers for one (B, H, T, D) problem in its dtype: q, k, v, out, dout, dq, dk,
+ * dv. */
 typedef struct trial_buffers {
-    float *t[8];
+    void *t[8];
     void *saved, *workspace;
 } trial_buffers;
 
-static gb_tensor contiguous(const gb_attn_problem *p, float *data)
+static gb_tensor contiguous(const gb_attn_problem *p, void *data)
 {
     int64_t T = p->seq_len, D = p->head_dim;
-    return (gb_tensor){.data = data, .dtype = GB_F32, .ndim = 4,
+    return (gb_tensor){.data = data, .dtype = p->dtype, .ndim = 4,
                        .shape = {p->batch, p->heads, T, D},
                        .stride = {p->heads * T * D, T * D, D, 1}};
 }
@@ -46,20 +48,31 @@ static void free_trial(gb_runtime *rt, trial_buffers *b)
         rt->dev->free(dev, b->workspace);
 }
 
+/* Element i of a host array of `dtype` (f32, bf16 or f16) becomes x, rounded to nearest. */
+static void store_element(unsigned char *host, gb_dtype dtype, size_t i, float x)
+{
+    if (dtype == GB_BF16)
+        ((uint16_t *)host)[i] = gb_bf16_from_f32(x);
+    else if (dtype == GB_F16)
+        ((uint16_t *)host)[i] = gb_f16_from_f32(x);
+    else
+        ((float *)host)[i] = x;
+}
+
 static int alloc_trial(gb_runtime *rt, const gb_attn_problem *p, size_t saved,
                        size_t workspace, trial_buffers *b)
 {
     void *dev = rt->inst[GB_KIND_DEVICE].self;
     size_t n = (size_t)(p->batch * p->heads * p->seq_len * p->head_dim);
-    float *host = malloc(n * sizeof *host);
+    size_t bytes = n * gb_dtype_size(p->dtype);
+    unsigned char *host = malloc(bytes);
     int failed = !host;
     gb_rng rng = gb_rng_stream(0, 0, 0, 0);
     for (size_t i = 0; !failed && i < n; i++)
-        host[i] = (float)(gb_rng_uniform(&rng) - 0.5);
+        store_element(host, p->dtype, i, (float)(gb_rng_uniform(&rng) - 0.5));
     for (int i = 0; !failed && i < 8; i++)
-        failed = rt->dev->alloc(dev, n * sizeof(float), (void **)&b->t[i]) != GB_OK ||
-                 rt->dev->copy(dev, b->t[i], host, n * sizeof(float),
-                               GB_COPY_HOST_TO_DEVICE) != GB_OK;
+        failed = rt->dev->alloc(dev, bytes, &b->t[i]) != GB_OK ||
+                 rt->dev->copy(dev, b->t[i], host, bytes, GB_COPY_HOST_TO_DEVICE) != GB_OK;
     failed = failed || rt->dev->alloc(dev, saved ? saved : 64, &b->saved) != GB_OK ||
              rt->dev->alloc(dev, workspace ? workspace : 64, &b->workspace) != GB_OK;
     free(host);
@@ -140,8 +153,10 @@ static void report(const gb_attn_problem *p, const candidate *c, int n, int best
 int gb_attn_auto(gb_runtime *rt, gb_diag *diag)
 {
     const gb_settings *s = &rt->settings;
-    gb_attn_problem p = {sizeof p, s->batch_size, s->n_head, s->block_size,
-                         s->n_embd / s->n_head, rt->policy.activation_dtype, 1};
+    gb_attn_problem p = {.struct_size = sizeof p, .batch = s->batch_size, .heads = s->n_head,
+                         .seq_len = s->block_size, .head_dim = s->n_embd / s->n_head,
+                         .dtype = rt->policy.activation_dtype, .causal = 1,
+                         .allow_tf32 = rt->policy.tf32};
     const gb_plugin **found = NULL;
     int n = gb_loader_scan(rt->loader, GB_KIND_ATTN, &found, diag);
     candidate *c = calloc((size_t)n + 1, sizeof *c);

@@ -11,6 +11,11 @@
  * log-sum-exp) and how much scratch it needs during a call (`workspace_bytes`, shared by
  * all layers), and allocates both on the run's device. Plugins allocate nothing per call.
  *
+ * Where it runs (ABI 1.2): forward and backward queue their work on the device's compute
+ * stream (the gb_device_ctx given to create()): GPU kernels on ctx->stream, or, for a CPU
+ * plugin, gb_device_run_host(); they return without waiting for it. A plugin may run its
+ * products through the device (ctx->ops->matmul with batch and strides).
+ *
  * What the core does on failure: a non-GB_OK status from forward/backward aborts the run
  * with the plugin's message. `eligible` answering no makes the core refuse the config
  * (or, with `plugin = auto`, pass the plugin over and print the reason).
@@ -32,6 +37,10 @@ typedef struct gb_attn_problem {
     int64_t batch, heads, seq_len, head_dim;   /* B, H, T, D */
     gb_dtype dtype;                            /* of Q, K, V, out and their gradients */
     int32_t causal;                            /* 1: position t attends to 0..t only */
+
+    /* ---- ABI 1.2 ---- */
+    int32_t allow_tf32;   /* 1: f32 products may round their inputs to TF32 (the precision
+                             policy's tf32); a plugin without GB_CAP_TF32 computes in f32 */
 } gb_attn_problem;
 
 typedef struct gb_attn_ops {

@@ -10,6 +10,17 @@
  * it. Blocking all_reduce is all_reduce_start + all_reduce_wait. At most
  * GB_COMM_MAX_INFLIGHT requests may be outstanding.
  *
+ * Ordering (ABI 1.2 states what 1.0 left implicit), on a device with a queue:
+ * - all_reduce_start reduces what `buf` holds after all work queued on the compute stream
+ *   before the call (a GPU plugin records an event there and makes its own stream, from
+ *   the device's stream_create, wait on it) and returns without blocking the host, so the
+ *   reduction overlaps the rest of backward;
+ * - all_reduce_wait makes work queued on the compute stream after the call see the
+ *   result (stream_wait_event on the plugin's event); it does not block the host. On a
+ *   device without a queue (host_access and no GPU-like mode) it blocks until done;
+ * - broadcast and barrier are blocking: done, on every rank, when they return.
+ * A CPU comm plugin on a GPU-like device queues its part with gb_device_run_host().
+ *
  * What the core does on failure: a non-GB_OK status (a peer died, a timeout expired)
  * aborts the run on this rank with the plugin's message, which names the peer at fault.
  */

@@ -17,6 +17,12 @@
  *     g_scale = inv_loss_scale * min(1, max_norm / (sqrt(norm_sq) * inv_loss_scale + 1e-6))
  * (max_norm <= 0 disables clipping) before using it, as torch.nn.utils.clip_grad_norm_.
  *
+ * Where it runs (ABI 1.2): step() and grad_norm_sq() queue their work on the device's
+ * compute stream and return without waiting (GPU kernels on ctx->stream, or
+ * gb_device_run_host() for a CPU plugin). grad_norm_sq is device memory like the rest:
+ * it is read by that queued work, never dereferenced by the calling thread, so the clip
+ * factor needs no host round trip.
+ *
  * What the core does on failure: a non-GB_OK status from step() aborts the run with the
  * plugin's message; parameters must then be considered undefined.
  */
@@ -65,6 +71,9 @@ typedef struct gb_optim_step_args {
                                       honours it or refuses it (GB_ERR_UNSUPPORTED). */
     uint64_t lowp_seed;
 } gb_optim_step_args;
+/* (1.2 adds no field here; it adds the capabilities GB_CAP_LOWP_COPY and
+ * GB_CAP_STOCHASTIC_ROUNDING, by which the core knows before step 1 whether an optimizer
+ * can write params_lowp and honour lowp_stochastic.) */
 
 typedef struct gb_optim_ops {
     size_t struct_size;

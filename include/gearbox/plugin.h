@@ -15,6 +15,11 @@
  * starts with its own size and only ever grows by appending fields; the reader checks
  * the size before touching a field added in a later minor version. A change that is not
  * an append bumps GB_ABI_MAJOR, and the core refuses plugins of another major.
+ *
+ * When ABI 2 comes, it comes beside 1, as NCCL's plugin versions do: a 2.x plugin exports
+ * `gearbox_plugin_entry_v2` (and may keep exporting this symbol for 1.x cores); the core
+ * looks the versioned symbols up newest first and adapts a 1.x descriptor through one
+ * shim, so plugins built for 1.x keep loading for as long as the shim is kept.
  */
 #ifndef GEARBOX_PLUGIN_H
 #define GEARBOX_PLUGIN_H
@@ -27,7 +32,7 @@ extern "C" {
 #endif
 
 #define GB_ABI_MAJOR 1
-#define GB_ABI_MINOR 1
+#define GB_ABI_MINOR 2
 
 /* The symbol the core looks up with dlsym(); its type is gb_plugin_entry_fn. */
 #define GB_PLUGIN_ENTRY_NAME "gearbox_plugin_entry"
@@ -41,7 +46,9 @@ typedef enum gb_status {
     GB_ERR_NO_MEMORY = 4,    /* an allocation failed on the host or on the device */
     GB_ERR_DEVICE = 5,       /* the device or its runtime failed (no GPU, driver error) */
     GB_ERR_SYSTEM = 6,       /* an operating-system call failed (file, network, process) */
-    GB_ERR_INTERNAL = 7      /* a bug: an invariant of the plugin itself did not hold */
+    GB_ERR_INTERNAL = 7,     /* a bug: an invariant of the plugin itself did not hold */
+    GB_ERR_NOT_READY = 8     /* ABI 1.2: queued work has not finished yet (event_query);
+                                not a failure */
 } gb_status;
 
 /* The plugin kinds; one vtable header each. */
@@ -56,6 +63,30 @@ typedef enum gb_kind {
 /* Device bits, for gb_plugin_desc.devices and gb_device_ctx.device. */
 #define GB_DEVICE_CPU  (1u << 0)
 #define GB_DEVICE_CUDA (1u << 1)
+
+/* ---- capabilities (ABI 1.2) ---------------------------------------------------------- */
+
+/* gb_plugin_desc.dtypes: one bit per gb_dtype the plugin computes in (device and attn:
+ * activations; optim: the low-precision copies it writes; comm: what it reduces). */
+#define GB_DTYPE_BIT(dtype) (1u << (unsigned)(dtype))
+
+/* gb_plugin_desc.caps: what a plugin can do, as data, so `gearbox check` refuses a
+ * combination before any work instead of a kernel failing at step 1. */
+#define GB_CAP_DETERMINISTIC       (1u << 0)  /* same inputs, same bits, run after run */
+#define GB_CAP_LOWP_COPY           (1u << 1)  /* optim: writes params_lowp in its step */
+#define GB_CAP_STOCHASTIC_ROUNDING (1u << 2)  /* optim: honours lowp_stochastic (bf16) */
+#define GB_CAP_MATMUL_BATCHED      (1u << 3)  /* device: gb_matmul_args.batch and strides */
+#define GB_CAP_MATMUL_EPILOGUES    (1u << 4)  /* device: gb_matmul_args.epilogue */
+#define GB_CAP_GELU_TANH           (1u << 5)  /* device: gelu_tanh_forward/backward */
+#define GB_CAP_TF32                (1u << 6)  /* device, attn: honours allow_tf32 */
+#define GB_CAP_QUEUED_MEMORY       (1u << 7)  /* attn, optim, comm: never touches device
+                                                 memory from the calling thread; all its
+                                                 work is ordered on the device's streams
+                                                 (kernels, or gb_device_enqueue_host) */
+/* Set by GB_PLUGIN_DEFINE, and assumed for plugins built before 1.2: the plugin declared
+ * nothing, so the core checks dtypes and features at call time, as 1.0 and 1.1 did.
+ * Declared capabilities come from GB_PLUGIN_DEFINE_CAPS. */
+#define GB_CAPS_UNDECLARED         (1u << 31)
 
 /* ---- configuration schema ------------------------------------------------------------ */
 
@@ -117,6 +148,13 @@ typedef struct gb_host {
 
     int num_threads;     /* the run's thread count ([run] threads); plugins use no more */
     void *core_private;  /* the core's own context; plugins must not touch it */
+
+    /* ---- ABI 1.2 ---- */
+    /* The device index this process uses within its kind, chosen by the core: [device]
+     * ordinal when set, else the launcher's local rank (LOCAL_RANK from torchrun,
+     * OMPI_COMM_WORLD_LOCAL_RANK from Open MPI), else 0. A device plugin opens exactly
+     * this one; the rank's GPU is never a plugin's own guess. */
+    int32_t device_ordinal;
 } gb_host;
 
 /* ---- the descriptor ------------------------------------------------------------------ */
@@ -134,6 +172,11 @@ typedef struct gb_plugin_desc {
     size_t n_options;
     const void *ops;            /* the kind's vtable, e.g. const gb_attn_ops *; starts with
                                    its own struct_size */
+
+    /* ---- ABI 1.2 ---- */
+    uint32_t dtypes;            /* GB_DTYPE_BIT() of each dtype it computes in; 0 with
+                                   GB_CAPS_UNDECLARED */
+    uint32_t caps;              /* GB_CAP_* bits, or GB_CAPS_UNDECLARED */
 } gb_plugin_desc;
 
 typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
@@ -156,13 +199,30 @@ typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
 #define GB_OPTIONS(array) (array), (sizeof(array) / sizeof((array)[0]))
 
 #define GB_PLUGIN_DEFINE(kind_, name_, version_, description_, devices_, options_, ops_) \
-    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void);                  \
-    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void)                   \
-    {                                                                                    \
-        static const gb_plugin_desc desc = {                                             \
-            sizeof(gb_plugin_desc), GB_ABI_MAJOR, GB_ABI_MINOR, (kind_), (name_),        \
-            (version_), (description_), (devices_), options_, &(ops_)};                  \
-        return &desc;                                                                    \
+    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, 0u, GB_CAPS_UNDECLARED, \
+                     ops_, options_)
+
+/* The same, with the capabilities declared (ABI 1.2), which `gearbox check` relies on:
+ *
+ *   GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw", "1.0.0", "reference AdamW", GB_DEVICE_CPU,
+ *                         GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+ *                         GB_OPTIONS(adamw_options), adamw_ops); */
+#define GB_PLUGIN_DEFINE_CAPS(kind_, name_, version_, description_, devices_, dtypes_,    \
+                              caps_, options_, ops_)                                      \
+    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, dtypes_, caps_, ops_, \
+                     options_)
+
+/* Shared body of the two; the options come last because GB_OPTIONS() is two arguments. */
+#define GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, dtypes_, caps_,  \
+                         ops_, ...)                                                       \
+    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void);                   \
+    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void)                    \
+    {                                                                                     \
+        static const gb_plugin_desc desc = {                                              \
+            sizeof(gb_plugin_desc), GB_ABI_MAJOR, GB_ABI_MINOR, (kind_), (name_),         \
+            (version_), (description_), (devices_), __VA_ARGS__, &(ops_), (dtypes_),      \
+            (caps_)};                                                                     \
+        return &desc;                                                                     \
     }
 
 #ifdef __cplusplus

@@ -33,6 +33,11 @@ typedef struct gb_precision_policy {
 
     /* ---- ABI 1.1 ---- */
     int32_t stochastic_rounding; /* 1: that copy is rounded stochastically (bf16) */
+
+    /* ---- ABI 1.2 ---- */
+    int32_t tf32;                /* 1: f32 matmuls and attention products may round their
+                                    inputs to TF32 (10-bit mantissa) on hardware that has
+                                    it; the core passes it on as allow_tf32 */
 } gb_precision_policy;
 
 typedef struct gb_precision_ops {
