@@ -169,16 +169,17 @@ const char *gb_loader_path_string(gb_loader *loader)
     return loader->path_string;
 }
 
-/* Minimum vtable size of ABI 1.0 per kind, and the entries that may not be NULL. */
-typedef struct kind_contract {
-    size_t min_ops_size;
-    const size_t *mandatory;   /* offsets of function pointers */
-    const char *const *mandatory_names;
-    int n_mandatory;
-} kind_contract;
+/* The entries of a kind's vtable that may not be NULL, each with the minor version that
+ * added it (an entry is checked only for plugins built for that version or later). */
+typedef struct mandatory_entry {
+    size_t offset;
+    const char *name;
+    uint16_t since_minor;
+} mandatory_entry;
 
-#define ENTRY(type, field) offsetof(type, field)
-static const size_t device_entries[] = {
+#define ENTRY(type, field) {offsetof(type, field), #field, 0}
+#define ENTRY_1_2(type, field) {offsetof(type, field), #field, 2}
+static const mandatory_entry device_entries[] = {
     ENTRY(gb_device_ops, create), ENTRY(gb_device_ops, destroy), ENTRY(gb_device_ops, context),
     ENTRY(gb_device_ops, info), ENTRY(gb_device_ops, alloc), ENTRY(gb_device_ops, free),
     ENTRY(gb_device_ops, copy), ENTRY(gb_device_ops, memset_zero), ENTRY(gb_device_ops, sync),
@@ -187,44 +188,82 @@ static const size_t device_entries[] = {
     ENTRY(gb_device_ops, layernorm_backward), ENTRY(gb_device_ops, gelu_forward),
     ENTRY(gb_device_ops, gelu_backward), ENTRY(gb_device_ops, add),
     ENTRY(gb_device_ops, bias_backward), ENTRY(gb_device_ops, cross_entropy),
-    ENTRY(gb_device_ops, sum_squares)};
-static const char *const device_names[] = {
-    "create", "destroy", "context", "info", "alloc", "free", "copy", "memset_zero", "sync",
-    "matmul", "embed_forward", "embed_backward", "layernorm_forward", "layernorm_backward",
-    "gelu_forward", "gelu_backward", "add", "bias_backward", "cross_entropy", "sum_squares"};
-static const size_t attn_entries[] = {
+    ENTRY(gb_device_ops, sum_squares), ENTRY_1_2(gb_device_ops, alloc_host),
+    ENTRY_1_2(gb_device_ops, free_host), ENTRY_1_2(gb_device_ops, copy_async),
+    ENTRY_1_2(gb_device_ops, stream_create), ENTRY_1_2(gb_device_ops, stream_destroy),
+    ENTRY_1_2(gb_device_ops, event_create), ENTRY_1_2(gb_device_ops, event_destroy),
+    ENTRY_1_2(gb_device_ops, event_record), ENTRY_1_2(gb_device_ops, stream_wait_event),
+    ENTRY_1_2(gb_device_ops, event_query), ENTRY_1_2(gb_device_ops, event_sync),
+    ENTRY_1_2(gb_device_ops, enqueue_host)};
+static const mandatory_entry attn_entries[] = {
     ENTRY(gb_attn_ops, create), ENTRY(gb_attn_ops, destroy), ENTRY(gb_attn_ops, eligible),
     ENTRY(gb_attn_ops, memory), ENTRY(gb_attn_ops, forward), ENTRY(gb_attn_ops, backward)};
-static const char *const attn_names[] = {"create", "destroy", "eligible", "memory", "forward",
-                                         "backward"};
-static const size_t optim_entries[] = {ENTRY(gb_optim_ops, create), ENTRY(gb_optim_ops, destroy),
-                                       ENTRY(gb_optim_ops, state_bytes), ENTRY(gb_optim_ops, step)};
-static const char *const optim_names[] = {"create", "destroy", "state_bytes", "step"};
-static const size_t precision_entries[] = {
+static const mandatory_entry optim_entries[] = {
+    ENTRY(gb_optim_ops, create), ENTRY(gb_optim_ops, destroy), ENTRY(gb_optim_ops, state_bytes),
+    ENTRY(gb_optim_ops, step)};
+static const mandatory_entry precision_entries[] = {
     ENTRY(gb_precision_ops, create), ENTRY(gb_precision_ops, destroy),
     ENTRY(gb_precision_ops, eligible), ENTRY(gb_precision_ops, policy)};
-static const char *const precision_names[] = {"create", "destroy", "eligible", "policy"};
-static const size_t comm_entries[] = {
+static const mandatory_entry comm_entries[] = {
     ENTRY(gb_comm_ops, create), ENTRY(gb_comm_ops, destroy), ENTRY(gb_comm_ops, rank),
     ENTRY(gb_comm_ops, world), ENTRY(gb_comm_ops, all_reduce_start),
     ENTRY(gb_comm_ops, all_reduce_wait), ENTRY(gb_comm_ops, broadcast),
     ENTRY(gb_comm_ops, barrier)};
-static const char *const comm_names[] = {"create", "destroy", "rank", "world",
-                                         "all_reduce_start", "all_reduce_wait", "broadcast",
-                                         "barrier"};
-#define CONTRACT(ops, entries, names) \
-    {sizeof(ops), entries, names, (int)(sizeof(entries) / sizeof(entries[0]))}
-static const kind_contract contracts[N_KINDS + 1] = {
-    {0, NULL, NULL, 0},
-    CONTRACT(gb_device_ops, device_entries, device_names),
-    CONTRACT(gb_attn_ops, attn_entries, attn_names),
-    CONTRACT(gb_optim_ops, optim_entries, optim_names),
-    CONTRACT(gb_precision_ops, precision_entries, precision_names),
-    CONTRACT(gb_comm_ops, comm_entries, comm_names),
+
+#define ENTRIES(array) array, (int)(sizeof(array) / sizeof(array[0]))
+static const struct {
+    const mandatory_entry *entries;
+    int n;
+} mandatory[N_KINDS + 1] = {
+    {NULL, 0},
+    {ENTRIES(device_entries)},
+    {ENTRIES(attn_entries)},
+    {ENTRIES(optim_entries)},
+    {ENTRIES(precision_entries)},
+    {ENTRIES(comm_entries)},
 };
 
-/* The smallest descriptor ABI 1.0 accepts: everything up to and including `ops`. */
-#define MIN_DESC_SIZE (offsetof(gb_plugin_desc, ops) + sizeof(void *))
+/* The end of a struct as one version left it: the byte after its last field. */
+#define END_OF(type, last_field) (offsetof(type, last_field) + sizeof(((type *)0)->last_field))
+
+/* The smallest descriptor and vtables a plugin built for each minor version has; one
+ * row per version, so a plugin built for 1.0 or 1.1 keeps loading under every later 1.x.
+ * A plugin built for a newer minor than this core knows must have at least the newest
+ * row's sizes (the core reads nothing beyond them). */
+typedef struct abi_sizes {
+    uint16_t minor;
+    size_t desc;
+    size_t ops[N_KINDS + 1];  /* by gb_kind */
+} abi_sizes;
+
+static const abi_sizes abi_versions[] = {
+    {0, END_OF(gb_plugin_desc, ops),
+     {0, END_OF(gb_device_ops, sum_squares), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+    /* 1.1 appended fields to argument structs only */
+    {1, END_OF(gb_plugin_desc, ops),
+     {0, END_OF(gb_device_ops, sum_squares), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+    {2, END_OF(gb_plugin_desc, caps),
+     {0, END_OF(gb_device_ops, enqueue_host), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+};
+#define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))
+
+static const abi_sizes *sizes_for(uint16_t minor)
+{
+    return &abi_versions[minor < N_ABI_VERSIONS ? minor : N_ABI_VERSIONS - 1];
+}
+
+uint32_t gb_plugin_caps(const gb_plugin_desc *d)
+{
+    return d->struct_size >= END_OF(gb_plugin_desc, caps) ? d->caps : GB_CAPS_UNDECLARED;
+}
+
+uint32_t gb_plugin_dtypes(const gb_plugin_desc *d)
+{
+    return d->struct_size >= END_OF(gb_plugin_desc, caps) ? d->dtypes : 0;
+}
 
 static int check_option_table(const gb_plugin_desc *d, const char *path, gb_diag *diag)
 {
@@ -240,16 +279,49 @@ static int check_option_table(const gb_plugin_desc *d, const char *path, gb_diag
     return 0;
 }
 
+/* The descriptor and vtable are as large as the plugin's minor version says, and every
+ * entry mandatory in that version is set. */
+static int check_sizes_and_entries(const gb_plugin_desc *d, const char *path, const char *kind,
+                                   gb_diag *diag)
+{
+    const abi_sizes *want = sizes_for(d->abi_minor);
+    if (d->struct_size < want->desc) {
+        gb_diag_add(diag, "plugin %s (%s/%s): descriptor is %zu bytes, ABI 1.%u's is %zu; "
+                    "rebuild it against gearbox's headers", path, kind, d->name,
+                    d->struct_size, d->abi_minor, want->desc);
+        return -1;
+    }
+    size_t ops_size = d->ops ? *(const size_t *)d->ops : 0;
+    if (ops_size < want->ops[d->kind]) {
+        gb_diag_add(diag, "plugin %s (%s/%s): its %s vtable is %zu bytes, ABI 1.%u needs %zu",
+                    path, kind, d->name, kind, ops_size, d->abi_minor, want->ops[d->kind]);
+        return -1;
+    }
+    for (int i = 0; i < mandatory[d->kind].n; i++) {
+        const mandatory_entry *e = &mandatory[d->kind].entries[i];
+        void *fn;
+        if (e->since_minor > d->abi_minor)
+            continue;
+        memcpy(&fn, (const char *)d->ops + e->offset, sizeof fn);
+        if (!fn) {
+            gb_diag_add(diag, "plugin %s (%s/%s): mandatory vtable entry %s is NULL", path,
+                        kind, d->name, e->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int validate_descriptor(const gb_plugin_desc *d, const char *path, gb_diag *diag)
 {
     if (!d) {
         gb_diag_add(diag, "plugin %s: %s() returned NULL", path, GB_PLUGIN_ENTRY_NAME);
         return -1;
     }
-    if (d->struct_size < MIN_DESC_SIZE) {
+    if (d->struct_size < abi_versions[0].desc) {
         gb_diag_add(diag, "plugin %s: descriptor is %zu bytes, shorter than ABI 1.0's %zu; "
                     "rebuild it against gearbox's headers", path, d->struct_size,
-                    (size_t)MIN_DESC_SIZE);
+                    abi_versions[0].desc);
         return -1;
     }
     if (d->abi_major != GB_ABI_MAJOR) {
@@ -280,23 +352,7 @@ static int validate_descriptor(const gb_plugin_desc *d, const char *path, gb_dia
     }
     if (check_option_table(d, path, diag))
         return -1;
-    const kind_contract *c = &contracts[d->kind];
-    size_t ops_size = d->ops ? *(const size_t *)d->ops : 0;
-    if (ops_size < c->min_ops_size) {
-        gb_diag_add(diag, "plugin %s (%s/%s): its %s vtable is %zu bytes, ABI 1.0 needs %zu",
-                    path, kind, d->name, kind, ops_size, c->min_ops_size);
-        return -1;
-    }
-    for (int i = 0; i < c->n_mandatory; i++) {
-        void *fn;
-        memcpy(&fn, (const char *)d->ops + c->mandatory[i], sizeof fn);
-        if (!fn) {
-            gb_diag_add(diag, "plugin %s (%s/%s): mandatory vtable entry %s is NULL", path,
-                        kind, d->name, c->mandatory_names[i]);
-            return -1;
-        }
-    }
-    return 0;
+    return check_sizes_and_entries(d, path, kind, diag);
 }
 
 static gb_plugin *already_open(gb_loader *loader, const char *real)

@@ -48,6 +48,12 @@ const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *nam
  * Files that fail to load are reported into `diag` and skipped. */
 int gb_loader_scan(gb_loader *loader, gb_kind kind, const gb_plugin ***out, gb_diag *diag);
 
+/* The plugin's GB_CAP_* bits: GB_CAPS_UNDECLARED when it declared none (built with
+ * GB_PLUGIN_DEFINE, or for ABI 1.0/1.1). */
+uint32_t gb_plugin_caps(const gb_plugin_desc *desc);
+/* GB_DTYPE_BIT() of each dtype it declared; 0 when undeclared. */
+uint32_t gb_plugin_dtypes(const gb_plugin_desc *desc);
+
 /* "device", "attn", ... ; NULL for an unknown kind. */
 const char *gb_kind_name(gb_kind kind);
 /* GB_KIND_* for a name, or 0. */

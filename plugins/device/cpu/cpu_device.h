@@ -12,6 +12,7 @@
 #include "cpu_kernels.h"
 #include "dtype_rows.h"
 #include "gearbox/device.h"
+#include "queue.h"
 
 typedef struct cpu_matmul_cache cpu_matmul_cache;
 
@@ -24,6 +25,7 @@ typedef struct cpu_device {
     size_t scratch_count;
     float *rows;                /* (threads, row_floats): 16-bit rows widened to f32 */
     int64_t row_floats;
+    cpu_queue queue;            /* streams, events and the GPU-like mode (queue.h) */
 } cpu_device;
 
 /* Below this many elements a kernel runs on the calling thread: waking the pool costs

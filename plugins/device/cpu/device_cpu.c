@@ -2,12 +2,14 @@
  * the kernels from the other files of this folder.
  *
  * Device memory is host memory here, so copies of every kind are memcpy and sync has
- * nothing to wait for. All kernels run on the process's one OpenMP pool (which oneDNN
+ * nothing to wait for, except in the GPU-like mode (queue.h), which queues the work and
+ * protects the memory to prove the plugin contract where no GPU is. All kernels run on the process's one OpenMP pool (which oneDNN
  * shares) with at most host->num_threads threads. Activations may be f32, bf16 or f16:
  * kernels widen 16-bit rows into per-thread f32 scratch rows (cpu_row_scratch), compute
  * in f32 and round on store (dtype_rows.h). Peak FLOP/s are not measured (reported as 0).
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +17,8 @@
 #include <unistd.h>
 
 #include "cpu_device.h"
+#include "deferred.h"
 #include "gearbox/plugin.h"
-
-#define CPU_ALIGN 64
 
 gb_status cpu_fail(cpu_device *dev, gb_status status, const char *fmt, ...)
 {
@@ -79,9 +80,14 @@ gb_status cpu_row_scratch(cpu_device *dev, const char *kernel, gb_dtype dtype, i
     return GB_OK;
 }
 
+static const gb_option cpu_options[] = {
+    {"emulate_gpu", GB_OPT_BOOL, "false", 0, 0, NULL,
+     "behave like a GPU, for tests: device memory faults when the host touches it outside "
+     "queued work, and kernels run only when something waits for them"},
+};
+
 static gb_status cpu_create(const gb_host *host, const gb_value *options, void **self)
 {
-    (void)options;
     cpu_device *dev = host->alloc(host, sizeof *dev);
     if (!dev) {
         host->set_error(host, "cannot allocate the cpu device instance");
@@ -89,6 +95,7 @@ static gb_status cpu_create(const gb_host *host, const gb_value *options, void *
     }
     memset(dev, 0, sizeof *dev);
     dev->host = host;
+    dev->queue.gpu_like = (int)options[0].i;
     dev->threads = host->num_threads > 0 ? host->num_threads : 1;
     dev->kernels = cpu_kernels_best();
     host->log(host, GB_LOG_DEBUG, "%s kernels", dev->kernels->name);
@@ -106,19 +113,33 @@ static void cpu_destroy(void *self)
     cpu_device *dev = self;
     if (!dev)
         return;
+    cpu_queue_close(dev);
     cpu_matmul_close(dev);
     dev->host->free(dev->host, dev->scratch);
     dev->host->free(dev->host, dev->rows);
     dev->host->free(dev->host, dev);
 }
 
+static const gb_device_ops cpu_ops;
+
+#define CPU_CAPS (GB_CAP_DETERMINISTIC)
+#define FITS(out, type, field) \
+    ((out)->struct_size >= offsetof(type, field) + sizeof((out)->field))
+
 static gb_status cpu_context(void *self, gb_device_ctx *out)
 {
-    (void)self;
-    /* ABI 1.0 fields only, which every caller's struct_size covers (docs/abi.md) */
+    cpu_device *dev = self;
     out->device = GB_DEVICE_CPU;
     out->ordinal = 0;
-    out->stream = NULL;
+    /* in the GPU-like mode the compute stream is a handle, as on a GPU */
+    out->stream = dev->queue.gpu_like ? &dev->queue.compute : NULL;
+    if (!FITS(out, gb_device_ctx, caps))
+        return GB_OK; /* a caller built before 1.2 */
+    out->ops = &cpu_ops;
+    out->self = dev;
+    out->host_access = !dev->queue.gpu_like;
+    out->cc_major = out->cc_minor = 0;
+    out->caps = CPU_CAPS;
     return GB_OK;
 }
 
@@ -158,47 +179,6 @@ static gb_status cpu_info(void *self, gb_device_info *out)
     return GB_OK;
 }
 
-static gb_status cpu_alloc(void *self, size_t bytes, void **ptr)
-{
-    // aligned_alloc wants a multiple of the alignment; 0 bytes still get a unique pointer.
-    size_t rounded = bytes == 0 ? CPU_ALIGN : (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
-    *ptr = bytes <= SIZE_MAX - CPU_ALIGN ? aligned_alloc(CPU_ALIGN, rounded) : NULL;
-    if (!*ptr)
-        return cpu_fail(self, GB_ERR_NO_MEMORY, "alloc: cannot allocate %zu bytes", bytes);
-    return GB_OK;
-}
-
-static void cpu_free(void *self, void *ptr)
-{
-    (void)self;
-    free(ptr);
-}
-
-static gb_status cpu_copy(void *self, void *dst, const void *src, size_t bytes,
-                          gb_copy_kind kind)
-{
-    if (kind != GB_COPY_HOST_TO_DEVICE && kind != GB_COPY_DEVICE_TO_HOST &&
-        kind != GB_COPY_DEVICE_TO_DEVICE)
-        return cpu_fail(self, GB_ERR_INVALID_ARG, "copy: unknown copy kind %d", (int)kind);
-    if (bytes)
-        memcpy(dst, src, bytes);
-    return GB_OK;
-}
-
-static gb_status cpu_memset_zero(void *self, void *ptr, size_t bytes)
-{
-    (void)self;
-    if (bytes)
-        memset(ptr, 0, bytes);
-    return GB_OK;
-}
-
-static gb_status cpu_sync(void *self)
-{
-    (void)self;
-    return GB_OK;
-}
-
 static const gb_device_ops cpu_ops = {
     .struct_size = sizeof(gb_device_ops),
     .create = cpu_create,
@@ -210,19 +190,33 @@ static const gb_device_ops cpu_ops = {
     .copy = cpu_copy,
     .memset_zero = cpu_memset_zero,
     .sync = cpu_sync,
-    .matmul = cpu_matmul,
-    .embed_forward = cpu_embed_forward,
-    .embed_backward = cpu_embed_backward,
-    .layernorm_forward = cpu_layernorm_forward,
-    .layernorm_backward = cpu_layernorm_backward,
-    .gelu_forward = cpu_gelu_forward,
-    .gelu_backward = cpu_gelu_backward,
-    .add = cpu_add,
-    .bias_backward = cpu_bias_backward,
-    .cross_entropy = cpu_cross_entropy,
-    .sum_squares = cpu_sum_squares,
+    .matmul = cpu_q_matmul,
+    .embed_forward = cpu_q_embed_forward,
+    .embed_backward = cpu_q_embed_backward,
+    .layernorm_forward = cpu_q_layernorm_forward,
+    .layernorm_backward = cpu_q_layernorm_backward,
+    .gelu_forward = cpu_q_gelu_forward,
+    .gelu_backward = cpu_q_gelu_backward,
+    .add = cpu_q_add,
+    .bias_backward = cpu_q_bias_backward,
+    .cross_entropy = cpu_q_cross_entropy,
+    .sum_squares = cpu_q_sum_squares,
+    .alloc_host = cpu_alloc_host,
+    .free_host = cpu_free_host,
+    .copy_async = cpu_copy_async,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .stream_wait_event = cpu_stream_wait_event,
+    .event_query = cpu_event_query,
+    .event_sync = cpu_event_sync,
+    .enqueue_host = cpu_enqueue_host,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_DEVICE, "cpu", "1.0.0",
-                 "host memory, oneDNN matmul, OpenMP kernels; reproducible per thread count",
-                 GB_DEVICE_CPU, GB_NO_OPTIONS, cpu_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.2.0",
+                      "host memory, oneDNN matmul, OpenMP kernels; reproducible per thread "
+                      "count; a GPU-like mode for tests",
+                      GB_DEVICE_CPU, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) |
+                      GB_DTYPE_BIT(GB_F16), CPU_CAPS, GB_OPTIONS(cpu_options), cpu_ops)
