@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Plugins built against the frozen headers of ABI 1.0 and 1.1 (tests/abi/v1.0, v1.1: an
+# attention and an optimizer each) load, are reported with their version, and train under
+# this gearbox's ABI.
+# usage: test_old_plugins.sh GEARBOX FIXTURES_DIR SOURCE_ROOT OLD_PLUGINS_DIR
+source "$(dirname "$0")/../cli/lib.sh" "$1" "$2" "$3"
+OLD=$4
+cd "$WORK" || exit 1
+make_data
+
+for v in 1.0 1.1; do
+    tag=${v/./}
+    attn="$OLD/attn-naive-abi$tag-cpu.so"
+    optim="$OLD/optim-sgd-abi$tag-cpu.so"
+    "$GEARBOX" plugins --plugin-path "$OLD" > list.txt 2>&1 && grep -q "$attn" list.txt &&
+        grep -q "$optim" list.txt && pass "plugins lists the ABI $v plugins" ||
+        { fail "plugins --plugin-path $OLD"; cat list.txt; }
+    write_config "cfg$tag.ini"
+    if "$GEARBOX" train "cfg$tag.ini" --set run.out_dir="out$tag" --set run.steps=8 \
+        --set attn.plugin="$attn" --set optim.plugin="$optim" \
+        > train$tag.txt 2>&1 && grep -q "^done: 8 steps" train$tag.txt &&
+        grep -q "\"abi\": \"$v\"" "out$tag/manifest.json"; then
+        pass "ABI $v attention and optimizer train 8 steps (manifest: abi $v)"
+    else
+        fail "ABI $v plugins did not train"
+        cat train$tag.txt
+    fi
+done
+
+# the losses move: the old optimizer really updated the parameters
+first=$(sed -n 's/.*step *1\/8 | loss \([0-9.]*\).*/\1/p' train10.txt)
+last=$(sed -n 's/.*step *8\/8 | loss \([0-9.]*\).*/\1/p' train10.txt)
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' &&
+    pass "loss falls with the 1.0 optimizer ($first -> $last)" ||
+    fail "loss did not fall with the 1.0 optimizer ($first -> $last)"
+
+exit $((FAILURES > 0))

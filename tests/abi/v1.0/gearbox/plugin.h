@@ -1,0 +1,171 @@
+/* gearbox plugin contract: the one header every plugin starts from.
+ *
+ * A plugin is a shared object that exports exactly one symbol, GB_PLUGIN_ENTRY_NAME,
+ * a side-effect-free function returning a pointer to a `static const gb_plugin_desc`.
+ * The descriptor says which ABI it was built against, what kind of plugin it is, which
+ * devices it runs on, which configuration keys it accepts (the schema, as data) and
+ * where its kind-specific vtable is. Real work starts only in the vtable's create().
+ *
+ * Plugins link against nothing of the core: everything they need from the host
+ * (logging, error messages, memory) comes through the gb_host table handed to create().
+ * Plugins never print, exit or abort; they return a gb_status and, on failure, say why
+ * through host->set_error().
+ *
+ * Growth rules (docs/abi.md has the full policy): every struct that crosses the boundary
+ * starts with its own size and only ever grows by appending fields; the reader checks
+ * the size before touching a field added in a later minor version. A change that is not
+ * an append bumps GB_ABI_MAJOR, and the core refuses plugins of another major.
+ */
+#ifndef GEARBOX_PLUGIN_H
+#define GEARBOX_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GB_ABI_MAJOR 1
+#define GB_ABI_MINOR 0
+
+/* The symbol the core looks up with dlsym(); its type is gb_plugin_entry_fn. */
+#define GB_PLUGIN_ENTRY_NAME "gearbox_plugin_entry"
+
+/* Result of every fallible call across the boundary. Values are frozen for ABI 1. */
+typedef enum gb_status {
+    GB_OK = 0,               /* success */
+    GB_ERR_INVALID_ARG = 1,  /* a caller passed something the contract forbids */
+    GB_ERR_CONFIG = 2,       /* a configuration value is unusable (the message names the key) */
+    GB_ERR_UNSUPPORTED = 3,  /* valid request this plugin cannot serve (dtype, shape, device) */
+    GB_ERR_NO_MEMORY = 4,    /* an allocation failed on the host or on the device */
+    GB_ERR_DEVICE = 5,       /* the device or its runtime failed (no GPU, driver error) */
+    GB_ERR_SYSTEM = 6,       /* an operating-system call failed (file, network, process) */
+    GB_ERR_INTERNAL = 7      /* a bug: an invariant of the plugin itself did not hold */
+} gb_status;
+
+/* The plugin kinds; one vtable header each. */
+typedef enum gb_kind {
+    GB_KIND_DEVICE = 1,      /* gearbox/device.h */
+    GB_KIND_ATTN = 2,        /* gearbox/attn.h */
+    GB_KIND_OPTIM = 3,       /* gearbox/optim.h */
+    GB_KIND_PRECISION = 4,   /* gearbox/precision.h */
+    GB_KIND_COMM = 5         /* gearbox/comm.h */
+} gb_kind;
+
+/* Device bits, for gb_plugin_desc.devices and gb_device_ctx.device. */
+#define GB_DEVICE_CPU  (1u << 0)
+#define GB_DEVICE_CUDA (1u << 1)
+
+/* ---- configuration schema ------------------------------------------------------------ */
+
+/* The type of one configuration key. */
+typedef enum gb_option_type {
+    GB_OPT_INT = 0,     /* 64-bit signed integer, range [min, max] */
+    GB_OPT_FLOAT = 1,   /* double, range [min, max] */
+    GB_OPT_BOOL = 2,    /* true/false, yes/no, on/off, 1/0 */
+    GB_OPT_STRING = 3,  /* any text */
+    GB_OPT_ENUM = 4     /* one of `choices`, a '|'-separated list such as "none|static|dynamic" */
+} gb_option_type;
+
+/* One key of a plugin's section, declared as data (like FFmpeg's AVOption). The core
+ * parses and validates the INI text against this table before any plugin is created,
+ * so plugins never see text they have to parse. */
+typedef struct gb_option {
+    const char *key;            /* lower_snake_case name in the plugin's INI section */
+    gb_option_type type;
+    const char *default_value;  /* written as it would be in the INI file; never NULL */
+    double min, max;            /* inclusive range for INT and FLOAT; ignored otherwise */
+    const char *choices;        /* ENUM only: "a|b|c"; NULL otherwise */
+    const char *help;           /* one line, shown by `gearbox plugins show` */
+} gb_option;
+
+/* A validated configuration value, handed to create() as an array parallel to the
+ * plugin's option table: values[i] belongs to options[i]. */
+typedef union gb_value {
+    int64_t i;        /* GB_OPT_INT, GB_OPT_BOOL (0 or 1) and GB_OPT_ENUM (index into choices) */
+    double f;         /* GB_OPT_FLOAT */
+    const char *s;    /* GB_OPT_STRING; owned by the core, valid until destroy() */
+} gb_value;
+
+/* ---- host services ------------------------------------------------------------------- */
+
+typedef enum gb_log_level {
+    GB_LOG_ERROR = 0,
+    GB_LOG_WARN = 1,
+    GB_LOG_INFO = 2,
+    GB_LOG_DEBUG = 3
+} gb_log_level;
+
+/* What the core offers a plugin instance. Passed to create(); valid until destroy().
+ * Every function is thread-safe. Fields are only appended (check struct_size). */
+typedef struct gb_host {
+    size_t struct_size;
+    uint16_t abi_major, abi_minor;   /* the core's ABI version */
+
+    /* Log a line, attributed to the calling plugin. */
+    void (*log)(const struct gb_host *host, gb_log_level level, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+    /* Say why the call that is about to return an error failed. The core shows this
+     * message with the plugin's name; the last call before returning wins. */
+    void (*set_error)(const struct gb_host *host, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+    /* Host memory for a plugin's own bookkeeping (not tensors); 64-byte aligned.
+     * Returns NULL when out of memory. */
+    void *(*alloc)(const struct gb_host *host, size_t bytes);
+    void (*free)(const struct gb_host *host, void *ptr);
+
+    int num_threads;     /* the run's thread count ([run] threads); plugins use no more */
+    void *core_private;  /* the core's own context; plugins must not touch it */
+} gb_host;
+
+/* ---- the descriptor ------------------------------------------------------------------ */
+
+typedef struct gb_plugin_desc {
+    size_t struct_size;         /* sizeof(gb_plugin_desc) as the plugin was compiled */
+    uint16_t abi_major;         /* GB_ABI_MAJOR the plugin was compiled against */
+    uint16_t abi_minor;         /* GB_ABI_MINOR the plugin was compiled against */
+    gb_kind kind;
+    const char *name;           /* what `[kind] plugin = NAME` selects, e.g. "math" */
+    const char *version;        /* the plugin's own version, e.g. "1.0.0" */
+    const char *description;    /* one line */
+    uint32_t devices;           /* GB_DEVICE_* bits this object runs on */
+    const gb_option *options;   /* the config schema; may be NULL when n_options is 0 */
+    size_t n_options;
+    const void *ops;            /* the kind's vtable, e.g. const gb_attn_ops *; starts with
+                                   its own struct_size */
+} gb_plugin_desc;
+
+typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
+
+#if defined(__GNUC__)
+#define GB_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define GB_PLUGIN_EXPORT
+#endif
+
+/* Defines the entry symbol and its descriptor, filling in the size and ABI version so
+ * plugin authors cannot get them wrong. Use once per shared object:
+ *
+ *   GB_PLUGIN_DEFINE(GB_KIND_ATTN, "math", "1.0.0", "materialises the T x T scores",
+ *                    GB_DEVICE_CPU, math_options, math_ops);
+ *
+ * `options_array` must be a real array (or the macro GB_NO_OPTIONS); `ops` is the
+ * kind's vtable object (not a pointer). */
+#define GB_NO_OPTIONS ((const gb_option *)0), 0
+#define GB_OPTIONS(array) (array), (sizeof(array) / sizeof((array)[0]))
+
+#define GB_PLUGIN_DEFINE(kind_, name_, version_, description_, devices_, options_, ops_) \
+    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void);                  \
+    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void)                   \
+    {                                                                                    \
+        static const gb_plugin_desc desc = {                                             \
+            sizeof(gb_plugin_desc), GB_ABI_MAJOR, GB_ABI_MINOR, (kind_), (name_),        \
+            (version_), (description_), (devices_), options_, &(ops_)};                  \
+        return &desc;                                                                    \
+    }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GEARBOX_PLUGIN_H */
