@@ -1,11 +1,12 @@
-/* The plugin ABI 1.0, frozen: this file compiles only while every public struct, vtable
- * entry and enum value is where ABI 1.0 put it (docs/abi.md).
+/* The plugin ABI 1.x, frozen: this file compiles only while every public struct, vtable
+ * entry and enum value is where the version that added it put it (docs/abi.md).
  *
  * For each struct it states the offset of every field and the size, for each vtable
  * entry its offset and its exact function type (so a changed parameter list fails too),
  * and for each enum its values. Growing a struct by appending is allowed in a minor
- * version: the `== size` checks hold only while GB_ABI_MINOR is 0, so the bump that adds
- * fields must add a block for its own sizes and new offsets here. Anything else that
+ * version: the 1.0 `== size` checks hold only while GB_ABI_MINOR is 0, and each later
+ * version's block states where the older parts end (END) and its own exact sizes
+ * (SIZE_NOW), so the bump that appends must add a block of its own here. Anything else that
  * breaks a check here is a change of major version.
  *
  * The numbers are those of LP64 Linux (x86-64, AArch64), the platforms gearbox builds
@@ -40,6 +41,15 @@
     _Static_assert(_Generic(((type *)0)->field, fn_type: 1, default: 0),                   \
                    #type "." #field " changed its type")
 #define VALUE(name, value) _Static_assert((name) == (value), #name " changed its value")
+/* Where one version's part of a struct ends: the loader's minimum size for that version
+ * (engine/loader.c, abi_versions) and what a plugin built for it passes. */
+#define END(type, last_field, bytes)                                                       \
+    _Static_assert(offsetof(type, last_field) + sizeof(((type *)0)->last_field) == (bytes), \
+                   #type " no longer ends its version at " #bytes " bytes")
+/* The exact size in the newest version (the bump that appends must move these). */
+#define SIZE_NOW(minor, type, bytes)                                                       \
+    _Static_assert(GB_ABI_MINOR != (minor) || sizeof(type) == (bytes),                      \
+                   #type " changed size without a minor version bump")
 
 /* ---- plugin.h ---- */
 VALUE(GB_ABI_MAJOR, 1);
@@ -300,6 +310,85 @@ SIZE(gb_comm_ops, 72);
 #else
 #define FROZEN 0
 #endif
+
+/* ---- ABI 1.1 and 1.2 ---------------------------------------------------------------- */
+/* 1.0's and 1.1's descriptors and device vtables end where the 1.2 ones append */
+END(gb_plugin_desc, ops, 72);
+END(gb_device_ops, sum_squares, 168);
+END(gb_optim_step_args, lowp_seed, 112);   /* 1.1 */
+END(gb_precision_policy, stochastic_rounding, 28);   /* 1.1 */
+/* 1.2 */
+VALUE(GB_ERR_NOT_READY, 8);
+VALUE(GB_CAP_DETERMINISTIC, 1u);
+VALUE(GB_CAP_LOWP_COPY, 2u);
+VALUE(GB_CAP_STOCHASTIC_ROUNDING, 4u);
+VALUE(GB_CAP_MATMUL_BATCHED, 8u);
+VALUE(GB_CAP_MATMUL_EPILOGUES, 16u);
+VALUE(GB_CAP_GELU_TANH, 32u);
+VALUE(GB_CAP_TF32, 64u);
+VALUE(GB_CAP_QUEUED_MEMORY, 128u);
+VALUE(GB_CAPS_UNDECLARED, 1u << 31);
+VALUE(GB_EPILOGUE_DEFAULT, 0);
+VALUE(GB_EPILOGUE_GELU, 1);
+VALUE(GB_EPILOGUE_GELU_TANH, 2);
+VALUE(GB_EPILOGUE_DGELU, 3);
+VALUE(GB_EPILOGUE_DGELU_TANH, 4);
+VALUE(GB_EPILOGUE_BIAS_GRAD, 5);
+FIELD(gb_host, device_ordinal, 64);
+FIELD(gb_plugin_desc, dtypes, 72);
+FIELD(gb_plugin_desc, caps, 76);
+FIELD(gb_device_ctx, ops, 24);
+FIELD(gb_device_ctx, self, 32);
+FIELD(gb_device_ctx, host_access, 40);
+FIELD(gb_device_ctx, cc_major, 44);
+FIELD(gb_device_ctx, cc_minor, 48);
+FIELD(gb_device_ctx, caps, 52);
+FIELD(gb_device_info, libraries, 160);
+FIELD(gb_device_info, free_bytes, 416);
+FIELD(gb_device_info, cc_major, 424);
+FIELD(gb_device_info, cc_minor, 428);
+FIELD(gb_device_info, driver, 432);
+FIELD(gb_matmul_args, batch, 120);
+FIELD(gb_matmul_args, stride_a, 128);
+FIELD(gb_matmul_args, stride_b, 136);
+FIELD(gb_matmul_args, stride_c, 144);
+FIELD(gb_matmul_args, epilogue, 152);
+FIELD(gb_matmul_args, aux, 160);
+FIELD(gb_matmul_args, bias_grad, 168);
+FIELD(gb_matmul_args, allow_tf32, 176);
+typedef gb_status (*gelu_fn)(void *, gb_dtype, void *, const void *, int64_t);
+typedef gb_status (*gelu_bwd_fn)(void *, gb_dtype, void *, const void *, const void *, int64_t);
+ENTRY(gb_device_ops, gelu_tanh_forward, 168, gelu_fn);
+ENTRY(gb_device_ops, gelu_tanh_backward, 176, gelu_bwd_fn);
+ENTRY(gb_device_ops, alloc_host, 184, gb_status (*)(void *, size_t, void **));
+ENTRY(gb_device_ops, free_host, 192, void (*)(void *, void *));
+ENTRY(gb_device_ops, copy_async, 200,
+      gb_status (*)(void *, void *, const void *, size_t, gb_copy_kind, void *));
+ENTRY(gb_device_ops, stream_create, 208, gb_status (*)(void *, void **));
+ENTRY(gb_device_ops, stream_destroy, 216, void (*)(void *, void *));
+ENTRY(gb_device_ops, event_create, 224, gb_status (*)(void *, void **));
+ENTRY(gb_device_ops, event_destroy, 232, void (*)(void *, void *));
+ENTRY(gb_device_ops, event_record, 240, gb_status (*)(void *, void *, void *));
+ENTRY(gb_device_ops, stream_wait_event, 248, gb_status (*)(void *, void *, void *));
+ENTRY(gb_device_ops, event_query, 256, gb_status (*)(void *, void *));
+ENTRY(gb_device_ops, event_sync, 264, gb_status (*)(void *, void *));
+ENTRY(gb_device_ops, enqueue_host, 272,
+      gb_status (*)(void *, void *, gb_host_fn, const void *, size_t));
+FIELD(gb_attn_problem, allow_tf32, 48);
+FIELD(gb_precision_policy, tf32, 28);
+SIZE_NOW(2, gb_host, 72);
+SIZE_NOW(2, gb_plugin_desc, 80);
+SIZE_NOW(2, gb_device_ctx, 56);
+SIZE_NOW(2, gb_device_info, 496);
+SIZE_NOW(2, gb_matmul_args, 184);
+SIZE_NOW(2, gb_device_ops, 280);
+SIZE_NOW(2, gb_attn_problem, 56);
+SIZE_NOW(2, gb_attn_ops, 56);
+SIZE_NOW(2, gb_optim_step_args, 112);
+SIZE_NOW(2, gb_optim_ops, 48);
+SIZE_NOW(2, gb_precision_policy, 32);
+SIZE_NOW(2, gb_precision_ops, 80);
+SIZE_NOW(2, gb_comm_ops, 72);
 
 int main(void)
 {
