@@ -196,26 +196,59 @@ static int create_failed(gb_instance *inst, gb_status st, gb_diag *diag)
     return -1;
 }
 
-/* Stochastic rounding of the bf16 weight copy needs an optimizer built for ABI 1.1, which
- * has the field to ask for it (an older one would silently round to nearest). */
-static int check_stochastic_rounding(gb_runtime *rt, gb_instance *p, gb_diag *diag)
+/* What the policy asks of the optimizer, checked against what it declares (descriptor
+ * capabilities, ABI 1.2). An optimizer that declared nothing (built before 1.2, or with
+ * GB_PLUGIN_DEFINE) is asked at step time, as before; one built for 1.0 has no field for
+ * stochastic rounding, so it would silently round to nearest and is refused. */
+static int check_optimizer_caps(gb_runtime *rt, gb_instance *p, gb_diag *diag)
 {
     const gb_plugin_desc *opt = rt->inst[GB_KIND_OPTIM].plugin->desc;
+    uint32_t caps = gb_plugin_caps(opt);
+    const char *dtype = gb_dtype_name(rt->policy.activation_dtype);
+    if (rt->policy.master_weights && !(caps & (GB_CAP_LOWP_COPY | GB_CAPS_UNDECLARED))) {
+        gb_diag_add(diag, "[optim] plugin = %s cannot write the %s weight copy that [precision] "
+                    "plugin = %s keeps beside f32 master weights; use an optimizer that "
+                    "writes it (adamw_fused), or [precision] plugin = fp32", opt->name, dtype,
+                    p->plugin->desc->name);
+        return -1;
+    }
     if (!rt->policy.stochastic_rounding)
         return 0;
     if (rt->policy.activation_dtype != GB_BF16) {
         gb_diag_add(diag, "[precision] plugin = %s asks for stochastic rounding of a %s weight "
                     "copy; gearbox rounds only bf16 copies stochastically", p->plugin->desc->name,
-                    gb_dtype_name(rt->policy.activation_dtype));
+                    dtype);
         return -1;
     }
-    if (opt->abi_minor < 1) {
-        gb_diag_add(diag, "[precision] stochastic_rounding = true needs an optimizer built for "
-                    "plugin ABI 1.1 or later; [optim] plugin = %s was built for %d.%d",
-                    opt->name, opt->abi_major, opt->abi_minor);
+    int can_round = (caps & GB_CAPS_UNDECLARED) ? opt->abi_minor >= 1
+                                                : (caps & GB_CAP_STOCHASTIC_ROUNDING) != 0;
+    if (!can_round) {
+        gb_diag_add(diag, "[precision] stochastic_rounding = true: [optim] plugin = %s (ABI "
+                    "%d.%d) does not round its bf16 copy stochastically; use adamw_fused or "
+                    "set stochastic_rounding = false", opt->name, opt->abi_major,
+                    opt->abi_minor);
         return -1;
     }
     return 0;
+}
+
+/* Every kind that declared its dtypes computes in the run's activation dtype. */
+static int check_dtypes(gb_runtime *rt, gb_instance *p, gb_diag *diag)
+{
+    int problems = 0;
+    gb_dtype d = rt->policy.activation_dtype;
+    const gb_kind kinds[] = {GB_KIND_DEVICE, GB_KIND_ATTN};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const gb_plugin *plugin = rt->inst[kinds[i]].plugin;
+        if (!plugin || (gb_plugin_caps(plugin->desc) & GB_CAPS_UNDECLARED) ||
+            (gb_plugin_dtypes(plugin->desc) & GB_DTYPE_BIT(d)))
+            continue; /* attn = auto: the candidates answer eligible() themselves */
+        gb_diag_add(diag, "[%s] plugin = %s does not compute in %s, which [precision] plugin = "
+                    "%s asks for", gb_kind_name(kinds[i]), plugin->desc->name, gb_dtype_name(d),
+                    p->plugin->desc->name);
+        problems++;
+    }
+    return problems ? -1 : 0;
 }
 
 /* The policies the model can run: one compute dtype for activations, matmul inputs and the
@@ -227,7 +260,7 @@ static int check_policy(gb_runtime *rt, gb_instance *p, gb_diag *diag)
     int one_dtype = pol->matmul_dtype == d && pol->param_dtype == d;
     int known = d == GB_F32 || d == GB_BF16 || d == GB_F16;
     if (one_dtype && known && (d == GB_F32 || pol->master_weights))
-        return check_stochastic_rounding(rt, p, diag);
+        return check_optimizer_caps(rt, p, diag) | check_dtypes(rt, p, diag);
     gb_diag_add(diag, "[precision] plugin = %s asks for %s activations, %s matmuls and %s "
                 "weights%s; gearbox runs one of f32, bf16 or f16 for all three, with f32 master "
                 "weights for the 16-bit ones", p->plugin->desc->name, gb_dtype_name(d),

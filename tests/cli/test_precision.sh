@@ -67,8 +67,21 @@ else
     fail "bf16 stochastic rounding: val loss $sr vs fp32 $a"
 fi
 
-expect_error "bf16 with an optimizer that keeps no bf16 copy" 1 "use [optim] plugin = adamw_fused" -- \
+# refused from the descriptors' capabilities, before any work, naming both plugins
+expect_error "check: bf16 with an optimizer that keeps no bf16 copy" 2 \
+    "[optim] plugin = adamw cannot write the bf16 weight copy that [precision] plugin = bf16" -- \
+    "$GEARBOX" check "$WORK/run.ini" --set precision.plugin=bf16
+[ ! -e "$WORK/x" ] || fail "a refused run made its out_dir"
+expect_error "train: bf16 with an optimizer that keeps no bf16 copy" 2 \
+    "[optim] plugin = adamw cannot write the bf16 weight copy" -- \
     "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/x" --set precision.plugin=bf16
+# attn = auto times its candidates in the run's dtype
+"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/auto16" --set precision.plugin=bf16 \
+    "${lowp[@]}" --set attn.plugin=auto --set run.steps=5 > "$WORK/auto16.log" 2>&1 &&
+    grep -q "^attn auto: chose .*, bf16: " "$WORK/auto16.log" &&
+    grep -q "^done: 5 steps" "$WORK/auto16.log" &&
+    pass "bf16 with attn = auto trains ($(grep '^attn auto: chose' "$WORK/auto16.log" | cut -c1-60))" ||
+    fail "bf16 with attn = auto: $(tail -n 3 "$WORK/auto16.log")"
 expect_error "tf32 on the cpu" 2 "tf32 is a CUDA tensor-core matmul mode" -- \
     "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/y" --set precision.plugin=tf32
 "$GEARBOX" check "$WORK/run.ini" --set precision.plugin=auto > "$WORK/auto.txt" 2>&1 &&

@@ -591,7 +591,9 @@ static const gb_attn_ops flash_ops = {
     .backward = flash_backward,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_ATTN, "flash", "1.0.0",
-                 "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
-                 "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
-                 GB_DEVICE_CPU, GB_OPTIONS(flash_options), flash_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.0.0",
+                      "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
+                      "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
+                      GB_DEVICE_CPU,
+                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                      GB_CAP_DETERMINISTIC, GB_OPTIONS(flash_options), flash_ops)

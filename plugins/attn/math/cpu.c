@@ -364,6 +364,8 @@ static const gb_attn_ops math_ops = {
     .backward = math_backward,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_ATTN, "math", "1.0.0",
-                 "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
-                 GB_DEVICE_CPU, GB_NO_OPTIONS, math_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "math", "1.0.0",
+                      "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
+                      GB_DEVICE_CPU,
+                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                      GB_CAP_DETERMINISTIC, GB_NO_OPTIONS, math_ops)

@@ -290,7 +290,9 @@ static const gb_attn_ops mem_efficient_ops = {
     .backward = mem_efficient_backward,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_ATTN, "mem_efficient", "1.0.0",
-                 "one block of queries at a time; saves only per-row log-sum-exp; any T; "
-                 "f32, bf16, f16",
-                 GB_DEVICE_CPU, GB_OPTIONS(mem_efficient_options), mem_efficient_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "mem_efficient", "1.0.0",
+                      "one block of queries at a time; saves only per-row log-sum-exp; any T; "
+                      "f32, bf16, f16",
+                      GB_DEVICE_CPU,
+                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                      GB_CAP_DETERMINISTIC, GB_OPTIONS(mem_efficient_options), mem_efficient_ops)

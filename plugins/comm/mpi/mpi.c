@@ -735,7 +735,8 @@ static const gb_comm_ops mpi_ops = {
     .barrier = mpi_barrier,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_COMM, "mpi", "1.0.0",
-                 "Open MPI collectives on host memory, with a timeout that names the rank "
-                 "at fault",
-                 GB_DEVICE_CPU, GB_OPTIONS(mpi_options), mpi_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "mpi", "1.0.0",
+                      "Open MPI collectives on host memory, with a timeout that names the rank "
+                      "at fault",
+                      GB_DEVICE_CPU, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_I32),
+                      GB_CAP_DETERMINISTIC, GB_OPTIONS(mpi_options), mpi_ops)

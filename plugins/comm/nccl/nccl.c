@@ -680,7 +680,9 @@ static const gb_comm_ops nccl_ops = {
     .barrier = nccl_barrier,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_COMM, "nccl", "1.0.0",
-                 "NCCL collectives between GPUs, one process per GPU (mpirun or torchrun-style "
-                 "launch)",
-                 GB_DEVICE_CUDA, GB_OPTIONS(nccl_options), nccl_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "nccl", "1.0.0",
+                      "NCCL collectives between GPUs, one process per GPU (mpirun or "
+                      "torchrun-style launch)",
+                      GB_DEVICE_CUDA,
+                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                      GB_CAP_DETERMINISTIC, GB_OPTIONS(nccl_options), nccl_ops)

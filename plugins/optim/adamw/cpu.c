@@ -183,6 +183,7 @@ static const gb_optim_ops adamw_ops = {
     .step = adamw_step,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_OPTIM, "adamw", "1.0.0",
-                 "AdamW (torch.optim.AdamW math), readable reference: one pass per term",
-                 GB_DEVICE_CPU, GB_OPTIONS(adamw_options), adamw_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw", "1.0.0",
+                      "AdamW (torch.optim.AdamW math), readable reference: one pass per term",
+                      GB_DEVICE_CPU, 0u,
+                      GB_CAP_DETERMINISTIC, GB_OPTIONS(adamw_options), adamw_ops)

@@ -245,7 +245,9 @@ static const gb_optim_ops fused_ops = {
     .grad_norm_sq = fused_grad_norm_sq,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
-                 "AdamW in one pass over memory (AVX-512 or portable, OpenMP), bit-identical "
-                 "to adamw",
-                 GB_DEVICE_CPU, GB_OPTIONS(fused_options), fused_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
+                      "AdamW in one pass over memory (AVX-512 or portable, OpenMP), bit-identical "
+                      "to adamw",
+                      GB_DEVICE_CPU, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                      GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING,
+                      GB_OPTIONS(fused_options), fused_ops)

@@ -133,6 +133,7 @@ static const gb_precision_ops fp16_ops = {
     .load_state = fp16_load_state,
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_PRECISION, "fp16", "1.0.0",
-                 "f16 compute, f32 master weights, dynamic loss scaling (PyTorch GradScaler)",
-                 GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_OPTIONS(fp16_options), fp16_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "fp16", "1.0.0",
+                      "f16 compute, f32 master weights, dynamic loss scaling (PyTorch GradScaler)",
+                      GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F16),
+                      GB_CAP_DETERMINISTIC, GB_OPTIONS(fp16_options), fp16_ops)

@@ -9,9 +9,10 @@
  * The CPU has no TF32, so eligible() refuses it with a reason pointing at fp32 and bf16.
  * The descriptor still lists the CPU because the object itself, being policy only, loads
  * anywhere: that way `[precision] plugin = tf32` on the CPU gets eligible()'s explanation.
- * Left out: telling the device to allow TF32, which needs a policy field ABI 1.0 lacks
- * (docs/precision.md); until then the policy reads as fp32's.
+ * The permission travels as gb_precision_policy.tf32 (ABI 1.2), which the core passes to
+ * every matmul and attention call as allow_tf32.
  */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "gearbox/precision.h"
@@ -51,7 +52,10 @@ static int tf32_eligible(void *self, const gb_device_ctx *device, char *reason,
 /* Storage stays f32; TF32 is a property of the matmuls (docs/precision.md). */
 static gb_status tf32_policy(void *self, gb_precision_policy *out)
 {
-    return policy_write(self, out, GB_F32, 0);
+    gb_status st = policy_write(self, out, GB_F32, 0);
+    if (st == GB_OK && out->struct_size >= offsetof(gb_precision_policy, tf32) + sizeof out->tf32)
+        out->tf32 = 1;
+    return st;
 }
 
 static const gb_precision_ops tf32_ops = {
@@ -63,6 +67,7 @@ static const gb_precision_ops tf32_ops = {
     /* The scaler entries stay NULL: f32 gradients need no loss scaling. */
 };
 
-GB_PLUGIN_DEFINE(GB_KIND_PRECISION, "tf32", "1.0.0",
-                 "f32 storage with TF32 tensor-core matmuls (CUDA only); no loss scaling",
-                 GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_NO_OPTIONS, tf32_ops)
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "tf32", "1.0.0",
+                      "f32 storage with TF32 tensor-core matmuls (CUDA only); no loss scaling",
+                      GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F32),
+                      GB_CAP_DETERMINISTIC, GB_NO_OPTIONS, tf32_ops)
