@@ -1,6 +1,6 @@
 /* What the conformance checks share: the table they report into, plugin instances made
  * with a schema's defaults (plus overrides), memory on the device the plugin under test
- * runs on, seeded data and comparisons. Internal to core/conformance/.
+ * runs on, seeded data and comparisons. Internal to tools/conformance/.
  *
  * The plugin under test gets device memory from the run's device plugin, exactly as in a
  * run; the reference plugins are CPU plugins and get plain host memory. Every buffer a

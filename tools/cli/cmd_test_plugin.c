@@ -1,4 +1,4 @@
-/* `gearbox test-plugin PLUGIN.so`: the conformance kit (core/conformance/) on one file. */
+/* `gearbox test-plugin PLUGIN.so`: the conformance kit (tools/conformance/) on one file. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
