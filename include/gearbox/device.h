@@ -47,6 +47,8 @@ typedef struct gb_device_info {
     uint64_t memory_bytes;       /* memory the device can hand out */
     double peak_flops_f32;       /* FLOP/s for f32 matmuls, for MFU; 0 if unknown */
     double peak_flops_bf16;      /* FLOP/s for bf16 matmuls; 0 if unknown */
+    /* ---- ABI 1.2 ---- */
+    char libraries[256]; /* the libraries the device computes with and their versions, e.g. "oneDNN 3.0.0 (isa avx2)" */
 } gb_device_info;
 
 typedef enum gb_copy_kind {

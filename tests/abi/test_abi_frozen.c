@@ -139,6 +139,9 @@ FIELD(gb_device_info, memory_bytes, 136);
 FIELD(gb_device_info, peak_flops_f32, 144);
 FIELD(gb_device_info, peak_flops_bf16, 152);
 SIZE(gb_device_info, 160);
+/* ABI 1.2 */
+FIELD(gb_device_info, libraries, 160);
+_Static_assert(sizeof(gb_device_info) >= 416, "gb_device_info.libraries shrank");
 FIELD(gb_matmul_args, struct_size, 0);
 FIELD(gb_matmul_args, m, 8);
 FIELD(gb_matmul_args, n, 16);
