@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-200}
 repeats=${2:-3}
-gearbox=${GEARBOX:-build/core/gearbox}   # or another build's binary
+gearbox=${GEARBOX:-build/tools/gearbox}   # or another build's binary
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 [ -f examples/data/shakespeare_char/train.bin ] ||

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 
 data=examples/data/shakespeare_char
-[ -f "$data/val.bin" ] || build/core/gearbox prepare examples/data/tinyshakespeare.txt "$data"
-build/core/gearbox train examples/shakespeare_char.ini
+[ -f "$data/val.bin" ] || build/tools/gearbox prepare examples/data/tinyshakespeare.txt "$data"
+build/tools/gearbox train examples/shakespeare_char.ini
 echo "---- sample ----"
-build/core/gearbox sample out/shakespeare_char --tokens 500
+build/tools/gearbox sample out/shakespeare_char --tokens 500

@@ -1,4 +1,4 @@
-/* Tests of the statistics behind `gearbox ab` (core/ab/stats.c) on synthetic timings:
+/* Tests of the statistics behind `gearbox ab` (tools/ab/stats.c) on synthetic timings:
  * order statistics against hand-computed values, the t quantiles against published
  * tables, and both ratio intervals on inputs whose answer is known (a 2x ratio under
  * drift and noise, identical inputs). Every check prints what it got when it fails.

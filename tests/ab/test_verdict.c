@@ -1,4 +1,4 @@
-/* Tests of what `gearbox ab` reads and says (core/ab/metrics.c, core/ab/verdict.c) on
+/* Tests of what `gearbox ab` reads and says (tools/ab/metrics.c, tools/ab/verdict.c) on
  * synthetic runs: the metrics.jsonl reader with and without the optional summary line,
  * the printed fallbacks for memory, step-time figures with warm-up steps left out, the
  * speed ratio from paired repeats and from one repeat, the loss comparison (identical

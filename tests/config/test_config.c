@@ -1,4 +1,4 @@
-/* Tests of the configuration module (core/config.c) against a schema of their own, not
+/* Tests of the configuration module (engine/config.c) against a schema of their own, not
  * the core's: parsing, `--set` overrides, validation messages, the effective config and
  * its round trip, path resolution and did-you-mean suggestions.
  *

@@ -17,7 +17,7 @@ METRICS="$WORK/out/metrics.jsonl"
 [ -s "$M" ] && pass "manifest.json written" || { fail "no $M"; finish; }
 missing=""
 for key in gearbox_version git_revision plugin_abi hostname start_time threads config_ini \
-    config resolved plugins libraries onednn openmp cuda_driver cuda_runtime cudnn nccl mpi \
+    config resolved plugins libraries openmp cuda_driver cuda_runtime cudnn nccl mpi \
     cpu model avx2 fma avx512f avx512_bf16 amx_tile online_cpus device memory_bytes \
     peak_flops_f32 batch_size gradient_accumulation_steps tokens_per_step; do
     grep -q "\"$key\": " "$M" || missing="$missing $key"
@@ -43,6 +43,9 @@ grep -qE "\"git_revision\": \"([0-9a-f]{40}|unknown)\"" "$M" &&
 grep -q '"config_ini": "\[run\]\\nseed = 7\\n' "$M" && grep -q '"batch_size": "4"' "$M" &&
     pass "config recorded as INI text and as an object of sections" ||
     fail "config in manifest: $(grep -A3 '"config' "$M" | head -8)"
+grep -qE '"libraries": "oneDNN [0-9]+\.[0-9]+\.[0-9]+ ' "$M" &&
+    pass "the device names the libraries it computes with (oneDNN for cpu)" ||
+    fail "device libraries: $(grep -A4 '"device": {' "$M")"
 grep -q '"mpi": "not loaded"' "$M" && grep -q '"nccl": "not loaded"' "$M" &&
     pass "libraries not in use are 'not loaded'" || fail "libraries: $(grep -A8 libraries "$M")"
 

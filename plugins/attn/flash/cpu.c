@@ -14,7 +14,7 @@
  *
  * Products run on packed tiles: K^T / sqrt(head_dim) and V^T for the score products, and
  * rows of V, K, Q and dO padded to a multiple of 16 floats; Q and dO are read in place
- * where a product only broadcasts their elements. The kernels are the CPU device's
+ * where a product only broadcasts their elements. The kernels are kernels/cpu's
  * (cpu_kernels.h): AVX-512 or AVX2 intrinsics when the CPU has them, portable C otherwise
  * (option `isa`); all give the same bits, and the terms the strips leave out are exact
  * zeros, which an fma chain started from +0 never notices. Workspace is one set of tiles

@@ -7,7 +7,7 @@
  * owner that adds its terms in a fixed order and results are bit-identical whatever the
  * thread count.
  *
- * The products run on the CPU device's shared kernels (cpu_kernels.h: AVX-512, AVX2 or
+ * The products run on kernels/cpu's shared kernels (cpu_kernels.h: AVX-512, AVX2 or
  * portable, all with the same bits) over packed copies of one head: K^T / sqrt(head_dim)
  * or V^T, and rows of V, K, Q and dO padded to a multiple of 16 floats (read in place when
  * head_dim is a multiple of 16 already); Q and dO are read in place where a product only

@@ -81,6 +81,9 @@ void cpu_add_partials(cpu_device *dev, float *dst, const double *partials, int c
 /* ---- kernels: the gb_device_ops entries ---- */
 gb_status cpu_matmul_open(cpu_device *dev);
 void cpu_matmul_close(cpu_device *dev);
+/* "oneDNN 2.6.3 (git 52b5f107, OpenMP runtime, kernels for avx2)", for gb_device_info's
+ * libraries, from dnnl_version() and dnnl_get_effective_cpu_isa(). */
+void cpu_matmul_library(char *buf, size_t cap);
 gb_status cpu_matmul(void *self, const gb_matmul_args *args);
 
 gb_status cpu_embed_forward(void *self, gb_dtype dtype, void *out, const int32_t *tokens,

@@ -176,6 +176,8 @@ static gb_status cpu_info(void *self, gb_device_info *out)
     out->peak_flops_bf16 = 0.0;
     snprintf(out->name, sizeof out->name, "%s, %d thread%s", model, dev->threads,
              dev->threads == 1 ? "" : "s");
+    if (out->struct_size >= offsetof(gb_device_info, libraries) + sizeof out->libraries)
+        cpu_matmul_library(out->libraries, sizeof out->libraries);
     return GB_OK;
 }
 

@@ -23,6 +23,7 @@
  * computed in f32 scratch (widened first when beta != 0) and rounded to nearest even on
  * store, while an f32 C is written in place. Either way the products accumulate in f32.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <oneapi/dnnl/dnnl.h>
@@ -105,6 +106,32 @@ static void slot_release(matmul_slot *slot)
     dnnl_memory_destroy(slot->bias);
     dnnl_memory_destroy(slot->dst);
     memset(slot, 0, sizeof *slot);
+}
+
+/* The widest instruction set oneDNN's kernels dispatch to on this CPU. */
+static const char *onednn_isa(void)
+{
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+    }
+}
+
+void cpu_matmul_library(char *buf, size_t cap)
+{
+    const dnnl_version_t *v = dnnl_version();
+    const char *runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP"
+                          : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"
+                          : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB" : "other";
+    snprintf(buf, cap, "oneDNN %d.%d.%d (git %.8s, %s runtime, kernels for %s)", v->major,
+             v->minor, v->patch, v->hash ? v->hash : "unknown", runtime, onednn_isa());
 }
 
 void cpu_matmul_close(cpu_device *dev)

@@ -126,7 +126,8 @@ void gb_loader_add_path(gb_loader *loader, const char *dirs)
 
 /* The build tree's plugins when this binary is the one in the build tree, else the
  * installed directory: a build never picks up stale installed plugins, and an installed
- * binary never reaches into a source checkout. */
+ * binary never reaches into a source checkout. The build tree's binary is
+ * GB_BUILD_ROOT/tools/gearbox (tools/meson.build). */
 void gb_loader_add_default_path(gb_loader *loader)
 {
     char exe[PATH_MAX];
@@ -136,9 +137,9 @@ void gb_loader_add_default_path(gb_loader *loader)
         char *slash = strrchr(exe, '/');
         if (slash)
             *slash = '\0';
-        char build_core[PATH_MAX];
-        snprintf(build_core, sizeof build_core, "%s/core", GB_BUILD_ROOT);
-        char *real_build = realpath(build_core, NULL);
+        char build_tools[PATH_MAX];
+        snprintf(build_tools, sizeof build_tools, "%s/tools", GB_BUILD_ROOT);
+        char *real_build = realpath(build_tools, NULL);
         int from_build = real_build && strcmp(real_build, exe) == 0;
         free(real_build);
         if (from_build) {

@@ -1,7 +1,8 @@
 /* What the CPU attention plugins (attn/math, attn/mem_efficient, attn/flash) share: the
  * problem checks behind eligible(), the view checks that make forward() and backward()
  * refuse what eligible() would, row addressing of a (B, H, T, D) view, and the copies
- * between a view's rows and the packed tiles the kernels of cpu_kernels.h multiply.
+ * between a view's rows and the packed tiles the kernels of cpu_kernels.h multiply
+ * (kernels/cpu/). Header-only, in plugins/attn/common/ like the other kinds' shared code.
  *
  * Views may have any strides as long as head_dim is contiguous (stride[3] == 1), which
  * covers the core's packed (B, T, 3, H, D) projection. The kernels compute in f32: for a

@@ -10,8 +10,8 @@
  * path copies nothing and keeps its bits. Conversions are gearbox/convert.h's: widening
  * is exact, narrowing rounds to nearest even. Nothing here allocates or threads.
  */
-#ifndef GB_DEVICE_CPU_DTYPE_ROWS_H
-#define GB_DEVICE_CPU_DTYPE_ROWS_H
+#ifndef GB_KERNELS_CPU_DTYPE_ROWS_H
+#define GB_KERNELS_CPU_DTYPE_ROWS_H
 
 #include <stdint.h>
 
@@ -94,4 +94,4 @@ static inline void dtype_store_row(void *dst, gb_dtype dtype, int64_t offset, co
         dtype_narrow(dtype_at(dst, dtype, offset), row, dtype, n);
 }
 
-#endif /* GB_DEVICE_CPU_DTYPE_ROWS_H */
+#endif /* GB_KERNELS_CPU_DTYPE_ROWS_H */

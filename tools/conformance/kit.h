@@ -1,6 +1,6 @@
 /* What the conformance checks share: the table they report into, plugin instances made
  * with a schema's defaults (plus overrides), memory on the device the plugin under test
- * runs on, seeded data and comparisons. Internal to core/conformance/.
+ * runs on, seeded data and comparisons. Internal to tools/conformance/.
  *
  * The plugin under test gets device memory from the run's device plugin, exactly as in a
  * run; the reference plugins are CPU plugins and get plain host memory. Every buffer a
@@ -42,6 +42,11 @@ typedef struct gb_kit {
     gb_status memory_status;     /* GB_OK, or how the device's last alloc or copy failed */
     char memory_error[1536];
     gb_kit_block *blocks;        /* what gb_kit_release frees */
+    const char *const *sets;     /* "key=value" options of the plugin under test, from
+                                    test-plugin --set, applied to every instance of it */
+    int n_sets;
+    int strict;                  /* test-plugin --strict: also the promises gearbox's own
+                                    plugins make beyond the contract */
     int passed, failed, unsupported;
 } gb_kit;
 
@@ -63,8 +68,8 @@ gb_status gb_kit_create(gb_kit *kit, gb_kit_instance *ki, const gb_plugin *plugi
                         const gb_device_ctx *ctx, const char *const *overrides,
                         int n_overrides);
 void gb_kit_destroy(gb_kit_instance *ki);
-/* Creates the plugin under test on kit->ctx; on failure reports `check` and returns
- * nonzero. */
+/* Creates the plugin under test on kit->ctx, with kit->sets and then `overrides`
+ * applied; on failure reports `check` and returns nonzero. */
 int gb_kit_create_tested(gb_kit *kit, gb_kit_instance *ki, const char *check,
                          const char *const *overrides, int n_overrides);
 /* Finds and creates gearbox's reference plugin `kind`/`name` for the CPU; on failure

@@ -1,7 +1,7 @@
 /* `gearbox new-plugin KIND NAME DIR`: a plugin folder that builds, loads and goes through
  * `gearbox test-plugin` before its author has written a line.
  *
- * The files come from the templates compiled into the binary (core/scaffold/): a
+ * The files come from the templates compiled into the binary (tools/scaffold/): a
  * meson.build that finds gearbox with pkg-config, NAME.c with every entry of the kind's
  * vtable stubbed to answer GB_ERR_UNSUPPORTED, and a README. The module is named as the
  * loader looks for it (<kind>-<name>-cpu.so, device-<name>.so). Nothing is overwritten:

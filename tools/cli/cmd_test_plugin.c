@@ -1,4 +1,4 @@
-/* `gearbox test-plugin PLUGIN.so`: the conformance kit (core/conformance/) on one file. */
+/* `gearbox test-plugin PLUGIN.so`: the conformance kit (tools/conformance/) on one file. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +11,7 @@
 
 static const char usage[] =
     "usage: gearbox test-plugin PLUGIN.so [--plugin-path DIRS] [--device NAME] [--threads N]\n"
+    "                           [--set KEY=VALUE]... [--strict]\n"
     "\n"
     "Checks that a plugin keeps the gearbox plugin contract. It is loaded as a run loads it\n"
     "(descriptor, ABI, vtable), its file name and config schema are checked, and then the\n"
@@ -30,13 +31,22 @@ static const char usage[] =
     "\n"
     "Reference plugins are found like any plugin: --plugin-path, GEARBOX_PLUGIN_PATH, then\n"
     "the built-in folder. --device names the device plugin the checks run on (default: cpu\n"
-    "when the plugin runs there); --threads the CPU threads (default: every online CPU).\n";
+    "when the plugin runs there); --threads the CPU threads (default: every online CPU).\n"
+    "--set KEY=VALUE sets an option of the plugin's own section (repeatable), so one file\n"
+    "can be checked with several tile sizes. --strict adds the promises gearbox's own\n"
+    "plugins make beyond the contract; for attn: the same bits at 1, 2 and 3 threads and\n"
+    "for every choice of an `isa` option, causal outputs bit-identical when later keys\n"
+    "change, bf16 eligible, refusals of i32, bad strides and shapes that name their cause,\n"
+    "saved and workspace memory linear in T (but attn/math, which keeps (T, T) scores).\n";
+
+#define MAX_SETS 16
 
 int gb_cmd_test_plugin(int argc, char **argv)
 {
     if (gb_cli_wants_help(argc, argv, usage))
         return 0;
-    const char *path = NULL, *plugin_path = NULL, *device = NULL;
+    const char *path = NULL, *plugin_path = NULL, *device = NULL, *sets[MAX_SETS];
+    int n_sets = 0, strict = 0;
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         int has_value = i + 1 < argc;
@@ -50,6 +60,13 @@ int gb_cmd_test_plugin(int argc, char **argv)
             if (*end || threads < 1 || threads > 1024)
                 return gb_cli_usage_error("test-plugin", "--threads %s: expected 1 to 1024",
                                           argv[i]);
+        } else if (strcmp(argv[i], "--set") == 0 && has_value) {
+            if (n_sets == MAX_SETS || !strchr(argv[i + 1], '='))
+                return gb_cli_usage_error("test-plugin", "--set %s: expected KEY=VALUE, at "
+                                          "most %d of them", argv[i + 1], MAX_SETS);
+            sets[n_sets++] = argv[++i];
+        } else if (strcmp(argv[i], "--strict") == 0) {
+            strict = 1;
         } else if (argv[i][0] == '-') {
             return gb_cli_usage_error("test-plugin", "unknown option %s (or it lacks a value)",
                                       argv[i]);
@@ -72,9 +89,12 @@ int gb_cmd_test_plugin(int argc, char **argv)
     gb_loader_add_path(loader, plugin_path);
     gb_loader_add_path(loader, getenv("GEARBOX_PLUGIN_PATH"));
     gb_loader_add_default_path(loader);
-    printf("gearbox test-plugin %s (references from %s; %ld thread%s)\n\n", path,
+    printf("gearbox test-plugin %s (references from %s; %ld thread%s", path,
            gb_loader_path_string(loader), threads, threads == 1 ? "" : "s");
-    int rc = gb_conformance_run(loader, path, device, (int)threads);
+    for (int i = 0; i < n_sets; i++)
+        printf("%s%s", i ? ", " : "; ", sets[i]);
+    printf("%s)\n\n", strict ? "; strict" : "");
+    int rc = gb_conformance_run(loader, path, device, (int)threads, sets, n_sets, strict);
     gb_loader_free(loader);
     return rc;
 }

@@ -148,7 +148,13 @@ void gb_kit_destroy(gb_kit_instance *ki)
 int gb_kit_create_tested(gb_kit *kit, gb_kit_instance *ki, const char *check,
                          const char *const *overrides, int n_overrides)
 {
-    gb_status st = gb_kit_create(kit, ki, kit->plugin, &kit->ctx, overrides, n_overrides);
+    const char *all[64];
+    int n = 0;
+    for (int i = 0; i < kit->n_sets && n < 64; i++)
+        all[n++] = kit->sets[i];
+    for (int i = 0; i < n_overrides && n < 64; i++)
+        all[n++] = overrides[i];
+    gb_status st = gb_kit_create(kit, ki, kit->plugin, &kit->ctx, all, n);
     if (st == GB_OK)
         return 0;
     /* no device here (a GPU plugin on a machine without one) is not the plugin's fault */
@@ -543,9 +549,10 @@ static void run_kind_checks(gb_kit *kit)
 }
 
 int gb_conformance_run(gb_loader *loader, const char *path, const char *device_name,
-                       int threads)
+                       int threads, const char *const *sets, int n_sets, int strict)
 {
-    gb_kit kit = {.loader = loader, .threads = threads};
+    gb_kit kit = {.loader = loader, .threads = threads, .sets = sets, .n_sets = n_sets,
+                  .strict = strict};
     printf("%-44s %-11s %s\n", "CHECK", "RESULT", "DETAIL");
     gb_diag diag = {0};
     kit.plugin = gb_loader_open(loader, path, &diag);

@@ -1,4 +1,4 @@
-/* `gearbox bench`: dispatches to the microbenchmarks in core/bench/. */
+/* `gearbox bench`: dispatches to the microbenchmarks in tools/bench/. */
 #include <stdio.h>
 #include <string.h>
 

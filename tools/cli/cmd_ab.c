@@ -1,5 +1,5 @@
 /* `gearbox ab`: the command line of the A/B comparison (variants, options, the report
- * folder); the work is in core/ab/. Every variant's config and overrides are parsed here
+ * folder); the work is in tools/ab/. Every variant's config and overrides are parsed here
  * first, so a typo stops the comparison before any run starts. */
 #include <errno.h>
 #include <limits.h>

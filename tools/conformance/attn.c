@@ -10,8 +10,19 @@
  * change the output at s. Outputs, saved and workspace start as NaN, so whatever is read
  * before it is written shows.
  *
- * Left out: dtypes other than f32 (gearbox trains in f32 so far) and timing, which is
- * `gearbox bench attn`'s business.
+ * With --strict (kit->strict), what gearbox's own CPU attention plugins promise beyond
+ * the contract, each its own row: causal outputs at positions <= s keep their bits (not
+ * just their values) when later keys and values change; the same bits at 1, 2 and 3
+ * threads (which takes attn/flash through both ways it splits its backward pass) and for
+ * every choice of an `isa` option this CPU runs; small f32 and bf16 problems eligible,
+ * i32 refused with a reason naming it, and a reason that fits an 8-byte buffer; forward
+ * refusing a k with stride[3] = 2 (GB_ERR_UNSUPPORTED, naming the stride), backward a dv
+ * of the wrong shape (GB_ERR_INVALID_ARG, naming dv) and an i32 problem; saved and
+ * workspace bytes linear in T (f(4T) - f(2T) = 2 (f(2T) - f(T))), except for attn/math,
+ * which keeps the (T, T) scores by design.
+ *
+ * Left out: dtypes other than f32 in the comparisons (tests/kernels compares bf16 and
+ * f16) and timing, which is `gearbox bench attn`'s business.
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,9 +39,15 @@ typedef struct shape {
     int causal, packed;
 } shape;
 
+/* T = 1, 7, 20, 33, 63, 64, 65, 100, 130, 257 and head_dim 8 to 128 (48 and 80 not
+ * powers of two), on both sides of the usual tile sizes 16, 32, 64 and 128. */
 static const shape shapes[] = {
-    {1, 1, 1, 8, 1, 1},   {2, 3, 7, 8, 1, 1},    {2, 3, 7, 8, 0, 1},    {1, 2, 65, 48, 1, 1},
-    {2, 2, 33, 48, 0, 0}, {2, 4, 64, 64, 1, 1},  {1, 2, 130, 32, 1, 1}, {1, 1, 20, 128, 1, 0},
+    {1, 1, 1, 8, 1, 1},    {1, 1, 1, 64, 0, 0},   {2, 3, 7, 8, 1, 1},     {2, 3, 7, 8, 0, 1},
+    {2, 3, 7, 16, 1, 1},   {2, 3, 7, 8, 0, 0},    {1, 1, 20, 128, 1, 0},  {2, 2, 33, 48, 0, 0},
+    {1, 2, 63, 32, 1, 1},  {2, 1, 63, 80, 0, 1},  {2, 2, 64, 48, 1, 0},   {1, 3, 64, 64, 1, 1},
+    {2, 4, 64, 64, 1, 1},  {1, 2, 65, 48, 1, 1},  {1, 3, 65, 64, 1, 1},   {2, 2, 65, 16, 0, 1},
+    {1, 2, 100, 128, 1, 1}, {2, 2, 100, 80, 1, 0}, {1, 2, 130, 32, 1, 1}, {1, 1, 257, 8, 0, 0},
+    {2, 2, 257, 64, 1, 1}, {1, 2, 257, 48, 1, 1},
 };
 
 /* One problem: its inputs on the host and the layout of its views. Packed: q, k, v are
@@ -294,7 +311,7 @@ static void check_causality(gb_kit *kit, const gb_kit_instance *ki, const attn_c
                       gb_status_name(st), ki->inst.error);
         return;
     }
-    int64_t leaked = 0, reached = 0;
+    int64_t leaked = 0, reached = 0, moved_bits = 0;
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t t = 0; t < p->seq_len; t++)
@@ -305,6 +322,7 @@ static void check_causality(gb_kit *kit, const gb_kit_instance *ki, const attn_c
                     int same = fabs((double)out[i] - first[i]) <= ATOL + RTOL * fabs(first[i]);
                     leaked += t <= s && !same;
                     reached += t > s && !same;
+                    moved_bits += t <= s && same && gb_kit_bits_differ(&out[i], &first[i], 1);
                 }
     if (leaked)
         gb_kit_append(problems, cap, "causal mask violated: changing keys and values after "
@@ -313,6 +331,11 @@ static void check_causality(gb_kit *kit, const gb_kit_instance *ki, const attn_c
     else if (!reached)
         gb_kit_append(problems, cap, "changing keys and values after position %lld changed "
                       "no output at all", (long long)s);
+    if (kit->strict && moved_bits)
+        gb_kit_append(problems, cap, "strict: causal outputs not bit-identical: changing "
+                      "keys and values after position %lld moved the bits of %lld output "
+                      "values at positions <= %lld", (long long)s, (long long)moved_bits,
+                      (long long)s);
 }
 
 /* The same inputs again, outputs reset to NaN: the same bits must come out. */
@@ -406,7 +429,229 @@ static void check_shape(gb_kit *kit, const gb_kit_instance *ki, const gb_kit_ins
     else
         gb_kit_report(kit, check, GB_KIT_PASS, "out, dq, dk, dv within 1e-5 abs + 1e-4 rel "
                       "of attn/math (max abs diff %.2g); rerun bit-identical%s", worst,
-                      s->causal && s->T > 1 ? "; causal" : "");
+                      s->causal && s->T > 1 ? (kit->strict ? "; causal, bit-exact"
+                                                           : "; causal") : "");
+}
+
+/* ---- --strict ------------------------------------------------------------------------- */
+
+/* Forward and backward of `ki` on a fresh problem of shape `s` (seeded by `seed`): out
+ * and dq/dk/dv on the host in *r. 0, or -1 with the reason in `why`. */
+static int run_once(gb_kit *kit, const gb_kit_instance *ki, const shape *s, uint64_t seed,
+                    attn_case *c, attn_result *r, char *why, size_t cap)
+{
+    const gb_attn_ops *ops = ki->ops;
+    gb_rng rng = gb_rng_stream(seed, 0, 0, 0);
+    size_t saved = 0, workspace = 0;
+    attn_buffers m;
+    gb_status st = GB_OK;
+    if (make_case(kit, s, &rng, c) ||
+        (st = ops->memory(ki->inst.self, &c->p, &saved, &workspace)) != GB_OK ||
+        device_buffers(kit, c, saved, workspace, &m) || (st = run_forward(ki, c, &m)) != GB_OK ||
+        (st = run_backward(ki, c, &m)) != GB_OK || download_result(kit, c, &m, r)) {
+        snprintf(why, cap, "%.200s", st != GB_OK ? ki->inst.error : kit->memory_error);
+        return -1;
+    }
+    return 0;
+}
+
+/* The plugin under test created with `overrides` at each of `threads` (0: the kit's)
+ * must give the bits of the first variant it can create, on two problems. */
+static void check_same_bits(gb_kit *kit, const char *check, const char *const *overrides,
+                            const int *threads, int n, const char *const *labels)
+{
+    static const shape cases[] = {{1, 3, 100, 48, 1, 1}, {2, 1, 257, 80, 0, 0}};
+    char problems[1024] = "", skipped[512] = "";
+    int ran = 0, kit_threads = kit->threads;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        attn_result base = {0};
+        int have_base = 0;
+        for (int i = 0; i < n; i++) {
+            gb_kit_instance ki;
+            kit->threads = threads[i] ? threads[i] : kit_threads;
+            gb_status st = gb_kit_create(kit, &ki, kit->plugin, &kit->ctx, overrides + i,
+                                         overrides[i] ? 1 : 0);
+            kit->threads = kit_threads;
+            if (st != GB_OK) {
+                if (k == 0)
+                    gb_kit_append(skipped, sizeof skipped, "%s skipped (%s)", labels[i],
+                                  gb_status_name(st));
+                gb_kit_destroy(&ki);
+                continue;
+            }
+            attn_case c;
+            attn_result r;
+            char why[256];
+            if (run_once(kit, &ki, &cases[k], 3 + k, &c, &r, why, sizeof why))
+                gb_kit_append(problems, sizeof problems, "%s failed: %s", labels[i], why);
+            else if (!have_base)
+                base = r, have_base = 1, ran++;
+            else {
+                size_t differ = gb_kit_bits_differ(r.out, base.out, c.n_out) +
+                                gb_kit_bits_differ(r.dqkv, base.dqkv, c.n_qkv);
+                ran++;
+                if (differ)
+                    gb_kit_append(problems, sizeof problems, "%s differs from %s in %zu "
+                                  "values on T %lld D %lld", labels[i], labels[0], differ,
+                                  (long long)cases[k].T, (long long)cases[k].D);
+            }
+            gb_kit_destroy(&ki);
+        }
+    }
+    gb_kit_release(kit);
+    if (problems[0])
+        gb_kit_report(kit, check, GB_KIT_FAIL, "%s%s%s", problems, skipped[0] ? "; " : "",
+                      skipped);
+    else if (ran < 4)
+        gb_kit_report(kit, check, GB_KIT_UNSUPPORTED, "fewer than two variants ran%s%s",
+                      skipped[0] ? ": " : "", skipped);
+    else
+        gb_kit_report(kit, check, GB_KIT_PASS, "bit-identical out, dq, dk, dv on (1, 3, 100, "
+                      "48) causal packed and (2, 1, 257, 80) contiguous%s%s",
+                      skipped[0] ? "; " : "", skipped);
+}
+
+static void check_thread_counts(gb_kit *kit)
+{
+    static const int threads[] = {1, 2, 3};
+    static const char *const labels[] = {"1 thread", "2 threads", "3 threads"};
+    const char *none[3] = {NULL, NULL, NULL};
+    check_same_bits(kit, "attn: strict: 1, 2, 3 threads", none, threads, 3, labels);
+}
+
+/* Every choice of an `isa` option, unless --set chose one. */
+static void check_isa_choices(gb_kit *kit)
+{
+    int index = gb_kit_option(kit, "isa");
+    if (index < 0)
+        return;
+    for (int i = 0; i < kit->n_sets; i++)
+        if (strncmp(kit->sets[i], "isa=", 4) == 0)
+            return;
+    static char sets[8][80];
+    const char *overrides[8];
+    int threads[8] = {0}, n = 0;
+    const char *choices = kit->plugin->desc->options[index].choices;
+    for (const char *p = choices; p && *p && n < 8; n++) {
+        const char *bar = strchr(p, '|');
+        snprintf(sets[n], sizeof sets[n], "isa=%.*s", (int)(bar ? bar - p : (long)strlen(p)), p);
+        overrides[n] = sets[n];
+        p = bar ? bar + 1 : NULL;
+    }
+    check_same_bits(kit, "attn: strict: every isa choice", overrides, threads, n, overrides);
+}
+
+static void check_eligibility(gb_kit *kit, const gb_kit_instance *ki)
+{
+    const gb_attn_ops *ops = ki->ops;
+    gb_attn_problem p = {.struct_size = sizeof p, .batch = 2, .heads = 3, .seq_len = 7,
+                         .head_dim = 8, .dtype = GB_F32, .causal = 1};
+    char reason[512] = "", problems[1024] = "";
+    if (!ops->eligible(ki->inst.self, &p, reason, sizeof reason))
+        gb_kit_append(problems, sizeof problems, "a small f32 causal problem is not "
+                      "eligible: %s", reason);
+    p.dtype = GB_BF16;
+    if (!ops->eligible(ki->inst.self, &p, reason, sizeof reason))
+        gb_kit_append(problems, sizeof problems, "a bf16 problem is not eligible: %s", reason);
+    p.dtype = GB_I32;
+    reason[0] = '\0';
+    int yes = ops->eligible(ki->inst.self, &p, reason, sizeof reason);
+    if (yes || !strstr(reason, "i32"))
+        gb_kit_append(problems, sizeof problems, "i32: answer %d, reason \"%s\" should "
+                      "name i32", yes, reason);
+    char tiny[8];
+    memset(tiny, 'x', sizeof tiny);
+    ops->eligible(ki->inst.self, &p, tiny, sizeof tiny);
+    if (!memchr(tiny, '\0', sizeof tiny))
+        gb_kit_append(problems, sizeof problems, "the reason overflowed an 8-byte buffer");
+    if (problems[0])
+        gb_kit_report(kit, "attn: strict: eligibility", GB_KIT_FAIL, "%s", problems);
+    else
+        gb_kit_report(kit, "attn: strict: eligibility", GB_KIT_PASS, "f32 and bf16 eligible; "
+                      "i32 not: %s", reason);
+}
+
+static void check_refusals(gb_kit *kit, const gb_kit_instance *ki)
+{
+    const gb_attn_ops *ops = ki->ops;
+    const char *check = "attn: strict: refusals";
+    const shape s = {1, 2, 5, 8, 1, 1};
+    gb_rng rng = gb_rng_stream(5, 0, 0, 0);
+    attn_case c;
+    attn_buffers m;
+    size_t saved = 0, workspace = 0;
+    if (make_case(kit, &s, &rng, &c) ||
+        ops->memory(ki->inst.self, &c.p, &saved, &workspace) != GB_OK ||
+        device_buffers(kit, &c, saved, workspace, &m)) {
+        gb_kit_report(kit, check, GB_KIT_FAIL, "could not set up a (1, 2, 5, 8) problem: %s",
+                      ki->inst.error[0] ? ki->inst.error : kit->memory_error);
+        gb_kit_release(kit);
+        return;
+    }
+    char problems[1536] = "";
+    gb_tensor q = view(m.qkv, 0, &c, c.stride_qkv), k = view(m.qkv, c.offset_k, &c, c.stride_qkv),
+              v = view(m.qkv, c.offset_v, &c, c.stride_qkv), out = view(m.out, 0, &c, c.stride_out),
+              dq = view(m.dqkv, 0, &c, c.stride_qkv),
+              dk = view(m.dqkv, c.offset_k, &c, c.stride_qkv),
+              dv = view(m.dqkv, c.offset_v, &c, c.stride_qkv),
+              dout = view(m.dout, 0, &c, c.stride_out);
+    gb_tensor bad_k = k;
+    bad_k.stride[3] = 2;
+    ((gb_kit_instance *)ki)->inst.error[0] = '\0';
+    gb_status st = ops->forward(ki->inst.self, &c.p, out, q, bad_k, v, m.saved, m.workspace);
+    if (st != GB_ERR_UNSUPPORTED || !strstr(ki->inst.error, "stride"))
+        gb_kit_append(problems, sizeof problems, "k.stride[3] = 2 gave %s, message \"%s\" "
+                      "(want GB_ERR_UNSUPPORTED naming the stride)", gb_status_name(st),
+                      ki->inst.error);
+    gb_tensor bad_dv = dv;
+    bad_dv.shape[2] = 4;
+    ((gb_kit_instance *)ki)->inst.error[0] = '\0';
+    st = ops->backward(ki->inst.self, &c.p, dq, dk, bad_dv, dout, q, k, v, out, m.saved,
+                       m.workspace);
+    if (st != GB_ERR_INVALID_ARG || !strstr(ki->inst.error, "dv"))
+        gb_kit_append(problems, sizeof problems, "a dv of the wrong shape gave %s, message "
+                      "\"%s\" (want GB_ERR_INVALID_ARG naming dv)", gb_status_name(st),
+                      ki->inst.error);
+    gb_attn_problem i32 = c.p;
+    i32.dtype = GB_I32;
+    st = ops->forward(ki->inst.self, &i32, out, q, k, v, m.saved, m.workspace);
+    if (st != GB_ERR_UNSUPPORTED)
+        gb_kit_append(problems, sizeof problems, "an i32 forward gave %s (want "
+                      "GB_ERR_UNSUPPORTED)", gb_status_name(st));
+    gb_kit_release(kit);
+    if (problems[0])
+        gb_kit_report(kit, check, GB_KIT_FAIL, "%s", problems);
+    else
+        gb_kit_report(kit, check, GB_KIT_PASS, "bad k stride, dv shape and i32 refused, "
+                      "each naming its cause");
+}
+
+static void check_memory_linear(gb_kit *kit, const gb_kit_instance *ki)
+{
+    const char *check = "attn: strict: memory linear in T";
+    if (strcmp(kit->plugin->desc->name, "math") == 0) {
+        gb_kit_report(kit, check, GB_KIT_PASS, "not required: attn/math keeps the (T, T) "
+                      "scores by design");
+        return;
+    }
+    const gb_attn_ops *ops = ki->ops;
+    gb_attn_problem p = {.struct_size = sizeof p, .batch = 2, .heads = 3, .head_dim = 64,
+                         .dtype = GB_F32, .causal = 1};
+    size_t saved[3], workspace[3];
+    for (int i = 0; i < 3; i++) {
+        p.seq_len = 1024 << i;
+        gb_status st = ops->memory(ki->inst.self, &p, &saved[i], &workspace[i]);
+        if (st != GB_OK) {
+            gb_kit_report_call(kit, check, ki, "memory", st);
+            return;
+        }
+    }
+    int linear = saved[2] - saved[1] == 2 * (saved[1] - saved[0]) &&
+                 workspace[2] - workspace[1] == 2 * (workspace[1] - workspace[0]);
+    gb_kit_report(kit, check, linear ? GB_KIT_PASS : GB_KIT_FAIL, "saved %zu, %zu, %zu and "
+                  "workspace %zu, %zu, %zu bytes at T = 1024, 2048, 4096%s", saved[0],
+                  saved[1], saved[2], workspace[0], workspace[1], workspace[2],
+                  linear ? "" : ": not linear in T");
 }
 
 void gb_kit_check_attn(gb_kit *kit)
@@ -422,6 +667,13 @@ void gb_kit_check_attn(gb_kit *kit)
             gb_kit_release(kit);
         }
         gb_kit_destroy(&ref);
+    }
+    if (kit->strict) {
+        check_eligibility(kit, &ki);
+        check_refusals(kit, &ki);
+        check_memory_linear(kit, &ki);
+        check_thread_counts(kit);
+        check_isa_choices(kit);
     }
     gb_kit_destroy(&ki);
 }

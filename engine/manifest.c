@@ -3,6 +3,7 @@
 #include "manifest.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,10 +90,8 @@ static void write_libraries(FILE *f)
 {
     char text[256];
     fputs("{", f);
-    gb_onednn_version(text, sizeof text);
-    json_field(f, 4, 1, "onednn", text);
     gb_openmp_version(text, sizeof text);
-    json_field(f, 4, 0, "openmp", text);
+    json_field(f, 4, 1, "openmp", text);
     for (int lib = 0; lib < GB_LIB_COUNT; lib++) {
         gb_library_version((gb_library)lib, 0, text, sizeof text);
         json_field(f, 4, 0, gb_library_name((gb_library)lib), text);
@@ -121,8 +120,12 @@ static void write_device(FILE *f, const gb_runtime *rt)
     gb_device_info info = {.struct_size = sizeof info};
     const gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
     int known = rt->dev->info(dev->self, &info) == GB_OK;
+    /* The libraries it computes with: ABI 1.2, left empty by a plugin built before. */
+    int libraries = known && info.libraries[0] &&
+                    info.struct_size >= offsetof(gb_device_info, libraries) + sizeof info.libraries;
     fputs("{", f);
     json_field(f, 4, 1, "name", known ? info.name : NULL);
+    json_field(f, 4, 0, "libraries", libraries ? info.libraries : NULL);
     fprintf(f, ",\n    \"memory_bytes\": %llu,\n    \"peak_flops_f32\": %.6g,\n"
             "    \"peak_flops_bf16\": %.6g\n  }", known ? (unsigned long long)info.memory_bytes : 0,
             known ? info.peak_flops_f32 : 0.0, known ? info.peak_flops_bf16 : 0.0);

@@ -12,8 +12,8 @@
  *   erfc_fast  relative error about 1.2e-7 (Numerical Recipes' Chebyshev fit, 6.2).
  * Half precision types are left out: kernels convert to f32 before calling these.
  */
-#ifndef GB_DEVICE_CPU_POINTWISE_H
-#define GB_DEVICE_CPU_POINTWISE_H
+#ifndef GB_KERNELS_CPU_POINTWISE_H
+#define GB_KERNELS_CPU_POINTWISE_H
 
 #include <math.h>
 #include <stdint.h>
@@ -99,4 +99,4 @@ static inline void gelu_backward_loop(float *dx, const float *x, const float *do
         dx[i] = dout[i] * gelu_erf_grad(x[i]);
 }
 
-#endif /* GB_DEVICE_CPU_POINTWISE_H */
+#endif /* GB_KERNELS_CPU_POINTWISE_H */

@@ -18,10 +18,14 @@
 
 /* Checks the plugin file at `path`. Reference plugins are found on `loader`'s search
  * path; the plugin runs on the device plugin called `device_name` (NULL: cpu when the
- * plugin runs there, else its own device) with `threads` threads. Returns 0 when no check
+ * plugin runs there, else its own device) with `threads` threads, created with the
+ * `n_sets` "key=value" options `sets` of its own section. `strict` adds the checks of
+ * what gearbox's own plugins promise beyond the contract (for attention: the same bits
+ * at 1, 2 and 3 threads and for every `isa` choice, bit-exact causality, refusals that
+ * name their cause, memory linear in T). Returns 0 when no check
  * failed and at least one check of the kind's contract passed, GB_CONFORMANCE_SKIPPED
  * when the device is not available, else 1. */
 int gb_conformance_run(gb_loader *loader, const char *path, const char *device_name,
-                       int threads);
+                       int threads, const char *const *sets, int n_sets, int strict);
 
 #endif

@@ -1,5 +1,6 @@
 /* What the machine is and what it can do: CPU model and instruction-set features (from
- * cpuid), the libraries a run depends on and their versions, and two measured limits,
+ * cpuid), the libraries a run depends on and their versions (but the device plugin's
+ * own, which gb_device_info.libraries names), and two measured limits,
  * sgemm FLOP/s through the device plugin's own matmul and STREAM-style triad bandwidth.
  * Used by manifest.json, the MFU metric, `gearbox doctor` and `gearbox bench`.
  *
@@ -39,11 +40,6 @@ int gb_online_cpus(void);
 /* This process's resident memory now and at its peak, in bytes (0 where unknown). */
 void gb_rss_bytes(uint64_t *current, uint64_t *peak);
 
-/* "2.6.3 (git 52b5f107, OpenMP runtime, kernels for avx2)" from dnnl_version() and
- * dnnl_get_effective_cpu_isa(). */
-void gb_onednn_version(char *buf, size_t cap);
-/* 1 when oneDNN runs on OpenMP, the core's one thread pool (else two pools compete). */
-int gb_onednn_uses_openmp(void);
 /* "4.5 (_OPENMP 201511)": the OpenMP version the core was compiled against. */
 void gb_openmp_version(char *buf, size_t cap);
 

@@ -8,8 +8,8 @@
  * across threads are not handled here: callers give each thread whole rows or chunks
  * and combine the chunks in index order themselves.
  */
-#ifndef GB_DEVICE_CPU_ROWREDUCE_H
-#define GB_DEVICE_CPU_ROWREDUCE_H
+#ifndef GB_KERNELS_CPU_ROWREDUCE_H
+#define GB_KERNELS_CPU_ROWREDUCE_H
 
 #include <math.h>
 #include <stdint.h>
@@ -127,4 +127,4 @@ static inline double row_sum_sq_f64(const float *x, int64_t n)
     return fold_lanes_f64(acc);
 }
 
-#endif /* GB_DEVICE_CPU_ROWREDUCE_H */
+#endif /* GB_KERNELS_CPU_ROWREDUCE_H */

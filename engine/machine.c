@@ -2,7 +2,8 @@
  * from cpuid and xgetbv (a feature counts only when the OS saves its registers too);
  * on other architectures every feature reads as absent. GPU and MPI libraries are
  * probed with dlopen and asked for versions through dlsym, so the core links against
- * none of them. */
+ * none of them; the device's own libraries (oneDNN for cpu) are the device plugin's to
+ * report, in gb_device_info.libraries. */
 #include "machine.h"
 
 #include <dlfcn.h>
@@ -12,8 +13,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-#include <oneapi/dnnl/dnnl.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -161,37 +160,6 @@ void gb_rss_bytes(uint64_t *current, uint64_t *peak)
 }
 
 /* ---- libraries ----------------------------------------------------------------------- */
-
-/* The widest instruction set oneDNN's kernels dispatch to on this CPU. */
-static const char *onednn_isa(void)
-{
-    switch (dnnl_get_effective_cpu_isa()) {
-    case dnnl_cpu_isa_sse41: return "sse41";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-    default: return "other";
-    }
-}
-
-void gb_onednn_version(char *buf, size_t cap)
-{
-    const dnnl_version_t *v = dnnl_version();
-    const char *runtime = v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP"
-                          : v->cpu_runtime == DNNL_RUNTIME_SEQ ? "sequential"
-                          : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB" : "other";
-    snprintf(buf, cap, "%d.%d.%d (git %.8s, %s runtime, kernels for %s)", v->major, v->minor,
-             v->patch, v->hash ? v->hash : "unknown", runtime, onednn_isa());
-}
-
-int gb_onednn_uses_openmp(void)
-{
-    return dnnl_version()->cpu_runtime == DNNL_RUNTIME_OMP;
-}
 
 void gb_openmp_version(char *buf, size_t cap)
 {

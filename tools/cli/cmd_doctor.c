@@ -9,6 +9,7 @@
  */
 #include <omp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,13 +113,29 @@ static void check_threads(const char *config_path, int64_t threads, warnings *w)
     }
 }
 
-static void check_blas(warnings *w)
+/* The libraries the device computes with, as its plugin names them (gb_device_info's
+ * libraries, ABI 1.2): for device/cpu, oneDNN with its version, runtime and kernels. */
+static void check_blas(const gb_instance *inst, const char *device, warnings *w)
 {
-    char version[160];
-    gb_onednn_version(version, sizeof version);
     printf("blas\n");
-    item("oneDNN", "%s: the cpu device's matmul", version);
-    if (!gb_onednn_uses_openmp())
+    if (!inst->self) {
+        item("libraries", "unknown: device/%s did not start", device);
+        return;
+    }
+    const gb_device_ops *ops = inst->plugin->desc->ops;
+    gb_device_info info = {.struct_size = sizeof info};
+    if (ops->info(inst->self, &info) != GB_OK || !info.libraries[0] ||
+        info.struct_size < offsetof(gb_device_info, libraries) + sizeof info.libraries) {
+        item("libraries", "unknown: device/%s does not name them (plugin ABI 1.2)", device);
+        return;
+    }
+    const char *onednn = "oneDNN ";
+    if (strncmp(info.libraries, onednn, strlen(onednn)) != 0) {
+        item("libraries", "%s: the %s device's", info.libraries, device);
+        return;
+    }
+    item("oneDNN", "%s: the %s device's matmul", info.libraries + strlen(onednn), device);
+    if (!strstr(info.libraries, "OpenMP runtime"))
         warn(w, "oneDNN does not run on OpenMP, so its threads and the kernels' OpenMP pool "
              "compete for the CPUs; fix: install a oneDNN built with the OpenMP runtime "
              "(Debian's libdnnl-dev is)");
@@ -147,29 +164,25 @@ static int open_device(gb_loader *loader, gb_config *cfg, const char *name, int 
     return rc;
 }
 
-static void measure_speed(gb_loader *loader, gb_config *cfg, const char *device, int threads,
-                          warnings *w)
+/* `inst`: the device opened by open_device, or one whose self is NULL. */
+static void measure_speed(gb_instance *inst, const char *device, int threads, warnings *w)
 {
     printf("speed\n");
-    omp_set_num_threads(threads);
-    gb_instance inst = {0};
-    if (open_device(loader, cfg, device, threads, &inst, w) == 0) {
-        const gb_device_ops *ops = inst.plugin->desc->ops;
+    if (inst->self) {
+        const gb_device_ops *ops = inst->plugin->desc->ops;
         gb_device_info info = {.struct_size = sizeof info};
-        if (ops->info(inst.self, &info) == GB_OK)
+        if (ops->info(inst->self, &info) == GB_OK)
             item("device", "%s: %s, %.1f GiB%s", device, info.name,
                  (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0),
                  info.peak_flops_f32 > 0 ? "" : ", no stated f32 peak (MFU uses sgemm below)");
         gb_matmul_args shape = {.m = 1024, .n = 1024, .k = 1024, .alpha = 1.0f};
         gb_timing t;
-        if (gb_time_matmul(ops, inst.self, shape, 5, &t) == 0)
+        if (gb_time_matmul(ops, inst->self, shape, 5, &t) == 0)
             item("sgemm", "%.1f GFLOP/s: 1024x1024x1024 f32 through device/%s, best of 5, "
                  "%d threads", gb_matmul_gflops(1024, 1024, 1024, t.best_ms), device, threads);
         else
-            warn(w, "device/%s refused a 1024^3 f32 matmul: %s", device, inst.error);
-        ops->destroy(inst.self);
+            warn(w, "device/%s refused a 1024^3 f32 matmul: %s", device, inst->error);
     }
-    gb_instance_unbind(&inst);
     item("triad", "%.1f GB/s: STREAM triad over 3 x %lld MiB f32, best of %d, %d threads",
          gb_measure_triad_gbs(threads),
          (long long)(GB_TRIAD_ELEMENTS * (int64_t)sizeof(float) >> 20), GB_TRIAD_RUNS,
@@ -309,8 +322,17 @@ int gb_cmd_doctor(int argc, char **argv)
            GB_ABI_MAJOR, GB_ABI_MINOR);
     check_cpu(w);
     check_threads(config_path, s.threads, w);
-    check_blas(w);
-    measure_speed(loader, cfg, s.plugin[GB_KIND_DEVICE], (int)s.threads, w);
+    /* The device a run would use, asked for its libraries and measured. */
+    const char *device = s.plugin[GB_KIND_DEVICE];
+    omp_set_num_threads((int)s.threads);
+    gb_instance dev = {0};
+    if (open_device(loader, cfg, device, (int)s.threads, &dev, w))
+        dev.self = NULL;
+    check_blas(&dev, device, w);
+    measure_speed(&dev, device, (int)s.threads, w);
+    if (dev.self)
+        ((const gb_device_ops *)dev.plugin->desc->ops)->destroy(dev.self);
+    gb_instance_unbind(&dev);
     list_plugins(loader, w);
     print_warnings(w);
     free(w);

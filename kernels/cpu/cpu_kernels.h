@@ -1,4 +1,5 @@
-/* The vectorised inner loops the CPU plugins share: a small matrix product on packed
+/* kernels/cpu: the vectorised inner loops the CPU plugins share (device/cpu and the CPU
+ * attention plugins link this folder's library): a small matrix product on packed
  * tiles, the masked exponential of a row of scores (the attention plugins), and the
  * exact GELU forward and backward (the device), in one build per instruction set.
  *
@@ -12,8 +13,8 @@
  * choice changes speed, never results. Tiling, masks and softmax bookkeeping are the
  * callers'; nothing here allocates or threads.
  */
-#ifndef GB_DEVICE_CPU_KERNELS_H
-#define GB_DEVICE_CPU_KERNELS_H
+#ifndef GB_KERNELS_CPU_KERNELS_H
+#define GB_KERNELS_CPU_KERNELS_H
 
 #include <stdint.h>
 
@@ -69,4 +70,4 @@ const cpu_kernels *cpu_kernels_find(const char *name);
 /* The fastest set this CPU runs: avx512, else avx2, else portable. */
 const cpu_kernels *cpu_kernels_best(void);
 
-#endif /* GB_DEVICE_CPU_KERNELS_H */
+#endif /* GB_KERNELS_CPU_KERNELS_H */

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The source tree's architecture, checked: the engine includes nothing of the tools (nor
+# oneDNN, which is the device plugin's), and no plugin reaches into another plugin's
+# folder. Shared code lives in plugins/KIND/common/ or kernels/DEVICE/, which any plugin
+# may include; include/gearbox/ is the ABI every file may include.
+# usage: test_layout.sh SOURCE_ROOT
+set -u
+cd "$1" || exit 1
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# The "..." includes of a file, one per line.
+quoted_includes() { sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1"; }
+
+# Every source file under a folder.
+sources() { find "$@" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.in' \) | sort; }
+
+# ---- engine/ includes engine/ and include/ only ----
+engine_files=$(sources engine)
+[ -n "$engine_files" ] || fail "no engine/ sources found under $PWD"
+for f in $engine_files; do
+    while read -r inc; do
+        [ -z "$inc" ] && continue
+        if [ -e "engine/$inc" ] || [ -e "include/$inc" ]; then
+            continue
+        fi
+        found=$(find tools -path "*/$inc" -type f 2>/dev/null | head -n 1)
+        if [ -n "$found" ]; then
+            fail "$f includes \"$inc\", a tools file ($found): the engine must not depend on its tools"
+        else
+            fail "$f includes \"$inc\", which is neither in engine/ nor include/"
+        fi
+    done < <(quoted_includes "$f")
+    grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<(oneapi/)?dnnl' "$f" &&
+        fail "$f includes oneDNN: the engine links no compute library (the device plugin does)"
+done
+grep -nE "tools|dnnl" engine/meson.build | grep -v '^[0-9]*:#' | grep -q . &&
+    fail "engine/meson.build names tools or oneDNN: $(grep -nE 'tools|dnnl' engine/meson.build | grep -v '^[0-9]*:#')"
+
+# ---- plugins/KIND/NAME includes its own folder, plugins/KIND/common, kernels/, include/ ----
+plugin_dirs=$(find plugins -mindepth 2 -maxdepth 2 -type d ! -name common | sort)
+[ -n "$plugin_dirs" ] || fail "no plugin folders found under $PWD/plugins"
+for dir in $plugin_dirs; do
+    kind_common="$(dirname "$dir")/common"
+    for f in $(sources "$dir"); do
+        here=$(dirname "$f")
+        while read -r inc; do
+            [ -z "$inc" ] && continue
+            if [ -e "$here/$inc" ] || [ -e "$dir/$inc" ] || [ -e "$kind_common/$inc" ] ||
+                [ -e "include/$inc" ] || compgen -G "kernels/*/$inc" > /dev/null; then
+                continue
+            fi
+            # Not one of the allowed places: name where it does live, if in this tree.
+            owner=$(find plugins engine tools -path "*/$inc" -type f 2>/dev/null | head -n 1)
+            [ -n "$owner" ] &&
+                fail "$f includes \"$inc\" from $(dirname "$owner"): a plugin includes only its own folder, plugins/KIND/common/, kernels/ and include/"
+        done < <(quoted_includes "$f")
+    done
+    if [ -f "$dir/meson.build" ] && grep -nE "'\.\./|\"\.\./" "$dir/meson.build" | grep -q .; then
+        fail "$dir/meson.build names a path outside its folder: $(grep -nE "'\.\./|\"\.\./" "$dir/meson.build")"
+    fi
+done
+
+if [ "$failures" -eq 0 ]; then
+    echo "ok: engine/ includes nothing of tools/ nor oneDNN; $(wc -w <<< "$plugin_dirs") plugin folders include only their own files, common/, kernels/ and include/"
+    exit 0
+fi
+echo "$failures layout violation(s)"
+exit 1
