@@ -112,7 +112,7 @@ static void try_candidate(gb_runtime *rt, const gb_attn_problem *p, candidate *c
     c->ms = -1.0;
     if (!defaults || gb_instance_bind(&inst, c->plugin, defaults, c->plugin->desc->name,
                                       (int)rt->settings.threads, &diag) ||
-        ops->create(&inst.host, inst.values + 1, &rt->ctx, &inst.self) != GB_OK) {
+        ops->create(&inst.host, gb_instance_options(&inst), &rt->ctx, &inst.self) != GB_OK) {
         snprintf(c->reason, sizeof c->reason, "could not start: %s",
                  inst.error[0] ? inst.error : diag.count ? diag.messages[0] : "no message");
     } else if (ops->eligible(inst.self, p, c->reason, sizeof c->reason)) {

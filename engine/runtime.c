@@ -79,21 +79,44 @@ int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
 {
     const gb_plugin_desc *d = plugin->desc;
     inst->plugin = plugin;
-    inst->schema = calloc(d->n_options + 1, sizeof *inst->schema);
-    inst->values = calloc(d->n_options + 1, sizeof *inst->values);
+    inst->n_core = d->kind == GB_KIND_DEVICE ? 2 : 1;
+    size_t n = d->n_options + (size_t)inst->n_core;
+    inst->schema = calloc(n, sizeof *inst->schema);
+    inst->values = calloc(n, sizeof *inst->values);
     if (!inst->schema || !inst->values) {
         gb_diag_add(diag, "out of memory");
         return 1;
     }
-    /* the section's schema: `plugin` (defaulting to what was asked for), then the
-     * plugin's own keys */
+    /* the section's schema: the core's keys (`plugin`, defaulting to what was asked for;
+     * for devices `ordinal`), then the plugin's own keys */
     inst->schema[0] = (gb_option){"plugin", GB_OPT_STRING, plugin_key, 0, 0, NULL,
                                   "which plugin of this kind to load"};
+    if (inst->n_core == 2)
+        inst->schema[1] = (gb_option){"ordinal", GB_OPT_INT, "-1", -1, 1024, NULL,
+                                      "which device of its kind this process uses; -1: the "
+                                      "launcher's local rank (LOCAL_RANK, "
+                                      "OMPI_COMM_WORLD_LOCAL_RANK), else 0"};
     if (d->n_options)
-        memcpy(inst->schema + 1, d->options, d->n_options * sizeof *d->options);
+        memcpy(inst->schema + inst->n_core, d->options, d->n_options * sizeof *d->options);
     init_host(inst, threads);
-    return gb_config_validate_section(cfg, gb_kind_name(d->kind), inst->schema,
-                                      d->n_options + 1, NULL, 0, inst->values, diag);
+    return gb_config_validate_section(cfg, gb_kind_name(d->kind), inst->schema, n, NULL, 0,
+                                      inst->values, diag);
+}
+
+const gb_value *gb_instance_options(const gb_instance *inst)
+{
+    return inst->values + inst->n_core;
+}
+
+int32_t gb_runtime_device_ordinal(const gb_runtime *rt)
+{
+    const gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    if (dev->values && dev->values[1].i >= 0)
+        return (int32_t)dev->values[1].i;
+    const char *local = getenv("LOCAL_RANK");
+    if (!local)
+        local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    return local ? (int32_t)atoi(local) : 0;
 }
 
 void gb_instance_unbind(gb_instance *inst)
@@ -273,7 +296,7 @@ static int check_policy(gb_runtime *rt, gb_instance *p, gb_diag *diag)
 static int start_precision(gb_runtime *rt, gb_diag *diag)
 {
     gb_instance *p = &rt->inst[GB_KIND_PRECISION];
-    gb_status st = rt->precision->create(&p->host, p->values + 1, &rt->ctx, &p->self);
+    gb_status st = rt->precision->create(&p->host, gb_instance_options(p), &rt->ctx, &p->self);
     if (st != GB_OK)
         return create_failed(p, st, diag);
     char reason[512] = "";
@@ -291,9 +314,9 @@ static int start_precision(gb_runtime *rt, gb_diag *diag)
 int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
 {
     omp_set_num_threads((int)rt->settings.threads);
-
     gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
-    gb_status st = rt->dev->create(&dev->host, dev->values + 1, &dev->self);
+    dev->host.device_ordinal = gb_runtime_device_ordinal(rt);
+    gb_status st = rt->dev->create(&dev->host, gb_instance_options(dev), &dev->self);
     if (st != GB_OK)
         return create_failed(dev, st, diag);
     rt->ctx.struct_size = sizeof rt->ctx;
@@ -306,11 +329,11 @@ int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
         return -1;
     gb_instance *a = &rt->inst[GB_KIND_ATTN], *o = &rt->inst[GB_KIND_OPTIM],
                 *c = &rt->inst[GB_KIND_COMM];
-    if ((st = rt->attn->create(&a->host, a->values + 1, &rt->ctx, &a->self)) != GB_OK)
+    if ((st = rt->attn->create(&a->host, gb_instance_options(a), &rt->ctx, &a->self)) != GB_OK)
         return create_failed(a, st, diag);
-    if ((st = rt->optim->create(&o->host, o->values + 1, &rt->ctx, &o->self)) != GB_OK)
+    if ((st = rt->optim->create(&o->host, gb_instance_options(o), &rt->ctx, &o->self)) != GB_OK)
         return create_failed(o, st, diag);
-    if ((st = rt->comm->create(&c->host, c->values + 1, &rt->ctx, &c->self)) != GB_OK)
+    if ((st = rt->comm->create(&c->host, gb_instance_options(c), &rt->ctx, &c->self)) != GB_OK)
         return create_failed(c, st, diag);
     return 0;
 }

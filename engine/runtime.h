@@ -18,7 +18,8 @@
 typedef struct gb_instance {
     const gb_plugin *plugin;
     gb_option *schema;    /* `plugin` followed by the plugin's own options */
-    gb_value *values;     /* parallel to schema; values + 1 goes to create() */
+    gb_value *values;     /* parallel to schema */
+    int n_core;           /* the core's keys at the head of schema (plugin; ordinal) */
     gb_host host;
     char error[1024];     /* the plugin's last set_error message */
     void *self;           /* NULL until created */
@@ -56,6 +57,12 @@ void gb_runtime_free(gb_runtime *rt);
  * host table for `threads`. Returns the number of problems added to `diag`. */
 int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
                      const char *plugin_key, int threads, gb_diag *diag);
+/* The plugin's own option values, parallel to its option table: what create() gets. */
+const gb_value *gb_instance_options(const gb_instance *inst);
+/* The device index this process uses: [device] ordinal, else the launcher's local rank
+ * (LOCAL_RANK from torchrun, OMPI_COMM_WORLD_LOCAL_RANK from Open MPI), else 0. */
+int32_t gb_runtime_device_ordinal(const gb_runtime *rt);
+
 /* Frees what gb_instance_bind allocated (the caller destroys inst->self first). */
 void gb_instance_unbind(gb_instance *inst);
 

@@ -150,10 +150,11 @@ typedef struct gb_host {
     void *core_private;  /* the core's own context; plugins must not touch it */
 
     /* ---- ABI 1.2 ---- */
-    /* The device index this process uses within its kind, chosen by the core: [device]
-     * ordinal when set, else the launcher's local rank (LOCAL_RANK from torchrun,
-     * OMPI_COMM_WORLD_LOCAL_RANK from Open MPI), else 0. A device plugin opens exactly
-     * this one; the rank's GPU is never a plugin's own guess. */
+    /* Device plugins: the device index this process uses within its kind, chosen by the
+     * core: [device] ordinal when set, else the launcher's local rank (LOCAL_RANK from
+     * torchrun, OMPI_COMM_WORLD_LOCAL_RANK from Open MPI), else 0. A device plugin opens
+     * exactly this one; the rank's GPU is never a plugin's own guess. Other kinds read
+     * the device's gb_device_ctx.ordinal. */
     int32_t device_ordinal;
 } gb_host;
 

@@ -653,7 +653,8 @@ int main(int argc, char **argv)
               ops->bias_backward && ops->cross_entropy && ops->sum_squares,
               "a gb_device_ops entry is NULL");
     gb_host host = kt_host(2);
-    if (ops->create(&host, NULL, &dev) != GB_OK) {
+    const gb_value plain[] = {{.i = 0}}; /* emulate_gpu = false */
+    if (ops->create(&host, plain, &dev) != GB_OK) {
         fprintf(stderr, "FAIL: create: %s\n", kt_last_error());
         return 1;
     }

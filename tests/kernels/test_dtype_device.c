@@ -369,7 +369,8 @@ int main(int argc, char **argv)
                                                 sizeof(gb_device_ops));
     ops = desc->ops;
     gb_host host = kt_host(2);
-    if (ops->create(&host, NULL, &dev) != GB_OK) {
+    const gb_value plain[] = {{.i = 0}}; /* emulate_gpu = false */
+    if (ops->create(&host, plain, &dev) != GB_OK) {
         fprintf(stderr, "FAIL: create: %s\n", kt_last_error());
         return 1;
     }

@@ -150,7 +150,7 @@ static int open_device(gb_loader *loader, gb_config *cfg, const char *name, int 
     int rc = -1;
     if (p && !gb_instance_bind(inst, p, cfg, name, threads, &diag)) {
         const gb_device_ops *ops = p->desc->ops;
-        gb_status st = ops->create(&inst->host, inst->values + 1, &inst->self);
+        gb_status st = ops->create(&inst->host, gb_instance_options(inst), &inst->self);
         if (st == GB_OK)
             rc = 0;
         else

@@ -99,7 +99,7 @@ static int bind_defaults(gb_kit *kit, gb_kit_instance *ki, const gb_plugin *plug
 static gb_status create_bound(gb_kit_instance *ki, const gb_device_ctx *ctx)
 {
     gb_instance *in = &ki->inst;
-    const gb_value *values = in->values + 1;
+    const gb_value *values = gb_instance_options(in);
     switch (in->plugin->desc->kind) {
     case GB_KIND_DEVICE:
         return ((const gb_device_ops *)ki->ops)->create(&in->host, values, &in->self);
