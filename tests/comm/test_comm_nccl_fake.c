@@ -9,7 +9,7 @@
  * communicator is aborted and every later call fails at once; a peer error during setup
  * or during a collective's enqueue aborts with NCCL's explanation. Finally two processes
  * started with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT end up with rank 0's id.
- * With `mpi`, run under mpirun, each rank checks that rank and world come from MPI.
+ * With `mpi`, run under mpirun, each rank checks that rank and world come from mpirun.
  *
  * Usage: LD_PRELOAD=fake-nccl.so test_comm_nccl_fake PLUGIN.so [mpi]
  */
@@ -269,7 +269,8 @@ static int check_torchrun_launch(void)
     return failures;
 }
 
-/* Under mpirun: rank and world must be MPI's, and a collective must go through. */
+/* Under mpirun: rank and world must be mpirun's (OMPI_COMM_WORLD_*), the id handed over
+ * TCP (127.0.0.1, every rank being on this host), and a collective must go through. */
 static int check_mpi_rank(void)
 {
     int failures = 0;
@@ -292,7 +293,7 @@ static int check_mpi_rank(void)
         st = ops->all_reduce_wait(self, req);
     GB_TEST_CHECK(failures, st == GB_OK, "all-reduce under mpirun: %s", gb_test_last_error());
     ops->destroy(self);
-    printf("rank %s of %s from MPI\n", rank, world);
+    printf("rank %s of %s from mpirun (OMPI_COMM_WORLD_*), id over TCP\n", rank, world);
     return failures;
 }
 

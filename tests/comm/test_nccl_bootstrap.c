@@ -1,8 +1,8 @@
 /* Tests for comm/nccl's launch reading and NCCL id exchange: no GPU, no NCCL.
  *
- * launch_read_env: the launch each set of environment variables makes (mpirun,
- * torchrun-style, none), and that every bad or missing variable is refused with a
- * message naming it.
+ * launch_read_env: the launch each set of environment variables makes (torchrun-style,
+ * mpirun's OMPI_COMM_WORLD_* variables, none), and that every bad or missing variable is
+ * refused with a message naming it.
  * tcp_bootstrap: three processes on one host and a free port. Rank 0 starts last, so the
  * others must retry, and serves a fixed 128-byte blob; every rank must receive the same
  * bytes. Then the failures: a rank connecting to a port nobody serves gives up within its
@@ -31,45 +31,58 @@
 /* ---- launch_read_env ------------------------------------------------------------------- */
 
 static const char *const launch_variables[] = {
-    "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-    "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"};
+    "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_RANK", "PMIX_NAMESPACE", "RANK", "WORLD_SIZE",
+    "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"};
 
 typedef struct env_case {
     const char *env;     /* "NAME=value NAME=value ..." on top of an empty launch */
-    int with_mpi;
     const char *error;   /* NULL: accepted; else a part of the expected message */
     launch_kind kind;
     int rank, world, port;
+    const char *addr;    /* where the id is served (with port); NULL: node0 */
 } env_case;
 
 #define TORCHRUN_2_OF_4 "RANK=2 WORLD_SIZE=4 LOCAL_RANK=2 MASTER_ADDR=node0 MASTER_PORT=29500"
 #define TORCHRUN_1_OF_2 "RANK=1 WORLD_SIZE=2 MASTER_ADDR=node0 "
+/* mpirun -np 4 on one node, and on two nodes of two ranks. */
+#define MPIRUN_2_OF_4 "OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=2 " \
+                      "OMPI_COMM_WORLD_LOCAL_RANK=2 OMPI_COMM_WORLD_LOCAL_SIZE=4"
+#define MPIRUN_2_OF_4_2_NODES "OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=2 " \
+                              "OMPI_COMM_WORLD_LOCAL_RANK=0 OMPI_COMM_WORLD_LOCAL_SIZE=2"
 
 static const env_case env_cases[] = {
-    {"", 0, NULL, LAUNCH_SINGLE, 0, 1, 0},
-    {"LOCAL_RANK=0", 0, NULL, LAUNCH_SINGLE, 0, 1, 0},
-    {"RANK=0 WORLD_SIZE=1", 0, NULL, LAUNCH_TCP, 0, 1, 0},
-    {TORCHRUN_2_OF_4, 0, NULL, LAUNCH_TCP, 2, 4, 29500},
-    {TORCHRUN_2_OF_4 " TORCHELASTIC_USE_AGENT_STORE=True", 0, NULL, LAUNCH_TCP, 2, 4, 29501},
-    {TORCHRUN_2_OF_4 " TORCHELASTIC_USE_AGENT_STORE=False", 0, NULL, LAUNCH_TCP, 2, 4, 29500},
-    {"OMPI_COMM_WORLD_SIZE=4 " TORCHRUN_2_OF_4, 1, NULL, LAUNCH_MPI, 0, 1, 0},
-    {"PMIX_RANK=0", 1, NULL, LAUNCH_MPI, 0, 1, 0},
-    {"OMPI_COMM_WORLD_SIZE=1", 0, NULL, LAUNCH_SINGLE, 0, 1, 0},
-    {"OMPI_COMM_WORLD_SIZE=4 " TORCHRUN_2_OF_4, 0, NULL, LAUNCH_TCP, 2, 4, 29500},
-    {"OMPI_COMM_WORLD_SIZE=4", 0, "OMPI_COMM_WORLD_SIZE = 4", 0, 0, 0, 0},
-    {"PMIX_RANK=3", 0, "PMIX_RANK = 3", 0, 0, 0, 0},
-    {"OMPI_COMM_WORLD_SIZE=many", 1, "OMPI_COMM_WORLD_SIZE", 0, 0, 0, 0},
-    {"RANK=4 WORLD_SIZE=4", 0, "RANK = 4 is not below WORLD_SIZE = 4", 0, 0, 0, 0},
-    {"RANK=one WORLD_SIZE=4", 0, "RANK = \"one\"", 0, 0, 0, 0},
-    {"RANK=1", 0, "but WORLD_SIZE is not", 0, 0, 0, 0},
-    {"WORLD_SIZE=2", 0, "but RANK is not", 0, 0, 0, 0},
-    {"RANK=0 WORLD_SIZE=0", 0, "WORLD_SIZE = \"0\"", 0, 0, 0, 0},
-    {"RANK=0 WORLD_SIZE=2 LOCAL_RANK=-1", 0, "LOCAL_RANK = \"-1\"", 0, 0, 0, 0},
-    {"RANK=1 WORLD_SIZE=2 MASTER_PORT=29500", 0, "MASTER_ADDR is not set", 0, 0, 0, 0},
-    {TORCHRUN_1_OF_2, 0, "MASTER_PORT is not set", 0, 0, 0, 0},
-    {TORCHRUN_1_OF_2 "MASTER_PORT=70000", 0, "MASTER_PORT = \"70000\"", 0, 0, 0, 0},
-    {TORCHRUN_1_OF_2 "MASTER_PORT=65535 TORCHELASTIC_USE_AGENT_STORE=True", 0,
-     "MASTER_PORT = 65535", 0, 0, 0, 0},
+    {"", NULL, LAUNCH_SINGLE, 0, 1, 0, NULL},
+    {"LOCAL_RANK=0", NULL, LAUNCH_SINGLE, 0, 1, 0, NULL},
+    {"RANK=0 WORLD_SIZE=1", NULL, LAUNCH_TCP, 0, 1, 0, NULL},
+    {TORCHRUN_2_OF_4, NULL, LAUNCH_TCP, 2, 4, 29500, NULL},
+    {TORCHRUN_2_OF_4 " TORCHELASTIC_USE_AGENT_STORE=True", NULL, LAUNCH_TCP, 2, 4, 29501, NULL},
+    {TORCHRUN_2_OF_4 " TORCHELASTIC_USE_AGENT_STORE=False", NULL, LAUNCH_TCP, 2, 4, 29500, NULL},
+    /* Explicit torchrun-style variables win over mpirun's. */
+    {"OMPI_COMM_WORLD_SIZE=4 " TORCHRUN_2_OF_4, NULL, LAUNCH_TCP, 2, 4, 29500, NULL},
+    /* mpirun: rank and world from OMPI_COMM_WORLD_*, the id over TCP. */
+    {"OMPI_COMM_WORLD_SIZE=1 OMPI_COMM_WORLD_RANK=0", NULL, LAUNCH_MPI, 0, 1, 0, NULL},
+    {MPIRUN_2_OF_4, NULL, LAUNCH_MPI, 2, 4, 29500, "127.0.0.1"},
+    {MPIRUN_2_OF_4 " MASTER_ADDR=node0 MASTER_PORT=29600", NULL, LAUNCH_MPI, 2, 4, 29600, NULL},
+    {MPIRUN_2_OF_4_2_NODES " MASTER_ADDR=node0", NULL, LAUNCH_MPI, 2, 4, 29500, NULL},
+    {MPIRUN_2_OF_4_2_NODES, "mpirun -x MASTER_ADDR", 0, 0, 0, 0, NULL},
+    {"OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK is not", 0, 0, 0, 0, NULL},
+    {"OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=4", "OMPI_COMM_WORLD_RANK = 4 is not below",
+     0, 0, 0, 0, NULL},
+    {"PMIX_RANK=0", NULL, LAUNCH_SINGLE, 0, 1, 0, NULL},
+    {"PMIX_RANK=3", "PMIX_RANK = 3", 0, 0, 0, 0, NULL},
+    {"OMPI_COMM_WORLD_SIZE=many", "OMPI_COMM_WORLD_SIZE", 0, 0, 0, 0, NULL},
+    {"RANK=4 WORLD_SIZE=4", "RANK = 4 is not below WORLD_SIZE = 4", 0, 0, 0, 0, NULL},
+    {"RANK=one WORLD_SIZE=4", "RANK = \"one\"", 0, 0, 0, 0, NULL},
+    {"RANK=1", "but WORLD_SIZE is not", 0, 0, 0, 0, NULL},
+    {"WORLD_SIZE=2", "but RANK is not", 0, 0, 0, 0, NULL},
+    {"RANK=0 WORLD_SIZE=0", "WORLD_SIZE = \"0\"", 0, 0, 0, 0, NULL},
+    {"RANK=0 WORLD_SIZE=2 LOCAL_RANK=-1", "LOCAL_RANK = \"-1\"", 0, 0, 0, 0, NULL},
+    {"RANK=1 WORLD_SIZE=2 MASTER_PORT=29500", "MASTER_ADDR is not set", 0, 0, 0, 0, NULL},
+    {TORCHRUN_1_OF_2, "MASTER_PORT is not set", 0, 0, 0, 0, NULL},
+    {TORCHRUN_1_OF_2 "MASTER_PORT=70000", "MASTER_PORT = \"70000\"", 0, 0, 0, 0, NULL},
+    {TORCHRUN_1_OF_2 "MASTER_PORT=65535 TORCHELASTIC_USE_AGENT_STORE=True",
+     "MASTER_PORT = 65535", 0, 0, 0, 0, NULL},
 };
 
 /* Clears every launch variable, then sets the NAME=value words of `env`. */
@@ -95,27 +108,27 @@ static int check_launch_env(void)
         set_launch_env(c->env);
         gb_test_clear_error();
         launch_plan plan;
-        int status = launch_read_env(gb_test_host(), c->with_mpi, &plan);
+        int status = launch_read_env(gb_test_host(), &plan);
         const char *message = gb_test_last_error();
         if (c->error) {
             GB_TEST_CHECK(failures, status == -1 && strstr(message, c->error),
-                          "\"%s\" (MPI %d): status %d, message \"%s\"; expected a refusal "
-                          "mentioning \"%s\"", c->env, c->with_mpi, status, message, c->error);
+                          "\"%s\": status %d, message \"%s\"; expected a refusal "
+                          "mentioning \"%s\"", c->env, status, message, c->error);
             printf("refused \"%s\": %s\n", c->env, message);
             continue;
         }
-        GB_TEST_CHECK(failures, status == 0, "\"%s\" (MPI %d) refused: %s", c->env, c->with_mpi,
-                      message);
+        GB_TEST_CHECK(failures, status == 0, "\"%s\" refused: %s", c->env, message);
         if (status != 0)
             continue;
         GB_TEST_CHECK(failures, plan.kind == c->kind && plan.rank == c->rank &&
                                     plan.world == c->world,
-                      "\"%s\" (MPI %d): launch %d rank %d world %d, expected %d, %d, %d", c->env,
-                      c->with_mpi, plan.kind, plan.rank, plan.world, c->kind, c->rank, c->world);
+                      "\"%s\": launch %d rank %d world %d, expected %d, %d, %d", c->env,
+                      plan.kind, plan.rank, plan.world, c->kind, c->rank, c->world);
         if (c->port)
-            GB_TEST_CHECK(failures, plan.port == c->port && strcmp(plan.master_addr, "node0") == 0,
-                          "\"%s\": id served at %s:%d, expected node0:%d", c->env,
-                          plan.master_addr, plan.port, c->port);
+            GB_TEST_CHECK(failures, plan.port == c->port &&
+                                        strcmp(plan.master_addr, c->addr ? c->addr : "node0") == 0,
+                          "\"%s\": id served at %s:%d, expected %s:%d", c->env,
+                          plan.master_addr, plan.port, c->addr ? c->addr : "node0", c->port);
     }
     set_launch_env("");
     return failures;

@@ -9,10 +9,13 @@ rc=$?
 seconds=$(($(date +%s) - start))
 [ "$rc" -eq 0 ] && [ "$seconds" -lt 30 ] && pass "doctor exits 0 in ${seconds}s" ||
     fail "doctor: exit $rc after ${seconds}s: $(cat "$WORK/doctor.txt")"
+missing=0
 for section in cpu threads blas speed cuda mpi plugins warnings; do
-    grep -q "^$section$" "$WORK/doctor.txt" || fail "doctor lacks the '$section' section"
+    grep -q "^$section$" "$WORK/doctor.txt" ||
+        { fail "doctor lacks the '$section' section"; missing=$((missing + 1)); }
 done
-pass "doctor prints the cpu, threads, blas, speed, cuda, mpi, plugins and warnings sections"
+[ "$missing" -eq 0 ] &&
+    pass "doctor prints the cpu, threads, blas, speed, cuda, mpi, plugins and warnings sections"
 for pattern in '^  model +[^ ]' '^  features +avx2 (yes|no), fma (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)' \
     '^  online CPUs +[0-9]+' '^  OMP_NUM_THREADS +unset' '^  oneDNN +[0-9]+\.[0-9]+\.[0-9]+ ' \
     '^  sgemm +[0-9.]+ GFLOP/s: 1024x1024x1024 f32 through device/cpu' \

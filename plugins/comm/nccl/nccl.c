@@ -1,9 +1,11 @@
 /* Communication over NCCL: the collectives of data-parallel training between GPUs, one
  * process per GPU, within a node (NVLink, PCIe) and across nodes (InfiniBand, RoCE, TCP).
  *
- * create() learns its rank and world from the launcher (launch.c: mpirun, torchrun-style
- * variables, or neither for a world of 1), carries rank 0's ncclUniqueId to every rank
- * (MPI_Bcast, or tcp_bootstrap.c) and opens a non-blocking communicator on the device
+ * create() learns its rank and world from the launcher (launch.c: Open MPI's mpirun
+ * variables, torchrun-style variables, or neither for a world of 1), carries rank 0's
+ * ncclUniqueId to every rank over TCP (tcp_bootstrap.c: under mpirun too, so the plugin
+ * links no MPI library; rank 0's address is MASTER_ADDR:MASTER_PORT, with the defaults
+ * launch.c documents) and opens a non-blocking communicator on the device
  * context's GPU. Collectives are enqueued on the context's stream, so they follow the
  * kernels that produced their buffers and precede the kernels that read the results,
  * without a host synchronisation in between.
@@ -35,13 +37,6 @@
 #include "monotonic.h"
 #include "tcp_bootstrap.h"
 
-#ifdef GB_NCCL_WITH_MPI
-#include <mpi.h>
-enum { BUILT_WITH_MPI = 1 };
-#else
-enum { BUILT_WITH_MPI = 0 };
-#endif
-
 enum { OPT_TIMEOUT_S };
 
 static const gb_option nccl_options[] = {
@@ -64,7 +59,6 @@ typedef struct nccl_comm {
     cudaStream_t stream;          /* the device context's stream */
     ncclComm_t comm;              /* NULL before setup and after an abort */
     char failure[160];            /* after an abort: what failed */
-    int mpi_owned;                /* this plugin called MPI_Init and owes MPI_Finalize */
     int32_t *barrier_word;        /* one device int, always 0, that barrier() all-reduces */
     int64_t seq;                  /* collectives issued so far on this communicator */
     int n_inflight;
@@ -357,63 +351,9 @@ static gb_status make_unique_id(const gb_host *host, ncclUniqueId *id)
     return status_of(r);
 }
 
-#ifdef GB_NCCL_WITH_MPI
-/* Launch 1 (mpirun): rank and world from MPI, the id broadcast from rank 0 with
- * MPI_Bcast. MPI is initialised here unless the process already did it, and then
- * destroy() finalises it. */
-static gb_status share_id_over_mpi(nccl_comm *s, ncclUniqueId *id)
-{
-    const gb_host *host = s->host;
-    int initialised = 0, finalised = 0;
-    MPI_Initialized(&initialised);
-    MPI_Finalized(&finalised);
-    if (finalised) {
-        host->set_error(host, "comm/nccl: MPI was already finalised in this process, so it cannot "
-                        "start the NCCL communicator");
-        return GB_ERR_SYSTEM;
-    }
-    if (!initialised) {
-        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
-            host->set_error(host, "comm/nccl: MPI_Init failed (the process was started by mpirun: "
-                            "OMPI_COMM_WORLD_SIZE or PMIX_RANK is set)");
-            return GB_ERR_SYSTEM;
-        }
-        s->mpi_owned = 1;
-        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &s->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &s->world);
-    /* Rank 0 sends its outcome with the id, so that a failure there stops every rank. */
-    struct {
-        int32_t ok;
-        ncclUniqueId id;
-    } message = {0};
-    gb_status st = GB_OK;
-    if (s->rank == 0 && (st = make_unique_id(host, &message.id)) == GB_OK)
-        message.ok = 1;
-    if (MPI_Bcast(&message, (int)sizeof message, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS) {
-        host->set_error(host, "rank %d: MPI_Bcast of the NCCL id failed", s->rank);
-        return GB_ERR_SYSTEM;
-    }
-    if (st != GB_OK)
-        return st;
-    if (!message.ok) {
-        host->set_error(host, "rank %d: rank 0 could not create the NCCL id (its error says why)",
-                        s->rank);
-        return GB_ERR_SYSTEM;
-    }
-    *id = message.id;
-    return GB_OK;
-}
-#endif
-
 /* Gets rank 0's unique id to this rank, as the launch prescribes. */
 static gb_status share_unique_id(nccl_comm *s, const launch_plan *plan, ncclUniqueId *id)
 {
-#ifdef GB_NCCL_WITH_MPI
-    if (plan->kind == LAUNCH_MPI)
-        return share_id_over_mpi(s, id);
-#endif
     const gb_host *host = s->host;
     if (plan->port != plan->master_port)
         host->log(host, GB_LOG_INFO, "comm/nccl: torchrun's agent serves its store on MASTER_PORT "
@@ -460,7 +400,7 @@ static gb_status nccl_create(const gb_host *host, const gb_value *options,
     if (st != GB_OK)
         return st;
     launch_plan plan;
-    if (launch_read_env(host, BUILT_WITH_MPI, &plan) != 0)
+    if (launch_read_env(host, &plan) != 0)
         return GB_ERR_CONFIG;
 
     nccl_comm *s = host->alloc(host, sizeof *s);
@@ -490,7 +430,7 @@ static gb_status nccl_create(const gb_host *host, const gb_value *options,
     host->log(host, GB_LOG_INFO, "comm/nccl: rank %d of %d on GPU %d%s, NCCL %d.%d.%d, started "
               "by %s", s->rank, s->world, s->ordinal, local_rank, version / 10000,
               version / 100 % 100, version % 100,
-              plan.kind == LAUNCH_MPI   ? "mpirun"
+              plan.kind == LAUNCH_MPI   ? "mpirun (OMPI_COMM_WORLD_*)"
               : plan.kind == LAUNCH_TCP ? "RANK and WORLD_SIZE"
                                         : "no launcher");
     *self = s;
@@ -531,10 +471,6 @@ static void nccl_destroy(void *self)
         if (s->events[i])
             cudaEventDestroy(s->events[i]);
     cudaFree(s->barrier_word);
-#ifdef GB_NCCL_WITH_MPI
-    if (s->mpi_owned)
-        MPI_Finalize();
-#endif
     s->host->free(s->host, s);
 }
 
