@@ -18,9 +18,10 @@
  * Each all-reduce request owns one event of a pool created at create(), so
  * all_reduce_start allocates nothing; requests may complete in any order.
  *
- * The GPU is the device context's ordinal: the core picks it (from LOCAL_RANK, or
- * OMPI_COMM_WORLD_LOCAL_RANK under mpirun, when several ranks share a node), and two
- * ranks on one GPU are refused by NCCL at setup.
+ * The GPU is the device context's ordinal: the core picks it ([device] ordinal, else
+ * LOCAL_RANK, or OMPI_COMM_WORLD_LOCAL_RANK under mpirun) and hands it to the device
+ * plugin as gb_host.device_ordinal (ABI 1.2), which opens that GPU and reports it here;
+ * two ranks on one GPU are refused by NCCL at setup.
  *
  * Deliberately left out: a separate communication stream (all-reduce runs in order with
  * the kernels of the context's stream), buffer registration, and recovery after a
