@@ -22,6 +22,16 @@
 
 /* 1 when `p` is a problem the tiled plugins can compute; else 0 with a reason that names
  * `plugin` and what to change. */
+/* Keeps the device a plugin got at create() (the fields its struct_size covers, the rest
+ * zero), so forward/backward can queue their work on it with gb_device_run_host(). */
+static inline void attn_keep_device(gb_device_ctx *kept, const gb_device_ctx *device)
+{
+    memset(kept, 0, sizeof *kept);
+    size_t n = device->struct_size < sizeof *kept ? device->struct_size : sizeof *kept;
+    memcpy(kept, device, n);
+    kept->struct_size = n;
+}
+
 static inline int attn_problem_ok(const char *plugin, const gb_attn_problem *p, char *reason,
                                   size_t reason_cap)
 {

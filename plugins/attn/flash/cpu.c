@@ -56,6 +56,7 @@ static const gb_option flash_options[] = {
 
 typedef struct attn_flash {
     const gb_host *host;
+    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
     int threads;       /* host->num_threads, at least 1: one set of tiles each */
     int64_t block_q, block_k;
     const cpu_kernels *kernels;
@@ -112,6 +113,7 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
         return GB_ERR_NO_MEMORY;
     }
     f->host = host;
+    attn_keep_device(&f->device, device);
     f->threads = host->num_threads > 0 ? host->num_threads : 1;
     f->block_q = options[OPT_BLOCK_Q].i;
     f->block_k = block_k;
@@ -356,15 +358,10 @@ static gb_status check_call(attn_flash *f, const char *call, const gb_attn_probl
     return attn_check_call(f->host, PLUGIN, call, ok, reason, p, names, views, n);
 }
 
-static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor out, gb_tensor q,
-                               gb_tensor k, gb_tensor v, void *saved, void *workspace)
+/* The forward pass's compute, run in stream order (gb_device_run_host): everything it
+ * touches is device memory. */
+static gb_status flash_forward_compute(attn_flash *f, const gb_attn_problem *p, gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v, void *saved, void *workspace)
 {
-    attn_flash *f = self;
-    const char *names[] = {"out", "q", "k", "v"};
-    const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_call(f, "forward", p, names, views, 4);
-    if (status != GB_OK)
-        return status;
     flash_call c = call_of(f, p, saved, workspace);
     c.q = attn_read_f32(&q, p, &c.wide, f->threads);
     c.k = attn_read_f32(&k, p, &c.wide, f->threads);
@@ -382,6 +379,39 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
     }
     attn_store_f32(&out, &c.out, f->threads);
     return GB_OK;
+}
+
+/* What flash_forward queues: the instance, a copy of the problem and the views by value. */
+typedef struct flash_forward_args {
+    attn_flash *self;
+    gb_attn_problem p;
+    gb_tensor out;
+    gb_tensor q;
+    gb_tensor k;
+    gb_tensor v;
+    void *saved;
+    void *workspace;
+} flash_forward_args;
+
+static gb_status flash_forward_run(void *arg)
+{
+    flash_forward_args *a = arg;
+    return flash_forward_compute(a->self, &a->p, a->out, a->q, a->k, a->v, a->saved,
+                          a->workspace);
+}
+
+static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor out, gb_tensor q,
+                               gb_tensor k, gb_tensor v, void *saved, void *workspace)
+{
+    attn_flash *f = self;
+    const char *names[] = {"out", "q", "k", "v"};
+    const gb_tensor *views[] = {&out, &q, &k, &v};
+    gb_status status = check_call(f, "forward", p, names, views, 4);
+    if (status != GB_OK)
+        return status;
+    flash_forward_args a = {.self = f, .p = *p, .out = out, .q = q, .k = k, .v = v,
+                 .saved = saved, .workspace = workspace};
+    return gb_device_run_host(&f->device, flash_forward_run, &a, sizeof a);
 }
 
 /* ---- backward ------------------------------------------------------------------------ */
@@ -527,17 +557,10 @@ static void query_tile_gradients(const flash_call *c, tiles *w, int64_t b, int64
     attn_unpack_rows(&c->dq, b, h, q0, nq, w->acc, Dp, D, c->scale);
 }
 
-static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
-                                gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
-                                gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
-                                void *workspace)
+/* The backward pass's compute, run in stream order (gb_device_run_host): everything it
+ * touches is device memory. */
+static gb_status flash_backward_compute(attn_flash *f, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out, const void *saved, void *workspace)
 {
-    attn_flash *f = self;
-    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
-    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
-    gb_status status = check_call(f, "backward", p, names, views, 8);
-    if (status != GB_OK)
-        return status;
     // forward's log-sum-exps are only read; flash_call holds them for both directions
     flash_call c = call_of(f, p, (float *)saved, workspace);
     c.q = attn_read_f32(&q, p, &c.wide, f->threads);
@@ -581,6 +604,45 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     return GB_OK;
 }
 
+/* What flash_backward queues: the instance, a copy of the problem and the views by value. */
+typedef struct flash_backward_args {
+    attn_flash *self;
+    gb_attn_problem p;
+    gb_tensor dq;
+    gb_tensor dk;
+    gb_tensor dv;
+    gb_tensor dout;
+    gb_tensor q;
+    gb_tensor k;
+    gb_tensor v;
+    gb_tensor out;
+    const void *saved;
+    void *workspace;
+} flash_backward_args;
+
+static gb_status flash_backward_run(void *arg)
+{
+    flash_backward_args *a = arg;
+    return flash_backward_compute(a->self, &a->p, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->saved,
+                          a->workspace);
+}
+
+static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
+                                gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
+                                gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
+                                void *workspace)
+{
+    attn_flash *f = self;
+    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
+    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
+    gb_status status = check_call(f, "backward", p, names, views, 8);
+    if (status != GB_OK)
+        return status;
+    flash_backward_args a = {.self = f, .p = *p, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v, .out = out,
+                 .saved = saved, .workspace = workspace};
+    return gb_device_run_host(&f->device, flash_backward_run, &a, sizeof a);
+}
+
 static const gb_attn_ops flash_ops = {
     .struct_size = sizeof(gb_attn_ops),
     .create = flash_create,
@@ -596,4 +658,4 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.0.0",
                       "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
                       GB_DEVICE_CPU,
                       GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC, GB_OPTIONS(flash_options), flash_ops)
+                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(flash_options), flash_ops)

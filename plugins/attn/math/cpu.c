@@ -39,6 +39,7 @@
 
 typedef struct attn_math {
     const gb_host *host;
+    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
     int threads;                /* host->num_threads, at least 1: one set of tiles each */
     const cpu_kernels *kernels;
 } attn_math;
@@ -66,6 +67,7 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
     }
     memset(attn, 0, sizeof *attn);
     attn->host = host;
+    attn_keep_device(&attn->device, device);
     attn->threads = host->num_threads > 0 ? host->num_threads : 1;
     attn->kernels = cpu_kernels_best();
     host->log(host, GB_LOG_DEBUG, "%s kernels", attn->kernels->name);
@@ -288,16 +290,10 @@ static void backward_head(const math_call *c, head_tiles *w, int64_t b, int64_t 
     }
 }
 
-static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor out,
-                              gb_tensor q, gb_tensor k, gb_tensor v, void *saved,
-                              void *workspace)
+/* The forward pass's compute, run in stream order (gb_device_run_host): everything it
+ * touches is device memory. */
+static gb_status math_forward_compute(attn_math *attn, const gb_attn_problem *p, gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v, void *saved, void *workspace)
 {
-    attn_math *attn = self;
-    const char *names[] = {"out", "q", "k", "v"};
-    const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_call(attn, "forward", p, names, views, 4);
-    if (status != GB_OK)
-        return status;
     math_call c = call_of(attn, p, saved);
     float *wide = wide_copies(attn, p, workspace);
     c.q = attn_read_f32(&q, p, &wide, attn->threads);
@@ -317,18 +313,45 @@ static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor ou
     return GB_OK;
 }
 
-static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
-                               gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
-                               gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
-                               void *workspace)
+/* What math_forward queues: the instance, a copy of the problem and the views by value. */
+typedef struct math_forward_args {
+    attn_math *self;
+    gb_attn_problem p;
+    gb_tensor out;
+    gb_tensor q;
+    gb_tensor k;
+    gb_tensor v;
+    void *saved;
+    void *workspace;
+} math_forward_args;
+
+static gb_status math_forward_run(void *arg)
 {
-    (void)out;   // the saved probabilities carry everything out would tell
+    math_forward_args *a = arg;
+    return math_forward_compute(a->self, &a->p, a->out, a->q, a->k, a->v, a->saved,
+                          a->workspace);
+}
+
+static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor out,
+                              gb_tensor q, gb_tensor k, gb_tensor v, void *saved,
+                              void *workspace)
+{
     attn_math *attn = self;
-    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
-    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
-    gb_status status = check_call(attn, "backward", p, names, views, 7);
+    const char *names[] = {"out", "q", "k", "v"};
+    const gb_tensor *views[] = {&out, &q, &k, &v};
+    gb_status status = check_call(attn, "forward", p, names, views, 4);
     if (status != GB_OK)
         return status;
+    math_forward_args a = {.self = attn, .p = *p, .out = out, .q = q, .k = k, .v = v,
+                 .saved = saved, .workspace = workspace};
+    return gb_device_run_host(&attn->device, math_forward_run, &a, sizeof a);
+}
+
+/* The backward pass's compute, run in stream order (gb_device_run_host): everything it
+ * touches is device memory. */
+static gb_status math_backward_compute(attn_math *attn, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out, const void *saved, void *workspace)
+{
+    (void)out;
     // forward's probabilities are only read; math_call holds them for both directions
     math_call c = call_of(attn, p, (float *)saved);
     float *wide = wide_copies(attn, p, workspace);
@@ -354,6 +377,46 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
     return GB_OK;
 }
 
+/* What math_backward queues: the instance, a copy of the problem and the views by value. */
+typedef struct math_backward_args {
+    attn_math *self;
+    gb_attn_problem p;
+    gb_tensor dq;
+    gb_tensor dk;
+    gb_tensor dv;
+    gb_tensor dout;
+    gb_tensor q;
+    gb_tensor k;
+    gb_tensor v;
+    gb_tensor out;
+    const void *saved;
+    void *workspace;
+} math_backward_args;
+
+static gb_status math_backward_run(void *arg)
+{
+    math_backward_args *a = arg;
+    return math_backward_compute(a->self, &a->p, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->saved,
+                          a->workspace);
+}
+
+static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
+                               gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
+                               gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
+                               void *workspace)
+{
+    (void)out;   // the saved probabilities carry everything out would tell
+    attn_math *attn = self;
+    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
+    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
+    gb_status status = check_call(attn, "backward", p, names, views, 7);
+    if (status != GB_OK)
+        return status;
+    math_backward_args a = {.self = attn, .p = *p, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v, .out = out,
+                 .saved = saved, .workspace = workspace};
+    return gb_device_run_host(&attn->device, math_backward_run, &a, sizeof a);
+}
+
 static const gb_attn_ops math_ops = {
     .struct_size = sizeof(gb_attn_ops),
     .create = math_create,
@@ -368,4 +431,4 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "math", "1.0.0",
                       "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
                       GB_DEVICE_CPU,
                       GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC, GB_NO_OPTIONS, math_ops)
+                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, math_ops)

@@ -40,6 +40,7 @@ static const gb_option mem_efficient_options[] = {
 
 typedef struct attn_mem_efficient {
     const gb_host *host;
+    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
     int threads;       /* host->num_threads, at least 1: one slab each */
     int64_t block_q;
 } attn_mem_efficient;
@@ -58,6 +59,7 @@ static gb_status mem_efficient_create(const gb_host *host, const gb_value *optio
         return GB_ERR_NO_MEMORY;
     }
     attn->host = host;
+    attn_keep_device(&attn->device, device);
     attn->threads = host->num_threads > 0 ? host->num_threads : 1;
     attn->block_q = options[OPT_BLOCK_Q].i;
     *self = attn;
@@ -160,16 +162,10 @@ static void forward_block(float *slab, float *lse, const gb_tensor *out, const g
     }
 }
 
-static gb_status mem_efficient_forward(void *self, const gb_attn_problem *p, gb_tensor out,
-                                       gb_tensor q, gb_tensor k, gb_tensor v, void *saved,
-                                       void *workspace)
+/* The forward pass's compute, run in stream order (gb_device_run_host): everything it
+ * touches is device memory. */
+static gb_status mem_efficient_forward_compute(attn_mem_efficient *attn, const gb_attn_problem *p, gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v, void *saved, void *workspace)
 {
-    attn_mem_efficient *attn = self;
-    const char *names[] = {"out", "q", "k", "v"};
-    const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_call(attn, "forward", p, names, views, 4);
-    if (status != GB_OK)
-        return status;
     const int64_t H = p->heads, T = p->seq_len, BQ = block_rows(attn, p);
     const int64_t blocks = (T + BQ - 1) / BQ, units = p->batch * H * blocks;
     const float scale = 1.0f / sqrtf((float)p->head_dim);
@@ -189,6 +185,40 @@ static gb_status mem_efficient_forward(void *self, const gb_attn_problem *p, gb_
     }
     attn_store_f32(&out, &out32, attn->threads);
     return GB_OK;
+}
+
+/* What mem_efficient_forward queues: the instance, a copy of the problem and the views by value. */
+typedef struct mem_efficient_forward_args {
+    attn_mem_efficient *self;
+    gb_attn_problem p;
+    gb_tensor out;
+    gb_tensor q;
+    gb_tensor k;
+    gb_tensor v;
+    void *saved;
+    void *workspace;
+} mem_efficient_forward_args;
+
+static gb_status mem_efficient_forward_run(void *arg)
+{
+    mem_efficient_forward_args *a = arg;
+    return mem_efficient_forward_compute(a->self, &a->p, a->out, a->q, a->k, a->v, a->saved,
+                          a->workspace);
+}
+
+static gb_status mem_efficient_forward(void *self, const gb_attn_problem *p, gb_tensor out,
+                                       gb_tensor q, gb_tensor k, gb_tensor v, void *saved,
+                                       void *workspace)
+{
+    attn_mem_efficient *attn = self;
+    const char *names[] = {"out", "q", "k", "v"};
+    const gb_tensor *views[] = {&out, &q, &k, &v};
+    gb_status status = check_call(attn, "forward", p, names, views, 4);
+    if (status != GB_OK)
+        return status;
+    mem_efficient_forward_args a = {.self = attn, .p = *p, .out = out, .q = q, .k = k, .v = v,
+                 .saved = saved, .workspace = workspace};
+    return gb_device_run_host(&attn->device, mem_efficient_forward_run, &a, sizeof a);
 }
 
 /* The tensors of one backward call, so the per-head work takes one argument. */
@@ -243,17 +273,10 @@ static void backward_head(float *prob, float *dprob, const float *lse, const gra
     }
 }
 
-static gb_status mem_efficient_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
-                                        gb_tensor dk, gb_tensor dv, gb_tensor dout,
-                                        gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out,
-                                        const void *saved, void *workspace)
+/* The backward pass's compute, run in stream order (gb_device_run_host): everything it
+ * touches is device memory. */
+static gb_status mem_efficient_backward_compute(attn_mem_efficient *attn, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out, const void *saved, void *workspace)
 {
-    attn_mem_efficient *attn = self;
-    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
-    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
-    gb_status status = check_call(attn, "backward", p, names, views, 8);
-    if (status != GB_OK)
-        return status;
     const int64_t H = p->heads, T = p->seq_len, BQ = block_rows(attn, p);
     const float scale = 1.0f / sqrtf((float)p->head_dim);
     const float *lse = saved;  // (B, H, T)
@@ -280,6 +303,45 @@ static gb_status mem_efficient_backward(void *self, const gb_attn_problem *p, gb
     return GB_OK;
 }
 
+/* What mem_efficient_backward queues: the instance, a copy of the problem and the views by value. */
+typedef struct mem_efficient_backward_args {
+    attn_mem_efficient *self;
+    gb_attn_problem p;
+    gb_tensor dq;
+    gb_tensor dk;
+    gb_tensor dv;
+    gb_tensor dout;
+    gb_tensor q;
+    gb_tensor k;
+    gb_tensor v;
+    gb_tensor out;
+    const void *saved;
+    void *workspace;
+} mem_efficient_backward_args;
+
+static gb_status mem_efficient_backward_run(void *arg)
+{
+    mem_efficient_backward_args *a = arg;
+    return mem_efficient_backward_compute(a->self, &a->p, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->saved,
+                          a->workspace);
+}
+
+static gb_status mem_efficient_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
+                                        gb_tensor dk, gb_tensor dv, gb_tensor dout,
+                                        gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out,
+                                        const void *saved, void *workspace)
+{
+    attn_mem_efficient *attn = self;
+    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
+    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
+    gb_status status = check_call(attn, "backward", p, names, views, 8);
+    if (status != GB_OK)
+        return status;
+    mem_efficient_backward_args a = {.self = attn, .p = *p, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v, .out = out,
+                 .saved = saved, .workspace = workspace};
+    return gb_device_run_host(&attn->device, mem_efficient_backward_run, &a, sizeof a);
+}
+
 static const gb_attn_ops mem_efficient_ops = {
     .struct_size = sizeof(gb_attn_ops),
     .create = mem_efficient_create,
@@ -295,4 +357,4 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "mem_efficient", "1.0.0",
                       "f32, bf16, f16",
                       GB_DEVICE_CPU,
                       GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC, GB_OPTIONS(mem_efficient_options), mem_efficient_ops)
+                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(mem_efficient_options), mem_efficient_ops)

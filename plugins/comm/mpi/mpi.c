@@ -97,6 +97,10 @@ typedef struct peer {
 
 typedef struct mpi_comm {
     const gb_host *host;
+    gb_device_ctx device;     /* the device given to create(): collectives queue on its
+                                 compute stream (gb_device_run_host), as comm.h orders */
+    gb_comm_request pending[GB_COMM_MAX_INFLIGHT];   /* requests started and not waited */
+    int n_pending;            /* for the caller's bookkeeping, kept at call time */
     MPI_Comm comm;            /* collectives */
     MPI_Comm notices;         /* sequence-number notices */
     int rank, world;
@@ -542,6 +546,12 @@ static gb_status mpi_create(const gb_host *host, const gb_value *options,
     }
     *m = (mpi_comm){.host = host, .comm = MPI_COMM_NULL, .notices = MPI_COMM_NULL,
                     .timeout_s = options[OPT_TIMEOUT_S].f, .next_id = 1};
+    if (device) {
+        size_t n = device->struct_size < sizeof m->device ? device->struct_size
+                                                          : sizeof m->device;
+        memcpy(&m->device, device, n);
+        m->device.struct_size = n;
+    }
     m->beat_s = m->timeout_s / 10.0 < 1.0 ? m->timeout_s / 10.0 : 1.0;
     for (int i = 0; i < N_SLOTS; i++)
         m->requests[i] = MPI_REQUEST_NULL;
@@ -615,13 +625,136 @@ static gb_status check_all_reduce(mpi_comm *m, const void *buf, int64_t count, g
                               "reduce in smaller buckets", (long long)count, INT_MAX);
         return GB_ERR_UNSUPPORTED;
     }
-    if (m->n_inflight == GB_COMM_MAX_INFLIGHT) {
+    if (m->n_pending == GB_COMM_MAX_INFLIGHT) {
         host->set_error(host, "all_reduce: %d requests already outstanding (the limit)",
                         GB_COMM_MAX_INFLIGHT);
         return GB_ERR_INVALID_ARG;
     }
     return GB_OK;
 }
+
+/* ---- queued parts (comm.h "Ordering": in stream order on the compute stream) ---- */
+
+/* What the queued parts of the collectives receive. */
+typedef struct queued_collective {
+    mpi_comm *m;
+    void *buf;
+    int64_t count;            /* all-reduce: elements; broadcast: bytes */
+    gb_dtype dtype;
+    gb_reduce_op op;
+    gb_comm_request id;
+    int root;
+} queued_collective;
+
+/* Posts the all-reduce of request `id`: buf holds what the work queued before it left. */
+static gb_status all_reduce_start_run(void *arg)
+{
+    const queued_collective *q = arg;
+    mpi_comm *m = q->m;
+    if (m->failed)
+        return refuse_after_failure(m);
+    gb_status st = progress(m);
+    if (st != GB_OK)
+        return st;
+    int slot = 0;
+    while (m->slots[slot].id != 0)
+        slot++;
+    st = begin_collective(m, (collective){.kind = ALL_REDUCE, .id = q->id, .buf = q->buf,
+                                          .count = q->count, .dtype = q->dtype, .op = q->op},
+                          slot);
+    if (st != GB_OK)
+        return st;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, q->buf, (int)q->count,
+                            q->dtype == GB_F32 ? MPI_FLOAT : MPI_INT, MPI_SUM, m->comm,
+                            &m->requests[slot]);
+    if (rc != MPI_SUCCESS)
+        return mpi_failed(m, rc, "MPI_Iallreduce");
+    m->n_inflight++;
+    return GB_OK;
+}
+
+/* Completes request `id`, so the work queued after it sees the result. */
+static gb_status all_reduce_wait_run(void *arg)
+{
+    const queued_collective *q = arg;
+    mpi_comm *m = q->m;
+    if (m->failed)
+        return refuse_after_failure(m);
+    int slot = 0;
+    while (slot < GB_COMM_MAX_INFLIGHT && m->slots[slot].id != q->id)
+        slot++;
+    if (slot == GB_COMM_MAX_INFLIGHT) {
+        m->host->set_error(m->host, "all_reduce_wait: request %lld was never posted",
+                           (long long)q->id);
+        return GB_ERR_INVALID_ARG;
+    }
+    gb_status st = await(m, slot);
+    if (st != GB_OK)
+        return st;
+    m->slots[slot].id = 0;
+    m->n_inflight--;
+    return GB_OK;
+}
+
+static gb_status broadcast_run(void *arg)
+{
+    const queued_collective *q = arg;
+    mpi_comm *m = q->m;
+    if (m->failed)
+        return refuse_after_failure(m);
+    void *buf = q->buf;
+    size_t bytes = (size_t)q->count;
+    gb_status st = progress(m);
+    if (st == GB_OK)
+        st = begin_collective(m, (collective){.kind = BROADCAST, .buf = buf,
+                                              .count = (int64_t)bytes, .root = q->root},
+                              BLOCKING_SLOT);
+    if (st != GB_OK)
+        return st;
+    /* in chunks of int counts; one empty broadcast when bytes is 0, as on every rank */
+    size_t done = 0;
+    do {
+        size_t n = bytes - done < BROADCAST_CHUNK ? bytes - done : BROADCAST_CHUNK;
+        int rc = MPI_Ibcast((char *)buf + done, (int)n, MPI_BYTE, q->root, m->comm,
+                            &m->requests[BLOCKING_SLOT]);
+        if (rc != MPI_SUCCESS)
+            return mpi_failed(m, rc, "MPI_Ibcast");
+        st = await(m, BLOCKING_SLOT);
+        done += n;
+    } while (st == GB_OK && done < bytes);
+    return st;
+}
+
+static gb_status barrier_run(void *arg)
+{
+    const queued_collective *q = arg;
+    mpi_comm *m = q->m;
+    if (m->failed)
+        return refuse_after_failure(m);
+    gb_status st = progress(m);
+    if (st == GB_OK)
+        st = begin_collective(m, (collective){.kind = BARRIER}, BLOCKING_SLOT);
+    if (st != GB_OK)
+        return st;
+    int rc = MPI_Ibarrier(m->comm, &m->requests[BLOCKING_SLOT]);
+    if (rc != MPI_SUCCESS)
+        return mpi_failed(m, rc, "MPI_Ibarrier");
+    return await(m, BLOCKING_SLOT);
+}
+
+/* Queues a blocking collective and waits for it with the device's sync (at once on a
+ * device without a queue). */
+static gb_status run_blocking(mpi_comm *m, gb_host_fn fn, queued_collective *q)
+{
+    gb_status st = gb_device_run_host(&m->device, fn, q, sizeof *q);
+    if (st == GB_OK &&
+        m->device.struct_size >= offsetof(gb_device_ctx, self) + sizeof m->device.self &&
+        m->device.ops && m->device.ops->sync)
+        st = m->device.ops->sync(m->device.self);
+    return st;
+}
+
+/* ---- the collectives ---- */
 
 static gb_status mpi_all_reduce_start(void *self, void *buf, int64_t count, gb_dtype dtype,
                                       gb_reduce_op op, gb_comm_request *request)
@@ -630,23 +763,14 @@ static gb_status mpi_all_reduce_start(void *self, void *buf, int64_t count, gb_d
     if (m->failed)
         return refuse_after_failure(m);
     gb_status st = check_all_reduce(m, buf, count, dtype, op, request);
-    if (st == GB_OK)
-        st = progress(m);
     if (st != GB_OK)
         return st;
-    int slot = 0;
-    while (m->slots[slot].id != 0)
-        slot++;
-    st = begin_collective(m, (collective){.kind = ALL_REDUCE, .id = m->next_id, .buf = buf,
-                                          .count = count, .dtype = dtype, .op = op},
-                          slot);
+    queued_collective q = {.m = m, .buf = buf, .count = count, .dtype = dtype, .op = op,
+                           .id = m->next_id};
+    st = gb_device_run_host(&m->device, all_reduce_start_run, &q, sizeof q);
     if (st != GB_OK)
         return st;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, dtype == GB_F32 ? MPI_FLOAT : MPI_INT,
-                            MPI_SUM, m->comm, &m->requests[slot]);
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(m, rc, "MPI_Iallreduce");
-    m->n_inflight++;
+    m->pending[m->n_pending++] = q.id;
     *request = m->next_id++;
     return GB_OK;
 }
@@ -656,20 +780,17 @@ static gb_status mpi_all_reduce_wait(void *self, gb_comm_request request)
     mpi_comm *m = self;
     if (m->failed)
         return refuse_after_failure(m);
-    int slot = 0;
-    while (slot < GB_COMM_MAX_INFLIGHT && (request == 0 || m->slots[slot].id != request))
-        slot++;
-    if (slot == GB_COMM_MAX_INFLIGHT) {
+    int i = 0;
+    while (i < m->n_pending && (request == 0 || m->pending[i] != request))
+        i++;
+    if (i == m->n_pending) {
         m->host->set_error(m->host, "all_reduce_wait: request %lld is not outstanding",
                            (long long)request);
         return GB_ERR_INVALID_ARG;
     }
-    gb_status st = await(m, slot);
-    if (st != GB_OK)
-        return st;
-    m->slots[slot].id = 0;
-    m->n_inflight--;
-    return GB_OK;
+    m->pending[i] = m->pending[--m->n_pending];
+    queued_collective q = {.m = m, .id = request};
+    return gb_device_run_host(&m->device, all_reduce_wait_run, &q, sizeof q);
 }
 
 static gb_status mpi_broadcast(void *self, void *buf, size_t bytes, int root)
@@ -686,25 +807,8 @@ static gb_status mpi_broadcast(void *self, void *buf, size_t bytes, int root)
         m->host->set_error(m->host, "broadcast: NULL buffer of %zu bytes", bytes);
         return GB_ERR_INVALID_ARG;
     }
-    gb_status st = progress(m);
-    if (st == GB_OK)
-        st = begin_collective(m, (collective){.kind = BROADCAST, .buf = buf,
-                                              .count = (int64_t)bytes, .root = root},
-                              BLOCKING_SLOT);
-    if (st != GB_OK)
-        return st;
-    /* in chunks of int counts; one empty broadcast when bytes is 0, as on every rank */
-    size_t done = 0;
-    do {
-        size_t n = bytes - done < BROADCAST_CHUNK ? bytes - done : BROADCAST_CHUNK;
-        int rc = MPI_Ibcast((char *)buf + done, (int)n, MPI_BYTE, root, m->comm,
-                            &m->requests[BLOCKING_SLOT]);
-        if (rc != MPI_SUCCESS)
-            return mpi_failed(m, rc, "MPI_Ibcast");
-        st = await(m, BLOCKING_SLOT);
-        done += n;
-    } while (st == GB_OK && done < bytes);
-    return st;
+    queued_collective q = {.m = m, .buf = buf, .count = (int64_t)bytes, .root = root};
+    return run_blocking(m, broadcast_run, &q);
 }
 
 static gb_status mpi_barrier(void *self)
@@ -712,15 +816,8 @@ static gb_status mpi_barrier(void *self)
     mpi_comm *m = self;
     if (m->failed)
         return refuse_after_failure(m);
-    gb_status st = progress(m);
-    if (st == GB_OK)
-        st = begin_collective(m, (collective){.kind = BARRIER}, BLOCKING_SLOT);
-    if (st != GB_OK)
-        return st;
-    int rc = MPI_Ibarrier(m->comm, &m->requests[BLOCKING_SLOT]);
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(m, rc, "MPI_Ibarrier");
-    return await(m, BLOCKING_SLOT);
+    queued_collective q = {.m = m};
+    return run_blocking(m, barrier_run, &q);
 }
 
 static const gb_comm_ops mpi_ops = {
@@ -739,4 +836,4 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "mpi", "1.0.0",
                       "Open MPI collectives on host memory, with a timeout that names the rank "
                       "at fault",
                       GB_DEVICE_CPU, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_I32),
-                      GB_CAP_DETERMINISTIC, GB_OPTIONS(mpi_options), mpi_ops)
+                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(mpi_options), mpi_ops)

@@ -6,10 +6,13 @@
  * exceeds GB_COMM_MAX_INFLIGHT or names a root other than 0 fails here as it would with
  * MPI or NCCL. No options, no threads, no device calls.
  */
+#include <string.h>
+
 #include "gearbox/comm.h"
 
 typedef struct single {
     const gb_host *host;
+    gb_device_ctx device;   /* kept from create(); nothing is queued: no memory is touched */
     gb_comm_request next_request;
     int n_inflight;
     gb_comm_request inflight[GB_COMM_MAX_INFLIGHT];
@@ -19,7 +22,6 @@ static gb_status single_create(const gb_host *host, const gb_value *options,
                                const gb_device_ctx *device, void **self)
 {
     (void)options;
-    (void)device;
     if (!host || !self)
         return GB_ERR_INVALID_ARG;
     single *s = host->alloc(host, sizeof *s);
@@ -28,6 +30,11 @@ static gb_status single_create(const gb_host *host, const gb_value *options,
         return GB_ERR_NO_MEMORY;
     }
     *s = (single){.host = host, .next_request = 1};
+    if (device) {
+        size_t n = device->struct_size < sizeof s->device ? device->struct_size : sizeof s->device;
+        memcpy(&s->device, device, n);
+        s->device.struct_size = n;
+    }
     *self = s;
     return GB_OK;
 }
@@ -123,4 +130,4 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "single", "1.0.0",
                       "one process (rank 0 of 1): every collective is the identity",
                       GB_DEVICE_CPU | GB_DEVICE_CUDA,
                       GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) | GB_DTYPE_BIT(GB_I32),
-                      GB_CAP_DETERMINISTIC, GB_NO_OPTIONS, single_ops)
+                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, single_ops)

@@ -1,6 +1,7 @@
 /* Memory, streams, events and queued work of the CPU device; see queue.h. */
 #include "queue.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -107,9 +108,15 @@ gb_status cpu_sync(void *self)
     return drain(dev, &dev->queue.compute);
 }
 
+/* The queue whose regions the SIGSEGV handler consults (the GPU-like device of the
+ * process; one is what a run opens). */
+static cpu_queue *volatile fault_queue;
+
 void cpu_queue_close(cpu_device *dev)
 {
     cpu_sync(dev);
+    if (fault_queue == &dev->queue)
+        fault_queue = NULL;
     while (dev->queue.created)
         cpu_stream_destroy(dev, dev->queue.created);
     for (int i = 0; i < dev->queue.n_regions; i++)
@@ -123,6 +130,64 @@ static size_t page_round(size_t bytes)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     return (bytes ? bytes : 1) + page - 1 - ((bytes ? bytes : 1) + page - 1) % page;
+}
+
+/* ---- faults in GPU-like mode ------------------------------------------------------- */
+
+static size_t hex_of(uintptr_t v, char *out)
+{
+    char tmp[2 * sizeof v];
+    size_t n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+/* Says, with write(2) alone, that the host touched protected device memory, then dies of
+ * the signal as it would have without the handler. */
+static void on_segv(int sig, siginfo_t *info, void *context)
+{
+    (void)context;
+    const cpu_queue *q = fault_queue;
+    uintptr_t at = (uintptr_t)info->si_addr;
+    int ours = 0;
+    for (int i = 0; q && i < q->n_regions; i++) {
+        uintptr_t lo = (uintptr_t)q->regions[i].ptr;
+        if (at >= lo && at - lo < q->regions[i].bytes)
+            ours = 1;
+    }
+    if (ours) {
+        static const char head[] = "gearbox: device cpu (emulate_gpu): the host touched device "
+                                   "memory at 0x";
+        static const char tail[] = " outside queued work; a plugin or the core dereferenced a "
+                                   "device pointer (run under gdb for the place)\n";
+        char addr[2 * sizeof at];
+        size_t n = hex_of(at, addr);
+        ssize_t ignored = write(STDERR_FILENO, head, sizeof head - 1);
+        ignored = write(STDERR_FILENO, addr, n);
+        ignored = write(STDERR_FILENO, tail, sizeof tail - 1);
+        (void)ignored;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Installs the handler once, for the first GPU-like device. */
+static void watch_faults(cpu_queue *q)
+{
+    if (fault_queue)
+        return;
+    fault_queue = q;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
 }
 
 /* GPU-like memory: whole pages, inaccessible until queued work runs. */
@@ -143,6 +208,7 @@ static gb_status alloc_protected(cpu_device *dev, size_t bytes, void **ptr)
     if (p == MAP_FAILED)
         return cpu_fail(dev, GB_ERR_NO_MEMORY, "alloc: cannot map %zu bytes", bytes);
     q->regions[q->n_regions++] = (cpu_region){p, rounded};
+    watch_faults(q);
     *ptr = p;
     return GB_OK;
 }

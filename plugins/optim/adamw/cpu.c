@@ -20,6 +20,7 @@
 
 typedef struct adamw {
     const gb_host *host;
+    gb_device_ctx device;   /* the device given to create(): where step() queues */
     double beta1, beta2, eps, weight_decay;
     int threads;
 } adamw;
@@ -78,6 +79,7 @@ static gb_status adamw_create(const gb_host *host, const gb_value *options,
         .weight_decay = options[OPT_WEIGHT_DECAY].f,
         .threads = host->num_threads > 0 ? host->num_threads : 1,
     };
+    optim_keep_device(&a->device, device);
     *self = a;
     return GB_OK;
 }
@@ -136,6 +138,14 @@ static void apply_update(float *p, const float *m, const float *v, int64_t n, fl
     }
 }
 
+static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *args);
+
+static gb_status adamw_step_run(void *arg)
+{
+    optim_queued_step *q = arg;
+    return adamw_step_compute(q->self, optim_queued_args(q));
+}
+
 static gb_status adamw_step(void *self, const gb_optim_step_args *args)
 {
     const adamw *a = self;
@@ -148,7 +158,12 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
                            "[optim] plugin = adamw_fused for master weights");
         return GB_ERR_UNSUPPORTED;
     }
+    return optim_queue_step(a->host, &a->device, adamw_step_run, a, args);
+}
 
+/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
+static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *args)
+{
     float *m = args->state;
     float *v = m + args->n;
     float g_scale = optim_grad_scale(args);
@@ -186,4 +201,4 @@ static const gb_optim_ops adamw_ops = {
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw", "1.0.0",
                       "AdamW (torch.optim.AdamW math), readable reference: one pass per term",
                       GB_DEVICE_CPU, 0u,
-                      GB_CAP_DETERMINISTIC, GB_OPTIONS(adamw_options), adamw_ops)
+                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(adamw_options), adamw_ops)

@@ -38,6 +38,7 @@
 
 typedef struct adamw_fused {
     const gb_host *host;
+    gb_device_ctx device;   /* the device given to create(): where step() queues */
     double beta1, beta2, eps, weight_decay;
     int threads;
     const fused_kernels *kernels;
@@ -105,6 +106,7 @@ static gb_status fused_create(const gb_host *host, const gb_value *options,
         .kernels = best_kernels(),
     };
     host->log(host, GB_LOG_DEBUG, "%s kernels, %d thread(s)", a->kernels->isa, a->threads);
+    optim_keep_device(&a->device, device);
     *self = a;
     return GB_OK;
 }
@@ -195,6 +197,14 @@ static void update_slice(const adamw_fused *a, const gb_optim_step_args *args,
     }
 }
 
+static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_args *args);
+
+static gb_status fused_step_run(void *arg)
+{
+    optim_queued_step *q = arg;
+    return fused_step_compute(q->self, optim_queued_args(q));
+}
+
 static gb_status fused_step(void *self, const gb_optim_step_args *args)
 {
     const adamw_fused *a = self;
@@ -203,6 +213,12 @@ static gb_status fused_step(void *self, const gb_optim_step_args *args)
     gb_status status = check_step_args(a, args);
     if (status != GB_OK)
         return status;
+    return optim_queue_step(a->host, &a->device, fused_step_run, a, args);
+}
+
+/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
+static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_args *args)
+{
     adamw_coeffs c = step_coeffs(a, args);
     int64_t n = args->n;
 #pragma omp parallel num_threads(a->threads) if (n >= FUSED_PARALLEL_MIN)
@@ -211,6 +227,22 @@ static gb_status fused_step(void *self, const gb_optim_step_args *args)
         update_slice(a, args, &c, part_begin(n, t, parts), part_begin(n, t + 1, parts));
     }
     return GB_OK;
+}
+
+static gb_status norm_compute(const adamw_fused *a, float *out, const float *grads, int64_t n);
+
+/* What grad_norm_sq queues. */
+typedef struct norm_args {
+    const adamw_fused *self;
+    float *out;
+    const float *grads;
+    int64_t n;
+} norm_args;
+
+static gb_status norm_run(void *arg)
+{
+    norm_args *q = arg;
+    return norm_compute(q->self, q->out, q->grads, q->n);
 }
 
 static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, int64_t n)
@@ -223,6 +255,13 @@ static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, 
                            "gradients", (long long)n);
         return GB_ERR_INVALID_ARG;
     }
+    norm_args q = {.self = a, .out = out, .grads = grads, .n = n};
+    return gb_device_run_host(&a->device, norm_run, &q, sizeof q);
+}
+
+/* The sum of squares, run in stream order: grads and out are device memory. */
+static gb_status norm_compute(const adamw_fused *a, float *out, const float *grads, int64_t n)
+{
     double partial[NORM_CHUNKS];
 #pragma omp parallel for schedule(static) num_threads(a->threads) if (n >= FUSED_PARALLEL_MIN)
     for (int k = 0; k < NORM_CHUNKS; k++) {
@@ -249,5 +288,6 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
                       "AdamW in one pass over memory (AVX-512 or portable, OpenMP), bit-identical "
                       "to adamw",
                       GB_DEVICE_CPU, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING,
+                      GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
+                          GB_CAP_QUEUED_MEMORY,
                       GB_OPTIONS(fused_options), fused_ops)
