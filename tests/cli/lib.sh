@@ -48,7 +48,15 @@ warmup_iters = 5
 
 [optim]
 plugin = adamw
+$(device_section)
 INI
+}
+
+# With GEARBOX_TEST_GPU_LIKE=1 every config runs on the CPU device's GPU-like mode
+# (protected device memory, queued work): the same test then proves the plugin contract.
+device_section() {
+    [ "${GEARBOX_TEST_GPU_LIKE:-0}" = 1 ] && printf '\n[device]\nemulate_gpu = true\n'
+    return 0
 }
 
 # expect_error NAME STATUS TEXT -- COMMAND...: COMMAND exits with STATUS and its stderr
