@@ -68,6 +68,14 @@ static const char *precision_section(const char *precision)
     return "[precision]\nplugin = fp32\n";
 }
 
+/* GEARBOX_TEST_GPU_LIKE=1: the same checks on the CPU device's GPU-like mode, where the
+ * host cannot touch device memory and work waits in a queue (device.h). */
+static int gpu_like(void)
+{
+    const char *v = getenv("GEARBOX_TEST_GPU_LIKE");
+    return v && strcmp(v, "1") == 0;
+}
+
 static gb_model *build_model(gb_runtime *rt, gb_config **cfg, const int32_t *c,
                              const char *precision)
 {
@@ -79,9 +87,10 @@ static gb_model *build_model(gb_runtime *rt, gb_config **cfg, const int32_t *c,
              "vocab_size = %d\nbias = %s\n"
              "[data]\nbatch_size = %d\n"
              "[optim]\nplugin = %s\nbeta1 = 0.9\nbeta2 = 0.99\neps = 1e-8\n"
-             "weight_decay = 0.1\n%s",
+             "weight_decay = 0.1\n%s%s",
              c[0], c[1], c[2], c[3], c[5], c[6] ? "true" : "false", c[4],
-             lowp ? "adamw_fused" : "adamw", precision_section(precision));
+             lowp ? "adamw_fused" : "adamw", precision_section(precision),
+             gpu_like() ? "[device]\nemulate_gpu = true\n" : "");
     gb_diag diag = {0};
     *cfg = gb_config_load_string(text, "reference config", "/", &diag);
     int failed = !*cfg || gb_runtime_resolve(rt, *cfg, NULL, &diag) ||
