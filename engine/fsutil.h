@@ -2,7 +2,22 @@
 #ifndef GB_CORE_FSUTIL_H
 #define GB_CORE_FSUTIL_H
 
+#include <stddef.h>
+
 /* mkdir -p: creates `path` and its missing parents. 0, or -1 with errno set. */
 int gb_make_dirs(const char *path);
+
+/* Reads the regular file at `path` whole into a malloc'ed buffer with a NUL after its
+ * *size bytes, so text can be parsed in place. A folder, named pipe, socket or device is
+ * refused without reading from it (a pipe would block, a folder's size is meaningless).
+ * 0, or -1 with *why saying what is wrong in words that follow "cannot read PATH: ". */
+int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, const char **why);
+
+/* Whether a run could write into the folder `path`: it exists and is a folder in which a
+ * file can be created, or the nearest folder above it that exists lets it be created.
+ * Probes by creating (and removing) a temporary entry, the only test that also holds for
+ * root, read-only mounts and /proc. 0, or -1 with *why in words that follow
+ * "cannot write into PATH: ". Writes *why into `buf` when it needs to name a folder. */
+int gb_check_writable_dir(const char *path, char *buf, size_t cap, const char **why);
 
 #endif
