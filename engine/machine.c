@@ -33,7 +33,7 @@ static uint64_t read_xcr0(void)
 static void read_brand(char *out, size_t cap)
 {
     unsigned regs[12] = {0};
-    if (__get_cpuid_max(0x80000000u, NULL) < 0x80000004u)
+    if ((unsigned)__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) /* int in clang's cpuid.h */
         return;
     for (unsigned i = 0; i < 3; i++)
         __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2],

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gearbox builds with (only those missing; sudo when not
 # root), then configures and builds gearbox in build/.
+# usage: setup.sh [--fuzz]   --fuzz: also clang and its libFuzzer runtime (scripts/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(gcc libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev libopenmpi-dev
           openmpi-bin)
+[ "${1:-}" = --fuzz ] && packages+=(clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2> /dev/null | grep -q "install ok installed" ||

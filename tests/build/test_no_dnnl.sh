@@ -1,8 +1,8 @@
 #!/bin/bash
 # Configures a second build of this source with oneDNN disabled (as on a GPU machine
 # without it), builds it, and runs its suite: what needs no CPU device must pass there
-# (config, abi, layout, plugins, ...). The install and build suites are left out (they
-# build the tree again), and so is the slow one.
+# (config, abi, layout, plugins, ...). The install, build and sanitize suites are left out
+# (they build the tree again), and so is the slow one.
 # Usage: test_no_dnnl.sh SOURCE_ROOT
 set -u
 src=$1
@@ -19,7 +19,7 @@ ninja -C "$tmp/build" > "$tmp/ninja.log" 2>&1 || { tail -40 "$tmp/ninja.log"; fa
 if ldd "$tmp"/build/plugins/*/*/*.so 2>/dev/null | grep -q "libdnnl"; then
   fail "a plugin links oneDNN"
 fi
-meson test -C "$tmp/build" --no-suite install --no-suite build --no-suite slow \
+meson test -C "$tmp/build" --no-suite install --no-suite build --no-suite slow --no-suite sanitize \
   --print-errorlogs > "$tmp/test.log" 2>&1
 rc=$?
 tail -25 "$tmp/test.log"

@@ -80,14 +80,27 @@ static int show_named(const gb_plugin **all, int n, const char *name, gb_loader 
     return 0;
 }
 
+/* Whether a plugin listed before all[i] has its kind and name for a device it runs on
+ * too: the search takes that one. */
+static int shadowed(const gb_plugin **all, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (all[j]->desc->kind == all[i]->desc->kind &&
+            (all[j]->desc->devices & all[i]->desc->devices) &&
+            strcmp(all[j]->desc->name, all[i]->desc->name) == 0)
+            return 1;
+    return 0;
+}
+
 static void list(const gb_plugin **all, int n)
 {
     printf("%-10s %-14s %-8s %-9s %s\n", "KIND", "NAME", "VERSION", "DEVICES", "FILE");
     for (int i = 0; i < n; i++) {
         char devices[32];
         gb_device_list(all[i]->desc->devices, devices, sizeof devices);
-        printf("%-10s %-14s %-8s %-9s %s\n", gb_kind_name(all[i]->desc->kind),
-               all[i]->desc->name, all[i]->desc->version, devices, all[i]->path);
+        printf("%-10s %-14s %-8s %-9s %s%s\n", gb_kind_name(all[i]->desc->kind),
+               all[i]->desc->name, all[i]->desc->version, devices, all[i]->path,
+               shadowed(all, i) ? " (not used: the same name is found first above)" : "");
     }
 }
 

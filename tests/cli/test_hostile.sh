@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Hostile input, each case a finding of the hardening review: what should be a file but is
+# a folder or a named pipe, crafted checkpoints, a resume into a kill's leftovers,
+# values whose products overflow, what `check` must refuse because `train` would, and
+# messages that echo the file. Every case ends with a message naming the thing at fault,
+# never with a hang (a pipe is never opened for reading) or a run on bad state.
+source "$(dirname "$0")/lib.sh"
+make_data
+CRAFT="$SRC/tests/cli/craft_checkpoint.py"
+write_config "$WORK/run.ini" "checkpoint_every = 2"
+sed -i 's/^steps = 20$/steps = 4/' "$WORK/run.ini"
+"$GEARBOX" train "$WORK/run.ini" > "$WORK/train.log" 2>&1 ||
+    { cat "$WORK/train.log"; fail "the run the checkpoint cases start from"; finish; }
+CKPT="$WORK/out/ckpt-000002.gbk"
+train() { timeout 60 "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/refused" "$@"; }
+check() { timeout 60 "$GEARBOX" check "$WORK/run.ini" "$@"; }
+
+# 2: a folder or a named pipe where a file belongs
+for kind in folder pipe; do
+    mkdir -p "$WORK/$kind"
+    cp "$WORK/data/vocab.txt" "$WORK/data/val.bin" "$WORK/$kind/"
+    if [ "$kind" = folder ]; then mkdir "$WORK/$kind/train.bin"; else mkfifo "$WORK/$kind/train.bin"; fi
+done
+expect_error "token file that is a folder" 2 "train.bin: it is a folder, not a file" -- \
+    train --set data.dir="$WORK/folder"
+expect_error "token file that is a named pipe" 2 "train.bin: it is a named pipe, not a regular file" -- \
+    train --set data.dir="$WORK/pipe"
+expect_error "--resume a folder" 2 "cannot read checkpoint $WORK/out: it is a folder; name one of its checkpoints, e.g. the newest, $WORK/out/ckpt-000004.gbk" -- \
+    train --resume "$WORK/out"
+expect_error "--resume a named pipe" 2 "it is a named pipe" -- train --resume "$WORK/pipe/train.bin"
+expect_error "prepare a folder" 1 "cannot read $WORK/folder: it is a folder, not a file" -- \
+    timeout 60 "$GEARBOX" prepare "$WORK/folder" "$WORK/prepared"
+expect_error "prepare a named pipe" 1 "it is a named pipe" -- \
+    timeout 60 "$GEARBOX" prepare "$WORK/pipe/train.bin" "$WORK/prepared"
+
+# 3 and 5: crafted checkpoints, checksummed so that only the damage is left to refuse
+craft() { python3 "$CRAFT" "$CKPT" "$WORK/$1.gbk" "$2" "$3"; }
+craft repeated dup CONF
+craft nostep drop STEP
+craft negative step -1
+craft nan nan 5
+expect_error "a repeated section" 2 "section 6 (CONF): it appears twice" -- \
+    train --resume "$WORK/repeated.gbk"
+expect_error "no step section" 2 "the STEP section (the step it was written at) is missing" -- \
+    train --resume "$WORK/nostep.gbk"
+expect_error "a negative step" 2 "section 2 (STEP): the step is negative" -- \
+    train --resume "$WORK/negative.gbk"
+expect_error "a non-finite parameter" 2 "nan.gbk: tensor wte holds 1 non-finite values (the first, element 5, is nan)" -- \
+    train --resume "$WORK/nan.gbk"
+expect_error "resume with another n_head" 2 "was trained with [model] n_head = 2, this config says 1" -- \
+    train --resume "$CKPT" --set model.n_head=1
+
+# 6: a kill's leftovers next to the checkpoints, and metrics after a resume
+printf 'torn' > "$WORK/out/ckpt-000009.gbk.tmp"
+cp "$CKPT" "$WORK/out/ckpt-000008.gbk.bak"
+if "$GEARBOX" sample "$WORK/out" --tokens 5 > "$WORK/sample.txt" 2> "$WORK/sample.err"; then
+    pass "sample OUT_DIR takes ckpt-000004.gbk, not a .tmp or .bak"
+else
+    fail "sample OUT_DIR with leftovers: $(cat "$WORK/sample.err")"
+fi
+"$GEARBOX" train "$WORK/run.ini" --resume "$CKPT" > "$WORK/resume.log" 2>&1 ||
+    fail "resume into the same out_dir: $(cat "$WORK/resume.log")"
+steps=$(grep -c '"loss"' "$WORK/out/metrics.jsonl")
+unique=$(grep -o '^{"step": [0-9]*, "loss"' "$WORK/out/metrics.jsonl" | sort -u | wc -l)
+summaries=$(grep -c '"summary"' "$WORK/out/metrics.jsonl")
+[ "$steps" -eq 4 ] && [ "$unique" -eq 4 ] && [ "$summaries" -eq 1 ] &&
+    pass "metrics.jsonl after a resume: one line per step (4) and one summary" ||
+    fail "metrics.jsonl after a resume: $steps step lines, $unique distinct, $summaries summaries"
+
+# 8: what train refuses or cannot do, check refuses too
+touch "$WORK/a-file"
+expect_error "check: out_dir under /proc" 2 "[run] out_dir = /proc/gearbox-out: a run could not write there" -- \
+    check --set run.out_dir=/proc/gearbox-out
+expect_error "check: out_dir that is a file" 2 "out_dir = $WORK/a-file: a run could not write there: it is a file" -- \
+    check --set run.out_dir="$WORK/a-file"
+expect_error "check: a memory plan beyond the device" 2 "but the cpu device has" -- \
+    check --set data.batch_size=1048576 --set model.block_size=1024 --set model.n_embd=512
+expect_error "check: eval_iters of 2^31" 2 "[run] eval_iters = 2147483648: out of range" -- \
+    check --set run.eval_iters=2147483648
+expect_error "check: tokens_per_step of 2^31" 2 "[data] tokens_per_step = 2147483648 needs 33554432 micro-steps" -- \
+    check --set data.tokens_per_step=2147483648
+expect_error "check: steps x micro-steps overflow" 2 "[run] steps = 8000000000000 with 1048576 gradient accumulation steps" -- \
+    check --set run.steps=8000000000000 --set data.gradient_accumulation_steps=1048576
+
+# 9: messages
+printf '[run]\nsteps = 5\x1b[2J\x07\n' > "$WORK/control.ini"
+"$GEARBOX" check "$WORK/control.ini" > /dev/null 2> "$WORK/control.err"
+if grep -q $'\x1b' "$WORK/control.err"; then
+    fail "a control byte of the file reached the terminal: $(od -c "$WORK/control.err" | head -3)"
+else
+    grep -qF "steps = '5\x1b[2J\x07'" "$WORK/control.err" &&
+        pass "control bytes are shown escaped ($(head -c 120 "$WORK/control.err"))" ||
+        fail "control bytes: $(cat "$WORK/control.err")"
+fi
+printf '[run]\rsteps = 5\r\rsteps_typo = 1\r' > "$WORK/cr.ini"
+expect_error "CR-only line endings: the line is found" 2 "cr.ini:4: [run] unknown key 'steps_typo'" -- \
+    "$GEARBOX" check "$WORK/cr.ini"
+mkdir -p "$WORK/odd"
+cp "$WORK/data/vocab.txt" "$WORK/data/train.bin" "$WORK/odd/"
+head -c 1001 "$WORK/data/val.bin" > "$WORK/odd/val.bin"
+expect_error "odd-length token file" 2 "val.bin holds 1001 bytes, an odd number: token files hold 2-byte ids" -- \
+    train --set data.dir="$WORK/odd"
+expect_error "sample --tokens 1.5" 2 "--tokens 1.5: expected a whole number" -- \
+    "$GEARBOX" sample "$WORK/out" --tokens 1.5
+expect_error "sample --tokens 0x10" 2 "--tokens 0x10: expected a whole number" -- \
+    "$GEARBOX" sample "$WORK/out" --tokens 0x10
+expect_error "sample -x" 2 "unknown option -x" -- "$GEARBOX" sample "$WORK/out" -x
+expect_error "ab variant that sets run.steps" 2 "--variant fast: run.steps=5: \`gearbox ab\` sets run.steps for every run itself" -- \
+    "$GEARBOX" ab "$WORK/run.ini" --variant base: --variant fast:run.steps=5 --steps 4 --warmup 1
+finish

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# A second build of this source with AddressSanitizer (and LeakSanitizer) and UBSan, in
+# BUILD_ROOT/sanitize, where the fast tests run again (suite fast: the config and fuzz
+# corpus replays, the CLI's refusals, hostile inputs and plugin search). Only what those
+# tests need is built. A sanitizer report fails the test it occurs in.
+# usage: test_sanitize.sh SOURCE_ROOT BUILD_ROOT
+set -u
+src=$1
+dir=$2/sanitize
+fail() { echo "FAIL: $*"; exit 1; }
+
+if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$src" -Db_sanitize=address,undefined -Db_lundef=false \
+        -Dbuildtype=debugoptimized -Dcuda=disabled -Dmpi=disabled > "$dir.setup.log" 2>&1 ||
+        { cat "$dir.setup.log"; fail "meson setup with -Db_sanitize=address,undefined"; }
+fi
+# halt on the first report of either sanitizer, with a stack. LeakSanitizer reads the
+# dynamic TLS of OpenMP's worker threads wrongly under Debian 12's glibc and crashes
+# ("Tracer caught signal 11"), so it scans no TLS, and libgomp's own allocations, which
+# only its TLS holds, are suppressed (lsan.supp).
+export ASAN_OPTIONS=halt_on_error=1:abort_on_error=1:detect_leaks=1
+export LSAN_OPTIONS=use_tls=0:suppressions=$src/tests/sanitize/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=halt_on_error=1:abort_on_error=1:print_stacktrace=1
+# spinning OpenMP threads crawl under the sanitizers when the cores are busy
+export OMP_WAIT_POLICY=passive
+meson test -C "$dir" --suite fast --print-errorlogs > "$dir.test.log" 2>&1
+rc=$?
+grep -E "^ *[0-9]+/[0-9]+ " "$dir.test.log"
+if [ $rc -ne 0 ]; then
+    grep -E "runtime error|ERROR: (Address|Leak)Sanitizer|^FAIL" -A12 "$dir.test.log" | head -80
+    fail "the fast tests under -Db_sanitize=address,undefined (log: $dir.test.log)"
+fi
+grep -Eq '^Ok: +[1-9]' "$dir.test.log" || fail "no test ran under the sanitizers"
+echo "ok: the fast tests pass under AddressSanitizer, LeakSanitizer and UBSan"
