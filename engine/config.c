@@ -342,6 +342,31 @@ static int on_key_value(void *user, const char *section, const char *name, const
     return 1;
 }
 
+/* A reader that hands inih nothing but notes the size of inih's line buffer. */
+static char *note_buffer_size(char *buf, int size, void *stream)
+{
+    (void)buf;
+    *(int *)stream = size;
+    return NULL;
+}
+
+/* The longest line inih reads whole: its buffer (fixed when inih was built, so learnt
+ * from inih itself) less the line's '\n' and NUL. */
+static size_t max_line_length(void)
+{
+    static int buffer_size;
+    if (!buffer_size)
+        ini_parse_stream(note_buffer_size, &buffer_size, on_key_value, NULL);
+    return buffer_size > 2 ? (size_t)buffer_size - 2 : 0;
+}
+
+/* Whether "key=value" fits on a line that reads back (gb_config_write writes it so when
+ * "key = value" would not). */
+static bool fits_a_line(const char *key, const char *value)
+{
+    return strlen(key) + 1 + strlen(value) <= max_line_length();
+}
+
 static const char *line_at(const char *text, int lineno, size_t *len)
 {
     const char *line = text;
@@ -510,6 +535,12 @@ int gb_config_set(gb_config *cfg, const char *assignment, gb_diag *diag)
     if (kept_value && (strpbrk(kept_value, "\r\n") || find_inline_comment(kept_value))) {
         gb_diag_add(diag, "--set '%s': the value cannot hold a line break, nor ';' or '#' at its "
                     "start or after a blank (an INI file could not store it)", assignment);
+        return -1;
+    }
+    if (kept_value && !fits_a_line(key, kept_value)) {
+        gb_diag_add(diag, "--set '%.60s...': the value is %zu characters long; a config line, "
+                    "and so the config a checkpoint saves, holds at most %zu", assignment,
+                    strlen(kept_value), max_line_length() - key_len - 1);
         return -1;
     }
     const char *place = kept_value ? keep_format(cfg, "--set %s", assignment) : NULL;
@@ -848,7 +879,7 @@ int gb_config_validate_section(gb_config *cfg, const char *section, const gb_opt
 int gb_config_set_effective(gb_config *cfg, const char *section, const char *key,
                             const char *text)
 {
-    const char *kept = keep_string(cfg, text);
+    const char *kept = fits_a_line(key, text) ? keep_string(cfg, text) : NULL;
     for (size_t i = 0; kept && i < cfg->n_settings; i++) {
         gb_setting *setting = &cfg->settings[i];
         if (strcmp(setting->section, section) == 0 && strcmp(setting->key, key) == 0) {
@@ -859,13 +890,20 @@ int gb_config_set_effective(gb_config *cfg, const char *section, const char *key
     return -1;
 }
 
+/* "key = value", or without the blanks where only that fits a line that reads back. */
+static void write_setting(FILE *out, const char *key, const char *text)
+{
+    bool spaced = strlen(key) + 3 + strlen(text) <= max_line_length();
+    fprintf(out, spaced ? "%s = %s\n" : "%s=%s\n", key, text);
+}
+
 void gb_config_write(const gb_config *cfg, FILE *out)
 {
     for (size_t i = 0; i < cfg->n_validated; i++) {
         fprintf(out, "%s[%s]\n", i ? "\n" : "", cfg->validated[i]);
         for (size_t j = 0; j < cfg->n_settings; j++)
             if (cfg->settings[j].section == cfg->validated[i])
-                fprintf(out, "%s = %s\n", cfg->settings[j].key, cfg->settings[j].text);
+                write_setting(out, cfg->settings[j].key, cfg->settings[j].text);
     }
 }
 

@@ -57,12 +57,14 @@ int gb_config_validate_section(gb_config *cfg, const char *section, const gb_opt
 
 /* Replaces the effective value of a validated key with `text` (a path made absolute, so
  * that a config saved into a checkpoint means the same file wherever it is read).
- * 0, or -1 when the key has no effective value. */
+ * 0, or -1 when the key has no effective value or "key=text" is longer than a config line
+ * may be (it could not be read back). */
 int gb_config_set_effective(gb_config *cfg, const char *section, const char *key,
                             const char *text);
 
 /* Writes the effective configuration as INI: every validated section in first-seen
- * order, every key with its resolved value (defaults included). */
+ * order, every key with its resolved value (defaults included), as "key = value", or
+ * "key=value" where only that fits a line, so that it always reads back. */
 void gb_config_write(const gb_config *cfg, FILE *out);
 
 /* Levenshtein-nearest of `word` among `candidates` when it is close enough to be a

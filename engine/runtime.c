@@ -103,8 +103,13 @@ int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
                                               NULL, 0, inst->values, diag);
     /* a plugin named by path: the effective config (and so a checkpoint) keeps the file
      * it resolved to, not a path relative to a folder the reader cannot know */
-    if (!problems && strchr(plugin_key, '/'))
-        gb_config_set_effective(cfg, gb_kind_name(d->kind), "plugin", plugin_key);
+    if (!problems && strchr(plugin_key, '/') &&
+        gb_config_set_effective(cfg, gb_kind_name(d->kind), "plugin", plugin_key) != 0) {
+        gb_diag_add(diag, "[%s] plugin = %s: the path is longer than a config line (and so "
+                    "the config a checkpoint saves) may hold; move the plugin to a shorter one",
+                    gb_kind_name(d->kind), plugin_key);
+        problems++;
+    }
     return problems;
 }
 

@@ -171,8 +171,12 @@ static int resolve_plugin_path(gb_config *cfg, gb_settings *s, const char *path,
         return 1;
     }
     s->plugin_path = joined;
-    gb_config_set_effective(cfg, "run", "plugin_path", joined);
-    return 0;
+    if (gb_config_set_effective(cfg, "run", "plugin_path", joined) == 0)
+        return 0;
+    gb_diag_add(diag, "[run] plugin_path = %s: made absolute it is %zu characters long, more "
+                "than a config line (and so the config a checkpoint saves) may hold; use "
+                "fewer or shorter folders", path, strlen(joined));
+    return 1;
 }
 
 /* Bytes from "1073741824", "512MiB", "1.5GiB", "800MB", "2G" (binary unless the suffix

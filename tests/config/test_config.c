@@ -476,6 +476,32 @@ out:
 
 /* Paths from the file resolve against its folder, paths from --set against the working
  * directory (the fixture folder here), absolute ones stay. */
+/* The longest value a file line holds ("path=" and 193 characters) still reads back
+ * from the effective config: written "key=value" where "key = value" would not fit. A
+ * --set value too long to be saved is refused. */
+static void check_long_value_round_trip(void)
+{
+    char value[256], text[300], assignment[300];
+    memset(value, 'x', 193);
+    value[193] = '\0';
+    snprintf(text, sizeof text, "[data]\npath=%s\n", value);
+    gb_diag diag = {0};
+    gb_config *cfg = gb_config_load_string(text, "long.ini", "/base", &diag);
+    schema_values values;
+    char *written = cfg && validate_all(cfg, values, &diag) == 0 ? written_config(cfg) : NULL;
+    gb_config *reread = written ? gb_config_load_string(written, "saved", "/base", &diag) : NULL;
+    CHECK_NO_MESSAGES(&diag);
+    if (CHECK(reread))
+        CHECK_TEXT(gb_config_get(reread, "data", "path"), value);
+    snprintf(assignment, sizeof assignment, "data.path=%sx", value);
+    CHECK(cfg && gb_config_set(cfg, assignment, &diag) == -1);
+    CHECK(diag.count == 1 && strstr(diag.messages[0], "the value is 194 characters long"));
+    gb_diag_clear(&diag);
+    free(written);
+    gb_config_free(reread);
+    gb_config_free(cfg);
+}
+
 static void check_resolve_path(const char *fixture_dir)
 {
     gb_diag diag = {0};
@@ -591,6 +617,7 @@ int main(int argc, char **argv)
     check_set_overrides();
     check_set_malformed();
     check_write_round_trip();
+    check_long_value_round_trip();
     check_resolve_path(fixture_dir);
     check_suggest();
     check_bad_default();
