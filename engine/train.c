@@ -326,6 +326,13 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
     return 0;
 }
 
+int gb_trainer_sync(gb_trainer *t)
+{
+    gb_instance *dev = &t->rt.inst[GB_KIND_DEVICE];
+    GB_CALL(dev, "sync", t->rt.dev->sync(dev->self));
+    return 0;
+}
+
 void gb_trainer_set_profile(gb_trainer *t, gb_profile *profile)
 {
     t->profile = profile;
