@@ -199,20 +199,9 @@ static size_t fused_state_bytes(void *self, int64_t n)
 
 static gb_status check_step_args(const adamw_fused_cuda *a, const gb_optim_step_args *args)
 {
-    const gb_host *host = a->host;
-    if (!optim_step_args_valid(host, args))
+    if (!optim_step_args_valid(a->host, args))
         return GB_ERR_INVALID_ARG;
-    if (args->params_lowp && args->lowp_dtype != GB_BF16 && args->lowp_dtype != GB_F16) {
-        host->set_error(host, "a %s working copy of the parameters is not supported (bf16 "
-                        "or f16)", gb_dtype_name(args->lowp_dtype));
-        return GB_ERR_UNSUPPORTED;
-    }
-    if (args->params_lowp && optim_lowp_stochastic(args) && args->lowp_dtype != GB_BF16) {
-        host->set_error(host, "stochastic rounding of a %s working copy is not supported (bf16 "
-                        "only)", gb_dtype_name(args->lowp_dtype));
-        return GB_ERR_UNSUPPORTED;
-    }
-    return GB_OK;
+    return optim_lowp_supported(a->host, args);
 }
 
 static int by_offset(const void *x, const void *y)

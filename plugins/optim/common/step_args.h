@@ -80,6 +80,24 @@ static inline int optim_step_args_valid(const gb_host *host, const gb_optim_step
     return optim_groups_cover(host, args->groups, args->n_groups, args->n);
 }
 
+/* GB_OK when the low-precision copy asked for (if any) is one the optimizers here write:
+ * bf16 or f16, rounded stochastically only for bf16; else GB_ERR_UNSUPPORTED, said. */
+static inline gb_status optim_lowp_supported(const gb_host *host,
+                                             const gb_optim_step_args *args)
+{
+    if (args->params_lowp && args->lowp_dtype != GB_BF16 && args->lowp_dtype != GB_F16) {
+        host->set_error(host, "a %s working copy of the parameters is not supported (bf16 "
+                        "or f16)", gb_dtype_name(args->lowp_dtype));
+        return GB_ERR_UNSUPPORTED;
+    }
+    if (args->params_lowp && optim_lowp_stochastic(args) && args->lowp_dtype != GB_BF16) {
+        host->set_error(host, "stochastic rounding of a %s working copy is not supported (bf16 "
+                        "only)", gb_dtype_name(args->lowp_dtype));
+        return GB_ERR_UNSUPPORTED;
+    }
+    return GB_OK;
+}
+
 /* The factor that removes the loss scale and applies global-norm clipping (optim.h), for
  * a CPU plugin: it reads grad_norm_sq, so only in work queued on the device. */
 static inline float optim_grad_scale(const gb_optim_step_args *args)
