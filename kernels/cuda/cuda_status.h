@@ -1,6 +1,7 @@
 /* Status checking for CUDA plugins: every CUDA runtime and CUDA library call goes through
  * one of these macros, which turn a failure into a gb_status plus a message naming the
- * call, the source file and line, and the library's own error string.
+ * call, the source file and line, and the library's own error string; and the opening of
+ * the run's GPU, whose failure on a machine without one must say so plainly.
  *
  * The macros return from the enclosing function, which must return gb_status and have a
  * `const gb_host *host` in scope for set_error(). Kernel launches are checked with
@@ -49,5 +50,49 @@ static inline gb_status gb_cuda_failed(const gb_host *host, cudaError_t err, con
             return GB_ERR_DEVICE;                                                         \
         }                                                                                 \
     } while (0)
+
+/* What a failed cudaGetDeviceCount means, in terms of what the machine lacks. */
+static inline const char *gb_cuda_missing(cudaError_t err)
+{
+    switch (err) {
+    case cudaErrorInsufficientDriver:
+        return "no NVIDIA driver is installed, or it is older than this CUDA runtime";
+    case cudaErrorNoDevice:
+        return "the driver sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
+    default:
+        return "the GPU or its driver cannot be used (check nvidia-smi)";
+    }
+}
+
+/* Checks that GPU `ordinal` exists and makes it the calling thread's current device. On
+ * failure the message names the plugin (`who`, e.g. "device/cuda"), says that there is no
+ * NVIDIA GPU to use and why, and what to configure instead (`instead`). */
+static inline gb_status gb_cuda_select_gpu(const gb_host *host, const char *who, int ordinal,
+                                           const char *instead)
+{
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        if (err == cudaSuccess)
+            err = cudaErrorNoDevice;
+        host->set_error(host, "%s needs an NVIDIA GPU, and this machine has no NVIDIA GPU it "
+                        "can use: cudaGetDeviceCount %s (%s): %s; on a machine without one use "
+                        "%s", who, count == 0 && err == cudaErrorNoDevice ? "found none" :
+                        "failed", cudaGetErrorName(err), gb_cuda_missing(err), instead);
+        return GB_ERR_DEVICE;
+    }
+    if (ordinal < 0 || ordinal >= count) {
+        host->set_error(host, "%s: GPU %d was asked for but %d GPU(s) are visible "
+                        "(CUDA_VISIBLE_DEVICES limits which; [device] ordinal or the launcher's "
+                        "local rank picks one)", who, ordinal, count);
+        return GB_ERR_DEVICE;
+    }
+    if ((err = cudaSetDevice(ordinal)) != cudaSuccess) {
+        host->set_error(host, "%s: cudaSetDevice(%d) failed: %s (%s)", who, ordinal,
+                        cudaGetErrorName(err), cudaGetErrorString(err));
+        return GB_ERR_DEVICE;
+    }
+    return GB_OK;
+}
 
 #endif
