@@ -75,11 +75,33 @@ static int64_t largest_divisor_at_most(int64_t n, int64_t limit)
     return 1;
 }
 
+/* A fixed batch's plan against the device's memory: a plan beyond it would pass every
+ * allocation (memory is handed out lazily) and get the run killed by the kernel later. */
+static int check_fixed_batch_fits(gb_runtime *rt, const gb_model_config *mc, gb_diag *diag)
+{
+    gb_device_info info = {.struct_size = sizeof info};
+    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    if (rt->dev->info(dev->self, &info) != GB_OK || info.memory_bytes == 0)
+        return 0; /* the device does not say; nothing to check against */
+    int world = rt->comm->world(rt->inst[GB_KIND_COMM].self);
+    int64_t rows = (rt->settings.batch_size + world - 1) / (world > 0 ? world : 1);
+    size_t bytes = planned_bytes(rt, mc, rows);
+    if (bytes == 0 || bytes <= info.memory_bytes)
+        return 0; /* a plan that fails is reported when the model is made */
+    gb_diag_add(diag, "the memory plan needs %.2f GiB for [data] batch_size = %lld%s, but the %s "
+                "device has %.2f GiB: lower batch_size or block_size, or shrink the model "
+                "(`gearbox check` with a smaller batch prints the plan by category)",
+                (double)bytes / (MIB * 1024), (long long)rt->settings.batch_size,
+                world > 1 ? " (this rank's share)" : "", gb_device_name(rt->device_bit),
+                (double)info.memory_bytes / (MIB * 1024));
+    return -1;
+}
+
 int gb_batch_auto(gb_runtime *rt, const gb_model_config *mc, FILE *out, gb_diag *diag)
 {
     gb_settings *s = &rt->settings;
     if (!s->batch_auto)
-        return 0;
+        return check_fixed_batch_fits(rt, mc, diag);
     uint64_t budget;
     const char *source;
     if (memory_budget(rt, &budget, &source, diag))
@@ -114,6 +136,15 @@ int gb_batch_auto(gb_runtime *rt, const gb_model_config *mc, FILE *out, gb_diag 
     if (sequences) {
         s->batch_size = largest_divisor_at_most(sequences, batch);
         s->gradient_accumulation_steps = sequences / s->batch_size;
+        if (s->gradient_accumulation_steps > GB_MAX_ACCUMULATION) {
+            gb_diag_add(diag, "[data] tokens_per_step = %lld: the largest fitting batch that "
+                        "divides its %lld sequences is %lld, which makes %lld micro-steps, more "
+                        "than the %d gradient accumulation allows; lower tokens_per_step",
+                        (long long)s->tokens_per_step, (long long)sequences,
+                        (long long)s->batch_size, (long long)s->gradient_accumulation_steps,
+                        GB_MAX_ACCUMULATION);
+            return -1;
+        }
     }
     fprintf(out, "batch_size = auto: batch_size %lld, gradient_accumulation_steps %lld: %lld "
             "tokens per optimizer step", (long long)s->batch_size,

@@ -16,7 +16,9 @@
 #include "runtime.h"
 
 /* When rt->settings.batch_auto, chooses and writes rt->settings.batch_size and
- * gradient_accumulation_steps and prints the choice on `out`; does nothing otherwise.
+ * gradient_accumulation_steps and prints the choice on `out`; otherwise checks that the
+ * configured batch's plan fits the device's memory (where the device states it), which
+ * `gearbox check` and `gearbox train` both rely on.
  * The runtime must be started (the attention and optimizer plugins size their memory).
  * 0, or -1 with the problem in `diag`. */
 int gb_batch_auto(gb_runtime *rt, const gb_model_config *mc, FILE *out, gb_diag *diag);

@@ -176,6 +176,18 @@ static int index_tokens(gb_bpe *b, const char *path, gb_diag *diag)
 
 /* ---- GPT-2's files: encoder.json and vocab.bpe ----------------------------------------- */
 
+/* A vocabulary file, whole and NUL-terminated; NULL after saying why in `diag`. */
+static char *read_whole(const char *path, size_t *len, gb_diag *diag)
+{
+    unsigned char *data;
+    const char *why;
+    if (gb_read_regular_file(path, &data, len, &why)) {
+        gb_diag_add(diag, "cannot read the tokenizer's %s: %s", path, why);
+        return NULL;
+    }
+    return (char *)data;
+}
+
 /* GPT-2 spells each byte as one printable character: bytes that print as themselves in
  * Latin-1 keep their code point, the other 68 take U+0100 onwards, in byte order. */
 static int char_of_byte(int byte)
@@ -317,7 +329,7 @@ static char *skip_blanks(char *p, const char *end)
 static int read_encoder(gb_bpe *b, const char *path, const int16_t *table, gb_diag *diag)
 {
     size_t len;
-    char *text = gb_read_file(path, "the tokenizer's", &len, diag);
+    char *text = read_whole(path, &len, diag);
     if (!text)
         return -1;
     char *p = skip_blanks(text, text + len), *end = text + len;
@@ -410,7 +422,7 @@ static int joined_is_token(const gb_bpe *b, int32_t first, int32_t second)
 static int read_merges(gb_bpe *b, const char *path, const int16_t *table, gb_diag *diag)
 {
     size_t len;
-    char *text = gb_read_file(path, "the tokenizer's", &len, diag);
+    char *text = read_whole(path, &len, diag);
     if (!text)
         return -1;
     int64_t lines = 1;
@@ -482,7 +494,7 @@ static int64_t base64_decode(const char *s, size_t n, char *out)
 static int read_ranks(gb_bpe *b, const char *path, gb_diag *diag)
 {
     size_t len;
-    char *text = gb_read_file(path, "the tokenizer's ranks file", &len, diag);
+    char *text = read_whole(path, &len, diag);
     if (!text)
         return -1;
     int64_t room = 0;

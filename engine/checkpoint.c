@@ -3,10 +3,15 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "config.h"
+#include "fsutil.h"
 
 static const char magic[8] = {'G', 'E', 'A', 'R', 'B', 'O', 'X', 'K'};
 
@@ -84,6 +89,13 @@ int gb_checkpoint_write(const char *path, const gb_checkpoint *ck, gb_diag *diag
     return 0;
 }
 
+uint64_t gb_checkpoint_checksum(const void *data, size_t n)
+{
+    uint64_t hash = 0xcbf29ce484222325ull;
+    fnv1a(&hash, data, n);
+    return hash;
+}
+
 /* A bounds-checked reader over the whole file in memory. */
 typedef struct reader {
     const unsigned char *data;
@@ -99,6 +111,14 @@ static const void *take(reader *r, size_t n)
     return p;
 }
 
+static int take_u32(reader *r, uint32_t *out)
+{
+    const void *p = take(r, sizeof *out);
+    if (p)
+        memcpy(out, p, sizeof *out);
+    return p ? 0 : -1;
+}
+
 static void *copy_out(const void *src, size_t n, size_t extra)
 {
     void *dst = malloc(n + extra);
@@ -109,99 +129,166 @@ static void *copy_out(const void *src, size_t n, size_t extra)
     return dst;
 }
 
-static int read_section(gb_checkpoint *ck, const char *tag, const void *p, uint64_t n)
+/* The sections this version reads, in the order it writes them. */
+static const char known_tags[][5] = {"CONF", "VOCB", "STEP", "PRMS", "OPTM", "PREC"};
+#define N_TAGS ((int)(sizeof known_tags / sizeof known_tags[0]))
+enum { TAG_CONF, TAG_VOCB, TAG_STEP, TAG_PRMS, TAG_OPTM, TAG_PREC };
+/* What each holds, for messages about a missing one. */
+static const char *const tag_meaning[N_TAGS] = {
+    "the run's configuration", "the vocabulary", "the step it was written at",
+    "the parameters", "the optimizer's state", "the loss scaler's state"};
+
+static int tag_index(const char *tag)
 {
-    if (memcmp(tag, "CONF", 4) == 0) {
-        ck->config_text = copy_out(p, n, 1);
-    } else if (memcmp(tag, "VOCB", 4) == 0) {
-        ck->vocab = calloc(1, sizeof *ck->vocab);
-        if (!ck->vocab || n > 65536)
-            return -1;
-        ck->vocab->size = (int)n;
-        memcpy(ck->vocab->bytes, p, n);
-    } else if (memcmp(tag, "STEP", 4) == 0 && n == sizeof ck->step) {
-        memcpy(&ck->step, p, sizeof ck->step);
-    } else if (memcmp(tag, "PRMS", 4) == 0) {
-        ck->n_params = (int64_t)(n / sizeof(float));
-        ck->params = copy_out(p, n, 0);
-    } else if (memcmp(tag, "OPTM", 4) == 0 && n >= sizeof ck->optim_name) {
-        memcpy(ck->optim_name, p, sizeof ck->optim_name);
-        ck->optim_name[sizeof ck->optim_name - 1] = '\0';
-        ck->optim_bytes = n - sizeof ck->optim_name;
-        ck->optim_state = copy_out((const char *)p + sizeof ck->optim_name, ck->optim_bytes, 0);
-    } else if (memcmp(tag, "PREC", 4) == 0) {
-        ck->precision_bytes = n;
-        ck->precision_state = copy_out(p, n, 0);
-    }
-    return 0; /* unknown sections are skipped: later versions may append */
+    for (int i = 0; i < N_TAGS; i++)
+        if (memcmp(tag, known_tags[i], 4) == 0)
+            return i;
+    return -1;
 }
 
-static int parse(gb_checkpoint *ck, reader *r, const char *path, gb_diag *diag)
+/* Stores one known section's body in ck; NULL, or what is wrong with it. */
+static const char *read_section(gb_checkpoint *ck, int tag, const void *p, uint64_t n)
 {
-    const char *m = take(r, sizeof magic);
-    if (!m || memcmp(m, magic, sizeof magic) != 0) {
-        gb_diag_add(diag, "%s is not a gearbox checkpoint (bad magic)", path);
+    switch (tag) {
+    case TAG_CONF:
+        if (memchr(p, '\0', (size_t)n))
+            return "the configuration holds a NUL byte";
+        ck->config_text = copy_out(p, (size_t)n, 1);
+        return ck->config_text ? NULL : "out of memory";
+    case TAG_VOCB:
+        if (n == 0 || n > sizeof ck->vocab->bytes)
+            return "the vocabulary must hold 1 to 65536 ids";
+        ck->vocab = calloc(1, sizeof *ck->vocab);
+        if (!ck->vocab)
+            return "out of memory";
+        ck->vocab->size = (int)n;
+        memcpy(ck->vocab->bytes, p, (size_t)n);
+        return NULL;
+    case TAG_STEP:
+        if (n != sizeof ck->step)
+            return "the step section is not 8 bytes long";
+        memcpy(&ck->step, p, sizeof ck->step);
+        return ck->step < 0 ? "the step is negative" : NULL;
+    case TAG_PRMS:
+        if (n == 0 || n % sizeof(float) != 0)
+            return "the parameters are not a whole number of f32 values";
+        ck->n_params = (int64_t)(n / sizeof(float));
+        ck->params = copy_out(p, (size_t)n, 0);
+        return ck->params ? NULL : "out of memory";
+    case TAG_OPTM:
+        if (n < sizeof ck->optim_name)
+            return "the optimizer section is shorter than its name field";
+        memcpy(ck->optim_name, p, sizeof ck->optim_name);
+        ck->optim_name[sizeof ck->optim_name - 1] = '\0';
+        ck->optim_bytes = (size_t)n - sizeof ck->optim_name;
+        ck->optim_state = copy_out((const char *)p + sizeof ck->optim_name, ck->optim_bytes, 1);
+        return ck->optim_state ? NULL : "out of memory";
+    case TAG_PREC:
+        ck->precision_bytes = (size_t)n;
+        ck->precision_state = copy_out(p, (size_t)n, 1);
+        return ck->precision_state ? NULL : "out of memory";
+    }
+    return NULL;
+}
+
+/* Every section but the loss scaler's must be there: without STEP a resumed run would
+ * start at step 0 with trained weights. */
+static int check_required(const int *seen, const char *name, gb_diag *diag)
+{
+    for (int t = 0; t < N_TAGS; t++) {
+        if (seen[t] || t == TAG_PREC)
+            continue;
+        gb_diag_add(diag, "%s: the %s section (%s) is missing; the file was not written by "
+                    "gearbox or was altered", name, known_tags[t], tag_meaning[t]);
         return -1;
     }
-    uint32_t version, sections;
-    memcpy(&version, take(r, 4), 4);
-    memcpy(&sections, take(r, 4), 4);
-    if (version != GB_CHECKPOINT_VERSION) {
-        gb_diag_add(diag, "%s: checkpoint format version %u; this gearbox reads version %d",
-                    path, version, GB_CHECKPOINT_VERSION);
-        return -1;
-    }
+    return 0;
+}
+
+static int parse_sections(gb_checkpoint *ck, reader *r, uint32_t sections, const char *name,
+                          gb_diag *diag)
+{
+    int seen[N_TAGS] = {0};
     for (uint32_t s = 0; s < sections; s++) {
         const char *tag = take(r, 4);
         const void *len = take(r, 8);
         uint64_t n = 0;
         if (len)
             memcpy(&n, len, 8);
-        const void *body = tag && len ? take(r, (size_t)n) : NULL;
-        if (!body || read_section(ck, tag, body, n)) {
-            gb_diag_add(diag, "%s: truncated or corrupt section %u", path, s);
+        const void *body = tag && len && n <= r->size ? take(r, (size_t)n) : NULL;
+        if (!body) {
+            gb_diag_add(diag, "%s: section %u is truncated", name, s);
+            return -1;
+        }
+        int t = tag_index(tag);
+        if (t < 0)
+            continue; /* unknown sections are skipped: later versions may append */
+        const char *problem = seen[t]++ ? "it appears twice" : read_section(ck, t, body, n);
+        if (problem) {
+            gb_diag_add(diag, "%s: section %u (%s): %s", name, s, known_tags[t], problem);
             return -1;
         }
     }
-    if (!ck->config_text || !ck->vocab || !ck->params || !ck->optim_state) {
-        gb_diag_add(diag, "%s: a required section is missing", path);
+    return check_required(seen, name, diag);
+}
+
+int gb_checkpoint_parse(const unsigned char *data, size_t size, const char *name,
+                        gb_checkpoint *ck, gb_diag *diag)
+{
+    memset(ck, 0, sizeof *ck);
+    uint64_t want;
+    if (size < sizeof magic + 8 + sizeof want || memcmp(data, magic, sizeof magic) != 0) {
+        gb_diag_add(diag, "%s is not a gearbox checkpoint (%s)", name,
+                    size < sizeof magic + 8 + sizeof want ? "too short" : "bad magic");
+        return -1;
+    }
+    memcpy(&want, data + size - sizeof want, sizeof want);
+    if (gb_checkpoint_checksum(data, size - sizeof want) != want) {
+        gb_diag_add(diag, "%s: checksum mismatch; the file is damaged or incomplete", name);
+        return -1;
+    }
+    reader r = {data, size - sizeof want, sizeof magic};
+    uint32_t version = 0, sections = 0;
+    take_u32(&r, &version);
+    take_u32(&r, &sections);
+    if (version != GB_CHECKPOINT_VERSION) {
+        gb_diag_add(diag, "%s: checkpoint format version %u; this gearbox reads version %d",
+                    name, version, GB_CHECKPOINT_VERSION);
+        return -1;
+    }
+    if (parse_sections(ck, &r, sections, name, diag)) {
+        gb_checkpoint_free(ck);
         return -1;
     }
     return 0;
 }
 
+/* Names the newest checkpoint of a folder given where a checkpoint file belongs. */
+static void suggest_newest(const char *dir, gb_diag *diag)
+{
+    char *newest = gb_checkpoint_latest(dir);
+    gb_diag_add(diag, "cannot read checkpoint %s: it is a folder; name one of its checkpoints%s%s",
+                dir, newest ? ", e.g. the newest, " : " (it holds none)", newest ? newest : "");
+    free(newest);
+}
+
 int gb_checkpoint_read(const char *path, gb_checkpoint *ck, gb_diag *diag)
 {
     memset(ck, 0, sizeof *ck);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        gb_diag_add(diag, "cannot open checkpoint %s: %s", path, strerror(errno));
+    unsigned char *data;
+    size_t size;
+    const char *why;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        suggest_newest(path, diag);
         return -1;
     }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *data = size > 24 ? malloc((size_t)size) : NULL;
-    int ok = data && fread(data, 1, (size_t)size, f) == (size_t)size;
-    fclose(f);
-    if (!ok) {
-        gb_diag_add(diag, "%s: too short or unreadable to be a gearbox checkpoint", path);
-        free(data);
+    if (gb_read_regular_file(path, &data, &size, &why)) {
+        gb_diag_add(diag, "cannot read checkpoint %s: %s", path, why);
         return -1;
     }
-    uint64_t want, got = 0xcbf29ce484222325ull;
-    memcpy(&want, data + size - 8, 8);
-    fnv1a(&got, data, (size_t)size - 8);
-    if (want != got) {
-        gb_diag_add(diag, "%s: checksum mismatch; the file is damaged or incomplete", path);
-        free(data);
-        return -1;
-    }
-    reader r = {data, (size_t)size - 8, 0};
-    int rc = parse(ck, &r, path, diag);
+    int rc = gb_checkpoint_parse(data, size, path, ck, diag);
     free(data);
-    if (rc)
-        gb_checkpoint_free(ck);
     return rc;
 }
 
@@ -215,25 +302,128 @@ void gb_checkpoint_free(gb_checkpoint *ck)
     memset(ck, 0, sizeof *ck);
 }
 
+/* The step of a file called exactly "ckpt-DIGITS.gbk", else -1: what a crash leaves
+ * (ckpt-N.gbk.tmp) and copies (ckpt-N.gbk.bak) are not checkpoints to continue from. */
+static long long checkpoint_step(const char *name)
+{
+    static const char prefix[] = "ckpt-", suffix[] = ".gbk";
+    size_t len = strlen(name), frame = strlen(prefix) + strlen(suffix);
+    if (len <= frame || len - frame > 18 || strncmp(name, prefix, strlen(prefix)) != 0 ||
+        strcmp(name + len - strlen(suffix), suffix) != 0)
+        return -1;
+    long long step = 0;
+    for (const char *c = name + strlen(prefix); c < name + len - strlen(suffix); c++) {
+        if (*c < '0' || *c > '9')
+            return -1;
+        step = step * 10 + (*c - '0');
+    }
+    return step;
+}
+
 char *gb_checkpoint_latest(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
         return NULL;
     long long best = -1;
+    char best_name[256] = "";
     struct dirent *e;
     while ((e = readdir(d))) {
-        long long step;
-        char tail[8];
-        if (sscanf(e->d_name, "ckpt-%lld.gb%1s", &step, tail) == 2 && strcmp(tail, "k") == 0 &&
-            step > best)
+        long long step = checkpoint_step(e->d_name);
+        if (step > best) {
             best = step;
+            snprintf(best_name, sizeof best_name, "%s", e->d_name);
+        }
     }
     closedir(d);
     if (best < 0)
         return NULL;
-    char *path = malloc(strlen(dir) + 32);
+    char *path = malloc(strlen(dir) + strlen(best_name) + 2);
     if (path)
-        sprintf(path, "%s/ckpt-%06lld.gbk", dir, best);
+        sprintf(path, "%s/%s", dir, best_name);
     return path;
+}
+
+/* Each [model] key of the checkpoint's saved config that this run sets differently. */
+static int compare_shapes(const gb_settings *saved, const gb_settings *now, const char *path,
+                          gb_diag *diag)
+{
+    const struct {
+        const char *key;
+        int64_t then, now;
+    } keys[] = {{"n_layer", saved->n_layer, now->n_layer}, {"n_head", saved->n_head, now->n_head},
+                {"n_embd", saved->n_embd, now->n_embd},
+                {"block_size", saved->block_size, now->block_size},
+                {"bias", saved->bias, now->bias}};
+    int problems = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (keys[i].then == keys[i].now)
+            continue;
+        gb_diag_add(diag, "%s was trained with [model] %s = %lld, this config says %lld; resume "
+                    "with the config the checkpoint was trained with", path, keys[i].key,
+                    (long long)keys[i].then, (long long)keys[i].now);
+        problems++;
+    }
+    return problems;
+}
+
+/* The checkpoint's own [model] section against this run's. */
+static int check_shapes(const gb_checkpoint *ck, const char *path, const gb_settings *now,
+                        gb_diag *diag)
+{
+    gb_diag saved_diag = {0};
+    gb_settings saved;
+    gb_config *cfg = gb_config_load_string(ck->config_text, path, "/", &saved_diag);
+    int problems = cfg ? gb_settings_resolve(cfg, &saved, &saved_diag) : 1;
+    if (problems)
+        gb_diag_add(diag, "%s: its saved configuration does not read back: %s", path,
+                    saved_diag.count ? saved_diag.messages[0] : "out of memory");
+    else
+        problems = compare_shapes(&saved, now, path, diag);
+    if (cfg)
+        gb_settings_free(&saved);
+    gb_config_free(cfg);
+    gb_diag_clear(&saved_diag);
+    return problems;
+}
+
+/* Names the tensors holding NaN or infinity: continuing from them would train on
+ * garbage from the first step. */
+static int check_finite(const gb_checkpoint *ck, const char *path, const gb_model *m,
+                        gb_diag *diag)
+{
+    int n_tensors, problems = 0;
+    const gb_param_tensor *tensors = gb_model_tensors(m, &n_tensors);
+    for (int i = 0; i < n_tensors; i++) {
+        const float *v = ck->params + tensors[i].offset;
+        int64_t bad = 0, first = -1;
+        for (int64_t j = 0; j < tensors[i].numel; j++) {
+            if (isfinite(v[j]))
+                continue;
+            bad++;
+            first = first < 0 ? j : first;
+        }
+        if (!bad)
+            continue;
+        gb_diag_add(diag, "%s: tensor %s holds %lld non-finite values (the first, element %lld, "
+                    "is %g); training had diverged when it was written: resume from an earlier "
+                    "checkpoint", path, tensors[i].name, (long long)bad, (long long)first,
+                    (double)v[first]);
+        problems++;
+    }
+    return problems;
+}
+
+int gb_checkpoint_check_model(const gb_checkpoint *ck, const char *path, const gb_model *m,
+                              const gb_settings *s, gb_diag *diag)
+{
+    if (check_shapes(ck, path, s, diag))
+        return -1;
+    if (ck->n_params != gb_model_num_params(m)) {
+        gb_diag_add(diag, "%s holds %lld parameters but this config's model has %lld; resume "
+                    "with the config the checkpoint was trained with", path,
+                    (long long)ck->n_params, (long long)gb_model_num_params(m));
+        return -1;
+    }
+    return check_finite(ck, path, m, diag) ? -1 : 0;
 }

@@ -14,6 +14,8 @@
 
 #include "data.h"
 #include "diag.h"
+#include "model.h"
+#include "settings.h"
 
 #define GB_CHECKPOINT_VERSION 1
 
@@ -31,11 +33,26 @@ typedef struct gb_checkpoint {
 } gb_checkpoint;
 
 int gb_checkpoint_write(const char *path, const gb_checkpoint *ck, gb_diag *diag);
-/* Reads and verifies (magic, version, checksum). Fields are malloc'ed. */
+/* Reads and verifies (magic, version, checksum, each section once, every section but
+ * PREC present, a step of 0 or more). Fields are malloc'ed. A folder, pipe or device is
+ * refused without reading from it. */
 int gb_checkpoint_read(const char *path, gb_checkpoint *ck, gb_diag *diag);
+/* The same over a whole file held in memory; `name` names it in messages. */
+int gb_checkpoint_parse(const unsigned char *data, size_t size, const char *name,
+                        gb_checkpoint *ck, gb_diag *diag);
 void gb_checkpoint_free(gb_checkpoint *ck);
+/* The checksum a checkpoint ends with, over its `n` bytes before it. */
+uint64_t gb_checkpoint_checksum(const void *data, size_t n);
 
-/* The newest "ckpt-*.gbk" in dir (by step), malloc'ed, or NULL. */
+/* Whether `ck` fits the model `m` of the run configured by `s`: the [model] shape of its
+ * saved config is this run's (n_head changes no parameter count, but every loss), the
+ * parameter count is the model's, and every parameter is finite (messages name the
+ * tensor). 0, or -1 with the problems in diag. */
+int gb_checkpoint_check_model(const gb_checkpoint *ck, const char *path, const gb_model *m,
+                              const gb_settings *s, gb_diag *diag);
+
+/* The newest checkpoint in dir, a file named exactly "ckpt-STEP.gbk" (by step; the
+ * ".tmp" a crash leaves is not one), malloc'ed, or NULL. */
 char *gb_checkpoint_latest(const char *dir);
 
 #endif

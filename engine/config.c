@@ -28,6 +28,8 @@
 
 #include <ini.h>
 
+#include "text.h"
+
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_"
 #define COMMENT_CHARS ";#"
 #define UTF8_BOM "\xEF\xBB\xBF"
@@ -216,14 +218,14 @@ typedef struct gb_parser {
     int problems;
 } gb_parser;
 
-/* Takes the line at *next without its ending, its surrounding blanks and, on the first
- * line, a UTF-8 byte-order mark; moves *next to the following line. */
+/* Takes the line at *next without its ending ("\n", "\r\n" or "\r"), its surrounding
+ * blanks and, on the first line, a UTF-8 byte-order mark; moves *next to the following
+ * line. */
 static const char *take_line(const char **next, bool first, size_t *len)
 {
-    const char *line = *next;
-    size_t n = strcspn(line, "\n");
-    *next = line + n + (line[n] == '\n');
-    if (first && strncmp(line, UTF8_BOM, strlen(UTF8_BOM)) == 0) {
+    size_t n;
+    const char *line = gb_next_line(next, &n);
+    if (first && n >= strlen(UTF8_BOM) && strncmp(line, UTF8_BOM, strlen(UTF8_BOM)) == 0) {
         line += strlen(UTF8_BOM);
         n -= strlen(UTF8_BOM);
     }
@@ -540,9 +542,19 @@ const char *gb_config_dir(const gb_config *cfg)
     return cfg->dir;
 }
 
-char *gb_config_resolve_path(const gb_config *cfg, const char *path)
+char *gb_config_resolve_path(const gb_config *cfg, const char *section, const char *key,
+                             const char *path)
 {
-    return path[0] == '/' ? strdup(path) : join_path(cfg->dir, path);
+    if (path[0] == '/')
+        return strdup(path);
+    const gb_entry *entry = find_entry(cfg, section, key);
+    if (!entry || entry->line > 0)
+        return join_path(cfg->dir, path);
+    /* typed on the command line: relative to where the shell is, as for any command */
+    char *cwd = getcwd(NULL, 0);
+    char *joined = cwd ? join_path(cwd, path) : NULL;
+    free(cwd);
+    return joined;
 }
 
 /* ---- validation ---------------------------------------------------------------------- */
@@ -831,6 +843,20 @@ int gb_config_validate_section(gb_config *cfg, const char *section, const gb_opt
     for (size_t i = 0; i < n_options; i++)
         problems += resolve_option(cfg, name, &options[i], &values[i], diag);
     return problems;
+}
+
+int gb_config_set_effective(gb_config *cfg, const char *section, const char *key,
+                            const char *text)
+{
+    const char *kept = keep_string(cfg, text);
+    for (size_t i = 0; kept && i < cfg->n_settings; i++) {
+        gb_setting *setting = &cfg->settings[i];
+        if (strcmp(setting->section, section) == 0 && strcmp(setting->key, key) == 0) {
+            setting->text = kept;
+            return 0;
+        }
+    }
+    return -1;
 }
 
 void gb_config_write(const gb_config *cfg, FILE *out)

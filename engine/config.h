@@ -35,8 +35,11 @@ int gb_config_set(gb_config *cfg, const char *assignment, gb_diag *diag);
 const char *gb_config_get(const gb_config *cfg, const char *section, const char *key);
 /* The folder of the config file (absolute), against which relative paths resolve. */
 const char *gb_config_dir(const gb_config *cfg);
-/* `path` made absolute against gb_config_dir() unless already absolute; malloc'ed. */
-char *gb_config_resolve_path(const gb_config *cfg, const char *path);
+/* `path`, the value of [section] key, made absolute unless it is: against
+ * gb_config_dir() when the value came from the file (or is a default), against the
+ * working directory when it came from --set (as a shell user expects). malloc'ed. */
+char *gb_config_resolve_path(const gb_config *cfg, const char *section, const char *key,
+                             const char *path);
 
 /* Reports every section not in `known` (with a did-you-mean suggestion). Returns the
  * number of problems added to `diag`. */
@@ -51,6 +54,12 @@ int gb_config_check_sections(const gb_config *cfg, const char *const *known, siz
 int gb_config_validate_section(gb_config *cfg, const char *section, const gb_option *options,
                                size_t n_options, const char *const *ignore, size_t n_ignore,
                                gb_value *values, gb_diag *diag);
+
+/* Replaces the effective value of a validated key with `text` (a path made absolute, so
+ * that a config saved into a checkpoint means the same file wherever it is read).
+ * 0, or -1 when the key has no effective value. */
+int gb_config_set_effective(gb_config *cfg, const char *section, const char *key,
+                            const char *text);
 
 /* Writes the effective configuration as INI: every validated section in first-seen
  * order, every key with its resolved value (defaults included). */

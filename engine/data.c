@@ -1,50 +1,76 @@
 /* Token files and batches; see data.h. */
 #include "data.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsutil.h"
 #include "rng.h"
+#include "text.h"
 
 static const char *const split_files[2] = {"train.bin", "val.bin"};
 
-int gb_vocab_read(const char *path, gb_vocab *vocab, gb_diag *diag)
+/* A byte value 0..255 written in decimal, blanks around it allowed; -1 otherwise. */
+static int parse_byte(const char *text, size_t len)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        gb_diag_add(diag, "cannot read vocabulary %s: %s; write the data folder with "
-                    "`gearbox prepare TEXT DIR`", path, strerror(errno));
+    size_t i = 0;
+    int value = 0, digits = 0;
+    while (i < len && (text[i] == ' ' || text[i] == '\t'))
+        i++;
+    for (; i < len && text[i] >= '0' && text[i] <= '9' && digits < 4; i++, digits++)
+        value = value * 10 + (text[i] - '0');
+    while (i < len && (text[i] == ' ' || text[i] == '\t'))
+        i++;
+    return digits && digits < 4 && i == len && value <= 255 ? value : -1;
+}
+
+int gb_vocab_parse(const char *text, size_t size, const char *name, gb_vocab *vocab,
+                   gb_diag *diag)
+{
+    static const char header[] = "# gearbox vocab v1";
+    vocab->size = 0;
+    if (strlen(text) != size) {
+        gb_diag_add(diag, "%s: not a gearbox vocabulary (it contains NUL bytes)", name);
         return -1;
     }
-    char line[64];
-    int lineno = 0, ok = 1;
-    vocab->size = 0;
-    while (ok && fgets(line, sizeof line, f)) {
-        lineno++;
-        if (lineno == 1) {
-            ok = strncmp(line, "# gearbox vocab v1", 18) == 0;
-            if (!ok)
-                gb_diag_add(diag, "%s:1: not a gearbox vocabulary (expected '# gearbox vocab "
-                            "v1')", path);
-            continue;
-        }
-        char *end;
-        long byte = strtol(line, &end, 10);
-        if (end == line || byte < 0 || byte > 255 || vocab->size >= 65536) {
-            gb_diag_add(diag, "%s:%d: expected a byte value 0..255", path, lineno);
-            ok = 0;
-            break;
+    const char *next = text;
+    size_t len;
+    const char *line = gb_next_line(&next, &len);
+    if (len < strlen(header) || memcmp(line, header, strlen(header)) != 0) {
+        gb_diag_add(diag, "%s:1: not a gearbox vocabulary (expected '%s')", name, header);
+        return -1;
+    }
+    for (int lineno = 2; *next; lineno++) {
+        line = gb_next_line(&next, &len);
+        int byte = parse_byte(line, len);
+        if (byte < 0 || vocab->size >= (int)sizeof vocab->bytes) {
+            gb_diag_add(diag, "%s:%d: expected a byte value 0..255%s", name, lineno,
+                        byte < 0 ? "" : ", but the vocabulary already has 65536 ids");
+            return -1;
         }
         vocab->bytes[vocab->size++] = (unsigned char)byte;
     }
-    fclose(f);
-    if (ok && vocab->size == 0) {
-        gb_diag_add(diag, "%s: the vocabulary is empty", path);
-        ok = 0;
+    if (vocab->size == 0) {
+        gb_diag_add(diag, "%s: the vocabulary is empty", name);
+        return -1;
     }
-    return ok ? 0 : -1;
+    return 0;
+}
+
+int gb_vocab_read(const char *path, gb_vocab *vocab, gb_diag *diag)
+{
+    unsigned char *text;
+    size_t size;
+    const char *why;
+    if (gb_read_regular_file(path, &text, &size, &why)) {
+        gb_diag_add(diag, "cannot read vocabulary %s: %s; write the data folder with "
+                    "`gearbox prepare TEXT DIR`", path, why);
+        return -1;
+    }
+    int rc = gb_vocab_parse((const char *)text, size, path, vocab, diag);
+    free(text);
+    return rc;
 }
 
 int gb_vocab_write(const char *path, const gb_vocab *vocab)
@@ -62,23 +88,22 @@ static int read_split(gb_dataset *ds, const char *dir, int split, gb_diag *diag)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, split_files[split]);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        gb_diag_add(diag, "[data] dir = %s: cannot open %s: %s; write the folder with "
-                    "`gearbox prepare TEXT DIR`", dir, path, strerror(errno));
+    unsigned char *bytes;
+    size_t size;
+    const char *why;
+    if (gb_read_regular_file(path, &bytes, &size, &why)) {
+        gb_diag_add(diag, "[data] dir = %s: cannot read %s: %s; write the folder with "
+                    "`gearbox prepare TEXT DIR`", dir, path, why);
         return -1;
     }
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    ds->length[split] = bytes / 2;
-    ds->tokens[split] = malloc((size_t)bytes + 2);
-    int ok = ds->tokens[split] &&
-             fread(ds->tokens[split], 1, (size_t)bytes, f) == (size_t)bytes && bytes % 2 == 0;
-    fclose(f);
-    if (!ok)
-        gb_diag_add(diag, "%s: could not read %ld bytes of uint16 tokens", path, bytes);
-    return ok ? 0 : -1;
+    ds->tokens[split] = (uint16_t *)bytes;   /* malloc'ed memory suits any type */
+    ds->length[split] = (int64_t)(size / 2);
+    if (size % 2 != 0) {
+        gb_diag_add(diag, "%s holds %zu bytes, an odd number: token files hold 2-byte ids; "
+                    "write the folder again with `gearbox prepare TEXT DIR`", path, size);
+        return -1;
+    }
+    return 0;
 }
 
 static int check_tokens(const gb_dataset *ds, const char *dir, int split, int64_t vocab_size,

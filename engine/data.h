@@ -9,6 +9,7 @@
 #ifndef GB_CORE_DATA_H
 #define GB_CORE_DATA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "diag.h"
@@ -26,8 +27,13 @@ typedef struct gb_dataset {
     gb_vocab vocab;
 } gb_dataset;
 
-/* Reads vocab.txt: a "# gearbox vocab v1" line, then one decimal byte value per line. */
+/* Reads vocab.txt: a "# gearbox vocab v1" line, then one decimal byte value per line
+ * (lines end in "\n", "\r\n" or "\r"). */
 int gb_vocab_read(const char *path, gb_vocab *vocab, gb_diag *diag);
+/* The same from `size` bytes of NUL-terminated text in memory; `name` names it in
+ * messages. */
+int gb_vocab_parse(const char *text, size_t size, const char *name, gb_vocab *vocab,
+                   gb_diag *diag);
 int gb_vocab_write(const char *path, const gb_vocab *vocab);
 
 /* Opens `dir` for a model of `vocab_size` (0: the vocabulary's size) and context

@@ -5,13 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text.h"
+
 void gb_diag_add(gb_diag *diag, const char *fmt, ...)
 {
-    char buf[2048];
+    char raw[2048], buf[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    /* messages quote files and arguments, which may hold any byte */
+    gb_escape_controls(raw, buf, sizeof buf);
     if (diag->count == diag->cap) {
         int cap = diag->cap ? diag->cap * 2 : 8;
         char **grown = realloc(diag->messages, (size_t)cap * sizeof *grown);

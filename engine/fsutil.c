@@ -2,10 +2,13 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int gb_make_dirs(const char *path)
 {
@@ -25,32 +28,109 @@ int gb_make_dirs(const char *path)
     return (mkdir(buf, 0777) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
-char *gb_read_file(const char *path, const char *what, size_t *len, gb_diag *diag)
+/* Why a file of this type cannot be read as a file, or NULL for a regular file. */
+static const char *not_a_file(mode_t mode)
 {
-    FILE *f = fopen(path, "rb");
+    if (S_ISREG(mode))
+        return NULL;
+    if (S_ISDIR(mode))
+        return "it is a folder, not a file";
+    if (S_ISFIFO(mode))
+        return "it is a named pipe, not a regular file; copy what it carries into a file";
+    return "it is not a regular file (a socket or device)";
+}
+
+/* Reads exactly `size` bytes; the file growing or shrinking meanwhile is an error. */
+static const char *read_exactly(int fd, unsigned char *data, size_t size)
+{
+    size_t done = 0;
+    while (done < size) {
+        ssize_t got = read(fd, data + done, size - done);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return strerror(errno);
+        if (got == 0)
+            return "it became shorter while being read";
+        done += (size_t)got;
+    }
+    unsigned char extra;
+    return read(fd, &extra, 1) > 0 ? "it grew while being read" : NULL;
+}
+
+int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, const char **why)
+{
+    *data = NULL;
+    *size = 0;
+    /* O_NONBLOCK: opening a named pipe must not wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return -1;
+    }
     struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0) {
-        gb_diag_add(diag, "%s %s: %s", what, path, strerror(errno));
-        if (f)
-            fclose(f);
-        return NULL;
+    *why = fstat(fd, &st) != 0 ? strerror(errno) : not_a_file(st.st_mode);
+    unsigned char *buf = NULL;
+    if (!*why && !(buf = malloc((size_t)st.st_size + 1)))
+        *why = "out of memory for its contents";
+    if (!*why)
+        *why = read_exactly(fd, buf, (size_t)st.st_size);
+    close(fd);
+    if (*why) {
+        free(buf);
+        return -1;
     }
-    if (!S_ISREG(st.st_mode)) {
-        gb_diag_add(diag, "%s %s is not a regular file (a folder, pipe or device); name a file",
-                    what, path);
-        fclose(f);
-        return NULL;
+    buf[st.st_size] = '\0';
+    *data = buf;
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+/* Creates and removes a temporary folder inside the existing folder `dir`. */
+static const char *probe_dir(const char *dir)
+{
+    char probe[PATH_MAX];
+    if (snprintf(probe, sizeof probe, "%s/.gearbox-probe-XXXXXX", dir) >= (int)sizeof probe)
+        return strerror(ENAMETOOLONG);
+    if (!mkdtemp(probe))
+        return strerror(errno);
+    rmdir(probe);
+    return NULL;
+}
+
+int gb_check_writable_dir(const char *path, char *buf, size_t cap, const char **why)
+{
+    char existing[PATH_MAX];
+    struct stat st;
+    if (snprintf(existing, sizeof existing, "%s", path) >= (int)sizeof existing) {
+        *why = strerror(ENAMETOOLONG);
+        return -1;
     }
-    char *data = malloc((size_t)st.st_size + 1);
-    size_t got = data ? fread(data, 1, (size_t)st.st_size, f) : 0;
-    fclose(f);
-    if (!data || got != (size_t)st.st_size) {
-        gb_diag_add(diag, "%s %s: %s %lld bytes", what, path,
-                    data ? "could not read its" : "no memory for its", (long long)st.st_size);
-        free(data);
-        return NULL;
+    /* the nearest folder that exists: the run creates the rest below it */
+    while (stat(existing, &st) != 0) {
+        char *slash = strrchr(existing, '/');
+        if ((errno != ENOENT && errno != ENOTDIR) || !slash) {
+            *why = strerror(errno);
+            return -1;
+        }
+        slash[slash == existing] = '\0';
     }
-    data[got] = '\0';
-    *len = got;
-    return data;
+    if (!S_ISDIR(st.st_mode)) {
+        *why = "it is a file, not a folder";
+        if (strcmp(existing, path) != 0) {
+            snprintf(buf, cap, "%s is a file, not a folder", existing);
+            *why = buf;
+        }
+        return -1;
+    }
+    const char *probe = probe_dir(existing);
+    if (!probe)
+        return 0;
+    if (strcmp(existing, path) == 0) {
+        *why = probe;
+    } else {
+        snprintf(buf, cap, "cannot create folders in %s: %s", existing, probe);
+        *why = buf;
+    }
+    return -1;
 }

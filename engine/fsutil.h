@@ -4,15 +4,20 @@
 
 #include <stddef.h>
 
-#include "diag.h"
-
 /* mkdir -p: creates `path` and its missing parents. 0, or -1 with errno set. */
 int gb_make_dirs(const char *path);
 
-/* The whole of the regular file `path`, NUL-terminated after its *len bytes (free() it);
- * NULL after adding to `diag` why (missing, a folder or other non-regular file, which
- * could block or have no size; unreadable; no memory). `what` names the file's role in
- * the message, e.g. "the tokenizer's encoder.json". */
-char *gb_read_file(const char *path, const char *what, size_t *len, gb_diag *diag);
+/* Reads the regular file at `path` whole into a malloc'ed buffer with a NUL after its
+ * *size bytes, so text can be parsed in place. A folder, named pipe, socket or device is
+ * refused without reading from it (a pipe would block, a folder's size is meaningless).
+ * 0, or -1 with *why saying what is wrong in words that follow "cannot read PATH: ". */
+int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, const char **why);
+
+/* Whether a run could write into the folder `path`: it exists and is a folder in which a
+ * file can be created, or the nearest folder above it that exists lets it be created.
+ * Probes by creating (and removing) a temporary entry, the only test that also holds for
+ * root, read-only mounts and /proc. 0, or -1 with *why in words that follow
+ * "cannot write into PATH: ". Writes *why into `buf` when it needs to name a folder. */
+int gb_check_writable_dir(const char *path, char *buf, size_t cap, const char **why);
 
 #endif

@@ -9,7 +9,9 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +26,10 @@
 #include "gearbox/precision.h"
 #include "config.h"
 
-#define SCAN_DEPTH 4
-
 struct gb_loader {
     char **dirs;
     int n_dirs;
+    int allow_writable;   /* [run] allow_writable_plugins: load what others could write */
     char *path_string;
     gb_plugin **plugins;  /* every object opened, by absolute path */
     int n_plugins;
@@ -96,18 +97,33 @@ void gb_loader_free(gb_loader *loader)
     free(loader);
 }
 
+/* Whether two folder names lead to the same folder (or are the same text). */
+static int same_folder(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
+        return strcmp(a, b) == 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 static void add_dir(gb_loader *loader, const char *dir, size_t len)
 {
-    if (len == 0)
+    char *copy = len ? strndup(dir, len) : NULL;
+    if (!copy)
         return;
-    for (int i = 0; i < loader->n_dirs; i++)
-        if (strlen(loader->dirs[i]) == len && strncmp(loader->dirs[i], dir, len) == 0)
+    for (int i = 0; i < loader->n_dirs; i++) {
+        if (same_folder(loader->dirs[i], copy)) {
+            free(copy);
             return; /* searching a folder twice finds nothing new */
+        }
+    }
     char **grown = realloc(loader->dirs, (size_t)(loader->n_dirs + 1) * sizeof *grown);
-    if (!grown)
+    if (!grown) {
+        free(copy);
         return;
+    }
     loader->dirs = grown;
-    loader->dirs[loader->n_dirs++] = strndup(dir, len);
+    loader->dirs[loader->n_dirs++] = copy;
     free(loader->path_string);
     loader->path_string = NULL;
 }
@@ -122,6 +138,11 @@ void gb_loader_add_path(gb_loader *loader, const char *dirs)
         add_dir(loader, dirs, len);
         dirs += len + (colon ? 1 : 0);
     }
+}
+
+void gb_loader_allow_writable(gb_loader *loader, int allow)
+{
+    loader->allow_writable = allow;
 }
 
 /* The build tree's plugins when this binary is the one in the build tree, else the
@@ -364,7 +385,66 @@ static gb_plugin *already_open(gb_loader *loader, const char *real)
     return NULL;
 }
 
-const gb_plugin *gb_loader_open(gb_loader *loader, const char *path, gb_diag *diag)
+/* Whether the group of `st` is its owner's own (a user private group, as Debian makes
+ * for every user): group write is then no wider than the owner's. */
+static int owners_private_group(const struct stat *st)
+{
+    struct passwd *owner = getpwuid(st->st_uid);
+    char name[256];
+    if (!owner)
+        return 0;
+    snprintf(name, sizeof name, "%s", owner->pw_name);
+    struct group *group = getgrgid(st->st_gid);
+    return group && strcmp(group->gr_name, name) == 0 && !group->gr_mem[0];
+}
+
+/* Why code at `path` could have been put there by someone other than its owner (it is
+ * writable by everyone, or by a group the owner shares), or NULL. */
+static const char *writable_by_others(const char *path, char *buf, size_t cap)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return NULL; /* opening it reports the problem */
+    if (st.st_mode & S_IWOTH)
+        snprintf(buf, cap, "%s is writable by everyone (mode %04o)", path,
+                 (unsigned)(st.st_mode & 07777));
+    else if ((st.st_mode & S_IWGRP) && !owners_private_group(&st))
+        snprintf(buf, cap, "%s is writable by its group (mode %04o), not only by its owner",
+                 path, (unsigned)(st.st_mode & 07777));
+    else
+        return NULL;
+    return buf;
+}
+
+/* The plugin file `real` and every folder from its own up to `top` (the search folder it
+ * was found in; NULL: its own folder only) must be writable by their owners alone:
+ * whoever can write one of them can run code in every gearbox that loads from there. */
+static int check_trusted(const gb_loader *loader, const char *real, const char *top,
+                         gb_diag *diag)
+{
+    if (loader->allow_writable)
+        return 0;
+    char *stop = top ? realpath(top, NULL) : NULL;
+    char path[PATH_MAX], why[PATH_MAX + 96];
+    snprintf(path, sizeof path, "%s", real);
+    const char *problem = writable_by_others(path, why, sizeof why);
+    for (char *slash; !problem && (slash = strrchr(path, '/'));) {
+        slash[slash == path] = '\0';   /* up one folder ("/" keeps its slash) */
+        problem = writable_by_others(path, why, sizeof why);
+        if (!stop || strcmp(path, stop) == 0 || strcmp(path, "/") == 0)
+            break;
+    }
+    free(stop);
+    if (problem)
+        gb_diag_add(diag, "plugin %s refused: %s, so others could replace the code gearbox "
+                    "runs; `chmod go-w` it, or set [run] allow_writable_plugins = true to "
+                    "load it anyway", real, problem);
+    return problem ? -1 : 0;
+}
+
+/* gb_loader_open, for a file found in the search folder `top` (NULL: named directly). */
+static const gb_plugin *open_plugin(gb_loader *loader, const char *path, const char *top,
+                                    gb_diag *diag)
 {
     char *real = realpath(path, NULL);
     if (!real) {
@@ -372,7 +452,7 @@ const gb_plugin *gb_loader_open(gb_loader *loader, const char *path, gb_diag *di
         return NULL;
     }
     gb_plugin *found = already_open(loader, real);
-    if (found) {
+    if (found || check_trusted(loader, real, top, diag)) {
         free(real);
         return found;
     }
@@ -411,6 +491,11 @@ const gb_plugin *gb_loader_open(gb_loader *loader, const char *path, gb_diag *di
     return p;
 }
 
+const gb_plugin *gb_loader_open(gb_loader *loader, const char *path, gb_diag *diag)
+{
+    return open_plugin(loader, path, NULL, diag);
+}
+
 /* dir/name into buf; -1 when it does not fit. */
 static int join_path(char *buf, size_t cap, const char *dir, const char *name)
 {
@@ -418,61 +503,63 @@ static int join_path(char *buf, size_t cap, const char *dir, const char *name)
     return (n < 0 || (size_t)n >= cap) ? -1 : 0;
 }
 
-/* Depth-first search of `dir` for a file called `file`; the first hit (sorted order is
- * not needed: names are unique per directory level) is copied into out. */
-static int find_file(const char *dir, const char *file, int depth, char *out, size_t cap)
+/* Where a search folder may hold the plugin file `file` of `kind` called `name`: at its
+ * top (installed plugins, an out-of-tree build) or in KIND/NAME/ (the build tree's
+ * plugins/attn/math/). Nothing deeper is searched: a same-named file somewhere below a
+ * folder on the path is not a plugin of that path. The existing one's path goes into out. */
+static int find_file(const char *dir, const char *kind, const char *name, const char *file,
+                     char *out, size_t cap)
 {
-    char candidate[PATH_MAX];
     struct stat st;
-    if (join_path(candidate, sizeof candidate, dir, file) == 0 && stat(candidate, &st) == 0 && S_ISREG(st.st_mode)) {
-        snprintf(out, cap, "%s", candidate);
-        return 1;
+    for (int layout = 0; layout < 2; layout++) {
+        int n = layout ? snprintf(out, cap, "%s/%s/%s/%s", dir, kind, name, file)
+                       : snprintf(out, cap, "%s/%s", dir, file);
+        if (n > 0 && (size_t)n < cap && stat(out, &st) == 0 && S_ISREG(st.st_mode))
+            return 1;
     }
-    if (depth == 0)
-        return 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *e;
-    int hit = 0;
-    while (!hit && (e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        if (join_path(candidate, sizeof candidate, dir, e->d_name) == 0 &&
-            stat(candidate, &st) == 0 && S_ISDIR(st.st_mode))
-            hit = find_file(candidate, file, depth - 1, out, cap);
-    }
-    closedir(d);
-    return hit;
+    return 0;
 }
 
-/* Collects every "<kind>-*.so" under dir into *files (malloc'ed paths). */
-static void list_files(const char *dir, const char *prefix, int depth, char ***files, int *n)
+/* Collects every "<prefix>*.so" file directly in dir into *files (malloc'ed paths). */
+static void list_files(const char *dir, const char *prefix, char ***files, int *n)
 {
     DIR *d = opendir(dir);
     if (!d)
         return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
         char path[PATH_MAX];
         struct stat st;
-        if (join_path(path, sizeof path, dir, e->d_name) != 0 || stat(path, &st) != 0)
-            continue;
         size_t len = strlen(e->d_name);
-        if (S_ISDIR(st.st_mode) && depth > 0) {
-            list_files(path, prefix, depth - 1, files, n);
-        } else if (S_ISREG(st.st_mode) && len > 3 && strcmp(e->d_name + len - 3, ".so") == 0 &&
-                   strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
-            char **grown = realloc(*files, (size_t)(*n + 1) * sizeof *grown);
-            if (!grown)
-                break;
-            *files = grown;
-            (*files)[(*n)++] = strdup(path);
-        }
+        if (len <= 3 || strcmp(e->d_name + len - 3, ".so") != 0 ||
+            strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
+            join_path(path, sizeof path, dir, e->d_name) != 0 || stat(path, &st) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        char **grown = realloc(*files, (size_t)(*n + 1) * sizeof *grown);
+        if (!grown)
+            break;
+        *files = grown;
+        (*files)[(*n)++] = strdup(path);
     }
     closedir(d);
+}
+
+/* The plugin files of `kind` in a search folder: at its top and in each KIND/NAME/. */
+static void list_kind(const char *dir, const char *kind, char ***files, int *n)
+{
+    char prefix[32], kind_dir[PATH_MAX], sub[PATH_MAX];
+    snprintf(prefix, sizeof prefix, "%s-", kind);
+    list_files(dir, prefix, files, n);
+    if (join_path(kind_dir, sizeof kind_dir, dir, kind) != 0)
+        return;
+    DIR *d = opendir(kind_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.' && join_path(sub, sizeof sub, kind_dir, e->d_name) == 0)
+            list_files(sub, prefix, files, n);
+    if (d)
+        closedir(d);
 }
 
 static int compare_strings(const void *a, const void *b)
@@ -483,22 +570,25 @@ static int compare_strings(const void *a, const void *b)
 int gb_loader_scan(gb_loader *loader, gb_kind kind, const gb_plugin ***out, gb_diag *diag)
 {
     char **files = NULL;
-    int n_files = 0;
+    int n_files = 0, *dir_of = NULL;
     for (int i = 0; i < loader->n_dirs; i++) {
         int first = n_files;
-        for (int k = 1; k <= N_KINDS; k++) {
-            if (kind && k != (int)kind)
-                continue;
-            char prefix[32];
-            snprintf(prefix, sizeof prefix, "%s-", kind_names[k]);
-            list_files(loader->dirs[i], prefix, SCAN_DEPTH, &files, &n_files);
-        }
-        qsort(files + first, (size_t)(n_files - first), sizeof *files, compare_strings);
+        for (int k = 1; k <= N_KINDS; k++)
+            if (!kind || k == (int)kind)
+                list_kind(loader->dirs[i], kind_names[k], &files, &n_files);
+        if (n_files > first) /* an empty folder leaves files NULL, which qsort may not get */
+            qsort(files + first, (size_t)(n_files - first), sizeof *files, compare_strings);
+        int *grown = realloc(dir_of, (size_t)n_files * sizeof *grown + 1);
+        if (!grown)
+            break;
+        dir_of = grown;
+        for (int f = first; f < n_files; f++)
+            dir_of[f] = i;
     }
     const gb_plugin **plugins = calloc((size_t)n_files + 1, sizeof *plugins);
     int n = 0;
-    for (int i = 0; plugins && i < n_files; i++) {
-        const gb_plugin *p = gb_loader_open(loader, files[i], diag);
+    for (int i = 0; plugins && dir_of && i < n_files; i++) {
+        const gb_plugin *p = open_plugin(loader, files[i], loader->dirs[dir_of[i]], diag);
         int duplicate = 0;
         for (int j = 0; p && j < n; j++)
             duplicate |= plugins[j] == p;
@@ -508,6 +598,7 @@ int gb_loader_scan(gb_loader *loader, gb_kind kind, const gb_plugin ***out, gb_d
     for (int i = 0; i < n_files; i++)
         free(files[i]);
     free(files);
+    free(dir_of);
     *out = plugins;
     return n;
 }
@@ -540,6 +631,72 @@ static void explain_not_found(gb_loader *loader, gb_kind kind, const char *name,
     free(found);
 }
 
+/* The file names a plugin of `kind` called `name` may have, most specific first. */
+static int plugin_files(gb_kind kind, const char *name, uint32_t device, char files[2][128])
+{
+    if (kind == GB_KIND_DEVICE) {
+        snprintf(files[0], sizeof files[0], "device-%s.so", name);
+        return 1;
+    }
+    snprintf(files[0], sizeof files[0], "%s-%s-%s.so", gb_kind_name(kind), name,
+             gb_device_name(device));
+    snprintf(files[1], sizeof files[1], "%s-%s.so", gb_kind_name(kind), name);
+    return 2;
+}
+
+/* The first of `files` on the search path into path; the index of its folder, or -1. */
+static int find_first(const gb_loader *loader, gb_kind kind, const char *name,
+                      char files[2][128], int n_files, char *path, size_t cap)
+{
+    for (int i = 0; i < loader->n_dirs; i++)
+        for (int f = 0; f < n_files; f++)
+            if (find_file(loader->dirs[i], gb_kind_name(kind), name, files[f], path, cap))
+                return i;
+    return -1;
+}
+
+/* A plugin of the same name elsewhere on the search path is not loaded; say so, since
+ * a user who put it there expects it to be the one that runs. */
+static void report_shadowed(const gb_loader *loader, gb_kind kind, const char *name,
+                            char files[2][128], int n_files, const char *used)
+{
+    for (int i = 0; i < loader->n_dirs; i++) {
+        for (int f = 0; f < n_files; f++) {
+            char path[PATH_MAX];
+            if (!find_file(loader->dirs[i], gb_kind_name(kind), name, files[f], path,
+                           sizeof path))
+                continue;
+            char *real = realpath(path, NULL);
+            if (real && strcmp(real, used) != 0)
+                fprintf(stderr, "gearbox: warning: [%s] plugin = %s: using %s, the first on "
+                        "the search path; %s has the same name and is not loaded\n",
+                        gb_kind_name(kind), name, used, real);
+            free(real);
+        }
+    }
+}
+
+/* A found file must be the plugin its name says, for the run's device. */
+static int check_found(const gb_plugin *p, gb_kind kind, const char *name, uint32_t device,
+                       gb_diag *diag)
+{
+    const char *kind_name = gb_kind_name(kind);
+    if (p->desc->kind != kind || strcmp(p->desc->name, name) != 0) {
+        gb_diag_add(diag, "plugin %s: its file name says %s/%s but its descriptor says %s/%s; "
+                    "rename the file or fix the descriptor", p->path, kind_name, name,
+                    gb_kind_name(p->desc->kind), p->desc->name);
+        return -1;
+    }
+    if (kind != GB_KIND_DEVICE && !(p->desc->devices & device)) {
+        char devs[32];
+        gb_device_list(p->desc->devices, devs, sizeof devs);
+        gb_diag_add(diag, "[%s] plugin = %s: %s runs on %s, not on this run's device %s",
+                    kind_name, name, p->path, devs, gb_device_name(device));
+        return -1;
+    }
+    return 0;
+}
+
 const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *name,
                                 uint32_t device, gb_diag *diag)
 {
@@ -553,38 +710,15 @@ const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *nam
         }
         return p;
     }
-    char files[2][128];
-    int n_files = 0;
-    if (kind == GB_KIND_DEVICE) {
-        snprintf(files[n_files++], sizeof files[0], "device-%s.so", name);
-    } else {
-        snprintf(files[n_files++], sizeof files[0], "%s-%s-%s.so", kind_name, name,
-                 gb_device_name(device));
-        snprintf(files[n_files++], sizeof files[0], "%s-%s.so", kind_name, name);
-    }
-    for (int i = 0; i < loader->n_dirs; i++) {
-        for (int f = 0; f < n_files; f++) {
-            char path[PATH_MAX];
-            if (!find_file(loader->dirs[i], files[f], SCAN_DEPTH, path, sizeof path))
-                continue;
-            const gb_plugin *p = gb_loader_open(loader, path, diag);
-            if (!p)
-                return NULL;
-            if (p->desc->kind != kind || strcmp(p->desc->name, name) != 0) {
-                gb_diag_add(diag, "plugin %s: its file name says %s/%s but its descriptor "
-                            "says %s/%s; rename the file or fix the descriptor", p->path,
-                            kind_name, name, gb_kind_name(p->desc->kind), p->desc->name);
-                return NULL;
-            }
-            if (kind != GB_KIND_DEVICE && !(p->desc->devices & device)) {
-                char devs[32];
-                gb_device_list(p->desc->devices, devs, sizeof devs);
-                gb_diag_add(diag, "[%s] plugin = %s: %s runs on %s, not on this run's device "
-                            "%s", kind_name, name, p->path, devs, gb_device_name(device));
-                return NULL;
-            }
-            return p;
-        }
+    char files[2][128], path[PATH_MAX];
+    int n_files = plugin_files(kind, name, device, files);
+    int dir = find_first(loader, kind, name, files, n_files, path, sizeof path);
+    if (dir >= 0) {
+        const gb_plugin *p = open_plugin(loader, path, loader->dirs[dir], diag);
+        if (!p || check_found(p, kind, name, device, diag))
+            return NULL;
+        report_shadowed(loader, kind, name, files, n_files, p->path);
+        return p;
     }
     char tried[300];
     if (n_files == 2)

@@ -3,8 +3,11 @@
  *
  * Search path, in order: directories given with --plugin-path, then GEARBOX_PLUGIN_PATH,
  * then [run] plugin_path from the config, then the build tree (when gearbox runs from it)
- * or the installed plugin directory. The working directory is never searched. Each
- * directory is searched recursively (a few levels), so a build tree works as is.
+ * or the installed plugin directory. The working directory is never searched (unless
+ * named). In each directory a plugin is looked for at its top and in KIND/NAME/ below it
+ * (the build tree's layout), nowhere deeper. The first hit wins; a plugin of the same name
+ * further down the path is reported as not loaded. A plugin file, or a folder from its
+ * own up to the search directory, that others than its owner may write is refused.
  *
  * File names follow one scheme: <kind>-<name>-<device>.so for code built per device,
  * <kind>-<name>.so for device-independent plugins, and device-<name>.so for devices.
@@ -27,10 +30,14 @@ typedef struct gb_loader gb_loader;
 gb_loader *gb_loader_new(void);
 void gb_loader_free(gb_loader *loader);
 
-/* Appends the ':'-separated directories of `dirs` (NULL or "" adds nothing). */
+/* Appends the ':'-separated directories of `dirs` (NULL or "" adds nothing; a folder
+ * already on the path is not added again). */
 void gb_loader_add_path(gb_loader *loader, const char *dirs);
 /* Appends the build tree's or the installed plugin directory, whichever applies. */
 void gb_loader_add_default_path(gb_loader *loader);
+/* With allow 1, plugin files and folders writable by others than their owner are loaded
+ * ([run] allow_writable_plugins); by default they are refused. */
+void gb_loader_allow_writable(gb_loader *loader, int allow);
 /* The search path as one ':'-separated string, for messages. */
 const char *gb_loader_path_string(gb_loader *loader);
 

@@ -6,7 +6,8 @@
  *
  * Measurements are quick (well under a second each) and therefore approximate; they are
  * limits to print figures against, not benchmarks in their own right. Nothing here knows
- * about GPUs beyond asking their libraries for version numbers.
+ * about GPUs beyond asking their libraries for version numbers. MFU is reported against
+ * a stated peak (gb_peak_flops_f32), never against a measurement.
  */
 #ifndef GB_CORE_MACHINE_H
 #define GB_CORE_MACHINE_H
@@ -78,13 +79,23 @@ int gb_time_matmul(const gb_device_ops *ops, void *dev, gb_matmul_args shape, in
 /* GFLOP/s of an m x n x k matmul that took `ms`. */
 double gb_matmul_gflops(int64_t m, int64_t n, int64_t k, double ms);
 
-/* The sgemm peak against which MFU is reported, in FLOP/s: the device's own
- * peak_flops_f32 when it states one, else the best of GB_PEAK_CALLS 1024^3 f32 matmuls
- * through its matmul (after a warm-up), measured once per process and remembered; every
- * run pays for it, so it is kept short. `source` (may be NULL) is set to "device" or
- * "measured". 0 when neither is available. */
+/* The peak against which MFU is reported, in FLOP/s: the device's own peak_flops_f32
+ * when it states one (a GPU's datasheet figure), else for a CPU device (device_bit
+ * GB_DEVICE_CPU) the CPU's stated peak, gb_cpu_peak_flops_f32. Never a measurement: a
+ * peak measured on a busy machine makes MFU meaningless (above 100%). `source` (may be
+ * NULL) is set to "device" or "stated CPU". 0 when neither is known. */
+double gb_peak_flops_f32(const gb_device_ops *ops, void *dev, uint32_t device_bit,
+                         const char **source);
+/* The CPU's stated f32 peak: online cores x f32 lanes of its widest vector unit (16 with
+ * AVX-512, 8 with AVX2/FMA, else 4) x 2 FMA units x 2 FLOP per FMA x its rated clock
+ * (cpufreq's maximum, the brand string's, or /proc/cpuinfo's). `how` (may be NULL) gets
+ * the product in words. 0 when the clock is unknown. */
+double gb_cpu_peak_flops_f32(char *how, size_t cap);
+/* What the device's own matmul reaches: the best of GB_PEAK_CALLS 1024^3 f32 matmuls
+ * (after a warm-up), measured once per process and remembered; for `gearbox doctor` and
+ * `gearbox bench` to print beside the stated peak. 0 when the device refused. */
 #define GB_PEAK_CALLS 3
-double gb_peak_flops_f32(const gb_device_ops *ops, void *dev, const char **source);
+double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev);
 
 /* STREAM's triad a[i] = b[i] + s * c[i] over three f32 arrays of GB_TRIAD_ELEMENTS
  * (128 MiB each, far beyond any cache) with `threads` OpenMP threads (0: the pool's

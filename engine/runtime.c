@@ -117,8 +117,13 @@ int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
     if (d->n_options)
         memcpy(inst->schema + inst->n_core, d->options, d->n_options * sizeof *d->options);
     init_host(inst, threads);
-    return gb_config_validate_section(cfg, gb_kind_name(d->kind), inst->schema, n, NULL, 0,
-                                      inst->values, diag);
+    int problems = gb_config_validate_section(cfg, gb_kind_name(d->kind), inst->schema, n,
+                                              NULL, 0, inst->values, diag);
+    /* a plugin named by path: the effective config (and so a checkpoint) keeps the file
+     * it resolved to, not a path relative to a folder the reader cannot know */
+    if (!problems && strchr(plugin_key, '/'))
+        gb_config_set_effective(cfg, gb_kind_name(d->kind), "plugin", plugin_key);
+    return problems;
 }
 
 const gb_value *gb_instance_options(const gb_instance *inst)
@@ -206,6 +211,7 @@ int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_pa
         gb_diag_add(diag, "out of memory");
         return problems + 1;
     }
+    gb_loader_allow_writable(rt->loader, rt->settings.allow_writable_plugins);
     gb_loader_add_path(rt->loader, cli_plugin_path);
     gb_loader_add_path(rt->loader, getenv("GEARBOX_PLUGIN_PATH"));
     if (!problems)

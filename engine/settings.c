@@ -3,6 +3,7 @@
 #include "settings.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,11 +17,13 @@ const size_t gb_n_known_sections = sizeof gb_known_sections / sizeof gb_known_se
 #define BIG 1e15
 
 enum { RUN_SEED, RUN_STEPS, RUN_OUT_DIR, RUN_THREADS, RUN_LOG_EVERY, RUN_EVAL_EVERY,
-       RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH, RUN_MEMORY_BUDGET };
+       RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH, RUN_MEMORY_BUDGET,
+       RUN_ALLOW_WRITABLE_PLUGINS };
 static const gb_option run_options[] = {
     [RUN_SEED] = {"seed", GB_OPT_INT, "1337", 0, BIG, NULL,
                   "fixes initialisation and the order of batches"},
-    [RUN_STEPS] = {"steps", GB_OPT_INT, "2000", 1, BIG, NULL, "optimizer steps to train"},
+    [RUN_STEPS] = {"steps", GB_OPT_INT, "2000", 1, GB_MAX_STEPS, NULL,
+                   "optimizer steps to train"},
     [RUN_OUT_DIR] = {"out_dir", GB_OPT_STRING, "out", 0, 0, NULL,
                      "folder for metrics.jsonl and checkpoints (relative to the config file)"},
     [RUN_THREADS] = {"threads", GB_OPT_INT, "0", 0, 1024, NULL,
@@ -30,16 +33,19 @@ static const gb_option run_options[] = {
                        "print a progress line and record metrics every N steps"},
     [RUN_EVAL_EVERY] = {"eval_every", GB_OPT_INT, "250", 0, BIG, NULL,
                         "estimate train and val loss every N steps (0: only at the end)"},
-    [RUN_EVAL_ITERS] = {"eval_iters", GB_OPT_INT, "20", 1, BIG, NULL,
+    [RUN_EVAL_ITERS] = {"eval_iters", GB_OPT_INT, "20", 1, GB_MAX_EVAL_ITERS, NULL,
                         "batches averaged per loss estimate"},
     [RUN_CHECKPOINT_EVERY] = {"checkpoint_every", GB_OPT_INT, "0", 0, BIG, NULL,
                               "write a checkpoint every N steps (0: only at the end)"},
     [RUN_PLUGIN_PATH] = {"plugin_path", GB_OPT_STRING, "", 0, 0, NULL,
                          "extra ':'-separated plugin folders, searched after --plugin-path "
-                         "and GEARBOX_PLUGIN_PATH"},
+                         "and GEARBOX_PLUGIN_PATH (relative to the config file)"},
     [RUN_MEMORY_BUDGET] = {"memory_budget", GB_OPT_STRING, "0", 0, 0, NULL,
                            "memory for batch_size = auto: bytes, or with a suffix as in "
                            "512MiB, 1.5GiB, 800MB (0: the device's memory; not on cpu)"},
+    [RUN_ALLOW_WRITABLE_PLUGINS] = {"allow_writable_plugins", GB_OPT_BOOL, "false", 0, 0, NULL,
+                                    "load plugin files and folders that others than their "
+                                    "owner may write (refused by default)"},
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
@@ -64,7 +70,8 @@ static const gb_option data_options[] = {
     [DATA_BATCH_SIZE] = {"batch_size", GB_OPT_INT, "12", 1, GB_MAX_BATCH, NULL,
                          "sequences per micro-step, or auto: the most that fit "
                          "[run] memory_budget"},
-    [DATA_GRAD_ACCUM] = {"gradient_accumulation_steps", GB_OPT_INT, "1", 1, 1 << 20, NULL,
+    [DATA_GRAD_ACCUM] = {"gradient_accumulation_steps", GB_OPT_INT, "1", 1, GB_MAX_ACCUMULATION,
+                         NULL,
                          "micro-steps whose gradients are summed per optimizer step"},
     [DATA_TOKENS_PER_STEP] = {"tokens_per_step", GB_OPT_INT, "0", 0, BIG, NULL,
                               "tokens per optimizer step, a multiple of block_size * "
@@ -117,12 +124,55 @@ static int64_t default_threads(void)
 static const char *const default_plugins[] = {NULL, "cpu", "math", "adamw", "fp32", "single"};
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-static void resolve_plugin_names(gb_config *cfg, gb_settings *s)
+/* Each kind's plugin; one named by path (it holds a '/') is made absolute: relative to
+ * the config file when written there, to the working directory when given with --set. */
+static int resolve_plugin_names(gb_config *cfg, gb_settings *s, gb_diag *diag)
 {
     for (int k = GB_KIND_DEVICE; k <= GB_KIND_COMM; k++) {
-        const char *name = gb_config_get(cfg, gb_kind_name((gb_kind)k), "plugin");
+        const char *section = gb_kind_name((gb_kind)k);
+        const char *name = gb_config_get(cfg, section, "plugin");
         s->plugin[k] = (name && *name) ? name : default_plugins[k];
+        if (!strchr(s->plugin[k], '/'))
+            continue;
+        s->plugin_files[k] = gb_config_resolve_path(cfg, section, "plugin", s->plugin[k]);
+        if (!s->plugin_files[k]) {
+            gb_diag_add(diag, "out of memory");
+            return 1;
+        }
+        s->plugin[k] = s->plugin_files[k];
     }
+    return 0;
+}
+
+/* [run] plugin_path with each relative folder made absolute as for any path key (':'
+ * separates folders; empty pieces are dropped). The effective config records the result,
+ * so a checkpoint's saved config finds the same folders wherever it is read. */
+static int resolve_plugin_path(gb_config *cfg, gb_settings *s, const char *path, gb_diag *diag)
+{
+    char *joined = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&joined, &len);
+    const char *separator = "";
+    for (const char *piece = path; out && *piece;) {
+        size_t n = strcspn(piece, ":");
+        char *folder = n ? strndup(piece, n) : NULL;
+        char *absolute = folder ? gb_config_resolve_path(cfg, "run", "plugin_path", folder) : NULL;
+        if (absolute) {
+            fprintf(out, "%s%s", separator, absolute);
+            separator = ":";
+        }
+        free(folder);
+        free(absolute);
+        piece += n + (piece[n] == ':');
+    }
+    if (!out || fclose(out) != 0 || !joined) {
+        free(joined);
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
+    s->plugin_path = joined;
+    gb_config_set_effective(cfg, "run", "plugin_path", joined);
+    return 0;
 }
 
 /* Bytes from "1073741824", "512MiB", "1.5GiB", "800MB", "2G" (binary unless the suffix
@@ -170,9 +220,54 @@ static int resolve_tokens_per_step(gb_settings *s, gb_diag *diag)
                     (long long)sequences, (long long)s->block_size, (long long)s->batch_size);
         return 1;
     }
+    /* batch_size = auto chooses the batch later, at most GB_MAX_BATCH */
+    int64_t batch = s->batch_auto ? GB_MAX_BATCH : s->batch_size;
+    int64_t accumulation = sequences / batch;
+    if (accumulation > GB_MAX_ACCUMULATION) {
+        gb_diag_add(diag, "[data] tokens_per_step = %lld needs %lld micro-steps of %lld "
+                    "sequences of %lld tokens, more than the %d gradient accumulation allows; "
+                    "lower tokens_per_step or raise batch_size", (long long)s->tokens_per_step,
+                    (long long)accumulation, (long long)batch, (long long)s->block_size,
+                    GB_MAX_ACCUMULATION);
+        return 1;
+    }
     if (!s->batch_auto)
-        s->gradient_accumulation_steps = sequences / s->batch_size;
+        s->gradient_accumulation_steps = accumulation;
     return 0;
+}
+
+/* Batch indices count every micro-step of the run (step * accumulation + micro) in a
+ * signed 64-bit integer, which must not overflow. */
+static int check_run_length(const gb_settings *s, gb_diag *diag)
+{
+    double micro_steps = (double)s->steps * (double)s->gradient_accumulation_steps;
+    if (micro_steps < 0x1p62)
+        return 0;
+    gb_diag_add(diag, "[run] steps = %lld with %lld gradient accumulation steps each makes %.3g "
+                "micro-steps, more than the %.3g gearbox can count; lower [run] steps",
+                (long long)s->steps, (long long)s->gradient_accumulation_steps, micro_steps,
+                0x1p62);
+    return 1;
+}
+
+/* Sizes are multiplied together when the model plans its buffers; a config whose
+ * activations alone could not be held by any machine is refused here, before a product
+ * overflows. Counts f32 values, roughly: every layer's saved activations and the
+ * attention scores of the math kernel, and the logits. */
+static int check_activation_size(const gb_settings *s, gb_diag *diag)
+{
+    double B = (double)s->batch_size, T = (double)s->block_size, C = (double)s->n_embd;
+    double L = (double)s->n_layer, H = (double)s->n_head;
+    double V = s->vocab_size ? (double)s->vocab_size : 65536.0; /* 0: the data's, <= 65536 */
+    double values = B * T * (16.0 * C * L + V) + B * H * T * T * L;
+    if (values * 4.0 < 0x1p52)
+        return 0;
+    gb_diag_add(diag, "[data] batch_size = %lld and [model] block_size = %lld, n_embd = %lld, "
+                "n_layer = %lld, n_head = %lld need about %.3g bytes of activations, beyond any "
+                "machine; lower batch_size or block_size", (long long)s->batch_size,
+                (long long)s->block_size, (long long)s->n_embd, (long long)s->n_layer,
+                (long long)s->n_head, values * 4.0);
+    return 1;
 }
 
 static int check_consistency(gb_settings *s, gb_diag *diag)
@@ -183,7 +278,9 @@ static int check_consistency(gb_settings *s, gb_diag *diag)
                     (long long)s->n_head);
         return 1;
     }
-    return resolve_tokens_per_step(s, diag);
+    if (resolve_tokens_per_step(s, diag))
+        return 1;
+    return check_run_length(s, diag) + check_activation_size(s, diag);
 }
 
 /* The [data] schema, with `batch_size = auto` accepted where the config says so. */
@@ -217,13 +314,14 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
         return problems;
     s->seed = run[RUN_SEED].i;
     s->steps = run[RUN_STEPS].i;
-    s->out_dir = gb_config_resolve_path(cfg, run[RUN_OUT_DIR].s);
+    s->out_dir = gb_config_resolve_path(cfg, "run", "out_dir", run[RUN_OUT_DIR].s);
     s->threads = run[RUN_THREADS].i ? run[RUN_THREADS].i : default_threads();
     s->log_every = run[RUN_LOG_EVERY].i;
     s->eval_every = run[RUN_EVAL_EVERY].i;
     s->eval_iters = run[RUN_EVAL_ITERS].i;
     s->checkpoint_every = run[RUN_CHECKPOINT_EVERY].i;
-    s->plugin_path = run[RUN_PLUGIN_PATH].s;
+    problems += resolve_plugin_path(cfg, s, run[RUN_PLUGIN_PATH].s, diag);
+    s->allow_writable_plugins = (int)run[RUN_ALLOW_WRITABLE_PLUGINS].i;
     if (parse_bytes(run[RUN_MEMORY_BUDGET].s, &s->memory_budget)) {
         gb_diag_add(diag, "[run] memory_budget = '%s': expected bytes, e.g. 536870912, "
                     "512MiB, 1.5GiB or 800MB", run[RUN_MEMORY_BUDGET].s);
@@ -235,7 +333,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->block_size = model[MODEL_BLOCK_SIZE].i;
     s->vocab_size = model[MODEL_VOCAB_SIZE].i;
     s->bias = (int)model[MODEL_BIAS].i;
-    s->data_dir = gb_config_resolve_path(cfg, data[DATA_DIR].s);
+    s->data_dir = gb_config_resolve_path(cfg, "data", "dir", data[DATA_DIR].s);
     s->batch_auto = batch_auto;
     s->batch_size = batch_auto ? 1 : data[DATA_BATCH_SIZE].i;
     s->gradient_accumulation_steps = data[DATA_GRAD_ACCUM].i;
@@ -247,7 +345,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->decay_lr = (int)train[TRAIN_DECAY_LR].i;
     s->grad_clip = train[TRAIN_CLIP].f;
     s->bucket_bytes = (size_t)(train[TRAIN_BUCKET_CAP_MB].f * 1024.0 * 1024.0);
-    resolve_plugin_names(cfg, s);
+    problems += resolve_plugin_names(cfg, s, diag);
     return problems + check_consistency(s, diag);
 }
 
@@ -255,7 +353,12 @@ void gb_settings_free(gb_settings *s)
 {
     free((char *)s->out_dir);
     free((char *)s->data_dir);
-    s->out_dir = s->data_dir = NULL;
+    free((char *)s->plugin_path);
+    s->out_dir = s->data_dir = s->plugin_path = NULL;
+    for (int k = 0; k < 6; k++) {
+        free(s->plugin_files[k]);
+        s->plugin_files[k] = NULL;
+    }
 }
 
 double gb_settings_lr(const gb_settings *s, int64_t it)

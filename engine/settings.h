@@ -10,13 +10,19 @@
 #include "diag.h"
 
 #define GB_MAX_BATCH (1 << 20)   /* the largest [data] batch_size */
+#define GB_MAX_ACCUMULATION (1 << 20)   /* the most micro-steps per optimizer step */
+/* Evaluation indexes its batches as (step << 20) | i in 64 bits: at most 2^20 - 1
+ * batches per loss estimate, and steps below 2^43. */
+#define GB_MAX_EVAL_ITERS ((1 << 20) - 1)
+#define GB_MAX_STEPS 0x1p43
 
 typedef struct gb_settings {
     /* [run] */
     int64_t seed, steps, threads, log_every, eval_every, eval_iters, checkpoint_every;
     const char *out_dir;      /* absolute */
-    const char *plugin_path;  /* ':'-separated, as written */
+    const char *plugin_path;  /* ':'-separated absolute folders */
     uint64_t memory_budget;   /* bytes for batch_size = auto; 0: the device's memory */
+    int allow_writable_plugins;
     /* [model] */
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;  /* vocab 0: from the data */
     int bias;
@@ -30,8 +36,10 @@ typedef struct gb_settings {
     size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
     int decay_lr;
-    /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind */
+    /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind;
+     * a name, or an absolute path (held in plugin_files) */
     const char *plugin[6];
+    char *plugin_files[6];
 } gb_settings;
 
 /* Every section a config may contain. */

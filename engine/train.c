@@ -5,7 +5,7 @@
  * Observability lives here too: the progress line (progress.h), metrics.jsonl with MFU
  * and memory figures per logged step and a summary line at the end, and manifest.json
  * (manifest.h). MFU follows nanoGPT's estimate_mfu and is measured against the device's
- * stated f32 peak or, where it states none (the cpu device), a measured sgemm peak.
+ * stated f32 peak or, where it states none (the cpu device), the CPU's stated peak.
  */
 #include "train.h"
 
@@ -26,6 +26,7 @@
 #include "ddp.h"
 #include "machine.h"
 #include "manifest.h"
+#include "metrics.h"
 #include "model.h"
 #include "progress.h"
 #include "rng.h"
@@ -50,7 +51,7 @@ struct gb_trainer {
     double train_loss, val_loss; /* last evaluation; NAN before the first */
     double flops_per_step;       /* nanoGPT's estimate, for MFU */
     double peak_flops;           /* what MFU divides by; 0 when unknown */
-    const char *peak_source;     /* "device" or "measured" */
+    const char *peak_source;     /* "device" or "stated CPU" */
     char last_checkpoint[4200];  /* written or resumed from by this run; "" before any */
     int64_t last_checkpoint_step;
 };
@@ -249,12 +250,8 @@ static int resume_from(gb_trainer *t, const char *path)
     gb_checkpoint ck;
     gb_diag diag = {0};
     int rc = gb_checkpoint_read(path, &ck, &diag);
-    if (rc == 0 && ck.n_params != gb_model_num_params(t->model)) {
-        gb_diag_add(&diag, "%s holds %lld parameters but this config's model has %lld; resume "
-                    "with the config the checkpoint was trained with", path,
-                    (long long)ck.n_params, (long long)gb_model_num_params(t->model));
-        rc = -1;
-    }
+    if (rc == 0)
+        rc = gb_checkpoint_check_model(&ck, path, t->model, t->s, &diag);
     if (rc == 0 && (strcmp(ck.optim_name, t->s->plugin[GB_KIND_OPTIM]) != 0 ||
                     ck.optim_bytes != gb_model_optim_state_bytes(t->model))) {
         gb_diag_add(&diag, "%s was written by [optim] plugin = %s (%zu bytes of state); this "
@@ -433,7 +430,7 @@ static void print_plan(gb_trainer *t)
         fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s f32 peak of %.1f "
                "GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source, t->peak_flops / 1e9);
     else
-        fprintf(t->out, "mfu: not reported: the device states no f32 peak and none could be measured\n");
+        fprintf(t->out, "mfu: not reported: the device states no f32 peak\n");
 }
 
 static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
@@ -568,6 +565,12 @@ static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t star
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", t->s->out_dir);
+    gb_diag diag = {0};
+    if (opts->resume && gb_metrics_rewind(path, t->first_step, &diag)) {
+        gb_diag_print(&diag, stderr);
+        gb_diag_clear(&diag);
+        return -1;
+    }
     t->metrics = fopen(path, opts->resume ? "a" : "w");
     if (!t->metrics) {
         fprintf(stderr, "gearbox: error: cannot write %s: %s\n", path, strerror(errno));
@@ -654,7 +657,7 @@ static int build_model(gb_trainer *t)
         return -1;
     t->flops_per_step = estimate_flops_per_step(t);
     t->peak_flops = gb_peak_flops_f32(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self,
-                                      &t->peak_source);
+                                      t->rt.device_bit, &t->peak_source);
     return 0;
 }
 
@@ -703,17 +706,22 @@ void gb_trainer_close(gb_trainer *t)
     free(t);
 }
 
+void gb_train_catch_signals(void)
+{
+    signal(SIGINT, on_interrupt);
+    signal(SIGTERM, on_interrupt);
+}
+
 int gb_train(gb_config *cfg, const gb_train_options *opts)
 {
     time_t start = time(NULL);
+    gb_train_catch_signals();
     gb_trainer *t = gb_trainer_open(cfg, opts->plugin_path);
     if (!t || (opts->resume && resume_from(t, opts->resume)) || gb_ddp_broadcast_params(t->ddp) ||
         open_outputs(t, opts, start)) {
         gb_trainer_close(t);
         return 2;
     }
-    signal(SIGINT, on_interrupt);
-    signal(SIGTERM, on_interrupt);
     int status = run_loop(t);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);

@@ -18,6 +18,11 @@ typedef struct gb_train_options {
  * running, 2 refused before starting (bad config, data or plugins), 130 interrupted
  * (after writing a checkpoint). */
 int gb_train(gb_config *cfg, const gb_train_options *opts);
+/* From here on SIGINT and SIGTERM (how schedulers preempt a job) only ask the run to stop:
+ * gb_train then finishes the current step, writes a checkpoint and returns 130, also when
+ * the signal came while it was still starting. gb_train calls it; `gearbox train` calls it
+ * before reading the config already. */
+void gb_train_catch_signals(void);
 
 /* What `gearbox train` steps, shared with `gearbox bench step` so both measure the
  * same work: the runtime, the data, the model (batch_size = auto resolved) and the

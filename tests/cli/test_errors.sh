@@ -56,7 +56,7 @@ expect_error "missing data folder" 2 "cannot read vocabulary $WORK/nowhere/vocab
     train --set data.dir="$WORK/nowhere"
 mkdir -p "$WORK/noval"
 cp "$WORK/data/vocab.txt" "$WORK/data/train.bin" "$WORK/noval/"
-expect_error "missing val.bin" 2 "cannot open $WORK/noval/val.bin" -- \
+expect_error "missing val.bin" 2 "cannot read $WORK/noval/val.bin: No such file or directory" -- \
     train --set data.dir="$WORK/noval"
 expect_error "token id >= vocab size" 2 "but the vocabulary has 10 ids" -- \
     train --set model.vocab_size=10

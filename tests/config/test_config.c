@@ -295,6 +295,37 @@ static void check_text_forms(void)
     CHECK_NO_MESSAGES(&diag);
 }
 
+/* Old Mac files end lines with a lone CR: each is a line of its own, with its number. */
+static void check_cr_line_endings(void)
+{
+    gb_diag diag = {0};
+    const char *text = "[model]\rn_layer = 3\r\rn_head = 2\r[data]\rbatch = x y\rnonsense\r";
+    CHECK(gb_config_load_string(text, "mac.ini", "/base", &diag) == NULL);
+    const char *expected[] = {"mac.ini:7: syntax error: nonsense; expected 'key = value' or "
+                              "'[section]'"};
+    check_messages(&diag, expected, 1, __LINE__);
+    gb_config *cfg = gb_config_load_string("[model]\rn_layer = 3\rn_head = 2\r", "mac.ini",
+                                           "/base", &diag);
+    CHECK_NO_MESSAGES(&diag);
+    if (CHECK(cfg)) {
+        CHECK_TEXT(gb_config_get(cfg, "model", "n_layer"), "3");
+        CHECK_TEXT(gb_config_get(cfg, "model", "n_head"), "2");
+    }
+    gb_config_free(cfg);
+}
+
+/* A message quoting the file shows its control bytes escaped, never raw: a hostile
+ * file must not reach the terminal's escape sequences. */
+static void check_control_bytes_escaped(void)
+{
+    gb_diag diag = {0};
+    CHECK(gb_config_load_string("[model]\nbad\x1b[2J\x07 line\n", "ctl.ini", "/base", &diag) ==
+          NULL);
+    const char *expected[] = {"ctl.ini:2: syntax error: bad\\x1b[2J\\x07 line; expected "
+                              "'key = value' or '[section]'"};
+    check_messages(&diag, expected, 1, __LINE__);
+}
+
 /* Debian's inih reads lines into 200 bytes: 198 characters, '\n' and a NUL. */
 static void check_line_length(void)
 {
@@ -370,11 +401,13 @@ static void check_set_malformed(void)
     }
     /* values an INI file could not hold, so that the effective config reads back the same */
     static const char *const unstorable[] = {"data.path=a ;b", "data.path=#x", "data.path=a\nb"};
+    /* as the messages quote them: a line break escaped */
+    static const char *const quoted[] = {"data.path=a ;b", "data.path=#x", "data.path=a\\nb"};
     for (size_t i = 0; i < sizeof unstorable / sizeof unstorable[0]; i++) {
         char expected[256];
         snprintf(expected, sizeof expected,
                  "--set '%s': the value cannot hold a line break, nor ';' or '#' at its start or "
-                 "after a blank (an INI file could not store it)", unstorable[i]);
+                 "after a blank (an INI file could not store it)", quoted[i]);
         CHECK(gb_config_set(cfg, unstorable[i], &diag) == -1);
         CHECK_MESSAGES(&diag, expected);
     }
@@ -441,6 +474,8 @@ out:
     gb_config_free(cfg);
 }
 
+/* Paths from the file resolve against its folder, paths from --set against the working
+ * directory (the fixture folder here), absolute ones stay. */
 static void check_resolve_path(const char *fixture_dir)
 {
     gb_diag diag = {0};
@@ -448,18 +483,22 @@ static void check_resolve_path(const char *fixture_dir)
     gb_config *saved = gb_config_load_string("", "saved", "/", &diag);
     gb_config *relative = gb_config_load_string("", "saved", "sub", &diag);
     CHECK_NO_MESSAGES(&diag);
-    if (!CHECK(cfg && saved && relative))
+    if (!CHECK(cfg && saved && relative) || !CHECK(chdir("/") == 0))
         goto out;
+    gb_config_set(saved, "data.path=typed/here", &diag);
+    char *paths[] = {
+        gb_config_resolve_path(cfg, "data", "path", "/abs/file.txt"),
+        gb_config_resolve_path(cfg, "data", "path", "data/tiny.txt"),
+        gb_config_resolve_path(saved, "data", "path", "data"),
+        gb_config_resolve_path(saved, "data", "path", "typed/here"),
+    };
+    CHECK(chdir(fixture_dir) == 0);
     char expected[PATH_MAX + 32];
     snprintf(expected, sizeof expected, "%s/data/tiny.txt", fixture_dir);
-    char *paths[] = {
-        gb_config_resolve_path(cfg, "/abs/file.txt"),
-        gb_config_resolve_path(cfg, "data/tiny.txt"),
-        gb_config_resolve_path(saved, "data"),
-    };
     CHECK_TEXT(paths[0], "/abs/file.txt");
     CHECK_TEXT(paths[1], expected);
     CHECK_TEXT(paths[2], "/data");
+    CHECK_TEXT(paths[3], "/typed/here");   /* the working directory was / */
     snprintf(expected, sizeof expected, "%s/sub", fixture_dir);
     CHECK_TEXT(gb_config_dir(relative), expected);
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
@@ -546,6 +585,8 @@ int main(int argc, char **argv)
     check_good_file(fixture_dir);
     check_defaults();
     check_text_forms();
+    check_cr_line_endings();
+    check_control_bytes_escaped();
     check_line_length();
     check_set_overrides();
     check_set_malformed();

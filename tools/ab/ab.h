@@ -20,6 +20,12 @@
 
 #define GB_AB_NAME_MAX 48
 
+/* The keys `gearbox ab` sets for every run itself (run.steps from --steps, one logged step
+ * each, no evaluation or checkpoints, the run's own out_dir): a variant or --set that sets
+ * one is refused rather than silently overridden. */
+#define GB_AB_N_FIXED 5
+extern const char *const gb_ab_fixed_keys[GB_AB_N_FIXED];
+
 typedef struct gb_ab_variant {
     char name[GB_AB_NAME_MAX];    /* letters, digits, '_', '-', '.'; also its folder name */
     const char *config;           /* its INI file */

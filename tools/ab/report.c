@@ -493,6 +493,8 @@ static int report_error(const char *path)
 
 int gb_ab_report(const gb_ab_plan *p, FILE *out)
 {
+    if (p->n_variants < 1)
+        return -1; /* nothing to report; also bounds the count calloc is given */
     int repeats = compared_repeats(p), rc = 0;
     figures *f = calloc((size_t)p->n_variants, sizeof *f);
     if (!f)

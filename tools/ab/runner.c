@@ -133,20 +133,24 @@ static int spawn_and_wait(char *const argv[], const char *out_path, const char *
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-enum { N_FIXED = 5 };
+const char *const gb_ab_fixed_keys[GB_AB_N_FIXED] = {"run.steps", "run.log_every",
+                                                      "run.eval_every", "run.checkpoint_every",
+                                                      "run.out_dir"};
+
 typedef struct child_args {
-    char **argv;                   /* NULL-terminated; NULL when out of memory */
-    char fixed[N_FIXED][4300];     /* the values of the settings every run needs */
+    char **argv;                        /* NULL-terminated; NULL when out of memory */
+    char fixed[GB_AB_N_FIXED][4300];    /* the settings every run needs, as --set values */
 } child_args;
 
 /* The argument vector of `gearbox VERB` for a variant: its config, --plugin-path, the
  * --set for all, its own overrides, then the settings every run of the comparison needs
- * (later --set flags win, so a variant cannot change the number of steps by accident). */
+ * (gb_ab_fixed_keys, which the variants were checked not to set). */
 static void variant_args(const gb_ab_plan *p, const gb_ab_variant *v, const char *verb,
                          const char *run_dir, child_args *a)
 {
     int argc = 0;
-    a->argv = calloc((size_t)(2 * (p->n_sets + v->n_overrides + N_FIXED) + 6), sizeof(char *));
+    a->argv = calloc((size_t)(2 * (p->n_sets + v->n_overrides + GB_AB_N_FIXED) + 6),
+                     sizeof(char *));
     if (!a->argv)
         return;
     a->argv[argc++] = (char *)p->exe;
@@ -156,12 +160,12 @@ static void variant_args(const gb_ab_plan *p, const gb_ab_variant *v, const char
         a->argv[argc++] = "--plugin-path";
         a->argv[argc++] = (char *)p->plugin_path;
     }
-    snprintf(a->fixed[0], sizeof a->fixed[0], "run.steps=%lld", (long long)p->steps);
-    snprintf(a->fixed[1], sizeof a->fixed[1], "run.log_every=1");
-    snprintf(a->fixed[2], sizeof a->fixed[2], "run.eval_every=0");
-    snprintf(a->fixed[3], sizeof a->fixed[3], "run.checkpoint_every=0");
-    snprintf(a->fixed[4], sizeof a->fixed[4], "run.out_dir=%s", run_dir);
-    int n = p->n_sets + v->n_overrides + N_FIXED;
+    char steps[32];
+    snprintf(steps, sizeof steps, "%lld", (long long)p->steps);
+    const char *values[GB_AB_N_FIXED] = {steps, "1", "0", "0", run_dir};
+    for (int i = 0; i < GB_AB_N_FIXED; i++)
+        snprintf(a->fixed[i], sizeof a->fixed[i], "%s=%s", gb_ab_fixed_keys[i], values[i]);
+    int n = p->n_sets + v->n_overrides + GB_AB_N_FIXED;
     for (int i = 0; i < n; i++) {
         a->argv[argc++] = "--set";
         a->argv[argc++] = i < p->n_sets ? (char *)p->sets[i]

@@ -1,7 +1,8 @@
 /* `gearbox bench matmul`: f32 GFLOP/s of the matmuls one transformer layer and the LM
  * head run per training step, at the model's own shapes, next to the machine's sgemm
- * peak (the device's stated f32 peak, or a measured 1024^3 sgemm where it states none:
- * gb_peak_flops_f32, the figure MFU is reported against).
+ * peak (the device's stated f32 peak, or the CPU's stated peak where it states none:
+ * gb_peak_flops_f32, the figure MFU is reported against), with a measured 1024^3 sgemm
+ * beside it.
  *
  * For each linear layer out (N, OC) = in (N, IC) @ W^T, N = B*T, the step runs three
  * matmuls, timed separately as training calls them: forward (m N, n OC, k IC, W
@@ -28,7 +29,7 @@ static const char usage[] =
     "                            [--plugin-path DIRS]\n"
     "\n"
     "Times the f32 matmuls of one layer's forward and backward and of the LM head at a\n"
-    "model's shapes, against the sgemm peak MFU is reported against.\n"
+    "model's shapes, against the stated peak MFU is reported against.\n"
     "\n"
     "  MODEL            S (n_embd 128, T 64, B 12: examples/shakespeare_char.ini),\n"
     "                   M (n_embd 384, T 256, B 8), or C,T,B for any other; default S M\n"
@@ -130,6 +131,21 @@ static int time_row(gb_runtime *rt, const char *label, gb_matmul_args shape, lon
     return 0;
 }
 
+/* The stated peak the percentages are of, and beside it what the device measures. */
+static void print_peaks(gb_runtime *rt, double peak, const char *source)
+{
+    char how[160] = "";
+    if (strcmp(source, "device") == 0)
+        printf("peak: %.1f GFLOP/s (the device's stated f32 peak)", peak / 1e9);
+    else if (peak > 0 && gb_cpu_peak_flops_f32(how, sizeof how) > 0)
+        printf("peak: %.1f GFLOP/s (the CPU's stated f32 peak: %s)", peak / 1e9, how);
+    else
+        printf("peak: unknown (the device states none)");
+    printf("; measured: %.1f GFLOP/s (best of %d 1024x1024x1024 sgemm through the device's "
+           "matmul)\n", gb_measured_sgemm_flops(rt->dev, rt->inst[GB_KIND_DEVICE].self) / 1e9,
+           GB_PEAK_CALLS);
+}
+
 static int bench_model(gb_runtime *rt, const model_shape *m, const bench_args *a, double peak)
 {
     long N = m->B * m->T;
@@ -186,15 +202,11 @@ int gb_bench_matmul(int argc, char **argv)
     if (rc == 0) {
         const char *source;
         gb_instance *dev = &rt.inst[GB_KIND_DEVICE];
-        double peak = gb_peak_flops_f32(rt.dev, dev->self, &source);
+        double peak = gb_peak_flops_f32(rt.dev, dev->self, rt.device_bit, &source);
         printf("gearbox bench matmul: device/%s, %lld threads, f32, median of %ld calls after "
                "one warm-up\n", dev->plugin->desc->name, (long long)rt.settings.threads,
                a.repeats);
-        if (strcmp(source, "device") == 0)
-            printf("peak: %.1f GFLOP/s (the device's stated f32 peak)\n", peak / 1e9);
-        else
-            printf("peak: %.1f GFLOP/s (measured: best of %d 1024x1024x1024 sgemm through the "
-                   "device's matmul)\n", peak / 1e9, GB_PEAK_CALLS);
+        print_peaks(&rt, peak, source);
         for (int i = 0; rc == 0 && i < a.n_models; i++)
             rc = bench_model(&rt, &a.models[i], &a, peak);
     }

@@ -1,6 +1,6 @@
 /* `gearbox bench step`: milliseconds per training step and tokens/s for a config, with
  * the model FLOPs of a step (nanoGPT's count), MFU, and the machine's limits beside them
- * (the sgemm peak MFU divides by, and STREAM triad bandwidth).
+ * (the stated peak MFU divides by, and STREAM triad bandwidth).
  *
  * The steps are `gearbox train`'s own (gb_trainer_step: data, forward, backward, clip,
  * optimizer update), on the config's model, plugins and batch, so the figure is what a
@@ -28,7 +28,7 @@ static const char usage[] =
     "\n"
     "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
     "folder) and prints the median ms per step, tokens/s, model FLOPs per step and MFU,\n"
-    "next to the measured sgemm peak and triad bandwidth. Nothing is written.\n"
+    "next to the stated f32 peak and triad bandwidth. Nothing is written.\n"
     "\n"
     "  --steps N    timed steps (default 10)\n"
     "  --warmup N   steps run first and not timed (default 2)\n"
@@ -112,13 +112,10 @@ static void report(gb_trainer *t, double *ms, long steps)
            "GFLOP/s", flops / 1e9, flops / (median * 1e6));
     if (peak > 0)
         printf(" | MFU %.1f%%", 100.0 * flops / (median / 1e3) / peak);
-    printf("\nlimits: f32 peak %.1f GFLOP/s (", peak / 1e9);
-    if (strcmp(source, "device") == 0)
-        printf("stated by the device");
-    else
-        printf("measured 1024^3 sgemm, best of %d", GB_PEAK_CALLS);
-    printf(") | triad %.1f GB/s (STREAM, %lld threads)\n",
-           gb_measure_triad_gbs((int)s->threads), (long long)s->threads);
+    printf("\nlimits: f32 peak %.1f GFLOP/s (stated by the %s; `gearbox bench matmul` "
+           "measures) | triad %.1f GB/s (STREAM, %lld threads)\n", peak / 1e9,
+           strcmp(source, "device") == 0 ? "device" : "CPU", gb_measure_triad_gbs((int)s->threads),
+           (long long)s->threads);
 }
 
 /* Runs `steps` more steps with the profile attached and prints the time per phase. */

@@ -16,19 +16,39 @@ int gb_cmd_test_plugin(int argc, char **argv);
 int gb_cmd_doctor(int argc, char **argv);
 int gb_cmd_ab(int argc, char **argv);
 
+#define GB_CLI_MAX_SETS 256
+
 /* What `train` and `check` share: a config file with overrides and a plugin path. */
 typedef struct gb_cli_run {
     const char *config_path;
     const char *plugin_path;
     const char *resume;        /* train only */
+    const char *sets[GB_CLI_MAX_SETS];   /* the --set values, in order */
+    int n_sets;
     gb_config *cfg;            /* loaded, overrides applied */
 } gb_cli_run;
+
+/* The argument part of gb_cli_parse_run: fills run but loads nothing (run->cfg stays
+ * NULL). 0, or the exit status after printing the problem (2). */
+int gb_cli_parse_run_args(int argc, char **argv, int allow_resume, gb_cli_run *run);
 
 /* Parses "CONFIG [--set s.k=v]... [--plugin-path DIRS] [--resume CKPT]" (resume only when
  * allow_resume), loads the config and applies the overrides. Returns 0, or the exit
  * status after printing the problem (2: usage or config error). */
 int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
                      gb_cli_run *run);
+
+/* What `gearbox sample` was asked for. */
+typedef struct gb_sample_args {
+    const char *checkpoint, *prompt, *plugin_path;
+    long tokens, top_k;
+    double temperature;
+    unsigned long long seed;
+} gb_sample_args;
+
+/* Parses sample's arguments (no file is touched). 0, or the exit status after printing
+ * the problem (2). */
+int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a);
 
 /* Value of "--flag VALUE" or "--flag=VALUE" at argv[*i], advancing *i; NULL if argv[*i]
  * is not that flag. *missing is set when the flag has no value. */

@@ -206,23 +206,28 @@ static int variant_from_spec(const char *spec, const char *config, gb_ab_variant
     return 0;
 }
 
+static int name_taken(const gb_ab_variant *variants, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(variants[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
 /* "runs/fast.ini" -> "fast", made unique among the first n variants. */
 static void name_from_file(const char *path, gb_ab_variant *variants, int n)
 {
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     size_t len = strcspn(base, ".");
-    char name[GB_AB_NAME_MAX];
+    char name[GB_AB_NAME_MAX], unique[GB_AB_NAME_MAX];
     snprintf(name, sizeof name, "%.*s", (int)(len ? len : strlen(base)), base);
     for (char *c = name; *c; c++)
         if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", *c))
             *c = '_';
-    snprintf(variants[n].name, GB_AB_NAME_MAX, "%s", *name ? name : "config");
-    for (int k = 2, i = 0; i < n; i++) {
-        if (strcmp(variants[i].name, variants[n].name) != 0)
-            continue;
-        snprintf(variants[n].name, GB_AB_NAME_MAX, "%.30s-%d", name, k++);
-        i = -1;
-    }
+    snprintf(unique, sizeof unique, "%s", *name ? name : "config");
+    for (int k = 2; name_taken(variants, n, unique); k++)
+        snprintf(unique, sizeof unique, "%.30s-%d", name, k);
+    memcpy(variants[n].name, unique, sizeof unique);
 }
 
 static int choose_baseline(const ab_args *a, const gb_ab_plan *p)
@@ -262,13 +267,43 @@ static int make_variants(const ab_args *a, gb_ab_plan *p)
     return 0;
 }
 
+/* The key of gb_ab_fixed_keys that "section.key=value" sets, or NULL. */
+static const char *fixed_key(const char *assignment)
+{
+    for (int i = 0; i < GB_AB_N_FIXED; i++) {
+        size_t len = strlen(gb_ab_fixed_keys[i]);
+        if (strncmp(assignment, gb_ab_fixed_keys[i], len) == 0 && assignment[len] == '=')
+            return gb_ab_fixed_keys[i];
+    }
+    return NULL;
+}
+
+/* An override of what every run needs would be replaced without a word; refuse it.
+ * `where` says which flag gave it. */
+static void report_fixed_key(const char *where, const char *assignment, const gb_ab_plan *p,
+                             gb_diag *diag)
+{
+    const char *key = fixed_key(assignment);
+    if (key)
+        gb_diag_add(diag, "%s%s: `gearbox ab` sets %s for every run itself (run.steps from "
+                    "--steps, now %lld; one logged step each, no evaluation or checkpoints, an "
+                    "out_dir per run); leave it out", where, assignment, key,
+                    (long long)p->steps);
+}
+
 /* Loads each variant's config and applies its overrides, as `gearbox train` will, so that
  * a missing file or a malformed override is reported before any run. */
 static int validate_variants(const gb_ab_plan *p)
 {
     gb_diag diag = {0};
+    for (int k = 0; k < p->n_sets; k++)
+        report_fixed_key("--set ", p->sets[k], p, &diag);
     for (int i = 0; i < p->n_variants; i++) {
         const gb_ab_variant *v = &p->variants[i];
+        char where[GB_AB_NAME_MAX + 16];
+        snprintf(where, sizeof where, "--variant %s: ", v->name);
+        for (int k = 0; k < v->n_overrides; k++)
+            report_fixed_key(where, v->overrides[k], p, &diag);
         gb_config *cfg = gb_config_load(v->config, &diag);
         for (int k = 0; cfg && k < p->n_sets; k++)
             gb_config_set(cfg, p->sets[k], &diag);

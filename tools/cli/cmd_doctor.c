@@ -174,7 +174,13 @@ static void measure_speed(gb_instance *inst, const char *device, int threads, wa
         if (ops->info(inst->self, &info) == GB_OK)
             item("device", "%s: %s, %.1f GiB%s", device, info.name,
                  (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0),
-                 info.peak_flops_f32 > 0 ? "" : ", no stated f32 peak (MFU uses sgemm below)");
+                 info.peak_flops_f32 > 0 ? "" : ", no stated f32 peak (MFU uses the CPU's)");
+        char how[160];
+        double cpu_peak = gb_cpu_peak_flops_f32(how, sizeof how);
+        if (info.peak_flops_f32 <= 0 && cpu_peak > 0 &&
+            (inst->plugin->desc->devices & GB_DEVICE_CPU))
+            item("cpu peak", "%.1f GFLOP/s f32, stated: %s (what MFU is reported against)",
+                 cpu_peak / 1e9, how);
         gb_matmul_args shape = {.m = 1024, .n = 1024, .k = 1024, .alpha = 1.0f};
         gb_timing t;
         if (gb_time_matmul(ops, inst->self, shape, 5, &t) == 0)

@@ -113,10 +113,12 @@ int gb_cmd_new_plugin(int argc, char **argv)
     if (argc != 4)
         return gb_cli_usage_error("new-plugin", "expected KIND NAME DIR, got %d argument%s",
                                   argc - 1, argc == 2 ? "" : "s");
-    const char *kind = argv[1], *name = argv[2], *dir = argv[3];
-    if (!gb_kind_from_name(kind))
+    const char *name = argv[2], *dir = argv[3];
+    /* the kind's own name from here on: the loader's constant, never NULL */
+    const char *kind = gb_kind_name(gb_kind_from_name(argv[1]));
+    if (!kind)
         return gb_cli_usage_error("new-plugin", "unknown kind '%s' (device, attn, optim, "
-                                  "precision, comm)", kind);
+                                  "precision, comm)", argv[1]);
     if (!valid_name(name))
         return gb_cli_usage_error("new-plugin", "name '%s': use lower_snake_case (a letter, "
                                   "then letters, digits or '_'), at most %d characters", name,

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "data.h"
+#include "fsutil.h"
 
 static const char usage[] =
     "usage: gearbox prepare TEXT OUTDIR\n"
@@ -32,22 +33,17 @@ static int write_tokens(const char *dir, const char *name, const uint16_t *ids, 
 
 static unsigned char *read_text(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "gearbox prepare: cannot open %s: %s\n", path, strerror(errno));
+    unsigned char *text;
+    const char *why;
+    if (gb_read_regular_file(path, &text, n, &why)) {
+        fprintf(stderr, "gearbox prepare: cannot read %s: %s\n", path, why);
         return NULL;
     }
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *text = size > 0 ? malloc((size_t)size) : NULL;
-    if (!text || fread(text, 1, (size_t)size, f) != (size_t)size) {
-        fprintf(stderr, "gearbox prepare: %s is empty or unreadable\n", path);
+    if (*n == 0) {
+        fprintf(stderr, "gearbox prepare: %s is empty; give it the text to train on\n", path);
         free(text);
-        text = NULL;
+        return NULL;
     }
-    fclose(f);
-    *n = (size_t)size;
     return text;
 }
 

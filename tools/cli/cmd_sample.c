@@ -1,6 +1,7 @@
 /* `gearbox sample`: text from a checkpoint, one token at a time over a sliding window of
  * block_size tokens (no KV cache: the models this runs on CPU are small). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,14 +27,7 @@ static const char usage[] =
     "  --top-k K         sample among the K likeliest tokens; 0 for all (default 200)\n"
     "  --seed N          random seed (default 1337)\n";
 
-typedef struct sample_args {
-    const char *checkpoint, *prompt, *plugin_path;
-    long tokens, top_k;
-    double temperature;
-    unsigned long long seed;
-} sample_args;
-
-static int parse_number(const char *flag, const char *text, double lo, double hi, double *out)
+static int parse_real(const char *flag, const char *text, double lo, double hi, double *out)
 {
     char *end;
     errno = 0;
@@ -45,43 +39,61 @@ static int parse_number(const char *flag, const char *text, double lo, double hi
     return 0;
 }
 
-static int parse_args(int argc, char **argv, sample_args *a)
+/* A whole number written in decimal digits only: "1.5", "0x10", "-1" and "1e3" are not
+ * counts a user meant. */
+static int parse_count(const char *flag, const char *text, unsigned long long hi,
+                       unsigned long long *out)
 {
-    *a = (sample_args){NULL, "\n", NULL, 500, 200, 0.8, 1337};
+    char *end;
+    errno = 0;
+    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
+    if (text[0] < '0' || text[0] > '9' || errno || *end || v > hi)
+        return gb_cli_usage_error("sample", "%s %s: expected a whole number from 0 to %llu", flag,
+                                  text, hi);
+    *out = v;
+    return 0;
+}
+
+/* One "--flag VALUE" (or --flag=VALUE) at argv[*i] into a; 2 after a usage error. */
+static int parse_flag(int argc, char **argv, int *i, gb_sample_args *a)
+{
+    int missing = 0, rc = 0;
+    const char *v;
+    unsigned long long n = 0;
+    if ((v = gb_cli_flag_value(argc, argv, i, "--prompt", &missing))) {
+        a->prompt = v;
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--plugin-path", &missing))) {
+        a->plugin_path = v;
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--tokens", &missing))) {
+        rc = parse_count("--tokens", v, 1000000000, &n);
+        a->tokens = (long)n;
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--top-k", &missing))) {
+        rc = parse_count("--top-k", v, 1000000000, &n);
+        a->top_k = (long)n;
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--seed", &missing))) {
+        rc = parse_count("--seed", v, ULLONG_MAX, &a->seed);
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--temperature", &missing))) {
+        rc = parse_real("--temperature", v, 1e-6, 1e6, &a->temperature);
+    } else if (missing) {
+        rc = gb_cli_usage_error("sample", "%s needs a value", argv[*i]);
+    } else {
+        rc = gb_cli_usage_error("sample", "unknown option %s", argv[*i]);
+    }
+    return rc ? 2 : 0;
+}
+
+int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a)
+{
+    *a = (gb_sample_args){NULL, "\n", NULL, 500, 200, 0.8, 1337};
     for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i];
-        double v = 0.0;
-        if (flag[0] != '-') {
-            if (a->checkpoint)
-                return gb_cli_usage_error("sample", "unexpected argument %s", flag);
-            a->checkpoint = flag;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return gb_cli_usage_error("sample", "%s needs a value", flag);
-        const char *val = argv[++i];
-        if (strcmp(flag, "--prompt") == 0) {
-            a->prompt = val;
-        } else if (strcmp(flag, "--plugin-path") == 0) {
-            a->plugin_path = val;
-        } else if (strcmp(flag, "--tokens") == 0) {
-            if (parse_number(flag, val, 0, 1e9, &v))
-                return 2;
-            a->tokens = (long)v;
-        } else if (strcmp(flag, "--temperature") == 0) {
-            if (parse_number(flag, val, 1e-6, 1e6, &v))
-                return 2;
-            a->temperature = v;
-        } else if (strcmp(flag, "--top-k") == 0) {
-            if (parse_number(flag, val, 0, 1e9, &v))
-                return 2;
-            a->top_k = (long)v;
-        } else if (strcmp(flag, "--seed") == 0) {
-            if (parse_number(flag, val, 0, 1.8e19, &v))
-                return 2;
-            a->seed = (unsigned long long)v;
+        if (argv[i][0] == '-') {
+            int rc = parse_flag(argc, argv, &i, a);
+            if (rc)
+                return rc;
+        } else if (a->checkpoint) {
+            return gb_cli_usage_error("sample", "unexpected argument %s", argv[i]);
         } else {
-            return gb_cli_usage_error("sample", "unknown option %s", flag);
+            a->checkpoint = argv[i];
         }
     }
     if (!a->checkpoint)
@@ -96,7 +108,7 @@ static int descending(const void *x, const void *y)
 }
 
 /* Draws a token from logits (V) with temperature and top-k. */
-static int draw(float *logits, int64_t V, const sample_args *a, gb_rng *rng)
+static int draw(float *logits, int64_t V, const gb_sample_args *a, gb_rng *rng)
 {
     double max = -INFINITY;
     for (int64_t i = 0; i < V; i++) {
@@ -146,7 +158,7 @@ static int encode_prompt(const char *prompt, const gb_vocab *vocab, int32_t *ids
 }
 
 static int generate(gb_model *m, const gb_model_config *mc, const gb_vocab *vocab,
-                    const sample_args *a)
+                    const gb_sample_args *a)
 {
     int64_t cap = (int64_t)strlen(a->prompt) + a->tokens + 1, n;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
@@ -176,7 +188,7 @@ out:
     return rc;
 }
 
-static int run_sample(const sample_args *a, const char *path, gb_checkpoint *ck)
+static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *ck)
 {
     gb_diag diag = {0};
     gb_runtime rt = {0};
@@ -189,11 +201,8 @@ static int run_sample(const sample_args *a, const char *path, gb_checkpoint *ck)
         gb_model_config mc = {s->n_layer, s->n_head, s->n_embd, s->block_size,
                               s->vocab_size ? s->vocab_size : ck->vocab->size, s->bias};
         m = gb_model_create(&rt, &mc, 1, 0);
-        if (m && gb_model_num_params(m) != ck->n_params)
-            gb_diag_add(&diag, "%s: the saved config describes %lld parameters but the file "
-                        "holds %lld", path, (long long)gb_model_num_params(m),
-                        (long long)ck->n_params);
-        else if (m && !gb_model_set_params(m, ck->params))
+        if (m && !gb_checkpoint_check_model(ck, path, m, s, &diag) &&
+            !gb_model_set_params(m, ck->params))
             rc = generate(m, &mc, ck->vocab, a) ? 1 : 0;
     }
     gb_diag_print(&diag, stderr);
@@ -208,8 +217,8 @@ int gb_cmd_sample(int argc, char **argv)
 {
     if (gb_cli_wants_help(argc, argv, usage))
         return 0;
-    sample_args a;
-    int rc = parse_args(argc, argv, &a);
+    gb_sample_args a;
+    int rc = gb_cli_parse_sample(argc, argv, &a);
     if (rc)
         return rc;
     struct stat st;

@@ -1,8 +1,10 @@
 /* `gearbox train` and `gearbox check`. */
+#include <limits.h>
 #include <stdio.h>
 
 #include "cli.h"
 #include "data.h"
+#include "fsutil.h"
 #include "autobatch.h"
 #include "loader.h"
 #include "model.h"
@@ -23,14 +25,16 @@ static const char train_usage[] =
     "  --plugin-path DIRS       ':'-separated plugin folders searched first\n"
     "\n"
     "Writes OUT_DIR/metrics.jsonl (one JSON object per logged step and per evaluation) and\n"
-    "OUT_DIR/ckpt-STEP.gbk every [run] checkpoint_every steps and at the end. Ctrl-C stops\n"
-    "after the current step and writes a checkpoint.\n"
+    "OUT_DIR/ckpt-STEP.gbk every [run] checkpoint_every steps and at the end. Ctrl-C or\n"
+    "SIGTERM (a scheduler preempting the job) stops after the current step and writes a\n"
+    "checkpoint.\n"
     "Data-parallel: start it under mpirun with --set comm.plugin=mpi; [data] batch_size is\n"
     "then the global batch and only rank 0 prints and writes (docs/distributed.md).\n"
     "Exit status: 0 done, 1 failed while training, 2 refused before starting, 130 interrupted.\n";
 
 int gb_cmd_train(int argc, char **argv)
 {
+    gb_train_catch_signals();
     gb_cli_run run;
     int rc = gb_cli_parse_run(argc, argv, train_usage, 1, &run);
     if (rc)
@@ -59,6 +63,19 @@ static void print_resolution(gb_runtime *rt)
     }
 }
 
+/* What train would meet only when it starts writing: an out_dir it cannot create or
+ * write into (a file, a read-only place, /proc). */
+static int check_out_dir(const gb_settings *s, gb_diag *diag)
+{
+    char buf[PATH_MAX + 64];
+    const char *why;
+    if (gb_check_writable_dir(s->out_dir, buf, sizeof buf, &why) == 0)
+        return 0;
+    gb_diag_add(diag, "[run] out_dir = %s: a run could not write there: %s; choose a folder "
+                "you can write", s->out_dir, why);
+    return 1;
+}
+
 int gb_cmd_check(int argc, char **argv)
 {
     gb_cli_run run;
@@ -70,6 +87,8 @@ int gb_cmd_check(int argc, char **argv)
     int problems = gb_runtime_resolve(&rt, run.cfg, run.plugin_path, &diag);
     gb_dataset *ds = NULL;
     gb_model *model = NULL;
+    if (!problems)
+        problems += check_out_dir(&rt.settings, &diag);
     if (!problems) {
         ds = gb_data_open(rt.settings.data_dir, rt.settings.vocab_size, rt.settings.block_size,
                           &diag);

@@ -5,14 +5,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "text.h"
+
 int gb_cli_usage_error(const char *verb, const char *fmt, ...)
 {
+    char raw[2048], shown[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "gearbox %s: ", verb);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\n(see `gearbox %s --help`)\n", verb);
+    gb_escape_controls(raw, shown, sizeof shown);   /* it quotes the arguments */
+    fprintf(stderr, "gearbox %s: %s\n(see `gearbox %s --help`)\n", verb, shown, verb);
     return 2;
 }
 
@@ -43,22 +46,17 @@ const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, i
     return argv[++*i];
 }
 
-int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
-                     gb_cli_run *run)
+int gb_cli_parse_run_args(int argc, char **argv, int allow_resume, gb_cli_run *run)
 {
     const char *verb = argv[0];
-    const char *sets[256];
-    int n_sets = 0;
     memset(run, 0, sizeof *run);
-    if (gb_cli_wants_help(argc, argv, usage))
-        return -1;
     for (int i = 1; i < argc; i++) {
         int missing = 0;
         const char *v;
         if ((v = gb_cli_flag_value(argc, argv, &i, "--set", &missing))) {
-            if (n_sets == 256)
+            if (run->n_sets == GB_CLI_MAX_SETS)
                 return gb_cli_usage_error(verb, "too many --set flags");
-            sets[n_sets++] = v;
+            run->sets[run->n_sets++] = v;
         } else if ((v = gb_cli_flag_value(argc, argv, &i, "--plugin-path", &missing))) {
             run->plugin_path = v;
         } else if (allow_resume && (v = gb_cli_flag_value(argc, argv, &i, "--resume", &missing))) {
@@ -76,10 +74,22 @@ int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
     if (!run->config_path)
         return gb_cli_usage_error(verb, "missing CONFIG (an INI file such as "
                                   "examples/shakespeare_char.ini)");
+    return 0;
+}
+
+int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
+                     gb_cli_run *run)
+{
+    memset(run, 0, sizeof *run);
+    if (gb_cli_wants_help(argc, argv, usage))
+        return -1;
+    int rc = gb_cli_parse_run_args(argc, argv, allow_resume, run);
+    if (rc)
+        return rc;
     gb_diag diag = {0};
     run->cfg = gb_config_load(run->config_path, &diag);
-    for (int i = 0; run->cfg && i < n_sets; i++)
-        gb_config_set(run->cfg, sets[i], &diag);
+    for (int i = 0; run->cfg && i < run->n_sets; i++)
+        gb_config_set(run->cfg, run->sets[i], &diag);
     gb_diag_print(&diag, stderr);
     int failed = diag.count > 0;
     gb_diag_clear(&diag);
