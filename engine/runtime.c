@@ -242,12 +242,6 @@ static int create_failed(gb_instance *inst, gb_status st, gb_diag *diag)
     gb_diag_add(diag, "[%s] plugin = %s (%s): could not start (%s): %s", gb_kind_name(d->kind),
                 d->name, inst->plugin->path, gb_status_name(st),
                 inst->error[0] ? inst->error : "the plugin gave no message");
-    const gb_instance *cause = unshown_error;
-    if (cause && cause != inst && cause->plugin)
-        fprintf(stderr, "gearbox: error: it failed in queued work of plugin %s/%s (%s): %s\n",
-                gb_kind_name(cause->plugin->desc->kind), cause->plugin->desc->name,
-                cause->plugin->path, cause->error);
-    unshown_error = NULL;
     return -1;
 }
 
