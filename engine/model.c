@@ -37,6 +37,17 @@ typedef struct layer_acts {
     void *res3;                        /* (N, C) residual after the MLP */
 } layer_acts;
 
+/* One training step's figures on their way to the host: each micro-step's per-token
+ * losses and the squared gradient norm, copied behind the step's work into host memory
+ * that the host reads once `event` completed. */
+typedef struct figure_slot {
+    float *losses;          /* (figures_micro, B * block_size) host */
+    float *norm_sq;         /* one f32 host */
+    void *event;            /* recorded behind the copies; NULL on a device without events */
+    int64_t step;           /* the 1-based step held; 0 while empty */
+    int64_t n_micro, n_tokens;
+} figure_slot;
+
 struct gb_model {
     gb_runtime *rt;
     void *dev;                      /* the device instance, first argument of its ops */
@@ -74,6 +85,11 @@ struct gb_model {
     void *dres, *dC, *d3C, *d4C;    /* backward scratch: (N, C), (N, C), (N, 3C), (N, 4C) */
     void *attn_workspace;
     size_t attn_saved_bytes, attn_workspace_bytes;
+
+    figure_slot figures[2];         /* the two newest steps' figures (gb_model_step_figures) */
+    int next_figures;               /* the slot the current step stages into */
+    int64_t figures_micro;          /* micro-steps a slot has room for; 0: not enabled */
+    float *figures_host;            /* both slots' host memory (pinned where it can be) */
 
     gb_profile *profile;            /* kernel times by phase, or NULL */
     gb_grads_ready_fn grads_ready;  /* told as backward finishes gradients; may be NULL */
@@ -392,6 +408,129 @@ int gb_model_plan(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int
     return 0;
 }
 
+/* ---- step figures -------------------------------------------------------------------- */
+
+/* Whether the device has ABI 1.2's pinned memory, asynchronous copies and events; an
+ * older device runs every call before returning, so plain copies cost no stall there. */
+static int device_queues(const gb_model *m)
+{
+    const gb_device_ops *ops = m->rt->dev;
+    return ops->struct_size >= offsetof(gb_device_ops, event_sync) + sizeof ops->event_sync;
+}
+
+static void release_figures(gb_model *m)
+{
+    const gb_device_ops *ops = m->rt->dev;
+    for (int i = 0; i < 2; i++)
+        if (m->figures[i].event)
+            ops->event_destroy(m->dev, m->figures[i].event);
+    if (m->figures_host && device_queues(m))
+        ops->free_host(m->dev, m->figures_host);
+    else
+        free(m->figures_host);
+    memset(m->figures, 0, sizeof m->figures);
+    m->figures_host = NULL;
+    m->figures_micro = 0;
+}
+
+int gb_model_enable_figures(gb_model *m, int64_t max_micro)
+{
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    const gb_device_ops *ops = m->rt->dev;
+    int64_t stride = max_micro * m->B * m->cfg.block_size + 16; /* + norm_sq, aligned */
+    size_t bytes = 2 * (size_t)stride * sizeof(float);
+    release_figures(m);
+    if (device_queues(m))
+        GB_CALL(dev, "alloc_host", ops->alloc_host(m->dev, bytes, (void **)&m->figures_host));
+    else if (!(m->figures_host = malloc(bytes)))
+        return -1;
+    m->figures_micro = max_micro;
+    for (int i = 0; i < 2; i++) {
+        figure_slot *f = &m->figures[i];
+        f->losses = m->figures_host + (size_t)i * (size_t)stride;
+        f->norm_sq = f->losses + stride - 16;
+        if (device_queues(m))
+            GB_CALL(dev, "event_create", ops->event_create(m->dev, &f->event));
+    }
+    return 0;
+}
+
+/* Queues a copy of device memory into the host memory of a figure slot. */
+static int stage(gb_model *m, void *host, const void *src, size_t bytes)
+{
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    if (device_queues(m))
+        GB_CALL(dev, "copy_async", m->rt->dev->copy_async(m->dev, host, src, bytes,
+                                                           GB_COPY_DEVICE_TO_HOST, NULL));
+    else
+        GB_CALL(dev, "copy to host", m->rt->dev->copy(m->dev, host, src, bytes,
+                                                       GB_COPY_DEVICE_TO_HOST));
+    return 0;
+}
+
+int gb_model_stage_loss(gb_model *m, int64_t micro)
+{
+    figure_slot *f = &m->figures[m->next_figures];
+    int64_t n = m->last_B * m->last_T;
+    if (micro >= m->figures_micro || !m->last_has_targets) {
+        fprintf(stderr, "gearbox: internal error: the loss of micro-step %lld staged without "
+                "room or targets\n", (long long)micro);
+        return -1;
+    }
+    f->n_tokens = n;
+    return stage(m, f->losses + micro * n, m->losses, (size_t)n * sizeof(float));
+}
+
+int gb_model_stage_step(gb_model *m, int64_t step, int64_t n_micro)
+{
+    figure_slot *f = &m->figures[m->next_figures];
+    if (stage(m, f->norm_sq, m->norm_sq, sizeof(float)))
+        return -1;
+    if (f->event)
+        GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "event_record",
+                m->rt->dev->event_record(m->dev, f->event, NULL));
+    f->step = step;
+    f->n_micro = n_micro;
+    m->next_figures ^= 1;
+    return 0;
+}
+
+/* Each micro-step's mean in double, rounded to f32, then their mean: the arithmetic of
+ * the synchronous read this replaced, so reported losses keep their bits. */
+static double mean_staged_loss(const figure_slot *f)
+{
+    double micro_sum = 0.0;
+    for (int64_t k = 0; k < f->n_micro; k++) {
+        const float *losses = f->losses + k * f->n_tokens;
+        double sum = 0.0;
+        for (int64_t i = 0; i < f->n_tokens; i++)
+            sum += losses[i];
+        micro_sum += (float)(sum / (double)f->n_tokens);
+    }
+    return micro_sum / (double)f->n_micro;
+}
+
+int gb_model_step_figures(gb_model *m, int newest, gb_step_figures *out)
+{
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    const figure_slot *f = &m->figures[m->next_figures ^ 1];
+    const figure_slot *older = &m->figures[m->next_figures];
+    /* a device with a queue may still be running the newest step: the one before it is
+     * what can be read without stalling (it also waits, but behind no queued work) */
+    if (!newest && f->event && !m->rt->ctx.host_access && older->step)
+        f = older;
+    if (!f->step) {
+        fprintf(stderr, "gearbox: internal error: step figures read before any step\n");
+        return -1;
+    }
+    if (f->event)
+        GB_CALL(dev, "event_sync", m->rt->dev->event_sync(m->dev, f->event));
+    out->step = f->step;
+    out->loss = mean_staged_loss(f);
+    out->grad_norm = sqrtf(*f->norm_sq);
+    return 0;
+}
+
 void gb_model_free(gb_model *m)
 {
     if (!m)
@@ -405,6 +544,7 @@ void gb_model_free(gb_model *m)
     free(m->g.layers);
     free(m->acts);
     free(m->host_losses);
+    release_figures(m);
     free(m);
 }
 
@@ -904,15 +1044,6 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *sk
         .lowp_seed = m->seed,
     };
     TIMED_CALL(m, GB_PHASE_OPTIMIZER, opt, "step", rt->optim->step(opt->self, &args));
-    return 0;
-}
-
-int gb_model_grad_norm(gb_model *m, float *norm)
-{
-    float sq = 0.0f;
-    if (copy_to_host(m, &sq, m->norm_sq, sizeof sq))
-        return -1;
-    *norm = sqrtf(sq);
     return 0;
 }
 

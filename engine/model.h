@@ -103,8 +103,25 @@ void gb_model_on_grads_ready(gb_model *m, gb_grads_ready_fn fn, void *ctx);
 int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *skipped);
 /* The precision policy's current loss scale; 1 without loss scaling. */
 float gb_model_loss_scale(const gb_model *m);
-/* The global gradient norm of the last update (host read; for metrics). */
-int gb_model_grad_norm(gb_model *m, float *norm);
+/* The figures of a training step the host wants (the progress line, metrics, the guard
+ * against non-finite values), read without stalling the device: each step copies them
+ * behind its own work into host memory, and the host reads them from there.
+ * gb_model_enable_figures gives room for steps of up to max_micro micro-steps (once,
+ * before training); gb_model_stage_loss queues the copy of the losses of the forward
+ * pass just run as micro-step `micro`; gb_model_stage_step, after gb_model_update,
+ * queues the gradient norm's and closes the step. gb_model_step_figures reads the newest
+ * step (`newest` 1, waiting for it: for logged figures) or the newest one the host can
+ * have without waiting for queued work (`newest` 0: on a device with a queue, the step
+ * before the newest). */
+typedef struct gb_step_figures {
+    int64_t step;       /* 1-based */
+    double loss;        /* mean over micro-steps of each micro-step's mean loss */
+    float grad_norm;    /* the global gradient norm before clipping */
+} gb_step_figures;
+int gb_model_enable_figures(gb_model *m, int64_t max_micro);
+int gb_model_stage_loss(gb_model *m, int64_t micro);
+int gb_model_stage_step(gb_model *m, int64_t step, int64_t n_micro);
+int gb_model_step_figures(gb_model *m, int newest, gb_step_figures *out);
 /* Adds the time of every following kernel call to `profile` by phase (NULL: stop). */
 void gb_model_set_profile(gb_model *m, gb_profile *profile);
 /* The flat gradient buffer (n_params f32, device memory), for the all-reduce. */

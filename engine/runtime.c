@@ -29,6 +29,12 @@ static void host_log(const gb_host *host, gb_log_level level, const char *fmt, .
             gb_kind_name(inst->plugin->desc->kind), inst->plugin->desc->name, line);
 }
 
+/* The newest message a plugin set and not yet shown. Work a plugin queues on the device
+ * (gb_device_run_host) fails inside a later call of the device's (sync, event_sync, a
+ * copy to the host), whose failure is reported for the device: the queued work's own
+ * message is then shown beside it as the cause. */
+static const gb_instance *unshown_error;
+
 static void host_set_error(const gb_host *host, const char *fmt, ...)
 {
     gb_instance *inst = instance_of(host);
@@ -36,6 +42,12 @@ static void host_set_error(const gb_host *host, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(inst->error, sizeof inst->error, fmt, ap);
     va_end(ap);
+    unshown_error = inst;
+}
+
+void gb_runtime_forget_errors(void)
+{
+    unshown_error = NULL;
 }
 
 static void *host_alloc(const gb_host *host, size_t bytes)
@@ -56,6 +68,12 @@ int gb_call_failed(const gb_instance *inst, gb_status status, const char *what)
     fprintf(stderr, "gearbox: error: plugin %s/%s (%s): %s failed (%s): %s\n",
             gb_kind_name(d->kind), d->name, inst->plugin->path, what, gb_status_name(status),
             inst->error[0] ? inst->error : "the plugin gave no message");
+    const gb_instance *cause = unshown_error;
+    if (cause && cause != inst && cause->plugin)
+        fprintf(stderr, "gearbox: error: it failed in queued work of plugin %s/%s (%s): %s\n",
+                gb_kind_name(cause->plugin->desc->kind), cause->plugin->desc->name,
+                cause->plugin->path, cause->error);
+    unshown_error = NULL;
     return -1;
 }
 
@@ -131,6 +149,8 @@ int32_t gb_runtime_device_ordinal(const gb_runtime *rt)
 
 void gb_instance_unbind(gb_instance *inst)
 {
+    if (unshown_error == inst)
+        unshown_error = NULL;
     free(inst->schema);
     free(inst->values);
     memset(inst, 0, sizeof *inst);
@@ -346,6 +366,7 @@ int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
         return create_failed(o, st, diag);
     if ((st = rt->comm->create(&c->host, gb_instance_options(c), &rt->ctx, &c->self)) != GB_OK)
         return create_failed(c, st, diag);
+    gb_runtime_forget_errors();
     return 0;
 }
 

@@ -73,8 +73,14 @@ void gb_instance_unbind(gb_instance *inst);
 int gb_attn_auto(gb_runtime *rt, gb_diag *diag);
 
 /* Reports a failed plugin call ("plugin attn/math (PATH): forward failed: MESSAGE") on
- * stderr and returns -1, so callers can `return gb_call_failed(...)`. */
+ * stderr, with the message of another plugin set since the last report (the queued work
+ * that made a device call fail), and returns -1, so callers can
+ * `return gb_call_failed(...)`. */
 int gb_call_failed(const gb_instance *inst, gb_status status, const char *what);
+
+/* Forgets the plugins' messages so far (those of plugins tried and passed over while
+ * starting), so a later failure is not blamed on them. */
+void gb_runtime_forget_errors(void);
 
 /* Wraps a plugin call whose failure ends the current function with -1. */
 #define GB_CALL(inst, what, call)                               \

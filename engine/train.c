@@ -52,6 +52,8 @@ struct gb_trainer {
     double flops_per_step;       /* nanoGPT's estimate, for MFU */
     double peak_flops;           /* what MFU divides by; 0 when unknown */
     const char *peak_source;     /* "device" or "stated CPU" */
+    char last_checkpoint[4200];  /* written or resumed from by this run; "" before any */
+    int64_t last_checkpoint_step;
 };
 
 static volatile sig_atomic_t interrupted;
@@ -169,6 +171,44 @@ static int load_scaler_state(gb_trainer *t, const gb_checkpoint *ck, const char 
     return 0;
 }
 
+static void remember_checkpoint(gb_trainer *t, const char *path, int64_t step)
+{
+    snprintf(t->last_checkpoint, sizeof t->last_checkpoint, "%s", path);
+    t->last_checkpoint_step = step;
+}
+
+/* Where the run can be taken up again, for the message of a run stopped on failure. */
+static void print_last_good_checkpoint(const gb_trainer *t)
+{
+    if (t->last_checkpoint[0])
+        fprintf(stderr, "gearbox: the last good checkpoint is %s (step %lld): resume from it "
+                "with a lower learning rate or a larger [optim] eps, or a fixed config\n",
+                t->last_checkpoint, (long long)t->last_checkpoint_step);
+    else
+        fprintf(stderr, "gearbox: no checkpoint of this run was written before it; start again "
+                "with a lower learning rate or a larger [optim] eps, or a fixed config\n");
+}
+
+/* 0 when every parameter is finite; else says which is not and returns -1, so no
+ * checkpoint that could not be trained on is written. */
+static int check_params_finite(const gb_trainer *t, const float *params, int64_t step)
+{
+    int n;
+    const gb_param_tensor *tensors = gb_model_tensors(t->model, &n);
+    for (int i = 0; i < n; i++)
+        for (int64_t k = 0; k < tensors[i].numel; k++) {
+            float v = params[tensors[i].offset + k];
+            if (isfinite(v))
+                continue;
+            fprintf(stderr, "gearbox: error: step %lld: parameter %s[%lld] is %g; no checkpoint "
+                    "written, training stopped\n", (long long)step, tensors[i].name,
+                    (long long)k, (double)v);
+            print_last_good_checkpoint(t);
+            return -1;
+        }
+    return 0;
+}
+
 static int save_checkpoint(gb_trainer *t, int64_t step)
 {
     if (t->rank != 0)
@@ -189,10 +229,13 @@ static int save_checkpoint(gb_trainer *t, int64_t step)
     int rc = -1;
     if (ck.config_text && ck.params && ck.optim_state && scaler_ok &&
         !gb_model_get_params(t->model, ck.params) &&
-        !gb_model_get_optim_state(t->model, ck.optim_state))
+        !gb_model_get_optim_state(t->model, ck.optim_state) &&
+        !check_params_finite(t, ck.params, step))
         rc = gb_checkpoint_write(path, &ck, &diag);
-    if (rc == 0)
+    if (rc == 0) {
         gb_progress_print(&t->progress, "checkpoint: %s", path);
+        remember_checkpoint(t, path, step);
+    }
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
     free(ck.config_text);
@@ -227,6 +270,7 @@ static int resume_from(gb_trainer *t, const char *path)
              load_scaler_state(t, &ck, path, &diag);
     if (rc == 0) {
         t->first_step = ck.step;
+        remember_checkpoint(t, path, ck.step);
         fprintf(t->out, "resumed from %s at step %lld\n", path, (long long)ck.step);
     }
     gb_diag_print(&diag, stderr);
@@ -241,7 +285,6 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
 {
     const gb_settings *s = t->s;
     int64_t accum = s->gradient_accumulation_steps;
-    double loss_sum = 0.0;
     if (gb_model_zero_grads(t->model))
         return -1;
     for (int64_t micro = 0; micro < accum; micro++) {
@@ -251,14 +294,12 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
                       s->block_size, t->tokens, t->targets);
         if (t->profile)
             t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - data_start;
-        float micro_loss = 0.0f;
         if (micro == accum - 1)
             gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
-        if (gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size,
-                             loss ? &micro_loss : NULL) ||
+        if (gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size, NULL) ||
+            gb_model_stage_loss(t->model, micro) ||
             gb_model_backward(t->model, 1.0f / (float)accum))
             return -1;
-        loss_sum += micro_loss;
     }
     double wait_start = gb_now_ms();
     if (gb_ddp_finish(t->ddp))
@@ -267,17 +308,25 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
         t->profile->ms[GB_PHASE_ALL_REDUCE] += gb_now_ms() - wait_start;
         t->profile->calls[GB_PHASE_ALL_REDUCE]++;
     }
-    if (loss) {
-        double mean = loss_sum / (double)accum;
-        if (gb_ddp_average(t->ddp, &mean, 1))
-            return -1;
-        *loss = (float)mean;
-    }
     int skipped = 0;
     if (gb_model_update(t->model, (float)gb_settings_lr(s, it), (float)s->grad_clip, it + 1,
-                        &skipped))
+                        &skipped) ||
+        gb_model_stage_step(t->model, it + 1, accum))
         return -1;
     t->skipped_steps += skipped;
+    if (loss) {
+        gb_step_figures fig;
+        if (gb_model_step_figures(t->model, 1, &fig) || gb_ddp_average(t->ddp, &fig.loss, 1))
+            return -1;
+        *loss = (float)fig.loss;
+    }
+    return 0;
+}
+
+int gb_trainer_sync(gb_trainer *t)
+{
+    gb_instance *dev = &t->rt.inst[GB_KIND_DEVICE];
+    GB_CALL(dev, "sync", t->rt.dev->sync(dev->self));
     return 0;
 }
 
@@ -332,12 +381,10 @@ static double mfu(const gb_trainer *t, double steps, double ms)
     return t->flops_per_step * steps / (ms / 1e3) / t->peak_flops;
 }
 
-static void log_step(gb_trainer *t, int64_t step, float loss, double lr, double ms)
+static void log_step(gb_trainer *t, int64_t step, float loss, float norm, double lr, double ms)
 {
     const gb_settings *s = t->s;
     double tok_s = tokens_per_step(t) / (ms / 1e3);
-    float norm = 0.0f;
-    gb_model_grad_norm(t->model, &norm);
     uint64_t rss, peak_rss;
     gb_rss_bytes(&rss, &peak_rss);
     if (!t->progress.tty)
@@ -419,6 +466,22 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
 
 /* A signal reaches the ranks of a job at different steps; all stop at the first step any
  * of them saw it, so they leave the loop together and the checkpoint is consistent. */
+/* The guard against training on non-finite values: a step whose loss (when `check_loss`:
+ * a loss every rank agrees on) or gradient norm is inf or nan stops the run before it
+ * writes a checkpoint. With a loss scaler such steps are the scaler's: it skips them. */
+static int stop_if_not_finite(gb_trainer *t, const gb_step_figures *fig, int check_loss)
+{
+    if (t->rt.precision->update)
+        return 0;
+    if (isfinite(fig->grad_norm) && (!check_loss || isfinite(fig->loss)))
+        return 0;
+    fprintf(stderr, "gearbox: error: step %lld: the loss is %g and the gradient norm %g; "
+            "training stopped rather than go on with non-finite weights\n",
+            (long long)fig->step, fig->loss, (double)fig->grad_norm);
+    print_last_good_checkpoint(t);
+    return 1;
+}
+
 static int agree_on_interruption(gb_trainer *t)
 {
     if (!t->ddp)
@@ -443,25 +506,29 @@ static int run_loop(gb_trainer *t)
         t->progress.tty = 0;
     while (step < s->steps && !interrupted) {
         int64_t it = step;
+        /* logged steps wait for their own figures (the loss averaged over ranks, which
+         * all log the same steps); the others read the newest the device has ready, for
+         * the progress line and the guard */
         int logging = (it + 1) % s->log_every == 0 || it == t->first_step || it + 1 == s->steps;
-        /* the progress line shows every step's loss; a plain log only the logged ones.
-         * Ranks must agree on it, since the loss is averaged over them. */
-        int want_loss = logging || t->progress.tty || t->ddp;
         double t0 = gb_now_ms();
         float loss = NAN;
-        if (gb_trainer_step(t, it, want_loss ? &loss : NULL)) {
+        gb_step_figures fig;
+        if (gb_trainer_step(t, it, logging ? &loss : NULL) ||
+            gb_model_step_figures(t->model, logging, &fig)) {
             gb_progress_finish(&t->progress);
             return 1;
         }
+        if (logging)
+            fig.loss = loss;
         step = it + 1;
-        if (agree_on_interruption(t)) {
+        if (agree_on_interruption(t) || stop_if_not_finite(t, &fig, logging || !t->ddp)) {
             gb_progress_finish(&t->progress);
             return 1;
         }
         double ms = gb_now_ms() - t0;
-        gb_progress_update(&t->progress, step, loss, tokens_per_step(t) / (ms / 1e3));
+        gb_progress_update(&t->progress, step, fig.loss, tokens_per_step(t) / (ms / 1e3));
         if (logging)
-            log_step(t, step, loss, gb_settings_lr(s, it), ms);
+            log_step(t, step, loss, fig.grad_norm, gb_settings_lr(s, it), ms);
         if (((s->eval_every && step % s->eval_every == 0) || step == s->steps) &&
             evaluate(t, step)) {
             gb_progress_finish(&t->progress);
@@ -582,7 +649,8 @@ static int build_model(gb_trainer *t)
     t->tokens = malloc(batch_bytes);
     t->targets = malloc(batch_bytes);
     int ddp_failed = 0;
-    if (!t->model || !t->tokens || !t->targets || gb_model_init(t->model, (uint64_t)s->seed))
+    if (!t->model || !t->tokens || !t->targets || gb_model_init(t->model, (uint64_t)s->seed) ||
+        gb_model_enable_figures(t->model, s->gradient_accumulation_steps))
         return -1;
     t->ddp = gb_ddp_create(&t->rt, t->model, s->bucket_bytes, &ddp_failed);
     if (ddp_failed)

@@ -35,6 +35,9 @@ void gb_trainer_close(gb_trainer *t);
 /* One optimizer step at 0-based iteration `it`; *loss (when not NULL) gets the mean
  * loss of its micro-batches. 0, or -1 after printing why. */
 int gb_trainer_step(gb_trainer *t, int64_t it, float *loss);
+/* Waits until the device has run all the work queued so far (timing a step needs it: on a
+ * device with a queue gb_trainer_step returns once its work is queued). */
+int gb_trainer_sync(gb_trainer *t);
 /* Adds the time of every following step to `profile` by phase (NULL: stop). */
 void gb_trainer_set_profile(gb_trainer *t, gb_profile *profile);
 const gb_settings *gb_trainer_settings(const gb_trainer *t);

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev libopenmpi-dev
+packages=(gcc libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev libpcre2-dev libopenmpi-dev
           openmpi-bin)
 [ "${1:-}" = --fuzz ] && packages+=(clang libclang-rt-dev)
 missing=()

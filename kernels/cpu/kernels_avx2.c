@@ -4,8 +4,8 @@
  * cpu_kernels_best() or an explicit choice checked against the CPU, so the plugins still
  * load and run on CPUs without AVX2. The product keeps a 6 x 16 block of outputs in 12
  * ymm registers and broadcasts one element of `a` per row and k. exp256 and erfc256 are
- * pointwise.h's exp_fast and erfc_fast operation for operation, and element tails use
- * pointwise.h itself, so every result has the bits of the portable build.
+ * gb_exp_fast and gb_erfc_fast (kernels/common/exp.h) operation for operation, and
+ * element tails use pointwise.h itself, so every result has the bits of the portable build.
  */
 #include <immintrin.h>
 
@@ -90,7 +90,7 @@ static inline __m256 splat(float f)
 #define GELU_GROUP 8
 #define EXP_GROUP 4
 
-/* exp_fast (pointwise.h) on g x 8 lanes: the same clamps, reduction and polynomial. */
+/* gb_exp_fast (exp.h) on g x 8 lanes: the same clamps, reduction and polynomial. */
 static inline __attribute__((always_inline)) void exp256(__m256 *y, const __m256 *x, int g)
 {
     __m256 n[MAX_GROUP], r[MAX_GROUP], p[MAX_GROUP];
@@ -123,7 +123,7 @@ static inline __attribute__((always_inline)) void exp256(__m256 *y, const __m256
     }
 }
 
-/* erfc_fast (pointwise.h) on g x 8 lanes. */
+/* gb_erfc_fast (exp.h) on g x 8 lanes. */
 static inline __attribute__((always_inline)) void erfc256(__m256 *y, const __m256 *x, int g)
 {
     static const float poly[] = {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
@@ -148,7 +148,7 @@ static inline __attribute__((always_inline)) void erfc256(__m256 *y, const __m25
     }
 }
 
-/* erfc(-x / sqrt 2), the heart of GELU: pointwise.h's erfc_fast(-x * (float)M_SQRT1_2). */
+/* erfc(-x / sqrt 2), the heart of GELU: gelu.h's gb_erfc_fast(-x * (float)M_SQRT1_2). */
 static inline __attribute__((always_inline)) void gelu_erfc256(__m256 *y, const __m256 *x,
                                                                int g)
 {

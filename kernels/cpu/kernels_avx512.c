@@ -3,8 +3,8 @@
  * This file alone is compiled with -mavx512f, and callers reach it only through
  * cpu_kernels_best() or an explicit choice checked against the CPU, so the plugins still
  * load and run on CPUs without AVX-512. The product keeps a 6 x 32 block of outputs in
- * zmm registers and broadcasts one element of `a` per row and k. exp512 is exp_fast from
- * pointwise.h operation for operation, and GELU is pointwise.h's loop vectorised by the
+ * zmm registers and broadcasts one element of `a` per row and k. exp512 is gb_exp_fast
+ * (kernels/common/exp.h) operation for operation, and GELU is pointwise.h's loop vectorised by the
  * compiler for this file's flags, so every build agrees to the bit. Nothing here needs
  * more than AVX-512F.
  */
@@ -80,7 +80,7 @@ static void gemm_avx512(int64_t m, int64_t n, int64_t k, const float *a, int64_t
     }
 }
 
-/* exp_fast (pointwise.h) on 16 lanes: the same clamps, reduction and polynomial. */
+/* gb_exp_fast (exp.h) on 16 lanes: the same clamps, reduction and polynomial. */
 static inline __m512 exp512(__m512 x)
 {
     __m512 xc = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));   // a NaN lane becomes -87

@@ -85,7 +85,7 @@ static void gemm_portable(int64_t m, int64_t n, int64_t k, const float *a, int64
 static float exp_row_portable(float *x, int64_t n, int64_t width, float shift)
 {
     for (int64_t j = 0; j < n; j++)
-        x[j] = exp_fast(x[j] - shift);
+        x[j] = gb_exp_fast(x[j] - shift);
     for (int64_t j = n; j < width; j++)
         x[j] = 0.0f;
     return row_sum(x, width);

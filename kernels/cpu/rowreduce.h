@@ -4,7 +4,8 @@
  * `s += x[i]` loop runs one add at a time. These helpers keep LANES independent
  * partial results (element i goes to lane i % LANES), which the compiler maps onto one
  * vector register, and fold the lanes in a fixed tree at the end. The order depends on
- * n only, never on threads or alignment, so results are bit-reproducible. Rows split
+ * n only, never on threads or alignment, so results are bit-reproducible; it is
+ * kernels/common/reduce_order.h's, which the CUDA kernels follow too. Rows split
  * across threads are not handled here: callers give each thread whole rows or chunks
  * and combine the chunks in index order themselves.
  */
@@ -14,7 +15,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#define ROW_LANES 16
+#include "reduce_order.h"
+
+#define ROW_LANES GB_ROW_LANES
 
 static inline float fold_lanes_f32(float *acc)
 {

@@ -54,8 +54,13 @@ INI
 
 # With GEARBOX_TEST_GPU_LIKE=1 every config runs on the CPU device's GPU-like mode
 # (protected device memory, queued work): the same test then proves the plugin contract.
+# GEARBOX_TEST_DEVICE=cuda runs it on that device plugin instead (the gpu suite).
 device_section() {
-    [ "${GEARBOX_TEST_GPU_LIKE:-0}" = 1 ] && printf '\n[device]\nemulate_gpu = true\n'
+    if [ -n "${GEARBOX_TEST_DEVICE:-}" ]; then
+        printf '\n[device]\nplugin = %s\n' "$GEARBOX_TEST_DEVICE"
+    elif [ "${GEARBOX_TEST_GPU_LIKE:-0}" = 1 ]; then
+        printf '\n[device]\nemulate_gpu = true\n'
+    fi
     return 0
 }
 

@@ -17,9 +17,13 @@
  * Gradients are compared after dividing out the loss scale. After the three AdamW steps a
  * 16-bit run may also differ by up to the sum of the three learning rates: a gradient
  * near zero can change sign when its inputs are rounded, and Adam moves a weight by about
- * the learning rate whatever its gradient's size.
+ * the learning rate whatever its gradient's size. tf32 (f32 activations, matmul inputs
+ * rounded to 10 bits where the device honours it) takes fp16's tolerance.
  *
- * usage: test-gpt-reference FILE.gbt [fp32|bf16|fp16]
+ * The device is device/cpu, its GPU-like mode with GEARBOX_TEST_GPU_LIKE=1, or the device
+ * plugin GEARBOX_TEST_DEVICE names (cuda: the gpu suite, tests/gpu).
+ *
+ * usage: test-gpt-reference FILE.gbt [fp32|bf16|fp16|tf32]
  */
 #include <math.h>
 #include <stdio.h>
@@ -65,6 +69,8 @@ static const char *precision_section(const char *precision)
         return "[precision]\nplugin = fp16\ninit_scale = 1024\ngrowth_interval = 1000000\n";
     if (strcmp(precision, "bf16") == 0)
         return "[precision]\nplugin = bf16\n";
+    if (strcmp(precision, "tf32") == 0)
+        return "[precision]\nplugin = tf32\n";
     return "[precision]\nplugin = fp32\n";
 }
 
@@ -76,10 +82,21 @@ static int gpu_like(void)
     return v && strcmp(v, "1") == 0;
 }
 
+/* The [device] section: GEARBOX_TEST_DEVICE's plugin, or device/cpu (GPU-like or not). */
+static void device_section(char *out, size_t cap)
+{
+    const char *device = getenv("GEARBOX_TEST_DEVICE");
+    if (device && *device)
+        snprintf(out, cap, "[device]\nplugin = %s\n", device);
+    else
+        snprintf(out, cap, "%s", gpu_like() ? "[device]\nemulate_gpu = true\n" : "");
+}
+
 static gb_model *build_model(gb_runtime *rt, gb_config **cfg, const int32_t *c,
                              const char *precision)
 {
-    char text[1024];
+    char text[1024], device[128];
+    device_section(device, sizeof device);
     int lowp = strcmp(precision, "fp32") != 0;
     snprintf(text, sizeof text,
              "[run]\nthreads = 2\n"
@@ -89,8 +106,7 @@ static gb_model *build_model(gb_runtime *rt, gb_config **cfg, const int32_t *c,
              "[optim]\nplugin = %s\nbeta1 = 0.9\nbeta2 = 0.99\neps = 1e-8\n"
              "weight_decay = 0.1\n%s%s",
              c[0], c[1], c[2], c[3], c[5], c[6] ? "true" : "false", c[4],
-             lowp ? "adamw_fused" : "adamw", precision_section(precision),
-             gpu_like() ? "[device]\nemulate_gpu = true\n" : "");
+             lowp ? "adamw_fused" : "adamw", precision_section(precision), device);
     gb_diag diag = {0};
     *cfg = gb_config_load_string(text, "reference config", "/", &diag);
     int failed = !*cfg || gb_runtime_resolve(rt, *cfg, NULL, &diag) ||
@@ -169,13 +185,14 @@ static int check_three_steps(const gbt_file *f, gb_model *m, const int32_t *c,
 int main(int argc, char **argv)
 {
     const char *precision = argc == 3 ? argv[2] : "fp32";
-    if (argc < 2 || argc > 3 || (strcmp(precision, "fp32") != 0 &&
-                                 strcmp(precision, "bf16") != 0 && strcmp(precision, "fp16") != 0)) {
-        fprintf(stderr, "usage: %s FILE.gbt [fp32|bf16|fp16]\n", argv[0]);
+    if (argc < 2 || argc > 3 ||
+        (strcmp(precision, "fp32") != 0 && strcmp(precision, "bf16") != 0 &&
+         strcmp(precision, "fp16") != 0 && strcmp(precision, "tf32") != 0)) {
+        fprintf(stderr, "usage: %s FILE.gbt [fp32|bf16|fp16|tf32]\n", argv[0]);
         return 2;
     }
-    tolerance = strcmp(precision, "bf16") == 0 ? 5e-2 : strcmp(precision, "fp16") == 0 ? 1e-2
-                                                                                       : 1e-4;
+    tolerance = strcmp(precision, "bf16") == 0 ? 5e-2
+                : strcmp(precision, "fp32") == 0 ? 1e-4 : 1e-2;
     char err[512];
     gbt_file *f = gbt_open(argv[1], err, sizeof err);
     if (!f) {

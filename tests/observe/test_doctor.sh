@@ -19,7 +19,7 @@ done
 for pattern in '^  model +[^ ]' '^  features +avx2 (yes|no), fma (yes|no), avx512f (yes|no), avx512_bf16 (yes|no)' \
     '^  online CPUs +[0-9]+' '^  OMP_NUM_THREADS +unset' '^  oneDNN +[0-9]+\.[0-9]+\.[0-9]+ ' \
     '^  sgemm +[0-9.]+ GFLOP/s: 1024x1024x1024 f32 through device/cpu' \
-    '^  triad +[0-9.]+ GB/s' '^  plugin +no CUDA plugin built' \
+    '^  triad +[0-9.]+ GB/s' '^  plugin +(no CUDA plugin built|[0-9]+ CUDA device plugins? on the search path)' \
     '^  plugin +(comm/mpi on the search path|no MPI comm plugin built)' '^  search path +' '^  device +cpu ' \
     '^  - OMP_NUM_THREADS is unset: .*fix: export OMP_NUM_THREADS='; do
     grep -qE "$pattern" "$WORK/doctor.txt" && pass "doctor: /$pattern/" ||

@@ -10,6 +10,14 @@
 int test_optim_create(const gb_plugin_desc *desc, const gb_host *host, double beta1,
                       double beta2, double eps, double weight_decay, test_optim *opt)
 {
+    return test_optim_create_on(desc, host, gb_test_cpu_ctx(), beta1, beta2, eps, weight_decay,
+                                opt);
+}
+
+int test_optim_create_on(const gb_plugin_desc *desc, const gb_host *host,
+                         const gb_device_ctx *ctx, double beta1, double beta2, double eps,
+                         double weight_decay, test_optim *opt)
+{
     gb_value values[8];
     gb_test_default_values(desc, values);
     values[gb_test_option_index(desc, "beta1")].f = beta1;
@@ -17,7 +25,7 @@ int test_optim_create(const gb_plugin_desc *desc, const gb_host *host, double be
     values[gb_test_option_index(desc, "eps")].f = eps;
     values[gb_test_option_index(desc, "weight_decay")].f = weight_decay;
     opt->ops = desc->ops;
-    gb_status st = opt->ops->create(host, values, gb_test_cpu_ctx(), &opt->self);
+    gb_status st = opt->ops->create(host, values, ctx, &opt->self);
     if (st != GB_OK)
         printf("FAIL: %s: create returned %d: %s\n", desc->name, st, gb_test_last_error());
     return st == GB_OK;

@@ -25,6 +25,11 @@ typedef struct test_optim {
 int test_optim_create(const gb_plugin_desc *desc, const gb_host *host, double beta1,
                       double beta2, double eps, double weight_decay, test_optim *opt);
 
+/* The same on the device of `ctx` (test_optim_create: the CPU). */
+int test_optim_create_on(const gb_plugin_desc *desc, const gb_host *host,
+                         const gb_device_ctx *ctx, double beta1, double beta2, double eps,
+                         double weight_decay, test_optim *opt);
+
 /* Step arguments without clipping, loss scale or low-precision copy. */
 gb_optim_step_args test_step_args(float *params, const float *grads, void *state, int64_t n,
                                   const gb_param_group *groups, int64_t n_groups,

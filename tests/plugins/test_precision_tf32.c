@@ -1,5 +1,6 @@
 /* Tests for precision-tf32: descriptor, the f32 policy without master weights or loss
- * scaler, and eligibility: yes on CUDA, no on the CPU with a reason that names the
+ * scaler, and eligibility: yes on CUDA of compute capability 8.0 or later (or not
+ * saying), no on a 7.0 GPU nor on the CPU with a reason that names the
  * device and what to use instead, cut short safely in a small buffer.
  *
  * Usage: test_precision_tf32 PLUGIN.so
@@ -35,11 +36,26 @@ static int check_policy(const gb_precision_ops *ops, void *self)
 static int check_eligibility(const gb_precision_ops *ops, void *self)
 {
     int failures = 0;
-    const gb_device_ctx cuda = {.struct_size = sizeof cuda, .device = GB_DEVICE_CUDA};
+    // an Ampere and a Hopper GPU, and a context from before ABI 1.2 that does not say
+    const gb_device_ctx cudas[] = {
+        {.struct_size = sizeof cudas[0], .device = GB_DEVICE_CUDA, .cc_major = 8},
+        {.struct_size = sizeof cudas[0], .device = GB_DEVICE_CUDA, .cc_major = 9},
+        {.struct_size = offsetof(gb_device_ctx, ops), .device = GB_DEVICE_CUDA},
+    };
     char reason[256] = "untouched";
-    GB_TEST_CHECK(failures, ops->eligible(self, &cuda, reason, sizeof reason) == 1,
-                  "not eligible on CUDA: %s", reason);
-    GB_TEST_CHECK(failures, reason[0] == '\0', "eligible on CUDA but gave a reason: %s", reason);
+    for (int i = 0; i < 3; i++) {
+        GB_TEST_CHECK(failures, ops->eligible(self, &cudas[i], reason, sizeof reason) == 1,
+                      "not eligible on CUDA (case %d): %s", i, reason);
+        GB_TEST_CHECK(failures, reason[0] == '\0', "eligible on CUDA but gave a reason: %s",
+                      reason);
+    }
+    const gb_device_ctx volta = {.struct_size = sizeof volta, .device = GB_DEVICE_CUDA,
+                                 .cc_major = 7, .cc_minor = 0};
+    GB_TEST_CHECK(failures, ops->eligible(self, &volta, reason, sizeof reason) == 0,
+                  "eligible on a compute capability 7.0 GPU");
+    GB_TEST_CHECK(failures, strstr(reason, "7.0") && strstr(reason, "8.0"),
+                  "the refusal on a 7.0 GPU \"%s\" does not name 7.0 and 8.0", reason);
+    printf("refused on a 7.0 GPU: %s\n", reason);
 
     reason[0] = '\0';
     GB_TEST_CHECK(failures, ops->eligible(self, gb_test_cpu_ctx(), reason, sizeof reason) == 0,

@@ -22,9 +22,13 @@
  *   adamw_fused (one pass)   read p, g, m, v; write p, m, v             28
  * Another plugin is credited with the least any AdamW can move (28 + 4).
  *
- * Deliberately left out: the low-precision parameter copy, devices other than the CPU
- * (buffers are filled through host pointers), and any assertion about time: this prints
- * measurements, it does not judge them.
+ * The buffers live on the device of the runs (--set device.plugin=NAME; the cpu device by
+ * default), filled in place where the host may touch them and through copy() elsewhere;
+ * every time is taken after the device's sync, so a device that queues its work is timed
+ * for the work, not for the queueing. The triad is the host's memory.
+ *
+ * Deliberately left out: the low-precision parameter copy, and any assertion about time:
+ * this prints measurements, it does not judge them.
  */
 #include <errno.h>
 #include <math.h>
@@ -44,7 +48,8 @@
 
 static const char usage[] =
     "usage: gearbox bench optim [--params LIST] [--repeats N] [--threads N]\n"
-    "                           [--plugins LIST] [--plugin-path DIRS]\n"
+    "                           [--plugins LIST] [--set section.key=value]...\n"
+    "                           [--plugin-path DIRS]\n"
     "\n"
     "Times one optimizer update (gradient-norm pass + step) of each plugin and prints ms\n"
     "per update, bytes moved, GB/s and the share of this machine's STREAM-style triad\n"
@@ -56,6 +61,8 @@ static const char usage[] =
     "  --threads N      OpenMP threads; 0 for every online CPU (default 0)\n"
     "  --plugins LIST   optimizer plugins, comma-separated; the first is the baseline of\n"
     "                   the speed-up column (default adamw,adamw_fused)\n"
+    "  --set S.K=V      a config line for every plugin's run, e.g. --set device.plugin=cuda\n"
+    "                   (the device the buffers live on; default the cpu device)\n"
     "  --plugin-path D  extra plugin folders, ':'-separated\n";
 
 typedef struct bench_args {
@@ -64,6 +71,8 @@ typedef struct bench_args {
     char plugins[MAX_ITEMS][GB_BENCH_NAME_CAP];
     int n_plugins;
     long repeats, threads;
+    const char *sets[MAX_ITEMS];
+    int n_sets;
     const char *plugin_path;
 } bench_args;
 
@@ -140,6 +149,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
             rc = gb_bench_parse_long("bench optim", flag, val, 0, 1024, &a->threads);
         else if (strcmp(flag, "--plugin-path") == 0)
             a->plugin_path = val;
+        else if (strcmp(flag, "--set") == 0 && a->n_sets == MAX_ITEMS)
+            rc = gb_cli_usage_error("bench optim", "--set: at most %d", MAX_ITEMS);
+        else if (strcmp(flag, "--set") == 0)
+            a->sets[a->n_sets++] = val;
         else
             rc = gb_cli_usage_error("bench optim", "unknown option %s", flag);
         if (rc)
@@ -157,7 +170,11 @@ static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
              a->threads);
     gb_diag diag = {0};
     p->cfg = gb_config_load_string(text, "gearbox bench optim", "/", &diag);
-    int started = p->cfg && !gb_runtime_resolve(&p->rt, p->cfg, a->plugin_path, &diag) &&
+    for (int k = 0; p->cfg && k < a->n_sets; k++)
+        if (gb_config_set(p->cfg, a->sets[k], &diag))
+            break;
+    int started = p->cfg && !diag.count &&
+                  !gb_runtime_resolve(&p->rt, p->cfg, a->plugin_path, &diag) &&
                   !gb_runtime_start(&p->rt, &diag);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
@@ -191,18 +208,67 @@ static void free_buffers(gb_runtime *rt, bench_buffers *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Buffers for n parameters, touched first by the threads that will stream them, with
- * gradients of norm about 2 so that clipping to 1 is active. The state is sized by the
- * largest state any of the plugins asks for. */
-static int alloc_buffers(bench_plugin *plugins, int n_plugins, int64_t n, bench_buffers *b)
+static float initial_param(int64_t i)
 {
-    gb_runtime *rt = &plugins[0].rt;
-    size_t state_bytes = 0;
-    for (int k = 0; k < n_plugins; k++) {
-        gb_instance *opt = &plugins[k].rt.inst[GB_KIND_OPTIM];
-        size_t s = plugins[k].rt.optim->state_bytes(opt->self, n);
-        state_bytes = s > state_bytes ? s : state_bytes;
+    return (float)(i % 1000) * 1e-4f - 0.05f;
+}
+
+/* Alternating signs of a size that gives the gradient a norm of 2. */
+static float initial_grad(int64_t i, int64_t n)
+{
+    float grad = (float)(2.0 / sqrt((double)n));
+    return i % 2 ? grad : -grad;
+}
+
+/* On a device the host may touch: each thread writes the part it will stream, so
+ * first-touch places the pages where the timed passes read them. */
+static void fill_in_place(bench_buffers *b, size_t state_bytes)
+{
+    char *state = b->state;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < b->n; i++) {
+        b->params[i] = initial_param(i);
+        b->grads[i] = initial_grad(i, b->n);
     }
+    const size_t block = 1 << 20;
+    int64_t blocks = (int64_t)((state_bytes + block - 1) / block);
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < blocks; k++) {
+        size_t off = (size_t)k * block;
+        memset(state + off, 0, state_bytes - off < block ? state_bytes - off : block);
+    }
+}
+
+/* On a device the host may not touch (a GPU, or the CPU device's GPU-like mode): the
+ * values go through a host buffer and copy(). */
+static int fill_by_copy(gb_runtime *rt, bench_buffers *b, size_t state_bytes)
+{
+    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    size_t bytes = (size_t)b->n * sizeof(float);
+    float *host = malloc(bytes);
+    if (!host) {
+        fprintf(stderr, "gearbox: error: bench optim: no host memory for %zu bytes\n", bytes);
+        return -1;
+    }
+    for (int64_t i = 0; i < b->n; i++)
+        host[i] = initial_param(i);
+    gb_status st = rt->dev->copy(dev->self, b->params, host, bytes, GB_COPY_HOST_TO_DEVICE);
+    for (int64_t i = 0; st == GB_OK && i < b->n; i++)
+        host[i] = initial_grad(i, b->n);
+    if (st == GB_OK)
+        st = rt->dev->copy(dev->self, b->grads, host, bytes, GB_COPY_HOST_TO_DEVICE);
+    if (st == GB_OK && state_bytes)
+        st = rt->dev->memset_zero(dev->self, b->state, state_bytes);
+    free(host);
+    return st == GB_OK ? 0 : gb_call_failed(dev, st, "filling the buffers");
+}
+
+/* Buffers for n parameters on the plugin's own device (a device instance guards only
+ * its own memory), with gradients of norm about 2, so that clipping to 1 is active. */
+static int alloc_buffers(bench_plugin *p, int64_t n, bench_buffers *b)
+{
+    gb_runtime *rt = &p->rt;
+    size_t state_bytes = rt->optim->state_bytes(rt->inst[GB_KIND_OPTIM].self, n);
     *b = (bench_buffers){.n = n};
     b->params = device_alloc(rt, (size_t)n * sizeof(float));
     b->grads = device_alloc(rt, (size_t)n * sizeof(float));
@@ -212,19 +278,11 @@ static int alloc_buffers(bench_plugin *plugins, int n_plugins, int64_t n, bench_
         free_buffers(rt, b);
         return -1;
     }
-    float grad = (float)(2.0 / sqrt((double)n));
-    char *state = b->state;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        b->params[i] = (float)(i % 1000) * 1e-4f - 0.05f;
-        b->grads[i] = i % 2 ? grad : -grad;
-    }
-    const size_t block = 1 << 20;
-    int64_t blocks = (int64_t)((state_bytes + block - 1) / block);
-#pragma omp parallel for schedule(static)
-    for (int64_t k = 0; k < blocks; k++) {
-        size_t off = (size_t)k * block;
-        memset(state + off, 0, state_bytes - off < block ? state_bytes - off : block);
+    if (rt->ctx.host_access)
+        fill_in_place(b, state_bytes);
+    else if (fill_by_copy(rt, b, state_bytes)) {
+        free_buffers(rt, b);
+        return -1;
     }
     return 0;
 }
@@ -255,7 +313,7 @@ static gb_status norm_pass(gb_runtime *rt, const bench_buffers *b)
 static int time_updates(bench_plugin *p, const bench_buffers *b, long repeats, timing *t)
 {
     gb_runtime *rt = &p->rt;
-    gb_instance *opt = &rt->inst[GB_KIND_OPTIM];
+    gb_instance *opt = &rt->inst[GB_KIND_OPTIM], *dev = &rt->inst[GB_KIND_DEVICE];
     int64_t n_decay = b->n - (int64_t)((double)b->n * NO_DECAY_SHARE);
     const gb_param_group groups[2] = {{0, n_decay, 1}, {n_decay, b->n - n_decay, 0}};
     double *norm = malloc((size_t)(repeats + 1) * 3 * sizeof *norm);
@@ -277,19 +335,24 @@ static int time_updates(bench_plugin *p, const bench_buffers *b, long repeats, t
             .max_norm = 1.0f,
             .inv_loss_scale = 1.0f,
         };
+        /* the calls only queue their work on a device with a queue: each time is taken
+         * after a sync */
         double t0 = gb_now_ms();
         gb_status st = norm_pass(rt, b);
+        if (st == GB_OK)
+            st = rt->dev->sync(dev->self);
         double t1 = gb_now_ms();
         if (st != GB_OK) {
             free(norm);
-            return gb_call_failed(rt->optim->grad_norm_sq ? opt : &rt->inst[GB_KIND_DEVICE],
-                                  st, "gradient norm");
+            return gb_call_failed(rt->optim->grad_norm_sq ? opt : dev, st, "gradient norm");
         }
         st = rt->optim->step(opt->self, &args);
+        if (st == GB_OK)
+            st = rt->dev->sync(dev->self);
         double t2 = gb_now_ms();
         if (st != GB_OK) {
             free(norm);
-            return gb_call_failed(opt, st, "step");
+            return gb_call_failed(opt, st, "step or sync");
         }
         norm[r] = t1 - t0, step[r] = t2 - t1, total[r] = t2 - t0;
     }
@@ -338,20 +401,19 @@ static int run_all(const bench_args *a, bench_plugin *plugins, double triad)
 {
     int assumed = 0;
     for (int s = 0; s < a->n_params; s++) {
-        bench_buffers b;
-        if (alloc_buffers(plugins, a->n_plugins, a->params[s], &b))
-            return -1;
         double baseline_ms = 0;
         for (int k = 0; k < a->n_plugins; k++) {
+            bench_buffers b;
             timing t = {0};
-            if (time_updates(&plugins[k], &b, a->repeats, &t)) {
-                free_buffers(&plugins[0].rt, &b);
+            if (alloc_buffers(&plugins[k], a->params[s], &b))
                 return -1;
-            }
+            int failed = time_updates(&plugins[k], &b, a->repeats, &t);
+            free_buffers(&plugins[k].rt, &b);
+            if (failed)
+                return -1;
             baseline_ms = k == 0 ? t.total_ms : baseline_ms;
             assumed |= print_row(a->plugins[k], a->params[s], &t, triad, baseline_ms);
         }
-        free_buffers(&plugins[0].rt, &b);
     }
     if (assumed)
         printf("* not a plugin this benchmark knows: credited with the least any AdamW "

@@ -88,7 +88,7 @@ static int run_steps(gb_trainer *t, long warmup, long steps, double *ms)
 {
     for (long it = 0; it < warmup + steps; it++) {
         double t0 = gb_now_ms();
-        if (gb_trainer_step(t, it, NULL))
+        if (gb_trainer_step(t, it, NULL) || gb_trainer_sync(t))
             return -1;
         if (it >= warmup)
             ms[it - warmup] = gb_now_ms() - t0;
@@ -127,6 +127,8 @@ static int report_profile(gb_trainer *t, long first, long steps)
     for (long it = first; it < first + steps; it++)
         if (gb_trainer_step(t, it, NULL))
             return -1;
+    if (gb_trainer_sync(t))
+        return -1;
     double total = (gb_now_ms() - start) / (double)steps;
     gb_trainer_set_profile(t, NULL);
     printf("\nprofile: %.2f ms per step over %ld profiled steps (the device is synchronised "

@@ -1,6 +1,7 @@
 /* `gearbox doctor`: what this machine and this build offer a training run, and what to
  * fix before trusting timings: CPU features, threads, the BLAS library, measured sgemm
- * and memory bandwidth, GPU and MPI libraries, and every plugin on the search path.
+ * and memory bandwidth, the GPU device/cuda opens (or why not), GPU and MPI libraries,
+ * and every plugin on the search path.
  *
  * It measures through the device plugin a run would use (the config's, or cpu), so the
  * sgemm figure is the one training gets. It changes nothing and creates no plugin but
@@ -25,8 +26,9 @@ static const char usage[] =
     "\n"
     "Reports what this machine and build offer a training run: CPU model and features,\n"
     "threads, the BLAS library (oneDNN) and its version, a measured 1024^3 sgemm through\n"
-    "the device plugin and STREAM triad bandwidth, CUDA and MPI libraries, the plugin\n"
-    "search path with every plugin found, and warnings, each with its fix. With CONFIG,\n"
+    "the device plugin and STREAM triad bandwidth, the GPU device/cuda opens (or why it\n"
+    "cannot), CUDA and MPI libraries, the plugin search path with every plugin found, and\n"
+    "warnings, each with its fix. With CONFIG,\n"
     "its [run] threads, [run] plugin_path and [device] plugin are the ones checked.\n"
     "Takes a few seconds. Exit status: 0 (warnings are advice), 2 on a bad command line\n"
     "or CONFIG.\n";
@@ -212,7 +214,37 @@ static void library_item(const char *label, gb_library lib)
     item(label, "%s", text);
 }
 
-static void check_cuda(const gb_plugin **all, int n)
+/* device/cuda started on its own (GPU 0 or [device] ordinal's default, no config): the
+ * GPU it opens, or why it cannot (no GPU, no driver). */
+static void describe_cuda_device(gb_loader *loader)
+{
+    gb_diag diag = {0};
+    gb_config *empty = gb_config_load_string("", "defaults", "/", &diag);
+    const gb_plugin *p = empty ? gb_loader_find(loader, GB_KIND_DEVICE, "cuda", GB_DEVICE_CUDA,
+                                                &diag) : NULL;
+    gb_instance inst = {0};
+    if (p && !gb_instance_bind(&inst, p, empty, "cuda", 1, &diag)) {
+        const gb_device_ops *ops = p->desc->ops;
+        gb_device_info info = {.struct_size = sizeof info};
+        gb_status st = ops->create(&inst.host, gb_instance_options(&inst), &inst.self);
+        if (st == GB_OK && ops->info(inst.self, &info) == GB_OK) {
+            item("device", "%s, compute capability %d.%d, %.1f GiB (%.1f free)", info.name,
+                 info.cc_major, info.cc_minor, (double)info.memory_bytes / 1073741824.0,
+                 (double)info.free_bytes / 1073741824.0);
+            item("device driver", "%s", info.driver);
+            item("device libs", "%s", info.libraries);
+        } else {
+            item("device", "none: %s", inst.error[0] ? inst.error : gb_status_name(st));
+        }
+        if (inst.self)
+            ops->destroy(inst.self);
+    }
+    gb_instance_unbind(&inst);
+    gb_diag_clear(&diag);
+    gb_config_free(empty);
+}
+
+static void check_cuda(gb_loader *loader, const gb_plugin **all, int n)
 {
     printf("cuda\n");
     int plugins = count_plugins(all, n, GB_KIND_DEVICE, GB_DEVICE_CUDA, NULL);
@@ -223,6 +255,8 @@ static void check_cuda(const gb_plugin **all, int n)
     else
         item("plugin", "no CUDA plugin built%s", nccl ? " except comm/nccl, which needs a CUDA "
              "device plugin to run" : "");
+    if (count_plugins(all, n, GB_KIND_DEVICE, GB_DEVICE_CUDA, "cuda"))
+        describe_cuda_device(loader);
     library_item("driver", GB_LIB_CUDA_DRIVER);
     library_item("runtime", GB_LIB_CUDA_RUNTIME);
     library_item("cuDNN", GB_LIB_CUDNN);
@@ -244,7 +278,7 @@ static void list_plugins(gb_loader *loader, warnings *w)
     gb_diag problems = {0};
     const gb_plugin **all = NULL;
     int n = gb_loader_scan(loader, 0, &all, &problems);
-    check_cuda(all, n);
+    check_cuda(loader, all, n);
     check_mpi(all, n);
     printf("plugins\n");
     item("search path", "%s", gb_loader_path_string(loader));

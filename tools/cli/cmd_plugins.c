@@ -57,15 +57,24 @@ static int matches(const gb_plugin *p, const char *name)
 
 static int show_named(const gb_plugin **all, int n, const char *name, gb_loader *loader)
 {
-    int hits = 0;
-    for (int i = 0; i < n; i++)
-        hits += matches(all[i], name);
+    /* one plugin may come as one object per device: only several kinds are ambiguous */
+    int hits = 0, several_kinds = 0;
+    const gb_plugin *first = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!matches(all[i], name))
+            continue;
+        hits++;
+        if (!first)
+            first = all[i];
+        else if (all[i]->desc->kind != first->desc->kind)
+            several_kinds = 1;
+    }
     if (hits == 0) {
         fprintf(stderr, "gearbox plugins: no plugin named '%s' on the search path %s; "
                 "`gearbox plugins` lists them\n", name, gb_loader_path_string(loader));
         return 1;
     }
-    if (hits > 1 && !strchr(name, '/')) {
+    if (several_kinds && !strchr(name, '/')) {
         fprintf(stderr, "gearbox plugins: several plugins are named '%s'; say which with "
                 "KIND/NAME:\n", name);
         for (int i = 0; i < n; i++)

@@ -1,6 +1,6 @@
 /* What the CPU attention plugins (attn/math, attn/mem_efficient, attn/flash) share: the
- * problem checks behind eligible(), the view checks that make forward() and backward()
- * refuse what eligible() would, row addressing of a (B, H, T, D) view, and the copies
+ * problem and view checks of attn_checks.h (which the CUDA plugins share too), row
+ * addressing of a (B, H, T, D) view, and the copies
  * between a view's rows and the packed tiles the kernels of cpu_kernels.h multiply
  * (kernels/cpu/). Header-only, in plugins/attn/common/ like the other kinds' shared code.
  *
@@ -14,87 +14,18 @@
 #ifndef GB_ATTN_VIEWS_H
 #define GB_ATTN_VIEWS_H
 
-#include <stdio.h>
 #include <string.h>
 
+#include "attn_checks.h"
 #include "dtype_rows.h"
 #include "gearbox/attn.h"
 
-/* 1 when `p` is a problem the tiled plugins can compute; else 0 with a reason that names
+/* 1 when `p` is a problem the CPU plugins can compute; else 0 with a reason that names
  * `plugin` and what to change. */
-/* Keeps the device a plugin got at create() (the fields its struct_size covers, the rest
- * zero), so forward/backward can queue their work on it with gb_device_run_host(). */
-static inline void attn_keep_device(gb_device_ctx *kept, const gb_device_ctx *device)
-{
-    memset(kept, 0, sizeof *kept);
-    size_t n = device->struct_size < sizeof *kept ? device->struct_size : sizeof *kept;
-    memcpy(kept, device, n);
-    kept->struct_size = n;
-}
-
 static inline int attn_problem_ok(const char *plugin, const gb_attn_problem *p, char *reason,
                                   size_t reason_cap)
 {
-    if (p->struct_size < sizeof(gb_attn_problem))
-        snprintf(reason, reason_cap, "problem.struct_size %zu is smaller than ABI 1.0's %zu",
-                 p->struct_size, sizeof(gb_attn_problem));
-    else if (!dtype_is_activation(p->dtype))
-        snprintf(reason, reason_cap, "%s on cpu takes f32, bf16 or f16; this run asks for %s",
-                 plugin, gb_dtype_name(p->dtype));
-    else if (p->causal != 0 && p->causal != 1)
-        snprintf(reason, reason_cap, "causal must be 0 or 1; this run asks for %d",
-                 (int)p->causal);
-    else if (p->batch < 1 || p->heads < 1 || p->seq_len < 1 || p->head_dim < 1)
-        snprintf(reason, reason_cap, "batch, heads, seq_len and head_dim must all be >= 1; "
-                 "this run asks for (B, H, T, D) = (%lld, %lld, %lld, %lld)",
-                 (long long)p->batch, (long long)p->heads, (long long)p->seq_len,
-                 (long long)p->head_dim);
-    else
-        return 1;
-    return 0;
-}
-
-static inline gb_status attn_check_view(const gb_host *host, const char *plugin,
-                                        const char *call, const char *name, const gb_tensor *t,
-                                        const gb_attn_problem *p)
-{
-    const int64_t want[4] = {p->batch, p->heads, p->seq_len, p->head_dim};
-    if (t->ndim != 4 || t->shape[0] != want[0] || t->shape[1] != want[1] ||
-        t->shape[2] != want[2] || t->shape[3] != want[3]) {
-        host->set_error(host, "%s: %s must be a 4-d view (B, H, T, D) = (%lld, %lld, %lld, "
-                        "%lld); got ndim %d, shape (%lld, %lld, %lld, %lld)", call, name,
-                        (long long)want[0], (long long)want[1], (long long)want[2],
-                        (long long)want[3], (int)t->ndim, (long long)t->shape[0],
-                        (long long)t->shape[1], (long long)t->shape[2], (long long)t->shape[3]);
-        return GB_ERR_INVALID_ARG;
-    }
-    if (t->dtype != p->dtype) {
-        host->set_error(host, "%s: %s is %s but the problem says %s", call, name,
-                        gb_dtype_name(t->dtype), gb_dtype_name(p->dtype));
-        return GB_ERR_INVALID_ARG;
-    }
-    if (t->stride[3] != 1) {
-        host->set_error(host, "%s: %s needs head_dim contiguous (stride[3] == 1); %s has "
-                        "stride[3] = %lld", call, plugin, name, (long long)t->stride[3]);
-        return GB_ERR_UNSUPPORTED;
-    }
-    return GB_OK;
-}
-
-/* Refuses an ineligible problem (with eligible()'s reason) or a malformed view. */
-static inline gb_status attn_check_call(const gb_host *host, const char *plugin,
-                                        const char *call, int eligible, const char *reason,
-                                        const gb_attn_problem *p, const char *const *names,
-                                        const gb_tensor *const *views, int n)
-{
-    if (!eligible) {
-        host->set_error(host, "%s: %s", call, reason);
-        return GB_ERR_UNSUPPORTED;
-    }
-    gb_status status = GB_OK;
-    for (int i = 0; i < n && status == GB_OK; i++)
-        status = attn_check_view(host, plugin, call, names[i], views[i], p);
-    return status;
+    return attn_problem_ok_on(plugin, "cpu", p, reason, reason_cap);
 }
 
 /* n rounded up to a multiple of `to`. */

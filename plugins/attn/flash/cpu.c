@@ -302,7 +302,7 @@ static void softmax_rows(const flash_call *c, tiles *w, int64_t q0, int64_t i0, 
         const int64_t n = attn_visible_keys(c->causal, q0 + i, k0, nk);
         const float tile_max = c->kern->max_row(row, n);
         const float m_new = tile_max > w->m[i] ? tile_max : w->m[i];
-        const float alpha = exp_fast(w->m[i] - m_new);   // 0 on a row's first tile
+        const float alpha = gb_exp_fast(w->m[i] - m_new);   // 0 on a row's first tile
         w->l[i] = w->l[i] * alpha + c->kern->exp_row(row, n, width, m_new);
         w->m[i] = m_new;
         float *o = w->acc + i * Dp;

@@ -146,7 +146,7 @@ static void forward_block(float *slab, float *lse, const gb_tensor *out, const g
         int64_t n = attn_visible_keys(p->causal, q0 + i, 0, T);
         float max = row_max(row, n);
         for (int64_t j = 0; j < n; j++)
-            row[j] = exp_fast(row[j] - max);
+            row[j] = gb_exp_fast(row[j] - max);
         float sum = row_sum(row, n);
         lse[q0 + i] = max + logf(sum);
         float inv_sum = 1.0f / sum;
@@ -253,7 +253,7 @@ static void backward_head(float *prob, float *dprob, const float *lse, const gra
             const float d_t = row_dot(do_t, attn_row(&g->out, b, h, t), D);
             float *p_row = prob + i * T, *ds_row = dprob + i * T;
             for (int64_t j = 0; j < n; j++) {
-                p_row[j] = exp_fast(p_row[j] - lse[t]);
+                p_row[j] = gb_exp_fast(p_row[j] - lse[t]);
                 ds_row[j] = p_row[j] * (ds_row[j] - d_t);
             }
             float *dq_t = attn_row(&g->dq, b, h, t);

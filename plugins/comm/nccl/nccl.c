@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "cuda_status.h"
 #include "gearbox/comm.h"
 #include "launch.h"
 #include "monotonic.h"
@@ -275,49 +276,6 @@ static gb_status check_usable(nccl_comm *s, const char *call)
 
 /* ---- create ---------------------------------------------------------------------------- */
 
-/* What a failed cudaGetDeviceCount means, in terms of what the machine lacks. */
-static const char *what_is_missing(cudaError_t e)
-{
-    switch (e) {
-    case cudaErrorInsufficientDriver:
-        return "no NVIDIA driver is installed, or it is older than this CUDA runtime";
-    case cudaErrorNoDevice:
-        return "the driver sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
-    default:
-        return "the GPU or its driver cannot be used (check nvidia-smi)";
-    }
-}
-
-/* Checks that GPU `ordinal` exists and makes it this thread's current device. */
-static gb_status select_gpu(const gb_host *host, int ordinal)
-{
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) {
-        host->set_error(host, "comm/nccl needs an NVIDIA GPU: cudaGetDeviceCount failed with %s "
-                        "(%s): %s; on a machine without one use [comm] plugin = single or mpi",
-                        cudaGetErrorName(e), cudaGetErrorString(e), what_is_missing(e));
-        return GB_ERR_DEVICE;
-    }
-    if (count == 0) {
-        host->set_error(host, "comm/nccl needs an NVIDIA GPU: cudaGetDeviceCount found none: %s; "
-                        "on a machine without one use [comm] plugin = single or mpi",
-                        what_is_missing(cudaErrorNoDevice));
-        return GB_ERR_DEVICE;
-    }
-    if (ordinal < 0 || ordinal >= count) {
-        host->set_error(host, "comm/nccl: the device context names GPU %d but %d GPU(s) are "
-                        "visible (CUDA_VISIBLE_DEVICES limits which)", ordinal, count);
-        return GB_ERR_DEVICE;
-    }
-    if ((e = cudaSetDevice(ordinal)) != cudaSuccess) {
-        host->set_error(host, "comm/nccl: cudaSetDevice(%d) failed: %s (%s)", ordinal,
-                        cudaGetErrorName(e), cudaGetErrorString(e));
-        return GB_ERR_DEVICE;
-    }
-    return GB_OK;
-}
-
 /* The event pool and the barrier's device int: everything the collectives need later. */
 static gb_status create_device_resources(nccl_comm *s)
 {
@@ -397,7 +355,8 @@ static gb_status nccl_create(const gb_host *host, const gb_value *options,
                         device->device == GB_DEVICE_CPU ? "cpu" : "not a CUDA GPU");
         return GB_ERR_UNSUPPORTED;
     }
-    gb_status st = select_gpu(host, device->ordinal);
+    gb_status st = gb_cuda_select_gpu(host, "comm/nccl", device->ordinal,
+                                      "[comm] plugin = single or mpi");
     if (st != GB_OK)
         return st;
     launch_plan plan;

@@ -13,6 +13,7 @@
 #include "dtype_rows.h"
 #include "gearbox/device.h"
 #include "queue.h"
+#include "reduce_order.h"
 
 typedef struct cpu_matmul_cache cpu_matmul_cache;
 
@@ -56,23 +57,10 @@ static inline float *cpu_thread_rows(float *rows, int64_t floats, int64_t offset
 }
 
 /* ---- reductions with a fixed order (reductions.c) ---- */
-/* How many chunks a sum over `rows` rows (or elements) is cut into: one per `per_chunk`,
- * at least one. The count depends on the size only, never on the thread count, so the
- * partial sums, and the results, are the same bits whatever the number of threads. */
-static inline int cpu_chunk_count(int64_t rows, int64_t per_chunk)
-{
-    return rows > per_chunk ? (int)((rows + per_chunk - 1) / per_chunk) : 1;
-}
-/* Row chunk `chunk` of `chunks` covers [rows * chunk / chunks, rows * (chunk+1) / chunks). */
-static inline int64_t cpu_chunk_begin(int64_t rows, int chunk, int chunks)
-{
-    return rows * chunk / chunks;
-}
-/* Rows per chunk of the sums over rows (LayerNorm's dweight and dbias, bias gradients):
- * enough chunks to share out among threads, few enough that combining them is cheap. */
-#define CPU_CHUNK_ROWS 64
-/* Elements per chunk of the sum of squares. */
-#define CPU_CHUNK_ELEMENTS 65536
+/* Sums over rows are cut into gb_chunk_count() chunks of GB_CHUNK_ROWS rows (the sum of
+ * squares: GB_CHUNK_ELEMENTS elements), kernels/common/reduce_order.h's order, which
+ * depends on the size only, never on the thread count, so the partial sums, and the
+ * results, are the same bits whatever the number of threads (and on the CUDA device). */
 /* dst[c] += sum over p of partials[p * stride + c], p in increasing order.
  * dst (cols); partials (chunks, stride >= cols). */
 void cpu_add_partials(cpu_device *dev, float *dst, const double *partials, int chunks,

@@ -7,32 +7,30 @@
  * in a small stack block otherwise; the target's logit is read before dlogits, which may
  * alias the logits, is written. 16-bit logits are widened a row at a time into a
  * per-thread f32 row, and dlogits computed in a second one and rounded on store
- * (dtype_rows.h); losses are f32 whatever the logits are.
+ * (dtype_rows.h); losses are f32 whatever the logits are. The per-row pieces and the
+ * summation order (blocks of GB_CE_EXP_BLOCK columns) are kernels/common/crossentropy.h's,
+ * which the CUDA device computes with too.
  */
-#include <math.h>
-
 #include "cpu_device.h"
-#include "pointwise.h"
+#include "crossentropy.h"
+#include "exp.h"
 #include "rowreduce.h"
-
-/* Columns per block of exponentials when there is no dlogits row to hold them. */
-#define EXP_BLOCK 512
 
 // e, x (n); e may alias x
 static void exp_shifted(float *e, const float *x, float shift, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        e[i] = exp_fast(x[i] - shift);
+        e[i] = gb_exp_fast(x[i] - shift);
 }
 
 /* sum of exp(x - shift) over the row, leaving the exponentials in e_row when not NULL. */
 // x (V); e_row (V) or NULL, may alias x
 static double sum_exp_shifted(float *e_row, const float *x, float shift, int64_t V)
 {
-    float block[EXP_BLOCK];
+    float block[GB_CE_EXP_BLOCK];
     double sum = 0.0;
-    for (int64_t c0 = 0; c0 < V; c0 += EXP_BLOCK) {
-        int64_t len = V - c0 < EXP_BLOCK ? V - c0 : EXP_BLOCK;
+    for (int64_t c0 = 0; c0 < V; c0 += GB_CE_EXP_BLOCK) {
+        int64_t len = V - c0 < GB_CE_EXP_BLOCK ? V - c0 : GB_CE_EXP_BLOCK;
         float *e = e_row ? e_row + c0 : block;
         exp_shifted(e, x + c0, shift, len);
         sum += row_sum_f64(e, len);
@@ -75,12 +73,12 @@ gb_status cpu_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlo
         float target_logit = x[target];
         float max = row_max(x, V);
         double sum = sum_exp_shifted(d, x, max, V);
-        losses[row] = (float)(log(sum) + (double)max - (double)target_logit);
+        losses[row] = gb_ce_loss(sum, max, target_logit);
         if (!d)
             continue;
-        float inv_sum = (float)(1.0 / sum);
+        float inv_sum = gb_ce_inv_sum(sum);
         for (int64_t c = 0; c < V; c++)
-            d[c] = (d[c] * inv_sum - (float)(c == target)) * dloss;
+            d[c] = gb_ce_dlogit(d[c], inv_sum, c == target, dloss);
         dtype_store_row(dlogits_, dtype, row * V, d, V);
     }
     return GB_OK;

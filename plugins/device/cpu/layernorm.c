@@ -7,11 +7,14 @@
  * are added to dweight and dbias in chunk order, so the result is bit-identical run to
  * run and for any thread count. Per-row statistics are computed in f32 with the
  * fixed-order row helpers. 16-bit rows of x, dout, out and dx are widened into per-thread
- * f32 rows (dtype_rows.h); statistics and parameter gradients stay f32.
+ * f32 rows (dtype_rows.h); statistics and parameter gradients stay f32. The per-element
+ * terms and the summation orders are kernels/common's (layernorm.h, reduce_order.h), which
+ * the CUDA device computes with too.
  */
 #include <math.h>
 
 #include "cpu_device.h"
+#include "layernorm.h"
 #include "rowreduce.h"
 
 gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out_, float *mean,
@@ -32,14 +35,13 @@ gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out_, float *m
         const float *xr = dtype_read_row(x_, dtype, row * C, C, cpu_thread_rows(rows, 2 * C, 0));
         float *o = dtype_write_row(out_, dtype, row * C, cpu_thread_rows(rows, 2 * C, C));
         float m = row_sum(xr, C) / (float)C;
-        float var = row_sum_sq_dev(xr, m, C) / (float)C;
-        float s = 1.0f / sqrtf(var + eps);
+        float s = gb_ln_rstd(row_sum_sq_dev(xr, m, C), C, eps);
         if (bias) {
             for (int64_t c = 0; c < C; c++)
-                o[c] = (xr[c] - m) * s * weight[c] + bias[c];
+                o[c] = gb_ln_norm(xr[c], m, s) * weight[c] + bias[c];
         } else {
             for (int64_t c = 0; c < C; c++)
-                o[c] = (xr[c] - m) * s * weight[c];
+                o[c] = gb_ln_norm(xr[c], m, s) * weight[c];
         }
         dtype_store_row(out_, dtype, row * C, o, C);
         mean[row] = m;
@@ -70,11 +72,9 @@ static void row_backward(float *dx, const float *dout, const float *x, const flo
 {
     float dnorm_mean = row_dot(weight, dout, C) / (float)C;
     float dnorm_norm_mean = centred_dot(weight, dout, x, mean, C) * rstd / (float)C;
-    for (int64_t c = 0; c < C; c++) {
-        float norm = (x[c] - mean) * rstd;
-        float dnorm = weight[c] * dout[c];
-        dx[c] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd;
-    }
+    for (int64_t c = 0; c < C; c++)
+        dx[c] += gb_ln_dx(weight[c] * dout[c], gb_ln_norm(x[c], mean, rstd), dnorm_mean,
+                          dnorm_norm_mean, rstd);
 }
 
 gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *dweight,
@@ -90,7 +90,7 @@ gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *d
     if (status != GB_OK || C == 0)
         return status;
     // dx_, dout_, x_ (N, C) act
-    const int chunks = cpu_chunk_count(N, CPU_CHUNK_ROWS);
+    const int chunks = (int)gb_chunk_count(N, GB_CHUNK_ROWS);
     // (chunks, 2C): each chunk's dweight, then its dbias
     double *partials = cpu_scratch(dev, "layernorm_backward", (size_t)chunks * 2 * C);
     if (!partials)
@@ -106,8 +106,8 @@ gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *d
         float *dx_row = cpu_thread_rows(rows, 3 * C, 0);
         float *dout_row = cpu_thread_rows(rows, 3 * C, C);
         float *x_row = cpu_thread_rows(rows, 3 * C, 2 * C);
-        int64_t end = cpu_chunk_begin(N, chunk + 1, chunks);
-        for (int64_t row = cpu_chunk_begin(N, chunk, chunks); row < end; row++) {
+        int64_t end = gb_chunk_begin(N, chunk + 1, chunks);
+        for (int64_t row = gb_chunk_begin(N, chunk, chunks); row < end; row++) {
             float *dxr = dtype_update_row(dx_, dtype, row * C, C, dx_row);
             const float *dr = dtype_read_row(dout_, dtype, row * C, C, dout_row);
             const float *xr = dtype_read_row(x_, dtype, row * C, C, x_row);
@@ -115,7 +115,7 @@ gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *d
             row_backward(dxr, dr, xr, weight, m, s, C);
             dtype_store_row(dx_, dtype, row * C, dxr, C);
             for (int64_t c = 0; c < C; c++) {
-                pw[c] += (double)((xr[c] - m) * s * dr[c]);
+                pw[c] += (double)(gb_ln_norm(xr[c], m, s) * dr[c]);
                 pb[c] += (double)dr[c];
             }
         }

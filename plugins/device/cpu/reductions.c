@@ -2,7 +2,7 @@
  * the global gradient norm, plus the ordered combine that layernorm_backward shares.
  *
  * Every cross-thread sum is split the same way: the rows (or elements) are cut into
- * chunks of a fixed size (cpu_chunk_count), each chunk sums in double into its own slot of
+ * chunks of a fixed size (gb_chunk_count), each chunk sums in double into its own slot of
  * the instance's scratch, threads take whole chunks, and the slots are added in chunk
  * order. No atomics, no dependence on which thread ran which chunk or on how many threads
  * there are, so results are bit-identical run to run and for any thread count. A 16-bit
@@ -45,7 +45,7 @@ gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void
     if (status != GB_OK || C == 0)
         return status;
     // dout_ (N, C) act
-    const int chunks = cpu_chunk_count(N, CPU_CHUNK_ROWS);
+    const int chunks = (int)gb_chunk_count(N, GB_CHUNK_ROWS);
     double *partials = cpu_scratch(dev, "bias_backward", (size_t)chunks * C);   // (chunks, C)
     if (!partials)
         return GB_ERR_NO_MEMORY;
@@ -55,8 +55,8 @@ gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void
         double *p = partials + (int64_t)chunk * C;
         for (int64_t c = 0; c < C; c++)
             p[c] = 0.0;
-        int64_t end = cpu_chunk_begin(N, chunk + 1, chunks);
-        for (int64_t row = cpu_chunk_begin(N, chunk, chunks); row < end; row++) {
+        int64_t end = gb_chunk_begin(N, chunk + 1, chunks);
+        for (int64_t row = gb_chunk_begin(N, chunk, chunks); row < end; row++) {
             const float *d = dtype_read_row(dout_, dtype, row * C, C,
                                             cpu_thread_rows(rows, C, 0));
             for (int64_t c = 0; c < C; c++)
@@ -73,15 +73,15 @@ gb_status cpu_sum_squares(void *self, float *out, const float *x, int64_t n)
     gb_status status = cpu_check_call(dev, "sum_squares", GB_F32, n, 1);
     if (status != GB_OK)
         return status;
-    const int chunks = cpu_chunk_count(n, CPU_CHUNK_ELEMENTS);
+    const int chunks = (int)gb_chunk_count(n, GB_CHUNK_ELEMENTS);
     double *partials = cpu_scratch(dev, "sum_squares", (size_t)chunks);   // (chunks)
     if (!partials)
         return GB_ERR_NO_MEMORY;
     #pragma omp parallel for schedule(static) num_threads(dev->threads) \
         if (n >= CPU_PARALLEL_MIN)
     for (int chunk = 0; chunk < chunks; chunk++) {
-        int64_t begin = cpu_chunk_begin(n, chunk, chunks);
-        int64_t end = cpu_chunk_begin(n, chunk + 1, chunks);
+        int64_t begin = gb_chunk_begin(n, chunk, chunks);
+        int64_t end = gb_chunk_begin(n, chunk + 1, chunks);
         partials[chunk] = row_sum_sq_f64(x + begin, end - begin);
     }
     double total = 0.0;

@@ -5,55 +5,25 @@
  * weight decay, first moment, second moment, update. Each pass is an OpenMP loop with a
  * static schedule and every element is independent, so results do not depend on the
  * thread count. Scalars (bias corrections, step size) are computed in double and rounded
- * to f32 once, as PyTorch does with its Python-float hyperparameters.
+ * to f32 once, as PyTorch does with its Python-float hyperparameters. The formulas are
+ * kernels/common/adamw.h's, which optim/adamw_fused and the CUDA versions use too.
  *
  * Deliberately left out: fusing the passes, vectorising by hand, AMSGrad, maximize, and
  * any dtype other than f32; a fused plugin does the one-pass version.
  *
  * State layout: m (n) f32 followed by v (n) f32, zeroed by the core before step 1.
  */
-#include <math.h>
-#include <stdlib.h>
-
+#include "adamw.h"
+#include "adamw_options.h"
 #include "gearbox/optim.h"
 #include "step_args.h"
 
 typedef struct adamw {
     const gb_host *host;
     gb_device_ctx device;   /* the device given to create(): where step() queues */
-    double beta1, beta2, eps, weight_decay;
+    adamw_hparams h;
     int threads;
 } adamw;
-
-enum { OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY };
-
-static const gb_option adamw_options[] = {
-    [OPT_BETA1] = {"beta1", GB_OPT_FLOAT, "0.9", 0, 1, NULL,
-                   "decay rate of the first moment (mean of gradients), in [0, 1)"},
-    [OPT_BETA2] = {"beta2", GB_OPT_FLOAT, "0.95", 0, 1, NULL,
-                   "decay rate of the second moment (mean of squared gradients), in [0, 1)"},
-    [OPT_EPS] = {"eps", GB_OPT_FLOAT, "1e-8", 0, 1, NULL,
-                 "added to the denominator for numerical stability, in (0, 1]"},
-    [OPT_WEIGHT_DECAY] = {"weight_decay", GB_OPT_FLOAT, "0.1", 0, 10, NULL,
-                          "decoupled weight decay for groups that decay, in [0, 10]"},
-};
-
-/* The schema's ranges are inclusive, so the open ends are refused here: beta = 1 would
- * freeze a moment at zero and eps = 0 divides by zero wherever a gradient is zero. */
-static int open_ends_respected(const gb_host *host, const gb_value *options)
-{
-    for (int k = OPT_BETA1; k <= OPT_BETA2; k++)
-        if (!(options[k].f < 1.0)) {
-            host->set_error(host, "%s must be below 1 (got %g)", adamw_options[k].key,
-                            options[k].f);
-            return 0;
-        }
-    if (!(options[OPT_EPS].f > 0.0)) {
-        host->set_error(host, "eps must be above 0 (got %g)", options[OPT_EPS].f);
-        return 0;
-    }
-    return 1;
-}
 
 static gb_status adamw_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
@@ -64,7 +34,8 @@ static gb_status adamw_create(const gb_host *host, const gb_value *options,
         host->set_error(host, "adamw (cpu) runs on the CPU device only");
         return GB_ERR_UNSUPPORTED;
     }
-    if (!open_ends_respected(host, options))
+    adamw_hparams h;
+    if (!adamw_read_options(host, options, &h))
         return GB_ERR_CONFIG;
     adamw *a = host->alloc(host, sizeof *a);
     if (!a) {
@@ -73,10 +44,7 @@ static gb_status adamw_create(const gb_host *host, const gb_value *options,
     }
     *a = (adamw){
         .host = host,
-        .beta1 = options[OPT_BETA1].f,
-        .beta2 = options[OPT_BETA2].f,
-        .eps = options[OPT_EPS].f,
-        .weight_decay = options[OPT_WEIGHT_DECAY].f,
+        .h = h,
         .threads = host->num_threads > 0 ? host->num_threads : 1,
     };
     optim_keep_device(&a->device, device);
@@ -102,40 +70,34 @@ static void decay_weights(float *p, int64_t n, float factor, int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = 0; i < n; i++)
-        p[i] *= factor;
+        p[i] = gb_fmul_rn(p[i], factor);
 }
 
 /* m = b1*m + (1-b1)*g with g = grad*g_scale; m, grad (n) */
-static void update_first_moment(float *m, const float *grad, int64_t n, float g_scale,
-                                float b1, float one_minus_b1, int threads)
+static void update_first_moment(float *m, const float *grad, int64_t n, const adamw_coeffs *c,
+                                int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < n; i++) {
-        float g = grad[i] * g_scale;
-        m[i] = b1 * m[i] + one_minus_b1 * g;
-    }
+    for (int64_t i = 0; i < n; i++)
+        m[i] = adamw_moment1(m[i], adamw_grad(grad[i], c), c);
 }
 
 /* v = b2*v + (1-b2)*g*g with g = grad*g_scale; v, grad (n) */
-static void update_second_moment(float *v, const float *grad, int64_t n, float g_scale,
-                                 float b2, float one_minus_b2, int threads)
+static void update_second_moment(float *v, const float *grad, int64_t n, const adamw_coeffs *c,
+                                 int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < n; i++) {
-        float g = grad[i] * g_scale;
-        v[i] = b2 * v[i] + one_minus_b2 * g * g;
-    }
+    for (int64_t i = 0; i < n; i++)
+        v[i] = adamw_moment2(v[i], adamw_grad(grad[i], c), c);
 }
 
 /* p -= step_size * m / (sqrt(v)/sqrt(bc2) + eps); p, m, v (n) */
-static void apply_update(float *p, const float *m, const float *v, int64_t n, float step_size,
-                         float bc2_sqrt, float eps, int threads)
+static void apply_update(float *p, const float *m, const float *v, int64_t n,
+                         const adamw_coeffs *c, int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < n; i++) {
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] -= step_size * m[i] / denom;
-    }
+    for (int64_t i = 0; i < n; i++)
+        p[i] = gb_fsub_rn(p[i], adamw_delta(m[i], v[i], c));
 }
 
 static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *args);
@@ -166,16 +128,8 @@ static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *ar
 {
     float *m = args->state;
     float *v = m + args->n;
-    float g_scale = optim_grad_scale(args);
-    double step = (double)args->step;
-    double bc1 = 1.0 - pow(a->beta1, step);
-    double bc2 = 1.0 - pow(a->beta2, step);
-    float step_size = (float)(args->lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
-    float decay = (float)(1.0 - (double)args->lr * a->weight_decay);
-    float b1 = (float)a->beta1, one_minus_b1 = (float)(1.0 - a->beta1);
-    float b2 = (float)a->beta2, one_minus_b2 = (float)(1.0 - a->beta2);
-    float eps = (float)a->eps;
+    adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, optim_grad_scale(args));
+    float decay = adamw_decay_factor(&a->h, args->lr);
 
     for (int64_t k = 0; k < args->n_groups; k++) {
         int64_t off = args->groups[k].offset, cnt = args->groups[k].count;
@@ -183,9 +137,9 @@ static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *ar
         const float *g = args->grads + off;
         if (args->groups[k].decay)
             decay_weights(p, cnt, decay, a->threads);
-        update_first_moment(m + off, g, cnt, g_scale, b1, one_minus_b1, a->threads);
-        update_second_moment(v + off, g, cnt, g_scale, b2, one_minus_b2, a->threads);
-        apply_update(p, m + off, v + off, cnt, step_size, bc2_sqrt, eps, a->threads);
+        update_first_moment(m + off, g, cnt, &c, a->threads);
+        update_second_moment(v + off, g, cnt, &c, a->threads);
+        apply_update(p, m + off, v + off, cnt, &c, a->threads);
     }
     return GB_OK;
 }

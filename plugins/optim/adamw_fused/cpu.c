@@ -14,8 +14,8 @@
  * Results: the same options, defaults, validation and state layout (m then v, 8n bytes)
  * as optim/adamw, so the two can take over each other's state. The parameters are
  * bit-identical to optim/adamw's for the same squared norm: every element goes through
- * the same f32 operations in the same order (adamw_math.h), with contraction into FMA
- * turned off and no reciprocal tricks. The one difference is grad_norm_sq itself, which
+ * the same f32 operations in the same order (kernels/common/adamw.h, which the CUDA
+ * plugins share), with contraction into FMA turned off and no reciprocal tricks. The one difference is grad_norm_sq itself, which
  * sums in double over 256 fixed chunks of 16 lanes each (so it does not depend on the
  * thread count) where the CPU device sums one chunk per thread; both round a double to
  * f32 at the end, so the two norms differ only when that double lies within a few ulps
@@ -24,12 +24,12 @@
  * Deliberately left out, as in optim/adamw: AMSGrad, maximize, and parameters other
  * than f32 masters.
  */
-#include <math.h>
 #include <omp.h>
 
+#include "adamw_options.h"
 #include "gearbox/optim.h"
-#include "step_args.h"
 #include "kernels.h"
+#include "step_args.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
 #define FUSED_PARALLEL_MIN 32768
@@ -39,40 +39,10 @@
 typedef struct adamw_fused {
     const gb_host *host;
     gb_device_ctx device;   /* the device given to create(): where step() queues */
-    double beta1, beta2, eps, weight_decay;
+    adamw_hparams h;
     int threads;
     const fused_kernels *kernels;
 } adamw_fused;
-
-enum { OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_WEIGHT_DECAY };
-
-static const gb_option fused_options[] = {
-    [OPT_BETA1] = {"beta1", GB_OPT_FLOAT, "0.9", 0, 1, NULL,
-                   "decay rate of the first moment (mean of gradients), in [0, 1)"},
-    [OPT_BETA2] = {"beta2", GB_OPT_FLOAT, "0.95", 0, 1, NULL,
-                   "decay rate of the second moment (mean of squared gradients), in [0, 1)"},
-    [OPT_EPS] = {"eps", GB_OPT_FLOAT, "1e-8", 0, 1, NULL,
-                 "added to the denominator for numerical stability, in (0, 1]"},
-    [OPT_WEIGHT_DECAY] = {"weight_decay", GB_OPT_FLOAT, "0.1", 0, 10, NULL,
-                          "decoupled weight decay for groups that decay, in [0, 10]"},
-};
-
-/* The schema's ranges are inclusive, so the open ends are refused here: beta = 1 would
- * freeze a moment at zero and eps = 0 divides by zero wherever a gradient is zero. */
-static int open_ends_respected(const gb_host *host, const gb_value *options)
-{
-    for (int k = OPT_BETA1; k <= OPT_BETA2; k++)
-        if (!(options[k].f < 1.0)) {
-            host->set_error(host, "%s must be below 1 (got %g)", fused_options[k].key,
-                            options[k].f);
-            return 0;
-        }
-    if (!(options[OPT_EPS].f > 0.0)) {
-        host->set_error(host, "eps must be above 0 (got %g)", options[OPT_EPS].f);
-        return 0;
-    }
-    return 1;
-}
 
 static const fused_kernels *best_kernels(void)
 {
@@ -89,7 +59,8 @@ static gb_status fused_create(const gb_host *host, const gb_value *options,
         host->set_error(host, "adamw_fused (cpu) runs on the CPU device only");
         return GB_ERR_UNSUPPORTED;
     }
-    if (!open_ends_respected(host, options))
+    adamw_hparams h;
+    if (!adamw_read_options(host, options, &h))
         return GB_ERR_CONFIG;
     adamw_fused *a = host->alloc(host, sizeof *a);
     if (!a) {
@@ -98,10 +69,7 @@ static gb_status fused_create(const gb_host *host, const gb_value *options,
     }
     *a = (adamw_fused){
         .host = host,
-        .beta1 = options[OPT_BETA1].f,
-        .beta2 = options[OPT_BETA2].f,
-        .eps = options[OPT_EPS].f,
-        .weight_decay = options[OPT_WEIGHT_DECAY].f,
+        .h = h,
         .threads = host->num_threads > 0 ? host->num_threads : 1,
         .kernels = best_kernels(),
     };
@@ -126,36 +94,9 @@ static size_t fused_state_bytes(void *self, int64_t n)
 
 static gb_status check_step_args(const adamw_fused *a, const gb_optim_step_args *args)
 {
-    const gb_host *host = a->host;
-    if (!optim_step_args_valid(host, args))
+    if (!optim_step_args_valid(a->host, args))
         return GB_ERR_INVALID_ARG;
-    if (args->params_lowp && args->lowp_dtype != GB_BF16 && args->lowp_dtype != GB_F16) {
-        host->set_error(host, "a %s working copy of the parameters is not supported (bf16 "
-                        "or f16)", gb_dtype_name(args->lowp_dtype));
-        return GB_ERR_UNSUPPORTED;
-    }
-    if (args->params_lowp && optim_lowp_stochastic(args) && args->lowp_dtype != GB_BF16) {
-        host->set_error(host, "stochastic rounding of a %s working copy is not supported (bf16 "
-                        "only)", gb_dtype_name(args->lowp_dtype));
-        return GB_ERR_UNSUPPORTED;
-    }
-    return GB_OK;
-}
-
-/* The step's scalars in double, rounded to f32 once, as optim/adamw computes them. */
-static adamw_coeffs step_coeffs(const adamw_fused *a, const gb_optim_step_args *args)
-{
-    double step = (double)args->step;
-    return (adamw_coeffs){
-        .g_scale = optim_grad_scale(args),
-        .b1 = (float)a->beta1,
-        .one_minus_b1 = (float)(1.0 - a->beta1),
-        .b2 = (float)a->beta2,
-        .one_minus_b2 = (float)(1.0 - a->beta2),
-        .step_size = (float)(args->lr / (1.0 - pow(a->beta1, step))),
-        .bc2_sqrt = (float)sqrt(1.0 - pow(a->beta2, step)),
-        .eps = (float)a->eps,
-    };
+    return optim_lowp_supported(a->host, args);
 }
 
 /* Start of part `k` of `parts` of [0, n), on a 16-element boundary so that each thread's
@@ -172,7 +113,7 @@ static void update_slice(const adamw_fused *a, const gb_optim_step_args *args,
     float *m = args->state;
     float *v = m + args->n;
     uint16_t *lowp = args->params_lowp;
-    float decay = (float)(1.0 - (double)args->lr * a->weight_decay);
+    float decay = adamw_decay_factor(&a->h, args->lr);
     for (int64_t k = 0; k < args->n_groups; k++) {
         const gb_param_group *grp = &args->groups[k];
         int64_t lo = grp->offset > begin ? grp->offset : begin;
@@ -219,7 +160,7 @@ static gb_status fused_step(void *self, const gb_optim_step_args *args)
 /* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
 static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_args *args)
 {
-    adamw_coeffs c = step_coeffs(a, args);
+    adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, optim_grad_scale(args));
     int64_t n = args->n;
 #pragma omp parallel num_threads(a->threads) if (n >= FUSED_PARALLEL_MIN)
     {
@@ -290,4 +231,4 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
                       GB_DEVICE_CPU, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                       GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
                           GB_CAP_QUEUED_MEMORY,
-                      GB_OPTIONS(fused_options), fused_ops)
+                      GB_OPTIONS(adamw_options), fused_ops)

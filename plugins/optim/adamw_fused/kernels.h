@@ -3,7 +3,7 @@
  * -mavx512f whatever the build's -march, and called only when the CPU has it).
  *
  * Both versions give bit-identical results for any span and any alignment: the update is
- * exactly rounded per element (adamw_math.h), and the sum of squares sends element i of
+ * exactly rounded per element (kernels/common/adamw.h), and the sum of squares sends element i of
  * the span to partial sum i % FUSED_LANES whichever version runs, then folds the lanes in
  * one fixed tree. Threads, groups and argument checks belong to cpu.c.
  */
@@ -12,8 +12,10 @@
 
 #include <stdint.h>
 
-#include "adamw_math.h"
+#include "adamw.h"
+#include "gearbox/convert.h"
 #include "gearbox/tensor.h"
+#include "stochastic_round.h"
 
 #define FUSED_LANES 16
 
@@ -24,7 +26,7 @@ typedef struct fused_span {
     float *m, *v;        // (count)
     uint16_t *lowp;      // (count) bf16 or f16 bit patterns, or NULL
     gb_dtype lowp_dtype; // GB_BF16 or GB_F16 when lowp is set
-    int stochastic;      // 1: bf16 lowp rounded stochastically (adamw_random16)
+    int stochastic;      // 1: bf16 lowp rounded stochastically (stochastic_round.h)
     uint64_t seed;       // of that rounding
     int64_t step;
     int64_t first;       // the flat-buffer index of the span's first element
@@ -59,8 +61,7 @@ static inline void fused_element(const fused_span *s, int64_t i, const adamw_coe
     if (!s->lowp)
         return;
     if (s->stochastic)
-        s->lowp[i] = gb_bf16_from_f32_stochastic(s->p[i],
-                                                 adamw_random16(s->seed, s->step, s->first + i));
+        s->lowp[i] = gb_bf16_stochastic_at(s->p[i], s->seed, s->step, s->first + i);
     else
         s->lowp[i] = s->lowp_dtype == GB_BF16 ? gb_bf16_from_f32(s->p[i]) : gb_f16_from_f32(s->p[i]);
 }

@@ -1,4 +1,4 @@
-/* The portable kernels of optim/adamw_fused: plain C loops over adamw_math.h that the
+/* The portable kernels of optim/adamw_fused: plain C loops over kernels/common/adamw.h that the
  * compiler may vectorise for whatever -march the build uses. They run where AVX-512 is
  * missing and serve as the reference the AVX-512 kernels are tested against bit for bit.
  *

@@ -1,16 +1,17 @@
 /* What every optimizer plugin of this tree checks and computes the same way: validation of
- * gb_optim_step_args (sizes, pointers, step number, groups covering [0, n) exactly once)
- * and the factor that removes the loss scale and clips the global norm (optim.h).
- * Header-only, so each plugin still links nothing but itself. Failures are explained
- * through host->set_error(). */
+ * gb_optim_step_args (sizes, pointers, step number, groups covering [0, n) exactly once),
+ * the factor that removes the loss scale and clips the global norm (optim.h), and the
+ * queuing of a CPU plugin's step on the device. Header-only, so each plugin still links
+ * nothing but itself; it compiles as C and, for the CUDA plugins, as CUDA C++. Failures
+ * are explained through host->set_error(). */
 #ifndef GB_PLUGINS_OPTIM_STEP_ARGS_H
 #define GB_PLUGINS_OPTIM_STEP_ARGS_H
 
-#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "gearbox/optim.h"
+#include "grad_scale.h"
 
 /* Groups must cover [0, n) exactly once: each inside the range, counts adding up to n,
  * and no two overlapping. Groups are few (one per tensor at most), so the pairwise
@@ -79,15 +80,29 @@ static inline int optim_step_args_valid(const gb_host *host, const gb_optim_step
     return optim_groups_cover(host, args->groups, args->n_groups, args->n);
 }
 
-/* The factor that removes the loss scale and applies global-norm clipping (optim.h). */
+/* GB_OK when the low-precision copy asked for (if any) is one the optimizers here write:
+ * bf16 or f16, rounded stochastically only for bf16; else GB_ERR_UNSUPPORTED, said. */
+static inline gb_status optim_lowp_supported(const gb_host *host,
+                                             const gb_optim_step_args *args)
+{
+    if (args->params_lowp && args->lowp_dtype != GB_BF16 && args->lowp_dtype != GB_F16) {
+        host->set_error(host, "a %s working copy of the parameters is not supported (bf16 "
+                        "or f16)", gb_dtype_name(args->lowp_dtype));
+        return GB_ERR_UNSUPPORTED;
+    }
+    if (args->params_lowp && optim_lowp_stochastic(args) && args->lowp_dtype != GB_BF16) {
+        host->set_error(host, "stochastic rounding of a %s working copy is not supported (bf16 "
+                        "only)", gb_dtype_name(args->lowp_dtype));
+        return GB_ERR_UNSUPPORTED;
+    }
+    return GB_OK;
+}
+
+/* The factor that removes the loss scale and applies global-norm clipping (optim.h), for
+ * a CPU plugin: it reads grad_norm_sq, so only in work queued on the device. */
 static inline float optim_grad_scale(const gb_optim_step_args *args)
 {
-    double inv_loss_scale = args->inv_loss_scale;
-    if (!args->grad_norm_sq || !(args->max_norm > 0))
-        return (float)inv_loss_scale;
-    double norm = sqrt((double)*args->grad_norm_sq) * inv_loss_scale;
-    double clip = args->max_norm / (norm + 1e-6);
-    return (float)(inv_loss_scale * (clip < 1.0 ? clip : 1.0));
+    return gb_grad_scale(args->grad_norm_sq, args->max_norm, args->inv_loss_scale);
 }
 
 
@@ -126,7 +141,7 @@ static inline gb_status optim_queue_step(const gb_host *host, const gb_device_ct
                                          const gb_optim_step_args *args)
 {
     size_t bytes = sizeof(optim_queued_step) + (size_t)args->n_groups * sizeof(gb_param_group);
-    optim_queued_step *q = host->alloc(host, bytes);
+    optim_queued_step *q = (optim_queued_step *)host->alloc(host, bytes);
     if (!q) {
         host->set_error(host, "out of memory queuing an optimizer step");
         return GB_ERR_NO_MEMORY;

@@ -6,7 +6,8 @@
  * gradients stay f32, so there is no master copy and no loss scaling (the scaler entries
  * are NULL). It is PyTorch's torch.backends.cuda.matmul.allow_tf32 = True.
  *
- * The CPU has no TF32, so eligible() refuses it with a reason pointing at fp32 and bf16.
+ * The CPU has no TF32, so eligible() refuses it with a reason pointing at fp32 and bf16;
+ * so it does a GPU older than compute capability 8.0 (the context's cc_major, ABI 1.2).
  * The descriptor still lists the CPU because the object itself, being policy only, loads
  * anywhere: that way `[precision] plugin = tf32` on the CPU gets eligible()'s explanation.
  * The permission travels as gb_precision_policy.tf32 (ABI 1.2), which the core passes to
@@ -33,20 +34,35 @@ static gb_status tf32_create(const gb_host *host, const gb_value *options,
     return *self ? GB_OK : GB_ERR_NO_MEMORY;
 }
 
+/* The compute capability of a CUDA device, or 0 when its context predates ABI 1.2 and
+ * does not say (then the GPU is taken to have TF32). */
+static int cc_major_of(const gb_device_ctx *device)
+{
+    return device->struct_size >= offsetof(gb_device_ctx, cc_minor) + sizeof device->cc_minor
+               ? device->cc_major
+               : 0;
+}
+
 static int tf32_eligible(void *self, const gb_device_ctx *device, char *reason,
                          size_t reason_cap)
 {
     (void)self;
     int cuda = device && device->device == GB_DEVICE_CUDA;
+    int cc = cuda ? cc_major_of(device) : 0;
+    int ok = cuda && (cc == 0 || cc >= 8);
     if (reason && reason_cap > 0) {
-        if (cuda)
+        if (ok)
             reason[0] = '\0';
+        else if (cuda)
+            snprintf(reason, reason_cap, "tf32 needs tensor cores of compute capability 8.0 "
+                     "(Ampere) or later; this GPU is %d.%d: use fp32 (the same numbers without "
+                     "TF32) or fp16", device->cc_major, device->cc_minor);
         else
             snprintf(reason, reason_cap, "tf32 is a CUDA tensor-core matmul mode; this run's "
                      "device is %s: use fp32 (the same numbers without TF32) or bf16",
                      !device ? "unknown" : device->device == GB_DEVICE_CPU ? "cpu" : "not CUDA");
     }
-    return cuda;
+    return ok;
 }
 
 /* Storage stays f32; TF32 is a property of the matmuls (docs/precision.md). */

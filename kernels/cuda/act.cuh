@@ -1,0 +1,36 @@
+/* Activations of f32, bf16 or f16 seen as f32 by CUDA kernels: one load and one store per
+ * element, with the dtype a run-time argument (it is the same for every thread of a
+ * launch, so the branch costs next to nothing in kernels that wait on memory).
+ *
+ * Conversions are gearbox/convert.h's, bit for bit the CPU kernels' (widening exact,
+ * narrowing to nearest even, NaN kept quiet), rather than the CUDA intrinsics, so a CUDA
+ * kernel that computes an element the way the CPU does stores the same 16 bits. No
+ * vectorised (128-bit) access: kernels that want it do their own.
+ */
+#ifndef GEARBOX_KERNELS_CUDA_ACT_CUH
+#define GEARBOX_KERNELS_CUDA_ACT_CUH
+
+#include <stdint.h>
+
+#include "gearbox/convert.h"
+#include "gearbox/tensor.h"
+
+/* Element i of the activation buffer p, as f32. */
+static __device__ __forceinline__ float gb_act_load(const void *p, gb_dtype dtype, int64_t i)
+{
+    if (dtype == GB_F32)
+        return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return dtype == GB_BF16 ? gb_f32_from_bf16(h) : gb_f32_from_f16(h);
+}
+
+/* Element i of the activation buffer p = v, rounded to nearest even for 16-bit types. */
+static __device__ __forceinline__ void gb_act_store(void *p, gb_dtype dtype, int64_t i, float v)
+{
+    if (dtype == GB_F32)
+        ((float *)p)[i] = v;
+    else
+        ((uint16_t *)p)[i] = dtype == GB_BF16 ? gb_bf16_from_f32(v) : gb_f16_from_f32(v);
+}
+
+#endif /* GEARBOX_KERNELS_CUDA_ACT_CUH */

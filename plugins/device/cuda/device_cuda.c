@@ -1,0 +1,544 @@
+/* The CUDA device plugin: one NVIDIA GPU, its memory, streams and events, its description,
+ * and the vtable that gathers the kernels of this folder's .cu files and the cuBLASLt
+ * matmul (matmul.c).
+ *
+ * The GPU is gb_host.device_ordinal (the core's choice from [device] ordinal or the
+ * launcher's local rank). Every kernel, memset and copy of the vtable is queued on the
+ * instance's compute stream, a non-blocking stream of its own that other plugins reach
+ * through gb_device_ctx.stream; a call returns once its work is queued, except where
+ * device.h says a copy returns later. Device memory is cudaMalloc's (the core allocates
+ * everything before the first step), pinned host memory cudaMallocHost's. Queued host work
+ * (enqueue_host) is cudaLaunchHostFunc, so it runs on a CUDA thread in stream order and
+ * must not call CUDA itself. Left out: memory pools or an arena of our own (the core
+ * already plans one allocation per buffer), peer access between GPUs, CUDA graphs, and
+ * unified memory.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_device.h"
+#include "cuda_status.h"
+#include "gearbox/plugin.h"
+
+#define FITS(out, type, field) \
+    ((out)->struct_size >= offsetof(type, field) + sizeof((out)->field))
+
+/* ---- helpers -------------------------------------------------------------------------- */
+
+/* The instance's GPU as the calling thread's current device (a no-op when it already is:
+ * the core, a data thread or another plugin's thread may call in). */
+static gb_status cuda_enter(cuda_device *dev)
+{
+    const gb_host *host = dev->host;
+    int current = -1;
+    GB_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != dev->ordinal)
+        GB_CUDA_CHECK(cudaSetDevice(dev->ordinal));
+    return GB_OK;
+}
+
+gb_status cuda_begin(cuda_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
+                     int64_t cols)
+{
+    const gb_host *host = dev->host;
+    if (dtype != GB_F32 && dtype != GB_BF16 && dtype != GB_F16) {
+        host->set_error(host, "%s on the cuda device takes f32, bf16 or f16 activations; this "
+                        "call asks for %s", kernel, gb_dtype_name(dtype));
+        return GB_ERR_UNSUPPORTED;
+    }
+    if (rows < 0 || cols < 0) {
+        host->set_error(host, "%s: negative size (%lld, %lld)", kernel, (long long)rows,
+                        (long long)cols);
+        return GB_ERR_INVALID_ARG;
+    }
+    return cuda_enter(dev);
+}
+
+unsigned cuda_blocks(int64_t n)
+{
+    /* enough blocks to fill the largest GPUs several times over; kernels stride beyond */
+    const int64_t most = 65536;
+    int64_t blocks = (n + CUDA_BLOCK - 1) / CUDA_BLOCK;
+    return (unsigned)(blocks < 1 ? 1 : blocks > most ? most : blocks);
+}
+
+/* The first failure of queued host work, which waits return (device.h). */
+static gb_status host_work_status(cuda_device *dev)
+{
+    return (gb_status)__atomic_load_n(&dev->host_failed, __ATOMIC_ACQUIRE);
+}
+
+static cudaStream_t stream_of(cuda_device *dev, void *stream)
+{
+    return stream ? (cudaStream_t)stream : dev->compute;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------- */
+
+static void cuda_destroy(void *self)
+{
+    cuda_device *dev = self;
+    if (!dev)
+        return;
+    const gb_host *host = dev->host;
+    /* nothing may still run on what is freed below; errors here can only be logged */
+    cudaError_t err = cudaSetDevice(dev->ordinal);
+    if (err == cudaSuccess)
+        err = cudaDeviceSynchronize();
+    if (err != cudaSuccess)
+        host->log(host, GB_LOG_ERROR, "device/cuda: waiting for the GPU before closing: %s",
+                  cudaGetErrorString(err));
+    cuda_matmul_close(dev);
+    if (dev->lt)
+        cublasLtDestroy(dev->lt);
+    cudaFree(dev->workspace);
+    cudaFree(dev->scratch);
+    if (dev->compute)
+        cudaStreamDestroy(dev->compute);
+    host->free(host, dev);
+}
+
+/* Everything after the GPU is selected: description, stream, cuBLASLt, workspace. */
+static gb_status open_gpu(cuda_device *dev)
+{
+    const gb_host *host = dev->host;
+    struct cudaDeviceProp prop;
+    GB_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev->ordinal));
+    snprintf(dev->name, sizeof dev->name, "%.*s", (int)sizeof dev->name - 1, prop.name);
+    dev->cc_major = prop.major;
+    dev->cc_minor = prop.minor;
+    dev->sm_count = prop.multiProcessorCount;
+    dev->memory_bytes = prop.totalGlobalMem;
+    if (prop.major < 8) {
+        host->set_error(host, "device/cuda needs a GPU of compute capability 8.0 (Ampere) or "
+                        "newer for bf16 and its kernels are built for sm_80 and sm_90; GPU %d "
+                        "(%s) is %d.%d", dev->ordinal, prop.name, prop.major, prop.minor);
+        return GB_ERR_DEVICE;
+    }
+    GB_CUDA_CHECK(cudaStreamCreateWithFlags(&dev->compute, cudaStreamNonBlocking));
+    GB_CUDA_LIB_CHECK(cublasStatus_t, cublasLtCreate(&dev->lt), cublasLtGetStatusString);
+    GB_CUDA_CHECK(cudaMalloc(&dev->workspace, CUDA_LT_WORKSPACE));
+    GB_CUDA_CHECK(cudaMalloc(&dev->scratch, CUDA_SCRATCH_BYTES));
+    dev->scratch_bytes = CUDA_SCRATCH_BYTES;
+    return cuda_matmul_open(dev);
+}
+
+static gb_status cuda_create(const gb_host *host, const gb_value *options, void **self)
+{
+    (void)options;
+    int ordinal = FITS(host, gb_host, device_ordinal) ? host->device_ordinal : 0;
+    gb_status st = gb_cuda_select_gpu(host, "device/cuda", ordinal, "[device] plugin = cpu");
+    if (st != GB_OK)
+        return st;
+    cuda_device *dev = host->alloc(host, sizeof *dev);
+    if (!dev) {
+        host->set_error(host, "cannot allocate the cuda device instance");
+        return GB_ERR_NO_MEMORY;
+    }
+    memset(dev, 0, sizeof *dev);
+    dev->host = host;
+    dev->ordinal = ordinal;
+    if ((st = open_gpu(dev)) != GB_OK) {
+        cuda_destroy(dev);
+        return st;
+    }
+    host->log(host, GB_LOG_DEBUG, "GPU %d: %s, compute capability %d.%d, %d SMs", ordinal,
+              dev->name, dev->cc_major, dev->cc_minor, dev->sm_count);
+    *self = dev;
+    return GB_OK;
+}
+
+/* ---- description ---------------------------------------------------------------------- */
+
+static const gb_device_ops cuda_ops;
+
+/* What this device implements (plugin.h's GB_CAP_*): every kernel gives the same bits run
+ * after run (fixed reduction orders, one cuBLASLt algorithm per shape), and the 1.2
+ * matmul features and the tanh GELU are all served. */
+#define CUDA_CAPS (GB_CAP_DETERMINISTIC | GB_CAP_MATMUL_BATCHED | GB_CAP_MATMUL_EPILOGUES | \
+                   GB_CAP_GELU_TANH | GB_CAP_TF32)
+
+static gb_status cuda_context(void *self, gb_device_ctx *out)
+{
+    cuda_device *dev = self;
+    out->device = GB_DEVICE_CUDA;
+    out->ordinal = dev->ordinal;
+    out->stream = dev->compute;
+    if (!FITS(out, gb_device_ctx, caps))
+        return GB_OK; /* a caller built before 1.2 */
+    out->ops = &cuda_ops;
+    out->self = dev;
+    out->host_access = 0;
+    out->cc_major = dev->cc_major;
+    out->cc_minor = dev->cc_minor;
+    out->caps = CUDA_CAPS;
+    return GB_OK;
+}
+
+/* Peak FLOP/s from the SM count and the clock the driver reports (its boost clock, so an
+ * upper bound), for the architectures whose per-SM rates are known here: A100 (8.0) and
+ * H100/H200 (9.0). FP32 FMA lanes per SM and dense bf16 tensor FLOP per SM per clock. */
+static void peak_flops(cuda_device *dev, double *f32, double *bf16)
+{
+    *f32 = *bf16 = 0.0;
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev->ordinal) != cudaSuccess)
+        return;
+    double per_sm_f32, per_sm_bf16;
+    if (dev->cc_major == 8 && dev->cc_minor == 0) {
+        per_sm_f32 = 64 * 2;
+        per_sm_bf16 = 2048;
+    } else if (dev->cc_major == 9 && dev->cc_minor == 0) {
+        per_sm_f32 = 128 * 2;
+        per_sm_bf16 = 4096;
+    } else {
+        return;
+    }
+    double clock = (double)khz * 1e3 * dev->sm_count;
+    *f32 = per_sm_f32 * clock;
+    *bf16 = per_sm_bf16 * clock;
+}
+
+static gb_status cuda_info(void *self, gb_device_info *out)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    snprintf(out->name, sizeof out->name, "%s", dev->name);
+    out->memory_bytes = dev->memory_bytes;
+    peak_flops(dev, &out->peak_flops_f32, &out->peak_flops_bf16);
+    if (FITS(out, gb_device_info, libraries)) {
+        int runtime = 0;
+        GB_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+        size_t lt = cublasLtGetVersion();
+        snprintf(out->libraries, sizeof out->libraries, "CUDA runtime %d.%d, cuBLASLt %zu.%zu.%zu",
+                 runtime / 1000, runtime % 1000 / 10, lt / 10000, lt / 100 % 100, lt % 100);
+    }
+    if (FITS(out, gb_device_info, free_bytes)) {
+        size_t free_bytes = 0, total = 0;
+        GB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+        out->free_bytes = free_bytes;
+    }
+    if (FITS(out, gb_device_info, cc_minor)) {
+        out->cc_major = dev->cc_major;
+        out->cc_minor = dev->cc_minor;
+    }
+    if (FITS(out, gb_device_info, driver)) {
+        int driver = 0;
+        GB_CUDA_CHECK(cudaDriverGetVersion(&driver));
+        snprintf(out->driver, sizeof out->driver, "CUDA %d.%d (driver API)", driver / 1000,
+                 driver % 1000 / 10);
+    }
+    return GB_OK;
+}
+
+/* ---- memory --------------------------------------------------------------------------- */
+
+static gb_status cuda_alloc(void *self, size_t bytes, void **ptr)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    *ptr = NULL;
+    /* cudaMalloc aligns to 256 bytes; a zero-byte request still gets a distinct pointer */
+    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        size_t free_bytes = 0, total = 0;
+        cudaGetLastError();   /* the failed allocation is not sticky; do not report it twice */
+        cudaMemGetInfo(&free_bytes, &total);
+        host->set_error(host, "device/cuda: cannot allocate %zu bytes on GPU %d (%s): %zu of "
+                        "%zu bytes free", bytes, dev->ordinal, dev->name, free_bytes, total);
+        return GB_ERR_NO_MEMORY;
+    }
+    GB_CUDA_CHECK(err);
+    return GB_OK;
+}
+
+static void cuda_free(void *self, void *ptr)
+{
+    cuda_device *dev = self;
+    cudaError_t err = ptr ? cudaFree(ptr) : cudaSuccess;
+    if (err != cudaSuccess)
+        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: cudaFree failed: %s",
+                       cudaGetErrorString(err));
+}
+
+static gb_status copy_kind(cuda_device *dev, gb_copy_kind kind, enum cudaMemcpyKind *out)
+{
+    switch (kind) {
+    case GB_COPY_HOST_TO_DEVICE: *out = cudaMemcpyHostToDevice; return GB_OK;
+    case GB_COPY_DEVICE_TO_HOST: *out = cudaMemcpyDeviceToHost; return GB_OK;
+    case GB_COPY_DEVICE_TO_DEVICE: *out = cudaMemcpyDeviceToDevice; return GB_OK;
+    }
+    dev->host->set_error(dev->host, "copy: unknown copy kind %d", (int)kind);
+    return GB_ERR_INVALID_ARG;
+}
+
+/* device.h's copy(): queued on the compute stream. To the device it returns once `src`
+ * may be reused: at once for pageable memory (the driver stages it before returning),
+ * after the copy for pinned memory (which the DMA reads later); to the host it returns
+ * with `dst` filled, after everything queued before it. */
+static gb_status cuda_copy(void *self, void *dst, const void *src, size_t bytes,
+                           gb_copy_kind kind)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    enum cudaMemcpyKind how;
+    gb_status st = copy_kind(dev, kind, &how);
+    if (st == GB_OK)
+        st = cuda_enter(dev);
+    if (st != GB_OK || bytes == 0)
+        return st;
+    GB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, how, dev->compute));
+    int wait = kind == GB_COPY_DEVICE_TO_HOST;
+    if (kind == GB_COPY_HOST_TO_DEVICE) {
+        struct cudaPointerAttributes attr;
+        GB_CUDA_CHECK(cudaPointerGetAttributes(&attr, src));
+        wait = attr.type == cudaMemoryTypeHost;
+    }
+    if (wait)
+        GB_CUDA_CHECK(cudaStreamSynchronize(dev->compute));
+    return kind == GB_COPY_DEVICE_TO_HOST ? host_work_status(dev) : GB_OK;
+}
+
+static gb_status cuda_memset_zero(void *self, void *ptr, size_t bytes)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK || bytes == 0)
+        return st;
+    GB_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, dev->compute));
+    return GB_OK;
+}
+
+/* Every stream of the GPU, the other plugins' included. */
+static gb_status cuda_sync(void *self)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    GB_CUDA_CHECK(cudaDeviceSynchronize());
+    return host_work_status(dev);
+}
+
+static gb_status cuda_alloc_host(void *self, size_t bytes, void **ptr)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    *ptr = NULL;
+    GB_CUDA_CHECK(cudaMallocHost(ptr, bytes ? bytes : 1));   /* page-aligned */
+    return GB_OK;
+}
+
+static void cuda_free_host(void *self, void *ptr)
+{
+    cuda_device *dev = self;
+    cudaError_t err = ptr ? cudaFreeHost(ptr) : cudaSuccess;
+    if (err != cudaSuccess)
+        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: cudaFreeHost failed: %s",
+                       cudaGetErrorString(err));
+}
+
+static gb_status cuda_copy_async(void *self, void *dst, const void *src, size_t bytes,
+                                 gb_copy_kind kind, void *stream)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    enum cudaMemcpyKind how;
+    gb_status st = copy_kind(dev, kind, &how);
+    if (st == GB_OK)
+        st = cuda_enter(dev);
+    if (st != GB_OK || bytes == 0)
+        return st;
+    GB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, how, stream_of(dev, stream)));
+    return GB_OK;
+}
+
+/* ---- streams, events, queued host work ------------------------------------------------ */
+
+static gb_status cuda_stream_create(void *self, void **stream)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    cudaStream_t s = NULL;
+    GB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *stream = s;
+    return GB_OK;
+}
+
+static void cuda_stream_destroy(void *self, void *stream)
+{
+    cuda_device *dev = self;
+    cudaError_t err = stream ? cudaStreamDestroy((cudaStream_t)stream) : cudaSuccess;
+    if (err != cudaSuccess)
+        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: cudaStreamDestroy failed: %s",
+                       cudaGetErrorString(err));
+}
+
+static gb_status cuda_event_create(void *self, void **event)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    cudaEvent_t e = NULL;
+    GB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    *event = e;
+    return GB_OK;
+}
+
+static void cuda_event_destroy(void *self, void *event)
+{
+    cuda_device *dev = self;
+    cudaError_t err = event ? cudaEventDestroy((cudaEvent_t)event) : cudaSuccess;
+    if (err != cudaSuccess)
+        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: cudaEventDestroy failed: %s",
+                       cudaGetErrorString(err));
+}
+
+static gb_status cuda_event_record(void *self, void *event, void *stream)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    GB_CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, stream_of(dev, stream)));
+    return GB_OK;
+}
+
+static gb_status cuda_stream_wait_event(void *self, void *stream, void *event)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    GB_CUDA_CHECK(cudaStreamWaitEvent(stream_of(dev, stream), (cudaEvent_t)event, 0));
+    return GB_OK;
+}
+
+static gb_status cuda_event_query(void *self, void *event)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    cudaError_t err = cudaEventQuery((cudaEvent_t)event);
+    if (err == cudaErrorNotReady)
+        return GB_ERR_NOT_READY;
+    GB_CUDA_CHECK(err);
+    return GB_OK;
+}
+
+static gb_status cuda_event_sync(void *self, void *event)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    GB_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));
+    return host_work_status(dev);
+}
+
+/* A host function queued with its copied argument (16-byte aligned: it follows two
+ * pointers in 64-byte aligned host memory); freed by the CUDA thread that runs it. */
+typedef struct host_call {
+    cuda_device *dev;
+    gb_host_fn fn;
+    unsigned char arg[];
+} host_call;
+
+static void CUDART_CB run_host_call(void *data)
+{
+    host_call *call = data;
+    gb_status st = call->fn(call->arg);
+    if (st != GB_OK) {
+        int none = 0;
+        __atomic_compare_exchange_n(&call->dev->host_failed, &none, (int)st, 0,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    }
+    call->dev->host->free(call->dev->host, call);
+}
+
+static gb_status cuda_enqueue_host(void *self, void *stream, gb_host_fn fn, const void *arg,
+                                   size_t arg_bytes)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    host_call *call = host->alloc(host, sizeof *call + arg_bytes);
+    if (!call) {
+        host->set_error(host, "enqueue_host: cannot allocate %zu bytes for the argument",
+                        arg_bytes);
+        return GB_ERR_NO_MEMORY;
+    }
+    call->dev = dev;
+    call->fn = fn;
+    if (arg_bytes)
+        memcpy(call->arg, arg, arg_bytes);
+    cudaError_t err = cudaLaunchHostFunc(stream_of(dev, stream), run_host_call, call);
+    if (err != cudaSuccess)
+        host->free(host, call);
+    GB_CUDA_CHECK(err);
+    return GB_OK;
+}
+
+/* ---- the vtable ----------------------------------------------------------------------- */
+
+static const gb_device_ops cuda_ops = {
+    .struct_size = sizeof(gb_device_ops),
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .context = cuda_context,
+    .info = cuda_info,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy = cuda_copy,
+    .memset_zero = cuda_memset_zero,
+    .sync = cuda_sync,
+    .matmul = cuda_matmul,
+    .embed_forward = cuda_embed_forward,
+    .embed_backward = cuda_embed_backward,
+    .layernorm_forward = cuda_layernorm_forward,
+    .layernorm_backward = cuda_layernorm_backward,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .add = cuda_add,
+    .bias_backward = cuda_bias_backward,
+    .cross_entropy = cuda_cross_entropy,
+    .sum_squares = cuda_sum_squares,
+    .gelu_tanh_forward = cuda_gelu_tanh_forward,
+    .gelu_tanh_backward = cuda_gelu_tanh_backward,
+    .alloc_host = cuda_alloc_host,
+    .free_host = cuda_free_host,
+    .copy_async = cuda_copy_async,
+    .stream_create = cuda_stream_create,
+    .stream_destroy = cuda_stream_destroy,
+    .event_create = cuda_event_create,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .stream_wait_event = cuda_stream_wait_event,
+    .event_query = cuda_event_query,
+    .event_sync = cuda_event_sync,
+    .enqueue_host = cuda_enqueue_host,
+};
+
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cuda", "1.2.0",
+                      "one NVIDIA GPU (sm_80+): cuBLASLt matmul with epilogues, deterministic "
+                      "kernels with the CPU device's summation orders",
+                      GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) |
+                      GB_DTYPE_BIT(GB_F16), CUDA_CAPS, GB_NO_OPTIONS, cuda_ops)

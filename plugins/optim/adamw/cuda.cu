@@ -1,0 +1,159 @@
+/* AdamW on CUDA: the readable reference optimizer, optim/adamw's passes as kernels.
+ *
+ * The same mathematics and the same order as the CPU version (weight decay, first
+ * moment, second moment, update), one element-wise kernel per pass on the device's
+ * compute stream, each thread applying kernels/common/adamw.h's formulas to the elements
+ * of its grid-stride loop. Every operation is rounded on its own, as on the CPU, so p, m
+ * and v come out bit-identical to optim/adamw's for the same squared gradient norm.
+ * The clip factor is computed inside the kernels from the device scalar grad_norm_sq
+ * (grad_scale.h): the host neither reads device memory nor waits.
+ *
+ * Deliberately left out: fusing the passes (optim/adamw_fused does that), a low-precision
+ * copy of the parameters (refused, as on the CPU), its own grad_norm_sq (the core uses the
+ * device's sum_squares), AMSGrad and maximize. Not yet run on a GPU.
+ *
+ * State layout: m (n) f32 followed by v (n) f32, as on the CPU, so checkpoints move
+ * between the two.
+ */
+#include "adamw.h"
+#include "adamw_options.h"
+#include "cuda_status.h"
+#include "gearbox/optim.h"
+#include "optim_cuda.h"
+#include "step_args.h"
+
+typedef struct adamw_cuda {
+    const gb_host *host;
+    gb_device_ctx device;   /* the device given to create(): where step() queues */
+    adamw_hparams h;
+} adamw_cuda;
+
+// p (n): p *= factor
+static __global__ void decay_kernel(float *p, int64_t n, float factor)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = gb_fmul_rn(p[i], factor);
+}
+
+// m, grad (n): m = b1 m + (1 - b1) g with g = grad * g_scale
+static __global__ void moment1_kernel(float *m, const float *grad, int64_t n, adamw_coeffs c,
+                                      optim_cuda_clip clip)
+{
+    c.g_scale = optim_cuda_grad_scale(&clip);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        m[i] = adamw_moment1(m[i], adamw_grad(grad[i], &c), &c);
+}
+
+// v, grad (n): v = b2 v + (1 - b2) g g with g = grad * g_scale
+static __global__ void moment2_kernel(float *v, const float *grad, int64_t n, adamw_coeffs c,
+                                      optim_cuda_clip clip)
+{
+    c.g_scale = optim_cuda_grad_scale(&clip);
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        v[i] = adamw_moment2(v[i], adamw_grad(grad[i], &c), &c);
+}
+
+// p, m, v (n): p -= step_size m / (sqrt(v) / sqrt(bc2) + eps)
+static __global__ void update_kernel(float *p, const float *m, const float *v, int64_t n,
+                                     adamw_coeffs c)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        p[i] = gb_fsub_rn(p[i], adamw_delta(m[i], v[i], &c));
+}
+
+static gb_status adamw_create(const gb_host *host, const gb_value *options,
+                              const gb_device_ctx *device, void **self)
+{
+    if (!host || !options || !self)
+        return GB_ERR_INVALID_ARG;
+    if (!optim_cuda_device_ok(host, device, "adamw"))
+        return GB_ERR_UNSUPPORTED;
+    adamw_hparams h;
+    if (!adamw_read_options(host, options, &h))
+        return GB_ERR_CONFIG;
+    adamw_cuda *a = (adamw_cuda *)host->alloc(host, sizeof *a);
+    if (!a) {
+        host->set_error(host, "out of memory");
+        return GB_ERR_NO_MEMORY;
+    }
+    a->host = host;
+    a->h = h;
+    optim_keep_device(&a->device, device);
+    *self = a;
+    return GB_OK;
+}
+
+static void adamw_destroy(void *self)
+{
+    adamw_cuda *a = (adamw_cuda *)self;
+    if (a)
+        a->host->free(a->host, a);
+}
+
+static size_t adamw_state_bytes(void *self, int64_t n)
+{
+    (void)self;
+    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
+}
+
+static gb_status adamw_step(void *self, const gb_optim_step_args *args)
+{
+    const adamw_cuda *a = (const adamw_cuda *)self;
+    if (!a)
+        return GB_ERR_INVALID_ARG;
+    const gb_host *host = a->host;
+    if (!optim_step_args_valid(host, args))
+        return GB_ERR_INVALID_ARG;
+    if (args->params_lowp) {
+        host->set_error(host, "adamw keeps no low-precision parameter copy; use [optim] "
+                        "plugin = adamw_fused for master weights");
+        return GB_ERR_UNSUPPORTED;
+    }
+    const int64_t n = args->n;
+    if (n == 0)
+        return GB_OK;
+    cudaStream_t stream = optim_cuda_stream(&a->device);
+    float *m = (float *)args->state, *v = m + n;
+    // g_scale is filled in by the kernels that need it, from the device scalar
+    adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, 1.0f);
+    const float decay = adamw_decay_factor(&a->h, args->lr);
+    const optim_cuda_clip clip = optim_cuda_clip_of(args);
+    for (int64_t k = 0; k < args->n_groups; k++) {
+        const gb_param_group *grp = &args->groups[k];
+        if (!grp->decay || grp->count == 0)
+            continue;
+        decay_kernel<<<optim_cuda_blocks(grp->count), OPTIM_CUDA_THREADS, 0, stream>>>(
+            args->params + grp->offset, grp->count, decay);
+        GB_CUDA_CHECK_LAUNCH("adamw decay_kernel (group count)");
+    }
+    const unsigned blocks = optim_cuda_blocks(n);
+    moment1_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(m, args->grads, n, c, clip);
+    GB_CUDA_CHECK_LAUNCH("adamw moment1_kernel (n)");
+    moment2_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(v, args->grads, n, c, clip);
+    GB_CUDA_CHECK_LAUNCH("adamw moment2_kernel (n)");
+    update_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(args->params, m, v, n, c);
+    GB_CUDA_CHECK_LAUNCH("adamw update_kernel (n)");
+    return GB_OK;
+}
+
+static const gb_optim_ops adamw_ops = {
+    /* .struct_size = */ sizeof(gb_optim_ops),
+    /* .create = */ adamw_create,
+    /* .destroy = */ adamw_destroy,
+    /* .state_bytes = */ adamw_state_bytes,
+    /* .step = */ adamw_step,
+    /* .grad_norm_sq = */ NULL,
+};
+
+/* C linkage: the loader looks the entry up by its plain name. */
+extern "C" {
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw", "1.0.0",
+                      "AdamW (torch.optim.AdamW math), readable reference: one kernel per term; "
+                      "bit-identical to adamw on the CPU",
+                      GB_DEVICE_CUDA, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+                      GB_OPTIONS(adamw_options), adamw_ops)
+}

@@ -1,0 +1,320 @@
+/* AdamW on CUDA in one pass over memory: optim/adamw_fused's step as one kernel.
+ *
+ * Each element's p, g, m and v are read once and p, m and v written once (28 bytes per
+ * parameter), with the bf16 or f16 working copy (params_lowp) written in the same pass
+ * (2 more). The clip and loss-scale factor is computed by every thread from the device
+ * scalar grad_norm_sq (grad_scale.h), so the step never reads device memory on the host
+ * and never waits for the GPU. The update is kernels/common/adamw.h's adamw_element, each
+ * operation rounded on its own, so p, m and v are bit-identical to optim/adamw's and
+ * optim/adamw_fused's on the CPU for the same squared norm; the low-precision copy uses
+ * gearbox/convert.h's conversions and, for stochastic rounding, stochastic_round.h's
+ * random bits of (seed, step, element index), so every rounding decision is the CPU's.
+ *
+ * Parameter groups (one per tensor, host memory) reach the kernel as its argument: sorted
+ * by offset and merged where neighbours share their decay flag, up to FUSED_SPANS spans
+ * per launch (one launch for the models gearbox builds); each thread finds its element's
+ * span by binary search.
+ *
+ * grad_norm_sq sums the squares in double in a fixed partition (NORM_BLOCKS blocks of
+ * NORM_THREADS threads, each thread a fixed grid-stride subset, tree sums in shared
+ * memory, then one block over the partial sums), so it is deterministic on any GPU,
+ * without atomics. It rounds a double to f32 once, as the CPU's does, but adds in another
+ * order: the two agree except when the double lies within a few ulps of an f32 rounding
+ * boundary, and then differ by one ulp. Its partial sums live in NORM_BLOCKS doubles that
+ * create() allocates through the device.
+ *
+ * Deliberately left out: vector loads (the groups' offsets have any alignment), AMSGrad,
+ * maximize. Not yet run on a GPU.
+ *
+ * State layout: m (n) f32 followed by v (n) f32, as on the CPU.
+ */
+#include <stdlib.h>
+
+#include "adamw.h"
+#include "adamw_options.h"
+#include "cuda_status.h"
+#include "gearbox/convert.h"
+#include "gearbox/optim.h"
+#include "optim_cuda.h"
+#include "step_args.h"
+#include "stochastic_round.h"
+
+/* Spans per launch: the kernel argument stays well under the 4 KB CUDA allows. */
+#define FUSED_SPANS 128
+/* grad_norm_sq's fixed partition. */
+#define NORM_BLOCKS 512
+#define NORM_THREADS 256
+
+typedef struct adamw_fused_cuda {
+    const gb_host *host;
+    gb_device_ctx device;   /* the device given to create(): where step() queues */
+    adamw_hparams h;
+    double *partials;       /* (NORM_BLOCKS) device memory for grad_norm_sq */
+} adamw_fused_cuda;
+
+/* One launch's share of the flat buffers: spans k = 0 .. count-1, span k covering
+ * [k ? end[k-1] : begin, end[k]), with its group's decay flag. */
+typedef struct fused_spans {
+    int64_t begin;
+    int64_t end[FUSED_SPANS];
+    uint8_t decays[FUSED_SPANS];
+    int32_t count;
+} fused_spans;
+
+/* The buffers and the low-precision copy's settings. */
+typedef struct fused_buffers {
+    float *p;              // (n)
+    const float *g;        // (n)
+    float *m, *v;          // (n)
+    uint16_t *lowp;        // (n) bf16 or f16 bit patterns, or NULL
+    gb_dtype lowp_dtype;   // GB_BF16 or GB_F16 when lowp is set
+    int32_t stochastic;    // 1: the bf16 copy rounded stochastically
+    uint64_t seed;
+    int64_t step;
+} fused_buffers;
+
+/* The span that holds element i (begin <= i < end[count - 1]). */
+static __device__ int span_of(const fused_spans *s, int64_t i)
+{
+    int lo = 0, hi = s->count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (i < s->end[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+static __global__ void fused_kernel(fused_buffers b, fused_spans spans, adamw_coeffs c,
+                                    float decay, optim_cuda_clip clip)
+{
+    c.g_scale = optim_cuda_grad_scale(&clip);
+    const int64_t end = spans.end[spans.count - 1];
+    for (int64_t i = spans.begin + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < end;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float p = b.p[i], m = b.m[i], v = b.v[i];
+        adamw_element(&p, &m, &v, b.g[i], spans.decays[span_of(&spans, i)] ? decay : 1.0f, &c);
+        b.p[i] = p;
+        b.m[i] = m;
+        b.v[i] = v;
+        if (!b.lowp)
+            continue;
+        if (b.stochastic)
+            b.lowp[i] = gb_bf16_stochastic_at(p, b.seed, b.step, i);
+        else
+            b.lowp[i] = b.lowp_dtype == GB_BF16 ? gb_bf16_from_f32(p) : gb_f16_from_f32(p);
+    }
+}
+
+/* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). */
+static __global__ void norm_partials_kernel(double *partials, const float *x, int64_t n)
+{
+    __shared__ double sums[NORM_THREADS];
+    double acc = 0.0;
+    for (int64_t i = blockIdx.x * (int64_t)NORM_THREADS + threadIdx.x; i < n;
+         i += (int64_t)NORM_BLOCKS * NORM_THREADS) {
+        double xi = x[i];
+        acc += xi * xi;   // exact product: the order of the sums alone fixes the bits
+    }
+    sums[threadIdx.x] = acc;
+    __syncthreads();
+    for (int width = NORM_THREADS / 2; width > 0; width /= 2) {
+        if ((int)threadIdx.x < width)
+            sums[threadIdx.x] += sums[threadIdx.x + width];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        partials[blockIdx.x] = sums[0];
+}
+
+/* *out = the partial sums added in a fixed tree, rounded to f32 once. One block of
+ * NORM_BLOCKS threads. */
+static __global__ void norm_total_kernel(float *out, const double *partials)
+{
+    __shared__ double sums[NORM_BLOCKS];
+    sums[threadIdx.x] = partials[threadIdx.x];
+    __syncthreads();
+    for (int width = NORM_BLOCKS / 2; width > 0; width /= 2) {
+        if ((int)threadIdx.x < width)
+            sums[threadIdx.x] += sums[threadIdx.x + width];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *out = (float)sums[0];
+}
+
+static gb_status fused_create(const gb_host *host, const gb_value *options,
+                              const gb_device_ctx *device, void **self)
+{
+    if (!host || !options || !self)
+        return GB_ERR_INVALID_ARG;
+    if (!optim_cuda_device_ok(host, device, "adamw_fused"))
+        return GB_ERR_UNSUPPORTED;
+    if (device->struct_size < offsetof(gb_device_ctx, self) + sizeof device->self ||
+        !device->ops) {
+        host->set_error(host, "adamw_fused (cuda) needs a device of ABI 1.2 or later, whose "
+                        "context carries its ops (for the memory of grad_norm_sq)");
+        return GB_ERR_UNSUPPORTED;
+    }
+    adamw_hparams h;
+    if (!adamw_read_options(host, options, &h))
+        return GB_ERR_CONFIG;
+    adamw_fused_cuda *a = (adamw_fused_cuda *)host->alloc(host, sizeof *a);
+    if (!a) {
+        host->set_error(host, "out of memory");
+        return GB_ERR_NO_MEMORY;
+    }
+    a->host = host;
+    a->h = h;
+    optim_keep_device(&a->device, device);
+    void *partials = NULL;
+    gb_status st = device->ops->alloc(device->self, NORM_BLOCKS * sizeof(double), &partials);
+    if (st != GB_OK) {
+        host->set_error(host, "cannot allocate %zu bytes of device memory for grad_norm_sq",
+                        NORM_BLOCKS * sizeof(double));
+        host->free(host, a);
+        return st;
+    }
+    a->partials = (double *)partials;
+    *self = a;
+    return GB_OK;
+}
+
+static void fused_destroy(void *self)
+{
+    adamw_fused_cuda *a = (adamw_fused_cuda *)self;
+    if (!a)
+        return;
+    a->device.ops->free(a->device.self, a->partials);
+    a->host->free(a->host, a);
+}
+
+static size_t fused_state_bytes(void *self, int64_t n)
+{
+    (void)self;
+    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
+}
+
+static gb_status check_step_args(const adamw_fused_cuda *a, const gb_optim_step_args *args)
+{
+    if (!optim_step_args_valid(a->host, args))
+        return GB_ERR_INVALID_ARG;
+    return optim_lowp_supported(a->host, args);
+}
+
+static int by_offset(const void *x, const void *y)
+{
+    const gb_param_group *a = (const gb_param_group *)x, *b = (const gb_param_group *)y;
+    return (a->offset > b->offset) - (a->offset < b->offset);
+}
+
+/* The groups as runs of one decay flag, in order of offset, into runs (n_groups entries);
+ * returns how many. The groups cover [0, n) exactly (checked), so the runs tile it. */
+static int64_t merge_runs(const gb_optim_step_args *args, gb_param_group *runs)
+{
+    memcpy(runs, args->groups, (size_t)args->n_groups * sizeof *runs);
+    qsort(runs, (size_t)args->n_groups, sizeof *runs, by_offset);
+    int64_t count = 0;
+    for (int64_t k = 0; k < args->n_groups; k++) {
+        if (runs[k].count == 0)
+            continue;
+        if (count > 0 && (runs[count - 1].decay != 0) == (runs[k].decay != 0))
+            runs[count - 1].count += runs[k].count;
+        else
+            runs[count++] = runs[k];
+    }
+    return count;
+}
+
+static gb_status launch_runs(const adamw_fused_cuda *a, const gb_optim_step_args *args,
+                             const gb_param_group *runs, int64_t n_runs)
+{
+    const gb_host *host = a->host;
+    cudaStream_t stream = optim_cuda_stream(&a->device);
+    const int stochastic = args->params_lowp && optim_lowp_stochastic(args);
+    fused_buffers b = {args->params, args->grads, (float *)args->state,
+                       (float *)args->state + args->n, (uint16_t *)args->params_lowp,
+                       args->lowp_dtype, stochastic, stochastic ? args->lowp_seed : 0,
+                       args->step};
+    // g_scale is filled in by the kernel, from the device scalar
+    const adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, 1.0f);
+    const float decay = adamw_decay_factor(&a->h, args->lr);
+    const optim_cuda_clip clip = optim_cuda_clip_of(args);
+    for (int64_t first = 0; first < n_runs; first += FUSED_SPANS) {
+        fused_spans spans;
+        memset(&spans, 0, sizeof spans);
+        spans.begin = runs[first].offset;
+        while (spans.count < FUSED_SPANS && first + spans.count < n_runs) {
+            const gb_param_group *r = &runs[first + spans.count];
+            spans.end[spans.count] = r->offset + r->count;
+            spans.decays[spans.count] = r->decay != 0;
+            spans.count++;
+        }
+        fused_kernel<<<optim_cuda_blocks(spans.end[spans.count - 1] - spans.begin),
+                       OPTIM_CUDA_THREADS, 0, stream>>>(b, spans, c, decay, clip);
+        GB_CUDA_CHECK_LAUNCH("adamw_fused fused_kernel (spans of n)");
+    }
+    return GB_OK;
+}
+
+static gb_status fused_step(void *self, const gb_optim_step_args *args)
+{
+    const adamw_fused_cuda *a = (const adamw_fused_cuda *)self;
+    if (!a)
+        return GB_ERR_INVALID_ARG;
+    gb_status st = check_step_args(a, args);
+    if (st != GB_OK || args->n == 0)
+        return st;
+    const gb_host *host = a->host;
+    gb_param_group *runs =
+        (gb_param_group *)host->alloc(host, (size_t)args->n_groups * sizeof *runs);
+    if (!runs) {
+        host->set_error(host, "out of memory sorting %lld parameter groups",
+                        (long long)args->n_groups);
+        return GB_ERR_NO_MEMORY;
+    }
+    st = launch_runs(a, args, runs, merge_runs(args, runs));
+    host->free(host, runs);
+    return st;
+}
+
+static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, int64_t n)
+{
+    const adamw_fused_cuda *a = (const adamw_fused_cuda *)self;
+    if (!a)
+        return GB_ERR_INVALID_ARG;
+    const gb_host *host = a->host;
+    if (!out || n < 0 || (n > 0 && !grads)) {
+        host->set_error(host, "grad_norm_sq needs an output, n >= 0 (got %lld) and gradients",
+                        (long long)n);
+        return GB_ERR_INVALID_ARG;
+    }
+    cudaStream_t stream = optim_cuda_stream(&a->device);
+    norm_partials_kernel<<<NORM_BLOCKS, NORM_THREADS, 0, stream>>>(a->partials, grads, n);
+    GB_CUDA_CHECK_LAUNCH("adamw_fused norm_partials_kernel (n)");
+    norm_total_kernel<<<1, NORM_BLOCKS, 0, stream>>>(out, a->partials);
+    GB_CUDA_CHECK_LAUNCH("adamw_fused norm_total_kernel (NORM_BLOCKS)");
+    return GB_OK;
+}
+
+static const gb_optim_ops fused_ops = {
+    /* .struct_size = */ sizeof(gb_optim_ops),
+    /* .create = */ fused_create,
+    /* .destroy = */ fused_destroy,
+    /* .state_bytes = */ fused_state_bytes,
+    /* .step = */ fused_step,
+    /* .grad_norm_sq = */ fused_grad_norm_sq,
+};
+
+/* C linkage: the loader looks the entry up by its plain name. */
+extern "C" {
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
+                      "AdamW in one kernel per step, bit-identical to adamw; deterministic "
+                      "grad_norm_sq; writes the bf16/f16 working copy",
+                      GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                      GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
+                          GB_CAP_QUEUED_MEMORY,
+                      GB_OPTIONS(adamw_options), fused_ops)
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Two runs with the same seed on the device tests/cli/lib.sh's device_section names (the gpu
+# suite sets GEARBOX_TEST_DEVICE=cuda) must log bit-identical losses at every step and the
+# same final evaluation: the device's kernels are deterministic.
+# usage: test_same_seed.sh GEARBOX FIXTURES_DIR SOURCE_ROOT
+source "$(dirname "$0")/../cli/lib.sh"
+make_data
+write_config "$WORK/run.ini"
+for run in a b; do
+    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/$run" > "$WORK/$run.log" 2>&1 ||
+        { cat "$WORK/$run.log"; fail "run $run"; finish; }
+    grep -E '"step": [0-9]+, "(loss|train_loss)"' "$WORK/$run/metrics.jsonl" |
+        sed -E 's/, "ms".*//' > "$WORK/$run.losses"
+done
+n=$(wc -l < "$WORK/a.losses")
+if [ "$n" -lt 20 ]; then
+    fail "expected at least 20 logged steps, found $n"
+elif cmp -s "$WORK/a.losses" "$WORK/b.losses"; then
+    pass "$n logged lines, bit-identical ($(tail -n 1 "$WORK/a.losses"))"
+else
+    fail "the two runs differ:"; diff "$WORK/a.losses" "$WORK/b.losses" | head -20
+fi
+finish
