@@ -145,7 +145,7 @@ static int resolve_plugin_names(gb_config *cfg, gb_settings *s, gb_diag *diag)
 }
 
 /* [run] plugin_path with each relative folder made absolute as for any path key (':'
- * separates folders; empty pieces are dropped). The effective config records the result,
+ * separates folders; blanks around them and empty pieces are dropped). The effective config records the result,
  * so a checkpoint's saved config finds the same folders wherever it is read. */
 static int resolve_plugin_path(gb_config *cfg, gb_settings *s, const char *path, gb_diag *diag)
 {
@@ -154,8 +154,11 @@ static int resolve_plugin_path(gb_config *cfg, gb_settings *s, const char *path,
     FILE *out = open_memstream(&joined, &len);
     const char *separator = "";
     for (const char *piece = path; out && *piece;) {
-        size_t n = strcspn(piece, ":");
-        char *folder = n ? strndup(piece, n) : NULL;
+        size_t n = strcspn(piece, ":"), blanks = strspn(piece, " \t");
+        size_t len = blanks < n ? n - blanks : 0;
+        while (len && strchr(" \t", piece[blanks + len - 1]))
+            len--;   /* "a : b" names a and b: a value read back loses its outer blanks */
+        char *folder = len ? strndup(piece + blanks, len) : NULL;
         char *absolute = folder ? gb_config_resolve_path(cfg, "run", "plugin_path", folder) : NULL;
         if (absolute) {
             fprintf(out, "%s%s", separator, absolute);
