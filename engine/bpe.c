@@ -115,8 +115,8 @@ static int add_token(gb_bpe *b, int64_t id, const char *s, size_t n, int64_t *ro
             b->length[i] = UINT32_MAX; /* not given yet */
         *room = grown;
     }
-    if (b->pool_len + n > b->pool_cap) {
-        size_t cap = (b->pool_len + n) * 2;
+    if (!b->pool || b->pool_len + n > b->pool_cap) {   /* an empty first token too */
+        size_t cap = (b->pool_len + n) * 2 + 1;
         char *pool = realloc(b->pool, cap);
         if (!pool)
             return -1;

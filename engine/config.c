@@ -116,19 +116,9 @@ static char *keep_format(gb_config *cfg, const char *fmt, ...)
     return n < 0 ? NULL : adopt(cfg, s);
 }
 
-static void trim_blanks(const char **s, size_t *len)
-{
-    while (*len && isspace((unsigned char)**s)) {
-        (*s)++;
-        (*len)--;
-    }
-    while (*len && isspace((unsigned char)(*s)[*len - 1]))
-        (*len)--;
-}
-
 static char *keep_trimmed(gb_config *cfg, const char *s, size_t len)
 {
-    trim_blanks(&s, &len);
+    gb_trim_blanks(&s, &len);
     return keep(cfg, s, len);
 }
 
@@ -229,7 +219,7 @@ static const char *take_line(const char **next, bool first, size_t *len)
         line += strlen(UTF8_BOM);
         n -= strlen(UTF8_BOM);
     }
-    trim_blanks(&line, &n);
+    gb_trim_blanks(&line, &n);
     *len = n;
     return line;
 }
@@ -266,7 +256,7 @@ static void enter_section_line(gb_parser *p)
     p->section = section->name;
     const char *rest = close ? close + 1 : end;
     size_t rest_len = p->line_len - (size_t)(rest - p->line);
-    trim_blanks(&rest, &rest_len);
+    gb_trim_blanks(&rest, &rest_len);
     /* inih would drop the rest silently, e.g. a key written on the header line */
     if (rest_len && !strchr(COMMENT_CHARS, *rest))
         report_syntax_error(p, p->lineno, p->line, p->line_len);
@@ -308,7 +298,7 @@ static int on_key_value(void *user, const char *section, const char *name, const
         key_len++;
     const char *key_text = p->line;
     size_t key_text_len = key_len;
-    trim_blanks(&key_text, &key_text_len);
+    gb_trim_blanks(&key_text, &key_text_len);
     if (key_len == p->line_len || p->line[key_len] != '=' || !key_text_len) {
         report_syntax_error(p, p->lineno, p->line, p->line_len);
         return 1;
@@ -530,7 +520,7 @@ int gb_config_set(gb_config *cfg, const char *assignment, gb_diag *diag)
     }
     const char *value = key + key_len + 1;
     size_t value_len = strlen(value);
-    trim_blanks(&value, &value_len);
+    gb_trim_blanks(&value, &value_len);
     const char *kept_value = keep(cfg, value, value_len);
     if (kept_value && (strpbrk(kept_value, "\r\n") || find_inline_comment(kept_value))) {
         gb_diag_add(diag, "--set '%s': the value cannot hold a line break, nor ';' or '#' at its "

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "loader.h"
+#include "text.h"
 
 const char *const gb_known_sections[] = {"run", "model", "data", "train", "device",
                                          "attn", "optim", "precision", "comm"};
@@ -154,11 +155,10 @@ static int resolve_plugin_path(gb_config *cfg, gb_settings *s, const char *path,
     FILE *out = open_memstream(&joined, &len);
     const char *separator = "";
     for (const char *piece = path; out && *piece;) {
-        size_t n = strcspn(piece, ":"), blanks = strspn(piece, " \t");
-        size_t len = blanks < n ? n - blanks : 0;
-        while (len && strchr(" \t", piece[blanks + len - 1]))
-            len--;   /* "a : b" names a and b: a value read back loses its outer blanks */
-        char *folder = len ? strndup(piece + blanks, len) : NULL;
+        size_t n = strcspn(piece, ":"), len = n;
+        const char *name = piece;
+        gb_trim_blanks(&name, &len);   /* as a value read back loses its outer blanks */
+        char *folder = len ? strndup(name, len) : NULL;
         char *absolute = folder ? gb_config_resolve_path(cfg, "run", "plugin_path", folder) : NULL;
         if (absolute) {
             fprintf(out, "%s%s", separator, absolute);

@@ -1,6 +1,7 @@
 /* Text helpers; see text.h. */
 #include "text.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,6 +17,16 @@ const char *gb_next_line(const char **next, size_t *len)
     *len = n;
     *next = after;
     return line;
+}
+
+void gb_trim_blanks(const char **s, size_t *len)
+{
+    while (*len && isspace((unsigned char)**s)) {
+        (*s)++;
+        (*len)--;
+    }
+    while (*len && isspace((unsigned char)(*s)[*len - 1]))
+        (*len)--;
 }
 
 /* The escape of control byte c into out (room for 5 bytes); its length. */
