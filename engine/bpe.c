@@ -99,6 +99,14 @@ static size_t power_of_two_above(size_t n)
 
 /* ---- building the vocabulary --------------------------------------------------------- */
 
+/* Whether a vocabulary file of `len` bytes could give every id below `id`: each entry
+ * takes more than one byte, so a larger id means ids are missing, and room for it
+ * (two arrays of id entries) would be allocated for nothing, gigabytes for an id of 10^9. */
+static int id_fits_file(long long id, size_t len)
+{
+    return (unsigned long long)id < (unsigned long long)len;
+}
+
 /* Token `id` gets `n` bytes at s; ids may arrive in any order. */
 static int add_token(gb_bpe *b, int64_t id, const char *s, size_t n, int64_t *room)
 {
@@ -355,6 +363,11 @@ static int read_encoder(gb_bpe *b, const char *path, const int16_t *table, gb_di
                         path, (long long)(p - text));
             goto done;
         }
+        if (!id_fits_file(id, len)) {
+            gb_diag_add(diag, "%s: id %lld: a file of %zu bytes cannot give every id below "
+                        "it, as a vocabulary must", path, id, len);
+            goto done;
+        }
         int special = key_len == (int64_t)strlen(END_OF_TEXT) &&
                       memcmp(key, END_OF_TEXT, (size_t)key_len) == 0;
         int64_t n = special ? key_len : unspell(table, key, (size_t)key_len);
@@ -513,7 +526,8 @@ static int read_ranks(gb_bpe *b, const char *path, gb_diag *diag)
         long long rank = space ? strtoll(space + 1, &rank_end, 10) : -1;
         int64_t n = space && space - line < (ptrdiff_t)(sizeof token * 4 / 3)
                         ? base64_decode(line, (size_t)(space - line), token) : -1;
-        if (n <= 0 || rank < 0 || rank > INT32_MAX - 2 || !rank_end ||
+        if (n <= 0 || rank < 0 || rank > INT32_MAX - 2 || !id_fits_file(rank, len) ||
+            !rank_end ||
             (rank_end != next && *rank_end != '\r') ||
             (rank < room && b->length[rank] != UINT32_MAX) ||
             add_token(b, rank, token, (size_t)n, &room)) {

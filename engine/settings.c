@@ -146,8 +146,9 @@ static int resolve_plugin_names(gb_config *cfg, gb_settings *s, gb_diag *diag)
 }
 
 /* [run] plugin_path with each relative folder made absolute as for any path key (':'
- * separates folders; blanks around them and empty pieces are dropped). The effective config records the result,
- * so a checkpoint's saved config finds the same folders wherever it is read. */
+ * separates folders; blanks around them and empty pieces are dropped). The effective
+ * config records the result, so a checkpoint's saved config finds the same folders
+ * wherever it is read. */
 static int resolve_plugin_path(gb_config *cfg, gb_settings *s, const char *path, gb_diag *diag)
 {
     char *joined = NULL;
