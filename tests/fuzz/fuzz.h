@@ -25,6 +25,15 @@ static inline char *gb_fuzz_text(const uint8_t *data, size_t size)
     return text;
 }
 
+/* For the targets that read real files (fuzz_files.c): a scratch folder made once per
+ * process (in TMPDIR, else /tmp) and removed at exit, whose path is returned; a file of
+ * it written with `n` bytes, or removed; and the next piece of the input, prefixed by
+ * its u16 little-endian length (fewer bytes at the input's end). */
+const char *gb_fuzz_scratch_folder(void);
+void gb_fuzz_write_file(const char *name, const uint8_t *bytes, size_t n);
+void gb_fuzz_remove_file(const char *name);
+const uint8_t *gb_fuzz_take_piece(const uint8_t **data, size_t *size, size_t *len);
+
 /* Defines libFuzzer's once-per-process hook in terms of gb_fuzz_init. */
 #define GB_FUZZ_INITIALIZE                                    \
     int LLVMFuzzerInitialize(int *argc, char ***argv);        \

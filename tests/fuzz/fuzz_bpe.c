@@ -9,56 +9,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bpe.h"
 #include "fuzz.h"
 
-static char folder[64], ranks[96];
-
-static void remove_files(void)
-{
-    static const char *const files[] = {"encoder.json", "vocab.bpe", "ranks.tiktoken"};
-    char path[128];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", folder, files[i]);
-        unlink(path);
-    }
-    rmdir(folder);
-}
+static const char *folder;
+static char ranks[128];
 
 void gb_fuzz_init(void)
 {
-    snprintf(folder, sizeof folder, "/tmp/gearbox-fuzz-bpe-XXXXXX");
-    if (!mkdtemp(folder))
-        abort();
+    folder = gb_fuzz_scratch_folder();
     snprintf(ranks, sizeof ranks, "%s/ranks.tiktoken", folder);
-    atexit(remove_files);
 }
 GB_FUZZ_INITIALIZE
-
-/* The next length-prefixed piece of the input (fewer bytes at its end). */
-static const uint8_t *take_piece(const uint8_t **data, size_t *size, size_t *len)
-{
-    size_t n = *size >= 2 ? (size_t)(*data)[0] | (size_t)(*data)[1] << 8 : 0;
-    size_t skip = *size >= 2 ? 2 : *size;
-    *data += skip;
-    *size -= skip;
-    *len = n < *size ? n : *size;
-    const uint8_t *piece = *data;
-    *data += *len;
-    *size -= *len;
-    return piece;
-}
-
-static void write_file(const char *path, const uint8_t *bytes, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        abort();
-    fwrite(bytes, 1, n, f);
-    fclose(f);
-}
 
 /* What token `id` stands for in the text: its bytes, or the special token's name. */
 static const char *spelling(const gb_bpe *bpe, int32_t id, size_t *len)
@@ -101,18 +64,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int gpt2_files = data[0] & 1;
     data++;
     size--;
-    char path[128];
     size_t n;
-    const uint8_t *piece = take_piece(&data, &size, &n);
+    const uint8_t *piece = gb_fuzz_take_piece(&data, &size, &n);
     if (gpt2_files) {
-        snprintf(path, sizeof path, "%s/encoder.json", folder);
-        write_file(path, piece, n);
-        piece = take_piece(&data, &size, &n);
-        snprintf(path, sizeof path, "%s/vocab.bpe", folder);
-        write_file(path, piece, n);
-        unlink(ranks);   /* the folder holds the two GPT-2 files only */
+        gb_fuzz_write_file("encoder.json", piece, n);
+        piece = gb_fuzz_take_piece(&data, &size, &n);
+        gb_fuzz_write_file("vocab.bpe", piece, n);
+        gb_fuzz_remove_file("ranks.tiktoken");   /* the folder holds GPT-2's files only */
     } else {
-        write_file(ranks, piece, n);
+        gb_fuzz_write_file("ranks.tiktoken", piece, n);
     }
     gb_diag diag = {0};
     gb_bpe *bpe = gb_bpe_load(gpt2_files ? folder : ranks, &diag);

@@ -7,63 +7,26 @@
  *   train.bin, then val.bin (the rest)
  *
  * A folder that opens must give batches whose every token is below the vocabulary size. */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "data.h"
 #include "fuzz.h"
 
-static char folder[64];
-
-static void remove_folder(void)
-{
-    static const char *const files[] = {"vocab.txt", "train.bin", "val.bin"};
-    char path[128];
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", folder, files[i]);
-        unlink(path);
-    }
-    rmdir(folder);
-}
+static const char *folder;
 
 void gb_fuzz_init(void)
 {
-    snprintf(folder, sizeof folder, "/tmp/gearbox-fuzz-data-XXXXXX");
-    if (!mkdtemp(folder))
-        abort();
-    atexit(remove_folder);
+    folder = gb_fuzz_scratch_folder();
 }
 GB_FUZZ_INITIALIZE
 
-/* The next `n` bytes of the input, fewer at its end. */
-static const uint8_t *take(const uint8_t **data, size_t *size, size_t n, size_t *got)
+/* Writes `name` from the input's bytes, or leaves it out. */
+static void put_file(const char *name, const uint8_t *bytes, size_t n, int leave_out)
 {
-    const uint8_t *p = *data;
-    *got = n < *size ? n : *size;
-    *data += *got;
-    *size -= *got;
-    return p;
-}
-
-static size_t take_length(const uint8_t **data, size_t *size)
-{
-    size_t got;
-    const uint8_t *p = take(data, size, 2, &got);
-    return got == 2 ? (size_t)p[0] | (size_t)p[1] << 8 : 0;
-}
-
-static void write_file(const char *name, const uint8_t *bytes, size_t n, int leave_out)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", folder, name);
-    unlink(path);
-    FILE *f = leave_out ? NULL : fopen(path, "wb");
-    if (f) {
-        fwrite(bytes, 1, n, f);
-        fclose(f);
-    }
+    if (leave_out)
+        gb_fuzz_remove_file(name);
+    else
+        gb_fuzz_write_file(name, bytes, n);
 }
 
 /* Every token of a few batches must be an id the vocabulary has. */
@@ -81,18 +44,18 @@ static void check_batches(const gb_dataset *ds, int64_t vocab_size, int64_t T)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    size_t got;
-    const uint8_t *head = take(&data, &size, 3, &got);
-    if (got < 3)
+    if (size < 3)
         return 0;
-    int64_t block_size = head[0] % 64 + 1, vocab_size = head[1];
-    size_t n = take_length(&data, &size);
-    const uint8_t *vocab = take(&data, &size, n, &n);
-    write_file("vocab.txt", vocab, n, head[2] & 1);
-    n = take_length(&data, &size);
-    const uint8_t *train = take(&data, &size, n, &n);
-    write_file("train.bin", train, n, head[2] & 2);
-    write_file("val.bin", data, size, head[2] & 4);
+    int64_t block_size = data[0] % 64 + 1, vocab_size = data[1];
+    int leave_out = data[2];
+    data += 3;
+    size -= 3;
+    size_t n;
+    const uint8_t *vocab = gb_fuzz_take_piece(&data, &size, &n);
+    put_file("vocab.txt", vocab, n, leave_out & 1);
+    const uint8_t *train = gb_fuzz_take_piece(&data, &size, &n);
+    put_file("train.bin", train, n, leave_out & 2);
+    put_file("val.bin", data, size, leave_out & 4);
     gb_diag diag = {0};
     gb_dataset *ds = gb_data_open(folder, vocab_size, block_size, &diag);
     if (ds)
