@@ -31,6 +31,7 @@
 
 #include "cpu_device.h"
 #include "dtype_rows.h"
+#include "matmul_args.h"
 
 /* Distinct matmuls of a GPT step: four linear layers forward and two products each
  * backward, plus the LM head, with a margin for evaluation shapes. */
@@ -319,25 +320,9 @@ static gb_status check_args(cpu_device *dev, const gb_matmul_args *a)
         return cpu_fail(dev, GB_ERR_INVALID_ARG,
                         "matmul: args.struct_size %zu is smaller than ABI 1.0's %zu",
                         a->struct_size, sizeof(gb_matmul_args));
-    if (!dtype_is_activation(a->dtype_a) || a->dtype_b != a->dtype_a ||
-        (a->dtype_c != a->dtype_a && a->dtype_c != GB_F32))
-        return cpu_fail(dev, GB_ERR_UNSUPPORTED,
-                        "matmul on the cpu device takes A and B of one dtype (f32, bf16 or f16) "
-                        "and C of that dtype or f32; this call asks for A %s, B %s, C %s",
-                        gb_dtype_name(a->dtype_a), gb_dtype_name(a->dtype_b),
-                        gb_dtype_name(a->dtype_c));
-    if (a->m < 0 || a->n < 0 || a->k < 0)
-        return cpu_fail(dev, GB_ERR_INVALID_ARG, "matmul: negative size m=%lld n=%lld k=%lld",
-                        (long long)a->m, (long long)a->n, (long long)a->k);
-    int64_t a_cols = a->trans_a ? a->m : a->k;
-    int64_t b_cols = a->trans_b ? a->k : a->n;
-    if (a->lda < a_cols || a->ldb < b_cols || a->ldc < a->n)
-        return cpu_fail(dev, GB_ERR_INVALID_ARG,
-                        "matmul: leading dimensions lda=%lld ldb=%lld ldc=%lld are below the "
-                        "stored row lengths %lld, %lld, %lld", (long long)a->lda,
-                        (long long)a->ldb, (long long)a->ldc, (long long)a_cols,
-                        (long long)b_cols, (long long)a->n);
-    return GB_OK;
+    char why[320];
+    gb_status status = gb_matmul_args_check(a, "cpu", why, sizeof why);
+    return status == GB_OK ? GB_OK : cpu_fail(dev, status, "%s", why);
 }
 
 /* k == 0: the product is all zeros, so C = beta C (+ bias), C f32. oneDNN leaves C

@@ -34,6 +34,7 @@
 #include "cuda_device.h"
 #include "cuda_status.h"
 #include "lt_layout.h"
+#include "matmul_args.h"
 
 /* Distinct matmuls of a GPT step (four linear layers forward, two products each backward,
  * the LM head, attention's batched products) with a margin for evaluation shapes and the
@@ -371,24 +372,11 @@ static gb_status check_args(cuda_device *dev, const gb_matmul_args *a, const mat
                         a->struct_size, offsetof(gb_matmul_args, batch));
         return GB_ERR_INVALID_ARG;
     }
-    gb_dtype t = a->dtype_a;
-    if ((t != GB_F32 && t != GB_BF16 && t != GB_F16) || a->dtype_b != t ||
-        (a->dtype_c != t && a->dtype_c != GB_F32)) {
-        host->set_error(host, "matmul on the cuda device takes A and B of one dtype (f32, bf16 "
-                        "or f16) and C of that dtype or f32; this call asks for A %s, B %s, "
-                        "C %s", gb_dtype_name(a->dtype_a), gb_dtype_name(a->dtype_b),
-                        gb_dtype_name(a->dtype_c));
-        return GB_ERR_UNSUPPORTED;
-    }
-    if (a->m < 0 || a->n < 0 || a->k < 0)
-        return refuse(dev, GB_ERR_INVALID_ARG, "negative size", a);
-    int64_t a_cols = a->trans_a ? a->m : a->k, b_cols = a->trans_b ? a->k : a->n;
-    if (a->lda < a_cols || a->ldb < b_cols || a->ldc < a->n) {
-        host->set_error(host, "matmul: leading dimensions lda=%lld ldb=%lld ldc=%lld are below "
-                        "the stored row lengths %lld, %lld, %lld", (long long)a->lda,
-                        (long long)a->ldb, (long long)a->ldc, (long long)a_cols,
-                        (long long)b_cols, (long long)a->n);
-        return GB_ERR_INVALID_ARG;
+    char why[320];
+    gb_status st = gb_matmul_args_check(a, "cuda", why, sizeof why);
+    if (st != GB_OK) {
+        host->set_error(host, "%s", why);
+        return st;
     }
     if (x->batch > INT32_MAX)
         return refuse(dev, GB_ERR_UNSUPPORTED, "more than 2^31 - 1 products in a batch", a);
