@@ -92,6 +92,7 @@ struct gb_model {
     float *figures_host;            /* both slots' host memory (pinned where it can be) */
 
     gb_profile *profile;            /* kernel times by phase, or NULL */
+    int recomputing;                /* kernels now run count as GB_PHASE_RECOMPUTE */
     gb_grads_ready_fn grads_ready;  /* told as backward finishes gradients; may be NULL */
     void *grads_ready_ctx;
 
@@ -239,6 +240,15 @@ static void bind_views(gb_model *m, float *base, model_params *v)
 #undef NEXT_BIAS
 }
 
+gb_model_config gb_model_config_of(const gb_settings *s, int64_t data_vocab)
+{
+    return (gb_model_config){
+        .n_layer = s->n_layer, .n_head = s->n_head, .n_embd = s->n_embd,
+        .block_size = s->block_size, .vocab_size = s->vocab_size ? s->vocab_size : data_vocab,
+        .bias = s->bias, .recompute = (gb_recompute)s->recompute,
+    };
+}
+
 /* ---- creation ------------------------------------------------------------------------ */
 
 static gb_attn_problem attn_problem(const gb_model *m, int64_t B, int64_t T)
@@ -271,35 +281,78 @@ static int plan_attention(gb_model *m)
     return 0;
 }
 
+/* An activation buffer of `count` elements: `shared` when backward recomputes it (all
+ * blocks then write the same buffer), else a block's own. */
+static void *own_or_shared(gb_model *m, void *shared, int64_t count)
+{
+    return shared ? shared : ALLOC_ACT(m, count, activations);
+}
+
+static float *own_or_shared_f32(gb_model *m, float *shared, int64_t count)
+{
+    return shared ? shared : ALLOC_F32(m, count, activations);
+}
+
+/* The activations block `a` keeps for backward; the non-NULL buffers of `shared` are
+ * those it recomputes instead. */
+static int allocate_block_acts(gb_model *m, layer_acts *a, const layer_acts *shared)
+{
+    int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd;
+    a->ln1 = own_or_shared(m, shared->ln1, N * C);
+    a->ln1_mean = own_or_shared_f32(m, shared->ln1_mean, N);
+    a->ln1_rstd = own_or_shared_f32(m, shared->ln1_rstd, N);
+    a->qkv = own_or_shared(m, shared->qkv, N * 3 * C);
+    a->atty = own_or_shared(m, shared->atty, N * C);
+    a->attn_saved = shared->attn_saved ? shared->attn_saved
+                                       : device_alloc(m, m->attn_saved_bytes, &m->plan.activations);
+    a->res2 = own_or_shared(m, shared->res2, N * C);
+    a->ln2 = own_or_shared(m, shared->ln2, N * C);
+    a->ln2_mean = own_or_shared_f32(m, shared->ln2_mean, N);
+    a->ln2_rstd = own_or_shared_f32(m, shared->ln2_rstd, N);
+    a->fch = own_or_shared(m, shared->fch, N * 4 * C);
+    a->fch_gelu = own_or_shared(m, shared->fch_gelu, N * 4 * C);
+    a->res3 = own_or_shared(m, shared->res3, N * C);
+    return (a->ln1 && a->ln1_mean && a->ln1_rstd && a->qkv && a->atty && a->attn_saved &&
+            a->res2 && a->ln2 && a->ln2_mean && a->ln2_rstd && a->fch && a->fch_gelu &&
+            a->res3) ? 0 : -1;
+}
+
+/* Every block's activations. Recomputed buffers are shared: norm_gelu shares one
+ * LayerNorm output (ln1 and ln2 are never needed at once in backward) and one GELU
+ * output; block shares all of block 0's buffers but each block's output, which is the
+ * next block's input. */
+static int allocate_blocks(gb_model *m)
+{
+    int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd;
+    layer_acts shared = {0};
+    m->acts = calloc((size_t)m->cfg.n_layer, sizeof *m->acts);
+    if (!m->acts)
+        return -1;
+    if (m->train && m->cfg.recompute == GB_RECOMPUTE_NORM_GELU) {
+        shared.ln1 = shared.ln2 = ALLOC_ACT(m, N * C, activations);
+        shared.fch_gelu = ALLOC_ACT(m, N * 4 * C, activations);
+        if (!shared.ln1 || !shared.fch_gelu)
+            return -1;
+    }
+    for (int64_t l = 0; l < m->cfg.n_layer; l++) {
+        if (allocate_block_acts(m, &m->acts[l], &shared))
+            return -1;
+        if (l == 0 && m->train && m->cfg.recompute == GB_RECOMPUTE_BLOCK) {
+            shared = m->acts[0];
+            shared.res3 = NULL;
+        }
+    }
+    return 0;
+}
+
 static int allocate_activations(gb_model *m)
 {
     int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd, V = m->cfg.vocab_size;
     m->tokens = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
     m->targets = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
     m->encoded = ALLOC_ACT(m, N * C, activations);
-    m->acts = calloc((size_t)m->cfg.n_layer, sizeof *m->acts);
-    if (!m->acts)
+    if (allocate_blocks(m))
         return -1;
-    for (int64_t l = 0; l < m->cfg.n_layer; l++) {
-        layer_acts *a = &m->acts[l];
-        a->ln1 = ALLOC_ACT(m, N * C, activations);
-        a->ln1_mean = ALLOC_F32(m, N, activations);
-        a->ln1_rstd = ALLOC_F32(m, N, activations);
-        a->qkv = ALLOC_ACT(m, N * 3 * C, activations);
-        a->atty = ALLOC_ACT(m, N * C, activations);
-        a->attn_saved = device_alloc(m, m->attn_saved_bytes, &m->plan.activations);
-        a->res2 = ALLOC_ACT(m, N * C, activations);
-        a->ln2 = ALLOC_ACT(m, N * C, activations);
-        a->ln2_mean = ALLOC_F32(m, N, activations);
-        a->ln2_rstd = ALLOC_F32(m, N, activations);
-        a->fch = ALLOC_ACT(m, N * 4 * C, activations);
-        a->fch_gelu = ALLOC_ACT(m, N * 4 * C, activations);
-        a->res3 = ALLOC_ACT(m, N * C, activations);
-        if (!a->ln1 || !a->ln1_mean || !a->ln1_rstd || !a->qkv || !a->atty || !a->attn_saved ||
-            !a->res2 || !a->ln2 || !a->ln2_mean || !a->ln2_rstd || !a->fch || !a->fch_gelu ||
-            !a->res3)
-            return -1;
-    }
     m->proj = ALLOC_ACT(m, N * C, activations);
     m->lnf = ALLOC_ACT(m, N * C, activations);
     m->lnf_mean = ALLOC_F32(m, N, activations);
@@ -548,14 +601,37 @@ void gb_model_free(gb_model *m)
     free(m);
 }
 
-void gb_model_print_memory(const gb_model *m, FILE *out)
+static const char *recompute_name(gb_recompute r)
+{
+    return r == GB_RECOMPUTE_BLOCK ? "block" : r == GB_RECOMPUTE_NORM_GELU ? "norm_gelu" : "none";
+}
+
+/* What recomputation saves: the activations the same model would plan keeping everything. */
+static void print_recompute_savings(const gb_model *m, FILE *out, const char *prefix)
+{
+    gb_model_config keep_all = m->cfg;
+    keep_all.recompute = GB_RECOMPUTE_NONE;
+    gb_memory_plan full;
+    if (gb_model_plan(m->rt, &keep_all, m->B, 1, &full))
+        return;
+    const double mib = 1024.0 * 1024.0;
+    fprintf(out, "%srecompute = %s: activations %.2f MiB instead of %.2f (%.2f MiB less), "
+            "for %s in backward\n", prefix, recompute_name(m->cfg.recompute), m->plan.activations / mib,
+            full.activations / mib, (double)(full.activations - m->plan.activations) / mib,
+            m->cfg.recompute == GB_RECOMPUTE_BLOCK ? "one more forward pass"
+                                                   : "LayerNorm and GELU forward again");
+}
+
+void gb_model_print_memory(const gb_model *m, FILE *out, const char *prefix)
 {
     const gb_memory_plan *p = &m->plan;
     const double mib = 1024.0 * 1024.0;
-    fprintf(out, "memory plan: %.2f MiB = params %.2f + grads %.2f + optimizer %.2f + "
-            "activations %.2f + workspace %.2f\n", (double)(p->params + p->grads + p->optimizer +
+    fprintf(out, "%smemory plan: %.2f MiB = params %.2f + grads %.2f + optimizer %.2f + "
+            "activations %.2f + workspace %.2f\n", prefix, (double)(p->params + p->grads + p->optimizer +
             p->activations + p->workspace) / mib, p->params / mib, p->grads / mib,
             p->optimizer / mib, p->activations / mib, p->workspace / mib);
+    if (m->train && m->cfg.recompute != GB_RECOMPUTE_NONE)
+        print_recompute_savings(m, out, prefix);
 }
 
 const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count)
@@ -595,6 +671,8 @@ static void phase_end(gb_model *m, gb_phase phase, double start)
     if (!m->profile)
         return;
     m->rt->dev->sync(m->dev);
+    if (m->recomputing)
+        phase = GB_PHASE_RECOMPUTE;
     m->profile->ms[phase] += gb_now_ms() - start;
     m->profile->calls[phase]++;
 }
@@ -781,6 +859,13 @@ static int layernorm_forward(gb_model *m, void *out, float *mean, float *rstd, c
     return 0;
 }
 
+static int gelu_forward(gb_model *m, void *out, const void *x, int64_t n)
+{
+    TIMED_CALL(m, GB_PHASE_FWD_GELU, &m->rt->inst[GB_KIND_DEVICE], "gelu_forward",
+               m->rt->dev->gelu_forward(m->dev, m->act, out, x, n));
+    return 0;
+}
+
 static int block_forward(gb_model *m, int64_t l, const void *residual, int64_t B, int64_t T)
 {
     const gb_device_ops *ops = m->rt->dev;
@@ -798,9 +883,8 @@ static int block_forward(gb_model *m, int64_t l, const void *residual, int64_t B
     if (layernorm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N) ||
         linear_forward(m, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C))
         return -1;
-    TIMED_CALL(m, GB_PHASE_FWD_GELU, dev, "gelu_forward",
-               ops->gelu_forward(m->dev, m->act, a->fch_gelu, a->fch, N * 4 * C));
-    if (linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C))
+    if (gelu_forward(m, a->fch_gelu, a->fch, N * 4 * C) ||
+        linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C))
         return -1;
     TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
                ops->add(m->dev, m->act, a->res3, a->res2, m->proj, N * C));
@@ -914,13 +998,44 @@ static int attention_backward(gb_model *m, layer_acts *a, const void *datty, int
     return 0;
 }
 
+/* ---- recomputation ------------------------------------------------------------------- */
+
+/* Block l's activations again where backward is to read them (gb_recompute). The last
+ * block's are still there from forward, which ran it last. `part` says which are wanted
+ * now: under norm_gelu ln1 shares a buffer with ln2, so it comes back only after ln2 has
+ * been used. */
+typedef enum recompute_part { RECOMPUTE_MLP_INPUTS, RECOMPUTE_LN1 } recompute_part;
+
+static int recompute_for_backward(gb_model *m, int64_t l, const void *residual, int64_t B,
+                                  int64_t T, recompute_part part)
+{
+    layer_params *p = &m->p.layers[l];
+    layer_acts *a = &m->acts[l];
+    int64_t N = B * T;
+    int last = l == m->cfg.n_layer - 1;
+    int rc = 0;
+    m->recomputing = 1;
+    if (m->cfg.recompute == GB_RECOMPUTE_BLOCK && part == RECOMPUTE_MLP_INPUTS && !last)
+        rc = block_forward(m, l, residual, B, T);
+    else if (m->cfg.recompute == GB_RECOMPUTE_NORM_GELU && part == RECOMPUTE_MLP_INPUTS && !last)
+        rc = layernorm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b,
+                               N) ||
+             gelu_forward(m, a->fch_gelu, a->fch, N * 4 * m->cfg.n_embd);
+    else if (m->cfg.recompute == GB_RECOMPUTE_NORM_GELU && part == RECOMPUTE_LN1)
+        rc = layernorm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, p->ln1w, p->ln1b,
+                               N);
+    m->recomputing = 0;
+    return rc;
+}
+
 /* m->dres holds d(loss)/d(res3) on entry and d(loss)/d(residual) on return. */
 static int block_backward(gb_model *m, int64_t l, const void *residual, int64_t B, int64_t T)
 {
     layer_params *p = &m->p.layers[l], *g = &m->g.layers[l];
     layer_acts *a = &m->acts[l];
     int64_t N = B * T, C = m->cfg.n_embd;
-    if (linear_backward(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu, p->fcprojw, N,
+    if (recompute_for_backward(m, l, residual, B, T, RECOMPUTE_MLP_INPUTS) ||
+        linear_backward(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu, p->fcprojw, N,
                         4 * C, C))
         return -1;
     TIMED_CALL(m, GB_PHASE_BWD_GELU, &m->rt->inst[GB_KIND_DEVICE], "gelu_backward",
@@ -930,6 +1045,7 @@ static int block_backward(gb_model *m, int64_t l, const void *residual, int64_t 
                            a->ln2_rstd, N) ||
         linear_backward(m, m->dC, g->projw, g->projb, m->dres, a->atty, p->projw, N, C, C) ||
         attention_backward(m, a, m->dC, B, T) ||
+        recompute_for_backward(m, l, residual, B, T, RECOMPUTE_LN1) ||
         linear_backward(m, m->dC, g->qkvw, g->qkvb, m->d3C, a->ln1, p->qkvw, N, C, 3 * C) ||
         layernorm_backward(m, g->ln1w, g->ln1b, m->dC, residual, p->ln1w, a->ln1_mean,
                            a->ln1_rstd, N))

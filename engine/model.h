@@ -18,11 +18,25 @@
 #include "gearbox/optim.h"
 #include "profile.h"
 #include "runtime.h"
+#include "settings.h"
+
+/* What backward recomputes instead of keeping from forward ([train] recompute): the
+ * same kernels on the same inputs, so the results keep their bits. */
+typedef enum gb_recompute {
+    GB_RECOMPUTE_NONE = 0,
+    GB_RECOMPUTE_NORM_GELU = 1, /* LayerNorm and GELU outputs: 6 of a block's 16 C-wide rows */
+    GB_RECOMPUTE_BLOCK = 2,     /* everything but each block's input: one more forward */
+} gb_recompute;
 
 typedef struct gb_model_config {
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;
     int bias;
+    gb_recompute recompute;
 } gb_model_config;
+
+/* The model a run's settings describe; `data_vocab` is the data's vocabulary size, used
+ * when the config gives none. */
+gb_model_config gb_model_config_of(const gb_settings *s, int64_t data_vocab);
 
 /* One named parameter tensor inside the flat buffer. */
 typedef struct gb_param_tensor {
@@ -58,8 +72,10 @@ void gb_model_free(gb_model *m);
 const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count);
 int64_t gb_model_num_params(const gb_model *m);
 gb_memory_plan gb_model_memory(const gb_model *m);
-/* One line: "memory plan: TOTAL MiB = params + grads + optimizer + activations + workspace". */
-void gb_model_print_memory(const gb_model *m, FILE *out);
+/* One line: "memory plan: TOTAL MiB = params + grads + optimizer + activations + workspace",
+ * and with [train] recompute one more saying what it saves; each line starts with
+ * `prefix` ("# " keeps them comments in check's INI output). */
+void gb_model_print_memory(const gb_model *m, FILE *out, const char *prefix);
 
 /* nanoGPT's initialisation from `seed`: N(0, 0.02) for weights and embeddings,
  * N(0, 0.02/sqrt(2 n_layer)) for the two residual projections, LayerNorm 1/0, biases 0. */

@@ -24,6 +24,7 @@ const char *gb_phase_name(gb_phase phase)
         [GB_PHASE_GRAD_NORM] = "gradient norm",
         [GB_PHASE_OPTIMIZER] = "optimizer step",
         [GB_PHASE_ALL_REDUCE] = "all-reduce wait",
+        [GB_PHASE_RECOMPUTE] = "backward: recomputed forward",
     };
     return (unsigned)phase < GB_PHASE_COUNT ? names[phase] : "unknown";
 }

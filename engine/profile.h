@@ -31,6 +31,7 @@ typedef enum gb_phase {
     GB_PHASE_GRAD_NORM,
     GB_PHASE_OPTIMIZER,
     GB_PHASE_ALL_REDUCE,      /* waiting for gradient buckets after backward */
+    GB_PHASE_RECOMPUTE,       /* forward kernels run again in backward ([train] recompute) */
     GB_PHASE_COUNT
 } gb_phase;
 

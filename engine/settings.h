@@ -36,6 +36,7 @@ typedef struct gb_settings {
     size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
     int decay_lr;
+    int recompute;            /* gb_recompute (model.h) */
     /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind;
      * a name, or an absolute path (held in plugin_files) */
     const char *plugin[6];

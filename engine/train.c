@@ -425,7 +425,7 @@ static void print_plan(gb_trainer *t)
                 "all-reduced per step in %d buckets ([train] bucket_cap_mb)\n", t->world,
                 (long long)t->rows, (long long)t->s->batch_size,
                 gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
-    gb_model_print_memory(t->model, t->out);
+    gb_model_print_memory(t->model, t->out, "");
     if (t->peak_flops > 0)
         fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s f32 peak of %.1f "
                "GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source, t->peak_flops / 1e9);
@@ -636,8 +636,7 @@ static int share_out_rows(gb_trainer *t)
 static int build_model(gb_trainer *t)
 {
     const gb_settings *s = t->s;
-    gb_model_config mc = {s->n_layer, s->n_head, s->n_embd, s->block_size,
-                          s->vocab_size ? s->vocab_size : t->data->vocab.size, s->bias};
+    gb_model_config mc = gb_model_config_of(s, t->data->vocab.size);
     gb_diag diag = {0};
     int rc = gb_batch_auto(&t->rt, &mc, stdout, &diag);
     gb_diag_print(&diag, stderr);

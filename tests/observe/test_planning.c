@@ -45,6 +45,32 @@ static void plan_matches_creation(gb_runtime *rt, const gb_model_config *mc, int
     }
 }
 
+/* [train] recompute: plans still equal creation, and the activations shrink by what the
+ * recomputed buffers take: norm_gelu drops 6 of a block's 16 C-wide rows in each block but
+ * keeps one shared set of 5 (ln1 and ln2 share); block keeps only one block's buffers
+ * besides every block's output. */
+static void recomputation_plans(gb_runtime *rt, const gb_model_config *base)
+{
+    const int64_t batch = 3, N = batch * base->block_size, C = base->n_embd, L = base->n_layer;
+    gb_memory_plan plan[3];
+    for (int r = 0; r < 3; r++) {
+        gb_model_config mc = *base;
+        mc.recompute = (gb_recompute)r;
+        plan_matches_creation(rt, &mc, batch, 1);
+        if (gb_model_plan(rt, &mc, batch, 1, &plan[r]))
+            memset(&plan[r], 0, sizeof plan[r]);
+    }
+    size_t norm_gelu_saves = (size_t)((L * 6 - 5) * N * C) * sizeof(float);
+    size_t block_saves_at_least = (size_t)((L - 1) * (15 * N * C + 4 * N)) * sizeof(float);
+    check(plan[0].activations - plan[1].activations == norm_gelu_saves, "%s",
+          "recompute = norm_gelu saves (6 L - 5) N C activations");
+    check(plan[0].activations - plan[2].activations >= block_saves_at_least &&
+          plan[2].activations < plan[1].activations, "%s",
+          "recompute = block saves at least (L - 1) of a block's 15 N C + 4 N, more than norm_gelu");
+    check(plan[0].params == plan[2].params && plan[0].workspace == plan[2].workspace, "%s",
+          "recomputation changes only the activations");
+}
+
 static void planning(void)
 {
     static const char text[] = "[run]\nthreads = 1\n[model]\nn_layer = 2\nn_head = 2\n"
@@ -58,7 +84,8 @@ static void planning(void)
     gb_diag_clear(&diag);
     check(started, "%s", "runtime starts from the build tree's plugins");
     if (started) {
-        gb_model_config mc = {2, 2, 32, 16, 65, 0};
+        gb_model_config mc = {.n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16,
+                              .vocab_size = 65};
         const int64_t batches[] = {1, 2, 3, 5, 8};
         for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++)
             plan_matches_creation(&rt, &mc, batches[i], 1);
@@ -67,6 +94,7 @@ static void planning(void)
         check(gb_model_plan(&rt, &mc, 4, 1, &a) == 0 && gb_model_plan(&rt, &mc, 5, 1, &b) == 0 &&
               gb_memory_plan_total(&b) > gb_memory_plan_total(&a),
               "%s", "the plan grows with the batch");
+        recomputation_plans(&rt, &mc);
     }
     gb_runtime_free(&rt);
     gb_config_free(cfg);
