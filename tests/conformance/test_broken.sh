@@ -37,6 +37,8 @@ expect_kit "naive attention (the twin)" 0 "0 failed, 0 unsupported" "$FIXTURES/a
 expect_kit "attention without 1/sqrt(head_dim)" 1 "out is attention without the 1/sqrt(head_dim) scale" \
     "$FIXTURES/attn-noscale-cpu.so"
 expect_kit "causal mask off by one" 1 "causal mask violated" "$FIXTURES/attn-peek-cpu.so"
+expect_kit "16-bit gradients summed in their dtype" 1 "bf16 B2 H2 T257 D64 causal, packed views     FAIL" \
+    "$FIXTURES/attn-sum16-cpu.so"
 
 expect_kit "sgd (the twin)" 0 "0 failed" "$FIXTURES/optim-sgd-cpu.so"
 expect_kit "weight decay on decay = 0 groups" 1 \

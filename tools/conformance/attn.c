@@ -21,18 +21,38 @@
  * workspace bytes linear in T (f(4T) - f(2T) = 2 (f(2T) - f(T))), except for attn/math,
  * which keeps the (T, T) scores by design.
  *
- * Left out: dtypes other than f32 in the comparisons (tests/kernels compares bf16 and
- * f16) and timing, which is `gearbox bench attn`'s business.
+ * bf16 and f16: the same checks on a subset of the shapes, for a plugin that says it is
+ * eligible for the dtype. q, k, v and dout are rounded to the dtype, and attn/math runs in
+ * f32 on those rounded values; a 16-bit plugin may round its inputs' products and its
+ * outputs, so the tolerance is 1e-2 of the tensor's largest magnitude + 2e-2 relative for
+ * bf16, 2e-3 + 4e-3 relative for f16 (gearbox's CPU plugins compute in f32 and round once,
+ * within 2^-8 and 2^-11 relative). A plugin that only does 16-bit passes with its f32 rows
+ * unsupported.
+ *
+ * Left out: timing, which is `gearbox bench attn`'s business.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gearbox/attn.h"
+#include "gearbox/convert.h"
 #include "kit.h"
 
-#define ATOL 1e-5
-#define RTOL 1e-4
+/* |got - want| <= abs + scaled * max |want| + rel * |want|, per dtype of the problem. */
+typedef struct tolerance {
+    double abs, scaled, rel;
+    const char *text;   /* for the report */
+} tolerance;
+
+static tolerance tolerance_of(gb_dtype dtype)
+{
+    switch (dtype) {
+    case GB_BF16: return (tolerance){0.0, 1e-2, 2e-2, "1e-2 * max|ref| + 2e-2 rel"};
+    case GB_F16: return (tolerance){0.0, 2e-3, 4e-3, "2e-3 * max|ref| + 4e-3 rel"};
+    default: return (tolerance){1e-5, 0.0, 1e-4, "1e-5 abs + 1e-4 rel"};
+    }
+}
 
 typedef struct shape {
     int64_t B, H, T, D;
@@ -50,20 +70,28 @@ static const shape shapes[] = {
     {2, 2, 257, 64, 1, 1}, {1, 2, 257, 48, 1, 1},
 };
 
+/* The shapes the 16-bit rows run: odd and tile-sized T, head_dim 8 to 128. */
+static const shape shapes_16bit[] = {
+    {2, 3, 7, 8, 1, 1},    {2, 2, 33, 48, 0, 0},  {1, 2, 63, 32, 1, 1}, {2, 1, 63, 80, 0, 1},
+    {1, 3, 65, 64, 1, 1},  {1, 2, 100, 128, 1, 1}, {1, 2, 130, 32, 1, 1}, {2, 2, 257, 64, 1, 1},
+};
+
 /* One problem: its inputs on the host and the layout of its views. Packed: q, k, v are
  * slices of a (B, T, 3, H, D) projection and out a (B, T, H, D) buffer, as the core passes
- * them; otherwise each is a contiguous (B, H, T, D) tensor. */
+ * them; otherwise each is a contiguous (B, H, T, D) tensor. The host keeps f32 (holding
+ * values of p.dtype); device buffers hold p.dtype elements. */
 typedef struct attn_case {
     gb_attn_problem p;
-    size_t n_qkv, n_out;          /* floats in the q/k/v buffer and in the out buffer */
+    size_t n_qkv, n_out;          /* elements in the q/k/v buffer and in the out buffer */
     int64_t stride_qkv[4], stride_out[4];
-    int64_t offset_k, offset_v;   /* floats from the start of the q/k/v buffer */
+    int64_t offset_k, offset_v;   /* elements from the start of the q/k/v buffer */
     float *qkv, *dout;            /* host inputs */
 } attn_case;
 
-/* The memory one run uses: host for the reference, device for the plugin under test. */
+/* The memory one run uses: host f32 for the reference, device p.dtype for the plugin
+ * under test. */
 typedef struct attn_buffers {
-    float *qkv, *dqkv, *out, *dout;
+    void *qkv, *dqkv, *out, *dout;
     void *saved, *workspace;
 } attn_buffers;
 
@@ -72,12 +100,20 @@ typedef struct attn_result {
     float *qkv, *dqkv, *out;
 } attn_result;
 
-static int make_case(gb_kit *kit, const shape *s, gb_rng *rng, attn_case *c)
+/* x (n) rounded to `dtype` and widened back: values a 16-bit buffer holds exactly. */
+static void round_to(gb_dtype dtype, float *x, size_t n)
+{
+    for (size_t i = 0; dtype != GB_F32 && i < n; i++)
+        x[i] = dtype == GB_BF16 ? gb_f32_from_bf16(gb_bf16_from_f32(x[i]))
+                                : gb_f32_from_f16(gb_f16_from_f32(x[i]));
+}
+
+static int make_case(gb_kit *kit, const shape *s, gb_dtype dtype, gb_rng *rng, attn_case *c)
 {
     const int64_t B = s->B, H = s->H, T = s->T, D = s->D, C = H * D;
     *c = (attn_case){
         .p = {.struct_size = sizeof(gb_attn_problem), .batch = B, .heads = H, .seq_len = T,
-              .head_dim = D, .dtype = GB_F32, .causal = s->causal},
+              .head_dim = D, .dtype = dtype, .causal = s->causal},
         .n_qkv = (size_t)(3 * B * T * C),
         .n_out = (size_t)(B * T * C),
     };
@@ -100,15 +136,64 @@ static int make_case(gb_kit *kit, const shape *s, gb_rng *rng, attn_case *c)
         return -1;
     gb_kit_fill(rng, c->qkv, c->n_qkv, -1, 1);
     gb_kit_fill(rng, c->dout, c->n_out, -1, 1);
+    round_to(dtype, c->qkv, c->n_qkv);
+    round_to(dtype, c->dout, c->n_out);
     return 0;
 }
 
-static gb_tensor view(float *base, int64_t offset, const attn_case *c, const int64_t stride[4])
+/* The same problem in f32, as the reference runs it on the host. */
+static attn_case in_f32(const attn_case *c)
 {
-    gb_tensor t = {.data = base + offset, .dtype = GB_F32, .ndim = 4,
-                   .shape = {c->p.batch, c->p.heads, c->p.seq_len, c->p.head_dim}};
+    attn_case wide = *c;
+    wide.p.dtype = GB_F32;
+    return wide;
+}
+
+static size_t elem_size(const attn_case *c)
+{
+    return gb_dtype_size(c->p.dtype);
+}
+
+static gb_tensor view(void *base, int64_t offset, const attn_case *c, const int64_t stride[4])
+{
+    gb_tensor t = {.data = (char *)base + (size_t)offset * elem_size(c), .dtype = c->p.dtype,
+                   .ndim = 4, .shape = {c->p.batch, c->p.heads, c->p.seq_len, c->p.head_dim}};
     memcpy(t.stride, stride, sizeof t.stride);
     return t;
+}
+
+/* Uploads n f32 values as the problem's dtype. 0, or -1 (reason in the kit). */
+static int upload_as(gb_kit *kit, const attn_case *c, void *device, const float *host, size_t n)
+{
+    if (c->p.dtype == GB_F32)
+        return gb_kit_upload(kit, device, host, n * sizeof(float));
+    uint16_t *narrow = gb_kit_host_alloc(kit, n * sizeof *narrow);
+    if (!narrow)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        narrow[i] = c->p.dtype == GB_BF16 ? gb_bf16_from_f32(host[i]) : gb_f16_from_f32(host[i]);
+    return gb_kit_upload(kit, device, narrow, n * sizeof *narrow);
+}
+
+/* Device memory holding n f32 values as the problem's dtype, or NULL. */
+static void *device_copy_as(gb_kit *kit, const attn_case *c, const float *host, size_t n)
+{
+    void *device = gb_kit_device_alloc(kit, n * elem_size(c));
+    return device && upload_as(kit, c, device, host, n) == 0 ? device : NULL;
+}
+
+/* Downloads n elements of the problem's dtype into f32. 0, or -1. */
+static int download_as(gb_kit *kit, const attn_case *c, float *host, const void *device,
+                       size_t n)
+{
+    if (c->p.dtype == GB_F32)
+        return gb_kit_download(kit, host, device, n * sizeof(float));
+    uint16_t *narrow = gb_kit_host_alloc(kit, n * sizeof *narrow);
+    if (!narrow || gb_kit_download(kit, narrow, device, n * sizeof *narrow))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        host[i] = c->p.dtype == GB_BF16 ? gb_f32_from_bf16(narrow[i]) : gb_f32_from_f16(narrow[i]);
+    return 0;
 }
 
 /* Element (b, h, t, d) of a view with these strides, as an offset in floats. */
@@ -157,16 +242,18 @@ static gb_status run_backward(const gb_kit_instance *ki, const attn_case *c, att
 }
 
 /* attn/math on host copies of the inputs; its results stay in *m. */
-static int run_reference(gb_kit *kit, const gb_kit_instance *ref, const attn_case *c,
+static int run_reference(gb_kit *kit, const gb_kit_instance *ref, const attn_case *c16,
                          attn_buffers *m, const char *check)
 {
     const gb_attn_ops *ops = ref->ops;
+    attn_case wide = in_f32(c16);
+    const attn_case *c = &wide;
     size_t saved = 0, workspace = 0;
     gb_status st = ops->memory(ref->inst.self, &c->p, &saved, &workspace);
     m->qkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
     m->dqkv = gb_kit_host_alloc(kit, c->n_qkv * sizeof(float));
     m->out = gb_kit_host_alloc(kit, c->n_out * sizeof(float));
-    m->dout = c->dout;
+    m->dout = c16->dout;
     m->saved = gb_kit_host_alloc(kit, saved);
     m->workspace = gb_kit_host_alloc(kit, workspace);
     if (st == GB_OK && (!m->qkv || !m->dqkv || !m->out || !m->saved || !m->workspace)) {
@@ -197,10 +284,10 @@ static int device_buffers(gb_kit *kit, const attn_case *c, size_t saved, size_t 
     if (!nan)
         return -1;
     gb_kit_fill_nan(nan, most);
-    m->qkv = gb_kit_device_copy(kit, c->qkv, c->n_qkv * sizeof(float));
-    m->dout = gb_kit_device_copy(kit, c->dout, c->n_out * sizeof(float));
-    m->dqkv = gb_kit_device_copy(kit, nan, c->n_qkv * sizeof(float));
-    m->out = gb_kit_device_copy(kit, nan, c->n_out * sizeof(float));
+    m->qkv = device_copy_as(kit, c, c->qkv, c->n_qkv);
+    m->dout = device_copy_as(kit, c, c->dout, c->n_out);
+    m->dqkv = device_copy_as(kit, c, nan, c->n_qkv);
+    m->out = device_copy_as(kit, c, nan, c->n_out);
     m->saved = gb_kit_device_copy(kit, nan, saved);
     m->workspace = gb_kit_device_copy(kit, nan, workspace);
     return m->qkv && m->dout && m->dqkv && m->out && m->saved && m->workspace ? 0 : -1;
@@ -214,11 +301,34 @@ static int download_result(gb_kit *kit, const attn_case *c, const attn_buffers *
     r->out = gb_kit_host_alloc(kit, c->n_out * sizeof(float));
     if (!r->qkv || !r->dqkv || !r->out)
         return -1;
-    return gb_kit_download(kit, r->qkv, m->qkv, c->n_qkv * sizeof(float)) ||
-                   gb_kit_download(kit, r->dqkv, m->dqkv, c->n_qkv * sizeof(float)) ||
-                   gb_kit_download(kit, r->out, m->out, c->n_out * sizeof(float))
+    return download_as(kit, c, r->qkv, m->qkv, c->n_qkv) ||
+                   download_as(kit, c, r->dqkv, m->dqkv, c->n_qkv) ||
+                   download_as(kit, c, r->out, m->out, c->n_out)
                ? -1
                : 0;
+}
+
+static double max_magnitude(const float *x, size_t n)
+{
+    double most = 0.0;
+    for (size_t i = 0; i < n; i++)
+        most = fabs((double)x[i]) > most ? fabs((double)x[i]) : most;
+    return most;
+}
+
+/* The absolute part of the tolerance for a tensor whose largest magnitude is `most`. */
+static double atol_of(const attn_case *c, double most)
+{
+    tolerance t = tolerance_of(c->p.dtype);
+    return t.abs + t.scaled * most;
+}
+
+/* gb_kit_close at the problem dtype's tolerance. */
+static int close_enough(const attn_case *c, const float *got, const float *want, size_t n,
+                        char *detail, size_t cap)
+{
+    return gb_kit_close(got, want, n, atol_of(c, max_magnitude(want, n)),
+                        tolerance_of(c->p.dtype).rel, detail, cap);
 }
 
 /* Compares out, dq, dk, dv of the plugin with the reference's; adds what differs to
@@ -239,7 +349,7 @@ static double compare_outputs(gb_kit *kit, const attn_case *c, const attn_result
             gb_kit_append(problems, cap, "out of host memory");
             return worst;
         }
-        if (!gb_kit_close(g, w, n, ATOL, RTOL, detail, sizeof detail))
+        if (!close_enough(c, g, w, n, detail, sizeof detail))
             gb_kit_append(problems, cap, "%s differs from attn/math: %s", names[i], detail);
         for (size_t j = 0; j < n; j++)
             worst = fabs((double)g[j] - w[j]) > worst ? fabs((double)g[j] - w[j]) : worst;
@@ -258,7 +368,7 @@ static void diagnose_scale(gb_kit *kit, const gb_kit_instance *ref, const attn_c
     if (!unscaled.qkv)
         return;
     memcpy(unscaled.qkv, c->qkv, c->n_qkv * sizeof(float));
-    float root = sqrtf((float)p->head_dim);
+    float root = sqrtf((float)p->head_dim); /* 16-bit rounding of the product is in tolerance */
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t t = 0; t < p->seq_len; t++)
@@ -269,9 +379,8 @@ static void diagnose_scale(gb_kit *kit, const gb_kit_instance *ref, const attn_c
     if (run_reference(kit, ref, &unscaled, &want, "attn: diagnosis") == 0) {
         float *g = gather(kit, c, got_out, 0, c->stride_out);
         float *w = gather(kit, c, want.out, 0, c->stride_out);
-        if (g && w && gb_kit_close(g, w, (size_t)(p->batch * p->heads * p->seq_len *
-                                                  p->head_dim), ATOL, RTOL, detail,
-                                   sizeof detail))
+        if (g && w && close_enough(c, g, w, (size_t)(p->batch * p->heads * p->seq_len *
+                                                    p->head_dim), detail, sizeof detail))
             gb_kit_append(problems, cap, "out is attention without the 1/sqrt(head_dim) "
                           "scale on the scores");
     }
@@ -301,10 +410,10 @@ static void check_causality(gb_kit *kit, const gb_kit_instance *ki, const attn_c
                     qkv[c->offset_v + at(c->stride_qkv, b, h, t, d)] =
                         (float)(2.0 * gb_rng_uniform(rng) - 1.0);
                 }
+    round_to(p->dtype, qkv, c->n_qkv);
     gb_status st = GB_ERR_NO_MEMORY;
-    if (gb_kit_upload(kit, m->qkv, qkv, c->n_qkv * sizeof(float)) == 0 &&
-        (st = run_forward(ki, c, m)) == GB_OK &&
-        gb_kit_download(kit, out, m->out, c->n_out * sizeof(float)) != 0)
+    if (upload_as(kit, c, m->qkv, qkv, c->n_qkv) == 0 &&
+        (st = run_forward(ki, c, m)) == GB_OK && download_as(kit, c, out, m->out, c->n_out) != 0)
         st = kit->memory_status;
     if (st != GB_OK) {
         gb_kit_append(problems, cap, "forward failed when run again (%s): %s",
@@ -312,6 +421,7 @@ static void check_causality(gb_kit *kit, const gb_kit_instance *ki, const attn_c
         return;
     }
     int64_t leaked = 0, reached = 0, moved_bits = 0;
+    double atol = atol_of(c, max_magnitude(first, c->n_out)), rtol = tolerance_of(p->dtype).rel;
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t t = 0; t < p->seq_len; t++)
@@ -319,7 +429,7 @@ static void check_causality(gb_kit *kit, const gb_kit_instance *ki, const attn_c
                     int64_t i = at(c->stride_out, b, h, t, d);
                     /* within tolerance: a plugin may round differently once the masked
                      * scores change, as long as they carry no weight */
-                    int same = fabs((double)out[i] - first[i]) <= ATOL + RTOL * fabs(first[i]);
+                    int same = fabs((double)out[i] - first[i]) <= atol + rtol * fabs(first[i]);
                     leaked += t <= s && !same;
                     reached += t > s && !same;
                     moved_bits += t <= s && same && gb_kit_bits_differ(&out[i], &first[i], 1);
@@ -347,9 +457,8 @@ static void check_rerun(gb_kit *kit, const gb_kit_instance *ki, const attn_case 
     gb_status st = GB_OK;
     if (nan)
         gb_kit_fill_nan(nan, c->n_qkv);
-    if (!nan || gb_kit_upload(kit, m->qkv, c->qkv, c->n_qkv * sizeof(float)) ||
-        gb_kit_upload(kit, m->dqkv, nan, c->n_qkv * sizeof(float)) ||
-        gb_kit_upload(kit, m->out, nan, c->n_out * sizeof(float)) ||
+    if (!nan || upload_as(kit, c, m->qkv, c->qkv, c->n_qkv) ||
+        upload_as(kit, c, m->dqkv, nan, c->n_qkv) || upload_as(kit, c, m->out, nan, c->n_out) ||
         (st = run_forward(ki, c, m)) != GB_OK || (st = run_backward(ki, c, m)) != GB_OK ||
         download_result(kit, c, m, &again)) {
         gb_kit_append(problems, cap, "a second run failed: %s",
@@ -364,15 +473,16 @@ static void check_rerun(gb_kit *kit, const gb_kit_instance *ki, const attn_case 
 }
 
 static void check_shape(gb_kit *kit, const gb_kit_instance *ki, const gb_kit_instance *ref,
-                        const shape *s, gb_rng *rng)
+                        const shape *s, gb_dtype dtype, gb_rng *rng)
 {
     const gb_attn_ops *ops = ki->ops;
     char check[96];
-    snprintf(check, sizeof check, "B%lld H%lld T%lld D%lld %s, %s views", (long long)s->B,
-             (long long)s->H, (long long)s->T, (long long)s->D,
+    snprintf(check, sizeof check, "%s%sB%lld H%lld T%lld D%lld %s, %s views",
+             dtype == GB_F32 ? "" : gb_dtype_name(dtype), dtype == GB_F32 ? "" : " ",
+             (long long)s->B, (long long)s->H, (long long)s->T, (long long)s->D,
              s->causal ? "causal" : "not causal", s->packed ? "packed" : "contiguous");
     attn_case c;
-    if (make_case(kit, s, rng, &c)) {
+    if (make_case(kit, s, dtype, rng, &c)) {
         gb_kit_report_memory(kit, check);
         return;
     }
@@ -427,8 +537,8 @@ static void check_shape(gb_kit *kit, const gb_kit_instance *ki, const gb_kit_ins
         gb_kit_report(kit, check, GB_KIT_FAIL, "%s%s%s", causes,
                       causes[0] && problems[0] ? "; " : "", problems);
     else
-        gb_kit_report(kit, check, GB_KIT_PASS, "out, dq, dk, dv within 1e-5 abs + 1e-4 rel "
-                      "of attn/math (max abs diff %.2g); rerun bit-identical%s", worst,
+        gb_kit_report(kit, check, GB_KIT_PASS, "out, dq, dk, dv within %s of attn/math in f32 "
+                      "(max abs diff %.2g); rerun bit-identical%s", tolerance_of(dtype).text, worst,
                       s->causal && s->T > 1 ? (kit->strict ? "; causal, bit-exact"
                                                            : "; causal") : "");
 }
@@ -445,7 +555,7 @@ static int run_once(gb_kit *kit, const gb_kit_instance *ki, const shape *s, uint
     size_t saved = 0, workspace = 0;
     attn_buffers m;
     gb_status st = GB_OK;
-    if (make_case(kit, s, &rng, c) ||
+    if (make_case(kit, s, GB_F32, &rng, c) ||
         (st = ops->memory(ki->inst.self, &c->p, &saved, &workspace)) != GB_OK ||
         device_buffers(kit, c, saved, workspace, &m) || (st = run_forward(ki, c, &m)) != GB_OK ||
         (st = run_backward(ki, c, &m)) != GB_OK || download_result(kit, c, &m, r)) {
@@ -580,7 +690,7 @@ static void check_refusals(gb_kit *kit, const gb_kit_instance *ki)
     attn_case c;
     attn_buffers m;
     size_t saved = 0, workspace = 0;
-    if (make_case(kit, &s, &rng, &c) ||
+    if (make_case(kit, &s, GB_F32, &rng, &c) ||
         ops->memory(ki->inst.self, &c.p, &saved, &workspace) != GB_OK ||
         device_buffers(kit, &c, saved, workspace, &m)) {
         gb_kit_report(kit, check, GB_KIT_FAIL, "could not set up a (1, 2, 5, 8) problem: %s",
@@ -663,9 +773,15 @@ void gb_kit_check_attn(gb_kit *kit)
                                 NULL, 0) == 0) {
         gb_rng rng = gb_rng_stream(7, 0, 0, 0);
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-            check_shape(kit, &ki, &ref, &shapes[i], &rng);
+            check_shape(kit, &ki, &ref, &shapes[i], GB_F32, &rng);
             gb_kit_release(kit);
         }
+        static const gb_dtype halves[] = {GB_BF16, GB_F16};
+        for (size_t d = 0; d < 2; d++)
+            for (size_t i = 0; i < sizeof shapes_16bit / sizeof shapes_16bit[0]; i++) {
+                check_shape(kit, &ki, &ref, &shapes_16bit[i], halves[d], &rng);
+                gb_kit_release(kit);
+            }
         gb_kit_destroy(&ref);
     }
     if (kit->strict) {
