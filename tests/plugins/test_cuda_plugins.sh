@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA objects of attn/math, optim/adamw and optim/adamw_fused on any machine, GPU or
+# The CUDA objects of attn/math, attn/mem_efficient, optim/adamw and optim/adamw_fused on
+# any machine, GPU or
 # not: `gearbox plugins` lists each for the cuda device; the conformance kit loads each,
 # passes its descriptor, file name and schema, and then skips (exit 77: no device/cuda
 # or no GPU here) or passes, never fails; on the cpu device the kit and `gearbox check`
@@ -18,7 +19,9 @@ head -c 20000 "$SRC/examples/data/tinyshakespeare.txt" > "$WORK/tiny.txt"
 "$GEARBOX" prepare "$WORK/tiny.txt" "$WORK/data" > /dev/null || fail "gearbox prepare"
 
 listing=$("$GEARBOX" plugins 2>&1)
-for row in "attn math attn/math/attn-math-cuda.so" "optim adamw optim/adamw/optim-adamw-cuda.so" \
+for row in "attn math attn/math/attn-math-cuda.so" \
+    "attn mem_efficient attn/mem_efficient/attn-mem_efficient-cuda.so" \
+    "optim adamw optim/adamw/optim-adamw-cuda.so" \
     "optim adamw_fused optim/adamw_fused/optim-adamw_fused-cuda.so"; do
     read -r kind name file <<< "$row"
     grep -Eq "^$kind +$name +[0-9.]+ +cuda +.*/$file\$" <<< "$listing" ||
