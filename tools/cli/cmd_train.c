@@ -63,6 +63,17 @@ static void print_resolution(gb_runtime *rt)
     }
 }
 
+/* The folder's layout and the tokens of each split, as comments. */
+static void print_data(const gb_dataset *ds)
+{
+    printf("# data: %s format, %s tokens (ids below %lld)\n", gb_data_format_name(ds->format),
+           ds->tokenizer == GB_TOKENIZER_GPT2 ? "GPT-2 BPE" : "byte", (long long)ds->id_limit);
+    for (int split = 0; split < 2; split++)
+        printf("#   %-5s %lld tokens in %d file%s, from %s\n", split ? "val" : "train",
+               (long long)ds->split[split].length, ds->split[split].n_files,
+               ds->split[split].n_files == 1 ? "" : "s", ds->split[split].files[0].path);
+}
+
 /* What train would meet only when it starts writing: an out_dir it cannot create or
  * write into (a file, a read-only place, /proc). */
 static int check_out_dir(const gb_settings *s, gb_diag *diag)
@@ -90,9 +101,8 @@ int gb_cmd_check(int argc, char **argv)
     if (!problems)
         problems += check_out_dir(&rt.settings, &diag);
     if (!problems) {
-        ds = gb_data_open(rt.settings.data_dir, rt.settings.vocab_size, rt.settings.block_size,
-                          &diag);
-        problems += !ds;
+        ds = gb_data_open(&rt.settings, &diag);
+        problems += !ds || gb_data_record_tokenizer(ds, run.cfg, &diag) != 0;
     }
     if (!problems)
         problems += gb_runtime_start(&rt, &diag) != 0;
@@ -113,6 +123,7 @@ int gb_cmd_check(int argc, char **argv)
     }
     if (!problems) {
         print_resolution(&rt);
+        print_data(ds);
         printf("# ");
         gb_model_print_memory(model, stdout);
         gb_config_write(run.cfg, stdout);
