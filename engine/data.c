@@ -365,8 +365,9 @@ static int resolve_gpt2(gb_dataset *ds, const gb_settings *s, gb_diag *diag)
         ds->id_limit = gb_bpe_vocab_size(bpe);
         gb_bpe_free(bpe);
         if (!bpe) {
-            gb_diag_add(diag, "[data] dir = %s: its vocabulary size comes from those files, "
-                        "or set [model] vocab_size (50257 for GPT-2's ids)", s->data_dir);
+            gb_diag_add(diag, "[data] dir = %s: the size of its GPT-2 vocabulary is read from "
+                        "those files; or set [model] vocab_size (50257 for GPT-2's)",
+                        s->data_dir);
             return -1;
         }
     }

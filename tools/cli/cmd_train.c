@@ -50,7 +50,8 @@ static const char check_usage[] =
     "\n"
     "Validates CONFIG as `gearbox train` would (every section and key, the data folder,\n"
     "every plugin: found, loadable, right ABI, kind and device, able to start), then prints\n"
-    "the plugins chosen and the effective configuration with every default filled in.\n"
+    "the plugins chosen, the data folder's layout (gearbox, nanoGPT or llm.c) with the\n"
+    "tokens of each split, and the effective configuration with every default filled in.\n"
     "Exit status: 0 when the config would train, 2 otherwise.\n";
 
 static void print_resolution(gb_runtime *rt)
