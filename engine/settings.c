@@ -155,6 +155,20 @@ static int resolve_plugin_names(gb_config *cfg, gb_settings *s, gb_diag *diag)
     return 0;
 }
 
+/* Records `absolute`, the value `given` of [section] key made absolute, as the key's
+ * effective value; 1 after reporting it too long for a config line. */
+static int record_absolute(gb_config *cfg, const char *section, const char *key,
+                           const char *given, const char *absolute, const char *shorter,
+                           gb_diag *diag)
+{
+    if (gb_config_set_effective(cfg, section, key, absolute) == 0)
+        return 0;
+    gb_diag_add(diag, "[%s] %s = %s: made absolute it is %zu characters long, more than a "
+                "config line (and so the config a checkpoint saves) may hold; use %s",
+                section, key, given, strlen(absolute), shorter);
+    return 1;
+}
+
 /* [run] plugin_path with each relative folder made absolute as for any path key (':'
  * separates folders; blanks around them and empty pieces are dropped). The effective
  * config records the result, so a checkpoint's saved config finds the same folders
@@ -185,12 +199,8 @@ static int resolve_plugin_path(gb_config *cfg, gb_settings *s, const char *path,
         return 1;
     }
     s->plugin_path = joined;
-    if (gb_config_set_effective(cfg, "run", "plugin_path", joined) == 0)
-        return 0;
-    gb_diag_add(diag, "[run] plugin_path = %s: made absolute it is %zu characters long, more "
-                "than a config line (and so the config a checkpoint saves) may hold; use "
-                "fewer or shorter folders", path, strlen(joined));
-    return 1;
+    return record_absolute(cfg, "run", "plugin_path", path, joined, "fewer or shorter folders",
+                           diag);
 }
 
 /* [data] vocab made absolute and recorded so, as [run] plugin_path, for the config a
@@ -203,11 +213,7 @@ static int resolve_vocab_path(gb_config *cfg, gb_settings *s, const char *path, 
         return 1;
     }
     s->vocab_path = absolute;
-    if (gb_config_set_effective(cfg, "data", "vocab", absolute) == 0)
-        return 0;
-    gb_diag_add(diag, "[data] vocab = %s: made absolute it is %zu characters long, more than "
-                "a config line may hold; use a shorter path", path, strlen(absolute));
-    return 1;
+    return record_absolute(cfg, "data", "vocab", path, absolute, "a shorter path", diag);
 }
 
 /* Bytes from "1073741824", "512MiB", "1.5GiB", "800MB", "2G" (binary unless the suffix
