@@ -198,8 +198,9 @@ static int list_shards(gb_dataset *ds, const char *dir, gb_diag *diag)
         return -1;
     }
     for (int split = 0; split < 2; split++)
-        qsort(ds->split[split].files, (size_t)ds->split[split].n_files, sizeof(gb_token_file),
-              by_path);
+        if (ds->split[split].n_files)   /* qsort may not be given a NULL array */
+            qsort(ds->split[split].files, (size_t)ds->split[split].n_files,
+                  sizeof(gb_token_file), by_path);
     return 0;
 }
 
