@@ -20,6 +20,11 @@ static const char *const shard_patterns[2][2] = {{"*_train_*.bin", "*_train.bin"
                                                  {"*_val_*.bin", "*_val.bin"}};
 enum { LLMC_HEADER_BYTES = 256 * 4, LLMC_MAGIC = 20240520, LLMC_VERSION = 1 };
 static const char note_header[] = "# gearbox tokenizer v1";
+/* What writes a token file of each layout again, for messages about a bad one. */
+static const char *const rewrite_advice[] = {
+    [GB_DATA_GEARBOX] = "write the folder again with `gearbox prepare TEXT DIR`",
+    [GB_DATA_NANOGPT] = "write it again with nanoGPT's data/*/prepare.py",
+    [GB_DATA_LLMC] = "write it again with llm.c's dev/data scripts"};
 
 /* A byte value 0..255 written in decimal, blanks around it allowed; -1 otherwise. */
 static int parse_byte(const char *text, size_t len)
@@ -208,10 +213,11 @@ static int list_shards(gb_dataset *ds, const char *dir, gb_diag *diag)
 static int find_files(gb_dataset *ds, const char *dir, gb_diag *diag)
 {
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    const char *why = stat(dir, &st) != 0 ? strerror(errno)
+                      : S_ISDIR(st.st_mode) ? NULL : "not a folder";
+    if (why) {
         gb_diag_add(diag, "[data] dir = %s: %s; write a token folder with `gearbox prepare "
-                    "TEXT DIR`, or point at nanoGPT's or llm.c's", dir,
-                    stat(dir, &st) != 0 ? strerror(errno) : "not a folder");
+                    "TEXT DIR`, or point at nanoGPT's or llm.c's", dir, why);
         return -1;
     }
     int has_vocab = exists(dir, "vocab.txt");
@@ -281,10 +287,7 @@ static int map_token_file(gb_token_file *f, gb_data_format format, gb_diag *diag
 {
     const char *why;
     if (gb_map_regular_file(f->path, &f->map, &f->map_bytes, &why)) {
-        gb_diag_add(diag, "cannot read %s: %s; %s", f->path, why,
-                    format == GB_DATA_GEARBOX ? "write the folder with `gearbox prepare TEXT DIR`"
-                                              : "nanoGPT's prepare.py writes train.bin and "
-                                                "val.bin");
+        gb_diag_add(diag, "cannot read %s: %s; %s", f->path, why, rewrite_advice[format]);
         return -1;
     }
     char buf[512];
@@ -294,9 +297,8 @@ static int map_token_file(gb_token_file *f, gb_data_format format, gb_diag *diag
         return -1;
     }
     if (f->map_bytes % 2 != 0) {
-        gb_diag_add(diag, "%s holds %zu bytes, an odd number: token files hold 2-byte ids; "
-                    "write the folder again with `gearbox prepare TEXT DIR`", f->path,
-                    f->map_bytes);
+        gb_diag_add(diag, "%s holds %zu bytes, an odd number: token files hold 2-byte ids; %s",
+                    f->path, f->map_bytes, rewrite_advice[format]);
         return -1;
     }
     f->ids = f->map ? (const uint16_t *)(const void *)(f->map + skip) : NULL;
@@ -315,7 +317,7 @@ static int map_split(gb_dataset *ds, int split, int64_t block_size, gb_diag *dia
     }
     if (st->length < block_size + 2) {
         gb_diag_add(diag, "%s%s holds %lld tokens, fewer than block_size + 2 = %lld",
-                    st->files[0].path, st->n_files > 1 ? " and the shards after it" : "",
+                    st->files[0].path, st->n_files > 1 ? " with the shards after it" : "",
                     (long long)st->length, (long long)(block_size + 2));
         return -1;
     }
