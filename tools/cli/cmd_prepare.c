@@ -185,9 +185,11 @@ static int prepare_gpt2(const char *text_path, const unsigned char *text, size_t
     n_train = n_ids;
     rc = rc || encode_part(bpe, (const char *)text + cut, n - cut, &ids, &n_ids, text_path) ||
          make_out_dir(out, "vocab.txt") || write_splits(out, ids, n_train, n_ids);
-    if (!rc && gb_tokenizer_note_write(out, absolute) != 0)
-        rc = fprintf(stderr, "gearbox prepare: cannot write %s/%s: %s\n", out,
-                     GB_TOKENIZER_NOTE, strerror(errno));
+    if (!rc && gb_tokenizer_note_write(out, absolute) != 0) {
+        fprintf(stderr, "gearbox prepare: cannot write %s/%s: %s\n", out, GB_TOKENIZER_NOTE,
+                strerror(errno));
+        rc = 1;
+    }
     if (!rc)
         printf("%s: GPT-2 BPE, vocab %lld (%s), train %zu tokens, val %zu tokens -> %s\n",
                text_path, (long long)gb_bpe_vocab_size(bpe), absolute, n_train, n_ids - n_train,
