@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,23 +59,34 @@ static const char *read_exactly(int fd, unsigned char *data, size_t size)
     return read(fd, &extra, 1) > 0 ? "it grew while being read" : NULL;
 }
 
-int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, const char **why)
+/* Opens `path` for reading if it is a regular file: its descriptor and *st, or -1 with
+ * *why saying what is wrong. */
+static int open_regular_file(const char *path, struct stat *st, const char **why)
 {
-    *data = NULL;
-    *size = 0;
     /* O_NONBLOCK: opening a named pipe must not wait for a writer */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         *why = strerror(errno);
         return -1;
     }
+    *why = fstat(fd, st) != 0 ? strerror(errno) : not_a_file(st->st_mode);
+    if (*why) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, const char **why)
+{
+    *data = NULL;
+    *size = 0;
     struct stat st;
-    *why = fstat(fd, &st) != 0 ? strerror(errno) : not_a_file(st.st_mode);
-    unsigned char *buf = NULL;
-    if (!*why && !(buf = malloc((size_t)st.st_size + 1)))
-        *why = "out of memory for its contents";
-    if (!*why)
-        *why = read_exactly(fd, buf, (size_t)st.st_size);
+    int fd = open_regular_file(path, &st, why);
+    if (fd < 0)
+        return -1;
+    unsigned char *buf = malloc((size_t)st.st_size + 1);
+    *why = buf ? read_exactly(fd, buf, (size_t)st.st_size) : "out of memory for its contents";
     close(fd);
     if (*why) {
         free(buf);
@@ -84,6 +96,36 @@ int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, c
     *data = buf;
     *size = (size_t)st.st_size;
     return 0;
+}
+
+int gb_map_regular_file(const char *path, const unsigned char **data, size_t *size,
+                        const char **why)
+{
+    *data = NULL;
+    *size = 0;
+    struct stat st;
+    int fd = open_regular_file(path, &st, why);
+    if (fd < 0)
+        return -1;
+    void *map = NULL;
+    if (st.st_size > 0) {
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        *why = map == MAP_FAILED ? strerror(errno) : NULL;
+    }
+    close(fd);
+    if (*why)
+        return -1;
+    if (map)   /* windows are drawn at random: read-ahead would only fill memory */
+        madvise(map, (size_t)st.st_size, MADV_RANDOM);
+    *data = map;
+    *size = (size_t)st.st_size;
+    return 0;
+}
+
+void gb_unmap_file(const unsigned char *data, size_t size)
+{
+    if (data)
+        munmap((void *)data, size);
 }
 
 /* Creates and removes a temporary folder inside the existing folder `dir`. */

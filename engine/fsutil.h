@@ -13,6 +13,13 @@ int gb_make_dirs(const char *path);
  * 0, or -1 with *why saying what is wrong in words that follow "cannot read PATH: ". */
 int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, const char **why);
 
+/* The same file mapped read-only instead of read: memory is spent only on the pages
+ * touched, whatever the file's size. An empty file gives *data NULL and *size 0. Release
+ * with gb_unmap_file. */
+int gb_map_regular_file(const char *path, const unsigned char **data, size_t *size,
+                        const char **why);
+void gb_unmap_file(const unsigned char *data, size_t size);
+
 /* Whether a run could write into the folder `path`: it exists and is a folder in which a
  * file can be created, or the nearest folder above it that exists lets it be created.
  * Probes by creating (and removing) a temporary entry, the only test that also holds for

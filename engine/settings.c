@@ -59,15 +59,25 @@ static const gb_option model_options[] = {
     [MODEL_BLOCK_SIZE] = {"block_size", GB_OPT_INT, "64", 1, 1 << 20, NULL,
                           "context length in tokens"},
     [MODEL_VOCAB_SIZE] = {"vocab_size", GB_OPT_INT, "0", 0, 1 << 20, NULL,
-                          "vocabulary size (0: read from the data folder's vocab.txt)"},
+                          "vocabulary size (0: the data's: its vocab.txt, or the GPT-2 "
+                          "tokenizer's)"},
     [MODEL_BIAS] = {"bias", GB_OPT_BOOL, "false", 0, 0, NULL,
                     "biases in linear layers and LayerNorms (nanoGPT's default: false)"},
 };
 
-enum { DATA_DIR, DATA_BATCH_SIZE, DATA_GRAD_ACCUM, DATA_TOKENS_PER_STEP };
+enum { DATA_DIR, DATA_TOKENIZER, DATA_VOCAB, DATA_BATCH_SIZE, DATA_GRAD_ACCUM,
+       DATA_TOKENS_PER_STEP };
 static const gb_option data_options[] = {
     [DATA_DIR] = {"dir", GB_OPT_STRING, "data", 0, 0, NULL,
-                  "folder written by `gearbox prepare` (train.bin, val.bin, vocab.txt)"},
+                  "token folder: `gearbox prepare`'s (train.bin, val.bin, vocab.txt), "
+                  "nanoGPT's (train.bin, val.bin) or llm.c's (*_train_*.bin, *_val_*.bin)"},
+    [DATA_TOKENIZER] = {"tokenizer", GB_OPT_ENUM, "auto", 0, 0, "auto|bytes|gpt2",
+                        "what the token ids stand for: bytes (the folder's vocab.txt), gpt2 "
+                        "(GPT-2 BPE), or auto: bytes when the folder has a vocab.txt, else gpt2"},
+    [DATA_VOCAB] = {"vocab", GB_OPT_STRING, "", 0, 0, NULL,
+                    "GPT-2 vocabulary for tokenizer gpt2: a folder with encoder.json and "
+                    "vocab.bpe, or a tiktoken ranks file (empty: the one `gearbox prepare` "
+                    "noted in the folder, if any)"},
     [DATA_BATCH_SIZE] = {"batch_size", GB_OPT_INT, "12", 1, GB_MAX_BATCH, NULL,
                          "sequences per micro-step, or auto: the most that fit "
                          "[run] memory_budget"},
@@ -148,6 +158,20 @@ static int resolve_plugin_names(gb_config *cfg, gb_settings *s, gb_diag *diag)
     return 0;
 }
 
+/* Records `absolute`, the value `given` of [section] key made absolute, as the key's
+ * effective value; 1 after reporting it too long for a config line. */
+static int record_absolute(gb_config *cfg, const char *section, const char *key,
+                           const char *given, const char *absolute, const char *shorter,
+                           gb_diag *diag)
+{
+    if (gb_config_set_effective(cfg, section, key, absolute) == 0)
+        return 0;
+    gb_diag_add(diag, "[%s] %s = %s: made absolute it is %zu characters long, more than a "
+                "config line (and so the config a checkpoint saves) may hold; use %s",
+                section, key, given, strlen(absolute), shorter);
+    return 1;
+}
+
 /* [run] plugin_path with each relative folder made absolute as for any path key (':'
  * separates folders; blanks around them and empty pieces are dropped). The effective
  * config records the result, so a checkpoint's saved config finds the same folders
@@ -178,12 +202,21 @@ static int resolve_plugin_path(gb_config *cfg, gb_settings *s, const char *path,
         return 1;
     }
     s->plugin_path = joined;
-    if (gb_config_set_effective(cfg, "run", "plugin_path", joined) == 0)
-        return 0;
-    gb_diag_add(diag, "[run] plugin_path = %s: made absolute it is %zu characters long, more "
-                "than a config line (and so the config a checkpoint saves) may hold; use "
-                "fewer or shorter folders", path, strlen(joined));
-    return 1;
+    return record_absolute(cfg, "run", "plugin_path", path, joined, "fewer or shorter folders",
+                           diag);
+}
+
+/* [data] vocab made absolute and recorded so, as [run] plugin_path, for the config a
+ * checkpoint saves: `gearbox sample` then finds the vocabulary from anywhere. */
+static int resolve_vocab_path(gb_config *cfg, gb_settings *s, const char *path, gb_diag *diag)
+{
+    char *absolute = gb_config_resolve_path(cfg, "data", "vocab", path);
+    if (!absolute) {
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
+    s->vocab_path = absolute;
+    return record_absolute(cfg, "data", "vocab", path, absolute, "a shorter path", diag);
 }
 
 /* Bytes from "1073741824", "512MiB", "1.5GiB", "800MB", "2G" (binary unless the suffix
@@ -345,6 +378,9 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->vocab_size = model[MODEL_VOCAB_SIZE].i;
     s->bias = (int)model[MODEL_BIAS].i;
     s->data_dir = gb_config_resolve_path(cfg, "data", "dir", data[DATA_DIR].s);
+    s->tokenizer = (gb_tokenizer)data[DATA_TOKENIZER].i;
+    if (*data[DATA_VOCAB].s)
+        problems += resolve_vocab_path(cfg, s, data[DATA_VOCAB].s, diag);
     s->batch_auto = batch_auto;
     s->batch_size = batch_auto ? 1 : data[DATA_BATCH_SIZE].i;
     s->gradient_accumulation_steps = data[DATA_GRAD_ACCUM].i;
@@ -366,7 +402,8 @@ void gb_settings_free(gb_settings *s)
     free((char *)s->out_dir);
     free((char *)s->data_dir);
     free((char *)s->plugin_path);
-    s->out_dir = s->data_dir = s->plugin_path = NULL;
+    free((char *)s->vocab_path);
+    s->out_dir = s->data_dir = s->plugin_path = s->vocab_path = NULL;
     for (int k = 0; k < 6; k++) {
         free(s->plugin_files[k]);
         s->plugin_files[k] = NULL;

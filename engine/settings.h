@@ -16,6 +16,13 @@
 #define GB_MAX_EVAL_ITERS ((1 << 20) - 1)
 #define GB_MAX_STEPS 0x1p43
 
+/* [data] tokenizer: what token ids stand for. */
+typedef enum gb_tokenizer {
+    GB_TOKENIZER_AUTO,   /* the data folder's: bytes with a vocab.txt, else gpt2 */
+    GB_TOKENIZER_BYTES,  /* one byte each, as the folder's vocab.txt says */
+    GB_TOKENIZER_GPT2    /* GPT-2's byte-level BPE (engine/bpe.h) */
+} gb_tokenizer;
+
 typedef struct gb_settings {
     /* [run] */
     int64_t seed, steps, threads, log_every, eval_every, eval_iters, checkpoint_every;
@@ -28,6 +35,8 @@ typedef struct gb_settings {
     int bias;
     /* [data] */
     const char *data_dir;     /* absolute */
+    gb_tokenizer tokenizer;
+    const char *vocab_path;   /* absolute, or NULL: [data] vocab unset */
     int64_t batch_size, gradient_accumulation_steps;
     int batch_auto;           /* batch_size = auto: 1 until gb_batch_auto chooses it */
     int64_t tokens_per_step;  /* 0: not set; else gradient_accumulation_steps follows it */

@@ -87,6 +87,18 @@ static void json_number(FILE *f, double v)
 
 /* ---- evaluation ---------------------------------------------------------------------- */
 
+/* This rank's rows of batch `index` of `split` into t->tokens and t->targets. */
+static int draw_batch(gb_trainer *t, gb_split split, int purpose, uint64_t index)
+{
+    gb_diag diag = {0};
+    int rc = gb_data_batch(t->data, split, (uint64_t)t->s->seed, purpose, index, t->first_row,
+                           t->first_row + t->rows, t->s->block_size, t->tokens, t->targets,
+                           &diag);
+    gb_diag_print(&diag, stderr);
+    gb_diag_clear(&diag);
+    return rc;
+}
+
 static int estimate_loss(gb_trainer *t, gb_split split, int64_t step, double *out)
 {
     const gb_settings *s = t->s;
@@ -94,10 +106,9 @@ static int estimate_loss(gb_trainer *t, gb_split split, int64_t step, double *ou
     double sum = 0.0;
     for (int64_t i = 0; i < s->eval_iters; i++) {
         uint64_t index = ((uint64_t)step << 20) | (uint64_t)i;
-        gb_data_batch(t->data, split, (uint64_t)s->seed, purpose, index, t->first_row,
-                      t->first_row + t->rows, s->block_size, t->tokens, t->targets);
         float loss;
-        if (gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size, &loss))
+        if (draw_batch(t, split, purpose, index) ||
+            gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size, &loss))
             return -1;
         sum += loss;
     }
@@ -289,9 +300,8 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
         return -1;
     for (int64_t micro = 0; micro < accum; micro++) {
         double data_start = gb_now_ms();
-        gb_data_batch(t->data, GB_SPLIT_TRAIN, (uint64_t)s->seed, GB_RNG_TRAIN_BATCH,
-                      (uint64_t)(it * accum + micro), t->first_row, t->first_row + t->rows,
-                      s->block_size, t->tokens, t->targets);
+        if (draw_batch(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, (uint64_t)(it * accum + micro)))
+            return -1;
         if (t->profile)
             t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - data_start;
         if (micro == accum - 1)
@@ -591,8 +601,8 @@ static int prepare(gb_trainer *t, gb_config *cfg, const char *plugin_path)
     int problems = gb_runtime_resolve(&t->rt, cfg, plugin_path, &diag);
     t->s = &t->rt.settings;
     if (!problems) {
-        t->data = gb_data_open(t->s->data_dir, t->s->vocab_size, t->s->block_size, &diag);
-        problems += !t->data;
+        t->data = gb_data_open(t->s, &diag);
+        problems += !t->data || gb_data_record_tokenizer(t->data, cfg, &diag) != 0;
     }
     if (!problems)
         problems += gb_runtime_start(&t->rt, &diag) != 0;

@@ -52,14 +52,15 @@ expect_error "malformed --set" 2 "--set 'steps=5': expected section.key=value" -
     train --set steps=5
 
 # data
-expect_error "missing data folder" 2 "cannot read vocabulary $WORK/nowhere/vocab.txt" -- \
+expect_error "missing data folder" 2 "[data] dir = $WORK/nowhere: No such file or directory" -- \
     train --set data.dir="$WORK/nowhere"
 mkdir -p "$WORK/noval"
 cp "$WORK/data/vocab.txt" "$WORK/data/train.bin" "$WORK/noval/"
 expect_error "missing val.bin" 2 "cannot read $WORK/noval/val.bin: No such file or directory" -- \
     train --set data.dir="$WORK/noval"
-expect_error "token id >= vocab size" 2 "but the vocabulary has 10 ids" -- \
-    train --set model.vocab_size=10
+mkdir -p "$WORK/nothing"
+expect_error "folder without token files" 2 "holds no training tokens: expected train.bin and val.bin" -- \
+    train --set data.dir="$WORK/nothing"
 
 # a refused run does no work
 if [ -e "$WORK/out-bad" ]; then
@@ -67,4 +68,11 @@ if [ -e "$WORK/out-bad" ]; then
 else
     pass "refused runs created no out_dir"
 fi
+
+# ids are checked as windows are drawn (token files are mapped, not read whole), so this
+# one is met at the first batch, with the file and the token's offset
+expect_error "token id >= vocab size" 1 "data/train.bin: token " -- \
+    train --set model.vocab_size=10
+expect_error "token id >= vocab size names the vocabulary" 1 "but the vocabulary has 10 ids" -- \
+    train --set model.vocab_size=10
 finish

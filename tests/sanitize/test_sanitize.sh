@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A second build of this source with AddressSanitizer (and LeakSanitizer) and UBSan, in
 # BUILD_ROOT/sanitize, where the fast tests run again (suite fast: the config and fuzz
-# corpus replays, the CLI's refusals, hostile inputs and plugin search). Only what those
-# tests need is built. A sanitizer report fails the test it occurs in.
+# corpus replays, the CLI's refusals, hostile inputs, plugin search and token folders).
+# Only what those tests need is built. A sanitizer report fails the test it occurs in.
 # usage: test_sanitize.sh SOURCE_ROOT BUILD_ROOT
 set -u
 src=$1

@@ -41,6 +41,7 @@ int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
 /* What `gearbox sample` was asked for. */
 typedef struct gb_sample_args {
     const char *checkpoint, *prompt, *plugin_path;
+    const char *vocab;         /* --vocab: GPT-2's vocabulary files, or NULL */
     long tokens, top_k;
     double temperature;
     unsigned long long seed;

@@ -1,34 +1,75 @@
-/* `gearbox prepare`: character-level token files, as nanoGPT's shakespeare_char/prepare.py
- * (vocabulary = the sorted distinct characters, first 90% train, last 10% val), with
- * bytes as characters: exact for ASCII text such as Tiny Shakespeare. */
+/* `gearbox prepare`: token files from a text file, in two flavours.
+ * - Characters, as nanoGPT's shakespeare_char/prepare.py (vocabulary = the sorted distinct
+ *   characters, first 90% train, last 10% val), with bytes as characters: exact for ASCII
+ *   text such as Tiny Shakespeare. Writes gearbox's layout (vocab.txt beside the ids).
+ * - GPT-2 BPE, as nanoGPT's shakespeare/prepare.py (the text's first 90% and last 10%
+ *   encoded apart). Writes nanoGPT's layout plus a note naming the vocabulary files, so
+ *   that runs and `gearbox sample` find them. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "bpe.h"
 #include "cli.h"
 #include "data.h"
 #include "fsutil.h"
 
 static const char usage[] =
-    "usage: gearbox prepare TEXT OUTDIR\n"
+    "usage: gearbox prepare [--tokenizer bytes|gpt2] [--vocab PATH] TEXT OUTDIR\n"
     "\n"
     "Reads the text file TEXT and writes OUTDIR/train.bin and OUTDIR/val.bin (uint16\n"
-    "little-endian token ids, the first 90% and the last 10% of the text) and\n"
-    "OUTDIR/vocab.txt (the byte each id stands for, sorted), which `[data] dir` points at.\n";
+    "little-endian token ids of the first 90% and the last 10% of the text), which\n"
+    "`[data] dir` points at.\n"
+    "\n"
+    "  --tokenizer bytes  one token per distinct byte (the default); the ids' bytes go to\n"
+    "                     OUTDIR/vocab.txt, sorted\n"
+    "  --tokenizer gpt2   GPT-2's BPE (nanoGPT's layout, no vocab.txt); the text is cut at\n"
+    "                     the first character boundary at or after 90% of its bytes and\n"
+    "                     each part encoded apart; <|endoftext|> in the text becomes its\n"
+    "                     id. OUTDIR/tokenizer.txt notes the vocabulary for runs and sample\n"
+    "  --vocab PATH       GPT-2's vocabulary (needed with gpt2): a folder with encoder.json\n"
+    "                     and vocab.bpe, or a tiktoken ranks file such as gpt2.tiktoken\n";
 
-static int write_tokens(const char *dir, const char *name, const uint16_t *ids, size_t n)
+static int write_file(const char *dir, const char *name, const void *data, size_t size)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(ids, sizeof *ids, n, f) == n;
+    int ok = f && fwrite(data, 1, size, f) == size;
     if (f)
         ok &= fclose(f) == 0;
     if (!ok)
         fprintf(stderr, "gearbox prepare: cannot write %s: %s\n", path, strerror(errno));
     return ok ? 0 : -1;
+}
+
+/* The train and val token files: ids [0, n_train) and [n_train, n). */
+static int write_splits(const char *dir, const uint16_t *ids, size_t n_train, size_t n)
+{
+    return write_file(dir, "train.bin", ids, n_train * sizeof *ids) ||
+           write_file(dir, "val.bin", ids + n_train, (n - n_train) * sizeof *ids);
+}
+
+/* Creates OUTDIR and removes the file of the other flavour, which would make the folder
+ * read as that one. */
+static int make_out_dir(const char *dir, const char *stale)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, stale);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "gearbox prepare: cannot create %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        fprintf(stderr, "gearbox prepare: cannot remove %s, left from an earlier prepare: %s\n",
+                path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 static unsigned char *read_text(const char *path, size_t *n)
@@ -47,16 +88,9 @@ static unsigned char *read_text(const char *path, size_t *n)
     return text;
 }
 
-int gb_cmd_prepare(int argc, char **argv)
+static int prepare_bytes(const char *text_path, const unsigned char *text, size_t n,
+                         const char *out)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
-    if (argc != 3)
-        return gb_cli_usage_error("prepare", "expected TEXT and OUTDIR");
-    size_t n;
-    unsigned char *text = read_text(argv[1], &n);
-    if (!text)
-        return 1;
     int seen[256] = {0};
     for (size_t i = 0; i < n; i++)
         seen[text[i]] = 1;
@@ -69,27 +103,139 @@ int gb_cmd_prepare(int argc, char **argv)
             vocab.bytes[vocab.size++] = (unsigned char)b;
         }
     uint16_t *ids = malloc(n * sizeof *ids);
-    if (!ids) {
-        free(text);
+    if (!ids)
         return 1;
-    }
     for (size_t i = 0; i < n; i++)
         ids[i] = (uint16_t)id_of[text[i]];
-    free(text);
     size_t n_train = (size_t)((double)n * 0.9);
     char vocab_path[4200];
-    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", argv[2]);
-    int rc = 1;
-    if (mkdir(argv[2], 0777) != 0 && errno != EEXIST)
-        fprintf(stderr, "gearbox prepare: cannot create %s: %s\n", argv[2], strerror(errno));
-    else if (gb_vocab_write(vocab_path, &vocab) != 0)
+    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", out);
+    int rc = make_out_dir(out, GB_TOKENIZER_NOTE) ? 1 : gb_vocab_write(vocab_path, &vocab);
+    if (rc == -1)
         fprintf(stderr, "gearbox prepare: cannot write %s\n", vocab_path);
-    else if (!write_tokens(argv[2], "train.bin", ids, n_train) &&
-             !write_tokens(argv[2], "val.bin", ids + n_train, n - n_train)) {
-        printf("%s: vocab %d, train %zu tokens, val %zu tokens -> %s\n", argv[1], vocab.size,
-               n_train, n - n_train, argv[2]);
-        rc = 0;
-    }
+    if (!rc && !(rc = write_splits(out, ids, n_train, n)))
+        printf("%s: vocab %d, train %zu tokens, val %zu tokens -> %s\n", text_path, vocab.size,
+               n_train, n - n_train, out);
     free(ids);
+    return rc ? 1 : 0;
+}
+
+/* The ids of `len` bytes of text appended to `*ids`, as uint16 (a vocabulary of more than
+ * 65536 ids cannot be written so, and was refused before). */
+static int encode_part(const gb_bpe *bpe, const char *text, size_t len, uint16_t **ids,
+                       size_t *n, const char *text_path)
+{
+    int32_t *part = NULL;
+    int64_t count = 0, cap = 0;
+    gb_diag diag = {0};
+    int rc = gb_bpe_encode(bpe, text, len, &part, &count, &cap, &diag);
+    uint16_t *grown = rc ? NULL : realloc(*ids, (*n + (size_t)count + 1) * sizeof **ids);
+    if (grown) {
+        for (int64_t i = 0; i < count; i++)
+            grown[*n + (size_t)i] = (uint16_t)part[i];
+        *ids = grown;
+        *n += (size_t)count;
+    } else if (!rc) {
+        gb_diag_add(&diag, "out of memory for the token ids");
+    }
+    for (int i = 0; i < diag.count; i++)
+        fprintf(stderr, "gearbox prepare: %s: %s\n", text_path, diag.messages[i]);
+    gb_diag_clear(&diag);
+    free(part);
+    return grown ? 0 : -1;
+}
+
+/* Where nanoGPT's text[:int(n*0.9)] would cut, moved on to a UTF-8 character's start. */
+static size_t train_part_bytes(const unsigned char *text, size_t n)
+{
+    size_t cut = (size_t)((double)n * 0.9);
+    while (cut < n && (text[cut] & 0xC0) == 0x80)
+        cut++;
+    return cut;
+}
+
+/* GPT-2's vocabulary at `path`, with its absolute path for the note; NULL after saying
+ * what is wrong. */
+static gb_bpe *load_vocabulary(const char *path, char absolute[PATH_MAX])
+{
+    gb_diag diag = {0};
+    gb_bpe *bpe = gb_bpe_load(path, &diag);
+    if (bpe && gb_bpe_vocab_size(bpe) > 65536)
+        gb_diag_add(&diag, "%s: %lld ids, more than the 65536 a uint16 token file can hold",
+                    path, (long long)gb_bpe_vocab_size(bpe));
+    else if (bpe && !realpath(path, absolute))
+        gb_diag_add(&diag, "%s: %s", path, strerror(errno));
+    gb_diag_print(&diag, stderr);
+    if (diag.count) {
+        gb_bpe_free(bpe);
+        bpe = NULL;
+    }
+    gb_diag_clear(&diag);
+    return bpe;
+}
+
+static int prepare_gpt2(const char *text_path, const unsigned char *text, size_t n,
+                        const char *out, const char *vocab_path)
+{
+    char absolute[PATH_MAX];
+    gb_bpe *bpe = load_vocabulary(vocab_path, absolute);
+    uint16_t *ids = NULL;
+    size_t n_ids = 0, cut = train_part_bytes(text, n), n_train;
+    int rc = !bpe || encode_part(bpe, (const char *)text, cut, &ids, &n_ids, text_path);
+    n_train = n_ids;
+    rc = rc || encode_part(bpe, (const char *)text + cut, n - cut, &ids, &n_ids, text_path) ||
+         make_out_dir(out, "vocab.txt") || write_splits(out, ids, n_train, n_ids);
+    if (!rc && gb_tokenizer_note_write(out, absolute) != 0) {
+        fprintf(stderr, "gearbox prepare: cannot write %s/%s: %s\n", out, GB_TOKENIZER_NOTE,
+                strerror(errno));
+        rc = 1;
+    }
+    if (!rc)
+        printf("%s: GPT-2 BPE, vocab %lld (%s), train %zu tokens, val %zu tokens -> %s\n",
+               text_path, (long long)gb_bpe_vocab_size(bpe), absolute, n_train, n_ids - n_train,
+               out);
+    gb_bpe_free(bpe);
+    free(ids);
+    return rc ? 1 : 0;
+}
+
+int gb_cmd_prepare(int argc, char **argv)
+{
+    if (gb_cli_wants_help(argc, argv, usage))
+        return 0;
+    const char *tokenizer = "bytes", *vocab = NULL, *paths[2];
+    int n_paths = 0;
+    for (int i = 1; i < argc; i++) {
+        int missing = 0;
+        const char *v;
+        if ((v = gb_cli_flag_value(argc, argv, &i, "--tokenizer", &missing)))
+            tokenizer = v;
+        else if ((v = gb_cli_flag_value(argc, argv, &i, "--vocab", &missing)))
+            vocab = v;
+        else if (missing)
+            return gb_cli_usage_error("prepare", "%s needs a value", argv[i]);
+        else if (argv[i][0] == '-' && argv[i][1])
+            return gb_cli_usage_error("prepare", "unknown option %s", argv[i]);
+        else if (n_paths == 2)
+            return gb_cli_usage_error("prepare", "unexpected argument %s", argv[i]);
+        else
+            paths[n_paths++] = argv[i];
+    }
+    int gpt2 = strcmp(tokenizer, "gpt2") == 0;
+    if (!gpt2 && strcmp(tokenizer, "bytes") != 0)
+        return gb_cli_usage_error("prepare", "--tokenizer %s: expected bytes or gpt2", tokenizer);
+    if (n_paths != 2)
+        return gb_cli_usage_error("prepare", "expected TEXT and OUTDIR");
+    if (gpt2 != (vocab != NULL))
+        return gb_cli_usage_error("prepare", gpt2 ? "--tokenizer gpt2 needs --vocab PATH (a "
+                                  "folder with encoder.json and vocab.bpe, or a tiktoken file)"
+                                  : "--vocab goes with --tokenizer gpt2");
+    size_t n;
+    unsigned char *text = read_text(paths[0], &n);
+    if (!text)
+        return 1;
+    int rc = gpt2 ? prepare_gpt2(paths[0], text, n, paths[1], vocab)
+                  : prepare_bytes(paths[0], text, n, paths[1]);
+    free(text);
     return rc;
 }

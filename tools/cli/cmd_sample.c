@@ -1,5 +1,7 @@
 /* `gearbox sample`: text from a checkpoint, one token at a time over a sliding window of
- * block_size tokens (no KV cache: the models this runs on CPU are small). */
+ * block_size tokens (no KV cache: the models this runs on CPU are small). Text becomes
+ * ids and back as the run's data had it: bytes through the checkpoint's vocabulary, or
+ * GPT-2 BPE when its config says [data] tokenizer = gpt2. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -8,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bpe.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "model.h"
@@ -16,7 +19,7 @@
 
 static const char usage[] =
     "usage: gearbox sample CHECKPOINT [--prompt S] [--tokens N] [--temperature T]\n"
-    "                      [--top-k K] [--seed N] [--plugin-path DIRS]\n"
+    "                      [--top-k K] [--seed N] [--vocab PATH] [--plugin-path DIRS]\n"
     "\n"
     "Generates text from CHECKPOINT (a .gbk file, or an out_dir: its newest checkpoint),\n"
     "using the model, vocabulary and plugins recorded in it.\n"
@@ -25,7 +28,11 @@ static const char usage[] =
     "  --tokens N        tokens to generate (default 500)\n"
     "  --temperature T   softmax temperature, > 0 (default 0.8)\n"
     "  --top-k K         sample among the K likeliest tokens; 0 for all (default 200)\n"
-    "  --seed N          random seed (default 1337)\n";
+    "  --seed N          random seed (default 1337)\n"
+    "  --vocab PATH      GPT-2's vocabulary, for a model trained on GPT-2 BPE tokens: a\n"
+    "                    folder with encoder.json and vocab.bpe, or a tiktoken file\n"
+    "                    (default: the run's [data] vocab, or the one `gearbox prepare`\n"
+    "                    noted in its data folder)\n";
 
 static int parse_real(const char *flag, const char *text, double lo, double hi, double *out)
 {
@@ -62,6 +69,8 @@ static int parse_flag(int argc, char **argv, int *i, gb_sample_args *a)
     unsigned long long n = 0;
     if ((v = gb_cli_flag_value(argc, argv, i, "--prompt", &missing))) {
         a->prompt = v;
+    } else if ((v = gb_cli_flag_value(argc, argv, i, "--vocab", &missing))) {
+        a->vocab = v;
     } else if ((v = gb_cli_flag_value(argc, argv, i, "--plugin-path", &missing))) {
         a->plugin_path = v;
     } else if ((v = gb_cli_flag_value(argc, argv, i, "--tokens", &missing))) {
@@ -84,7 +93,7 @@ static int parse_flag(int argc, char **argv, int *i, gb_sample_args *a)
 
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a)
 {
-    *a = (gb_sample_args){NULL, "\n", NULL, 500, 200, 0.8, 1337};
+    *a = (gb_sample_args){NULL, "\n", NULL, NULL, 500, 200, 0.8, 1337};
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] == '-') {
             int rc = parse_flag(argc, argv, &i, a);
@@ -139,9 +148,14 @@ static int draw(float *logits, int64_t V, const gb_sample_args *a, gb_rng *rng)
     return (int)(V - 1);
 }
 
-static int encode_prompt(const char *prompt, const gb_vocab *vocab, int32_t *ids, int64_t *n)
+/* How text becomes ids and back: the checkpoint's byte vocabulary, or GPT-2's BPE. */
+typedef struct text_codec {
+    const gb_vocab *vocab;
+    gb_bpe *bpe;               /* NULL for byte tokens */
+} text_codec;
+
+static int encode_bytes(const char *prompt, const gb_vocab *vocab, int32_t *ids, int64_t *n)
 {
-    *n = 0;
     for (const unsigned char *p = (const unsigned char *)prompt; *p; p++) {
         int id = -1;
         for (int v = 0; v < vocab->size && id < 0; v++)
@@ -157,14 +171,44 @@ static int encode_prompt(const char *prompt, const gb_vocab *vocab, int32_t *ids
     return 0;
 }
 
-static int generate(gb_model *m, const gb_model_config *mc, const gb_vocab *vocab,
+/* The prompt's ids into *ids (*cap room, grown if need be), each below V. */
+static int encode_prompt(const text_codec *c, const char *prompt, int64_t V, int32_t **ids,
+                         int64_t *n, int64_t *cap)
+{
+    gb_diag diag = {0};
+    *n = 0;
+    int rc = c->bpe ? gb_bpe_encode(c->bpe, prompt, strlen(prompt), ids, n, cap, &diag)
+                    : encode_bytes(prompt, c->vocab, *ids, n);
+    for (int64_t i = 0; !rc && i < *n; i++)
+        if ((*ids)[i] >= V) {
+            gb_diag_add(&diag, "the prompt's token %lld has id %d, beyond the model's "
+                        "vocabulary of %lld ids", (long long)i, (*ids)[i], (long long)V);
+            rc = -1;
+        }
+    if (diag.count)
+        fprintf(stderr, "gearbox sample: --prompt: %s\n", diag.messages[0]);
+    gb_diag_clear(&diag);
+    return rc;
+}
+
+/* Writes what token `id` stands for; an id the vocabulary lacks (the padding of a model
+ * wider than its tokenizer) shows as '?'. */
+static void put_token(const text_codec *c, int id)
+{
+    size_t len = 1;
+    const char *bytes = c->bpe ? gb_bpe_token_bytes(c->bpe, id, &len)
+                               : id < c->vocab->size ? (const char *)&c->vocab->bytes[id] : NULL;
+    fwrite(bytes ? bytes : "?", 1, bytes ? len : 1, stdout);
+}
+
+static int generate(gb_model *m, const gb_model_config *mc, const text_codec *codec,
                     const gb_sample_args *a)
 {
     int64_t cap = (int64_t)strlen(a->prompt) + a->tokens + 1, n;
     int32_t *ids = malloc((size_t)cap * sizeof *ids);
     float *logits = malloc((size_t)(mc->block_size * mc->vocab_size) * sizeof *logits);
     int rc = -1;
-    if (!ids || !logits || encode_prompt(a->prompt, vocab, ids, &n))
+    if (!ids || !logits || encode_prompt(codec, a->prompt, mc->vocab_size, &ids, &n, &cap))
         goto out;
     if (n == 0)
         ids[n++] = 0;
@@ -177,7 +221,7 @@ static int generate(gb_model *m, const gb_model_config *mc, const gb_vocab *voca
             goto out;
         int id = draw(logits + (T - 1) * mc->vocab_size, mc->vocab_size, a, &rng);
         ids[n++] = id;
-        putchar(id < vocab->size ? vocab->bytes[id] : '?');
+        put_token(codec, id);
         fflush(stdout);
     }
     putchar('\n');
@@ -186,6 +230,26 @@ out:
     free(ids);
     free(logits);
     return rc;
+}
+
+/* The codec of the run's data: GPT-2's BPE when its [data] tokenizer says gpt2, from
+ * --vocab or the run's [data] vocab. -1 after saying what is missing. */
+static int open_codec(text_codec *c, const gb_settings *s, const gb_checkpoint *ck,
+                      const gb_sample_args *a, const char *path, gb_diag *diag)
+{
+    *c = (text_codec){ck->vocab, NULL};
+    if (s->tokenizer != GB_TOKENIZER_GPT2)
+        return 0;
+    const char *vocab = a->vocab ? a->vocab : s->vocab_path;
+    if (!vocab) {
+        gb_diag_add(diag, "%s: the model was trained on GPT-2 BPE tokens ([data] tokenizer = "
+                    "gpt2), but its run named no vocabulary to decode them with: pass --vocab "
+                    "PATH (a folder with GPT-2's encoder.json and vocab.bpe, or a tiktoken "
+                    "gpt2 file)", path);
+        return -1;
+    }
+    c->bpe = gb_bpe_load(vocab, diag);
+    return c->bpe ? 0 : -1;
 }
 
 static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *ck)
@@ -199,10 +263,13 @@ static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *
         !gb_runtime_start(&rt, &diag)) {
         const gb_settings *s = &rt.settings;
         gb_model_config mc = gb_model_config_of(s, ck->vocab->size);
-        m = gb_model_create(&rt, &mc, 1, 0);
+        text_codec codec = {0};
+        if (!open_codec(&codec, s, ck, a, path, &diag))
+            m = gb_model_create(&rt, &mc, 1, 0);
         if (m && !gb_checkpoint_check_model(ck, path, m, s, &diag) &&
             !gb_model_set_params(m, ck->params))
-            rc = generate(m, &mc, ck->vocab, a) ? 1 : 0;
+            rc = generate(m, &mc, &codec, a) ? 1 : 0;
+        gb_bpe_free(codec.bpe);
     }
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);

@@ -50,7 +50,8 @@ static const char check_usage[] =
     "\n"
     "Validates CONFIG as `gearbox train` would (every section and key, the data folder,\n"
     "every plugin: found, loadable, right ABI, kind and device, able to start), then prints\n"
-    "the plugins chosen and the effective configuration with every default filled in.\n"
+    "the plugins chosen, the data folder's layout (gearbox, nanoGPT or llm.c) with the\n"
+    "tokens of each split, and the effective configuration with every default filled in.\n"
     "Exit status: 0 when the config would train, 2 otherwise.\n";
 
 static void print_resolution(gb_runtime *rt)
@@ -61,6 +62,17 @@ static void print_resolution(gb_runtime *rt)
         printf("#   %-9s %-10s %-8s %s\n", gb_kind_name((gb_kind)k), p->desc->name,
                p->desc->version, p->path);
     }
+}
+
+/* The folder's layout and the tokens of each split, as comments. */
+static void print_data(const gb_dataset *ds)
+{
+    printf("# data: %s format, %s tokens (ids below %lld)\n", gb_data_format_name(ds->format),
+           ds->tokenizer == GB_TOKENIZER_GPT2 ? "GPT-2 BPE" : "byte", (long long)ds->id_limit);
+    for (int split = 0; split < 2; split++)
+        printf("#   %-5s %lld tokens in %d file%s, from %s\n", split ? "val" : "train",
+               (long long)ds->split[split].length, ds->split[split].n_files,
+               ds->split[split].n_files == 1 ? "" : "s", ds->split[split].files[0].path);
 }
 
 /* What train would meet only when it starts writing: an out_dir it cannot create or
@@ -90,9 +102,8 @@ int gb_cmd_check(int argc, char **argv)
     if (!problems)
         problems += check_out_dir(&rt.settings, &diag);
     if (!problems) {
-        ds = gb_data_open(rt.settings.data_dir, rt.settings.vocab_size, rt.settings.block_size,
-                          &diag);
-        problems += !ds;
+        ds = gb_data_open(&rt.settings, &diag);
+        problems += !ds || gb_data_record_tokenizer(ds, run.cfg, &diag) != 0;
     }
     if (!problems)
         problems += gb_runtime_start(&rt, &diag) != 0;
@@ -112,6 +123,7 @@ int gb_cmd_check(int argc, char **argv)
     }
     if (!problems) {
         print_resolution(&rt);
+        print_data(ds);
         gb_model_print_memory(model, stdout, "# ");
         gb_config_write(run.cfg, stdout);
         fprintf(stderr, "%s: ok\n", run.config_path);
