@@ -443,7 +443,29 @@ static double ref_gelu_grad(double x)
     return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
 }
 
-static void test_gelu_case(int64_t n, kt_rng *rng)
+/* GPT-2's tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as published. */
+static double ref_gelu_tanh(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+static double ref_gelu_tanh_grad(double x)
+{
+    double u = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x), t = tanh(u);
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * sqrt(2.0 / M_PI) *
+           (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+/* One GELU form: its two kernels and the double-precision formulas they must follow. */
+typedef struct gelu_form {
+    const char *name;
+    gb_status (*forward)(void *, gb_dtype, void *, const void *, int64_t);
+    gb_status (*backward)(void *, gb_dtype, void *, const void *, const void *, int64_t);
+    double (*ref)(double);
+    double (*ref_grad)(double);
+} gelu_form;
+
+static void test_gelu_case(const gelu_form *form, int64_t n, kt_rng *rng)
 {
     static const float specials[] = {0.0f, -0.0f, 1e-8f, -1e-8f, 0.5f, -0.5f, 3.0f, -3.0f,
                                      10.0f, -10.0f, 20.0f, -20.0f};
@@ -454,19 +476,19 @@ static void test_gelu_case(int64_t n, kt_rng *rng)
         x[i] = specials[i];
     double *want = kt_doubles(n), *want_dx = kt_doubles(n);
     for (int64_t i = 0; i < n; i++) {
-        want[i] = ref_gelu(x[i]);
-        want_dx[i] = dout[i] * ref_gelu_grad(x[i]);
+        want[i] = form->ref(x[i]);
+        want_dx[i] = dout[i] * form->ref_grad(x[i]);
     }
     char what[128];
-    snprintf(what, sizeof what, "gelu_forward n=%lld", (long long)n);
-    expect_status(ops->gelu_forward(dev, GB_F32, out, x, n), GB_OK, "gelu_forward");
+    snprintf(what, sizeof what, "%s forward n=%lld", form->name, (long long)n);
+    expect_status(form->forward(dev, GB_F32, out, x, n), GB_OK, what);
     kt_compare(what, out, want, n, ATOL, RTOL);
     float *dx = kt_floats(n);
-    expect_status(ops->gelu_backward(dev, GB_F32, dx, x, dout, n), GB_OK, "gelu_backward");
-    snprintf(what, sizeof what, "gelu_backward n=%lld", (long long)n);
+    snprintf(what, sizeof what, "%s backward n=%lld", form->name, (long long)n);
+    expect_status(form->backward(dev, GB_F32, dx, x, dout, n), GB_OK, what);
     kt_compare(what, dx, want_dx, n, ATOL, RTOL);
-    ops->gelu_backward(dev, GB_F32, dout, x, dout, n);   // dx aliasing dout
-    kt_same_bits("  gelu_backward with dx aliasing dout", dout, dx, n);
+    form->backward(dev, GB_F32, dout, x, dout, n);   // dx aliasing dout
+    kt_same_bits("  backward with dx aliasing dout", dout, dx, n);
 }
 
 static void test_add_case(int64_t n, kt_rng *rng)
@@ -487,11 +509,17 @@ static void test_add_case(int64_t n, kt_rng *rng)
 
 static void test_pointwise(void)
 {
-    kt_section("gelu_forward / gelu_backward (exact erf form), add");
+    kt_section("gelu_forward / gelu_backward (exact erf form), gelu_tanh_*, add");
+    const gelu_form forms[] = {
+        {"gelu (erf)", ops->gelu_forward, ops->gelu_backward, ref_gelu, ref_gelu_grad},
+        {"gelu_tanh", ops->gelu_tanh_forward, ops->gelu_tanh_backward, ref_gelu_tanh,
+         ref_gelu_tanh_grad},
+    };
     kt_rng rng = kt_seed(4);
     static const int64_t sizes[] = {1, 7, 1000, 40003};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        test_gelu_case(sizes[i], &rng);
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++)
+            test_gelu_case(&forms[f], sizes[i], &rng);
         test_add_case(sizes[i], &rng);
     }
 }
@@ -627,6 +655,9 @@ static void test_refusals(void)
                    "layernorm_backward", "i32");
     expect_refusal(ops->gelu_forward(dev, bad, f, f, 4), U, "gelu_forward", "i32");
     expect_refusal(ops->gelu_backward(dev, bad, f, f, f, 4), U, "gelu_backward", "i32");
+    expect_refusal(ops->gelu_tanh_forward(dev, bad, f, f, 4), U, "gelu_tanh_forward", "i32");
+    expect_refusal(ops->gelu_tanh_backward(dev, bad, f, f, f, 4), U, "gelu_tanh_backward",
+                   "i32");
     expect_refusal(ops->add(dev, bad, f, f, f, 4), U, "add", "i32");
     expect_refusal(ops->bias_backward(dev, bad, f, f, 2, 2), U, "bias_backward", "i32");
     expect_refusal(ops->cross_entropy(dev, bad, f, NULL, f, t, 2, 2, 1.0f), U, "cross_entropy",
@@ -650,9 +681,12 @@ int main(int argc, char **argv)
               ops->free && ops->copy && ops->memset_zero && ops->sync && ops->matmul &&
               ops->embed_forward && ops->embed_backward && ops->layernorm_forward &&
               ops->layernorm_backward && ops->gelu_forward && ops->gelu_backward && ops->add &&
-              ops->bias_backward && ops->cross_entropy && ops->sum_squares,
+              ops->bias_backward && ops->cross_entropy && ops->sum_squares &&
+              ops->gelu_tanh_forward && ops->gelu_tanh_backward,
               "a gb_device_ops entry is NULL");
     gb_host host = kt_host(2);
+    kt_expect((desc->caps & GB_CAP_GELU_TANH) != 0, "device/cpu does not declare "
+              "GB_CAP_GELU_TANH beside its gelu_tanh kernels");
     const gb_value plain[] = {{.i = 0}}; /* emulate_gpu = false */
     if (ops->create(&host, plain, &dev) != GB_OK) {
         fprintf(stderr, "FAIL: create: %s\n", kt_last_error());

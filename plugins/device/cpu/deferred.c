@@ -121,7 +121,7 @@ gb_status cpu_q_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *
     return cpu_submit(self, NULL, run_layernorm_backward, &w, sizeof w);
 }
 
-/* GELU forward and backward, and add: elementwise over n. */
+/* GELU forward and backward (both forms), and add: elementwise over n. */
 typedef struct pointwise_work {
     cpu_device *dev;
     gb_dtype dtype;
@@ -153,6 +153,32 @@ gb_status cpu_q_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *
 {
     pointwise_work w = {self, dtype, dx, x, dout, n};
     return cpu_submit(self, NULL, run_gelu_backward, &w, sizeof w);
+}
+
+static gb_status run_gelu_tanh_forward(void *arg)
+{
+    pointwise_work *w = arg;
+    return cpu_gelu_tanh_forward(w->dev, w->dtype, w->out, w->a, w->n);
+}
+
+gb_status cpu_q_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
+                                  int64_t n)
+{
+    pointwise_work w = {self, dtype, out, x, NULL, n};
+    return cpu_submit(self, NULL, run_gelu_tanh_forward, &w, sizeof w);
+}
+
+static gb_status run_gelu_tanh_backward(void *arg)
+{
+    pointwise_work *w = arg;
+    return cpu_gelu_tanh_backward(w->dev, w->dtype, w->out, w->a, w->b, w->n);
+}
+
+gb_status cpu_q_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
+                                   const void *dout, int64_t n)
+{
+    pointwise_work w = {self, dtype, dx, x, dout, n};
+    return cpu_submit(self, NULL, run_gelu_tanh_backward, &w, sizeof w);
 }
 
 static gb_status run_add(void *arg)

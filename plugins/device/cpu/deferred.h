@@ -22,6 +22,10 @@ gb_status cpu_q_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *
 gb_status cpu_q_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n);
 gb_status cpu_q_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                               const void *dout, int64_t n);
+gb_status cpu_q_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
+                                  int64_t n);
+gb_status cpu_q_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
+                                   const void *dout, int64_t n);
 gb_status cpu_q_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
                     int64_t n);
 gb_status cpu_q_bias_backward(void *self, gb_dtype dtype, float *dbias, const void *dout,
