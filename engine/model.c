@@ -180,7 +180,7 @@ static void plan_tensors(gb_model *m)
     const gb_model_config *c = &m->cfg;
     int64_t C = c->n_embd;
     m->tensors = calloc((size_t)(4 + 12 * c->n_layer), sizeof *m->tensors);
-    add_tensor(m, "wte", c->vocab_size, C);
+    add_tensor(m, "wte", gb_model_table_rows(c), C);
     add_tensor(m, "wpe", c->block_size, C);
     for (int64_t l = 0; l < c->n_layer; l++) {
         add_layer_tensor(m, l, "ln_1.weight", 1, C);
@@ -348,6 +348,42 @@ static int allocate_parameters(gb_model *m)
     return m->optim_state ? 0 : -1;
 }
 
+gb_model_config gb_model_config_of(const gb_settings *s, int64_t data_vocab)
+{
+    return (gb_model_config){s->n_layer, s->n_head, s->n_embd, s->block_size,
+                             s->vocab_size ? s->vocab_size : data_vocab, s->bias,
+                             s->padded_vocab_size, s->gelu_tanh};
+}
+
+int64_t gb_model_table_rows(const gb_model_config *cfg)
+{
+    return cfg->padded_vocab_size ? cfg->padded_vocab_size : cfg->vocab_size;
+}
+
+/* What the model asks of the config beyond its sizes: padding that covers the vocabulary
+ * (which may come from the data), and a device with GELU's tanh form (optional in ABI
+ * 1.2) when the model uses it. */
+static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
+{
+    const gb_device_ops *ops = rt->dev;
+    const gb_plugin *dev = rt->inst[GB_KIND_DEVICE].plugin;
+    if (gb_model_table_rows(cfg) < cfg->vocab_size) {
+        fprintf(stderr, "gearbox: error: [model] padded_vocab_size = %lld is smaller than the "
+                "vocabulary (%lld ids); pad up or set 0\n", (long long)cfg->padded_vocab_size,
+                (long long)cfg->vocab_size);
+        return -1;
+    }
+    int has_tanh = ops->struct_size >= offsetof(gb_device_ops, gelu_tanh_backward) +
+                                           sizeof ops->gelu_tanh_backward &&
+                   ops->gelu_tanh_forward && ops->gelu_tanh_backward;
+    if (!cfg->gelu_tanh || has_tanh)
+        return 0;
+    fprintf(stderr, "gearbox: error: [model] gelu = tanh: [device] plugin = %s (%s) has no "
+            "kernels for GELU's tanh form (gelu_tanh_forward/backward, GB_CAP_GELU_TANH); use "
+            "gelu = erf, or a device that has them (cpu, cuda)\n", dev->desc->name, dev->path);
+    return -1;
+}
+
 /* A model whose tensors are laid out and whose buffers are sized, and allocated unless
  * planning_only: creation and planning share every size computation. NULL on failure. */
 static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
@@ -386,6 +422,8 @@ static int finish_creation(gb_model *m)
 
 gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train)
 {
+    if (check_model_choices(rt, cfg))
+        return NULL;
     gb_model *m = lay_out(rt, cfg, batch, train, 0);
     if (!m || finish_creation(m)) {
         fprintf(stderr, "gearbox: error: could not allocate the model (batch %lld, "
@@ -400,7 +438,7 @@ gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t ba
 int gb_model_plan(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
                   gb_memory_plan *out)
 {
-    gb_model *m = lay_out(rt, cfg, batch, train, 1);
+    gb_model *m = check_model_choices(rt, cfg) ? NULL : lay_out(rt, cfg, batch, train, 1);
     if (!m)
         return -1;
     *out = m->plan;
@@ -686,7 +724,10 @@ int gb_model_init(gb_model *m, uint64_t seed)
         int is_residual_proj = strstr(t->name, "c_proj.weight") != NULL;
         /* one stream per tensor, so adding biases does not shift every other tensor */
         gb_rng rng = gb_rng_stream(seed, GB_RNG_INIT, (uint64_t)i, 0);
-        for (int64_t j = 0; j < t->numel; j++) {
+        /* wte's padding rows stay 0: no token selects them and no logit reads them */
+        int64_t numel = strcmp(t->name, "wte") == 0 ? m->cfg.vocab_size * t->cols : t->numel;
+        memset(dst, 0, (size_t)t->numel * sizeof *dst);
+        for (int64_t j = 0; j < numel; j++) {
             if (is_bias)
                 dst[j] = 0.0f;
             else if (is_layernorm)
@@ -798,8 +839,12 @@ static int block_forward(gb_model *m, int64_t l, const void *residual, int64_t B
     if (layernorm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N) ||
         linear_forward(m, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C))
         return -1;
-    TIMED_CALL(m, GB_PHASE_FWD_GELU, dev, "gelu_forward",
-               ops->gelu_forward(m->dev, m->act, a->fch_gelu, a->fch, N * 4 * C));
+    if (m->cfg.gelu_tanh)
+        TIMED_CALL(m, GB_PHASE_FWD_GELU, dev, "gelu_tanh_forward",
+                   ops->gelu_tanh_forward(m->dev, m->act, a->fch_gelu, a->fch, N * 4 * C));
+    else
+        TIMED_CALL(m, GB_PHASE_FWD_GELU, dev, "gelu_forward",
+                   ops->gelu_forward(m->dev, m->act, a->fch_gelu, a->fch, N * 4 * C));
     if (linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C))
         return -1;
     TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
@@ -923,8 +968,14 @@ static int block_backward(gb_model *m, int64_t l, const void *residual, int64_t 
     if (linear_backward(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu, p->fcprojw, N,
                         4 * C, C))
         return -1;
-    TIMED_CALL(m, GB_PHASE_BWD_GELU, &m->rt->inst[GB_KIND_DEVICE], "gelu_backward",
-               m->rt->dev->gelu_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
+    const gb_device_ops *ops = m->rt->dev;
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    if (m->cfg.gelu_tanh)
+        TIMED_CALL(m, GB_PHASE_BWD_GELU, dev, "gelu_tanh_backward",
+                   ops->gelu_tanh_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
+    else
+        TIMED_CALL(m, GB_PHASE_BWD_GELU, dev, "gelu_backward",
+                   ops->gelu_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
     if (linear_backward(m, m->dC, g->fcw, g->fcb, m->d4C, a->ln2, p->fcw, N, C, 4 * C) ||
         layernorm_backward(m, g->ln2w, g->ln2b, m->dC, a->res2, p->ln2w, a->ln2_mean,
                            a->ln2_rstd, N) ||

@@ -22,7 +22,17 @@
 typedef struct gb_model_config {
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;
     int bias;
+    /* Rows of the token embedding, >= vocab_size (0: vocab_size). Rows past vocab_size
+     * pad the table as llm.c does; the classifier reads only the first vocab_size rows,
+     * so padding is never predicted and gets no gradient. */
+    int64_t padded_vocab_size;
+    int gelu_tanh;          /* 1: GELU's tanh form (GPT-2's); 0: the exact erf form */
 } gb_model_config;
+
+/* The model the settings describe; `data_vocab` stands in for [model] vocab_size = 0. */
+gb_model_config gb_model_config_of(const gb_settings *s, int64_t data_vocab);
+/* Rows of the token embedding: padded_vocab_size, or vocab_size without padding. */
+int64_t gb_model_table_rows(const gb_model_config *cfg);
 
 /* One named parameter tensor inside the flat buffer. */
 typedef struct gb_param_tensor {

@@ -50,7 +50,7 @@ static const gb_option run_options[] = {
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
-       MODEL_BIAS };
+       MODEL_BIAS, MODEL_PADDED_VOCAB_SIZE, MODEL_GELU };
 static const gb_option model_options[] = {
     [MODEL_N_LAYER] = {"n_layer", GB_OPT_INT, "4", 1, 1024, NULL, "transformer blocks"},
     [MODEL_N_HEAD] = {"n_head", GB_OPT_INT, "4", 1, 1024, NULL, "attention heads per block"},
@@ -62,6 +62,13 @@ static const gb_option model_options[] = {
                           "vocabulary size (0: read from the data folder's vocab.txt)"},
     [MODEL_BIAS] = {"bias", GB_OPT_BOOL, "false", 0, 0, NULL,
                     "biases in linear layers and LayerNorms (nanoGPT's default: false)"},
+    [MODEL_PADDED_VOCAB_SIZE] = {"padded_vocab_size", GB_OPT_INT, "0", 0, 1 << 20, NULL,
+                                 "rows of the token embedding, vocab_size rounded up for "
+                                 "faster matmuls (llm.c: GPT-2's 50257 to 50304); the extra "
+                                 "rows are never predicted (0: vocab_size)"},
+    [MODEL_GELU] = {"gelu", GB_OPT_ENUM, "erf", 0, 0, "erf|tanh",
+                    "GELU's form: erf, exact (PyTorch's F.gelu, nanoGPT); tanh, GPT-2's "
+                    "approximation (Hugging Face's gelu_new, llm.c)"},
 };
 
 enum { DATA_DIR, DATA_BATCH_SIZE, DATA_GRAD_ACCUM, DATA_TOKENS_PER_STEP };
@@ -83,7 +90,7 @@ static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 
                                           "the most sequences that fit [run] memory_budget"};
 
 enum { TRAIN_LR, TRAIN_MIN_LR, TRAIN_WARMUP, TRAIN_DECAY_ITERS, TRAIN_DECAY_LR, TRAIN_CLIP,
-       TRAIN_BUCKET_CAP_MB };
+       TRAIN_BUCKET_CAP_MB, TRAIN_INIT_FROM };
 static const gb_option train_options[] = {
     [TRAIN_LR] = {"learning_rate", GB_OPT_FLOAT, "1e-3", 0, 10, NULL, "peak learning rate"},
     [TRAIN_MIN_LR] = {"min_lr", GB_OPT_FLOAT, "1e-4", 0, 10, NULL,
@@ -99,6 +106,10 @@ static const gb_option train_options[] = {
     [TRAIN_BUCKET_CAP_MB] = {"bucket_cap_mb", GB_OPT_FLOAT, "25", 0.001, 1e6, NULL,
                              "data-parallel runs: MiB of gradients per all-reduce bucket "
                              "(PyTorch DDP's bucket_cap_mb)"},
+    [TRAIN_INIT_FROM] = {"init_from", GB_OPT_STRING, "", 0, 0, NULL,
+                         "a checkpoint (e.g. from `gearbox import`) whose weights start the "
+                         "run at step 0 with a fresh optimizer (relative to the config "
+                         "file; empty: random initialisation)"},
 };
 
 /* Processes of this job on this machine, as the launcher (mpirun, torchrun) states it. */
@@ -280,6 +291,12 @@ static int check_activation_size(const gb_settings *s, gb_diag *diag)
 
 static int check_consistency(gb_settings *s, gb_diag *diag)
 {
+    if (s->padded_vocab_size && s->padded_vocab_size < s->vocab_size) {
+        gb_diag_add(diag, "[model] padded_vocab_size = %lld is smaller than vocab_size = %lld; "
+                    "pad up (e.g. to a multiple of 128) or set 0", (long long)s->padded_vocab_size,
+                    (long long)s->vocab_size);
+        return 1;
+    }
     if (s->n_embd % s->n_head != 0) {
         gb_diag_add(diag, "[model] n_embd = %lld is not a multiple of n_head = %lld; "
                     "choose n_embd = n_head * head_dim", (long long)s->n_embd,
@@ -341,6 +358,8 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->block_size = model[MODEL_BLOCK_SIZE].i;
     s->vocab_size = model[MODEL_VOCAB_SIZE].i;
     s->bias = (int)model[MODEL_BIAS].i;
+    s->padded_vocab_size = model[MODEL_PADDED_VOCAB_SIZE].i;
+    s->gelu_tanh = model[MODEL_GELU].i == 1;
     s->data_dir = gb_config_resolve_path(cfg, "data", "dir", data[DATA_DIR].s);
     s->batch_auto = batch_auto;
     s->batch_size = batch_auto ? 1 : data[DATA_BATCH_SIZE].i;
@@ -353,6 +372,8 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->decay_lr = (int)train[TRAIN_DECAY_LR].i;
     s->grad_clip = train[TRAIN_CLIP].f;
     s->bucket_bytes = (size_t)(train[TRAIN_BUCKET_CAP_MB].f * 1024.0 * 1024.0);
+    if (*train[TRAIN_INIT_FROM].s)
+        s->init_from = gb_config_resolve_path(cfg, "train", "init_from", train[TRAIN_INIT_FROM].s);
     problems += resolve_plugin_names(cfg, s, diag);
     return problems + check_consistency(s, diag);
 }
@@ -362,7 +383,8 @@ void gb_settings_free(gb_settings *s)
     free((char *)s->out_dir);
     free((char *)s->data_dir);
     free((char *)s->plugin_path);
-    s->out_dir = s->data_dir = s->plugin_path = NULL;
+    free((char *)s->init_from);
+    s->out_dir = s->data_dir = s->plugin_path = s->init_from = NULL;
     for (int k = 0; k < 6; k++) {
         free(s->plugin_files[k]);
         s->plugin_files[k] = NULL;

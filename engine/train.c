@@ -636,8 +636,7 @@ static int share_out_rows(gb_trainer *t)
 static int build_model(gb_trainer *t)
 {
     const gb_settings *s = t->s;
-    gb_model_config mc = {s->n_layer, s->n_head, s->n_embd, s->block_size,
-                          s->vocab_size ? s->vocab_size : t->data->vocab.size, s->bias};
+    gb_model_config mc = gb_model_config_of(s, t->data->vocab.size);
     gb_diag diag = {0};
     int rc = gb_batch_auto(&t->rt, &mc, stdout, &diag);
     gb_diag_print(&diag, stderr);

@@ -115,7 +115,8 @@ static gb_model *build_model(gb_runtime *rt, gb_config **cfg, const int32_t *c,
     gb_diag_clear(&diag);
     if (failed)
         return NULL;
-    gb_model_config mc = {c[0], c[1], c[2], c[3], c[5], c[6]};
+    gb_model_config mc = {.n_layer = c[0], .n_head = c[1], .n_embd = c[2], .block_size = c[3],
+                          .vocab_size = c[5], .bias = c[6]};
     return gb_model_create(rt, &mc, c[4], 1);
 }
 

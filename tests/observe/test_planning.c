@@ -58,7 +58,8 @@ static void planning(void)
     gb_diag_clear(&diag);
     check(started, "%s", "runtime starts from the build tree's plugins");
     if (started) {
-        gb_model_config mc = {2, 2, 32, 16, 65, 0};
+        gb_model_config mc = {.n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16,
+                              .vocab_size = 65};
         const int64_t batches[] = {1, 2, 3, 5, 8};
         for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++)
             plan_matches_creation(&rt, &mc, batches[i], 1);

@@ -198,8 +198,7 @@ static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *
     if (cfg && !gb_runtime_resolve(&rt, cfg, a->plugin_path, &diag) &&
         !gb_runtime_start(&rt, &diag)) {
         const gb_settings *s = &rt.settings;
-        gb_model_config mc = {s->n_layer, s->n_head, s->n_embd, s->block_size,
-                              s->vocab_size ? s->vocab_size : ck->vocab->size, s->bias};
+        gb_model_config mc = gb_model_config_of(s, ck->vocab->size);
         m = gb_model_create(&rt, &mc, 1, 0);
         if (m && !gb_checkpoint_check_model(ck, path, m, s, &diag) &&
             !gb_model_set_params(m, ck->params))

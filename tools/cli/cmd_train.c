@@ -102,8 +102,7 @@ int gb_cmd_check(int argc, char **argv)
         /* planning the model asks the attention plugin about the run's shapes and
          * allocates everything once, as training would */
         const gb_settings *s = &rt.settings;
-        gb_model_config mc = {s->n_layer, s->n_head, s->n_embd, s->block_size,
-                              s->vocab_size ? s->vocab_size : ds->vocab.size, s->bias};
+        gb_model_config mc = gb_model_config_of(s, ds->vocab.size);
         /* the choice goes to stderr: stdout stays INI */
         if (gb_batch_auto(&rt, &mc, stderr, &diag) == 0)
             model = gb_model_create(&rt, &mc, s->batch_size, 1);
