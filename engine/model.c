@@ -180,6 +180,8 @@ static void plan_tensors(gb_model *m)
     const gb_model_config *c = &m->cfg;
     int64_t C = c->n_embd;
     m->tensors = calloc((size_t)(4 + 12 * c->n_layer), sizeof *m->tensors);
+    if (!m->tensors)
+        return;
     add_tensor(m, "wte", gb_model_table_rows(c), C);
     add_tensor(m, "wpe", c->block_size, C);
     for (int64_t l = 0; l < c->n_layer; l++) {
@@ -205,6 +207,15 @@ static void plan_tensors(gb_model *m)
     add_tensor(m, "ln_f.weight", 1, C);
     if (c->bias)
         add_tensor(m, "ln_f.bias", 1, C);
+}
+
+gb_param_tensor *gb_model_layout(const gb_model_config *cfg, int *count, int64_t *n_params)
+{
+    gb_model m = {.cfg = *cfg};
+    plan_tensors(&m);
+    *count = m.n_tensors;
+    *n_params = m.n_params;
+    return m.tensors;
 }
 
 /* Points `views` at the tensors of `base`, in plan_tensors' order. */

@@ -66,6 +66,9 @@ int gb_model_plan(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int
 void gb_model_free(gb_model *m);
 
 const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count);
+/* The tensors a model of `cfg` has, where gb_model_create would put them, without a
+ * runtime (for converting weights between formats); malloc'ed, NULL when out of memory. */
+gb_param_tensor *gb_model_layout(const gb_model_config *cfg, int *count, int64_t *n_params);
 int64_t gb_model_num_params(const gb_model *m);
 gb_memory_plan gb_model_memory(const gb_model *m);
 /* One line: "memory plan: TOTAL MiB = params + grads + optimizer + activations + workspace". */

@@ -254,9 +254,13 @@ static int resume_from(gb_trainer *t, const char *path)
         rc = gb_checkpoint_check_model(&ck, path, t->model, t->s, &diag);
     if (rc == 0 && (strcmp(ck.optim_name, t->s->plugin[GB_KIND_OPTIM]) != 0 ||
                     ck.optim_bytes != gb_model_optim_state_bytes(t->model))) {
-        gb_diag_add(&diag, "%s was written by [optim] plugin = %s (%zu bytes of state); this "
-                    "run uses %s", path, ck.optim_name, ck.optim_bytes,
-                    t->s->plugin[GB_KIND_OPTIM]);
+        if (ck.optim_bytes == 0)
+            gb_diag_add(&diag, "%s holds weights without optimizer state (written by gearbox "
+                        "import): start from it with [train] init_from instead", path);
+        else
+            gb_diag_add(&diag, "%s was written by [optim] plugin = %s (%zu bytes of state); "
+                        "this run uses %s", path, ck.optim_name, ck.optim_bytes,
+                        t->s->plugin[GB_KIND_OPTIM]);
         rc = -1;
     }
     if (rc == 0 && ck.step >= t->s->steps) {
