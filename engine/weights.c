@@ -286,17 +286,20 @@ int gb_weights_read_hf(const char *path, int64_t padded_vocab, gb_weights *w, gb
     snprintf(file, sizeof file, is_folder(path) ? "%s/model.safetensors" : "%s", path);
     const char *slash = strrchr(file, '/');
     snprintf(config, sizeof config, "%.*sconfig.json", slash ? (int)(slash - file + 1) : 0, file);
-    if (read_hf_config(config, &w->cfg, diag))
+    gb_safetensors *st = gb_safetensors_read(file, diag);
+    if (!st || read_hf_config(config, &w->cfg, diag)) {
+        gb_safetensors_free(st);
         return -1;
+    }
     if (padded_vocab && padded_vocab < w->cfg.vocab_size) {
         gb_diag_add(diag, "--padded-vocab-size %lld is smaller than the vocabulary of %s (%lld)",
                     (long long)padded_vocab, config, (long long)w->cfg.vocab_size);
+        gb_safetensors_free(st);
         return -1;
     }
     w->cfg.padded_vocab_size = padded_vocab;
-    gb_safetensors *st = gb_safetensors_read(file, diag);
     layout l = {0};
-    int rc = st && !make_layout(w, &l, diag) ? read_hf_tensors(st, file, w, &l, diag) : -1;
+    int rc = make_layout(w, &l, diag) ? -1 : read_hf_tensors(st, file, w, &l, diag);
     free(l.tensors);
     gb_safetensors_free(st);
     if (rc)
