@@ -599,7 +599,11 @@ void gb_model_free(gb_model *m)
 
 void gb_model_print_memory(const gb_model *m, FILE *out)
 {
-    const gb_memory_plan *p = &m->plan;
+    gb_memory_plan_print(&m->plan, out);
+}
+
+void gb_memory_plan_print(const gb_memory_plan *p, FILE *out)
+{
     const double mib = 1024.0 * 1024.0;
     fprintf(out, "memory plan: %.2f MiB = params %.2f + grads %.2f + optimizer %.2f + "
             "activations %.2f + workspace %.2f\n", (double)(p->params + p->grads + p->optimizer +

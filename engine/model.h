@@ -73,6 +73,7 @@ int64_t gb_model_num_params(const gb_model *m);
 gb_memory_plan gb_model_memory(const gb_model *m);
 /* One line: "memory plan: TOTAL MiB = params + grads + optimizer + activations + workspace". */
 void gb_model_print_memory(const gb_model *m, FILE *out);
+void gb_memory_plan_print(const gb_memory_plan *p, FILE *out);
 
 /* nanoGPT's initialisation from `seed`: N(0, 0.02) for weights and embeddings,
  * N(0, 0.02/sqrt(2 n_layer)) for the two residual projections, LayerNorm 1/0, biases 0. */
