@@ -13,6 +13,9 @@ OUTDIR/gpt2_tiny_llmc.bin    llm.c's layout (train_gpt2.py's write_model, versio
                              the vocabulary padded to a multiple of 64
 OUTDIR/reference.safetensors tokens and targets (B, T) as F32, the logits (B, T, V) of
                              model(tokens) and the mean cross-entropy against the targets
+OUTDIR/gpt2_tiny_erf/        the same weights (a link to gpt2_tiny's file) with
+                             activation_function "gelu", GELU's exact form, and
+OUTDIR/reference_erf.safetensors its logits and loss on the same tokens
 The parameters are drawn at random (LayerNorms and biases too), so every tensor matters.
 """
 import os
@@ -99,12 +102,26 @@ def main():
     g = torch.Generator().manual_seed(99)
     tokens = torch.randint(0, VOCAB, (B, BLOCK), generator=g)
     targets = torch.randint(0, VOCAB, (B, BLOCK), generator=g)
+    write_reference(model, tokens, targets, os.path.join(out, "reference.safetensors"))
+    erf = os.path.join(out, "gpt2_tiny_erf")
+    os.makedirs(erf, exist_ok=True)
+    link = os.path.join(erf, "model.safetensors")
+    if not os.path.lexists(link):
+        os.symlink(os.path.join("..", "gpt2_tiny", "model.safetensors"), link)
+    model.config.activation_function = "gelu"
+    model.config.to_json_file(os.path.join(erf, "config.json"))
+    erf_model = GPT2LMHeadModel(model.config).eval()
+    erf_model.load_state_dict(model.state_dict())
+    write_reference(erf_model, tokens, targets, os.path.join(out, "reference_erf.safetensors"))
+
+
+def write_reference(model, tokens, targets, path):
     with torch.no_grad():
         logits = model(tokens).logits.float()
         loss = torch.nn.functional.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
     save_file({"tokens": tokens.float(), "targets": targets.float(), "logits": logits.contiguous(),
-               "loss": loss.view(1)}, os.path.join(out, "reference.safetensors"))
-    print("loss", loss.item())
+               "loss": loss.view(1)}, path)
+    print(path, "loss", loss.item())
 
 
 if __name__ == "__main__":

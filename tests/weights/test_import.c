@@ -2,7 +2,8 @@
  * with Hugging Face's transformers:
  * - the Hugging Face folder and llm.c's .bin give PyTorch's logits and loss through the
  *   real plugins (device/cpu with GELU's tanh form, attn/math), logits within 1e-4 of
- *   the largest (the llm.c file with its padded vocabulary);
+ *   the largest (the llm.c file with its padded vocabulary); the same weights with
+ *   activation_function "gelu" give PyTorch's logits with the erf form;
  * - the bare bf16 file (no "transformer.", mask buffers present) gives the same weights
  *   rounded to bf16;
  * - export then import is bit-exact, in both formats and through a checkpoint, and what
@@ -88,10 +89,10 @@ static gb_model *run_model(gb_runtime *rt, gb_config **cfg, const gb_weights *w,
 }
 
 /* The imported weights' logits and loss against PyTorch's on the reference tokens. */
-static void compare_logits(const char *what, const gb_weights *w)
+static void compare_logits(const char *what, const gb_weights *w, const char *reference_file)
 {
     char path[4096], line[256];
-    fixture(path, sizeof path, "reference.safetensors");
+    fixture(path, sizeof path, reference_file);
     gb_diag diag = {0};
     gb_safetensors *ref = gb_safetensors_read(path, &diag);
     int64_t n_tokens = 0, n_logits = 0, n_loss = 0, n_targets = 0;
@@ -337,8 +338,16 @@ int main(int argc, char **argv)
     gb_diag_clear(&diag);
     if (!have_hf || !have_llmc)
         return 1;
-    compare_logits("Hugging Face's safetensors", &hf);
-    compare_logits("llm.c's .bin, vocabulary padded to 256", &llmc);
+    compare_logits("Hugging Face's safetensors", &hf, "reference.safetensors");
+    compare_logits("llm.c's .bin, vocabulary padded to 256", &llmc, "reference.safetensors");
+    gb_weights erf;
+    fixture(path, sizeof path, "gpt2_tiny_erf");
+    check(gb_weights_read_hf(path, 0, &erf, &diag) == 0 && !erf.cfg.gelu_tanh,
+          "import activation_function gelu as GELU's erf form", &diag);
+    if (erf.params) {
+        compare_logits("the same weights with GELU's erf form", &erf, "reference_erf.safetensors");
+        gb_weights_free(&erf);
+    }
     check_bare(&hf);
     check_round_trips(&hf, &llmc);
     check_export_refusals(&hf);
