@@ -257,11 +257,8 @@ gb_safetensors *gb_safetensors_read(const char *path, gb_diag *diag)
 {
     unsigned char *data;
     size_t size;
-    const char *why;
-    if (gb_read_regular_file(path, &data, &size, &why)) {
-        gb_diag_add(diag, "cannot read %s: %s", path, why);
+    if (gb_read_file_or_say(path, &data, &size, diag))
         return NULL;
-    }
     return gb_safetensors_parse(data, size, path, diag);
 }
 

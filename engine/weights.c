@@ -130,12 +130,8 @@ static int read_hf_config(const char *path, gb_model_config *cfg, gb_diag *diag)
 {
     unsigned char *text;
     size_t size;
-    const char *why;
-    if (gb_read_regular_file(path, &text, &size, &why)) {
-        gb_diag_add(diag, "cannot read %s: %s; it gives the model's shape and belongs beside "
-                    "model.safetensors", path, why);
+    if (gb_read_file_or_say(path, &text, &size, diag))
         return -1;
-    }
     char err[256];
     gb_json *json = gb_json_parse((const char *)text, size, err, sizeof err);
     free(text);
@@ -489,11 +485,8 @@ int gb_weights_read_llmc(const char *path, gb_weights *w, gb_diag *diag)
     memset(w, 0, sizeof *w);
     unsigned char *data;
     size_t size;
-    const char *why;
-    if (gb_read_regular_file(path, &data, &size, &why)) {
-        gb_diag_add(diag, "cannot read %s: %s", path, why);
+    if (gb_read_file_or_say(path, &data, &size, diag))
         return -1;
-    }
     int32_t h[LLMC_HEADER_INTS] = {0};
     memcpy(h, data, size < sizeof h ? size : sizeof h);
     layout l = {0};
@@ -598,24 +591,17 @@ static void gpt2_byte_tokens(gb_vocab *vocab)
     vocab->size = n;
 }
 
-/* The [model] section of the imported model, as a config file. */
+/* The [model] section of the imported model, as a config file (malloc'ed). */
 static char *model_config_text(const gb_model_config *c)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out)
-        return NULL;
-    fprintf(out, "# written by gearbox import\n[model]\nn_layer = %lld\nn_head = %lld\n"
-            "n_embd = %lld\nblock_size = %lld\nvocab_size = %lld\npadded_vocab_size = %lld\n"
-            "bias = %s\ngelu = %s\n", (long long)c->n_layer, (long long)c->n_head,
-            (long long)c->n_embd, (long long)c->block_size, (long long)c->vocab_size,
-            (long long)c->padded_vocab_size, c->bias ? "true" : "false",
-            c->gelu_tanh ? "tanh" : "erf");
-    if (fclose(out) == 0)
-        return text;
-    free(text);
-    return NULL;
+    char text[512];
+    snprintf(text, sizeof text, "# written by gearbox import\n[model]\nn_layer = %lld\n"
+             "n_head = %lld\nn_embd = %lld\nblock_size = %lld\nvocab_size = %lld\n"
+             "padded_vocab_size = %lld\nbias = %s\ngelu = %s\n", (long long)c->n_layer,
+             (long long)c->n_head, (long long)c->n_embd, (long long)c->block_size,
+             (long long)c->vocab_size, (long long)c->padded_vocab_size,
+             c->bias ? "true" : "false", c->gelu_tanh ? "tanh" : "erf");
+    return strdup(text);
 }
 
 int gb_weights_write_checkpoint(const char *path, const gb_weights *w, gb_diag *diag)

@@ -412,18 +412,6 @@ static void run_pointwise(device *d, const void *p, void *out)
     dev_down(d, out, o, bytes);
 }
 
-static double ref_gelu_tanh(double x)
-{
-    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
-
-static double ref_gelu_tanh_grad(double x)
-{
-    double u = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x), t = tanh(u);
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * sqrt(2.0 / M_PI) *
-           (1.0 + 3.0 * 0.044715 * x * x);
-}
-
 static void test_pointwise(gb_dtype dtype, int64_t n, kt_rng *rng)
 {
     static const char *names[] = {"add", "gelu_forward", "gelu_backward (dx aliases dout)",
@@ -631,10 +619,10 @@ static void check_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, int64_
                     v += bias[j];
                 double pre = v;
                 if (gelu)
-                    v = tanh_form ? ref_gelu_tanh(pre) : ref_gelu_erf(pre);
+                    v = tanh_form ? kt_gelu_tanh(pre) : ref_gelu_erf(pre);
                 if (dgelu) {
                     double x = act_get(c.args.aux, dtype_c, at);
-                    v *= tanh_form ? ref_gelu_tanh_grad(x) : ref_gelu_erf_grad(x);
+                    v *= tanh_form ? kt_gelu_tanh_grad(x) : ref_gelu_erf_grad(x);
                 }
                 want[count] = v;
                 want_aux[count] = pre;
