@@ -373,7 +373,8 @@ int64_t gb_model_table_rows(const gb_model_config *cfg)
 
 /* What the model asks of the config beyond its sizes: padding that covers the vocabulary
  * (which may come from the data), and a device with GELU's tanh form (optional in ABI
- * 1.2) when the model uses it. */
+ * 1.2) when the model uses it. Checked when the model is made, not when it is only
+ * planned (a plan sizes buffers; its callers go on to make the model). */
 static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
 {
     const gb_device_ops *ops = rt->dev;
@@ -449,7 +450,7 @@ gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t ba
 int gb_model_plan(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
                   gb_memory_plan *out)
 {
-    gb_model *m = check_model_choices(rt, cfg) ? NULL : lay_out(rt, cfg, batch, train, 1);
+    gb_model *m = lay_out(rt, cfg, batch, train, 1);
     if (!m)
         return -1;
     *out = m->plan;

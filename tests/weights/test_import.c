@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fsutil.h"
 #include "model.h"
@@ -317,6 +318,36 @@ static void check_import_refusals(const gb_weights *hf)
     expect_refusal("no_config", "config.json: No such file", "a folder without config.json");
 }
 
+/* A device without GELU's tanh kernels (optional in ABI 1.2) makes no tanh model, and
+ * says so naming the key and the plugin: device/cpu's vtable with those entries NULL. */
+static void check_tanh_refusal(const gb_weights *hf)
+{
+    gb_runtime rt = {0};
+    gb_config *cfg = NULL;
+    gb_model *m = run_model(&rt, &cfg, hf, 1);
+    char log[4096], line[700];
+    in_scratch(log, sizeof log, "refusal.txt");
+    gb_device_ops without_tanh = *rt.dev;
+    without_tanh.gelu_tanh_forward = NULL;
+    without_tanh.gelu_tanh_backward = NULL;
+    rt.dev = &without_tanh;
+    FILE *saved = fdopen(dup(fileno(stderr)), "w");
+    gb_model *refused = freopen(log, "w", stderr) ? gb_model_create(&rt, &hf->cfg, 1, 0) : NULL;
+    fflush(stderr);
+    dup2(fileno(saved), fileno(stderr));
+    fclose(saved);
+    char *said = scratch_text("refusal.txt");
+    snprintf(line, sizeof line, "a device without the tanh kernels refuses gelu = tanh (%.500s)",
+             said ? said : "");
+    check(m && !refused && said && strstr(said, "[model] gelu = tanh: [device] plugin = cpu"),
+          line, NULL);
+    free(said);
+    gb_model_free(refused);
+    gb_model_free(m);
+    gb_runtime_free(&rt);
+    gb_config_free(cfg);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
@@ -352,6 +383,7 @@ int main(int argc, char **argv)
     check_round_trips(&hf, &llmc);
     check_export_refusals(&hf);
     check_import_refusals(&hf);
+    check_tanh_refusal(&hf);
     gb_weights_free(&hf);
     gb_weights_free(&llmc);
     return failures ? 1 : 0;
