@@ -79,7 +79,9 @@ struct gb_model {
     void *proj;                     /* (N, C) forward scratch for both projections */
     void *lnf;
     float *lnf_mean, *lnf_rstd;
-    void *logits;                   /* (N, V); becomes dlogits in backward */
+    void *logits;                   /* (N, logits_ld), V columns used; becomes dlogits */
+    int64_t logits_ld;              /* the padded vocabulary's rows, so each row starts
+                                       aligned, on a device with cross_entropy_ld; else V */
     float *losses;                  /* (N) */
     float *host_losses;             /* (N) host */
     void *dres, *dC, *d3C, *d4C;    /* backward scratch: (N, C), (N, C), (N, 3C), (N, 4C) */
@@ -284,7 +286,7 @@ static int plan_attention(gb_model *m)
 
 static int allocate_activations(gb_model *m)
 {
-    int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd, V = m->cfg.vocab_size;
+    int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd;
     m->tokens = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
     m->targets = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
     m->encoded = ALLOC_ACT(m, N * C, activations);
@@ -315,7 +317,7 @@ static int allocate_activations(gb_model *m)
     m->lnf = ALLOC_ACT(m, N * C, activations);
     m->lnf_mean = ALLOC_F32(m, N, activations);
     m->lnf_rstd = ALLOC_F32(m, N, activations);
-    m->logits = ALLOC_ACT(m, N * V, activations);
+    m->logits = ALLOC_ACT(m, N * m->logits_ld, activations);
     m->losses = ALLOC_F32(m, N, activations);
     m->attn_workspace = device_alloc(m, m->attn_workspace_bytes, &m->plan.workspace);
     if (!m->tokens || !m->targets || !m->encoded || !m->proj || !m->lnf || !m->lnf_mean ||
@@ -396,6 +398,14 @@ static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
     return -1;
 }
 
+/* Whether the device takes logits rows apart (ABI 1.3, optional). */
+static int has_cross_entropy_ld(const gb_device_ops *ops)
+{
+    return ops->struct_size >= offsetof(gb_device_ops, cross_entropy_ld) +
+                                   sizeof ops->cross_entropy_ld &&
+           ops->cross_entropy_ld;
+}
+
 /* A model whose tensors are laid out and whose buffers are sized, and allocated unless
  * planning_only: creation and planning share every size computation. NULL on failure. */
 static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
@@ -412,6 +422,7 @@ static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t bat
     m->planning_only = planning_only;
     m->act = rt->policy.activation_dtype;
     m->act_size = gb_dtype_size(m->act);
+    m->logits_ld = has_cross_entropy_ld(rt->dev) ? gb_model_table_rows(cfg) : cfg->vocab_size;
     plan_tensors(m);
     if (!m->tensors || plan_attention(m) || allocate_parameters(m) || allocate_activations(m)) {
         gb_model_free(m);
@@ -759,15 +770,15 @@ int gb_model_init(gb_model *m, uint64_t seed)
 
 /* ---- forward ------------------------------------------------------------------------- */
 
-/* out (N, OC) = in (N, IC) @ W (OC, IC)^T + bias (OC) */
-static int linear_forward(gb_model *m, void *out, const void *in, const float *W,
-                          const float *bias, int64_t N, int64_t IC, int64_t OC)
+/* out (N, OC), rows ld apart, = in (N, IC) @ W (OC, IC)^T + bias (OC) */
+static int linear_forward_ld(gb_model *m, void *out, int64_t ld, const void *in, const float *W,
+                             const float *bias, int64_t N, int64_t IC, int64_t OC)
 {
     gb_matmul_args a = {
         .struct_size = sizeof a, .m = N, .n = OC, .k = IC,
         .a = in, .lda = IC, .trans_a = 0, .dtype_a = m->act,
         .b = working(m, W), .ldb = IC, .trans_b = 1, .dtype_b = m->act,
-        .c = out, .ldc = OC, .dtype_c = m->act,
+        .c = out, .ldc = ld, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f, .bias = bias,
     };
     TIMED_CALL(m, GB_PHASE_FWD_MATMUL, &m->rt->inst[GB_KIND_DEVICE], "matmul",
@@ -775,21 +786,30 @@ static int linear_forward(gb_model *m, void *out, const void *in, const float *W
     return 0;
 }
 
-/* dinp (N, IC) = dout (N, OC) @ W (OC, IC); dW (OC, IC) += dout^T @ in; dbias += sum(dout) */
-static int linear_backward(gb_model *m, void *dinp, float *dW, float *dbias, const void *dout,
-                           const void *in, const float *W, int64_t N, int64_t IC, int64_t OC)
+/* out (N, OC) = in (N, IC) @ W (OC, IC)^T + bias (OC) */
+static int linear_forward(gb_model *m, void *out, const void *in, const float *W,
+                          const float *bias, int64_t N, int64_t IC, int64_t OC)
+{
+    return linear_forward_ld(m, out, OC, in, W, bias, N, IC, OC);
+}
+
+/* dinp (N, IC) = dout (N, OC) @ W (OC, IC); dW (OC, IC) += dout^T @ in; dbias += sum(dout);
+ * dout's rows are ld apart (only OC without a bias) */
+static int linear_backward_ld(gb_model *m, void *dinp, float *dW, float *dbias,
+                              const void *dout, int64_t ld, const void *in, const float *W,
+                              int64_t N, int64_t IC, int64_t OC)
 {
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     gb_matmul_args dx = {
         .struct_size = sizeof dx, .m = N, .n = IC, .k = OC,
-        .a = dout, .lda = OC, .trans_a = 0, .dtype_a = m->act,
+        .a = dout, .lda = ld, .trans_a = 0, .dtype_a = m->act,
         .b = working(m, W), .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dinp, .ldc = IC, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f,
     };
     gb_matmul_args dw = {
         .struct_size = sizeof dw, .m = OC, .n = IC, .k = N,
-        .a = dout, .lda = OC, .trans_a = 1, .dtype_a = m->act,
+        .a = dout, .lda = ld, .trans_a = 1, .dtype_a = m->act,
         .b = in, .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dW, .ldc = IC, .dtype_c = GB_F32,
         .alpha = 1.0f, .beta = 1.0f,
@@ -800,6 +820,25 @@ static int linear_backward(gb_model *m, void *dinp, float *dW, float *dbias, con
         TIMED_CALL(m, GB_PHASE_BWD_BIAS, dev, "bias_backward",
                    m->rt->dev->bias_backward(m->dev, m->act, dbias, dout, N, OC));
     return 0;
+}
+
+static int linear_backward(gb_model *m, void *dinp, float *dW, float *dbias, const void *dout,
+                           const void *in, const float *W, int64_t N, int64_t IC, int64_t OC)
+{
+    return linear_backward_ld(m, dinp, dW, dbias, dout, OC, in, W, N, IC, OC);
+}
+
+/* Softmax cross-entropy over the logits' V real columns, with its gradient into dlogits
+ * when that is not NULL. */
+static gb_status cross_entropy(gb_model *m, void *dlogits, int64_t N, float dloss)
+{
+    const gb_device_ops *ops = m->rt->dev;
+    int64_t V = m->cfg.vocab_size;
+    if (m->logits_ld != V)
+        return ops->cross_entropy_ld(m->dev, m->act, m->losses, dlogits, m->logits,
+                                     m->logits_ld, m->targets, N, V, dloss);
+    return ops->cross_entropy(m->dev, m->act, m->losses, dlogits, m->logits, m->targets, N, V,
+                              dloss);
 }
 
 /* A (B, H, T, D) view of one of q, k, v inside the packed (B, T, 3, H, D) buffer, or of a
@@ -907,7 +946,7 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
     }
     if (layernorm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, residual, m->p.lnfw, m->p.lnfb,
                           N) ||
-        linear_forward(m, m->logits, m->lnf, m->p.wte, NULL, N, C, V))
+        linear_forward_ld(m, m->logits, m->logits_ld, m->lnf, m->p.wte, NULL, N, C, V))
         return -1;
     m->last_B = B;
     m->last_T = T;
@@ -915,8 +954,7 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
     if (!targets)
         return 0;
     start = phase_begin(m);
-    GB_CALL(dev, "cross_entropy", ops->cross_entropy(m->dev, m->act, m->losses, NULL, m->logits,
-                                                     m->targets, N, V, 0.0f));
+    GB_CALL(dev, "cross_entropy", cross_entropy(m, NULL, N, 0.0f));
     if (mean_loss && read_mean_loss(m, N, mean_loss))
         return -1;
     phase_end(m, GB_PHASE_FWD_LOSS, start);
@@ -925,15 +963,26 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
 
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)
 {
-    int64_t n = B * T * m->cfg.vocab_size;
-    if (m->act == GB_F32)
-        return copy_to_host(m, host, m->logits, (size_t)n * sizeof(float));
-    /* 16-bit logits widen in place, from the end, into the f32 buffer they arrive in */
-    uint16_t *raw = (uint16_t *)host;
-    if (copy_to_host(m, raw, m->logits, (size_t)n * sizeof *raw))
+    int64_t V = m->cfg.vocab_size, ld = m->logits_ld, N = B * T;
+    size_t bytes = (size_t)(N * ld) * m->act_size;
+    unsigned char *raw = malloc(bytes);
+    if (!raw || copy_to_host(m, raw, m->logits, bytes)) {
+        free(raw);
         return -1;
-    for (int64_t i = n - 1; i >= 0; i--)
-        host[i] = m->act == GB_BF16 ? gb_f32_from_bf16(raw[i]) : gb_f32_from_f16(raw[i]);
+    }
+    /* the real columns of each row, widened from 16 bits where the activations are */
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t c = 0; c < V; c++) {
+            size_t at = (size_t)(r * ld + c);
+            uint16_t h;
+            if (m->act == GB_F32) {
+                memcpy(&host[r * V + c], raw + at * sizeof(float), sizeof(float));
+                continue;
+            }
+            memcpy(&h, raw + at * sizeof h, sizeof h);
+            host[r * V + c] = m->act == GB_BF16 ? gb_f32_from_bf16(h) : gb_f32_from_f16(h);
+        }
+    free(raw);
     return 0;
 }
 
@@ -1028,10 +1077,10 @@ int gb_model_backward(gb_model *m, float dloss)
     }
     /* logits become dlogits in place */
     TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
-               ops->cross_entropy(m->dev, m->act, m->losses, m->logits, m->logits, m->targets,
-                                  N, V, dloss * gb_model_loss_scale(m) / (float)N));
+               cross_entropy(m, m->logits, N, dloss * gb_model_loss_scale(m) / (float)N));
     const void *last = m->acts[m->cfg.n_layer - 1].res3;
-    if (linear_backward(m, m->dC, m->g.wte, NULL, m->logits, m->lnf, m->p.wte, N, C, V))
+    if (linear_backward_ld(m, m->dC, m->g.wte, NULL, m->logits, m->logits_ld, m->lnf, m->p.wte,
+                           N, C, V))
         return -1;
     TIMED_CALL(m, GB_PHASE_ZERO_GRADS, dev, "memset_zero",
                ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * m->act_size));

@@ -464,10 +464,12 @@ static void test_reductions(gb_dtype dtype, int64_t N, int64_t C, int64_t n, kt_
     expect_bits(what, GB_F32, got, want, (size_t)C + 1);
 }
 
-/* cross_entropy, with dlogits in place of the logits (their alias) or none. */
+/* cross_entropy, with dlogits in place of the logits (their alias) or none; rows ld
+ * apart through cross_entropy_ld (ABI 1.3) when ld > V, the padding columns then left
+ * as they were on both devices. */
 typedef struct ce_ctx {
     gb_dtype dtype;
-    int64_t N, V;
+    int64_t N, V, ld;
     int with_grad;
     const void *logits;
     const int32_t *targets;
@@ -476,32 +478,40 @@ typedef struct ce_ctx {
 static void run_cross_entropy(device *d, const void *p, void *out)
 {
     const ce_ctx *c = p;
-    const size_t act = act_bytes(c->dtype, (size_t)(c->N * c->V));
+    const size_t act = act_bytes(c->dtype, (size_t)(c->N * c->ld));
     void *logits = dev_up(d, c->logits, act);
     int32_t *targets = dev_up(d, c->targets, sizeof(int32_t) * (size_t)c->N);
     float *losses = dev_alloc(d, sizeof(float) * (size_t)c->N);
-    expect_ok(d->ops->cross_entropy(d->self, c->dtype, losses, c->with_grad ? logits : NULL,
-                                    logits, targets, c->N, c->V, 1.0f / (float)c->N), d,
-              "cross_entropy");
+    void *dlogits = c->with_grad ? logits : NULL;
+    const float dloss = 1.0f / (float)c->N;
+    if (c->ld == c->V)
+        expect_ok(d->ops->cross_entropy(d->self, c->dtype, losses, dlogits, logits, targets,
+                                        c->N, c->V, dloss), d, "cross_entropy");
+    else
+        expect_ok(d->ops->cross_entropy_ld(d->self, c->dtype, losses, dlogits, logits, c->ld,
+                                           targets, c->N, c->V, dloss), d, "cross_entropy_ld");
     dev_down(d, out, losses, sizeof(float) * (size_t)c->N);
     dev_down(d, (float *)out + c->N, logits, act);
 }
 
-static void test_cross_entropy(gb_dtype dtype, int64_t N, int64_t V, int with_grad, kt_rng *rng)
+static void test_cross_entropy(gb_dtype dtype, int64_t N, int64_t V, int64_t ld, int with_grad,
+                               kt_rng *rng)
 {
     int32_t *targets = kt_ints((size_t)N);
     for (int64_t i = 0; i < N; i++)
         targets[i] = i == 0 ? (int32_t)V - 1 : kt_below(rng, (int32_t)V);
-    ce_ctx c = {dtype, N, V, with_grad, act_random(rng, dtype, (size_t)(N * V), -8, 8), targets};
-    const size_t bytes = sizeof(float) * (size_t)N + act_bytes(dtype, (size_t)(N * V));
+    ce_ctx c = {dtype, N, V, ld, with_grad, act_random(rng, dtype, (size_t)(N * ld), -8, 8),
+                targets};
+    const size_t bytes = sizeof(float) * (size_t)N + act_bytes(dtype, (size_t)(N * ld));
     void *want = kt_floats(bytes / 4 + 1), *got = kt_floats(bytes / 4 + 1);
     char what[96];
-    snprintf(what, sizeof what, "  cross_entropy %s N=%lld V=%lld%s", gb_dtype_name(dtype),
-             (long long)N, (long long)V, with_grad ? " (dlogits in place)" : "");
+    snprintf(what, sizeof what, "  cross_entropy %s N=%lld V=%lld ld=%lld%s",
+             gb_dtype_name(dtype), (long long)N, (long long)V, (long long)ld,
+             with_grad ? " (dlogits in place)" : "");
     run_both(what, run_cross_entropy, &c, want, got, bytes);
     expect_close(what, GB_F32, got, want, GB_F32, (size_t)N, 0.0, 1e-6);
     if (with_grad)
-        expect_bits("  dlogits", dtype, (float *)got + N, (float *)want + N, (size_t)(N * V));
+        expect_bits("  dlogits", dtype, (float *)got + N, (float *)want + N, (size_t)(N * ld));
 }
 
 /* ---- matmul --------------------------------------------------------------------------- */
@@ -733,9 +743,10 @@ static void test_kernels(void)
         test_pointwise(dtype, 100003, &rng);
         test_reductions(dtype, 200, 50, 300007, &rng);
         test_reductions(dtype, 1, 3072, 5, &rng);
-        test_cross_entropy(dtype, 9, 1500, 1, &rng);
-        test_cross_entropy(dtype, 4, 50257, 1, &rng);
-        test_cross_entropy(dtype, 5, 65, 0, &rng);
+        test_cross_entropy(dtype, 9, 1500, 1500, 1, &rng);
+        test_cross_entropy(dtype, 4, 50257, 50257, 1, &rng);
+        test_cross_entropy(dtype, 4, 50257, 50304, 1, &rng);   // llm.c's padded GPT-2
+        test_cross_entropy(dtype, 5, 65, 65, 0, &rng);
     }
     test_matmul(&rng);
 }

@@ -597,6 +597,37 @@ static void test_cross_entropy_case(int64_t N, int64_t V, double spread, kt_rng 
     kt_same_bits("  dlogits aliasing logits", logits, dlogits, nv);
 }
 
+/* cross_entropy_ld (ABI 1.3): rows `ld` apart give cross_entropy's bits on their first V
+ * columns, and the padding columns are neither read (NaN there changes nothing) nor
+ * written. */
+static void test_cross_entropy_ld_case(int64_t N, int64_t V, int64_t ld, kt_rng *rng)
+{
+    size_t nv = (size_t)(N * V), nld = (size_t)(N * ld);
+    float *dense = kt_floats(nv), *padded = kt_floats(nld), *want_d = kt_floats(nv);
+    float *losses = kt_floats(N), *want_losses = kt_floats(N);
+    int32_t *targets = kt_ints(N);
+    kt_fill(rng, dense, nv, -5, 5);
+    for (int64_t n = 0; n < N; n++) {
+        targets[n] = kt_below(rng, (int32_t)V);
+        for (int64_t c = 0; c < ld; c++)
+            padded[n * ld + c] = c < V ? dense[n * V + c] : NAN;
+    }
+    float dloss = 1.0f / (float)N;
+    expect_status(ops->cross_entropy(dev, GB_F32, want_losses, want_d, dense, targets, N, V,
+                                     dloss), GB_OK, "cross_entropy");
+    expect_status(ops->cross_entropy_ld(dev, GB_F32, losses, padded, padded, ld, targets, N, V,
+                                        dloss), GB_OK, "cross_entropy_ld");
+    int same = memcmp(losses, want_losses, (size_t)N * sizeof *losses) == 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < ld; c++)
+            same &= c < V ? padded[n * ld + c] == want_d[n * V + c] : isnan(padded[n * ld + c]);
+    kt_expect(same, "cross_entropy_ld N=%lld V=%lld ld=%lld: not cross_entropy's bits on the "
+              "real columns, or a padding column was touched", (long long)N, (long long)V,
+              (long long)ld);
+    printf("  cross_entropy_ld N=%lld V=%lld ld=%lld: %s\n", (long long)N, (long long)V,
+           (long long)ld, same ? "cross_entropy's bits, padding untouched" : "differs");
+}
+
 static void test_cross_entropy(void)
 {
     kt_section("cross_entropy");
@@ -608,10 +639,17 @@ static void test_cross_entropy(void)
     test_cross_entropy_case(4, 50257, 5, &rng);   // GPT-2 vocabulary, parallel path
     test_cross_entropy_case(6, 100, 80, &rng);    // exp would overflow without the shift
 
+    test_cross_entropy_ld_case(3, 7, 8, &rng);
+    test_cross_entropy_ld_case(5, 200, 256, &rng);
+    test_cross_entropy_ld_case(4, 50257, 50304, &rng);   // GPT-2 padded as llm.c pads it
+
     float logits[4] = {0}, loss;
     int32_t bad = 4;
     expect_status(ops->cross_entropy(dev, GB_F32, &loss, NULL, logits, &bad, 1, 4, 1.0f),
                   GB_ERR_INVALID_ARG, "cross_entropy with target == V");
+    int32_t good = 0;
+    expect_status(ops->cross_entropy_ld(dev, GB_F32, &loss, NULL, logits, 3, &good, 1, 4, 1.0f),
+                  GB_ERR_INVALID_ARG, "cross_entropy_ld with ld < V");
 }
 
 /* ---- refusals ------------------------------------------------------------------------- */
@@ -669,7 +707,7 @@ int main(int argc, char **argv)
               ops->embed_forward && ops->embed_backward && ops->layernorm_forward &&
               ops->layernorm_backward && ops->gelu_forward && ops->gelu_backward && ops->add &&
               ops->bias_backward && ops->cross_entropy && ops->sum_squares &&
-              ops->gelu_tanh_forward && ops->gelu_tanh_backward,
+              ops->gelu_tanh_forward && ops->gelu_tanh_backward && ops->cross_entropy_ld,
               "a gb_device_ops entry is NULL");
     gb_host host = kt_host(2);
     kt_expect((desc->caps & GB_CAP_GELU_TANH) != 0, "device/cpu does not declare "

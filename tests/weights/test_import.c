@@ -2,8 +2,10 @@
  * with Hugging Face's transformers:
  * - the Hugging Face folder and llm.c's .bin give PyTorch's logits and loss through the
  *   real plugins (device/cpu with GELU's tanh form, attn/math), logits within 1e-4 of
- *   the largest (the llm.c file with its padded vocabulary); the same weights with
- *   activation_function "gelu" give PyTorch's logits with the erf form;
+ *   the largest (the llm.c file with its padded vocabulary, whose logits rows are the
+ *   padded width apart, and again on a device without ABI 1.3's cross_entropy_ld, where
+ *   they are contiguous); the same weights with activation_function "gelu" give
+ *   PyTorch's logits with the erf form;
  * - the bare bf16 file (no "transformer.", mask buffers present) gives the same weights
  *   rounded to bf16;
  * - export then import is bit-exact, in both formats and through a checkpoint, and what
@@ -25,6 +27,10 @@
 
 static int failures;
 static const char *fixtures, *scratch;
+/* Set: the device's vtable without cross_entropy_ld, as a device built for ABI 1.2 has
+ * it (the model then keeps its logits contiguous). */
+static int hide_cross_entropy_ld;
+static gb_device_ops device_1_2;
 
 static void check(int ok, const char *what, const gb_diag *diag)
 {
@@ -62,8 +68,10 @@ static float *reference(const gb_safetensors *st, const char *name, int64_t *num
     return v;
 }
 
-/* The model of `w` on device/cpu with attn/math, its weights loaded; NULL on failure. */
-static gb_model *run_model(gb_runtime *rt, gb_config **cfg, const gb_weights *w, int64_t batch)
+/* The model of `w` on device/cpu with attn/math, its weights loaded, for training when
+ * `train`; NULL on failure. */
+static gb_model *make_model(gb_runtime *rt, gb_config **cfg, const gb_weights *w, int64_t batch,
+                            int train)
 {
     const gb_model_config *c = &w->cfg;
     char text[1024];
@@ -81,12 +89,70 @@ static gb_model *run_model(gb_runtime *rt, gb_config **cfg, const gb_weights *w,
     gb_diag_clear(&diag);
     if (failed)
         return NULL;
-    gb_model *m = gb_model_create(rt, c, batch, 0);
+    if (hide_cross_entropy_ld) {
+        device_1_2 = *rt->dev;
+        device_1_2.cross_entropy_ld = NULL;
+        rt->dev = &device_1_2;
+    }
+    gb_model *m = gb_model_create(rt, c, batch, train);
     if (m && gb_model_set_params(m, w->params)) {
         gb_model_free(m);
         return NULL;
     }
     return m;
+}
+
+static gb_model *run_model(gb_runtime *rt, gb_config **cfg, const gb_weights *w, int64_t batch)
+{
+    return make_model(rt, cfg, w, batch, 0);
+}
+
+/* The gradients of one forward and backward pass over fixed tokens (malloc'ed). */
+static float *gradients(const gb_weights *w)
+{
+    enum { B = 2 };
+    int64_t T = w->cfg.block_size, V = w->cfg.vocab_size;
+    int32_t tokens[B * 32], targets[B * 32];
+    for (int64_t i = 0; i < B * T && i < B * 32; i++) {
+        tokens[i] = (int32_t)((i * 37) % V);
+        targets[i] = (int32_t)((i * 91 + 5) % V);
+    }
+    gb_runtime rt = {0};
+    gb_config *cfg = NULL;
+    gb_model *m = T <= 32 ? make_model(&rt, &cfg, w, B, 1) : NULL;
+    float *grads = malloc((size_t)w->n_params * sizeof *grads);
+    if (!m || !grads || gb_model_zero_grads(m) ||
+        gb_model_forward(m, tokens, targets, B, T, NULL) || gb_model_backward(m, 1.0f) ||
+        gb_model_get_grads(m, grads)) {
+        free(grads);
+        grads = NULL;
+    }
+    gb_model_free(m);
+    gb_runtime_free(&rt);
+    gb_config_free(cfg);
+    return grads;
+}
+
+/* The padded model's gradients are the unpadded one's, the padding rows' zero: the
+ * classifier reads only the real rows, and backward through the padded logits' rows. */
+static void check_padded_gradients(const gb_weights *hf, const gb_weights *llmc)
+{
+    float *dense = gradients(hf), *padded = gradients(llmc);
+    int64_t real = hf->cfg.vocab_size * hf->cfg.n_embd, pad = llmc->n_params - hf->n_params;
+    double worst = dense && padded ? 0.0 : INFINITY;
+    int pad_zero = dense && padded;
+    for (int64_t i = 0; dense && padded && i < hf->n_params; i++) {
+        int64_t j = i < real ? i : i + pad;   /* wte's real rows, then the same tensors */
+        worst = fmax(worst, fabs((double)dense[i] - padded[j]) / (fabs(dense[i]) + 1e-6));
+    }
+    for (int64_t i = real; pad_zero && i < real + pad; i++)
+        pad_zero = padded[i] == 0.0f;
+    char line[200];
+    snprintf(line, sizeof line, "backward with a padded vocabulary: the unpadded gradients "
+             "(max rel diff %.3g), zero on the padding rows", worst);
+    check(worst <= 1e-5 && pad_zero, line, NULL);
+    free(dense);
+    free(padded);
 }
 
 /* The imported weights' logits and loss against PyTorch's on the reference tokens. */
@@ -371,6 +437,10 @@ int main(int argc, char **argv)
         return 1;
     compare_logits("Hugging Face's safetensors", &hf, "reference.safetensors");
     compare_logits("llm.c's .bin, vocabulary padded to 256", &llmc, "reference.safetensors");
+    hide_cross_entropy_ld = 1;
+    compare_logits("the same on a device without cross_entropy_ld (ABI 1.2)", &llmc,
+                   "reference.safetensors");
+    hide_cross_entropy_ld = 0;
     gb_weights erf;
     fixture(path, sizeof path, "gpt2_tiny_erf");
     check(gb_weights_read_hf(path, 0, &erf, &diag) == 0 && !erf.cfg.gelu_tanh,
@@ -379,6 +449,7 @@ int main(int argc, char **argv)
         compare_logits("the same weights with GELU's erf form", &erf, "reference_erf.safetensors");
         gb_weights_free(&erf);
     }
+    check_padded_gradients(&hf, &llmc);
     check_bare(&hf);
     check_round_trips(&hf, &llmc);
     check_export_refusals(&hf);

@@ -233,6 +233,7 @@ typedef struct cross_entropy_work {
     float *losses;
     void *dlogits;
     const void *logits;
+    int64_t ld;
     const int32_t *targets;
     int64_t N, V;
     float dloss;
@@ -241,14 +242,22 @@ typedef struct cross_entropy_work {
 static gb_status run_cross_entropy(void *arg)
 {
     cross_entropy_work *w = arg;
-    return cpu_cross_entropy(w->dev, w->dtype, w->losses, w->dlogits, w->logits, w->targets,
-                             w->N, w->V, w->dloss);
+    return cpu_cross_entropy_ld(w->dev, w->dtype, w->losses, w->dlogits, w->logits, w->ld,
+                                w->targets, w->N, w->V, w->dloss);
 }
 
 gb_status cpu_q_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits,
                               const void *logits, const int32_t *targets, int64_t N,
                               int64_t V, float dloss)
 {
-    cross_entropy_work w = {self, dtype, losses, dlogits, logits, targets, N, V, dloss};
+    return cpu_q_cross_entropy_ld(self, dtype, losses, dlogits, logits, V, targets, N, V,
+                                  dloss);
+}
+
+gb_status cpu_q_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                                 const void *logits, int64_t ld, const int32_t *targets,
+                                 int64_t N, int64_t V, float dloss)
+{
+    cross_entropy_work w = {self, dtype, losses, dlogits, logits, ld, targets, N, V, dloss};
     return cpu_submit(self, NULL, run_cross_entropy, &w, sizeof w);
 }

@@ -217,9 +217,10 @@ static const gb_device_ops cpu_ops = {
     .event_query = cpu_event_query,
     .event_sync = cpu_event_sync,
     .enqueue_host = cpu_enqueue_host,
+    .cross_entropy_ld = cpu_q_cross_entropy_ld,
 };
 
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.2.0",
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.3.0",
                       "host memory, oneDNN matmul, OpenMP kernels; reproducible per thread "
                       "count; a GPU-like mode for tests",
                       GB_DEVICE_CPU, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) |
