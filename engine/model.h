@@ -24,7 +24,8 @@ typedef struct gb_model_config {
     int bias;
     /* Rows of the token embedding, >= vocab_size (0: vocab_size). Rows past vocab_size
      * pad the table as llm.c does; the classifier reads only the first vocab_size rows,
-     * so padding is never predicted and gets no gradient. */
+     * so padding is never predicted and gets no gradient. On a device with ABI 1.3's
+     * cross_entropy_ld the logits' rows lie this many apart, each starting aligned. */
     int64_t padded_vocab_size;
     int gelu_tanh;          /* 1: GELU's tanh form (GPT-2's); 0: the exact erf form */
 } gb_model_config;
