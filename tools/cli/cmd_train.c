@@ -139,12 +139,12 @@ int gb_cmd_check(int argc, char **argv)
     if (!problems)
         problems += check_out_dir(&rt.settings, &diag) + check_init_from(&rt.settings, &diag);
     if (!problems) {
+        /* a missing data folder does not hide whether the plugins start */
         ds = gb_data_open(rt.settings.data_dir, rt.settings.vocab_size, rt.settings.block_size,
                           &diag);
+        problems += gb_runtime_start(&rt, &diag) != 0;
         problems += !ds;
     }
-    if (!problems)
-        problems += gb_runtime_start(&rt, &diag) != 0;
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
     if (!problems) {
