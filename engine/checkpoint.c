@@ -344,24 +344,41 @@ char *gb_checkpoint_latest(const char *dir)
     return path;
 }
 
+/* A [model] value as the config writes it: an enum's choice, or the number. */
+static void value_text(char *out, size_t cap, int64_t value, const char *const *names)
+{
+    if (names)
+        snprintf(out, cap, "%s", names[value]);
+    else
+        snprintf(out, cap, "%lld", (long long)value);
+}
+
 /* Each [model] key of the checkpoint's saved config that this run sets differently. */
 static int compare_shapes(const gb_settings *saved, const gb_settings *now, const char *path,
                           gb_diag *diag)
 {
+    static const char *const gelu_forms[] = {"erf", "tanh"};
     const struct {
         const char *key;
         int64_t then, now;
-    } keys[] = {{"n_layer", saved->n_layer, now->n_layer}, {"n_head", saved->n_head, now->n_head},
-                {"n_embd", saved->n_embd, now->n_embd},
-                {"block_size", saved->block_size, now->block_size},
-                {"bias", saved->bias, now->bias}};
+        const char *const *names;   /* an enum's choices, or NULL for a number */
+    } keys[] = {{"n_layer", saved->n_layer, now->n_layer, NULL},
+                {"n_head", saved->n_head, now->n_head, NULL},
+                {"n_embd", saved->n_embd, now->n_embd, NULL},
+                {"block_size", saved->block_size, now->block_size, NULL},
+                {"bias", saved->bias, now->bias, NULL},
+                {"padded_vocab_size", saved->padded_vocab_size, now->padded_vocab_size, NULL},
+                {"gelu", saved->gelu_tanh, now->gelu_tanh, gelu_forms}};
     int problems = 0;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (keys[i].then == keys[i].now)
             continue;
-        gb_diag_add(diag, "%s was trained with [model] %s = %lld, this config says %lld; resume "
-                    "with the config the checkpoint was trained with", path, keys[i].key,
-                    (long long)keys[i].then, (long long)keys[i].now);
+        char then[32], now_text[32];
+        value_text(then, sizeof then, keys[i].then, keys[i].names);
+        value_text(now_text, sizeof now_text, keys[i].now, keys[i].names);
+        gb_diag_add(diag, "%s was trained with [model] %s = %s, this config says %s; resume "
+                    "with the config the checkpoint was trained with", path, keys[i].key, then,
+                    now_text);
         problems++;
     }
     return problems;

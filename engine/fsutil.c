@@ -176,3 +176,12 @@ int gb_check_writable_dir(const char *path, char *buf, size_t cap, const char **
     }
     return -1;
 }
+
+int gb_read_file_or_say(const char *path, unsigned char **data, size_t *size, gb_diag *diag)
+{
+    const char *why;
+    if (gb_read_regular_file(path, data, size, &why) == 0)
+        return 0;
+    gb_diag_add(diag, "cannot read %s: %s", path, why);
+    return -1;
+}

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "diag.h"
+
 /* mkdir -p: creates `path` and its missing parents. 0, or -1 with errno set. */
 int gb_make_dirs(const char *path);
 
@@ -12,6 +14,8 @@ int gb_make_dirs(const char *path);
  * refused without reading from it (a pipe would block, a folder's size is meaningless).
  * 0, or -1 with *why saying what is wrong in words that follow "cannot read PATH: ". */
 int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, const char **why);
+/* The same, adding "cannot read PATH: WHY" to `diag` when it fails. */
+int gb_read_file_or_say(const char *path, unsigned char **data, size_t *size, gb_diag *diag);
 
 /* The same file mapped read-only instead of read: memory is spent only on the pages
  * touched, whatever the file's size. An empty file gives *data NULL and *size 0. Release

@@ -249,7 +249,7 @@ static const struct {
 #define END_OF(type, last_field) (offsetof(type, last_field) + sizeof(((type *)0)->last_field))
 
 /* The smallest descriptor and vtables a plugin built for each minor version has; one
- * row per version, so a plugin built for 1.0 or 1.1 keeps loading under every later 1.x.
+ * row per version, so a plugin built for an older minor keeps loading under every later 1.x.
  * A plugin built for a newer minor than this core knows must have at least the newest
  * row's sizes (the core reads nothing beyond them). */
 typedef struct abi_sizes {
@@ -268,6 +268,10 @@ static const abi_sizes abi_versions[] = {
       sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
     {2, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, enqueue_host), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+    /* 1.3 appended the device's cross_entropy_ld (optional) */
+    {3, END_OF(gb_plugin_desc, caps),
+     {0, END_OF(gb_device_ops, cross_entropy_ld), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
 };
 #define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))

@@ -79,7 +79,9 @@ struct gb_model {
     void *proj;                     /* (N, C) forward scratch for both projections */
     void *lnf;
     float *lnf_mean, *lnf_rstd;
-    void *logits;                   /* (N, V); becomes dlogits in backward */
+    void *logits;                   /* (N, logits_ld), V columns used; becomes dlogits */
+    int64_t logits_ld;              /* the padded vocabulary's rows, so each row starts
+                                       aligned, on a device with cross_entropy_ld; else V */
     float *losses;                  /* (N) */
     float *host_losses;             /* (N) host */
     void *dres, *dC, *d3C, *d4C;    /* backward scratch: (N, C), (N, C), (N, 3C), (N, 4C) */
@@ -181,7 +183,9 @@ static void plan_tensors(gb_model *m)
     const gb_model_config *c = &m->cfg;
     int64_t C = c->n_embd;
     m->tensors = calloc((size_t)(4 + 12 * c->n_layer), sizeof *m->tensors);
-    add_tensor(m, "wte", c->vocab_size, C);
+    if (!m->tensors)
+        return;
+    add_tensor(m, "wte", gb_model_table_rows(c), C);
     add_tensor(m, "wpe", c->block_size, C);
     for (int64_t l = 0; l < c->n_layer; l++) {
         add_layer_tensor(m, l, "ln_1.weight", 1, C);
@@ -206,6 +210,15 @@ static void plan_tensors(gb_model *m)
     add_tensor(m, "ln_f.weight", 1, C);
     if (c->bias)
         add_tensor(m, "ln_f.bias", 1, C);
+}
+
+gb_param_tensor *gb_model_layout(const gb_model_config *cfg, int *count, int64_t *n_params)
+{
+    gb_model m = {.cfg = *cfg};
+    plan_tensors(&m);
+    *count = m.n_tensors;
+    *n_params = m.n_params;
+    return m.tensors;
 }
 
 /* Points `views` at the tensors of `base`, in plan_tensors' order. */
@@ -246,6 +259,7 @@ gb_model_config gb_model_config_of(const gb_settings *s, int64_t data_vocab)
         .n_layer = s->n_layer, .n_head = s->n_head, .n_embd = s->n_embd,
         .block_size = s->block_size, .vocab_size = s->vocab_size ? s->vocab_size : data_vocab,
         .bias = s->bias, .recompute = (gb_recompute)s->recompute,
+        .padded_vocab_size = s->padded_vocab_size, .gelu_tanh = s->gelu_tanh,
     };
 }
 
@@ -347,7 +361,7 @@ static int allocate_blocks(gb_model *m)
 
 static int allocate_activations(gb_model *m)
 {
-    int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd, V = m->cfg.vocab_size;
+    int64_t N = m->B * m->cfg.block_size, C = m->cfg.n_embd;
     m->tokens = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
     m->targets = device_alloc(m, (size_t)N * sizeof(int32_t), &m->plan.activations);
     m->encoded = ALLOC_ACT(m, N * C, activations);
@@ -357,7 +371,7 @@ static int allocate_activations(gb_model *m)
     m->lnf = ALLOC_ACT(m, N * C, activations);
     m->lnf_mean = ALLOC_F32(m, N, activations);
     m->lnf_rstd = ALLOC_F32(m, N, activations);
-    m->logits = ALLOC_ACT(m, N * V, activations);
+    m->logits = ALLOC_ACT(m, N * m->logits_ld, activations);
     m->losses = ALLOC_F32(m, N, activations);
     m->attn_workspace = device_alloc(m, m->attn_workspace_bytes, &m->plan.workspace);
     if (!m->tokens || !m->targets || !m->encoded || !m->proj || !m->lnf || !m->lnf_mean ||
@@ -401,6 +415,44 @@ static int allocate_parameters(gb_model *m)
     return m->optim_state ? 0 : -1;
 }
 
+int64_t gb_model_table_rows(const gb_model_config *cfg)
+{
+    return cfg->padded_vocab_size ? cfg->padded_vocab_size : cfg->vocab_size;
+}
+
+/* What the model asks of the config beyond its sizes: padding that covers the vocabulary
+ * (which may come from the data), and a device with GELU's tanh form (optional in ABI
+ * 1.2) when the model uses it. Checked when the model is made, not when it is only
+ * planned (a plan sizes buffers; its callers go on to make the model). */
+static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
+{
+    const gb_device_ops *ops = rt->dev;
+    const gb_plugin *dev = rt->inst[GB_KIND_DEVICE].plugin;
+    if (gb_model_table_rows(cfg) < cfg->vocab_size) {
+        fprintf(stderr, "gearbox: error: [model] padded_vocab_size = %lld is smaller than the "
+                "vocabulary (%lld ids); pad up or set 0\n", (long long)cfg->padded_vocab_size,
+                (long long)cfg->vocab_size);
+        return -1;
+    }
+    int has_tanh = ops->struct_size >= offsetof(gb_device_ops, gelu_tanh_backward) +
+                                           sizeof ops->gelu_tanh_backward &&
+                   ops->gelu_tanh_forward && ops->gelu_tanh_backward;
+    if (!cfg->gelu_tanh || has_tanh)
+        return 0;
+    fprintf(stderr, "gearbox: error: [model] gelu = tanh: [device] plugin = %s (%s) has no "
+            "kernels for GELU's tanh form (gelu_tanh_forward/backward, GB_CAP_GELU_TANH); use "
+            "gelu = erf, or a device that has them (cpu, cuda)\n", dev->desc->name, dev->path);
+    return -1;
+}
+
+/* Whether the device takes logits rows apart (ABI 1.3, optional). */
+static int has_cross_entropy_ld(const gb_device_ops *ops)
+{
+    return ops->struct_size >= offsetof(gb_device_ops, cross_entropy_ld) +
+                                   sizeof ops->cross_entropy_ld &&
+           ops->cross_entropy_ld;
+}
+
 /* A model whose tensors are laid out and whose buffers are sized, and allocated unless
  * planning_only: creation and planning share every size computation. NULL on failure. */
 static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
@@ -417,6 +469,7 @@ static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t bat
     m->planning_only = planning_only;
     m->act = rt->policy.activation_dtype;
     m->act_size = gb_dtype_size(m->act);
+    m->logits_ld = has_cross_entropy_ld(rt->dev) ? gb_model_table_rows(cfg) : cfg->vocab_size;
     plan_tensors(m);
     if (!m->tensors || plan_attention(m) || allocate_parameters(m) || allocate_activations(m)) {
         gb_model_free(m);
@@ -439,6 +492,8 @@ static int finish_creation(gb_model *m)
 
 gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train)
 {
+    if (check_model_choices(rt, cfg))
+        return NULL;
     gb_model *m = lay_out(rt, cfg, batch, train, 0);
     if (!m || finish_creation(m)) {
         fprintf(stderr, "gearbox: error: could not allocate the model (batch %lld, "
@@ -622,14 +677,18 @@ static void print_recompute_savings(const gb_model *m, FILE *out, const char *pr
                                                    : "LayerNorm and GELU forward again");
 }
 
-void gb_model_print_memory(const gb_model *m, FILE *out, const char *prefix)
+void gb_memory_plan_print(const gb_memory_plan *p, FILE *out, const char *prefix)
 {
-    const gb_memory_plan *p = &m->plan;
     const double mib = 1024.0 * 1024.0;
     fprintf(out, "%smemory plan: %.2f MiB = params %.2f + grads %.2f + optimizer %.2f + "
-            "activations %.2f + workspace %.2f\n", prefix, (double)(p->params + p->grads + p->optimizer +
-            p->activations + p->workspace) / mib, p->params / mib, p->grads / mib,
-            p->optimizer / mib, p->activations / mib, p->workspace / mib);
+            "activations %.2f + workspace %.2f\n", prefix, (double)(p->params + p->grads +
+            p->optimizer + p->activations + p->workspace) / mib, p->params / mib,
+            p->grads / mib, p->optimizer / mib, p->activations / mib, p->workspace / mib);
+}
+
+void gb_model_print_memory(const gb_model *m, FILE *out, const char *prefix)
+{
+    gb_memory_plan_print(&m->plan, out, prefix);
     if (m->train && m->cfg.recompute != GB_RECOMPUTE_NONE)
         print_recompute_savings(m, out, prefix);
 }
@@ -764,7 +823,10 @@ int gb_model_init(gb_model *m, uint64_t seed)
         int is_residual_proj = strstr(t->name, "c_proj.weight") != NULL;
         /* one stream per tensor, so adding biases does not shift every other tensor */
         gb_rng rng = gb_rng_stream(seed, GB_RNG_INIT, (uint64_t)i, 0);
-        for (int64_t j = 0; j < t->numel; j++) {
+        /* wte's padding rows stay 0: no token selects them and no logit reads them */
+        int64_t numel = strcmp(t->name, "wte") == 0 ? m->cfg.vocab_size * t->cols : t->numel;
+        memset(dst, 0, (size_t)t->numel * sizeof *dst);
+        for (int64_t j = 0; j < numel; j++) {
             if (is_bias)
                 dst[j] = 0.0f;
             else if (is_layernorm)
@@ -780,15 +842,15 @@ int gb_model_init(gb_model *m, uint64_t seed)
 
 /* ---- forward ------------------------------------------------------------------------- */
 
-/* out (N, OC) = in (N, IC) @ W (OC, IC)^T + bias (OC) */
-static int linear_forward(gb_model *m, void *out, const void *in, const float *W,
-                          const float *bias, int64_t N, int64_t IC, int64_t OC)
+/* out (N, OC), rows ld apart, = in (N, IC) @ W (OC, IC)^T + bias (OC) */
+static int linear_forward_ld(gb_model *m, void *out, int64_t ld, const void *in, const float *W,
+                             const float *bias, int64_t N, int64_t IC, int64_t OC)
 {
     gb_matmul_args a = {
         .struct_size = sizeof a, .m = N, .n = OC, .k = IC,
         .a = in, .lda = IC, .trans_a = 0, .dtype_a = m->act,
         .b = working(m, W), .ldb = IC, .trans_b = 1, .dtype_b = m->act,
-        .c = out, .ldc = OC, .dtype_c = m->act,
+        .c = out, .ldc = ld, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f, .bias = bias,
     };
     TIMED_CALL(m, GB_PHASE_FWD_MATMUL, &m->rt->inst[GB_KIND_DEVICE], "matmul",
@@ -796,21 +858,30 @@ static int linear_forward(gb_model *m, void *out, const void *in, const float *W
     return 0;
 }
 
-/* dinp (N, IC) = dout (N, OC) @ W (OC, IC); dW (OC, IC) += dout^T @ in; dbias += sum(dout) */
-static int linear_backward(gb_model *m, void *dinp, float *dW, float *dbias, const void *dout,
-                           const void *in, const float *W, int64_t N, int64_t IC, int64_t OC)
+/* out (N, OC) = in (N, IC) @ W (OC, IC)^T + bias (OC) */
+static int linear_forward(gb_model *m, void *out, const void *in, const float *W,
+                          const float *bias, int64_t N, int64_t IC, int64_t OC)
+{
+    return linear_forward_ld(m, out, OC, in, W, bias, N, IC, OC);
+}
+
+/* dinp (N, IC) = dout (N, OC) @ W (OC, IC); dW (OC, IC) += dout^T @ in; dbias += sum(dout);
+ * dout's rows are ld apart (only OC without a bias) */
+static int linear_backward_ld(gb_model *m, void *dinp, float *dW, float *dbias,
+                              const void *dout, int64_t ld, const void *in, const float *W,
+                              int64_t N, int64_t IC, int64_t OC)
 {
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     gb_matmul_args dx = {
         .struct_size = sizeof dx, .m = N, .n = IC, .k = OC,
-        .a = dout, .lda = OC, .trans_a = 0, .dtype_a = m->act,
+        .a = dout, .lda = ld, .trans_a = 0, .dtype_a = m->act,
         .b = working(m, W), .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dinp, .ldc = IC, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f,
     };
     gb_matmul_args dw = {
         .struct_size = sizeof dw, .m = OC, .n = IC, .k = N,
-        .a = dout, .lda = OC, .trans_a = 1, .dtype_a = m->act,
+        .a = dout, .lda = ld, .trans_a = 1, .dtype_a = m->act,
         .b = in, .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dW, .ldc = IC, .dtype_c = GB_F32,
         .alpha = 1.0f, .beta = 1.0f,
@@ -821,6 +892,25 @@ static int linear_backward(gb_model *m, void *dinp, float *dW, float *dbias, con
         TIMED_CALL(m, GB_PHASE_BWD_BIAS, dev, "bias_backward",
                    m->rt->dev->bias_backward(m->dev, m->act, dbias, dout, N, OC));
     return 0;
+}
+
+static int linear_backward(gb_model *m, void *dinp, float *dW, float *dbias, const void *dout,
+                           const void *in, const float *W, int64_t N, int64_t IC, int64_t OC)
+{
+    return linear_backward_ld(m, dinp, dW, dbias, dout, OC, in, W, N, IC, OC);
+}
+
+/* Softmax cross-entropy over the logits' V real columns, with its gradient into dlogits
+ * when that is not NULL. */
+static gb_status cross_entropy(gb_model *m, void *dlogits, int64_t N, float dloss)
+{
+    const gb_device_ops *ops = m->rt->dev;
+    int64_t V = m->cfg.vocab_size;
+    if (m->logits_ld != V)
+        return ops->cross_entropy_ld(m->dev, m->act, m->losses, dlogits, m->logits,
+                                     m->logits_ld, m->targets, N, V, dloss);
+    return ops->cross_entropy(m->dev, m->act, m->losses, dlogits, m->logits, m->targets, N, V,
+                              dloss);
 }
 
 /* A (B, H, T, D) view of one of q, k, v inside the packed (B, T, 3, H, D) buffer, or of a
@@ -859,10 +949,17 @@ static int layernorm_forward(gb_model *m, void *out, float *mean, float *rstd, c
     return 0;
 }
 
+/* out = GELU(x) in the model's form (erf, or GPT-2's tanh). */
 static int gelu_forward(gb_model *m, void *out, const void *x, int64_t n)
 {
-    TIMED_CALL(m, GB_PHASE_FWD_GELU, &m->rt->inst[GB_KIND_DEVICE], "gelu_forward",
-               m->rt->dev->gelu_forward(m->dev, m->act, out, x, n));
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    const gb_device_ops *ops = m->rt->dev;
+    if (m->cfg.gelu_tanh)
+        TIMED_CALL(m, GB_PHASE_FWD_GELU, dev, "gelu_tanh_forward",
+                   ops->gelu_tanh_forward(m->dev, m->act, out, x, n));
+    else
+        TIMED_CALL(m, GB_PHASE_FWD_GELU, dev, "gelu_forward",
+                   ops->gelu_forward(m->dev, m->act, out, x, n));
     return 0;
 }
 
@@ -930,7 +1027,7 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
     }
     if (layernorm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, residual, m->p.lnfw, m->p.lnfb,
                           N) ||
-        linear_forward(m, m->logits, m->lnf, m->p.wte, NULL, N, C, V))
+        linear_forward_ld(m, m->logits, m->logits_ld, m->lnf, m->p.wte, NULL, N, C, V))
         return -1;
     m->last_B = B;
     m->last_T = T;
@@ -938,8 +1035,7 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
     if (!targets)
         return 0;
     start = phase_begin(m);
-    GB_CALL(dev, "cross_entropy", ops->cross_entropy(m->dev, m->act, m->losses, NULL, m->logits,
-                                                     m->targets, N, V, 0.0f));
+    GB_CALL(dev, "cross_entropy", cross_entropy(m, NULL, N, 0.0f));
     if (mean_loss && read_mean_loss(m, N, mean_loss))
         return -1;
     phase_end(m, GB_PHASE_FWD_LOSS, start);
@@ -948,15 +1044,26 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
 
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)
 {
-    int64_t n = B * T * m->cfg.vocab_size;
-    if (m->act == GB_F32)
-        return copy_to_host(m, host, m->logits, (size_t)n * sizeof(float));
-    /* 16-bit logits widen in place, from the end, into the f32 buffer they arrive in */
-    uint16_t *raw = (uint16_t *)host;
-    if (copy_to_host(m, raw, m->logits, (size_t)n * sizeof *raw))
+    int64_t V = m->cfg.vocab_size, ld = m->logits_ld, N = B * T;
+    size_t bytes = (size_t)(N * ld) * m->act_size;
+    unsigned char *raw = malloc(bytes);
+    if (!raw || copy_to_host(m, raw, m->logits, bytes)) {
+        free(raw);
         return -1;
-    for (int64_t i = n - 1; i >= 0; i--)
-        host[i] = m->act == GB_BF16 ? gb_f32_from_bf16(raw[i]) : gb_f32_from_f16(raw[i]);
+    }
+    /* the real columns of each row, widened from 16 bits where the activations are */
+    for (int64_t r = 0; r < N; r++)
+        for (int64_t c = 0; c < V; c++) {
+            size_t at = (size_t)(r * ld + c);
+            uint16_t h;
+            if (m->act == GB_F32) {
+                memcpy(&host[r * V + c], raw + at * sizeof(float), sizeof(float));
+                continue;
+            }
+            memcpy(&h, raw + at * sizeof h, sizeof h);
+            host[r * V + c] = m->act == GB_BF16 ? gb_f32_from_bf16(h) : gb_f32_from_f16(h);
+        }
+    free(raw);
     return 0;
 }
 
@@ -1038,8 +1145,14 @@ static int block_backward(gb_model *m, int64_t l, const void *residual, int64_t 
         linear_backward(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu, p->fcprojw, N,
                         4 * C, C))
         return -1;
-    TIMED_CALL(m, GB_PHASE_BWD_GELU, &m->rt->inst[GB_KIND_DEVICE], "gelu_backward",
-               m->rt->dev->gelu_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
+    const gb_device_ops *ops = m->rt->dev;
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    if (m->cfg.gelu_tanh)
+        TIMED_CALL(m, GB_PHASE_BWD_GELU, dev, "gelu_tanh_backward",
+                   ops->gelu_tanh_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
+    else
+        TIMED_CALL(m, GB_PHASE_BWD_GELU, dev, "gelu_backward",
+                   ops->gelu_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
     if (linear_backward(m, m->dC, g->fcw, g->fcb, m->d4C, a->ln2, p->fcw, N, C, 4 * C) ||
         layernorm_backward(m, g->ln2w, g->ln2b, m->dC, a->res2, p->ln2w, a->ln2_mean,
                            a->ln2_rstd, N) ||
@@ -1077,10 +1190,10 @@ int gb_model_backward(gb_model *m, float dloss)
     }
     /* logits become dlogits in place */
     TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
-               ops->cross_entropy(m->dev, m->act, m->losses, m->logits, m->logits, m->targets,
-                                  N, V, dloss * gb_model_loss_scale(m) / (float)N));
+               cross_entropy(m, m->logits, N, dloss * gb_model_loss_scale(m) / (float)N));
     const void *last = m->acts[m->cfg.n_layer - 1].res3;
-    if (linear_backward(m, m->dC, m->g.wte, NULL, m->logits, m->lnf, m->p.wte, N, C, V))
+    if (linear_backward_ld(m, m->dC, m->g.wte, NULL, m->logits, m->logits_ld, m->lnf, m->p.wte,
+                           N, C, V))
         return -1;
     TIMED_CALL(m, GB_PHASE_ZERO_GRADS, dev, "memset_zero",
                ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * m->act_size));

@@ -32,11 +32,19 @@ typedef struct gb_model_config {
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;
     int bias;
     gb_recompute recompute;
+    /* Rows of the token embedding, >= vocab_size (0: vocab_size). Rows past vocab_size
+     * pad the table as llm.c does; the classifier reads only the first vocab_size rows,
+     * so padding is never predicted and gets no gradient. On a device with ABI 1.3's
+     * cross_entropy_ld the logits' rows lie this many apart, each starting aligned. */
+    int64_t padded_vocab_size;
+    int gelu_tanh;          /* 1: GELU's tanh form (GPT-2's); 0: the exact erf form */
 } gb_model_config;
 
 /* The model a run's settings describe; `data_vocab` is the data's vocabulary size, used
  * when the config gives none. */
 gb_model_config gb_model_config_of(const gb_settings *s, int64_t data_vocab);
+/* Rows of the token embedding: padded_vocab_size, or vocab_size without padding. */
+int64_t gb_model_table_rows(const gb_model_config *cfg);
 
 /* One named parameter tensor inside the flat buffer. */
 typedef struct gb_param_tensor {
@@ -70,12 +78,17 @@ int gb_model_plan(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int
 void gb_model_free(gb_model *m);
 
 const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count);
+/* The tensors a model of `cfg` has, where gb_model_create would put them, without a
+ * runtime (for converting weights between formats); malloc'ed, NULL when out of memory. */
+gb_param_tensor *gb_model_layout(const gb_model_config *cfg, int *count, int64_t *n_params);
 int64_t gb_model_num_params(const gb_model *m);
 gb_memory_plan gb_model_memory(const gb_model *m);
 /* One line: "memory plan: TOTAL MiB = params + grads + optimizer + activations + workspace",
  * and with [train] recompute one more saying what it saves; each line starts with
  * `prefix` ("# " keeps them comments in check's INI output). */
 void gb_model_print_memory(const gb_model *m, FILE *out, const char *prefix);
+/* The first of those lines for a plan alone. */
+void gb_memory_plan_print(const gb_memory_plan *p, FILE *out, const char *prefix);
 
 /* nanoGPT's initialisation from `seed`: N(0, 0.02) for weights and embeddings,
  * N(0, 0.02/sqrt(2 n_layer)) for the two residual projections, LayerNorm 1/0, biases 0. */

@@ -50,7 +50,7 @@ static const gb_option run_options[] = {
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
-       MODEL_BIAS };
+       MODEL_BIAS, MODEL_PADDED_VOCAB_SIZE, MODEL_GELU };
 static const gb_option model_options[] = {
     [MODEL_N_LAYER] = {"n_layer", GB_OPT_INT, "4", 1, 1024, NULL, "transformer blocks"},
     [MODEL_N_HEAD] = {"n_head", GB_OPT_INT, "4", 1, 1024, NULL, "attention heads per block"},
@@ -63,6 +63,13 @@ static const gb_option model_options[] = {
                           "tokenizer's)"},
     [MODEL_BIAS] = {"bias", GB_OPT_BOOL, "false", 0, 0, NULL,
                     "biases in linear layers and LayerNorms (nanoGPT's default: false)"},
+    [MODEL_PADDED_VOCAB_SIZE] = {"padded_vocab_size", GB_OPT_INT, "0", 0, 1 << 20, NULL,
+                                 "rows of the token embedding, vocab_size rounded up for "
+                                 "faster matmuls (llm.c: GPT-2's 50257 to 50304); the extra "
+                                 "rows are never predicted (0: vocab_size)"},
+    [MODEL_GELU] = {"gelu", GB_OPT_ENUM, "erf", 0, 0, "erf|tanh",
+                    "GELU's form: erf, exact (PyTorch's F.gelu, nanoGPT); tanh, GPT-2's "
+                    "approximation (Hugging Face's gelu_new, llm.c)"},
 };
 
 enum { DATA_DIR, DATA_TOKENIZER, DATA_VOCAB, DATA_BATCH_SIZE, DATA_GRAD_ACCUM,
@@ -93,7 +100,7 @@ static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 
                                           "the most sequences that fit [run] memory_budget"};
 
 enum { TRAIN_LR, TRAIN_MIN_LR, TRAIN_WARMUP, TRAIN_DECAY_ITERS, TRAIN_DECAY_LR, TRAIN_CLIP,
-       TRAIN_BUCKET_CAP_MB, TRAIN_RECOMPUTE };
+       TRAIN_BUCKET_CAP_MB, TRAIN_RECOMPUTE, TRAIN_INIT_FROM };
 static const gb_option train_options[] = {
     [TRAIN_LR] = {"learning_rate", GB_OPT_FLOAT, "1e-3", 0, 10, NULL, "peak learning rate"},
     [TRAIN_MIN_LR] = {"min_lr", GB_OPT_FLOAT, "1e-4", 0, 10, NULL,
@@ -112,6 +119,10 @@ static const gb_option train_options[] = {
     [TRAIN_RECOMPUTE] = {"recompute", GB_OPT_ENUM, "none", 0, 0, "none|norm_gelu|block",
                          "activations recomputed in backward instead of kept: none; norm_gelu "
                          "(LayerNorm and GELU outputs); block (all but each block's input)"},
+    [TRAIN_INIT_FROM] = {"init_from", GB_OPT_STRING, "", 0, 0, NULL,
+                         "a checkpoint (e.g. from `gearbox import`) whose weights start the "
+                         "run at step 0 with a fresh optimizer (relative to the config "
+                         "file; empty: random initialisation)"},
 };
 
 /* Processes of this job on this machine, as the launcher (mpirun, torchrun) states it. */
@@ -316,6 +327,12 @@ static int check_activation_size(const gb_settings *s, gb_diag *diag)
 
 static int check_consistency(gb_settings *s, gb_diag *diag)
 {
+    if (s->padded_vocab_size && s->padded_vocab_size < s->vocab_size) {
+        gb_diag_add(diag, "[model] padded_vocab_size = %lld is smaller than vocab_size = %lld; "
+                    "pad up (e.g. to a multiple of 128) or set 0", (long long)s->padded_vocab_size,
+                    (long long)s->vocab_size);
+        return 1;
+    }
     if (s->n_embd % s->n_head != 0) {
         gb_diag_add(diag, "[model] n_embd = %lld is not a multiple of n_head = %lld; "
                     "choose n_embd = n_head * head_dim", (long long)s->n_embd,
@@ -377,6 +394,8 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->block_size = model[MODEL_BLOCK_SIZE].i;
     s->vocab_size = model[MODEL_VOCAB_SIZE].i;
     s->bias = (int)model[MODEL_BIAS].i;
+    s->padded_vocab_size = model[MODEL_PADDED_VOCAB_SIZE].i;
+    s->gelu_tanh = model[MODEL_GELU].i == 1;
     s->data_dir = gb_config_resolve_path(cfg, "data", "dir", data[DATA_DIR].s);
     s->tokenizer = (gb_tokenizer)data[DATA_TOKENIZER].i;
     if (*data[DATA_VOCAB].s)
@@ -393,6 +412,8 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->grad_clip = train[TRAIN_CLIP].f;
     s->bucket_bytes = (size_t)(train[TRAIN_BUCKET_CAP_MB].f * 1024.0 * 1024.0);
     s->recompute = (int)train[TRAIN_RECOMPUTE].i;
+    if (*train[TRAIN_INIT_FROM].s)
+        s->init_from = gb_config_resolve_path(cfg, "train", "init_from", train[TRAIN_INIT_FROM].s);
     problems += resolve_plugin_names(cfg, s, diag);
     return problems + check_consistency(s, diag);
 }
@@ -404,6 +425,8 @@ void gb_settings_free(gb_settings *s)
     free((char *)s->plugin_path);
     free((char *)s->vocab_path);
     s->out_dir = s->data_dir = s->plugin_path = s->vocab_path = NULL;
+    free((char *)s->init_from);
+    s->out_dir = s->data_dir = s->plugin_path = s->init_from = NULL;
     for (int k = 0; k < 6; k++) {
         free(s->plugin_files[k]);
         s->plugin_files[k] = NULL;

@@ -33,6 +33,8 @@ typedef struct gb_settings {
     /* [model] */
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;  /* vocab 0: from the data */
     int bias;
+    int64_t padded_vocab_size;  /* rows of wte; 0: vocab_size */
+    int gelu_tanh;            /* gelu = tanh */
     /* [data] */
     const char *data_dir;     /* absolute */
     gb_tokenizer tokenizer;
@@ -46,6 +48,7 @@ typedef struct gb_settings {
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
     int decay_lr;
     int recompute;            /* gb_recompute (model.h) */
+    const char *init_from;    /* absolute checkpoint path, or NULL */
     /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind;
      * a name, or an absolute path (held in plugin_files) */
     const char *plugin[6];

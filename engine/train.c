@@ -265,9 +265,13 @@ static int resume_from(gb_trainer *t, const char *path)
         rc = gb_checkpoint_check_model(&ck, path, t->model, t->s, &diag);
     if (rc == 0 && (strcmp(ck.optim_name, t->s->plugin[GB_KIND_OPTIM]) != 0 ||
                     ck.optim_bytes != gb_model_optim_state_bytes(t->model))) {
-        gb_diag_add(&diag, "%s was written by [optim] plugin = %s (%zu bytes of state); this "
-                    "run uses %s", path, ck.optim_name, ck.optim_bytes,
-                    t->s->plugin[GB_KIND_OPTIM]);
+        if (ck.optim_bytes == 0)
+            gb_diag_add(&diag, "%s holds weights without optimizer state (written by gearbox "
+                        "import): start from it with [train] init_from instead", path);
+        else
+            gb_diag_add(&diag, "%s was written by [optim] plugin = %s (%zu bytes of state); "
+                        "this run uses %s", path, ck.optim_name, ck.optim_bytes,
+                        t->s->plugin[GB_KIND_OPTIM]);
         rc = -1;
     }
     if (rc == 0 && ck.step >= t->s->steps) {
@@ -288,6 +292,36 @@ static int resume_from(gb_trainer *t, const char *path)
     gb_diag_clear(&diag);
     gb_checkpoint_free(&ck);
     return rc;
+}
+
+/* [train] init_from: the weights of a checkpoint (an imported model, or another run's)
+ * start this run at step 0 with a fresh optimizer; its shape must be this config's. */
+static int init_from(gb_trainer *t, const char *path)
+{
+    gb_checkpoint ck;
+    gb_diag diag = {0};
+    int rc = gb_checkpoint_read(path, &ck, &diag);
+    if (rc == 0)
+        rc = gb_checkpoint_check_model(&ck, path, t->model, t->s, &diag);
+    if (rc == 0)
+        rc = gb_model_set_params(t->model, ck.params);
+    if (rc == 0)
+        fprintf(t->out, "weights from %s ([train] init_from; fresh optimizer, step 0)\n", path);
+    else
+        gb_diag_add(&diag, "[train] init_from = %s: not used; fix the checkpoint or the "
+                    "[model] section", path);
+    gb_diag_print(&diag, stderr);
+    gb_diag_clear(&diag);
+    gb_checkpoint_free(&ck);
+    return rc;
+}
+
+/* Where the run's weights come from, when not nanoGPT's initialisation. */
+static int start_from(gb_trainer *t, const gb_train_options *opts)
+{
+    if (opts->resume)
+        return resume_from(t, opts->resume);
+    return t->s->init_from ? init_from(t, t->s->init_from) : 0;
 }
 
 /* ---- one step ------------------------------------------------------------------------ */
@@ -726,7 +760,7 @@ int gb_train(gb_config *cfg, const gb_train_options *opts)
     time_t start = time(NULL);
     gb_train_catch_signals();
     gb_trainer *t = gb_trainer_open(cfg, opts->plugin_path);
-    if (!t || (opts->resume && resume_from(t, opts->resume)) || gb_ddp_broadcast_params(t->ddp) ||
+    if (!t || start_from(t, opts) || gb_ddp_broadcast_params(t->ddp) ||
         open_outputs(t, opts, start)) {
         gb_trainer_close(t);
         return 2;

@@ -246,6 +246,15 @@ typedef struct gb_device_ops {
      * the next sync(), event_sync() or DEVICE_TO_HOST copy. */
     gb_status (*enqueue_host)(void *self, void *stream, gb_host_fn fn, const void *arg,
                               size_t arg_bytes);
+
+    /* ---- ABI 1.3: padded rows (optional; NULL: the core keeps its logits contiguous) ---- */
+    /* cross_entropy over rows `ld` elements apart (ld >= V), as a padded vocabulary lays
+     * out the logits: the first V columns of each row are the classes; columns V to ld - 1
+     * are neither read nor written. logits act (N, ld); dlogits act (N, ld) or NULL, may
+     * alias logits; the rest as cross_entropy. */
+    gb_status (*cross_entropy_ld)(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                                  const void *logits, int64_t ld, const int32_t *targets,
+                                  int64_t N, int64_t V, float dloss);
 } gb_device_ops;
 
 /* Runs fn(arg) in stream order on the device of `ctx`: through enqueue_host on a 1.2

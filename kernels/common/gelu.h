@@ -1,5 +1,5 @@
 /* GELU and its derivative, in the exact (erf) form and GPT-2's tanh form, per element in
- * f32, shared by the CPU kernels (kernels/cpu/pointwise.h: the exact form) and the CUDA
+ * f32, shared by the CPU kernels (kernels/cpu/pointwise.h: both forms) and the CUDA
  * kernels (device/cuda: both forms, also after a matmul).
  *
  *   exact: GELU(x) = x Phi(x) = 0.5 x erfc(-x / sqrt 2), GELU'(x) = Phi(x) + x phi(x)
@@ -8,9 +8,8 @@
  *          1 + tanh(u) for negative u; its derivative s + 2 x s (1 - s) u', s = sigmoid(2u).
  * Both are built on exp.h, so they make no libm call and tanh's form does not depend on a
  * library's tanhf. CPU and GPU bits: the same as exp.h says (identical where nvcc does
- * not contract a * b + c; device/cuda compiles with -fmad=false). The CPU device has no
- * tanh form; the CPU test of this header (tests/common) checks both forms against double
- * precision.
+ * not contract a * b + c; device/cuda compiles with -fmad=false). The CPU test of this
+ * header (tests/common) checks both forms against double precision.
  */
 #ifndef GEARBOX_KERNELS_COMMON_GELU_H
 #define GEARBOX_KERNELS_COMMON_GELU_H

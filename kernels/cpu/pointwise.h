@@ -30,4 +30,21 @@ static inline void gelu_backward_loop(float *dx, const float *x, const float *do
         dx[i] = dout[i] * gb_gelu_erf_grad(x[i]);
 }
 
+/* GELU's tanh form (GPT-2's): plain loops the CPU device calls directly, the same
+ * per-element math as device/cuda's kernels. */
+// out, x (n)
+static inline void gelu_tanh_forward_loop(float *out, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = gb_gelu_tanh(x[i]);
+}
+
+// dx, x, dout (n); dx may alias dout
+static inline void gelu_tanh_backward_loop(float *dx, const float *x, const float *dout,
+                                           int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = dout[i] * gb_gelu_tanh_grad(x[i]);
+}
+
 #endif /* GB_KERNELS_CPU_POINTWISE_H */

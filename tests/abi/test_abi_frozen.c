@@ -376,19 +376,26 @@ ENTRY(gb_device_ops, enqueue_host, 272,
       gb_status (*)(void *, void *, gb_host_fn, const void *, size_t));
 FIELD(gb_attn_problem, allow_tf32, 48);
 FIELD(gb_precision_policy, tf32, 28);
-SIZE_NOW(2, gb_host, 72);
-SIZE_NOW(2, gb_plugin_desc, 80);
-SIZE_NOW(2, gb_device_ctx, 56);
-SIZE_NOW(2, gb_device_info, 496);
-SIZE_NOW(2, gb_matmul_args, 184);
-SIZE_NOW(2, gb_device_ops, 280);
-SIZE_NOW(2, gb_attn_problem, 56);
-SIZE_NOW(2, gb_attn_ops, 56);
-SIZE_NOW(2, gb_optim_step_args, 112);
-SIZE_NOW(2, gb_optim_ops, 48);
-SIZE_NOW(2, gb_precision_policy, 32);
-SIZE_NOW(2, gb_precision_ops, 80);
-SIZE_NOW(2, gb_comm_ops, 72);
+
+/* ---- ABI 1.3 ------------------------------------------------------------------------ */
+/* 1.2's device vtable ends where 1.3 appends cross_entropy_ld */
+END(gb_device_ops, enqueue_host, 280);
+ENTRY(gb_device_ops, cross_entropy_ld, 280,
+      gb_status (*)(void *, gb_dtype, float *, void *, const void *, int64_t, const int32_t *,
+                    int64_t, int64_t, float));
+SIZE_NOW(3, gb_host, 72);
+SIZE_NOW(3, gb_plugin_desc, 80);
+SIZE_NOW(3, gb_device_ctx, 56);
+SIZE_NOW(3, gb_device_info, 496);
+SIZE_NOW(3, gb_matmul_args, 184);
+SIZE_NOW(3, gb_device_ops, 288);
+SIZE_NOW(3, gb_attn_problem, 56);
+SIZE_NOW(3, gb_attn_ops, 56);
+SIZE_NOW(3, gb_optim_step_args, 112);
+SIZE_NOW(3, gb_optim_ops, 48);
+SIZE_NOW(3, gb_precision_policy, 32);
+SIZE_NOW(3, gb_precision_ops, 80);
+SIZE_NOW(3, gb_comm_ops, 72);
 
 int main(void)
 {

@@ -11,10 +11,9 @@
  *   inputs (same bits uploaded) on both devices, each CUDA kernel run twice.
  *
  * Tolerances: the kernels that share kernels/common's formulas and summation orders must
- * give the CPU's bits exactly (embeddings, LayerNorm, GELU, add, bias gradient, sum of
- * squares, dlogits); a loss may differ by the last bits of CUDA's and libm's double log
- * (1e-6 relative). The tanh GELU, which the CPU device lacks, is checked against double
- * precision (1e-6 abs + 1e-5 rel, and one 16-bit rounding). matmul: f32 1e-5 * max(1,
+ * give the CPU's bits exactly (embeddings, LayerNorm, GELU in both forms, add, bias
+ * gradient, sum of squares, dlogits); a loss may differ by the last bits of CUDA's and
+ * libm's double log (1e-6 relative). matmul: f32 1e-5 * max(1,
  * k/16) abs + 1e-4 rel (accumulation order); TF32 2e-3 * sqrt(k) abs + 2e-3 rel (10-bit
  * inputs); 16-bit C two roundings of its type (bf16 2^-7, f16 2^-10 relative) plus the
  * f32 terms; epilogues against a double reference of their definition in device.h.
@@ -387,7 +386,7 @@ static void test_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bias, 
                 (char *)want + 2 * act, (size_t)(2 * N + 2 * C));
 }
 
-/* The element-wise kernels: add, GELU (both devices), GELU-tanh (GPU vs double). */
+/* The element-wise kernels: add, GELU and GELU-tanh, the same bits on both devices. */
 typedef struct pointwise_ctx {
     gb_dtype dtype;
     int64_t n;
@@ -413,18 +412,6 @@ static void run_pointwise(device *d, const void *p, void *out)
     dev_down(d, out, o, bytes);
 }
 
-static double ref_gelu_tanh(double x)
-{
-    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
-
-static double ref_gelu_tanh_grad(double x)
-{
-    double u = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x), t = tanh(u);
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * sqrt(2.0 / M_PI) *
-           (1.0 + 3.0 * 0.044715 * x * x);
-}
-
 static void test_pointwise(gb_dtype dtype, int64_t n, kt_rng *rng)
 {
     static const char *names[] = {"add", "gelu_forward", "gelu_backward (dx aliases dout)",
@@ -438,26 +425,8 @@ static void test_pointwise(gb_dtype dtype, int64_t n, kt_rng *rng)
         char what[96];
         snprintf(what, sizeof what, "  %s %s n=%lld", names[k], gb_dtype_name(dtype),
                  (long long)n);
-        if (k < 3) {
-            run_both(what, run_pointwise, &c, want, got, bytes);
-            expect_bits(what, dtype, got, want, (size_t)n);
-            continue;
-        }
-        /* no CPU tanh form: the GPU twice, against double */
-        void *again = kt_floats(bytes / 4 + 1);
-        run_pointwise(&gpu, &c, got);
-        dev_release(&gpu);
-        run_pointwise(&gpu, &c, again);
-        dev_release(&gpu);
-        kt_expect(memcmp(got, again, bytes) == 0, "%s: two runs on the GPU differ", what);
-        double *ref = kt_doubles((size_t)n);
-        float *g = kt_floats((size_t)n);
-        for (int64_t i = 0; i < n; i++) {
-            double x = act_get(c.x, dtype, (size_t)i);
-            ref[i] = k == 3 ? ref_gelu_tanh(x) : act_get(c.y, dtype, (size_t)i) * ref_gelu_tanh_grad(x);
-            g[i] = act_get(got, dtype, (size_t)i);
-        }
-        kt_compare(what, g, ref, (size_t)n, 1e-6, 1e-5 + rounding(dtype));
+        run_both(what, run_pointwise, &c, want, got, bytes);
+        expect_bits(what, dtype, got, want, (size_t)n);
     }
 }
 
@@ -495,10 +464,12 @@ static void test_reductions(gb_dtype dtype, int64_t N, int64_t C, int64_t n, kt_
     expect_bits(what, GB_F32, got, want, (size_t)C + 1);
 }
 
-/* cross_entropy, with dlogits in place of the logits (their alias) or none. */
+/* cross_entropy, with dlogits in place of the logits (their alias) or none; rows ld
+ * apart through cross_entropy_ld (ABI 1.3) when ld > V, the padding columns then left
+ * as they were on both devices. */
 typedef struct ce_ctx {
     gb_dtype dtype;
-    int64_t N, V;
+    int64_t N, V, ld;
     int with_grad;
     const void *logits;
     const int32_t *targets;
@@ -507,32 +478,40 @@ typedef struct ce_ctx {
 static void run_cross_entropy(device *d, const void *p, void *out)
 {
     const ce_ctx *c = p;
-    const size_t act = act_bytes(c->dtype, (size_t)(c->N * c->V));
+    const size_t act = act_bytes(c->dtype, (size_t)(c->N * c->ld));
     void *logits = dev_up(d, c->logits, act);
     int32_t *targets = dev_up(d, c->targets, sizeof(int32_t) * (size_t)c->N);
     float *losses = dev_alloc(d, sizeof(float) * (size_t)c->N);
-    expect_ok(d->ops->cross_entropy(d->self, c->dtype, losses, c->with_grad ? logits : NULL,
-                                    logits, targets, c->N, c->V, 1.0f / (float)c->N), d,
-              "cross_entropy");
+    void *dlogits = c->with_grad ? logits : NULL;
+    const float dloss = 1.0f / (float)c->N;
+    if (c->ld == c->V)
+        expect_ok(d->ops->cross_entropy(d->self, c->dtype, losses, dlogits, logits, targets,
+                                        c->N, c->V, dloss), d, "cross_entropy");
+    else
+        expect_ok(d->ops->cross_entropy_ld(d->self, c->dtype, losses, dlogits, logits, c->ld,
+                                           targets, c->N, c->V, dloss), d, "cross_entropy_ld");
     dev_down(d, out, losses, sizeof(float) * (size_t)c->N);
     dev_down(d, (float *)out + c->N, logits, act);
 }
 
-static void test_cross_entropy(gb_dtype dtype, int64_t N, int64_t V, int with_grad, kt_rng *rng)
+static void test_cross_entropy(gb_dtype dtype, int64_t N, int64_t V, int64_t ld, int with_grad,
+                               kt_rng *rng)
 {
     int32_t *targets = kt_ints((size_t)N);
     for (int64_t i = 0; i < N; i++)
         targets[i] = i == 0 ? (int32_t)V - 1 : kt_below(rng, (int32_t)V);
-    ce_ctx c = {dtype, N, V, with_grad, act_random(rng, dtype, (size_t)(N * V), -8, 8), targets};
-    const size_t bytes = sizeof(float) * (size_t)N + act_bytes(dtype, (size_t)(N * V));
+    ce_ctx c = {dtype, N, V, ld, with_grad, act_random(rng, dtype, (size_t)(N * ld), -8, 8),
+                targets};
+    const size_t bytes = sizeof(float) * (size_t)N + act_bytes(dtype, (size_t)(N * ld));
     void *want = kt_floats(bytes / 4 + 1), *got = kt_floats(bytes / 4 + 1);
     char what[96];
-    snprintf(what, sizeof what, "  cross_entropy %s N=%lld V=%lld%s", gb_dtype_name(dtype),
-             (long long)N, (long long)V, with_grad ? " (dlogits in place)" : "");
+    snprintf(what, sizeof what, "  cross_entropy %s N=%lld V=%lld ld=%lld%s",
+             gb_dtype_name(dtype), (long long)N, (long long)V, (long long)ld,
+             with_grad ? " (dlogits in place)" : "");
     run_both(what, run_cross_entropy, &c, want, got, bytes);
     expect_close(what, GB_F32, got, want, GB_F32, (size_t)N, 0.0, 1e-6);
     if (with_grad)
-        expect_bits("  dlogits", dtype, (float *)got + N, (float *)want + N, (size_t)(N * V));
+        expect_bits("  dlogits", dtype, (float *)got + N, (float *)want + N, (size_t)(N * ld));
 }
 
 /* ---- matmul --------------------------------------------------------------------------- */
@@ -650,10 +629,10 @@ static void check_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, int64_
                     v += bias[j];
                 double pre = v;
                 if (gelu)
-                    v = tanh_form ? ref_gelu_tanh(pre) : ref_gelu_erf(pre);
+                    v = tanh_form ? kt_gelu_tanh(pre) : ref_gelu_erf(pre);
                 if (dgelu) {
                     double x = act_get(c.args.aux, dtype_c, at);
-                    v *= tanh_form ? ref_gelu_tanh_grad(x) : ref_gelu_erf_grad(x);
+                    v *= tanh_form ? kt_gelu_tanh_grad(x) : ref_gelu_erf_grad(x);
                 }
                 want[count] = v;
                 want_aux[count] = pre;
@@ -764,9 +743,10 @@ static void test_kernels(void)
         test_pointwise(dtype, 100003, &rng);
         test_reductions(dtype, 200, 50, 300007, &rng);
         test_reductions(dtype, 1, 3072, 5, &rng);
-        test_cross_entropy(dtype, 9, 1500, 1, &rng);
-        test_cross_entropy(dtype, 4, 50257, 1, &rng);
-        test_cross_entropy(dtype, 5, 65, 0, &rng);
+        test_cross_entropy(dtype, 9, 1500, 1500, 1, &rng);
+        test_cross_entropy(dtype, 4, 50257, 50257, 1, &rng);
+        test_cross_entropy(dtype, 4, 50257, 50304, 1, &rng);   // llm.c's padded GPT-2
+        test_cross_entropy(dtype, 5, 65, 65, 0, &rng);
     }
     test_matmul(&rng);
 }

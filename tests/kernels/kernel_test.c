@@ -136,6 +136,18 @@ double kt_uniform(kt_rng *rng, double lo, double hi)
     return lo + (hi - lo) * (double)(next_u64(rng) >> 11) * 0x1.0p-53;
 }
 
+double kt_gelu_tanh(double x)
+{
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+double kt_gelu_tanh_grad(double x)
+{
+    double u = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x), t = tanh(u);
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * sqrt(2.0 / M_PI) *
+           (1.0 + 3.0 * 0.044715 * x * x);
+}
+
 void kt_fill(kt_rng *rng, float *x, size_t n, double lo, double hi)
 {
     for (size_t i = 0; i < n; i++)

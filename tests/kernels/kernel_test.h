@@ -42,6 +42,11 @@ double kt_uniform(kt_rng *rng, double lo, double hi);
 void kt_fill(kt_rng *rng, float *x, size_t n, double lo, double hi);
 int32_t kt_below(kt_rng *rng, int32_t n);
 
+/* GPT-2's GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as published, and its
+ * derivative, in double: what both devices' tanh kernels are checked against. */
+double kt_gelu_tanh(double x);
+double kt_gelu_tanh_grad(double x);
+
 /* Passes when |got - want| <= atol + rtol * |want| everywhere. Prints
  * "  what: max abs X, max rel Y over n values" and, on failure, the worst element. */
 int kt_compare(const char *what, const float *got, const double *want, size_t n, double atol,

@@ -443,7 +443,16 @@ static double ref_gelu_grad(double x)
     return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
 }
 
-static void test_gelu_case(int64_t n, kt_rng *rng)
+/* One GELU form: its two kernels and the double-precision formulas they must follow. */
+typedef struct gelu_form {
+    const char *name;
+    gb_status (*forward)(void *, gb_dtype, void *, const void *, int64_t);
+    gb_status (*backward)(void *, gb_dtype, void *, const void *, const void *, int64_t);
+    double (*ref)(double);
+    double (*ref_grad)(double);
+} gelu_form;
+
+static void test_gelu_case(const gelu_form *form, int64_t n, kt_rng *rng)
 {
     static const float specials[] = {0.0f, -0.0f, 1e-8f, -1e-8f, 0.5f, -0.5f, 3.0f, -3.0f,
                                      10.0f, -10.0f, 20.0f, -20.0f};
@@ -454,19 +463,19 @@ static void test_gelu_case(int64_t n, kt_rng *rng)
         x[i] = specials[i];
     double *want = kt_doubles(n), *want_dx = kt_doubles(n);
     for (int64_t i = 0; i < n; i++) {
-        want[i] = ref_gelu(x[i]);
-        want_dx[i] = dout[i] * ref_gelu_grad(x[i]);
+        want[i] = form->ref(x[i]);
+        want_dx[i] = dout[i] * form->ref_grad(x[i]);
     }
     char what[128];
-    snprintf(what, sizeof what, "gelu_forward n=%lld", (long long)n);
-    expect_status(ops->gelu_forward(dev, GB_F32, out, x, n), GB_OK, "gelu_forward");
+    snprintf(what, sizeof what, "%s forward n=%lld", form->name, (long long)n);
+    expect_status(form->forward(dev, GB_F32, out, x, n), GB_OK, what);
     kt_compare(what, out, want, n, ATOL, RTOL);
     float *dx = kt_floats(n);
-    expect_status(ops->gelu_backward(dev, GB_F32, dx, x, dout, n), GB_OK, "gelu_backward");
-    snprintf(what, sizeof what, "gelu_backward n=%lld", (long long)n);
+    snprintf(what, sizeof what, "%s backward n=%lld", form->name, (long long)n);
+    expect_status(form->backward(dev, GB_F32, dx, x, dout, n), GB_OK, what);
     kt_compare(what, dx, want_dx, n, ATOL, RTOL);
-    ops->gelu_backward(dev, GB_F32, dout, x, dout, n);   // dx aliasing dout
-    kt_same_bits("  gelu_backward with dx aliasing dout", dout, dx, n);
+    form->backward(dev, GB_F32, dout, x, dout, n);   // dx aliasing dout
+    kt_same_bits("  backward with dx aliasing dout", dout, dx, n);
 }
 
 static void test_add_case(int64_t n, kt_rng *rng)
@@ -487,11 +496,17 @@ static void test_add_case(int64_t n, kt_rng *rng)
 
 static void test_pointwise(void)
 {
-    kt_section("gelu_forward / gelu_backward (exact erf form), add");
+    kt_section("gelu_forward / gelu_backward (exact erf form), gelu_tanh_*, add");
+    const gelu_form forms[] = {
+        {"gelu (erf)", ops->gelu_forward, ops->gelu_backward, ref_gelu, ref_gelu_grad},
+        {"gelu_tanh", ops->gelu_tanh_forward, ops->gelu_tanh_backward, kt_gelu_tanh,
+         kt_gelu_tanh_grad},
+    };
     kt_rng rng = kt_seed(4);
     static const int64_t sizes[] = {1, 7, 1000, 40003};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        test_gelu_case(sizes[i], &rng);
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++)
+            test_gelu_case(&forms[f], sizes[i], &rng);
         test_add_case(sizes[i], &rng);
     }
 }
@@ -582,6 +597,37 @@ static void test_cross_entropy_case(int64_t N, int64_t V, double spread, kt_rng 
     kt_same_bits("  dlogits aliasing logits", logits, dlogits, nv);
 }
 
+/* cross_entropy_ld (ABI 1.3): rows `ld` apart give cross_entropy's bits on their first V
+ * columns, and the padding columns are neither read (NaN there changes nothing) nor
+ * written. */
+static void test_cross_entropy_ld_case(int64_t N, int64_t V, int64_t ld, kt_rng *rng)
+{
+    size_t nv = (size_t)(N * V), nld = (size_t)(N * ld);
+    float *dense = kt_floats(nv), *padded = kt_floats(nld), *want_d = kt_floats(nv);
+    float *losses = kt_floats(N), *want_losses = kt_floats(N);
+    int32_t *targets = kt_ints(N);
+    kt_fill(rng, dense, nv, -5, 5);
+    for (int64_t n = 0; n < N; n++) {
+        targets[n] = kt_below(rng, (int32_t)V);
+        for (int64_t c = 0; c < ld; c++)
+            padded[n * ld + c] = c < V ? dense[n * V + c] : NAN;
+    }
+    float dloss = 1.0f / (float)N;
+    expect_status(ops->cross_entropy(dev, GB_F32, want_losses, want_d, dense, targets, N, V,
+                                     dloss), GB_OK, "cross_entropy");
+    expect_status(ops->cross_entropy_ld(dev, GB_F32, losses, padded, padded, ld, targets, N, V,
+                                        dloss), GB_OK, "cross_entropy_ld");
+    int same = memcmp(losses, want_losses, (size_t)N * sizeof *losses) == 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < ld; c++)
+            same &= c < V ? padded[n * ld + c] == want_d[n * V + c] : isnan(padded[n * ld + c]);
+    kt_expect(same, "cross_entropy_ld N=%lld V=%lld ld=%lld: not cross_entropy's bits on the "
+              "real columns, or a padding column was touched", (long long)N, (long long)V,
+              (long long)ld);
+    printf("  cross_entropy_ld N=%lld V=%lld ld=%lld: %s\n", (long long)N, (long long)V,
+           (long long)ld, same ? "cross_entropy's bits, padding untouched" : "differs");
+}
+
 static void test_cross_entropy(void)
 {
     kt_section("cross_entropy");
@@ -593,10 +639,17 @@ static void test_cross_entropy(void)
     test_cross_entropy_case(4, 50257, 5, &rng);   // GPT-2 vocabulary, parallel path
     test_cross_entropy_case(6, 100, 80, &rng);    // exp would overflow without the shift
 
+    test_cross_entropy_ld_case(3, 7, 8, &rng);
+    test_cross_entropy_ld_case(5, 200, 256, &rng);
+    test_cross_entropy_ld_case(4, 50257, 50304, &rng);   // GPT-2 padded as llm.c pads it
+
     float logits[4] = {0}, loss;
     int32_t bad = 4;
     expect_status(ops->cross_entropy(dev, GB_F32, &loss, NULL, logits, &bad, 1, 4, 1.0f),
                   GB_ERR_INVALID_ARG, "cross_entropy with target == V");
+    int32_t good = 0;
+    expect_status(ops->cross_entropy_ld(dev, GB_F32, &loss, NULL, logits, 3, &good, 1, 4, 1.0f),
+                  GB_ERR_INVALID_ARG, "cross_entropy_ld with ld < V");
 }
 
 /* ---- refusals ------------------------------------------------------------------------- */
@@ -627,6 +680,9 @@ static void test_refusals(void)
                    "layernorm_backward", "i32");
     expect_refusal(ops->gelu_forward(dev, bad, f, f, 4), U, "gelu_forward", "i32");
     expect_refusal(ops->gelu_backward(dev, bad, f, f, f, 4), U, "gelu_backward", "i32");
+    expect_refusal(ops->gelu_tanh_forward(dev, bad, f, f, 4), U, "gelu_tanh_forward", "i32");
+    expect_refusal(ops->gelu_tanh_backward(dev, bad, f, f, f, 4), U, "gelu_tanh_backward",
+                   "i32");
     expect_refusal(ops->add(dev, bad, f, f, f, 4), U, "add", "i32");
     expect_refusal(ops->bias_backward(dev, bad, f, f, 2, 2), U, "bias_backward", "i32");
     expect_refusal(ops->cross_entropy(dev, bad, f, NULL, f, t, 2, 2, 1.0f), U, "cross_entropy",
@@ -650,9 +706,12 @@ int main(int argc, char **argv)
               ops->free && ops->copy && ops->memset_zero && ops->sync && ops->matmul &&
               ops->embed_forward && ops->embed_backward && ops->layernorm_forward &&
               ops->layernorm_backward && ops->gelu_forward && ops->gelu_backward && ops->add &&
-              ops->bias_backward && ops->cross_entropy && ops->sum_squares,
+              ops->bias_backward && ops->cross_entropy && ops->sum_squares &&
+              ops->gelu_tanh_forward && ops->gelu_tanh_backward && ops->cross_entropy_ld,
               "a gb_device_ops entry is NULL");
     gb_host host = kt_host(2);
+    kt_expect((desc->caps & GB_CAP_GELU_TANH) != 0, "device/cpu does not declare "
+              "GB_CAP_GELU_TANH beside its gelu_tanh kernels");
     const gb_value plain[] = {{.i = 0}}; /* emulate_gpu = false */
     if (ops->create(&host, plain, &dev) != GB_OK) {
         fprintf(stderr, "FAIL: create: %s\n", kt_last_error());

@@ -294,6 +294,15 @@ static void test_pointwise(gb_dtype dtype, int64_t n, kt_rng *rng)
     expect_ok(ops->gelu_backward(dev, dtype, d16, x16, d16, n), "gelu_backward");
     compare16("  gelu_backward, dx aliasing dout", dtype, d16, d, (size_t)n);
 
+    expect_ok(ops->gelu_tanh_forward(dev, GB_F32, out, x, n), "gelu_tanh_forward");
+    expect_ok(ops->gelu_tanh_forward(dev, dtype, out16, x16, n), "gelu_tanh_forward");
+    compare16("  gelu_tanh_forward", dtype, out16, out, (size_t)n);
+    memcpy(d, y, (size_t)n * sizeof *d);
+    memcpy(d16, y16, (size_t)n * sizeof *d16);
+    expect_ok(ops->gelu_tanh_backward(dev, GB_F32, d, x, d, n), "gelu_tanh_backward");
+    expect_ok(ops->gelu_tanh_backward(dev, dtype, d16, x16, d16, n), "gelu_tanh_backward");
+    compare16("  gelu_tanh_backward, dx aliasing dout", dtype, d16, d, (size_t)n);
+
     expect_ok(ops->add(dev, GB_F32, out, x, y, n), "add");
     expect_ok(ops->add(dev, dtype, out16, x16, y16, n), "add");
     compare16("  add", dtype, out16, out, (size_t)n);

@@ -15,6 +15,8 @@ int gb_cmd_new_plugin(int argc, char **argv);
 int gb_cmd_test_plugin(int argc, char **argv);
 int gb_cmd_doctor(int argc, char **argv);
 int gb_cmd_ab(int argc, char **argv);
+int gb_cmd_import(int argc, char **argv);
+int gb_cmd_export(int argc, char **argv);
 
 #define GB_CLI_MAX_SETS 256
 

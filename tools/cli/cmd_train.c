@@ -1,6 +1,10 @@
 /* `gearbox train` and `gearbox check`. */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "data.h"
@@ -88,6 +92,51 @@ static int check_out_dir(const gb_settings *s, gb_diag *diag)
     return 1;
 }
 
+/* The memory plan of a config whose device, plugins or data are not on this machine
+ * (sizing a GPU run on a laptop): planned again with the CPU's plugins in place of the
+ * device, attention and comm plugins, and [model] vocab_size for the data's vocabulary.
+ * Nothing is allocated. Prints no plan when even that cannot be planned (the config's own
+ * problems were reported). */
+static void print_stand_in_plan(gb_config *cfg, const char *plugin_path)
+{
+    static const char *const stand_ins[] = {"device.plugin=cpu", "attn.plugin=math",
+                                            "comm.plugin=single"};
+    const char *device = gb_config_get(cfg, "device", "plugin");
+    char wanted[160];
+    snprintf(wanted, sizeof wanted, "%s", device ? device : "cpu");
+    gb_diag diag = {0};
+    gb_runtime rt;
+    gb_memory_plan plan;
+    for (size_t i = 0; i < sizeof stand_ins / sizeof stand_ins[0]; i++)
+        gb_config_set(cfg, stand_ins[i], &diag);
+    int failed = gb_runtime_resolve(&rt, cfg, plugin_path, &diag) || !rt.settings.vocab_size ||
+                 gb_runtime_start(&rt, &diag);
+    gb_model_config mc = gb_model_config_of(&rt.settings, 0);
+    if (!failed && !gb_model_plan(&rt, &mc, rt.settings.batch_size, 1, &plan)) {
+        printf("# planned with stand-ins (device cpu, attn math, comm single; [model] vocab_size "
+               "for the data's) as [device] plugin = %s, its plugins or the data folder are "
+               "not usable here; the attention plugin's own buffers may differ:\n", wanted);
+        gb_memory_plan_print(&plan, stdout, "# ");
+    }
+    gb_runtime_free(&rt);
+    gb_diag_clear(&diag);
+}
+
+/* [train] init_from names a checkpoint train could open (it is read whole, and its
+ * shape checked, when the run starts). */
+static int check_init_from(const gb_settings *s, gb_diag *diag)
+{
+    struct stat st;
+    errno = 0;
+    if (!s->init_from || (stat(s->init_from, &st) == 0 && S_ISREG(st.st_mode) &&
+                          access(s->init_from, R_OK) == 0))
+        return 0;
+    gb_diag_add(diag, "[train] init_from = %s: not a readable checkpoint file (%s); write it "
+                "with `gearbox import` or name a run's ckpt-STEP.gbk", s->init_from,
+                errno ? strerror(errno) : "not a regular file");
+    return 1;
+}
+
 int gb_cmd_check(int argc, char **argv)
 {
     gb_cli_run run;
@@ -100,13 +149,13 @@ int gb_cmd_check(int argc, char **argv)
     gb_dataset *ds = NULL;
     gb_model *model = NULL;
     if (!problems)
-        problems += check_out_dir(&rt.settings, &diag);
+        problems += check_out_dir(&rt.settings, &diag) + check_init_from(&rt.settings, &diag);
     if (!problems) {
+        /* a missing data folder does not hide whether the plugins start */
         ds = gb_data_open(&rt.settings, &diag);
+        problems += gb_runtime_start(&rt, &diag) != 0;
         problems += !ds || gb_data_record_tokenizer(ds, run.cfg, &diag) != 0;
     }
-    if (!problems)
-        problems += gb_runtime_start(&rt, &diag) != 0;
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
     if (!problems) {
@@ -131,6 +180,8 @@ int gb_cmd_check(int argc, char **argv)
     gb_model_free(model);
     gb_data_free(ds);
     gb_runtime_free(&rt);
+    if (problems)
+        print_stand_in_plan(run.cfg, run.plugin_path);
     gb_config_free(run.cfg);
     return problems ? 2 : 0;
 }

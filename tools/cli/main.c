@@ -19,6 +19,10 @@ static const char usage[] =
     "  sample CHECKPOINT [--prompt S] [--tokens N] [--temperature T] [--top-k K] [--seed N]\n"
     "         [--vocab PATH]\n"
     "                                  generate text from a checkpoint\n"
+    "  import SOURCE CHECKPOINT        GPT-2 weights from Hugging Face (model.safetensors +\n"
+    "                                  config.json) or llm.c (.bin) into a checkpoint\n"
+    "  export CHECKPOINT DEST [--format hf|llm.c]\n"
+    "                                  a checkpoint's weights for Hugging Face or llm.c\n"
     "  plugins [KIND]                  list the plugins found on the search path\n"
     "  plugins show NAME               a plugin's details and every config key\n"
     "  bench KIND [OPTIONS]            microbenchmarks: attn, optim, matmul, step\n"
@@ -53,7 +57,7 @@ int main(int argc, char **argv)
         {"train", gb_cmd_train},     {"check", gb_cmd_check},     {"prepare", gb_cmd_prepare},
         {"sample", gb_cmd_sample},   {"plugins", gb_cmd_plugins}, {"bench", gb_cmd_bench},
         {"doctor", gb_cmd_doctor},
-        {"ab", gb_cmd_ab},
+        {"ab", gb_cmd_ab},           {"import", gb_cmd_import},   {"export", gb_cmd_export},
         {"new-plugin", gb_cmd_new_plugin}, {"test-plugin", gb_cmd_test_plugin},
     };
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)

@@ -6,7 +6,9 @@
  * shapes twice: on the plugin under test, with inputs uploaded into its memory, and on
  * device/cpu with the same inputs in host memory; outputs must agree within 1e-5 abs +
  * 1e-4 rel. Outputs start as NaN, and "+=" outputs start from the same random values on
- * both sides, so a kernel that overwrites instead of accumulating shows.
+ * both sides, so a kernel that overwrites instead of accumulating shows. The optional
+ * kernels (GELU's tanh form, cross_entropy_ld) are UNSUPPORTED rows where a device leaves
+ * them out.
  *
  * Left out: dtypes other than f32 and large shapes; the kernel tests in tests/kernels
  * cover device/cpu itself against double-precision references.
@@ -342,9 +344,19 @@ static void check_layernorm(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng
     finish(&f, "out, mean, rstd, dx +=, dweight +=, dbias +=");
 }
 
-static void check_gelu(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng)
+/* Whether a device vtable has an optional entry (non-NULL, within its size). */
+#define HAS_ENTRY(ops, entry) \
+    ((ops)->struct_size >= offsetof(gb_device_ops, entry) + sizeof (ops)->entry && (ops)->entry)
+
+typedef gb_status (*gelu_fwd)(void *, gb_dtype, void *, const void *, int64_t);
+typedef gb_status (*gelu_bwd)(void *, gb_dtype, void *, const void *, const void *, int64_t);
+
+/* One GELU form: forward and backward of the reference (ref_*) and of the plugin. */
+static void check_gelu_form(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng,
+                            const char *check, gelu_fwd ref_fwd, gelu_bwd ref_bwd, gelu_fwd fwd,
+                            gelu_bwd bwd)
 {
-    family f = {.kit = kit, .ref = ref, .check = "gelu forward and backward"};
+    family f = {.kit = kit, .ref = ref, .check = check};
     const int64_t n = 1000;
     pair x, out, dout, dx;
     if (floats(kit, rng, &x, (size_t)n, -4, 4) || floats(kit, rng, &out, (size_t)n, 1, 0) ||
@@ -352,17 +364,38 @@ static void check_gelu(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng)
         gb_kit_report_memory(kit, f.check);
         return;
     }
-    gb_status want = ref_ops(&f)->gelu_forward(ref->inst.self, GB_F32, out.host, x.host, n);
-    gb_status got = kit->dev->gelu_forward(kit->device.inst.self, GB_F32, out.dev, x.dev, n);
-    if (calls_failed(&f, "gelu_forward", want, got))
+    gb_status want = ref_fwd(ref->inst.self, GB_F32, out.host, x.host, n);
+    gb_status got = fwd(kit->device.inst.self, GB_F32, out.dev, x.dev, n);
+    if (calls_failed(&f, "forward", want, got))
         return;
     compare(kit, &out, "out", f.problems, sizeof f.problems);
-    want = ref_ops(&f)->gelu_backward(ref->inst.self, GB_F32, dx.host, x.host, dout.host, n);
-    got = kit->dev->gelu_backward(kit->device.inst.self, GB_F32, dx.dev, x.dev, dout.dev, n);
-    if (calls_failed(&f, "gelu_backward", want, got))
+    want = ref_bwd(ref->inst.self, GB_F32, dx.host, x.host, dout.host, n);
+    got = bwd(kit->device.inst.self, GB_F32, dx.dev, x.dev, dout.dev, n);
+    if (calls_failed(&f, "backward", want, got))
         return;
     compare(kit, &dx, "dx", f.problems, sizeof f.problems);
     finish(&f, "out, dx");
+}
+
+static void check_gelu(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng)
+{
+    const gb_device_ops *r = ref->ops;
+    check_gelu_form(kit, ref, rng, "gelu forward and backward", r->gelu_forward,
+                    r->gelu_backward, kit->dev->gelu_forward, kit->dev->gelu_backward);
+}
+
+/* GELU's tanh form: optional (ABI 1.2, GB_CAP_GELU_TANH). */
+static void check_gelu_tanh(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng)
+{
+    const gb_device_ops *r = ref->ops;
+    const char *check = "gelu_tanh forward and backward";
+    if (!HAS_ENTRY(kit->dev, gelu_tanh_forward) || !HAS_ENTRY(kit->dev, gelu_tanh_backward)) {
+        gb_kit_report(kit, check, GB_KIT_UNSUPPORTED, "not provided (optional: a model with "
+                      "[model] gelu = tanh is refused on this device)");
+        return;
+    }
+    check_gelu_form(kit, ref, rng, check, r->gelu_tanh_forward, r->gelu_tanh_backward,
+                    kit->dev->gelu_tanh_forward, kit->dev->gelu_tanh_backward);
 }
 
 static void check_add_and_bias(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng)
@@ -415,6 +448,39 @@ static void check_cross_entropy(gb_kit *kit, const gb_kit_instance *ref, gb_rng 
     finish(&f, "losses, dlogits");
 }
 
+/* cross_entropy_ld (ABI 1.3, optional): rows 11 columns wider than the classes, the
+ * gradient in place of the logits; the padding columns must keep the logits' values. */
+static void check_cross_entropy_ld(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng)
+{
+    family f = {.kit = kit, .ref = ref, .check = "cross_entropy_ld (padded rows)"};
+    const int64_t N = 13, V = 37, ld = 48;
+    if (!HAS_ENTRY(kit->dev, cross_entropy_ld)) {
+        gb_kit_report(kit, f.check, GB_KIT_UNSUPPORTED, "not provided (optional: the core "
+                      "keeps a padded vocabulary's logits contiguous on this device)");
+        return;
+    }
+    pair logits, targets, losses;
+    if (floats(kit, rng, &logits, (size_t)(N * ld), -3, 3) ||
+        tokens(kit, rng, &targets, (size_t)N, (int32_t)V) ||
+        floats(kit, rng, &losses, (size_t)N, 1, 0)) {
+        gb_kit_report_memory(kit, f.check);
+        return;
+    }
+    float dloss = 1.0f / (float)N;
+    gb_status want = ref_ops(&f)->cross_entropy_ld(ref->inst.self, GB_F32, losses.host,
+                                                   logits.host, logits.host, ld, targets.host,
+                                                   N, V, dloss);
+    gb_status got = kit->dev->cross_entropy_ld(kit->device.inst.self, GB_F32, losses.dev,
+                                               logits.dev, logits.dev, ld, targets.dev, N, V,
+                                               dloss);
+    if (calls_failed(&f, "cross_entropy_ld", want, got))
+        return;
+    compare(kit, &losses, "losses (N)", f.problems, sizeof f.problems);
+    compare(kit, &logits, "dlogits in place, padding kept (N, ld)", f.problems,
+            sizeof f.problems);
+    finish(&f, "losses, dlogits, padding untouched");
+}
+
 static void check_sum_squares(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng)
 {
     family f = {.kit = kit, .ref = ref, .check = "sum_squares"};
@@ -444,8 +510,8 @@ void gb_kit_check_device(gb_kit *kit)
                                 "device/cpu", NULL, 0))
         return;
     void (*const checks[])(gb_kit *, const gb_kit_instance *, gb_rng *) = {
-        check_matmul, check_gelu, check_layernorm, check_embed, check_add_and_bias,
-        check_cross_entropy, check_sum_squares,
+        check_matmul, check_gelu, check_gelu_tanh, check_layernorm, check_embed,
+        check_add_and_bias, check_cross_entropy, check_cross_entropy_ld, check_sum_squares,
     };
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
         checks[i](kit, &ref, &rng);

@@ -1,4 +1,5 @@
-/* Softmax cross-entropy on the CPU device, fused with its gradient.
+/* Softmax cross-entropy on the CPU device, fused with its gradient, over rows of V logits
+ * that lie `ld` apart (ABI 1.3; cross_entropy is ld = V).
  *
  * Rows are independent and split across threads. Each row makes three passes over its V
  * logits: the maximum, the exponentials of the shifted logits with their sum (in double,
@@ -48,26 +49,29 @@ static gb_status check_targets(cpu_device *dev, const int32_t *targets, int64_t 
     return GB_OK;
 }
 
-gb_status cpu_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits_,
-                            const void *logits_, const int32_t *targets, int64_t N, int64_t V,
-                            float dloss)
+gb_status cpu_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void *dlogits_,
+                               const void *logits_, int64_t ld, const int32_t *targets,
+                               int64_t N, int64_t V, float dloss)
 {
     cpu_device *dev = self;
     gb_status status = cpu_check_call(dev, "cross_entropy", dtype, N, V);
     float *rows;   // (threads, 2V) when 16-bit: logits, dlogits
+    if (status == GB_OK && ld < V)
+        status = cpu_fail(dev, GB_ERR_INVALID_ARG, "cross_entropy_ld: rows %lld apart hold "
+                          "fewer than the %lld classes", (long long)ld, (long long)V);
     if (status == GB_OK)
         status = check_targets(dev, targets, N, V);
     if (status == GB_OK)
         status = cpu_row_scratch(dev, "cross_entropy", dtype, 2 * V, &rows);
     if (status != GB_OK)
         return status;
-    // logits_ (N, V) act; dlogits_ (N, V) act or NULL, may alias logits_
+    // logits_ (N, ld) act; dlogits_ (N, ld) act or NULL, may alias logits_; V columns used
     #pragma omp parallel for schedule(static) num_threads(dev->threads) \
         if (N * V >= CPU_PARALLEL_MIN)
     for (int64_t row = 0; row < N; row++) {
-        const float *x = dtype_read_row(logits_, dtype, row * V, V,
+        const float *x = dtype_read_row(logits_, dtype, row * ld, V,
                                         cpu_thread_rows(rows, 2 * V, 0));
-        float *d = dlogits_ ? dtype_write_row(dlogits_, dtype, row * V,
+        float *d = dlogits_ ? dtype_write_row(dlogits_, dtype, row * ld,
                                               cpu_thread_rows(rows, 2 * V, V)) : NULL;
         int32_t target = targets[row];
         float target_logit = x[target];
@@ -79,7 +83,7 @@ gb_status cpu_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlo
         float inv_sum = gb_ce_inv_sum(sum);
         for (int64_t c = 0; c < V; c++)
             d[c] = gb_ce_dlogit(d[c], inv_sum, c == target, dloss);
-        dtype_store_row(dlogits_, dtype, row * V, d, V);
+        dtype_store_row(dlogits_, dtype, row * ld, d, V);
     }
     return GB_OK;
 }

@@ -121,7 +121,7 @@ gb_status cpu_q_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *
     return cpu_submit(self, NULL, run_layernorm_backward, &w, sizeof w);
 }
 
-/* GELU forward and backward, and add: elementwise over n. */
+/* GELU forward and backward (both forms), and add: elementwise over n. */
 typedef struct pointwise_work {
     cpu_device *dev;
     gb_dtype dtype;
@@ -153,6 +153,32 @@ gb_status cpu_q_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *
 {
     pointwise_work w = {self, dtype, dx, x, dout, n};
     return cpu_submit(self, NULL, run_gelu_backward, &w, sizeof w);
+}
+
+static gb_status run_gelu_tanh_forward(void *arg)
+{
+    pointwise_work *w = arg;
+    return cpu_gelu_tanh_forward(w->dev, w->dtype, w->out, w->a, w->n);
+}
+
+gb_status cpu_q_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
+                                  int64_t n)
+{
+    pointwise_work w = {self, dtype, out, x, NULL, n};
+    return cpu_submit(self, NULL, run_gelu_tanh_forward, &w, sizeof w);
+}
+
+static gb_status run_gelu_tanh_backward(void *arg)
+{
+    pointwise_work *w = arg;
+    return cpu_gelu_tanh_backward(w->dev, w->dtype, w->out, w->a, w->b, w->n);
+}
+
+gb_status cpu_q_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
+                                   const void *dout, int64_t n)
+{
+    pointwise_work w = {self, dtype, dx, x, dout, n};
+    return cpu_submit(self, NULL, run_gelu_tanh_backward, &w, sizeof w);
 }
 
 static gb_status run_add(void *arg)
@@ -207,6 +233,7 @@ typedef struct cross_entropy_work {
     float *losses;
     void *dlogits;
     const void *logits;
+    int64_t ld;
     const int32_t *targets;
     int64_t N, V;
     float dloss;
@@ -215,14 +242,22 @@ typedef struct cross_entropy_work {
 static gb_status run_cross_entropy(void *arg)
 {
     cross_entropy_work *w = arg;
-    return cpu_cross_entropy(w->dev, w->dtype, w->losses, w->dlogits, w->logits, w->targets,
-                             w->N, w->V, w->dloss);
+    return cpu_cross_entropy_ld(w->dev, w->dtype, w->losses, w->dlogits, w->logits, w->ld,
+                                w->targets, w->N, w->V, w->dloss);
 }
 
 gb_status cpu_q_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits,
                               const void *logits, const int32_t *targets, int64_t N,
                               int64_t V, float dloss)
 {
-    cross_entropy_work w = {self, dtype, losses, dlogits, logits, targets, N, V, dloss};
+    return cpu_q_cross_entropy_ld(self, dtype, losses, dlogits, logits, V, targets, N, V,
+                                  dloss);
+}
+
+gb_status cpu_q_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                                 const void *logits, int64_t ld, const int32_t *targets,
+                                 int64_t N, int64_t V, float dloss)
+{
+    cross_entropy_work w = {self, dtype, losses, dlogits, logits, ld, targets, N, V, dloss};
     return cpu_submit(self, NULL, run_cross_entropy, &w, sizeof w);
 }

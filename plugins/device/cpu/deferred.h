@@ -22,6 +22,10 @@ gb_status cpu_q_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *
 gb_status cpu_q_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n);
 gb_status cpu_q_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                               const void *dout, int64_t n);
+gb_status cpu_q_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
+                                  int64_t n);
+gb_status cpu_q_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
+                                   const void *dout, int64_t n);
 gb_status cpu_q_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
                     int64_t n);
 gb_status cpu_q_bias_backward(void *self, gb_dtype dtype, float *dbias, const void *dout,
@@ -29,6 +33,9 @@ gb_status cpu_q_bias_backward(void *self, gb_dtype dtype, float *dbias, const vo
 gb_status cpu_q_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits,
                               const void *logits, const int32_t *targets, int64_t N,
                               int64_t V, float dloss);
+gb_status cpu_q_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                                 const void *logits, int64_t ld, const int32_t *targets,
+                                 int64_t N, int64_t V, float dloss);
 gb_status cpu_q_sum_squares(void *self, float *out, const float *x, int64_t n);
 
 #endif /* GB_DEVICE_CPU_DEFERRED_H */

@@ -122,7 +122,7 @@ static void cpu_destroy(void *self)
 
 static const gb_device_ops cpu_ops;
 
-#define CPU_CAPS (GB_CAP_DETERMINISTIC)
+#define CPU_CAPS (GB_CAP_DETERMINISTIC | GB_CAP_GELU_TANH)
 #define FITS(out, type, field) \
     ((out)->struct_size >= offsetof(type, field) + sizeof((out)->field))
 
@@ -203,6 +203,8 @@ static const gb_device_ops cpu_ops = {
     .bias_backward = cpu_q_bias_backward,
     .cross_entropy = cpu_q_cross_entropy,
     .sum_squares = cpu_q_sum_squares,
+    .gelu_tanh_forward = cpu_q_gelu_tanh_forward,
+    .gelu_tanh_backward = cpu_q_gelu_tanh_backward,
     .alloc_host = cpu_alloc_host,
     .free_host = cpu_free_host,
     .copy_async = cpu_copy_async,
@@ -215,9 +217,10 @@ static const gb_device_ops cpu_ops = {
     .event_query = cpu_event_query,
     .event_sync = cpu_event_sync,
     .enqueue_host = cpu_enqueue_host,
+    .cross_entropy_ld = cpu_q_cross_entropy_ld,
 };
 
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.2.0",
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.3.0",
                       "host memory, oneDNN matmul, OpenMP kernels; reproducible per thread "
                       "count; a GPU-like mode for tests",
                       GB_DEVICE_CPU, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) |

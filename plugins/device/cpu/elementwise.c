@@ -1,13 +1,15 @@
-/* Element-wise kernels on the CPU device: exact (erf) GELU forward and backward, and the
- * residual add.
+/* Element-wise kernels on the CPU device: GELU forward and backward in the exact (erf)
+ * and the tanh form, and the residual add.
  *
- * Each is one flat range split statically across threads. GELU runs the instance's
- * vectorised loops (cpu_kernels.h) on each thread's slice, the per-element math being
- * pointwise.h's in every build. Nothing is reduced, so results do not depend on the
+ * Each is one flat range split statically across threads. The exact GELU runs the
+ * instance's vectorised loops (cpu_kernels.h) on each thread's slice, the tanh form
+ * pointwise.h's plain loops; the per-element math is kernels/common/gelu.h's in every
+ * build, the CUDA device's too. Nothing is reduced, so results do not depend on the
  * thread count at all. f32 slices are computed in place in one step; 16-bit slices a
  * block at a time through per-thread f32 rows (dtype_rows.h).
  */
 #include "cpu_device.h"
+#include "pointwise.h"
 
 /* Slice `part` of `parts` of n elements: [begin, end), cut on multiples of CPU_VEC so
  * that vector loops see whole vectors everywhere but at the very end. */
@@ -28,13 +30,16 @@ static int64_t step_of(gb_dtype dtype, int64_t n)
     return dtype != GB_F32 ? WIDEN_BLOCK : n > 0 ? n : 1;
 }
 
-gb_status cpu_gelu_forward(void *self, gb_dtype dtype, void *out_, const void *x_, int64_t n)
+typedef void (*gelu_forward_fn)(float *out, const float *x, int64_t n);
+typedef void (*gelu_backward_fn)(float *dx, const float *x, const float *dout, int64_t n);
+
+static gb_status gelu_forward(cpu_device *dev, const char *kernel, gelu_forward_fn fn,
+                              gb_dtype dtype, void *out_, const void *x_, int64_t n)
 {
-    cpu_device *dev = self;
-    gb_status status = cpu_check_call(dev, "gelu_forward", dtype, n, 1);
+    gb_status status = cpu_check_call(dev, kernel, dtype, n, 1);
     float *rows;   // (threads, 2 WIDEN_BLOCK) when 16-bit: x, out
     if (status == GB_OK)
-        status = cpu_row_scratch(dev, "gelu_forward", dtype, 2 * WIDEN_BLOCK, &rows);
+        status = cpu_row_scratch(dev, kernel, dtype, 2 * WIDEN_BLOCK, &rows);
     if (status != GB_OK)
         return status;
     // out_, x_ (n) act
@@ -50,21 +55,21 @@ gb_status cpu_gelu_forward(void *self, gb_dtype dtype, void *out_, const void *x
                                             cpu_thread_rows(rows, 2 * WIDEN_BLOCK, 0));
             float *out = dtype_write_row(out_, dtype, i,
                                          cpu_thread_rows(rows, 2 * WIDEN_BLOCK, WIDEN_BLOCK));
-            dev->kernels->gelu_forward(out, x, len);
+            fn(out, x, len);
             dtype_store_row(out_, dtype, i, out, len);
         }
     }
     return GB_OK;
 }
 
-gb_status cpu_gelu_backward(void *self, gb_dtype dtype, void *dx_, const void *x_,
-                            const void *dout_, int64_t n)
+static gb_status gelu_backward(cpu_device *dev, const char *kernel, gelu_backward_fn fn,
+                               gb_dtype dtype, void *dx_, const void *x_, const void *dout_,
+                               int64_t n)
 {
-    cpu_device *dev = self;
-    gb_status status = cpu_check_call(dev, "gelu_backward", dtype, n, 1);
+    gb_status status = cpu_check_call(dev, kernel, dtype, n, 1);
     float *rows;   // (threads, 3 WIDEN_BLOCK) when 16-bit: x, dout, dx
     if (status == GB_OK)
-        status = cpu_row_scratch(dev, "gelu_backward", dtype, 3 * WIDEN_BLOCK, &rows);
+        status = cpu_row_scratch(dev, kernel, dtype, 3 * WIDEN_BLOCK, &rows);
     if (status != GB_OK)
         return status;
     // dx_ (n) act, may alias dout_; x_, dout_ (n) act
@@ -83,11 +88,38 @@ gb_status cpu_gelu_backward(void *self, gb_dtype dtype, void *dx_, const void *x
                                                                WIDEN_BLOCK));
             float *dx = dtype_write_row(dx_, dtype, i,
                                         cpu_thread_rows(rows, 3 * WIDEN_BLOCK, 2 * WIDEN_BLOCK));
-            dev->kernels->gelu_backward(dx, x, dout, len);
+            fn(dx, x, dout, len);
             dtype_store_row(dx_, dtype, i, dx, len);
         }
     }
     return GB_OK;
+}
+
+gb_status cpu_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n)
+{
+    cpu_device *dev = self;
+    return gelu_forward(dev, "gelu_forward", dev->kernels->gelu_forward, dtype, out, x, n);
+}
+
+gb_status cpu_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
+                            const void *dout, int64_t n)
+{
+    cpu_device *dev = self;
+    return gelu_backward(dev, "gelu_backward", dev->kernels->gelu_backward, dtype, dx, x,
+                         dout, n);
+}
+
+gb_status cpu_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
+                                int64_t n)
+{
+    return gelu_forward(self, "gelu_tanh_forward", gelu_tanh_forward_loop, dtype, out, x, n);
+}
+
+gb_status cpu_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
+                                 const void *dout, int64_t n)
+{
+    return gelu_backward(self, "gelu_tanh_backward", gelu_tanh_backward_loop, dtype, dx, x,
+                         dout, n);
 }
 
 gb_status cpu_add(void *self, gb_dtype dtype, void *out_, const void *a_, const void *b_,

@@ -1,5 +1,6 @@
 /* Softmax cross-entropy on the CUDA device, fused with its gradient
- * (kernels/common/crossentropy.h).
+ * (kernels/common/crossentropy.h), over rows of V logits `ld` apart (ABI 1.3; a padded
+ * vocabulary's columns past V are neither read nor written).
  *
  * One block per row of V logits, three passes over the row: the maximum; the softmax
  * denominator, GB_CE_EXP_BLOCK columns at a time, each block of exponentials summed in
@@ -25,16 +26,16 @@
 /* Groups of 16 lanes per block: each takes every GROUPS-th block of columns. */
 #define GROUPS (CUDA_BLOCK / GB_ROW_LANES)
 
-// losses (N); dlogits (N, V) act or NULL, may alias logits; logits (N, V) act; targets (N)
-// dynamic shared memory: one double per block of GB_CE_EXP_BLOCK columns
+// losses (N); dlogits (N, ld) act or NULL, may alias logits; logits (N, ld) act, V columns
+// used; targets (N); dynamic shared memory: one double per block of GB_CE_EXP_BLOCK columns
 static __global__ void cross_entropy_kernel(gb_dtype dtype, float *losses, void *dlogits,
-                                            const void *logits, const int32_t *targets,
-                                            int64_t V, float dloss)
+                                            const void *logits, int64_t ld,
+                                            const int32_t *targets, int64_t V, float dloss)
 {
     extern __shared__ double block_sums[];
     __shared__ float warp_max[CUDA_BLOCK / 32];
     __shared__ float row_max, inv_sum;
-    const int64_t row = blockIdx.x, base = row * V;
+    const int64_t row = blockIdx.x, base = row * ld;
     const int32_t target = targets[row];
     const int valid = target >= 0 && target < V;
 
@@ -95,20 +96,29 @@ extern "C" gb_status cuda_cross_entropy(void *self, gb_dtype dtype, float *losse
                                         const int32_t *targets, int64_t N, int64_t V,
                                         float dloss)
 {
+    return cuda_cross_entropy_ld(self, dtype, losses, dlogits, logits, V, targets, N, V, dloss);
+}
+
+extern "C" gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *losses,
+                                           void *dlogits, const void *logits, int64_t ld,
+                                           const int32_t *targets, int64_t N, int64_t V,
+                                           float dloss)
+{
     cuda_device *dev = (cuda_device *)self;
     const gb_host *host = dev->host;
     gb_status st = cuda_begin(dev, "cross_entropy", dtype, N, V);
     if (st != GB_OK || N == 0)
         return st;
     const size_t shared = (size_t)((V + GB_CE_EXP_BLOCK - 1) / GB_CE_EXP_BLOCK) * sizeof(double);
-    if (V == 0 || shared > 32768 || N > INT32_MAX) {
-        host->set_error(host, "cross_entropy on the cuda device takes 1 to %d columns and at "
-                        "most 2^31 - 1 rows; this call has %lld x %lld", 4096 * GB_CE_EXP_BLOCK,
-                        (long long)N, (long long)V);
+    if (V == 0 || shared > 32768 || N > INT32_MAX || ld < V) {
+        host->set_error(host, "cross_entropy on the cuda device takes 1 to %d columns, rows at "
+                        "least that far apart, and at most 2^31 - 1 rows; this call has %lld x "
+                        "%lld, rows %lld apart", 4096 * GB_CE_EXP_BLOCK, (long long)N,
+                        (long long)V, (long long)ld);
         return GB_ERR_UNSUPPORTED;
     }
     cross_entropy_kernel<<<(unsigned)N, CUDA_BLOCK, shared, dev->compute>>>(
-        dtype, losses, dlogits, logits, targets, V, dloss);
+        dtype, losses, dlogits, logits, ld, targets, V, dloss);
     GB_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
     return GB_OK;
 }

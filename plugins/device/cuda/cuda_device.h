@@ -89,6 +89,9 @@ gb_status cuda_bias_backward(void *self, gb_dtype dtype, float *dbias, const voi
 gb_status cuda_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits,
                              const void *logits, const int32_t *targets, int64_t N, int64_t V,
                              float dloss);
+gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                                const void *logits, int64_t ld, const int32_t *targets,
+                                int64_t N, int64_t V, float dloss);
 gb_status cuda_sum_squares(void *self, float *out, const float *x, int64_t n);
 
 /* ---- the column sums behind bias and LayerNorm gradients (reduce.cu) ---- */

@@ -535,6 +535,7 @@ static const gb_device_ops cuda_ops = {
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,
     .enqueue_host = cuda_enqueue_host,
+    .cross_entropy_ld = cuda_cross_entropy_ld,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cuda", "1.2.0",
