@@ -34,11 +34,12 @@
 
 #include "attn_checks.h"
 #include "cuda_status.h"
+#include "warp.cuh"
 #include "gearbox/attn.h"
 #include "gearbox/convert.h"
 
 #define PLUGIN "attn/math"
-#define WARP 32
+#define WARP GB_WARP
 /* Rows of the softmax kernels per block of 32 * ROWS_PER_BLOCK threads: one warp each. */
 #define ROWS_PER_BLOCK 8
 
@@ -48,20 +49,6 @@ typedef struct attn_math_cuda {
 } attn_math_cuda;
 
 /* ---- kernels ------------------------------------------------------------------------- */
-
-static __device__ float warp_sum(float x)
-{
-    for (int offset = WARP / 2; offset > 0; offset /= 2)
-        x += __shfl_xor_sync(0xffffffffu, x, offset);
-    return x;
-}
-
-static __device__ float warp_max(float x)
-{
-    for (int offset = WARP / 2; offset > 0; offset /= 2)
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-    return x;
-}
 
 /* Element i of a bf16 or f16 buffer = x rounded to nearest even (gearbox/convert.h). */
 static __device__ void store_lowp(void *buf, gb_dtype dtype, int64_t i, float x)
@@ -91,14 +78,14 @@ static __global__ void softmax_forward_kernel(float *probs, void *lowp, gb_dtype
     float max = -INFINITY;
     for (int64_t j = lane; j < n; j += WARP)
         max = fmaxf(max, s[j]);
-    max = warp_max(max);
+    max = gb_warp_max(max);
     float sum = 0.0f;
     for (int64_t j = lane; j < n; j += WARP) {
         const float e = expf(s[j] - max);
         s[j] = e;
         sum += e;
     }
-    const float inv_sum = 1.0f / warp_sum(sum);
+    const float inv_sum = 1.0f / gb_warp_sum(sum);
     for (int64_t j = lane; j < T; j += WARP) {
         const float p = j < n ? s[j] * inv_sum : 0.0f;
         s[j] = p;
@@ -125,7 +112,7 @@ static __global__ void softmax_backward_kernel(float *dp, const float *probs, vo
     float dot = 0.0f;
     for (int64_t j = lane; j < n; j += WARP)
         dot += p[j] * d[j];
-    dot = warp_sum(dot);
+    dot = gb_warp_sum(dot);
     for (int64_t j = lane; j < T; j += WARP) {
         // beyond the visible keys forward left P = 0 and dP holds unmasked products
         const float ds = j < n ? p[j] * (d[j] - dot) : 0.0f;

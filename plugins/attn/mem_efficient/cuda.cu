@@ -28,10 +28,11 @@
 #include "act.cuh"
 #include "attn_checks.h"
 #include "cuda_status.h"
+#include "warp.cuh"
 #include "gearbox/attn.h"
 
 #define PLUGIN "attn/mem_efficient"
-#define WARP 32
+#define WARP GB_WARP
 #define WARPS_PER_BLOCK 4
 #define MAX_PER_LANE 8                        /* elements of a row each lane holds */
 #define MAX_HEAD_DIM (WARP * MAX_PER_LANE)
@@ -49,20 +50,6 @@ typedef struct rows_view {
 } rows_view;
 
 /* ---- device helpers ------------------------------------------------------------------ */
-
-static __device__ float warp_sum(float x)
-{
-    for (int offset = WARP / 2; offset > 0; offset /= 2)
-        x += __shfl_xor_sync(0xffffffffu, x, offset);
-    return x;
-}
-
-static __device__ float warp_max(float x)
-{
-    for (int offset = WARP / 2; offset > 0; offset /= 2)
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-    return x;
-}
 
 /* Offset of element (bh, t, 0) of `v`, bh = b * H + h. */
 static __device__ int64_t row_start(const rows_view &v, int64_t bh, int64_t H, int64_t t)
@@ -151,10 +138,10 @@ static __global__ void forward_kernel(rows_view out, rows_view q, rows_view k, r
     for (int64_t j0 = 0; j0 < n; j0 += WARP) {
         const int64_t j = j0 + lane;
         const float s = j < n ? scale * dot_row(qs, k, dtype, bh, H, j, D) : -INFINITY;
-        const float m_new = fmaxf(m, warp_max(s));
+        const float m_new = fmaxf(m, gb_warp_max(s));
         const float rescale = expf(m - m_new);   /* 0 on the first chunk: m is -inf */
         const float p = j < n ? expf(s - m_new) : 0.0f;
-        l = l * rescale + warp_sum(p);
+        l = l * rescale + gb_warp_sum(p);
         for (int i = 0; i < MAX_PER_LANE; i++)
             acc[i] *= rescale;
         add_weighted_rows(acc, p, v, dtype, bh, H, j0, n, D, lane);
@@ -178,7 +165,7 @@ static __global__ void delta_kernel(float *delta, rows_view dout, rows_view out,
     float sum = 0.0f;
     for (int d = lane; d < D; d += WARP)
         sum += gb_act_load(dout.data, dtype, g + d) * gb_act_load(out.data, dtype, o + d);
-    sum = warp_sum(sum);
+    sum = gb_warp_sum(sum);
     if (lane == 0)
         delta[r] = sum;
 }
