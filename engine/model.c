@@ -434,23 +434,13 @@ static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
                 (long long)cfg->vocab_size);
         return -1;
     }
-    int has_tanh = ops->struct_size >= offsetof(gb_device_ops, gelu_tanh_backward) +
-                                           sizeof ops->gelu_tanh_backward &&
-                   ops->gelu_tanh_forward && ops->gelu_tanh_backward;
-    if (!cfg->gelu_tanh || has_tanh)
+    if (!cfg->gelu_tanh ||
+        (GB_DEVICE_HAS(ops, gelu_tanh_forward) && GB_DEVICE_HAS(ops, gelu_tanh_backward)))
         return 0;
     fprintf(stderr, "gearbox: error: [model] gelu = tanh: [device] plugin = %s (%s) has no "
             "kernels for GELU's tanh form (gelu_tanh_forward/backward, GB_CAP_GELU_TANH); use "
             "gelu = erf, or a device that has them (cpu, cuda)\n", dev->desc->name, dev->path);
     return -1;
-}
-
-/* Whether the device takes logits rows apart (ABI 1.3, optional). */
-static int has_cross_entropy_ld(const gb_device_ops *ops)
-{
-    return ops->struct_size >= offsetof(gb_device_ops, cross_entropy_ld) +
-                                   sizeof ops->cross_entropy_ld &&
-           ops->cross_entropy_ld;
 }
 
 /* A model whose tensors are laid out and whose buffers are sized, and allocated unless
@@ -469,7 +459,9 @@ static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t bat
     m->planning_only = planning_only;
     m->act = rt->policy.activation_dtype;
     m->act_size = gb_dtype_size(m->act);
-    m->logits_ld = has_cross_entropy_ld(rt->dev) ? gb_model_table_rows(cfg) : cfg->vocab_size;
+    /* logits rows a padded vocabulary apart where the device takes them (ABI 1.3) */
+    m->logits_ld = GB_DEVICE_HAS(rt->dev, cross_entropy_ld) ? gb_model_table_rows(cfg)
+                                                            : cfg->vocab_size;
     plan_tensors(m);
     if (!m->tensors || plan_attention(m) || allocate_parameters(m) || allocate_activations(m)) {
         gb_model_free(m);

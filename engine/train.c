@@ -256,13 +256,19 @@ static int save_checkpoint(gb_trainer *t, int64_t step)
     return rc;
 }
 
+/* A checkpoint read and checked against this run's model (shape, count, finite). */
+static int read_for_model(const gb_trainer *t, const char *path, gb_checkpoint *ck,
+                          gb_diag *diag)
+{
+    int rc = gb_checkpoint_read(path, ck, diag);
+    return rc ? rc : gb_checkpoint_check_model(ck, path, t->model, t->s, diag);
+}
+
 static int resume_from(gb_trainer *t, const char *path)
 {
     gb_checkpoint ck;
     gb_diag diag = {0};
-    int rc = gb_checkpoint_read(path, &ck, &diag);
-    if (rc == 0)
-        rc = gb_checkpoint_check_model(&ck, path, t->model, t->s, &diag);
+    int rc = read_for_model(t, path, &ck, &diag);
     if (rc == 0 && (strcmp(ck.optim_name, t->s->plugin[GB_KIND_OPTIM]) != 0 ||
                     ck.optim_bytes != gb_model_optim_state_bytes(t->model))) {
         if (ck.optim_bytes == 0)
@@ -300,9 +306,7 @@ static int init_from(gb_trainer *t, const char *path)
 {
     gb_checkpoint ck;
     gb_diag diag = {0};
-    int rc = gb_checkpoint_read(path, &ck, &diag);
-    if (rc == 0)
-        rc = gb_checkpoint_check_model(&ck, path, t->model, t->s, &diag);
+    int rc = read_for_model(t, path, &ck, &diag);
     if (rc == 0)
         rc = gb_model_set_params(t->model, ck.params);
     if (rc == 0)

@@ -257,6 +257,12 @@ typedef struct gb_device_ops {
                                   int64_t N, int64_t V, float dloss);
 } gb_device_ops;
 
+/* Whether the device vtable `ops` has the optional `entry`: within its struct_size (a
+ * plugin built for an older minor lacks the entries appended since) and not NULL. */
+#define GB_DEVICE_HAS(ops, entry)                                                         \
+    ((ops)->struct_size >= offsetof(gb_device_ops, entry) + sizeof((ops)->entry) &&      \
+     (ops)->entry != NULL)
+
 /* Runs fn(arg) in stream order on the device of `ctx`: through enqueue_host on a 1.2
  * device, at once on an older device (whose memory the host may touch and whose work has
  * all run when its calls return). How CPU plugins of the other kinds stay correct on a

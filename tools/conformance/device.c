@@ -344,10 +344,6 @@ static void check_layernorm(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng
     finish(&f, "out, mean, rstd, dx +=, dweight +=, dbias +=");
 }
 
-/* Whether a device vtable has an optional entry (non-NULL, within its size). */
-#define HAS_ENTRY(ops, entry) \
-    ((ops)->struct_size >= offsetof(gb_device_ops, entry) + sizeof (ops)->entry && (ops)->entry)
-
 typedef gb_status (*gelu_fwd)(void *, gb_dtype, void *, const void *, int64_t);
 typedef gb_status (*gelu_bwd)(void *, gb_dtype, void *, const void *, const void *, int64_t);
 
@@ -389,7 +385,8 @@ static void check_gelu_tanh(gb_kit *kit, const gb_kit_instance *ref, gb_rng *rng
 {
     const gb_device_ops *r = ref->ops;
     const char *check = "gelu_tanh forward and backward";
-    if (!HAS_ENTRY(kit->dev, gelu_tanh_forward) || !HAS_ENTRY(kit->dev, gelu_tanh_backward)) {
+    if (!GB_DEVICE_HAS(kit->dev, gelu_tanh_forward) ||
+        !GB_DEVICE_HAS(kit->dev, gelu_tanh_backward)) {
         gb_kit_report(kit, check, GB_KIT_UNSUPPORTED, "not provided (optional: a model with "
                       "[model] gelu = tanh is refused on this device)");
         return;
@@ -454,7 +451,7 @@ static void check_cross_entropy_ld(gb_kit *kit, const gb_kit_instance *ref, gb_r
 {
     family f = {.kit = kit, .ref = ref, .check = "cross_entropy_ld (padded rows)"};
     const int64_t N = 13, V = 37, ld = 48;
-    if (!HAS_ENTRY(kit->dev, cross_entropy_ld)) {
+    if (!GB_DEVICE_HAS(kit->dev, cross_entropy_ld)) {
         gb_kit_report(kit, f.check, GB_KIT_UNSUPPORTED, "not provided (optional: the core "
                       "keeps a padded vocabulary's logits contiguous on this device)");
         return;
