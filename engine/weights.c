@@ -597,7 +597,9 @@ static char *model_config_text(const gb_model_config *c)
     char text[512];
     snprintf(text, sizeof text, "# written by gearbox import\n[model]\nn_layer = %lld\n"
              "n_head = %lld\nn_embd = %lld\nblock_size = %lld\nvocab_size = %lld\n"
-             "padded_vocab_size = %lld\nbias = %s\ngelu = %s\n", (long long)c->n_layer,
+             "padded_vocab_size = %lld\nbias = %s\ngelu = %s\n"
+             "# GPT-2's ids are BPE tokens: `gearbox sample --vocab PATH` decodes them\n"
+             "[data]\ntokenizer = gpt2\n", (long long)c->n_layer,
              (long long)c->n_head, (long long)c->n_embd, (long long)c->block_size,
              (long long)c->vocab_size, (long long)c->padded_vocab_size,
              c->bias ? "true" : "false", c->gelu_tanh ? "tanh" : "erf");
