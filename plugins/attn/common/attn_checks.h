@@ -22,6 +22,19 @@ static inline void attn_keep_device(gb_device_ctx *kept, const gb_device_ctx *de
     kept->struct_size = n;
 }
 
+/* GB_OK when `device` is the CUDA device; else GB_ERR_UNSUPPORTED, saying that the CUDA
+ * object of `plugin` was given another device. */
+static inline gb_status attn_require_cuda(const gb_host *host, const char *plugin,
+                                          const gb_device_ctx *device)
+{
+    if (device && device->device == GB_DEVICE_CUDA)
+        return GB_OK;
+    host->set_error(host, "%s-cuda runs on the cuda device only; this run's device is %s (use "
+                    "the plugin built for it)", plugin,
+                    device && device->device == GB_DEVICE_CPU ? "cpu" : "not CUDA");
+    return GB_ERR_UNSUPPORTED;
+}
+
 /* 1 when `p` is a problem of f32, bf16 or f16 views of sensible sizes; else 0 with a
  * reason that names `plugin` on `device` and what to change. */
 static inline int attn_problem_ok_on(const char *plugin, const char *device,

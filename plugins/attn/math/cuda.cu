@@ -218,12 +218,9 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
                              const gb_device_ctx *device, void **self)
 {
     (void)options;
-    if (!device || device->device != GB_DEVICE_CUDA) {
-        host->set_error(host, PLUGIN "-cuda runs on the cuda device only; this run's device "
-                              "is %s (use the plugin built for it)",
-                        device && device->device == GB_DEVICE_CPU ? "cpu" : "not CUDA");
-        return GB_ERR_UNSUPPORTED;
-    }
+    gb_status st = attn_require_cuda(host, PLUGIN, device);
+    if (st != GB_OK)
+        return st;
     if (device->struct_size < offsetof(gb_device_ctx, caps) + sizeof device->caps ||
         !device->ops || !(device->caps & GB_CAP_MATMUL_BATCHED)) {
         host->set_error(host, PLUGIN "-cuda runs its products as strided batched GEMMs "

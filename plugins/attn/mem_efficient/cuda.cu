@@ -240,12 +240,9 @@ static gb_status mem_efficient_create(const gb_host *host, const gb_value *optio
                                       const gb_device_ctx *device, void **self)
 {
     (void)options;
-    if (!device || device->device != GB_DEVICE_CUDA) {
-        host->set_error(host, PLUGIN "-cuda runs on the cuda device only; this run's device "
-                              "is %s (use the plugin built for it)",
-                        device && device->device == GB_DEVICE_CPU ? "cpu" : "not CUDA");
-        return GB_ERR_UNSUPPORTED;
-    }
+    gb_status st = attn_require_cuda(host, PLUGIN, device);
+    if (st != GB_OK)
+        return st;
     attn_mem_efficient_cuda *attn =
         (attn_mem_efficient_cuda *)host->alloc(host, sizeof *attn);
     if (!attn) {

@@ -380,13 +380,19 @@ static gb_status cuda_stream_create(void *self, void **stream)
     return GB_OK;
 }
 
+/* Releases return nothing to the core: a failure is logged. */
+static void log_release_failure(const cuda_device *dev, cudaError_t err, const char *call)
+{
+    if (err != cudaSuccess)
+        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: %s failed: %s", call,
+                       cudaGetErrorString(err));
+}
+
 static void cuda_stream_destroy(void *self, void *stream)
 {
     cuda_device *dev = self;
-    cudaError_t err = stream ? cudaStreamDestroy((cudaStream_t)stream) : cudaSuccess;
-    if (err != cudaSuccess)
-        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: cudaStreamDestroy failed: %s",
-                       cudaGetErrorString(err));
+    log_release_failure(dev, stream ? cudaStreamDestroy((cudaStream_t)stream) : cudaSuccess,
+                        "cudaStreamDestroy");
 }
 
 static gb_status cuda_event_create(void *self, void **event)
@@ -405,10 +411,8 @@ static gb_status cuda_event_create(void *self, void **event)
 static void cuda_event_destroy(void *self, void *event)
 {
     cuda_device *dev = self;
-    cudaError_t err = event ? cudaEventDestroy((cudaEvent_t)event) : cudaSuccess;
-    if (err != cudaSuccess)
-        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: cudaEventDestroy failed: %s",
-                       cudaGetErrorString(err));
+    log_release_failure(dev, event ? cudaEventDestroy((cudaEvent_t)event) : cudaSuccess,
+                        "cudaEventDestroy");
 }
 
 static gb_status cuda_event_record(void *self, void *event, void *stream)
