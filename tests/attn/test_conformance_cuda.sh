@@ -5,8 +5,9 @@
 # bit-identical, the refusals. attn/cudnn, where cuDNN was found to build it, computes in
 # 16-bit only, so it runs without --strict (whose promises start with f32): its bf16 and
 # f16 rows at their tolerances, causality, reruns bit-identical, its f32 rows unsupported.
-# Exit 77 (skipped) when device/cuda is not built, or when the kit finds no usable GPU and nvidia-smi sees none either; a GPU that
-# nvidia-smi lists but the kit cannot use is a failure.
+# Exit 77 (skipped) when device/cuda is not built, or when the kit finds no usable GPU and
+# nvidia-smi sees none either; a GPU that nvidia-smi lists but the kit cannot use is a
+# failure.
 # usage: test_conformance_cuda.sh GEARBOX PLUGINS_DIR
 set -u
 GEARBOX=$1
