@@ -203,6 +203,10 @@ static void check_fill_and_alignment(void)
     t.stride[2] = 12;
     CHECK(!sdpa_view_aligned(&t, "v", reason, sizeof reason) && strstr(reason, "stride[2]"),
           "a row stride of 12 bf16 must be refused naming it: %s", reason);
+    CHECK(sdpa_buffer_aligned(buffer, "saved", reason, sizeof reason), "an aligned buffer");
+    CHECK(!sdpa_buffer_aligned((char *)buffer + 4, "saved", reason, sizeof reason) &&
+              strstr(reason, "saved is not"),
+          "a misaligned saved buffer must be refused naming it: %s", reason);
 }
 
 /* The built object: its descriptor, and create() refusing the cpu device. */

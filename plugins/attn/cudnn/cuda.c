@@ -44,7 +44,7 @@
 #define CUDNN_CHECK(call) GB_CUDA_LIB_CHECK(cudnnStatus_t, call, cudnnGetErrorString)
 
 #define PLAN_CACHE 32   /* plans kept; the oldest goes when a new one needs its slot */
-#define MAX_DESCS 96    /* descriptors one graph and its plan hold */
+#define MAX_DESCS 256   /* descriptors one graph, its engine search and its plan hold */
 #define MAX_OPS 32      /* operations of one graph */
 #define MAX_CONFIGS 16  /* engine configurations asked of the heuristics per mode */
 
@@ -446,6 +446,39 @@ typedef struct search {
     char detail[256];
 } search;
 
+/* The configurations heuristics mode `mode` offers for `op_graph`, into cfgs (*n of them);
+ * a mode that offers none, or refuses the graph, leaves *n at 0 and says why in *seen. */
+static gb_status heuristics(graph *g, cudnnBackendDescriptor_t op_graph,
+                            cudnnBackendHeurMode_t mode, search *seen,
+                            cudnnBackendDescriptor_t *cfgs, int64_t *n)
+{
+    cudnnBackendDescriptor_t heur;
+    gb_status st;
+    *n = 0;
+    if ((st = graph_desc(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur)) != GB_OK)
+        return st;
+    for (int i = 0; i < MAX_CONFIGS; i++)
+        if ((st = graph_desc(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i])) != GB_OK)
+            return st;
+    cudnnStatus_t s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op_graph);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1,
+                                     &mode);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendFinalize(heur);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CONFIGS, n, cfgs);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        *n = 0;
+        seen->last = s;
+        cudnnGetLastErrorString(seen->detail, sizeof seen->detail);
+    }
+    *n = *n < MAX_CONFIGS ? *n : MAX_CONFIGS;
+    return GB_OK;
+}
+
 /* The first deterministic configuration of heuristics mode `mode` whose plan finalizes,
  * into *exec; GB_OK with *exec NULL when there is none. */
 static gb_status plan_from_mode(graph *g, cudnnBackendDescriptor_t op_graph,
@@ -453,23 +486,11 @@ static gb_status plan_from_mode(graph *g, cudnnBackendDescriptor_t op_graph,
                                 cudnnBackendDescriptor_t *exec)
 {
     const gb_host *host = g->host;
-    cudnnBackendDescriptor_t heur, cfgs[MAX_CONFIGS];
+    cudnnBackendDescriptor_t cfgs[MAX_CONFIGS];
     int64_t n = 0;
-    gb_status st;
+    gb_status st = heuristics(g, op_graph, mode, seen, cfgs, &n);
     *exec = NULL;
-    if ((st = graph_desc(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur)) != GB_OK)
-        return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op_graph));
-    CUDNN_CHECK(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE,
-                                         1, &mode));
-    CUDNN_CHECK(cudnnBackendFinalize(heur));
-    for (int i = 0; i < MAX_CONFIGS; i++)
-        if ((st = graph_desc(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i])) != GB_OK)
-            return st;
-    CUDNN_CHECK(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, MAX_CONFIGS, &n, cfgs));
-    for (int64_t i = 0; i < n && i < MAX_CONFIGS; i++) {
+    for (int64_t i = 0; i < n && st == GB_OK; i++) {
         seen->configs++;
         const int deterministic = config_deterministic(g, cfgs[i]);
         if (deterministic != 1) {
@@ -492,7 +513,7 @@ static gb_status plan_from_mode(graph *g, cudnnBackendDescriptor_t op_graph,
         }
         cudnnGetLastErrorString(seen->detail, sizeof seen->detail);
     }
-    return GB_OK;
+    return st;
 }
 
 /* The operation graph of g's operations, and an execution plan for it (heuristics mode A,
@@ -717,9 +738,10 @@ static gb_status cudnn_memory(void *self, const gb_attn_problem *p, size_t *save
 }
 
 /* The checks every call makes: eligibility and view shapes (attn_checks.h), then the
- * 16-byte alignment cuDNN needs of every view. */
+ * 16-byte alignment cuDNN needs of every view and of saved and the workspace. */
 static gb_status check_call(const attn_cudnn *a, const char *call, const gb_attn_problem *p,
-                            const char *const *names, const gb_tensor *const *views, int n)
+                            const char *const *names, const gb_tensor *const *views, int n,
+                            const void *saved, const void *workspace)
 {
     const gb_host *host = a->host;
     char reason[256];
@@ -730,6 +752,11 @@ static gb_status check_call(const attn_cudnn *a, const char *call, const gb_attn
             host->set_error(host, "%s: %s", call, reason);
             st = GB_ERR_UNSUPPORTED;
         }
+    if (st == GB_OK && (!sdpa_buffer_aligned(saved, "saved", reason, sizeof reason) ||
+                        !sdpa_buffer_aligned(workspace, "workspace", reason, sizeof reason))) {
+        host->set_error(host, "%s: %s", call, reason);
+        st = GB_ERR_UNSUPPORTED;
+    }
     return st;
 }
 
@@ -810,7 +837,7 @@ static gb_status cudnn_forward(void *self, const gb_attn_problem *p, gb_tensor o
     const char *names[] = {"q", "k", "v", "out"};
     const gb_tensor *views[] = {&q, &k, &v, &out};
     plan *pl;
-    gb_status st = check_call(a, "forward", p, names, views, 4);
+    gb_status st = check_call(a, "forward", p, names, views, 4, saved, workspace);
     if (st != GB_OK || (st = call_plan(a, SDPA_FORWARD, p, views, &pl)) != GB_OK)
         return st;
     const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_FILL};
@@ -827,7 +854,8 @@ static gb_status cudnn_backward(void *self, const gb_attn_problem *p, gb_tensor 
     const char *names[] = {"q", "k", "v", "out", "dout", "dq", "dk", "dv"};
     const gb_tensor *views[] = {&q, &k, &v, &out, &dout, &dq, &dk, &dv};
     plan *pl;
-    gb_status st = check_call(a, "backward", p, names, views, SDPA_VIEWS);
+    gb_status st = check_call(a, "backward", p, names, views, SDPA_VIEWS, saved,
+                              workspace);
     if (st != GB_OK || (st = call_plan(a, SDPA_BACKWARD, p, views, &pl)) != GB_OK)
         return st;
     void *rowsum = (char *)workspace + sdpa_rowsum_offset(pl->workspace);

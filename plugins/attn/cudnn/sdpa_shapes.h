@@ -198,6 +198,17 @@ static inline int sdpa_view_aligned(const gb_tensor *t, const char *name, char *
     return 1;
 }
 
+/* 1 when buffer `ptr` (saved, the workspace) is 16-byte aligned; else 0 with a reason. */
+static inline int sdpa_buffer_aligned(const void *ptr, const char *name, char *reason,
+                                      size_t cap)
+{
+    if ((uintptr_t)ptr % SDPA_ALIGN_BYTES == 0)
+        return 1;
+    snprintf(reason, cap, "%s is not %d-byte aligned (address %p), which cuDNN fused "
+             "attention needs", name, SDPA_ALIGN_BYTES, ptr);
+    return 0;
+}
+
 /* ---- the layouts memory() plans for, before any view exists ------------------------- */
 
 /* The strides of the views the core passes (engine/model.c): q, k, v and their gradients
