@@ -8,8 +8,9 @@
  *   forward:  S = (Q K^T) * scale; causal: S = select(row >= col, S, fill); softmax with its
  *             statistics (m = max S, e = exp(S - m), l = sum e, saved LSE = m + log l,
  *             P = e / l in the io dtype); O = P V.
- *   backward: r = rowsum(dO * O) (into the workspace); S as forward; P = exp(S - LSE);
- *             dV = P^T dO; dS = P * (dO V^T - r) * scale; dK = dS^T Q; dQ = dS K.
+ *   backward: r = rowsum(dO * O) (into the workspace); P = exp(S - LSE), masked after the
+ *             subtraction; dV = P^T dO; dS = P * (dO V^T - r) * scale; dK = dS^T Q;
+ *             dQ = dS K (K^T and P^T, dS^T by reshape operations, the frontend's way).
  * Q, K, V, O and the gradients are the contract's views with their own strides (sdpa_shapes.h
  * says how each becomes a cuDNN tensor); nothing is copied. P, S and dS are virtual: they
  * never exist in memory. The graphs and their execution plans are built once per problem
@@ -284,46 +285,53 @@ static gb_status graph_scale(graph *g, cudnnBackendDescriptor_t *scale)
     return graph_tensor(g, UID_SCALE, CUDNN_DATA_FLOAT, sdpa_scalar(), BY_VALUE, scale);
 }
 
-/* *s = Q K^T * scale with the causal mask, (B, H, T, T) virtual f32: what forward and
- * backward both start from. The mask compares generated row and column indices and puts
- * the fill value where the key lies after the query, as the cuDNN frontend's causal mask
- * does. */
+/* *s = Q K^T * scale, (B, H, T, T) virtual f32: what forward and backward start from. */
 static gb_status graph_scores(graph *g, const gb_attn_problem *p, cudnnBackendDescriptor_t q,
                               cudnnBackendDescriptor_t kt, cudnnBackendDescriptor_t scale,
                               cudnnBackendDescriptor_t *s)
 {
     const sdpa_layout l = sdpa_scores(p);
-    cudnnBackendDescriptor_t qk, scaled, row, col, keep, fill;
+    cudnnBackendDescriptor_t qk;
+    gb_status st = graph_tensor(g, 0, CUDNN_DATA_FLOAT, l, VIRTUAL, &qk);
+    if (st == GB_OK)
+        st = graph_matmul(g, q, kt, qk);
+    return st != GB_OK ? st : graph_binary(g, CUDNN_POINTWISE_MUL, qk, scale, l, s);
+}
+
+/* *masked = x with the fill value where the key lies after the query (causal problems;
+ * x itself otherwise): generated row and column indices compared, then a select, as the
+ * cuDNN frontend's causal mask is built. */
+static gb_status graph_causal(graph *g, const gb_attn_problem *p, cudnnBackendDescriptor_t x,
+                              cudnnBackendDescriptor_t *masked)
+{
+    const sdpa_layout l = sdpa_scores(p);
+    cudnnBackendDescriptor_t row, col, keep, fill;
     gb_status st;
-    if ((st = graph_tensor(g, 0, CUDNN_DATA_FLOAT, l, VIRTUAL, &qk)) ||
-        (st = graph_matmul(g, q, kt, qk)) ||
-        (st = graph_binary(g, CUDNN_POINTWISE_MUL, qk, scale, l, &scaled)))
-        return st;
-    if (!p->causal) {
-        *s = scaled;
+    *masked = x;
+    if (!p->causal)
         return GB_OK;
-    }
     if ((st = graph_tensor(g, 0, CUDNN_DATA_INT32, l, VIRTUAL, &row)) ||
-        (st = graph_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 2, scaled, NULL,
-                              NULL, row)) ||
+        (st = graph_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 2, x, NULL, NULL,
+                              row)) ||
         (st = graph_tensor(g, 0, CUDNN_DATA_INT32, l, VIRTUAL, &col)) ||
-        (st = graph_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 3, scaled, NULL,
-                              NULL, col)) ||
+        (st = graph_pointwise(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, 3, x, NULL, NULL,
+                              col)) ||
         (st = graph_tensor(g, 0, CUDNN_DATA_BOOLEAN, l, VIRTUAL, &keep)) ||
         (st = graph_pointwise(g, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, -1, row, col, NULL,
                               keep)) ||
         (st = graph_tensor(g, UID_FILL, CUDNN_DATA_FLOAT, sdpa_scalar(), BY_VALUE, &fill)) ||
-        (st = graph_tensor(g, 0, CUDNN_DATA_FLOAT, l, VIRTUAL, s)))
+        (st = graph_tensor(g, 0, CUDNN_DATA_FLOAT, l, VIRTUAL, masked)))
         return st;
-    return graph_pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, scaled,
-                           fill, keep, *s);
+    return graph_pointwise(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, x, fill,
+                           keep, *masked);
 }
 
 /* Forward: softmax(S) with its statistics, then O = P V. */
 static gb_status graph_forward(graph *g, const sdpa_key *k, const gb_attn_problem *p)
 {
     const sdpa_layout rows = sdpa_row_stats(p), l = sdpa_scores(p);
-    cudnnBackendDescriptor_t q, kt, v, o, stats, scale, s, max, shifted, e, sum, log_sum, probs;
+    cudnnBackendDescriptor_t q, kt, v, o, stats, scale, scaled, s, max, shifted, e, sum, log_sum,
+        probs;
     gb_status st;
     if ((st = graph_tensor(g, UID_Q, g->io, key_view(k, SDPA_Q), IN_MEMORY, &q)) ||
         (st = graph_tensor(g, UID_K, g->io, sdpa_transposed(key_view(k, SDPA_K)), IN_MEMORY,
@@ -331,7 +339,8 @@ static gb_status graph_forward(graph *g, const sdpa_key *k, const gb_attn_proble
         (st = graph_tensor(g, UID_V, g->io, key_view(k, SDPA_V), IN_MEMORY, &v)) ||
         (st = graph_tensor(g, UID_O, g->io, key_view(k, SDPA_O), IN_MEMORY, &o)) ||
         (st = graph_tensor(g, UID_STATS, CUDNN_DATA_FLOAT, rows, IN_MEMORY, &stats)) ||
-        (st = graph_scale(g, &scale)) || (st = graph_scores(g, p, q, kt, scale, &s)))
+        (st = graph_scale(g, &scale)) || (st = graph_scores(g, p, q, kt, scale, &scaled)) ||
+        (st = graph_causal(g, p, scaled, &s)))
         return st;
     if ((st = graph_tensor(g, 0, CUDNN_DATA_FLOAT, rows, VIRTUAL, &max)) ||
         (st = graph_reduce(g, CUDNN_REDUCE_TENSOR_MAX, s, max)) ||
@@ -361,7 +370,7 @@ static gb_status graph_backward(graph *g, const sdpa_key *k, const gb_attn_probl
     const sdpa_layout rows = sdpa_row_stats(p), l = sdpa_scores(p);
     const sdpa_layout head = sdpa_packed(p->batch, p->heads, p->seq_len, p->head_dim);
     cudnnBackendDescriptor_t q, kt, vt, o, dout, dq, dk, dv, stats, rowsum, one, scale, s,
-        shifted, probs, probs_t, dp, dp_one, centred, ds_unscaled, ds, ds_t, k_rows, dout_o, dot;
+        shifted, masked, probs, probs_t, dp, centred, ds_unscaled, ds, ds_t, k_rows, dout_o, dot;
     gb_status st;
     if ((st = graph_tensor(g, UID_Q, g->io, key_view(k, SDPA_Q), IN_MEMORY, &q)) ||
         (st = graph_tensor(g, UID_K, g->io, sdpa_transposed(key_view(k, SDPA_K)), IN_MEMORY,
@@ -385,11 +394,12 @@ static gb_status graph_backward(graph *g, const sdpa_key *k, const gb_attn_probl
         (st = graph_pointwise(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, -1, dot, one, NULL,
                               rowsum)))
         return st;
-    // P = exp(S - LSE), and dV = P^T dO
+    // P = exp(S - LSE), masked after the subtraction as the frontend orders it; dV = P^T dO
     if ((st = graph_scores(g, p, q, kt, scale, &s)) ||
         (st = graph_binary(g, CUDNN_POINTWISE_SUB, s, stats, l, &shifted)) ||
+        (st = graph_causal(g, p, shifted, &masked)) ||
         (st = graph_tensor(g, 0, CUDNN_DATA_FLOAT, l, VIRTUAL, &probs)) ||
-        (st = graph_pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, -1, shifted, NULL, NULL,
+        (st = graph_pointwise(g, CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, -1, masked, NULL, NULL,
                               probs)) ||
         (st = graph_tensor(g, 0, g->io, sdpa_transposed(l), VIRTUAL, &probs_t)) ||
         (st = graph_reshape(g, probs, probs_t)) || (st = graph_matmul(g, probs_t, dout, dv)))
@@ -397,8 +407,7 @@ static gb_status graph_backward(graph *g, const sdpa_key *k, const gb_attn_probl
     // dS = P * (dO V^T - rowsum) * scale, and dK = dS^T Q
     if ((st = graph_tensor(g, 0, CUDNN_DATA_FLOAT, l, VIRTUAL, &dp)) ||
         (st = graph_matmul(g, dout, vt, dp)) ||
-        (st = graph_binary(g, CUDNN_POINTWISE_MUL, dp, one, l, &dp_one)) ||
-        (st = graph_binary(g, CUDNN_POINTWISE_SUB, dp_one, rowsum, l, &centred)) ||
+        (st = graph_binary(g, CUDNN_POINTWISE_SUB, dp, rowsum, l, &centred)) ||
         (st = graph_binary(g, CUDNN_POINTWISE_MUL, centred, probs, l, &ds_unscaled)) ||
         (st = graph_binary(g, CUDNN_POINTWISE_MUL, ds_unscaled, scale, l, &ds)) ||
         (st = graph_tensor(g, 0, g->io, sdpa_transposed(l), VIRTUAL, &ds_t)) ||
