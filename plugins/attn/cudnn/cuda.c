@@ -21,8 +21,9 @@
  *
  * Memory: saved is the log-sum-exp, B*H*T f32 per layer. The workspace is the larger of
  * the forward plan's scratch and the backward plan's scratch plus rowsum(dO * O) (B*H*T
- * f32). cuDNN's backward keeps dP in its scratch (B*H*T^2 16-bit values, T rounded up to
- * 64): its deterministic form, chosen over the one that adds dQ with atomics.
+ * f32). cuDNN's backward keeps dP in its scratch (by the frontend's estimate B*H*T^2 16-bit
+ * values, T rounded up to 64): its deterministic form, chosen over the one that adds dQ
+ * with atomics. Each call creates one variant-pack descriptor (host memory only).
  *
  * Eligibility (sdpa_eligible): bf16 or f16, cuDNN >= 9.0 at run time, compute capability
  * >= 8.0, head_dim a multiple of 8 and <= 128 (256 on Hopper), T >= 2, and with cuDNN
