@@ -610,7 +610,7 @@ static gb_status plan_build(attn_cudnn *a, const sdpa_key *k, plan *pl)
         plan_release(pl);
         return st;
     }
-    pl->key = *k;
+    memcpy(&pl->key, k, sizeof pl->key);   // padding too: keys compare with memcmp
     pl->scale = sdpa_scale(&p);
     pl->fill = sdpa_mask_fill(a->env.cudnn_version);
     pl->one = 1.0f;
