@@ -14,6 +14,7 @@
 #include "runtime.h"
 
 #define TIMED_CALLS 3
+#define GB_AUTO_NAME_MAX 64   /* a plugin name as broadcast between ranks */
 
 typedef struct candidate {
     const gb_plugin *plugin;
@@ -150,6 +151,47 @@ static void report(const gb_attn_problem *p, const candidate *c, int n, int best
     }
 }
 
+/* Rank 0's choice (a plugin name, "" when it found none) on every rank, through the comm
+ * plugin's broadcast of a device buffer; the local choice when there is one rank. Ranks
+ * that measured differently would otherwise run different kernels and drift apart. */
+static int agree_with_rank0(gb_runtime *rt, char name[GB_AUTO_NAME_MAX], gb_diag *diag)
+{
+    gb_instance *comm = &rt->inst[GB_KIND_COMM], *dev = &rt->inst[GB_KIND_DEVICE];
+    if (rt->comm->world(comm->self) <= 1)
+        return 0;
+    void *buf = NULL;
+    int ok = rt->dev->alloc(dev->self, GB_AUTO_NAME_MAX, &buf) == GB_OK &&
+             rt->dev->copy(dev->self, buf, name, GB_AUTO_NAME_MAX, GB_COPY_HOST_TO_DEVICE) ==
+                 GB_OK &&
+             rt->comm->broadcast(comm->self, buf, GB_AUTO_NAME_MAX, 0) == GB_OK &&
+             rt->dev->copy(dev->self, name, buf, GB_AUTO_NAME_MAX, GB_COPY_DEVICE_TO_HOST) ==
+                 GB_OK;
+    if (buf)
+        rt->dev->free(dev->self, buf);
+    name[GB_AUTO_NAME_MAX - 1] = '\0';
+    if (!ok)
+        gb_diag_add(diag, "[attn] plugin = auto: could not take rank 0's choice: %s",
+                    comm->error[0] ? comm->error : dev->error[0] ? dev->error : "no message");
+    return ok ? 0 : -1;
+}
+
+/* The index of the chosen plugin (rank 0's) among this rank's candidates; -1, said in
+ * diag, when this rank cannot run it. */
+static int choice_index(const char *name, const candidate *c, int n, gb_diag *diag)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(c[i].plugin->desc->name, name) == 0) {
+            if (c[i].ms >= 0)
+                return i;
+            gb_diag_add(diag, "[attn] plugin = auto: rank 0 chose %s, which this rank cannot "
+                        "run: %s", name, c[i].reason);
+            return -1;
+        }
+    gb_diag_add(diag, "[attn] plugin = auto: rank 0 chose %s, which this rank does not find "
+                "on its plugin path; give every rank the same plugins", name);
+    return -1;
+}
+
 int gb_attn_auto(gb_runtime *rt, gb_diag *diag)
 {
     const gb_settings *s = &rt->settings;
@@ -170,8 +212,13 @@ int gb_attn_auto(gb_runtime *rt, gb_diag *diag)
             best = kept;
         kept++;
     }
+    char chosen[GB_AUTO_NAME_MAX] = "";
+    if (best >= 0)
+        snprintf(chosen, sizeof chosen, "%s", c[best].plugin->desc->name);
     int rc = -1;
-    if (best < 0) {
+    if (!c || agree_with_rank0(rt, chosen, diag)) {
+        /* said in diag */
+    } else if (!chosen[0]) {
         gb_diag_add(diag, "[attn] plugin = auto: no attention plugin on the search path %s "
                     "can run B %lld, heads %lld, T %lld, head_dim %lld on %s%s",
                     gb_loader_path_string(rt->loader), (long long)p.batch, (long long)p.heads,
@@ -179,8 +226,11 @@ int gb_attn_auto(gb_runtime *rt, gb_diag *diag)
                     kept ? ":" : "");
         for (int i = 0; i < kept; i++)
             gb_diag_add(diag, "  %s: %s", c[i].plugin->desc->name, c[i].reason);
+    } else if ((best = choice_index(chosen, c, kept, diag)) < 0) {
+        /* said in diag */
     } else {
-        report(&p, c, kept, best);
+        if (rt->comm->rank(rt->inst[GB_KIND_COMM].self) == 0)
+            report(&p, c, kept, best);
         rc = gb_instance_bind(&rt->inst[GB_KIND_ATTN], c[best].plugin, rt->cfg, "auto",
                               (int)s->threads, diag) ? -1 : 0;
         rt->attn = c[best].plugin->desc->ops;

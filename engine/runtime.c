@@ -356,23 +356,24 @@ int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
 
     if (start_precision(rt, diag))
         return -1;
-    if (!rt->attn && gb_attn_auto(rt, diag))
-        return -1;
+    /* comm before attention: `auto` takes rank 0's choice on every rank */
     gb_instance *a = &rt->inst[GB_KIND_ATTN], *o = &rt->inst[GB_KIND_OPTIM],
                 *c = &rt->inst[GB_KIND_COMM];
+    if ((st = rt->comm->create(&c->host, gb_instance_options(c), &rt->ctx, &c->self)) != GB_OK)
+        return create_failed(c, st, diag);
+    if (!rt->attn && gb_attn_auto(rt, diag))
+        return -1;
     if ((st = rt->attn->create(&a->host, gb_instance_options(a), &rt->ctx, &a->self)) != GB_OK)
         return create_failed(a, st, diag);
     if ((st = rt->optim->create(&o->host, gb_instance_options(o), &rt->ctx, &o->self)) != GB_OK)
         return create_failed(o, st, diag);
-    if ((st = rt->comm->create(&c->host, gb_instance_options(c), &rt->ctx, &c->self)) != GB_OK)
-        return create_failed(c, st, diag);
     gb_runtime_forget_errors();
     return 0;
 }
 
 void gb_runtime_free(gb_runtime *rt)
 {
-    /* reverse order of creation: the device goes last, after everything using it */
+    /* the device goes last, after everything using it */
     for (int k = GB_KIND_COMM; k >= GB_KIND_DEVICE; k--) {
         gb_instance *inst = &rt->inst[k];
         if (inst->self) {

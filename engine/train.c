@@ -662,12 +662,6 @@ static int share_out_rows(gb_trainer *t)
                 "data-parallel runs (%d ranks); set the global batch_size\n", t->world);
         return -1;
     }
-    if (t->world > 1 && strcmp(s->plugin[GB_KIND_ATTN], "auto") == 0) {
-        fprintf(stderr, "gearbox: error: [attn] plugin = auto times the plugins on each rank "
-                "separately, so the %d ranks could run different kernels and drift apart; "
-                "name the plugin (e.g. the one `gearbox check` picks here)\n", t->world);
-        return -1;
-    }
     if (s->batch_size % t->world != 0) {
         fprintf(stderr, "gearbox: error: [data] batch_size = %lld (the global batch) does not "
                 "divide among the %d ranks of [comm] plugin = %s; use a multiple of %d\n",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Data-parallel training under mpirun: 2 ranks end where 1 process ends (same global
-# batch, with and without gradient accumulation), only rank 0 writes, a batch that does
-# not divide among the ranks is refused, and a rank that hangs or dies ends the job with
+# batch, with and without gradient accumulation), only rank 0 writes, `[attn] plugin =
+# auto` takes rank 0's choice on every rank, a batch that does not divide among the ranks
+# is refused, and a rank that hangs or dies ends the job with
 # an error naming it, within [comm] timeout_s, instead of a hang.
 # usage: test_ddp.sh GEARBOX FIXTURES_DIR SOURCE_ROOT MPIRUN COMPARE_PARAMS
 source "$(dirname "$0")/../cli/lib.sh"
@@ -60,6 +61,15 @@ awk -v a="$v1" -v b="$v2" 'BEGIN { d = a - b; exit !(d < 1e-4 && d > -1e-4) }' &
 
 train_both accum --set data.gradient_accumulation_steps=2
 same_params accum
+
+# [attn] plugin = auto: every rank times the plugins, all take rank 0's choice, and only
+# rank 0 says which.
+mpirun2 "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/auto-2" --set comm.plugin=mpi \
+    --set attn.plugin=auto > "$WORK/auto-2.log" 2>&1 &&
+    [ "$(grep -c '^attn auto: chose ' "$WORK/auto-2.log")" -eq 1 ] &&
+    grep -q '"step": 20, "loss": [0-9]' "$WORK/auto-2/metrics.jsonl" &&
+    pass "attn = auto with 2 ranks: $(grep -o '^attn auto: chose [a-z_]*' "$WORK/auto-2.log") on both, trains 20 steps" ||
+    fail "attn = auto with 2 ranks: $(cat "$WORK/auto-2.log")"
 
 expect_error "a global batch that does not divide among the ranks" 2 \
     "does not divide among the 2 ranks" -- \
