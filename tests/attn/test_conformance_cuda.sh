@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# `gearbox test-plugin --strict` on the CUDA objects of attn/math and attn/mem_efficient,
-# on device/cuda, against the CPU attn/math (suite gpu): the kit's shapes within 1e-5 abs +
-# 1e-4 rel (and its bf16 and f16 rows at theirs), causality (bit for bit), reruns
-# bit-identical, the refusals. Exit 77 (skipped) when device/cuda is not
+# `gearbox test-plugin --strict` on the CUDA objects of attn/math, attn/mem_efficient and
+# attn/flash, on device/cuda, against the CPU attn/math (suite gpu): the kit's shapes
+# within 1e-5 abs + 1e-4 rel (and its bf16 and f16 rows at theirs), causality (bit for
+# bit), reruns bit-identical, the refusals. Exit 77 (skipped) when device/cuda is not
 # built, or when the kit finds no usable GPU and nvidia-smi sees none either; a GPU that
 # nvidia-smi lists but the kit cannot use is a failure.
 # usage: test_conformance_cuda.sh GEARBOX PLUGINS_DIR
@@ -15,7 +15,7 @@ if [ ! -f "$device" ]; then
     exit 77
 fi
 worst=0
-for plugin in math mem_efficient; do
+for plugin in math mem_efficient flash; do
     rc=0
     "$GEARBOX" test-plugin --strict --device cuda \
         "$PLUGINS/attn/$plugin/attn-$plugin-cuda.so" || rc=$?
