@@ -506,6 +506,34 @@ static __global__ void delta_kernel(float *delta, head_view dout, head_view out,
         delta[row] = dot;
 }
 
+/* The backward kernels' shared memory (tiles<E, DP>::bwd_*), the score tiles at the
+ * calling warp's rows: two tiles of the ROWS rows the block owns, two of the COLS rows it
+ * streams, S and dP, P and dS; dK/dV also keeps lse2 and D of the streamed queries (dQ
+ * keeps its rows' in registers and uses P for its dS). */
+template <typename E, int DP> struct bwd_shared {
+    using tl = tiles<E, DP>;
+    E *own_a, *own_b, *other_a, *other_b;
+    float *S, *dP;
+    E *P, *dS;
+    float *lse2, *delta;
+
+    __device__ bwd_shared()
+    {
+        unsigned char *sm = shared_base();
+        const int warp = threadIdx.x / WARP;
+        own_a = (E *)sm;
+        own_b = (E *)(sm + tl::bwd_b());
+        other_a = (E *)(sm + tl::bwd_c());
+        other_b = (E *)(sm + tl::bwd_d());
+        S = (float *)(sm + tl::bwd_s()) + warp * 16 * tl::LDS;
+        dP = (float *)(sm + tl::bwd_dp()) + warp * 16 * tl::LDS;
+        P = (E *)(sm + tl::bwd_p()) + warp * 16 * tl::LDP;
+        dS = (E *)(sm + tl::bwd_ds()) + warp * 16 * tl::LDP;
+        lse2 = (float *)(sm + tl::bwd_lse());
+        delta = (float *)(sm + tl::bwd_delta());
+    }
+};
+
 /* dQ (B, H, T, D): a block per tile of ROWS queries, over the key tiles they see. */
 template <typename E, int DP>
 static __global__ void __launch_bounds__(tiles<E, DP>::THREADS)
@@ -514,13 +542,11 @@ dq_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dout,
 {
     using tl = tiles<E, DP>;
     using wm = warp_math<E, DP>;
-    unsigned char *sm = shared_base();
+    const bwd_shared<E, DP> sh;
+    E *qs = sh.own_a, *dos = sh.own_b, *ks = sh.other_a, *vs = sh.other_b;
+    float *S = sh.S, *dP = sh.dP;
+    E *dS = sh.P;
     const int warp = threadIdx.x / WARP, r = lane_row(), par = lane_parity();
-    E *qs = (E *)sm, *dos = (E *)(sm + tl::bwd_b());
-    E *ks = (E *)(sm + tl::bwd_c()), *vs = (E *)(sm + tl::bwd_d());
-    float *S = (float *)(sm + tl::bwd_s()) + warp * 16 * tl::LDS;
-    float *dP = (float *)(sm + tl::bwd_dp()) + warp * 16 * tl::LDS;
-    E *dS = (E *)(sm + tl::bwd_p()) + warp * 16 * tl::LDP;
     const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
     const int64_t t = t0 + warp * 16 + r;   // the lane's query
     const float lse_t = t < s.T ? lse2[bh * s.T + t] : 0.0f;
@@ -562,15 +588,11 @@ dkv_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v, he
 {
     using tl = tiles<E, DP>;
     using wm = warp_math<E, DP>;
-    unsigned char *sm = shared_base();
+    const bwd_shared<E, DP> sh;
+    E *ks = sh.own_a, *vs = sh.own_b, *qs = sh.other_a, *dos = sh.other_b;
+    float *S = sh.S, *dP = sh.dP, *lse_s = sh.lse2, *delta_s = sh.delta;
+    E *P = sh.P, *dS = sh.dS;
     const int warp = threadIdx.x / WARP, r = lane_row(), par = lane_parity();
-    E *ks = (E *)sm, *vs = (E *)(sm + tl::bwd_b());
-    E *qs = (E *)(sm + tl::bwd_c()), *dos = (E *)(sm + tl::bwd_d());
-    float *S = (float *)(sm + tl::bwd_s()) + warp * 16 * tl::LDS;
-    float *dP = (float *)(sm + tl::bwd_dp()) + warp * 16 * tl::LDS;
-    E *P = (E *)(sm + tl::bwd_p()) + warp * 16 * tl::LDP;
-    E *dS = (E *)(sm + tl::bwd_ds()) + warp * 16 * tl::LDP;
-    float *lse_s = (float *)(sm + tl::bwd_lse()), *delta_s = (float *)(sm + tl::bwd_delta());
     const int64_t bh = block_head(s), j0 = block_tile(s, false) * tl::ROWS;
     const int64_t j = j0 + warp * 16 + r;   // the lane's key
 

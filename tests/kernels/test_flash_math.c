@@ -8,49 +8,32 @@
  * suite (attn-conformance-cuda).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "attn_flash_math.h"
-
-static int failures;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...)
-{
-    if (ok)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL: ");
-    vprintf(fmt, ap);
-    putchar('\n');
-    va_end(ap);
-    failures++;
-}
+#include "kernel_test.h"
 
 static void test_edges(void)
 {
-    check(attn_rescale(-INFINITY, -INFINITY) == 1.0f, "a row without keys rescales by %g",
+    kt_expect(attn_rescale(-INFINITY, -INFINITY) == 1.0f, "a row without keys rescales by %g",
           attn_rescale(-INFINITY, -INFINITY));
-    check(attn_rescale(-INFINITY, 3.0f) == 0.0f, "a row's first key rescales by %g",
+    kt_expect(attn_rescale(-INFINITY, 3.0f) == 0.0f, "a row's first key rescales by %g",
           attn_rescale(-INFINITY, 3.0f));
-    check(attn_rescale(2.0f, 3.0f) == 0.5f, "rescale(2, 3) = %g", attn_rescale(2.0f, 3.0f));
-    check(attn_prob_running(-INFINITY, 2.0f) == 0.0f, "a masked score has probability %g",
+    kt_expect(attn_rescale(2.0f, 3.0f) == 0.5f, "rescale(2, 3) = %g", attn_rescale(2.0f, 3.0f));
+    kt_expect(attn_prob_running(-INFINITY, 2.0f) == 0.0f, "a masked score has probability %g",
           attn_prob_running(-INFINITY, 2.0f));
-    check(attn_prob_running(-INFINITY, -INFINITY) == 0.0f,
+    kt_expect(attn_prob_running(-INFINITY, -INFINITY) == 0.0f,
           "a row without keys has probability %g", attn_prob_running(-INFINITY, -INFINITY));
-    check(attn_prob_running(4.0f, 4.0f) == 1.0f, "the maximum's probability is %g",
+    kt_expect(attn_prob_running(4.0f, 4.0f) == 1.0f, "the maximum's probability is %g",
           attn_prob_running(4.0f, 4.0f));
-    check(attn_lse2(3.0f, 4.0f) == 5.0f, "lse2(3, 4) = %g", attn_lse2(3.0f, 4.0f));
-    check(attn_prob_saved(5.0f, 5.0f) == 1.0f && attn_prob_saved(4.0f, 5.0f) == 0.5f,
+    kt_expect(attn_lse2(3.0f, 4.0f) == 5.0f, "lse2(3, 4) = %g", attn_lse2(3.0f, 4.0f));
+    kt_expect(attn_prob_saved(5.0f, 5.0f) == 1.0f && attn_prob_saved(4.0f, 5.0f) == 0.5f,
           "probabilities from lse2 are wrong");
-    check(attn_dscore(0.5f, 3.0f, 1.0f) == 1.0f, "dscore(0.5, 3, 1) = %g",
+    kt_expect(attn_dscore(0.5f, 3.0f, 1.0f) == 1.0f, "dscore(0.5, 3, 1) = %g",
           attn_dscore(0.5f, 3.0f, 1.0f));
-    check(fabsf(attn_score_scale_log2(64) - 1.4426950408889634f / 8.0f) < 1e-7f,
+    kt_expect(fabsf(attn_score_scale_log2(64) - 1.4426950408889634f / 8.0f) < 1e-7f,
           "scale * log2(e) at head_dim 64 is %.9g", attn_score_scale_log2(64));
-    check(attn_visible(3, 3, 5, 1) && !attn_visible(3, 4, 5, 1) && attn_visible(3, 4, 5, 0) &&
+    kt_expect(attn_visible(3, 3, 5, 1) && !attn_visible(3, 4, 5, 1) && attn_visible(3, 4, 5, 0) &&
               !attn_visible(5, 0, 5, 0) && !attn_visible(0, 5, 5, 0),
           "attn_visible disagrees with the mask");
 }
@@ -77,7 +60,7 @@ static void test_tiles(void)
                         missed += j >= end || end > T || t < begin || begin % cols != 0;
                     }
             }
-    check(missed == 0, "%d visible pairs fall outside the tiles the kernels visit", missed);
+    kt_expect(missed == 0, "%d visible pairs fall outside the tiles the kernels visit", missed);
 }
 
 /* A problem of one head: q, k, v, dout (T, D), filled from a fixed generator. */
@@ -86,12 +69,6 @@ typedef struct head {
     int causal;
     float *q, *k, *v, *dout;
 } head;
-
-static float uniform(unsigned *state)
-{
-    *state = *state * 1664525u + 1013904223u;
-    return (float)(*state >> 8) / 16777216.0f * 2.0f - 1.0f;
-}
 
 static float dot(const float *a, const float *b, int64_t D)
 {
@@ -107,7 +84,7 @@ static void flash_forward(const head *h, int64_t rows, int64_t cols, float *out,
 {
     const float sl2 = attn_score_scale_log2(h->D);
     const int64_t padded = (h->T + rows - 1) / rows * rows;
-    float *o = calloc((size_t)h->D, sizeof *o);
+    float *o = kt_floats((size_t)h->D);
     for (int64_t t = 0; t < padded; t++) {
         float m = -INFINITY, l = 0.0f;
         for (int64_t d = 0; d < h->D; d++)
@@ -136,14 +113,13 @@ static void flash_forward(const head *h, int64_t rows, int64_t cols, float *out,
         int finite = isfinite(l);
         for (int64_t d = 0; d < h->D; d++)
             finite &= isfinite(o[d]);
-        check(finite, "row %lld (T %lld) is not finite", (long long)t, (long long)h->T);
+        kt_expect(finite, "row %lld (T %lld) is not finite", (long long)t, (long long)h->T);
         if (t >= h->T)
             continue;
         for (int64_t d = 0; d < h->D; d++)
             out[t * h->D + d] = o[d] / l;
         lse2[t] = attn_lse2(m, l);
     }
-    free(o);
 }
 
 /* Backward as the kernels do it, from lse2 and D = dO . O: dq, dk, dv (T, D). */
@@ -175,7 +151,7 @@ static void reference(const head *h, double *out, double *dq, double *dk, double
 {
     const int64_t T = h->T, D = h->D;
     const double scale = 1.0 / sqrt((double)D);
-    double *p = calloc((size_t)T, sizeof *p), *dp = calloc((size_t)T, sizeof *dp);
+    double *p = kt_doubles((size_t)T), *dp = kt_doubles((size_t)T);
     for (int64_t i = 0; i < T * D; i++)
         out[i] = dq[i] = dk[i] = dv[i] = 0.0;
     for (int64_t t = 0; t < T; t++) {
@@ -209,61 +185,34 @@ static void reference(const head *h, double *out, double *dq, double *dk, double
                 dv[j * D + d] += p[j] * h->dout[t * D + d];
             }
     }
-    free(p);
-    free(dp);
 }
 
-/* The largest |got - want| / (1e-3 + |want|) over n values (the 1e-3 keeps values near
- * zero, where f32 cancellation is expected, from deciding); inf for a NaN. */
-static double worst_error(const float *got, const double *want, int64_t n)
-{
-    double worst = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        const double e = fabs(got[i] - want[i]) / (1e-3 + fabs(want[i]));
-        if (isnan(e))
-            return INFINITY;
-        worst = e > worst ? e : worst;
-    }
-    return worst;
-}
-
+/* out, dq, dk, dv within 1e-5 abs + 1e-4 rel of double precision (the conformance kit's
+ * f32 tolerance), on tiles of `rows` x `cols`. */
 static void test_composed(int64_t T, int64_t D, int causal, int64_t rows, int64_t cols)
 {
     const size_t n = (size_t)(T * D);
-    head h = {T, D, causal, malloc(n * sizeof(float)), malloc(n * sizeof(float)),
-              malloc(n * sizeof(float)), malloc(n * sizeof(float))};
-    unsigned state = (unsigned)(T * 131 + D * 7 + causal);
-    for (size_t i = 0; i < n; i++) {
-        h.q[i] = 2.0f * uniform(&state);
-        h.k[i] = 2.0f * uniform(&state);
-        h.v[i] = uniform(&state);
-        h.dout[i] = uniform(&state);
-    }
-    float *f = malloc(4 * n * sizeof *f), *lse2 = malloc((size_t)T * sizeof *lse2);
-    double *r = malloc(4 * n * sizeof *r);
+    head h = {T, D, causal, kt_floats(n), kt_floats(n), kt_floats(n), kt_floats(n)};
+    kt_rng rng = kt_seed((uint64_t)(T * 131 + D * 7 + causal));
+    kt_fill(&rng, h.q, n, -2.0, 2.0);
+    kt_fill(&rng, h.k, n, -2.0, 2.0);
+    kt_fill(&rng, h.v, n, -1.0, 1.0);
+    kt_fill(&rng, h.dout, n, -1.0, 1.0);
+    float *f = kt_floats(4 * n), *lse2 = kt_floats((size_t)T);
+    double *r = kt_doubles(4 * n);
     flash_forward(&h, rows, cols, f, lse2);
     flash_backward(&h, f, lse2, f + n, f + 2 * n, f + 3 * n);
     reference(&h, r, r + n, r + 2 * n, r + 3 * n);
+    kt_section("T %lld, head_dim %lld, %s, tiles of %lld x %lld", (long long)T, (long long)D,
+               causal ? "causal" : "not causal", (long long)rows, (long long)cols);
     static const char *names[] = {"out", "dq", "dk", "dv"};
-    for (int i = 0; i < 4; i++) {
-        const double e = worst_error(f + i * n, r + i * n, (int64_t)n);
-        printf("T %3lld D %3lld %s tiles %lldx%lld: %s within %.2g of double\n", (long long)T,
-               (long long)D, causal ? "causal" : "full  ", (long long)rows, (long long)cols,
-               names[i], e);
-        check(e < 1e-3, "T %lld D %lld causal %d: %s is %.3g from double precision",
-              (long long)T, (long long)D, causal, names[i], e);
-    }
-    free(h.q);
-    free(h.k);
-    free(h.v);
-    free(h.dout);
-    free(f);
-    free(lse2);
-    free(r);
+    for (int i = 0; i < 4; i++)
+        kt_compare(names[i], f + i * n, r + i * n, n, 1e-5, 1e-4);
 }
 
 int main(void)
 {
+    kt_section("edge cases and tiles");
     test_edges();
     test_tiles();
     test_composed(1, 8, 1, 64, 64);
@@ -271,10 +220,7 @@ int main(void)
     test_composed(65, 64, 0, 64, 64);
     test_composed(100, 80, 1, 64, 32);
     test_composed(130, 128, 0, 64, 32);
-    if (failures) {
-        printf("%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("ok: attn_flash_math.h\n");
-    return 0;
+    int rc = kt_exit_code();
+    kt_free_all();
+    return rc;
 }
