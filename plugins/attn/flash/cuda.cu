@@ -26,7 +26,7 @@
  * Shapes: any T (partial tiles are zero-filled and masked), head_dim up to 128 (padded
  * with zeros to 32, 64, 80, 96 or 128 columns, one compiled configuration each), any
  * strides with head_dim contiguous. Tiles: 64 rows (4 warps) for 16-bit with 64 columns
- * up to head_dim 64 and 32 beyond; 32 x 32 (2 warps) for f32; under 90 KiB of shared
+ * up to head_dim 64 and 32 beyond; 32 x 32 (2 warps) for f32; at most 89 KiB of shared
  * memory per block, so every GPU of compute capability 8.0 or newer runs them.
  * Everything is queued on ctx->stream. No options. Not yet run on a GPU: its conformance
  * test (attn-conformance-cuda, suite gpu) needs one.
@@ -675,12 +675,19 @@ template <class F> static gb_status by_config(const gb_attn_problem *p, F &&f)
     }
 }
 
+/* The most shared memory a block may opt in to on compute capability 8.6 and 8.9, the
+ * smallest limit of the GPUs this build targets (8.0: 163 KiB, 9.0: 227 KiB). */
+#define SHARED_BYTES_EVERYWHERE (99 * 1024)
+
 /* Shared memory of the largest kernel of the problem's configuration. */
 static size_t shared_bytes(const gb_attn_problem *p)
 {
     size_t bytes = 0;
     by_config(p, [&](auto e, auto dp) {
-        bytes = tiles<typename decltype(e)::type, decltype(dp)::value>::most_bytes();
+        using tl = tiles<typename decltype(e)::type, decltype(dp)::value>;
+        static_assert(tl::most_bytes() <= SHARED_BYTES_EVERYWHERE,
+                      "a configuration's tiles outgrow the shared memory of some GPUs");
+        bytes = tl::most_bytes();
         return GB_OK;
     });
     return bytes;
