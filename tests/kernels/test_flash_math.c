@@ -16,26 +16,27 @@
 static void test_edges(void)
 {
     kt_expect(attn_rescale(-INFINITY, -INFINITY) == 1.0f, "a row without keys rescales by %g",
-          attn_rescale(-INFINITY, -INFINITY));
+              attn_rescale(-INFINITY, -INFINITY));
     kt_expect(attn_rescale(-INFINITY, 3.0f) == 0.0f, "a row's first key rescales by %g",
-          attn_rescale(-INFINITY, 3.0f));
+              attn_rescale(-INFINITY, 3.0f));
     kt_expect(attn_rescale(2.0f, 3.0f) == 0.5f, "rescale(2, 3) = %g", attn_rescale(2.0f, 3.0f));
     kt_expect(attn_prob_running(-INFINITY, 2.0f) == 0.0f, "a masked score has probability %g",
-          attn_prob_running(-INFINITY, 2.0f));
+              attn_prob_running(-INFINITY, 2.0f));
     kt_expect(attn_prob_running(-INFINITY, -INFINITY) == 0.0f,
-          "a row without keys has probability %g", attn_prob_running(-INFINITY, -INFINITY));
+              "a row without keys has probability %g", attn_prob_running(-INFINITY, -INFINITY));
     kt_expect(attn_prob_running(4.0f, 4.0f) == 1.0f, "the maximum's probability is %g",
-          attn_prob_running(4.0f, 4.0f));
+              attn_prob_running(4.0f, 4.0f));
     kt_expect(attn_lse2(3.0f, 4.0f) == 5.0f, "lse2(3, 4) = %g", attn_lse2(3.0f, 4.0f));
     kt_expect(attn_prob_saved(5.0f, 5.0f) == 1.0f && attn_prob_saved(4.0f, 5.0f) == 0.5f,
-          "probabilities from lse2 are wrong");
+              "probabilities from lse2 are wrong");
     kt_expect(attn_dscore(0.5f, 3.0f, 1.0f) == 1.0f, "dscore(0.5, 3, 1) = %g",
-          attn_dscore(0.5f, 3.0f, 1.0f));
+              attn_dscore(0.5f, 3.0f, 1.0f));
     kt_expect(fabsf(attn_score_scale_log2(64) - 1.4426950408889634f / 8.0f) < 1e-7f,
-          "scale * log2(e) at head_dim 64 is %.9g", attn_score_scale_log2(64));
-    kt_expect(attn_visible(3, 3, 5, 1) && !attn_visible(3, 4, 5, 1) && attn_visible(3, 4, 5, 0) &&
-              !attn_visible(5, 0, 5, 0) && !attn_visible(0, 5, 5, 0),
-          "attn_visible disagrees with the mask");
+              "scale * log2(e) at head_dim 64 is %.9g", attn_score_scale_log2(64));
+    const int mask_ok = attn_visible(3, 3, 5, 1) && !attn_visible(3, 4, 5, 1) &&
+                        attn_visible(3, 4, 5, 0) && !attn_visible(5, 0, 5, 0) &&
+                        !attn_visible(0, 5, 5, 0);
+    kt_expect(mask_ok, "attn_visible disagrees with the mask");
 }
 
 /* Every visible (query, key) pair lies in a tile the kernels visit: forward and dQ take
