@@ -9,9 +9,16 @@ every run are excluded, and evaluation time is not counted by either program.
 
 PyTorch is run at its fastest setting found on the machine: every --torch-threads value is
 tried (with OMP_WAIT_POLICY=PASSIVE, which keeps its OpenMP pool from spinning against
-OpenBLAS's) and the best is reported. Needs Debian's python3-torch (/usr/bin/python3).
+OpenBLAS's) and the best is reported. --python names the interpreter: Debian's
+python3-torch (1.13, /usr/bin/python3, the default) or a venv with PyTorch 2.x from PyPI,
+the peer that matters, where --fused 1 gives it AdamW(fused=True).
+
+--busy runs one single-threaded CPU-bound process (a Python busy loop) beside both
+programs for the whole comparison: how each copes with a machine it does not have to
+itself. Compare its figures with a run without it.
 
 usage: bench/compare_torch.py [--configs S,M] [--repeats 3] [--steps-S 60] [--steps-M 12]
+                              [--python PY] [--fused 0|1] [--busy]
 """
 import argparse
 import json
@@ -47,11 +54,13 @@ def gearbox_ms(gearbox, data, cfg, steps, warmup, out):
     return statistics.median(ms)
 
 
-def torch_ms(data, cfg, steps, warmup, threads):
+def torch_ms(args, data, cfg, steps, threads):
     env = dict(os.environ, OMP_WAIT_POLICY='PASSIVE')
-    cmd = ['/usr/bin/python3', os.path.join(ROOT, 'bench', 'torch_gpt.py'), '--data_dir', data,
-           '--threads', str(threads), '--steps', str(steps), '--warmup_steps', str(warmup),
+    cmd = [args.python, os.path.join(ROOT, 'bench', 'torch_gpt.py'), '--data_dir', data,
+           '--threads', str(threads), '--steps', str(steps), '--warmup_steps', str(args.warmup),
            '--eval_iters', '1', '--print_every', '0']
+    if args.fused:
+        cmd += ['--fused', '1']
     for k in ('n_layer', 'n_head', 'n_embd', 'block_size', 'batch_size'):
         cmd += [f'--{k}', str(cfg[k])]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
@@ -60,7 +69,12 @@ def torch_ms(data, cfg, steps, warmup, threads):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--gearbox', default=os.path.join(ROOT, 'build', 'core', 'gearbox'))
+    p.add_argument('--gearbox', default=os.path.join(ROOT, 'build', 'tools', 'gearbox'))
+    p.add_argument('--python', default='/usr/bin/python3',
+                   help='the interpreter with PyTorch (a venv with PyTorch 2.x from PyPI)')
+    p.add_argument('--fused', type=int, default=0, help='1: AdamW(fused=True), PyTorch 2.x')
+    p.add_argument('--busy', action='store_true',
+                   help='run a single-threaded busy loop beside both programs')
     p.add_argument('--configs', default='S,M')
     p.add_argument('--repeats', type=int, default=3)
     p.add_argument('--steps-S', type=int, default=60)
@@ -68,6 +82,15 @@ def main():
     p.add_argument('--warmup', type=int, default=3)
     p.add_argument('--torch-threads', default='1,2')
     args = p.parse_args()
+    hog = subprocess.Popen([sys.executable, '-c', 'while True: pass']) if args.busy else None
+    try:
+        compare(args)
+    finally:
+        if hog:
+            hog.kill()
+
+
+def compare(args):
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, 'data')
         subprocess.run([args.gearbox, 'prepare',
@@ -81,7 +104,7 @@ def main():
                 g.append(gearbox_ms(args.gearbox, data, cfg, steps, args.warmup,
                                     os.path.join(tmp, f'{name}{r}')))
                 for th in t:
-                    t[th].append(torch_ms(data, cfg, steps, args.warmup, th))
+                    t[th].append(torch_ms(args, data, cfg, steps, th))
             gm = statistics.median(g)
             best_th = min(t, key=lambda th: statistics.median(t[th]))
             tm = statistics.median(t[best_th])
@@ -90,7 +113,8 @@ def main():
                       f'ms/step over repeats {["%.1f" % x for x in t[th]]}')
             print(f'config {name}: gearbox: median {gm:.1f} ms/step over repeats '
                   f'{["%.1f" % x for x in g]}')
-            print(f'config {name}: gearbox {tokens / gm * 1e3:,.0f} tok/s ({gm:.1f} ms/step) vs '
+            busy = ' beside a busy process' if args.busy else ''
+            print(f'config {name}{busy}: gearbox {tokens / gm * 1e3:,.0f} tok/s ({gm:.1f} ms/step) vs '
                   f'PyTorch {tokens / tm * 1e3:,.0f} tok/s ({tm:.1f} ms/step, {best_th} thread(s)): '
                   f'gearbox {tm / gm:.2f}x')
             sys.stdout.flush()

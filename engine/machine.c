@@ -16,6 +16,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <immintrin.h>
 #endif
 
 #include "clock.h"
@@ -450,6 +451,87 @@ double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev)
             measured = gb_matmul_gflops(shape.m, shape.n, shape.k, t.best_ms) * 1e9;
     }
     return measured;
+}
+
+/* ---- the FMA limit ------------------------------------------------------------------ */
+
+/* Each thread runs chains of vector FMAs into independent accumulators, more chains than
+ * latency x FMA units (4 x 2 on the CPUs seen), so the units never wait on a result: the
+ * loop then runs at the FMA throughput and nothing else (no loads, no stores). Built for
+ * the widest unit with target attributes, so a portable build measures it too. */
+#define FMA_ITERS ((int64_t)1 << 24)
+
+#if defined(__x86_64__)
+#define FMA_CHAINS 12
+
+__attribute__((target("avx2,fma"))) static float fma_chains_avx2(int64_t iters, float seed)
+{
+    __m256 acc[FMA_CHAINS];
+    const __m256 mul = _mm256_set1_ps(0.9999999f), add = _mm256_set1_ps(seed);
+    for (int j = 0; j < FMA_CHAINS; j++)
+        acc[j] = _mm256_set1_ps((float)j);
+    for (int64_t i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < FMA_CHAINS; j++)
+            acc[j] = _mm256_fmadd_ps(acc[j], mul, add);
+    }
+    __m256 sum = acc[0];
+    for (int j = 1; j < FMA_CHAINS; j++)
+        sum = _mm256_add_ps(sum, acc[j]);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, sum);
+    return lanes[0];
+}
+
+__attribute__((target("avx512f"))) static float fma_chains_avx512(int64_t iters, float seed)
+{
+    __m512 acc[FMA_CHAINS];
+    const __m512 mul = _mm512_set1_ps(0.9999999f), add = _mm512_set1_ps(seed);
+    for (int j = 0; j < FMA_CHAINS; j++)
+        acc[j] = _mm512_set1_ps((float)j);
+    for (int64_t i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < FMA_CHAINS; j++)
+            acc[j] = _mm512_fmadd_ps(acc[j], mul, add);
+    }
+    __m512 sum = acc[0];
+    for (int j = 1; j < FMA_CHAINS; j++)
+        sum = _mm512_add_ps(sum, acc[j]);
+    return _mm512_reduce_add_ps(sum);
+}
+#endif
+
+double gb_measure_fma_flops(int threads, const char **isa)
+{
+    gb_cpu_features f;
+    gb_cpu_detect(&f);
+    int lanes = 0;
+#if defined(__x86_64__)
+    lanes = f.avx512f ? 16 : f.avx2 && f.fma ? 8 : 0;
+#endif
+    if (isa)
+        *isa = lanes == 16 ? "AVX-512 FMA" : lanes == 8 ? "AVX2 FMA" : "not measured";
+    if (lanes == 0)
+        return 0.0;
+    int team = threads > 0 ? threads : omp_get_max_threads();
+    double best = 0.0;
+    volatile float sink = 0.0f;   /* keeps the chains' results alive */
+    for (int run = 0; run < GB_FMA_RUNS; run++) {
+        double t0 = gb_now_ms();
+#pragma omp parallel num_threads(team)
+        {
+            float seed = 1e-7f * (float)(omp_get_thread_num() + 1), r = 0.0f;
+#if defined(__x86_64__)
+            r = lanes == 16 ? fma_chains_avx512(FMA_ITERS, seed) : fma_chains_avx2(FMA_ITERS, seed);
+#endif
+#pragma omp atomic
+            sink += r;
+        }
+        double flops = (double)team * FMA_ITERS * FMA_CHAINS * lanes * 2.0;
+        double rate = flops / ((gb_now_ms() - t0) * 1e-3);
+        best = rate > best ? rate : best;
+    }
+    return best;
 }
 
 double gb_measure_triad_gbs(int threads)

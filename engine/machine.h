@@ -97,6 +97,15 @@ double gb_cpu_peak_flops_f32(char *how, size_t cap);
 #define GB_PEAK_CALLS 3
 double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev);
 
+/* The f32 FMA limit of this CPU, measured: every thread (`threads`, 0: the pool's default)
+ * runs independent chains of vector FMAs of the widest unit it has (AVX-512, else AVX2)
+ * with no memory traffic; the best of GB_FMA_RUNS passes of about 50 ms, in FLOP/s
+ * counting 2 per FMA lane. No matmul can run faster, so it is the honest denominator for
+ * the FLOPs a step executes. `isa` (may be NULL) names the unit measured. 0 on a CPU
+ * without AVX2 and FMA. */
+#define GB_FMA_RUNS 5
+double gb_measure_fma_flops(int threads, const char **isa);
+
 /* STREAM's triad a[i] = b[i] + s * c[i] over three f32 arrays of GB_TRIAD_ELEMENTS
  * (128 MiB each, far beyond any cache) with `threads` OpenMP threads (0: the pool's
  * default); pages are first touched by the threads that use them. The best of

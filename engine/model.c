@@ -728,6 +728,26 @@ static void phase_end(gb_model *m, gb_phase phase, double start)
     m->profile->calls[phase]++;
 }
 
+/* Adds `flops` executed by a call of `phase` to the profile, when one is attached. */
+static void count_flops(gb_model *m, gb_phase phase, double flops)
+{
+    if (!m->profile)
+        return;
+    m->profile->flops[m->recomputing ? GB_PHASE_RECOMPUTE : phase] += flops;
+}
+
+static double matmul_flops(const gb_matmul_args *a)
+{
+    return 2.0 * (double)a->m * (double)a->n * (double)a->k * (double)(a->batch > 1 ? a->batch : 1);
+}
+
+/* One (T, T) x (T, D) product per head over the causal triangle, diagonal included. */
+static double causal_product_flops(const gb_attn_problem *p)
+{
+    double T = (double)p->seq_len;
+    return 2.0 * (double)p->batch * (double)p->heads * (double)p->head_dim * T * (T + 1.0) / 2.0;
+}
+
 /* Runs one plugin call as part of `phase`; a failure ends the function with -1. */
 #define TIMED_CALL(m, phase, inst, what, call)      \
     do {                                            \
@@ -847,6 +867,7 @@ static int linear_forward_ld(gb_model *m, void *out, int64_t ld, const void *in,
     };
     TIMED_CALL(m, GB_PHASE_FWD_MATMUL, &m->rt->inst[GB_KIND_DEVICE], "matmul",
                m->rt->dev->matmul(m->dev, &a));
+    count_flops(m, GB_PHASE_FWD_MATMUL, matmul_flops(&a));
     return 0;
 }
 
@@ -880,6 +901,8 @@ static int linear_backward_ld(gb_model *m, void *dinp, float *dW, float *dbias,
     };
     TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DX, dev, "matmul", m->rt->dev->matmul(m->dev, &dx));
     TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DW, dev, "matmul", m->rt->dev->matmul(m->dev, &dw));
+    count_flops(m, GB_PHASE_BWD_MATMUL_DX, matmul_flops(&dx));
+    count_flops(m, GB_PHASE_BWD_MATMUL_DW, matmul_flops(&dw));
     if (dbias)
         TIMED_CALL(m, GB_PHASE_BWD_BIAS, dev, "bias_backward",
                    m->rt->dev->bias_backward(m->dev, m->act, dbias, dout, N, OC));
@@ -929,6 +952,7 @@ static int attention_forward(gb_model *m, layer_acts *a, int64_t B, int64_t T)
                                     heads_view(m, at(m, a->qkv, C), B, T, 1),
                                     heads_view(m, at(m, a->qkv, 2 * C), B, T, 1), a->attn_saved,
                                     m->attn_workspace));
+    count_flops(m, GB_PHASE_FWD_ATTN, 2.0 * causal_product_flops(&prob));
     return 0;
 }
 
@@ -1094,6 +1118,7 @@ static int attention_backward(gb_model *m, layer_acts *a, const void *datty, int
                                      heads_view(m, at(m, a->qkv, 2 * C), B, T, 1),
                                      heads_view(m, a->atty, B, T, 0), a->attn_saved,
                                      m->attn_workspace));
+    count_flops(m, GB_PHASE_BWD_ATTN, 4.0 * causal_product_flops(&prob));
     return 0;
 }
 

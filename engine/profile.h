@@ -4,6 +4,8 @@
  * profile is attached (and cost one pointer test when none is). On devices with a queue
  * the device is synchronised around every timed call, so a profile shows where time goes
  * but removes any overlap between kernels; compare its total with an unprofiled run.
+ * It also counts the FLOPs each phase executes, which a profile of one step gives exactly
+ * (they do not depend on the data).
  */
 #ifndef GB_CORE_PROFILE_H
 #define GB_CORE_PROFILE_H
@@ -38,6 +40,10 @@ typedef enum gb_phase {
 typedef struct gb_profile {
     double ms[GB_PHASE_COUNT];
     int64_t calls[GB_PHASE_COUNT];
+    /* FLOPs the matmul and attention calls of each phase executed, 2 per multiply-add:
+     * matmuls from their shapes, attention over the causal triangle (diagonal included)
+     * that the plugins compute: two products forward, four backward. */
+    double flops[GB_PHASE_COUNT];
 } gb_profile;
 
 /* "forward: matmul" and the like. */

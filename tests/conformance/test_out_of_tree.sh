@@ -2,7 +2,8 @@
 # Plugins built out of tree against this build's headers (its uninstalled
 # gearbox-plugin.pc): `gearbox new-plugin` for every kind, which must build warning-free,
 # be listed by `gearbox plugins` and go through `gearbox test-plugin` without crashing;
-# new-plugin's refusals; and examples/plugins/lion, copied away from the source tree,
+# `new-plugin --cuda` for attn and optim, built with nvcc where there is one; new-plugin's
+# refusals; and examples/plugins/lion, copied away from the source tree,
 # which must pass the kit and train.
 # usage: test_out_of_tree.sh GEARBOX FIXTURES_DIR SOURCE_ROOT UNINSTALLED_PC_DIR
 source "$(dirname "$0")/../cli/lib.sh" "$1" "$2" "$3"
@@ -36,6 +37,40 @@ for kind in device attn optim precision comm; do
         fail "test-plugin on the $kind stub (exit status $rc): $(cat "$WORK/table")"
     fi
 done
+
+# --cuda: built with nvcc where there is one; without a GPU the kit loads it, passes its
+# descriptor, file name and schema, and says the device is unavailable (exit status 77).
+for kind in attn optim; do
+    if ! command -v "${NVCC:-nvcc}" > /dev/null; then
+        echo "ok: new-plugin --cuda $kind not built: no nvcc here (SKIP)"
+        continue
+    fi
+    dir=$WORK/cuda-$kind
+    module=$kind-mine-cuda.so
+    "$GEARBOX" new-plugin --cuda "$kind" mine "$dir" > "$WORK/new.log" 2>&1 ||
+        { fail "new-plugin --cuda $kind: $(cat "$WORK/new.log")"; continue; }
+    build "$dir" && [ -f "$dir/build/$module" ] && pass "new-plugin --cuda $kind builds $module" ||
+        { fail "new-plugin --cuda $kind does not build: $(tail -n 30 "$WORK/build.log")"; continue; }
+    "$GEARBOX" plugins --plugin-path "$dir/build" "$kind" > "$WORK/list" 2>&1
+    grep -qE "^$kind +mine +0.1.0 +cuda +$dir/build/$module$" "$WORK/list" &&
+        pass "gearbox plugins lists $kind/mine for cuda" || fail "plugins $kind: $(cat "$WORK/list")"
+    rc=0
+    "$GEARBOX" test-plugin "$dir/build/$module" > "$WORK/table" 2>&1 || rc=$?
+    if grep -q "^load: descriptor, ABI, vtable  *PASS" "$WORK/table" &&
+        grep -q "^file name  *PASS" "$WORK/table" &&
+        { [ "$rc" -eq 77 ] || [ "$rc" -eq 1 ]; }; then
+        pass "test-plugin on the --cuda $kind stub: exit status $rc (77: no GPU here)"
+    else
+        fail "test-plugin on the --cuda $kind stub (exit status $rc): $(cat "$WORK/table")"
+    fi
+    rc=0
+    "$GEARBOX" test-plugin --device cpu "$dir/build/$module" > "$WORK/table" 2>&1 || rc=$?
+    [ "$rc" -eq 1 ] && grep -q "runs on cuda, not on the device cpu" "$WORK/table" &&
+        pass "test-plugin --device cpu refuses the --cuda $kind stub" ||
+        fail "test-plugin --device cpu on the --cuda $kind stub (exit status $rc): $(cat "$WORK/table")"
+done
+expect_error "new-plugin --cuda for a host-code kind" 2 "is for attn and optim" -- \
+    "$GEARBOX" new-plugin --cuda comm mine "$WORK/bad"
 
 expect_error "new-plugin into a folder that is not empty" 1 "is not empty" -- \
     "$GEARBOX" new-plugin attn other "$WORK/attn"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The CUDA objects of attn/math, attn/mem_efficient, attn/flash, optim/adamw and
-# optim/adamw_fused on any machine, GPU or not: `gearbox plugins` lists each for the cuda
-# device; the conformance kit loads each, passes its descriptor, file name and schema,
-# and then skips (exit 77: no device/cuda or no GPU here) or passes, never fails; on the
-# cpu device the kit and `gearbox check` refuse them with a message naming the device.
+# optim/adamw_fused (and attn/cudnn where cuDNN was found to build it) on any machine, GPU
+# or not: `gearbox plugins` lists each for the cuda device; the conformance kit loads
+# each, passes its descriptor, file name and schema, and then skips (exit 77: no
+# device/cuda or no GPU here) or passes, never fails; on the cpu device the kit and
+# `gearbox check` refuse them with a message naming the device.
 # usage: test_cuda_plugins.sh GEARBOX PLUGINS_DIR SOURCE_ROOT
 set -u
 GEARBOX=$1
@@ -18,12 +19,16 @@ head -c 20000 "$SRC/examples/data/tinyshakespeare.txt" > "$WORK/tiny.txt"
 "$GEARBOX" prepare "$WORK/tiny.txt" "$WORK/data" > /dev/null || fail "gearbox prepare"
 
 listing=$("$GEARBOX" plugins 2>&1)
+# attn/cudnn: built only with cuDNN; 16-bit only, so `gearbox check` runs it under bf16
+cudnn_row=
+[ -f "$PLUGINS/attn/cudnn/attn-cudnn-cuda.so" ] &&
+    cudnn_row="attn cudnn attn/cudnn/attn-cudnn-cuda.so precision.plugin=bf16"
 for row in "attn math attn/math/attn-math-cuda.so" \
     "attn mem_efficient attn/mem_efficient/attn-mem_efficient-cuda.so" \
     "attn flash attn/flash/attn-flash-cuda.so" \
     "optim adamw optim/adamw/optim-adamw-cuda.so" \
-    "optim adamw_fused optim/adamw_fused/optim-adamw_fused-cuda.so"; do
-    read -r kind name file <<< "$row"
+    "optim adamw_fused optim/adamw_fused/optim-adamw_fused-cuda.so" ${cudnn_row:+"$cudnn_row"}; do
+    read -r kind name file extra <<< "$row"
     grep -Eq "^$kind +$name +[0-9.]+ +cuda +.*/$file\$" <<< "$listing" ||
         fail "gearbox plugins does not list $kind/$name for cuda ($file):"$'\n'"$listing"
 
@@ -44,7 +49,7 @@ for row in "attn math attn/math/attn-math-cuda.so" \
 
     rc=0
     out=$("$GEARBOX" check "$SRC/examples/shakespeare_char.ini" --set "data.dir=$WORK/data" \
-        --set "$kind.plugin=$so" 2>&1) || rc=$?
+        --set "$kind.plugin=$so" ${extra:+--set "$extra"} 2>&1) || rc=$?
     [ "$rc" -eq 2 ] && grep -Eq "cuda.*(device|only)" <<< "$out" ||
         fail "gearbox check with [$kind] plugin = $file on the cpu device: exit $rc, expected 2 "$'\n'"$out"
 done

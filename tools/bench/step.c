@@ -1,6 +1,7 @@
 /* `gearbox bench step`: milliseconds per training step and tokens/s for a config, with
- * the model FLOPs of a step (nanoGPT's count), MFU, and the machine's limits beside them
- * (the stated peak MFU divides by, and STREAM triad bandwidth).
+ * the model FLOPs of a step (nanoGPT's count), MFU, the FLOPs the step executes (counted
+ * from the calls it makes), and the machine's limits beside them (the stated peak MFU
+ * divides by, on the CPU the measured FMA peak, and STREAM triad bandwidth).
  *
  * The steps are `gearbox train`'s own (gb_trainer_step: data, forward, backward, clip,
  * optimizer update), on the config's model, plugins and batch, so the figure is what a
@@ -28,12 +29,16 @@ static const char usage[] =
     "\n"
     "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
     "folder) and prints the median ms per step, tokens/s, model FLOPs per step and MFU,\n"
-    "next to the stated f32 peak and triad bandwidth. Nothing is written.\n"
+    "the FLOPs a step executes (matmuls by shape, attention over the causal triangle),\n"
+    "next to the stated f32 peak, on the CPU the measured FMA peak (vector FMAs on every\n"
+    "thread, no memory traffic: what no matmul can beat) and the triad bandwidth.\n"
+    "Nothing is written.\n"
     "\n"
     "  --steps N    timed steps (default 10)\n"
     "  --warmup N   steps run first and not timed (default 2)\n"
     "  --profile    then run N more steps timing every kernel call and print the time\n"
     "               per phase (forward/backward matmul, attention, layernorm, optimizer...)\n"
+    "               and the GFLOP/s of the matmul and attention phases\n"
     "  --set, --plugin-path   as for `gearbox train`\n";
 
 static int parse_count(const char *flag, const char *text, long lo, long *out)
@@ -83,20 +88,53 @@ static int split_args(int argc, char **argv, long *steps, long *warmup, int *pro
     return 0;
 }
 
-/* Runs `warmup` untimed steps and then `steps` timed ones into ms. */
-static int run_steps(gb_trainer *t, long warmup, long steps, double *ms)
+/* Runs `warmup` untimed steps and then `steps` timed ones into ms. The last warm-up step
+ * (or an extra one when there is none) runs with a profile attached, to count the FLOPs
+ * a step executes into *executed. */
+static int run_steps(gb_trainer *t, long warmup, long steps, double *ms, double *executed)
 {
-    for (long it = 0; it < warmup + steps; it++) {
+    long counted = warmup > 0 ? warmup - 1 : 0;
+    gb_profile count = {0};
+    for (long it = 0; it < warmup + steps + (warmup == 0); it++) {
+        if (it == counted)
+            gb_trainer_set_profile(t, &count);
         double t0 = gb_now_ms();
-        if (gb_trainer_step(t, it, NULL) || gb_trainer_sync(t))
+        int rc = gb_trainer_step(t, it, NULL) || gb_trainer_sync(t);
+        double took = gb_now_ms() - t0;
+        if (it == counted)
+            gb_trainer_set_profile(t, NULL);
+        if (rc)
             return -1;
-        if (it >= warmup)
-            ms[it - warmup] = gb_now_ms() - t0;
+        long timed = it - warmup - (warmup == 0);
+        if (timed >= 0)
+            ms[timed] = took;
     }
+    *executed = 0.0;
+    for (int p = 0; p < GB_PHASE_COUNT; p++)
+        *executed += count.flops[p];
     return 0;
 }
 
-static void report(gb_trainer *t, double *ms, long steps)
+/* The limits a step's figures stand against: on the CPU its measured FMA peak (what no
+ * matmul can beat) beside the stated peak MFU divides by; the triad bandwidth. */
+static void report_limits(double peak, const char *source, double executed, double median,
+                          long long threads)
+{
+    int cpu = strcmp(source, "device") != 0;
+    printf("limits: f32 peak %.1f GFLOP/s (stated by the %s)", peak / 1e9, cpu ? "CPU" : "device");
+    if (cpu) {
+        const char *isa;
+        double fma = gb_measure_fma_flops((int)threads, &isa);
+        if (fma > 0)
+            printf(" | FMA peak %.1f GFLOP/s (measured: %s, %lld threads) -> executed FLOPs "
+                   "at %.1f%% of it", fma / 1e9, isa, threads,
+                   100.0 * executed / (median / 1e3) / fma);
+    }
+    printf(" | triad %.1f GB/s (STREAM, %lld threads)\n", gb_measure_triad_gbs((int)threads),
+           threads);
+}
+
+static void report(gb_trainer *t, double *ms, long steps, double executed)
 {
     const gb_settings *s = gb_trainer_settings(t);
     gb_timing timing = gb_timing_of(ms, (int)steps);
@@ -112,10 +150,9 @@ static void report(gb_trainer *t, double *ms, long steps)
            "GFLOP/s", flops / 1e9, flops / (median * 1e6));
     if (peak > 0)
         printf(" | MFU %.1f%%", 100.0 * flops / (median / 1e3) / peak);
-    printf("\nlimits: f32 peak %.1f GFLOP/s (stated by the %s; `gearbox bench matmul` "
-           "measures) | triad %.1f GB/s (STREAM, %lld threads)\n", peak / 1e9,
-           strcmp(source, "device") == 0 ? "device" : "CPU", gb_measure_triad_gbs((int)s->threads),
-           (long long)s->threads);
+    printf("\nexecuted FLOPs: %.4g GFLOP per step (matmuls by shape, attention over the "
+           "causal triangle) -> %.1f GFLOP/s\n", executed / 1e9, executed / (median * 1e6));
+    report_limits(peak, source, executed, median, (long long)s->threads);
 }
 
 /* Runs `steps` more steps with the profile attached and prints the time per phase. */
@@ -133,14 +170,18 @@ static int report_profile(gb_trainer *t, long first, long steps)
     gb_trainer_set_profile(t, NULL);
     printf("\nprofile: %.2f ms per step over %ld profiled steps (the device is synchronised "
            "around every call)\n", total, steps);
-    printf("  %-30s %10s %7s %10s\n", "phase", "ms/step", "share", "calls/step");
+    printf("  %-30s %10s %7s %10s %8s\n", "phase", "ms/step", "share", "calls/step", "GFLOP/s");
     double attributed = 0.0;
     for (int p = 0; p < GB_PHASE_COUNT; p++) {
         double ms = profile.ms[p] / (double)steps;
         attributed += ms;
-        if (profile.ms[p] > 0.0)
-            printf("  %-30s %10.3f %6.1f%% %10.1f\n", gb_phase_name((gb_phase)p), ms,
-                   100.0 * ms / total, (double)profile.calls[p] / (double)steps);
+        if (profile.ms[p] <= 0.0)
+            continue;
+        printf("  %-30s %10.3f %6.1f%% %10.1f", gb_phase_name((gb_phase)p), ms,
+               100.0 * ms / total, (double)profile.calls[p] / (double)steps);
+        if (profile.flops[p] > 0)
+            printf(" %8.1f", profile.flops[p] / (profile.ms[p] * 1e6));
+        printf("\n");
     }
     printf("  %-30s %10.3f %6.1f%%\n", "other (loop, host code)", total - attributed,
            100.0 * (total - attributed) / total);
@@ -166,10 +207,10 @@ int gb_bench_step(int argc, char **argv)
     printf("gearbox bench step: %s | %ld warm-up steps excluded, then %ld timed\n",
            run.config_path, warmup, steps);
     gb_trainer *t = gb_trainer_open(run.cfg, run.plugin_path);
-    double *ms = calloc((size_t)steps, sizeof *ms);
-    rc = !t ? 2 : !ms || run_steps(t, warmup, steps, ms) ? 1 : 0;
+    double *ms = calloc((size_t)steps, sizeof *ms), executed;
+    rc = !t ? 2 : !ms || run_steps(t, warmup, steps, ms, &executed) ? 1 : 0;
     if (rc == 0)
-        report(t, ms, steps);
+        report(t, ms, steps, executed);
     if (rc == 0 && profile && report_profile(t, warmup + steps, steps))
         rc = 1;
     free(ms);

@@ -60,6 +60,10 @@ const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, i
 /* 1 when argv holds -h or --help (then `usage` has been printed). */
 int gb_cli_wants_help(int argc, char **argv, const char *usage);
 
+/* Re-executes gearbox with GOMP_SPINCOUNT bounded unless OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT is set (omp_wait.c says why); returns only when it did not. */
+void gb_cli_bound_openmp_spin(char **argv);
+
 /* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
 int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -90,6 +90,10 @@ static void check_threads(const char *config_path, int64_t threads, warnings *w)
     item("online CPUs", "%d", online);
     item("OMP_NUM_THREADS", "%s", env ? env : "unset");
     item("OpenMP", "%s", omp);
+    const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    item("OpenMP wait", "OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s (unless the first is set, gearbox "
+         "sets the second before OpenMP starts: tools/cli/omp_wait.c)",
+         policy ? policy : "unset", spin ? spin : "unset");
     item("[run] threads", "%lld (%s)", (long long)threads,
          config_path ? config_path : "the default: every online CPU");
     if (!env)

@@ -1,11 +1,14 @@
-/* `gearbox new-plugin KIND NAME DIR`: a plugin folder that builds, loads and goes through
- * `gearbox test-plugin` before its author has written a line.
+/* `gearbox new-plugin [--cuda] KIND NAME DIR`: a plugin folder that builds, loads and goes
+ * through `gearbox test-plugin` before its author has written a line.
  *
  * The files come from the templates compiled into the binary (tools/scaffold/): a
  * meson.build that finds gearbox with pkg-config, NAME.c with every entry of the kind's
- * vtable stubbed to answer GB_ERR_UNSUPPORTED, and a README. The module is named as the
- * loader looks for it (<kind>-<name>-cpu.so, device-<name>.so). Nothing is overwritten:
- * DIR must not exist yet or be empty, and its parent must exist.
+ * vtable stubbed to answer GB_ERR_UNSUPPORTED, and a README. With --cuda (attention and
+ * optimizers, the kinds that run kernels on the device gearbox gives them) NAME.cu is
+ * compiled by nvcc, checks for the cuda device and a GPU in create() and keeps the
+ * device's stream, beside cuda_status.h. The module is named as the loader looks for it
+ * (<kind>-<name>-cpu.so, <kind>-<name>-cuda.so, device-<name>.so). Nothing is
+ * overwritten: DIR must not exist yet or be empty, and its parent must exist.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,7 +24,7 @@
 #define MAX_NAME 40
 
 static const char usage[] =
-    "usage: gearbox new-plugin KIND NAME DIR\n"
+    "usage: gearbox new-plugin [--cuda] KIND NAME DIR\n"
     "\n"
     "Writes a plugin that builds and loads but does nothing yet, to start from:\n"
     "  DIR/meson.build   builds KIND-NAME-cpu.so (device-NAME.so for a device) against\n"
@@ -32,7 +35,12 @@ static const char usage[] =
     "KIND is device, attn, optim, precision or comm; NAME is lower_snake_case (what\n"
     "`[KIND] plugin = NAME` will select). DIR must not exist or be empty; its parent must\n"
     "exist. Then: meson setup DIR/build DIR && ninja -C DIR/build, and\n"
-    "gearbox test-plugin DIR/build/KIND-NAME-cpu.so runs the conformance checks.\n";
+    "gearbox test-plugin DIR/build/KIND-NAME-cpu.so runs the conformance checks.\n"
+    "\n"
+    "  --cuda   for attn and optim: a plugin for the cuda device, built with nvcc (sm_80,\n"
+    "           sm_90, warnings as errors) as KIND-NAME-cuda.so: DIR/NAME.cu, whose\n"
+    "           create() checks for the cuda device and a GPU and keeps the device's\n"
+    "           compute stream, and DIR/cuda_status.h (CUDA errors as gearbox's)\n";
 
 static const char *template_text(const char *name)
 {
@@ -106,10 +114,57 @@ static int write_file(const char *dir, const char *file, const char *text, const
     return 0;
 }
 
+/* The files of a plugin of `kind` in its flavour: each written file and its template. */
+typedef struct scaffold_plan {
+    char module[96];
+    struct { char file[64], template_name[32]; } files[4];
+    int n_files;
+} scaffold_plan;
+
+static void add_file(scaffold_plan *plan, const char *file, const char *template_name)
+{
+    snprintf(plan->files[plan->n_files].file, sizeof plan->files[0].file, "%s", file);
+    snprintf(plan->files[plan->n_files].template_name, sizeof plan->files[0].template_name,
+             "%s", template_name);
+    plan->n_files++;
+}
+
+static void plan_files(scaffold_plan *plan, const char *kind, const char *name, int cuda)
+{
+    char source[64], template_name[32];
+    snprintf(source, sizeof source, "%s.%s", name, cuda ? "cu" : "c");
+    snprintf(template_name, sizeof template_name, "%s.%s.in", kind, cuda ? "cu" : "c");
+    if (strcmp(kind, "device") == 0)
+        snprintf(plan->module, sizeof plan->module, "device-%s", name);
+    else
+        snprintf(plan->module, sizeof plan->module, "%s-%s-%s", kind, name, cuda ? "cuda" : "cpu");
+    plan->n_files = 0;
+    add_file(plan, "meson.build", cuda ? "meson_cuda.build.in" : "meson.build.in");
+    add_file(plan, source, template_name);
+    if (cuda)
+        add_file(plan, "cuda_status.h", "cuda_status.h.in");
+    add_file(plan, "README.md", "README.md.in");
+}
+
+/* Takes --cuda out of argv (anywhere); the other arguments keep their order. */
+static int take_cuda_flag(int *argc, char **argv)
+{
+    int cuda = 0, kept = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--cuda") == 0)
+            cuda = 1;
+        else
+            argv[kept++] = argv[i];
+    }
+    *argc = kept;
+    return cuda;
+}
+
 int gb_cmd_new_plugin(int argc, char **argv)
 {
     if (gb_cli_wants_help(argc, argv, usage))
         return 0;
+    int cuda = take_cuda_flag(&argc, argv);
     if (argc != 4)
         return gb_cli_usage_error("new-plugin", "expected KIND NAME DIR, got %d argument%s",
                                   argc - 1, argc == 2 ? "" : "s");
@@ -126,33 +181,32 @@ int gb_cmd_new_plugin(int argc, char **argv)
     if (strcmp(kind, "attn") == 0 && strcmp(name, "auto") == 0)
         return gb_cli_usage_error("new-plugin", "'auto' is taken: `[attn] plugin = auto` "
                                   "asks gearbox to choose");
-    char source[64], module[96], template_name[32];
-    snprintf(source, sizeof source, "%s.c", name);
-    snprintf(template_name, sizeof template_name, "%s.c.in", kind);
-    if (strcmp(kind, "device") == 0)
-        snprintf(module, sizeof module, "device-%s", name);
-    else
-        snprintf(module, sizeof module, "%s-%s-cpu", kind, name);
-    const struct { const char *file, *template_name; } files[] = {
-        {"meson.build", "meson.build.in"}, {source, template_name}, {"README.md", "README.md.in"}};
-    for (int i = 0; i < 3; i++)
-        if (!template_text(files[i].template_name)) {
+    if (cuda && strcmp(kind, "attn") != 0 && strcmp(kind, "optim") != 0)
+        return gb_cli_usage_error("new-plugin", "--cuda is for attn and optim, the kinds that "
+                                  "run kernels on the device gearbox gives them; a %s plugin "
+                                  "is host code (start from `gearbox new-plugin %s`)", kind, kind);
+    scaffold_plan plan;
+    plan_files(&plan, kind, name, cuda);
+    for (int i = 0; i < plan.n_files; i++)
+        if (!template_text(plan.files[i].template_name)) {
             fprintf(stderr, "gearbox new-plugin: this gearbox was built without the template "
-                    "%s\n", files[i].template_name);
+                    "%s\n", plan.files[i].template_name);
             return 1;
         }
     if (make_empty_dir(dir))
         return 1;
-    for (int i = 0; i < 3; i++)
-        if (write_file(dir, files[i].file, template_text(files[i].template_name), kind, name,
-                       module))
+    for (int i = 0; i < plan.n_files; i++)
+        if (write_file(dir, plan.files[i].file, template_text(plan.files[i].template_name),
+                       kind, name, plan.module))
             return 1;
-    printf("wrote %s/meson.build, %s/%s and %s/README.md: %s/%s, every entry a stub that "
-           "answers GB_ERR_UNSUPPORTED\n"
+    printf("wrote %s/meson.build, %s/%s and %s/README.md%s: %s/%s%s, every entry a stub "
+           "that answers GB_ERR_UNSUPPORTED\n"
            "next:\n"
            "  meson setup %s/build %s && ninja -C %s/build\n"
            "  gearbox plugins --plugin-path %s/build\n"
-           "  gearbox test-plugin %s/build/%s.so\n",
-           dir, dir, source, dir, kind, name, dir, dir, dir, dir, dir, module);
+           "  gearbox test-plugin %s/build/%s.so%s\n",
+           dir, dir, plan.files[1].file, dir, cuda ? " (and cuda_status.h)" : "", kind, name,
+           cuda ? " for the cuda device" : "", dir, dir, dir, dir, dir, plan.module,
+           cuda ? "   (on a machine with a GPU)" : "");
     return 0;
 }

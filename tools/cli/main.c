@@ -41,6 +41,7 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
+    gb_cli_bound_openmp_spin(argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage, argc < 2 ? stderr : stdout);

@@ -1,0 +1,251 @@
+/* attn/cudnn on the CPU: what it decides without a GPU (plugins/attn/cudnn/sdpa_shapes.h)
+ * and its refusal of the cpu device.
+ *
+ * - eligibility: each rule of sdpa_eligible() on both sides of its bound (dtype, cuDNN
+ *   version, compute capability, head_dim, T), every refusal naming a plugin to use
+ *   instead, and reasons that fit a tiny buffer;
+ * - layouts: a transposed operand (K^T, V^T, P^T) read through the dims and strides handed
+ *   to cuDNN addresses exactly the element the view holds, for the core's packed views and
+ *   contiguous ones;
+ * - plan keys, workspace offsets, the mask's fill value and the alignment check;
+ * - with the built plugin's path as argument: its descriptor, and create() on the cpu
+ *   device failing with GB_ERR_UNSUPPORTED and a message naming attn/cudnn.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sdpa_shapes.h"
+#include "test_host.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                \
+    do {                                                \
+        if (!(cond)) {                                  \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+            failures++;                                 \
+        }                                               \
+    } while (0)
+
+static gb_attn_problem problem(gb_dtype dtype, int64_t T, int64_t D)
+{
+    gb_attn_problem p = {.struct_size = sizeof p, .batch = 2, .heads = 3, .seq_len = T,
+                         .head_dim = D, .dtype = dtype, .causal = 1};
+    return p;
+}
+
+/* eligible() must say yes, or no with a reason holding `needle` and naming a plugin. */
+static void expect(const sdpa_env *env, gb_attn_problem p, int want, const char *needle)
+{
+    char reason[512] = "";
+    int got = sdpa_eligible(env, &p, reason, sizeof reason);
+    CHECK(got == want, "cuDNN %lld, cc %d.%d, %s T %lld D %lld: eligible %d, want %d (%s)",
+          (long long)env->cudnn_version, (int)env->cc_major, (int)env->cc_minor,
+          gb_dtype_name(p.dtype), (long long)p.seq_len, (long long)p.head_dim, got, want, reason);
+    if (!want) {
+        CHECK(strstr(reason, needle), "reason \"%s\" should say \"%s\"", reason, needle);
+        CHECK(strstr(reason, "attn/"), "reason \"%s\" should name a plugin to use instead",
+              reason);
+    }
+}
+
+static void check_eligibility(void)
+{
+    const sdpa_env hopper = {91900, 9, 0}, ampere = {91900, 8, 0}, turing = {91900, 7, 5};
+    const sdpa_env old_9 = {91500, 9, 0}, fixed_9 = {91501, 9, 0};
+    expect(&hopper, problem(GB_BF16, 128, 64), 1, "");
+    expect(&hopper, problem(GB_F16, 1024, 128), 1, "");
+    expect(&hopper, problem(GB_F32, 128, 64), 0, "16-bit");
+    expect(&hopper, problem(GB_I32, 128, 64), 0, "i32");
+    expect(&hopper, problem(GB_BF16, 128, 12), 0, "multiple of 8");
+    expect(&hopper, problem(GB_BF16, 128, 256), 1, "");
+    expect(&hopper, problem(GB_BF16, 128, 264), 0, "<= 256");
+    expect(&ampere, problem(GB_BF16, 128, 128), 1, "");
+    expect(&ampere, problem(GB_BF16, 128, 136), 0, "<= 128");
+    expect(&turing, problem(GB_BF16, 128, 64), 0, "8.0");
+    expect(&(sdpa_env){8907, 9, 0}, problem(GB_BF16, 128, 64), 0, "9.0");
+    expect(&(sdpa_env){91000, 9, 0}, problem(GB_BF16, 128, 64), 0, "9.10.0");
+    expect(&(sdpa_env){91001, 9, 0}, problem(GB_BF16, 128, 64), 0, "9.10.1");
+    expect(&(sdpa_env){91002, 9, 0}, problem(GB_BF16, 128, 64), 1, "");
+    expect(&hopper, problem(GB_BF16, 1, 64), 0, "T = 1");
+    expect(&old_9, problem(GB_BF16, 100, 64), 0, "multiple of 128");
+    expect(&old_9, problem(GB_BF16, 256, 64), 1, "");
+    expect(&fixed_9, problem(GB_BF16, 100, 64), 1, "");
+    expect(&hopper, problem(GB_BF16, 7, 8), 1, "");
+
+    gb_attn_problem p = problem(GB_F32, 128, 64);
+    char tiny[8];
+    memset(tiny, 'x', sizeof tiny);
+    sdpa_eligible(&hopper, &p, tiny, sizeof tiny);
+    CHECK(memchr(tiny, '\0', sizeof tiny), "the reason overflowed an 8-byte buffer");
+}
+
+/* Offset (elements) of element `idx` through dims/strides `l`. */
+static int64_t offset(const sdpa_layout *l, const int64_t idx[4])
+{
+    int64_t at = 0;
+    for (int i = 0; i < 4; i++)
+        at += idx[i] * l->strides[i];
+    return at;
+}
+
+/* Through the transposed layout, element (b, h, j, i) must be the view's (b, h, i, j). */
+static void check_transpose(const sdpa_layout *view, const char *what)
+{
+    const sdpa_layout t = sdpa_transposed(*view);
+    CHECK(t.dims[0] == view->dims[0] && t.dims[1] == view->dims[1] &&
+              t.dims[2] == view->dims[3] && t.dims[3] == view->dims[2],
+          "%s: transposed dims", what);
+    int64_t bad = 0;
+    for (int64_t b = 0; b < view->dims[0]; b++)
+        for (int64_t h = 0; h < view->dims[1]; h++)
+            for (int64_t i = 0; i < view->dims[2]; i++)
+                for (int64_t j = 0; j < view->dims[3]; j++) {
+                    const int64_t v[4] = {b, h, i, j}, w[4] = {b, h, j, i};
+                    bad += offset(view, v) != offset(&t, w);
+                }
+    CHECK(bad == 0, "%s: %lld elements of the transposed layout miss the view's", what,
+          (long long)bad);
+}
+
+static gb_tensor view_of(const gb_attn_problem *p, const int64_t strides[4])
+{
+    gb_tensor t = {.data = NULL, .dtype = p->dtype, .ndim = 4,
+                   .shape = {p->batch, p->heads, p->seq_len, p->head_dim}};
+    memcpy(t.stride, strides, sizeof t.stride);
+    return t;
+}
+
+static void check_layouts(void)
+{
+    const gb_attn_problem p = problem(GB_BF16, 5, 8);
+    int64_t qkv[4], out[4], flat[4];
+    sdpa_core_strides(&p, qkv, out);
+    sdpa_contiguous_strides(&p, flat);
+    // the core's packed projection: q of (b, t, h) at b*T*3C + t*3C + h*D
+    CHECK(qkv[0] == 5 * 3 * 24 && qkv[1] == 8 && qkv[2] == 3 * 24 && qkv[3] == 1,
+          "core q/k/v strides");
+    CHECK(out[0] == 5 * 24 && out[1] == 8 && out[2] == 24 && out[3] == 1, "core out strides");
+    CHECK(flat[0] == 3 * 5 * 8 && flat[1] == 5 * 8 && flat[2] == 8 && flat[3] == 1,
+          "contiguous strides");
+
+    const gb_tensor packed = view_of(&p, qkv), contiguous = view_of(&p, flat);
+    const sdpa_layout lp = sdpa_view_layout(&packed), lc = sdpa_view_layout(&contiguous);
+    CHECK(memcmp(lp.strides, qkv, sizeof qkv) == 0 && lp.dims[2] == 5 && lp.dims[3] == 8,
+          "a view's layout is its own dims and strides");
+    check_transpose(&lp, "K^T of the packed projection");
+    check_transpose(&lc, "K^T of a contiguous view");
+    const sdpa_layout s = sdpa_scores(&p);
+    check_transpose(&s, "P^T of the scores");
+
+    const sdpa_layout rows = sdpa_row_stats(&p);
+    CHECK(rows.dims[2] == 5 && rows.dims[3] == 1 && rows.strides[0] == 15 &&
+              rows.strides[1] == 5 && rows.strides[2] == 1,
+          "row statistics (B, H, T, 1)");
+    CHECK(fabsf(sdpa_scale(&(gb_attn_problem){.head_dim = 64}) - 0.125f) == 0.0f,
+          "scale 1/sqrt(64)");
+}
+
+static void check_keys(void)
+{
+    const gb_attn_problem p = problem(GB_F16, 256, 64);
+    int64_t qkv[4], out[4], strides[SDPA_VIEWS][4];
+    sdpa_core_strides(&p, qkv, out);
+    for (int i = 0; i < SDPA_VIEWS; i++)
+        memcpy(strides[i], i == SDPA_O || i == SDPA_DO ? out : qkv, sizeof qkv);
+    const sdpa_key planned = sdpa_planned_key(SDPA_BACKWARD, &p, 1);
+    sdpa_key call = sdpa_make_key(SDPA_BACKWARD, &p, (const int64_t(*)[4])strides);
+    CHECK(memcmp(&planned, &call, sizeof call) == 0,
+          "a backward call on the core's views must find the plan memory() built");
+    const sdpa_key fwd = sdpa_planned_key(SDPA_FORWARD, &p, 1);
+    call = sdpa_make_key(SDPA_FORWARD, &p, (const int64_t(*)[4])strides);
+    CHECK(memcmp(&fwd, &call, sizeof call) == 0,
+          "forward keys ignore the gradient views' strides");
+    CHECK(memcmp(&fwd, &planned, sizeof fwd) != 0, "forward and backward keys differ");
+    const sdpa_key flat = sdpa_planned_key(SDPA_BACKWARD, &p, 0);
+    CHECK(memcmp(&planned, &flat, sizeof planned) != 0, "packed and contiguous keys differ");
+    strides[SDPA_DK][2] += 8;
+    call = sdpa_make_key(SDPA_BACKWARD, &p, (const int64_t(*)[4])strides);
+    CHECK(memcmp(&planned, &call, sizeof call) != 0, "a different dk stride needs its own plan");
+}
+
+static void check_workspace(void)
+{
+    const gb_attn_problem p = problem(GB_BF16, 128, 64);
+    const int64_t rows = 2 * 3 * 128 * (int64_t)sizeof(float);
+    CHECK(sdpa_rowsum_offset(0) == 0 && sdpa_rowsum_offset(1) == 256 &&
+              sdpa_rowsum_offset(256) == 256 && sdpa_rowsum_offset(257) == 512,
+          "rowsum offsets round up to 256 bytes");
+    CHECK(sdpa_workspace_bytes(&p, 0, 1000) == 1024 + rows, "backward needs scratch + rowsum");
+    CHECK(sdpa_workspace_bytes(&p, 1 << 20, 1000) == 1 << 20, "a larger forward scratch wins");
+}
+
+static void check_fill_and_alignment(void)
+{
+    CHECK(sdpa_mask_fill(90500) == -FLT_MAX, "cuDNN < 9.10 masks with the lowest float");
+    CHECK(isinf(sdpa_mask_fill(91000)) && sdpa_mask_fill(91000) < 0, "cuDNN 9.10 masks with -inf");
+
+    const gb_attn_problem p = problem(GB_BF16, 5, 8);
+    int64_t qkv[4], out[4];
+    sdpa_core_strides(&p, qkv, out);
+    static _Alignas(64) uint16_t buffer[64];
+    gb_tensor t = view_of(&p, qkv);
+    char reason[256] = "";
+    t.data = buffer;
+    CHECK(sdpa_view_aligned(&t, "q", reason, sizeof reason), "an aligned view: %s", reason);
+    t.data = buffer + 1;
+    CHECK(!sdpa_view_aligned(&t, "k", reason, sizeof reason) && strstr(reason, "k is not"),
+          "a misaligned k must be refused naming it: %s", reason);
+    t.data = buffer;
+    t.stride[2] = 12;
+    CHECK(!sdpa_view_aligned(&t, "v", reason, sizeof reason) && strstr(reason, "stride[2]"),
+          "a row stride of 12 bf16 must be refused naming it: %s", reason);
+    CHECK(sdpa_buffer_aligned(buffer, "saved", reason, sizeof reason), "an aligned buffer");
+    CHECK(!sdpa_buffer_aligned((char *)buffer + 4, "saved", reason, sizeof reason) &&
+              strstr(reason, "saved is not"),
+          "a misaligned saved buffer must be refused naming it: %s", reason);
+}
+
+/* The built object: its descriptor, and create() refusing the cpu device. */
+static void check_plugin(const char *path)
+{
+    void *handle = NULL;
+    const gb_plugin_desc *desc = gb_test_open_plugin(path, &handle);
+    if (!desc) {
+        failures++;
+        return;
+    }
+    failures += gb_test_check_descriptor(desc, GB_KIND_ATTN, "cudnn", GB_DEVICE_CUDA,
+                                         sizeof(gb_attn_ops));
+    CHECK(desc->dtypes == (GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16)),
+          "attn/cudnn declares bf16 and f16 only");
+    const gb_attn_ops *ops = (const gb_attn_ops *)desc->ops;
+    void *self = NULL;
+    gb_test_clear_error();
+    gb_status st = ops->create(gb_test_host(), NULL, gb_test_cpu_ctx(), &self);
+    CHECK(st == GB_ERR_UNSUPPORTED && !self, "create on the cpu device: status %d, want %d",
+          (int)st, (int)GB_ERR_UNSUPPORTED);
+    CHECK(strstr(gb_test_last_error(), "attn/cudnn") &&
+              strstr(gb_test_last_error(), "cuda device only"),
+          "the refusal should name attn/cudnn and the cuda device: \"%s\"", gb_test_last_error());
+}
+
+int main(int argc, char **argv)
+{
+    check_eligibility();
+    check_layouts();
+    check_keys();
+    check_workspace();
+    check_fill_and_alignment();
+    if (argc > 1)
+        check_plugin(argv[1]);
+    if (failures) {
+        printf("%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("ok: attn/cudnn's eligibility, layouts, plan keys, workspace and cpu refusal\n");
+    return 0;
+}
