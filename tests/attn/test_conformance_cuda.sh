@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# `gearbox test-plugin --strict` on the CUDA objects of attn/math and attn/mem_efficient,
-# on device/cuda, against the CPU attn/math (suite gpu): the kit's shapes within 1e-5 abs +
-# 1e-4 rel (and its bf16 and f16 rows at theirs), causality (bit for bit), reruns
-# bit-identical, the refusals. attn/cudnn, where cuDNN was found to build it, computes in
-# 16-bit only, so it runs without --strict (whose promises start with f32): its bf16 and
-# f16 rows at their tolerances, causality, reruns bit-identical, its f32 rows unsupported.
-# Exit 77 (skipped) when device/cuda is not built, or when the kit finds no usable GPU and
-# nvidia-smi sees none either; a GPU that nvidia-smi lists but the kit cannot use is a
-# failure.
+# `gearbox test-plugin --strict` on the CUDA objects of attn/math, attn/mem_efficient and
+# attn/flash, on device/cuda, against the CPU attn/math (suite gpu): the kit's shapes
+# within 1e-5 abs + 1e-4 rel (and its bf16 and f16 rows at theirs), causality (bit for
+# bit), reruns bit-identical, the refusals. attn/cudnn, where cuDNN was found to build it,
+# computes in 16-bit only, so it runs without --strict (whose promises start with f32): its
+# bf16 and f16 rows at their tolerances, causality, reruns bit-identical, its f32 rows
+# unsupported. Exit 77 (skipped) when device/cuda is not built, or when the kit finds no
+# usable GPU and nvidia-smi sees none either; a GPU that nvidia-smi lists but the kit
+# cannot use is a failure.
 # usage: test_conformance_cuda.sh GEARBOX PLUGINS_DIR
 set -u
 GEARBOX=$1
@@ -20,7 +20,7 @@ fi
 worst=0
 cudnn=
 [ -f "$PLUGINS/attn/cudnn/attn-cudnn-cuda.so" ] && cudnn=cudnn
-for plugin in math mem_efficient $cudnn; do
+for plugin in math mem_efficient flash $cudnn; do
     strict=--strict
     [ "$plugin" = cudnn ] && strict=
     rc=0

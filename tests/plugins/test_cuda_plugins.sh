@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The CUDA objects of attn/math, attn/mem_efficient, optim/adamw and optim/adamw_fused (and
-# attn/cudnn where cuDNN was found to build it) on any machine, GPU or
-# not: `gearbox plugins` lists each for the cuda device; the conformance kit loads each,
-# passes its descriptor, file name and schema, and then skips (exit 77: no device/cuda
-# or no GPU here) or passes, never fails; on the cpu device the kit and `gearbox check`
-# refuse them with a message naming the device.
+# The CUDA objects of attn/math, attn/mem_efficient, attn/flash, optim/adamw and
+# optim/adamw_fused (and attn/cudnn where cuDNN was found to build it) on any machine, GPU
+# or not: `gearbox plugins` lists each for the cuda device; the conformance kit loads
+# each, passes its descriptor, file name and schema, and then skips (exit 77: no
+# device/cuda or no GPU here) or passes, never fails; on the cpu device the kit and
+# `gearbox check` refuse them with a message naming the device.
 # usage: test_cuda_plugins.sh GEARBOX PLUGINS_DIR SOURCE_ROOT
 set -u
 GEARBOX=$1
@@ -25,6 +25,7 @@ cudnn_row=
     cudnn_row="attn cudnn attn/cudnn/attn-cudnn-cuda.so precision.plugin=bf16"
 for row in "attn math attn/math/attn-math-cuda.so" \
     "attn mem_efficient attn/mem_efficient/attn-mem_efficient-cuda.so" \
+    "attn flash attn/flash/attn-flash-cuda.so" \
     "optim adamw optim/adamw/optim-adamw-cuda.so" \
     "optim adamw_fused optim/adamw_fused/optim-adamw_fused-cuda.so" ${cudnn_row:+"$cudnn_row"}; do
     read -r kind name file extra <<< "$row"
