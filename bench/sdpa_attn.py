@@ -212,8 +212,9 @@ class Bench:
         except RuntimeError as err:
             if self.cuda and isinstance(err, torch.cuda.OutOfMemoryError):
                 c['note'] = 'not timed: out of memory (' + str(err).split('\n')[0][:160] + ')'
-                return c
-            raise
+            else:  # it ran once and then failed: say so and go on with the next cell
+                c['note'] = 'failed: ' + reason(str(err))
+            return c
         finally:
             q = k = v = dout = out = grads = None
             if self.cuda:
