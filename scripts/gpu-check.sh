@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU: configure and build gearbox there, run the
 # gpu test suite, train 50 steps of the default model on device/cuda in each precision,
-# and run compute-sanitizer (memcheck, racecheck) over a few training steps; print a
-# summary and keep every log. docs/gpu.md explains what each stage checks.
+# run compute-sanitizer (memcheck, racecheck) over a few training steps, then short
+# benchmarks (`gearbox bench attn` on device/cuda, bench/sdpa_attn.py, bench/compare_gpu.py);
+# print a summary and keep every log. docs/gpu.md explains what each stage checks.
 #
 # Made for a GPU machine without apt: nvcc and the CUDA libraries under CUDA_PATH
 # (default /usr/local/cuda), cuDNN and NCCL as Python wheels (site-packages/nvidia/cudnn,
@@ -16,6 +17,8 @@
 #              OUT           where logs go (default ./gpu-check-out)
 #              BUILD         build folder (default build-gpu)
 #              STEPS         training steps per precision (default 50)
+#              BENCH         0 skips the benchmarks (default 1)
+#              PYTHON        the interpreter with PyTorch 2.x for bench/*.py (default python3)
 # Exit status: 0 when no stage failed (skipped stages do not fail), 1 otherwise.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,12 +28,15 @@ build=${BUILD:-build-gpu}
 steps=${STEPS:-50}
 deps=${GEARBOX_DEPS:-.gpu-deps}
 mkdir -p "$out"
+: > "$out/summary.txt"
 summary=()
 failed=0
 
-# record STAGE STATUS DETAIL: one line of the summary (STATUS: PASS, FAIL or SKIP)
+# record STAGE STATUS DETAIL: one line of the summary (STATUS: PASS, FAIL or SKIP), also
+# appended to summary.txt at once, so a run cut short still leaves what it did
 record() {
     summary+=("$(printf '%-28s %-4s %s' "$1" "$2" "$3")")
+    printf '%s\n' "${summary[${#summary[@]}-1]}" >> "$out/summary.txt"
     [ "$2" = FAIL ] && failed=1
     echo "== $1: $2 $3"
 }
@@ -142,5 +148,57 @@ else
             record "compute-sanitizer $tool" FAIL "sanitize-$tool.log: $(grep -m1 'ERROR SUMMARY\|error' "$out/sanitize-$tool.log" | cut -c1-100)"
         fi
     done
+fi
+
+# ---- benchmarks (short settings: the whole script must fit a 10-minute slot) --------------
+# Each runs under `timeout`; its output is $out/bench-*.txt. They measure, they do not judge:
+# a benchmark FAILs only when it does not run to the end. The full settings are in
+# bench/README.md (run them by hand, one command each).
+# bench_detail FILE: the summary's words for a benchmark's output: the ratio line of
+# compare_gpu.py, else the last T of an attention table as "T=4096: NAME MS ms TFLOPS TF/s, ..."
+bench_detail() {
+    grep -m1 '^gearbox/PyTorch' "$1" ||
+        awk '/^T = / { t = $3; sub(":", "", t); row = "" }
+             /^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ / {
+                 row = row (row == "" ? "" : ", ") $1 " " $4 " ms " $5 " TF/s" }
+             END { if (t != "") print "T=" t ": " row }' "$1"
+}
+# bench NAME SECONDS COMMAND...: runs COMMAND into $out/NAME.txt; exit 77 is a skip
+bench() {
+    local name=$1 limit=$2
+    shift 2
+    timeout -k 10 "$limit" "$@" > "$out/$name.txt" 2>&1
+    local rc=$?
+    if [ $rc -eq 0 ]; then
+        record "$name" PASS "$(bench_detail "$out/$name.txt" | cut -c1-150) ($name.txt)"
+    elif [ $rc -eq 77 ]; then
+        record "$name" SKIP "$(tail -n 1 "$out/$name.txt" | cut -c1-110)"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        record "$name" FAIL "past its ${limit} s limit ($name.txt)"
+    else
+        record "$name" FAIL "exit status $rc ($name.txt)"
+    fi
+}
+py=${PYTHON:-python3}
+if [ "${BENCH:-1}" = 0 ]; then
+    record "benchmarks" SKIP "BENCH=0"
+else
+    attn_plugins=$(ls "$build"/plugins/attn/*/attn-*-cuda.so 2>/dev/null |
+        sed 's|.*/attn-\(.*\)-cuda\.so$|\1|' | paste -sd, -)
+    if [ -z "$attn_plugins" ]; then
+        record "bench attn (cuda)" SKIP "no attention plugin built for cuda"
+    else
+        bench "bench-attn-cuda" 120 "$gearbox" bench attn --device cuda \
+            --dtype bf16 --T 1024,4096 --repeats 3 --max-seconds 10 --plugins "$attn_plugins"
+    fi
+    if ! "$py" -c 'import torch' > /dev/null 2>&1; then
+        record "bench sdpa/compare_gpu" SKIP "no PyTorch in $py (set PYTHON)"
+    else
+        bench "bench-sdpa" 120 "$py" bench/sdpa_attn.py --T 1024,4096 \
+            --repeats 3 --json "$out/bench-sdpa.json"
+        bench "bench-compare-gpu" 300 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
+            --python "$py" --steps 10 --warmup 3 --repeats 1 --timeout 200 \
+            --logs "$out/compare-gpu"
+    fi
 fi
 finish

@@ -1,12 +1,19 @@
 /* `gearbox bench attn`: forward+backward time and extra memory of attention plugins, by T.
  *
- * Each plugin is loaded through the core from an in-memory config ("[attn] plugin = NAME",
- * "[run] threads = N"), as `gearbox train` would load it, and every buffer comes from the
- * device plugin's alloc(). For each T the problem is causal f32 self-attention on the
- * core's layout: q, k, v are slices of a packed (B, T, 3, H, D) projection and out, dout
+ * Each plugin is loaded through the core from an in-memory config ("[device] plugin =
+ * DEVICE", "[attn] plugin = NAME", "[run] threads = N"), as `gearbox train` would load it,
+ * and every buffer comes from the device plugin's alloc(). For each T the problem is
+ * causal self-attention in --dtype (f32, bf16 or f16) on the core's layout: q, k, v are slices of a packed (B, T, 3, H, D) projection and out, dout
  * are (B, T, H, D), so the views and strides are the ones training passes. A cell is one
  * untimed warm-up (it also faults the pages in), then up to --repeats timed runs of
  * forward + backward; the medians are printed.
+ *
+ * TFLOP/s counts what the engine's profile counts (engine/model.c): one (T, T) x (T, D)
+ * product per head over the causal triangle, diagonal included, is 2 B H D T (T + 1) / 2
+ * FLOPs; forward is two products (Q K^T, P V), backward four (dV, dP, dQ, dK), so
+ * forward+backward is 6 B H D T (T + 1) FLOPs, with nothing counted for recomputing P.
+ * (FlashAttention's own benchmarks count backward as 2.5 forwards: their figures read
+ * 7/6 of ours for the same time.) bench/sdpa_attn.py counts PyTorch's SDPA the same way.
  *
  * Extra memory is what memory() declares: bytes saved per layer between forward and
  * backward, plus the workspace of one call; the inputs and gradients (q, k, v, out, dout,
@@ -27,6 +34,7 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
+#include "gearbox/convert.h"
 #include "runtime.h"
 
 #define MAX_ITEMS 8
@@ -35,9 +43,11 @@
 static const char usage[] =
     "usage: gearbox bench attn [--T LIST] [--heads N] [--head-dim N] [--batch N]\n"
     "                          [--repeats N] [--plugins LIST] [--threads N]\n"
+    "                          [--device NAME] [--dtype f32|bf16|f16]\n"
     "                          [--max-seconds S] [--plugin-path DIRS]\n"
     "\n"
-    "Times causal f32 attention forward+backward of each plugin at each sequence length\n"
+    "Times causal attention forward+backward of each plugin at each sequence length,\n"
+    "with its TFLOP/s (6 B H D T (T + 1) FLOPs: the causal triangle, no recomputation),\n"
     "and prints the extra memory each declares (saved per layer + workspace).\n"
     "\n"
     "  --T LIST         sequence lengths, comma-separated (default 256,1024,4096,8192)\n"
@@ -48,6 +58,9 @@ static const char usage[] =
     "                   (default 5)\n"
     "  --plugins LIST   attention plugins, comma-separated (default math,mem_efficient,flash)\n"
     "  --threads N      OpenMP threads; 0 for every online CPU (default 0)\n"
+    "  --device NAME    device plugin: cpu or cuda (default cpu)\n"
+    "  --dtype T        element type of q, k, v, out and the gradients: f32, bf16 or f16\n"
+    "                   (default f32); a plugin that does not take it is not eligible\n"
     "  --max-seconds S  time budget of one cell; a plugin is not timed at a T where its\n"
     "                   last time, scaled by T^2, would exceed it (default 60)\n"
     "  --plugin-path D  extra plugin folders, ':'-separated\n";
@@ -58,6 +71,8 @@ typedef struct bench_args {
     char plugins[MAX_ITEMS][GB_BENCH_NAME_CAP];
     int n_plugins;
     long heads, head_dim, batch, repeats, threads;
+    char device[GB_BENCH_NAME_CAP];
+    gb_dtype dtype;
     double max_seconds;
     const char *plugin_path;
 } bench_args;
@@ -74,7 +89,7 @@ typedef struct bench_plugin {
 
 /* The tensors of one problem, on the device. */
 typedef struct bench_buffers {
-    float *qkv, *dqkv, *out, *dout;   // (B, T, 3C), (B, T, 3C), (B, T, C), (B, T, C)
+    char *qkv, *dqkv, *out, *dout;   // (B, T, 3C), (B, T, 3C), (B, T, C), (B, T, C) in dtype
     void *saved, *workspace;
 } bench_buffers;
 
@@ -136,10 +151,30 @@ static int parse_seconds(const char *text, double *out)
     return 0;
 }
 
+static int parse_dtype(const char *text, gb_dtype *out)
+{
+    static const gb_dtype choices[] = {GB_F32, GB_BF16, GB_F16};
+    for (size_t k = 0; k < sizeof choices / sizeof choices[0]; k++)
+        if (strcmp(text, gb_dtype_name(choices[k])) == 0) {
+            *out = choices[k];
+            return 0;
+        }
+    return gb_cli_usage_error("bench attn", "--dtype %s: expected f32, bf16 or f16", text);
+}
+
+static int parse_device(const char *text, char *out)
+{
+    if (!*text || strlen(text) >= GB_BENCH_NAME_CAP || strcspn(text, " \t\n[]=;#") != strlen(text))
+        return gb_cli_usage_error("bench attn", "--device %s: expected a device plugin name "
+                                  "such as cpu or cuda", text);
+    strcpy(out, text);
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     *a = (bench_args){.heads = 12, .head_dim = 64, .batch = 1, .repeats = 5, .threads = 0,
-                      .max_seconds = 60};
+                      .device = "cpu", .dtype = GB_F32, .max_seconds = 60};
     if (parse_lengths("256,1024,4096,8192", a) ||
         gb_bench_parse_names("bench attn", "--plugins", "math,mem_efficient,flash", a->plugins,
                              MAX_ITEMS, &a->n_plugins))
@@ -166,6 +201,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
                                       &a->n_plugins);
         else if (strcmp(flag, "--threads") == 0)
             rc = gb_bench_parse_long("bench attn", flag, val, 0, 1024, &a->threads);
+        else if (strcmp(flag, "--device") == 0)
+            rc = parse_device(val, a->device);
+        else if (strcmp(flag, "--dtype") == 0)
+            rc = parse_dtype(val, &a->dtype);
         else if (strcmp(flag, "--max-seconds") == 0)
             rc = parse_seconds(val, &a->max_seconds);
         else if (strcmp(flag, "--plugin-path") == 0)
@@ -183,8 +222,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
 static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
 {
     char text[256];
-    snprintf(text, sizeof text, "[attn]\nplugin = %s\n[run]\nthreads = %ld\n", name,
-             a->threads);
+    snprintf(text, sizeof text, "[device]\nplugin = %s\n[attn]\nplugin = %s\n[run]\n"
+             "threads = %ld\n", a->device, name, a->threads);
     gb_diag diag = {0};
     p->name = name;
     p->cfg = gb_config_load_string(text, "gearbox bench attn", "/", &diag);
@@ -211,6 +250,20 @@ static void free_buffers(gb_runtime *rt, bench_buffers *b)
     memset(b, 0, sizeof *b);
 }
 
+/* n uniform values in [-1, 1), in dtype, into host (n times the element size). */
+static void fill_random(void *host, size_t n, gb_dtype dtype)
+{
+    uint64_t state = 0x9E3779B97F4A7C15ULL;
+    for (size_t i = 0; i < n; i++) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        float x = (float)((double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        if (dtype == GB_F32)
+            ((float *)host)[i] = x;
+        else
+            ((uint16_t *)host)[i] = dtype == GB_BF16 ? gb_bf16_from_f32(x) : gb_f16_from_f32(x);
+    }
+}
+
 /* Allocates the buffers of one cell and fills q, k, v and dout through copy(), as a
  * device plugin would be fed. Returns 0, or -1 with the size that failed in *failed. */
 static int alloc_buffers(gb_runtime *rt, const gb_attn_problem *p, const cell *c,
@@ -218,8 +271,8 @@ static int alloc_buffers(gb_runtime *rt, const gb_attn_problem *p, const cell *c
 {
     void *dev = rt->inst[GB_KIND_DEVICE].self;
     const size_t n_out = (size_t)(p->batch * p->seq_len * p->heads * p->head_dim);
-    const size_t sizes[] = {3 * n_out * sizeof(float), 3 * n_out * sizeof(float),
-                            n_out * sizeof(float), n_out * sizeof(float), c->saved,
+    const size_t el = gb_dtype_size(p->dtype);
+    const size_t sizes[] = {3 * n_out * el, 3 * n_out * el, n_out * el, n_out * el, c->saved,
                             c->workspace};
     void **slots[] = {(void **)&b->qkv, (void **)&b->dqkv, (void **)&b->out,
                       (void **)&b->dout, &b->saved, &b->workspace};
@@ -230,21 +283,16 @@ static int alloc_buffers(gb_runtime *rt, const gb_attn_problem *p, const cell *c
             free_buffers(rt, b);
             return -1;
         }
-    float *host = malloc(3 * n_out * sizeof(float));
+    void *host = malloc(3 * n_out * el);
     if (!host) {
-        *failed = 3 * n_out * sizeof(float);
+        *failed = 3 * n_out * el;
         free_buffers(rt, b);
         return -1;
     }
-    uint64_t state = 0x9E3779B97F4A7C15ULL;
-    for (size_t i = 0; i < 3 * n_out; i++) {
-        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-        host[i] = (float)((double)(state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    }
-    gb_status st = rt->dev->copy(dev, b->qkv, host, 3 * n_out * sizeof(float),
-                                 GB_COPY_HOST_TO_DEVICE);
+    fill_random(host, 3 * n_out, p->dtype);
+    gb_status st = rt->dev->copy(dev, b->qkv, host, 3 * n_out * el, GB_COPY_HOST_TO_DEVICE);
     if (st == GB_OK)
-        st = rt->dev->copy(dev, b->dout, host, n_out * sizeof(float), GB_COPY_HOST_TO_DEVICE);
+        st = rt->dev->copy(dev, b->dout, host, n_out * el, GB_COPY_HOST_TO_DEVICE);
     free(host);
     if (st != GB_OK) {
         gb_call_failed(&rt->inst[GB_KIND_DEVICE], st, "copy");
@@ -254,12 +302,13 @@ static int alloc_buffers(gb_runtime *rt, const gb_attn_problem *p, const cell *c
     return 0;
 }
 
-/* A (B, H, T, D) view of the core's packed (B, T, n*C) rows, n = 3 for q, k, v. */
-static gb_tensor heads_view(float *base, const gb_attn_problem *p, int64_t n)
+/* A (B, H, T, D) view of the core's packed (B, T, n*C) rows, n = 3 for q, k, v, starting
+ * `skip` elements into base. */
+static gb_tensor heads_view(char *base, const gb_attn_problem *p, int64_t n, int64_t skip)
 {
     const int64_t row = n * p->heads * p->head_dim;
     return (gb_tensor){
-        .data = base, .dtype = GB_F32, .ndim = 4,
+        .data = base + (size_t)skip * gb_dtype_size(p->dtype), .dtype = p->dtype, .ndim = 4,
         .shape = {p->batch, p->heads, p->seq_len, p->head_dim},
         .stride = {p->seq_len * row, p->head_dim, row, 1},
     };
@@ -272,10 +321,10 @@ static int run_once(gb_runtime *rt, const gb_attn_problem *p, bench_buffers *b, 
     gb_instance *inst = &rt->inst[GB_KIND_ATTN];
     void *dev = rt->inst[GB_KIND_DEVICE].self;
     const int64_t C = p->heads * p->head_dim;
-    gb_tensor q = heads_view(b->qkv, p, 3), k = heads_view(b->qkv + C, p, 3),
-              v = heads_view(b->qkv + 2 * C, p, 3), out = heads_view(b->out, p, 1),
-              dout = heads_view(b->dout, p, 1), dq = heads_view(b->dqkv, p, 3),
-              dk = heads_view(b->dqkv + C, p, 3), dv = heads_view(b->dqkv + 2 * C, p, 3);
+    gb_tensor q = heads_view(b->qkv, p, 3, 0), k = heads_view(b->qkv, p, 3, C),
+              v = heads_view(b->qkv, p, 3, 2 * C), out = heads_view(b->out, p, 1, 0),
+              dout = heads_view(b->dout, p, 1, 0), dq = heads_view(b->dqkv, p, 3, 0),
+              dk = heads_view(b->dqkv, p, 3, C), dv = heads_view(b->dqkv, p, 3, 2 * C);
     double t0 = now_s();
     GB_CALL(inst, "forward",
             rt->attn->forward(inst->self, p, out, q, k, v, b->saved, b->workspace));
@@ -401,25 +450,35 @@ static void print_header(const bench_args *a, bench_plugin *first)
     first->rt.dev->info(first->rt.inst[GB_KIND_DEVICE].self, &info);
     double load[1] = {0};
     getloadavg(load, 1);
-    printf("gearbox bench attn: causal f32 self-attention forward+backward, B %ld, H %ld, "
-           "head_dim %ld, %lld thread(s)\n", a->batch, a->heads, a->head_dim,
-           (long long)first->rt.settings.threads);
+    printf("gearbox bench attn: causal %s self-attention forward+backward, B %ld, H %ld, "
+           "head_dim %ld, %lld thread(s)\n", gb_dtype_name(a->dtype), a->batch, a->heads,
+           a->head_dim, (long long)first->rt.settings.threads);
     printf("device: %s; 1-minute load average %.2f\n", info.name, load[0]);
     printf("each cell: median of up to %ld runs after a warm-up, at most %g s; extra = saved "
-           "per layer + workspace\n", a->repeats, a->max_seconds);
+           "per layer + workspace;\nTFLOP/s of fwd+bwd = 6 B H D T (T + 1) FLOPs (the causal "
+           "triangle) / time\n", a->repeats, a->max_seconds);
+}
+
+/* Forward+backward FLOPs of one causal problem, as the engine's profile counts them. */
+static double fwd_bwd_flops(const gb_attn_problem *p)
+{
+    const double T = (double)p->seq_len;
+    return 6.0 * (double)(p->batch * p->heads * p->head_dim) * T * (T + 1.0);
 }
 
 static void print_inputs(const gb_attn_problem *p)
 {
     char buf[32];
-    double bytes = 8.0 * (double)(p->batch * p->seq_len * p->heads * p->head_dim) * 4;
+    double bytes = 8.0 * (double)(p->batch * p->seq_len * p->heads * p->head_dim) *
+                   (double)gb_dtype_size(p->dtype);
     printf("\nT = %lld: inputs and gradients (q, k, v, out, dout, dq, dk, dv), not counted "
            "as extra: %s\n", (long long)p->seq_len, bytes_text(bytes, buf, sizeof buf));
-    printf("  %-14s %10s %10s %12s %9s %12s %12s %12s\n", "plugin", "fwd ms", "bwd ms",
-           "fwd+bwd ms", "vs " BASELINE, "saved/layer", "workspace", "extra");
+    printf("  %-14s %10s %10s %12s %9s %9s %12s %12s %12s\n", "plugin", "fwd ms", "bwd ms",
+           "fwd+bwd ms", "TFLOP/s", "vs " BASELINE, "saved/layer", "workspace", "extra");
 }
 
-static void print_cell(const char *name, const cell *c, const cell *baseline)
+static void print_cell(const char *name, const gb_attn_problem *p, const cell *c,
+                       const cell *baseline)
 {
     char saved[32], workspace[32], extra[32];
     if (!c->eligible) {
@@ -433,12 +492,13 @@ static void print_cell(const char *name, const cell *c, const cell *baseline)
         char speed[32] = "-";
         if (baseline && baseline->total_ms > 0)
             snprintf(speed, sizeof speed, "%.2fx", baseline->total_ms / c->total_ms);
-        printf("  %-14s %10.2f %10.2f %12.2f %9s %12s %12s %12s%s\n", name, c->fwd_ms,
-               c->bwd_ms, c->total_ms, speed, saved, workspace, extra,
+        printf("  %-14s %10.2f %10.2f %12.2f %9.3g %9s %12s %12s %12s%s\n", name, c->fwd_ms,
+               c->bwd_ms, c->total_ms, fwd_bwd_flops(p) / (c->total_ms * 1e9), speed, saved,
+               workspace, extra,
                c->runs == 1 ? "  (1 run)" : "");
     } else {
-        printf("  %-14s %10s %10s %12s %9s %12s %12s %12s\n", name, "-", "-", "-", "-", saved,
-               workspace, extra);
+        printf("  %-14s %10s %10s %12s %9s %9s %12s %12s %12s\n", name, "-", "-", "-", "-", "-",
+               saved, workspace, extra);
         printf("  %-14s   %s\n", "", c->note);
     }
 }
@@ -462,7 +522,7 @@ int gb_bench_attn(int argc, char **argv)
     for (int i = 0; i < a.n_T && rc == 0; i++) {
         const gb_attn_problem p = {
             .struct_size = sizeof p, .batch = a.batch, .heads = a.heads, .seq_len = a.T[i],
-            .head_dim = a.head_dim, .dtype = GB_F32, .causal = 1,
+            .head_dim = a.head_dim, .dtype = a.dtype, .causal = 1,
         };
         cell cells[MAX_ITEMS];
         int baseline = -1;
@@ -483,7 +543,7 @@ int gb_bench_attn(int argc, char **argv)
             break;
         print_inputs(&p);
         for (int k = 0; k < a.n_plugins; k++)
-            print_cell(plugins[k].name, &cells[k], baseline >= 0 ? &cells[baseline] : NULL);
+            print_cell(plugins[k].name, &p, &cells[k], baseline >= 0 ? &cells[baseline] : NULL);
         fflush(stdout);
     }
     for (int k = 0; k < a.n_plugins; k++)
