@@ -7,7 +7,10 @@
  * while its partner waits for the other one. Sleeping at once (OMP_WAIT_POLICY=passive)
  * costs a few per cent on an idle machine, where the next parallel region starts
  * microseconds later. A bounded spin of GB_OMP_SPIN_ROUNDS covers those microseconds and
- * gives the core up soon after.
+ * gives the core up soon after. Measured on a 2-core machine (docs/BENCHMARKS.md), the
+ * small config's step: idle 29.8 ms with libgomp's default, 30.1 with 1000 rounds, 31.3
+ * passive; beside one busy process 64-182 ms, 67, 60. 10,000 rounds were as bad as the
+ * default there.
  *
  * Since libgomp has read its environment by the time main runs (and glibc resets the
  * environment after the executable's earliest hook), the setting takes one re-exec of
@@ -19,7 +22,7 @@
 
 #include "cli.h"
 
-#define GB_OMP_SPIN_ROUNDS "10000"
+#define GB_OMP_SPIN_ROUNDS "1000"
 
 void gb_cli_bound_openmp_spin(char **argv)
 {
