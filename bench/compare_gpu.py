@@ -43,6 +43,8 @@ import tempfile
 import threading
 import time
 
+from bench_args import at_least
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = 77
 GPT2 = dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, padded_vocab=50304)
@@ -53,18 +55,6 @@ GPT2_TOKENS = 50257
 def fail(msg, status=2):
     print(f'compare_gpu.py: {msg}', file=sys.stderr)
     sys.exit(status)
-
-
-def at_least(lo):
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f'{text!r}: expected an integer')
-        if v < lo:
-            raise argparse.ArgumentTypeError(f'{text!r}: expected an integer >= {lo}')
-        return v
-    return parse
 
 
 def parse_args(argv):

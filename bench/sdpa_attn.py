@@ -45,6 +45,8 @@ import sys
 import time
 import warnings
 
+from bench_args import at_least
+
 SKIP = 77
 BACKENDS = ('flash', 'cudnn', 'efficient', 'math')
 SDP_NAMES = {'flash': 'FLASH_ATTENTION', 'cudnn': 'CUDNN_ATTENTION',
@@ -75,32 +77,20 @@ def name_list(text):
     return names
 
 
-def positive(lo):
-    def parse(text):
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f'{text!r}: expected an integer')
-        if v < lo:
-            raise argparse.ArgumentTypeError(f'{text!r}: expected an integer >= {lo}')
-        return v
-    return parse
-
-
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--T', type=int_list, default=None,
                    help='sequence lengths (default 512,1024,2048,4096,8192,16384; 64,128 on the CPU)')
-    p.add_argument('--batch', type=positive(1), default=1, help='batch size (default 1)')
-    p.add_argument('--heads', type=positive(1), default=12, help='attention heads (default 12)')
-    p.add_argument('--head-dim', type=positive(1), default=64, help='head_dim (default 64)')
+    p.add_argument('--batch', type=at_least(1), default=1, help='batch size (default 1)')
+    p.add_argument('--heads', type=at_least(1), default=12, help='attention heads (default 12)')
+    p.add_argument('--head-dim', type=at_least(1), default=64, help='head_dim (default 64)')
     p.add_argument('--dtype', choices=('bf16', 'f16', 'f32'), default='bf16',
                    help='element type of q, k, v and the gradients (default bf16)')
     p.add_argument('--backends', type=name_list, default=list(BACKENDS),
                    help='SDPA backends to time, in order (default flash,cudnn,efficient,math)')
-    p.add_argument('--repeats', type=positive(1), default=5, help='timed runs per cell (default 5)')
-    p.add_argument('--warmup', type=positive(0), default=2, help='untimed runs first, at least one (default 2)')
+    p.add_argument('--repeats', type=at_least(1), default=5, help='timed runs per cell (default 5)')
+    p.add_argument('--warmup', type=at_least(0), default=2, help='untimed runs first, at least one (default 2)')
     p.add_argument('--device', choices=('cuda', 'cpu'), default='cuda',
                    help='cuda (default), or cpu for a smoke test')
     p.add_argument('--json', metavar='FILE', help='also write every cell as JSON to FILE')
