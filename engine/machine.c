@@ -49,7 +49,7 @@ static void read_brand(char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)len, start);
 }
 
-void gb_cpu_detect(gb_cpu_features *out)
+void gb_cpu_detect_hardware(gb_cpu_features *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->model, sizeof out->model, "unknown CPU");
@@ -74,22 +74,96 @@ void gb_cpu_detect(gb_cpu_features *out)
     out->avx512_bf16 = avx512_state && (a & (1u << 5));
 }
 #else
-void gb_cpu_detect(gb_cpu_features *out)
+void gb_cpu_detect_hardware(gb_cpu_features *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->model, sizeof out->model, "unknown CPU");
 }
 #endif
 
-void gb_cpu_feature_list(const gb_cpu_features *f, char *buf, size_t cap)
+/* The features by name, as gb_cpu_feature_list and GEARBOX_CPU_FEATURES spell them. */
+static const struct {
+    const char *name;
+    size_t offset;
+} feature_names[] = {
+    {"avx2", offsetof(gb_cpu_features, avx2)},
+    {"fma", offsetof(gb_cpu_features, fma)},
+    {"avx512f", offsetof(gb_cpu_features, avx512f)},
+    {"avx512_bf16", offsetof(gb_cpu_features, avx512_bf16)},
+    {"avx512_fp16", offsetof(gb_cpu_features, avx512_fp16)},
+    {"amx_tile", offsetof(gb_cpu_features, amx_tile)},
+    {"amx_bf16", offsetof(gb_cpu_features, amx_bf16)},
+};
+
+static int *feature_flag(gb_cpu_features *f, size_t i)
 {
-    snprintf(buf, cap, "avx2 %s, fma %s, avx512f %s, avx512_bf16 %s, avx512_fp16 %s, "
-             "amx_tile %s, amx_bf16 %s", f->avx2 ? "yes" : "no", f->fma ? "yes" : "no",
-             f->avx512f ? "yes" : "no", f->avx512_bf16 ? "yes" : "no",
-             f->avx512_fp16 ? "yes" : "no", f->amx_tile ? "yes" : "no",
-             f->amx_bf16 ? "yes" : "no");
+    return (int *)((char *)f + feature_names[i].offset);
 }
 
+static int feature_on(const gb_cpu_features *f, size_t i)
+{
+    return *(const int *)((const char *)f + feature_names[i].offset);
+}
+
+/* Sets out's features from a list such as "avx2,fma,avx512_bf16" ("none": no feature);
+ * 0, or -1 with the unknown name in bad. */
+static int parse_feature_list(const char *list, gb_cpu_features *out, char *bad, size_t cap)
+{
+    for (size_t i = 0; i < sizeof feature_names / sizeof feature_names[0]; i++)
+        *feature_flag(out, i) = 0;
+    const char *p = list;
+    while (*p) {
+        size_t len = strcspn(p, ", ");
+        int known = len == 0 || (len == 4 && strncmp(p, "none", 4) == 0);
+        for (size_t i = 0; !known && i < sizeof feature_names / sizeof feature_names[0]; i++)
+            if (strlen(feature_names[i].name) == len && strncmp(p, feature_names[i].name, len) == 0) {
+                *feature_flag(out, i) = 1;
+                known = 1;
+            }
+        if (!known) {
+            snprintf(bad, cap, "%.*s", (int)len, p);
+            return -1;
+        }
+        p += len + (p[len] != '\0');
+    }
+    return 0;
+}
+
+const char *gb_cpu_features_override(char *error, size_t cap)
+{
+    const char *list = getenv("GEARBOX_CPU_FEATURES");
+    if (error && cap)
+        error[0] = '\0';
+    if (!list || !*list)
+        return NULL;
+    gb_cpu_features probe;
+    char bad[64];
+    if (parse_feature_list(list, &probe, bad, sizeof bad) == 0)
+        return list;
+    if (error)
+        snprintf(error, cap, "GEARBOX_CPU_FEATURES=%s: unknown feature '%s' (known: avx2, fma, "
+                 "avx512f, avx512_bf16, avx512_fp16, amx_tile, amx_bf16, none); the CPU's own "
+                 "features are used", list, bad);
+    return NULL;
+}
+
+void gb_cpu_detect(gb_cpu_features *out)
+{
+    gb_cpu_detect_hardware(out);
+    const char *list = gb_cpu_features_override(NULL, 0);
+    if (list) {
+        char bad[64];
+        parse_feature_list(list, out, bad, sizeof bad);
+    }
+}
+
+void gb_cpu_feature_list(const gb_cpu_features *f, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof feature_names / sizeof feature_names[0]; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s %s", i ? ", " : "",
+                 feature_names[i].name, feature_on(f, i) ? "yes" : "no");
+}
 /* What the compiler was allowed to assume, by feature. */
 static const struct {
     const char *name;
@@ -416,7 +490,7 @@ static double cpu_clock_ghz(const char *brand)
 double gb_cpu_peak_flops_f32(char *how, size_t cap)
 {
     gb_cpu_features f;
-    gb_cpu_detect(&f);
+    gb_cpu_detect_hardware(&f);
     int lanes = f.avx512f ? 16 : (f.avx2 || f.fma) ? 8 : 4;
     const char *isa = f.avx512f ? "avx512" : (f.avx2 || f.fma) ? "avx2" : "sse";
     int cores = gb_online_cpus();
@@ -504,7 +578,7 @@ __attribute__((target("avx512f"))) static float fma_chains_avx512(int64_t iters,
 double gb_measure_fma_flops(int threads, const char **isa)
 {
     gb_cpu_features f;
-    gb_cpu_detect(&f);
+    gb_cpu_detect_hardware(&f);
     int lanes = 0;
 #if defined(__x86_64__)
     lanes = f.avx512f ? 16 : f.avx2 && f.fma ? 8 : 0;

@@ -27,7 +27,15 @@ typedef struct gb_cpu_features {
     int avx2, fma, avx512f, avx512_bf16, avx512_fp16, amx_tile, amx_bf16;
 } gb_cpu_features;
 
+/* The features run-time choices weigh (precision = auto, doctor, manifest.json): the
+ * CPU's own, or, where GEARBOX_CPU_FEATURES names a list ("avx2,fma,avx512_bf16"; "none"),
+ * that list on the CPU's model, so tests can take the choices of a CPU they are not on. */
 void gb_cpu_detect(gb_cpu_features *out);
+/* The features the CPU really has: what code that executes instructions must ask. */
+void gb_cpu_detect_hardware(gb_cpu_features *out);
+/* GEARBOX_CPU_FEATURES when set and valid, else NULL; an invalid list is ignored and
+ * explained in error (when given; "" when there is nothing to say). */
+const char *gb_cpu_features_override(char *error, size_t cap);
 /* "avx2 yes, fma yes, avx512f no, ..." for `features`. */
 void gb_cpu_feature_list(const gb_cpu_features *f, char *buf, size_t cap);
 /* The features this binary was compiled to assume (-march=native takes the build

@@ -156,22 +156,48 @@ void gb_instance_unbind(gb_instance *inst)
     memset(inst, 0, sizeof *inst);
 }
 
+/* Why the run's optimizer or device cannot take a 16-bit policy (NULL when they can):
+ * bf16 and fp16 keep f32 master weights beside a 16-bit copy that the optimizer writes
+ * (GB_CAP_LOWP_COPY), and the device must compute in that dtype. */
+static const char *lowp_refused(const gb_runtime *rt, gb_dtype dtype, char *why, size_t cap)
+{
+    const gb_plugin_desc *opt = rt->inst[GB_KIND_OPTIM].plugin->desc;
+    const gb_plugin_desc *dev = rt->inst[GB_KIND_DEVICE].plugin->desc;
+    if (!(gb_plugin_caps(opt) & (GB_CAP_LOWP_COPY | GB_CAPS_UNDECLARED))) {
+        snprintf(why, cap, "[optim] plugin = %s does not write the %s weight copy that a "
+                 "16-bit policy keeps (adamw_fused does)", opt->name, gb_dtype_name(dtype));
+        return why;
+    }
+    if (!(gb_plugin_caps(dev) & GB_CAPS_UNDECLARED) &&
+        !(gb_plugin_dtypes(dev) & GB_DTYPE_BIT(dtype))) {
+        snprintf(why, cap, "[device] plugin = %s does not compute in %s", dev->name,
+                 gb_dtype_name(dtype));
+        return why;
+    }
+    return NULL;
+}
+
 /* `[precision] plugin = auto`: bf16 where the device computes it natively, else fp16 with
- * loss scaling where it computes that natively, else fp32. The choice and the reason go
- * to stdout. CUDA devices count as bf16-capable: gearbox's CUDA path targets sm_80+. */
-static const char *choose_precision(uint32_t device_bit)
+ * loss scaling where it computes that natively, else fp32; a 16-bit choice the optimizer or
+ * the device would refuse falls back to fp32. The choice and everything it weighed go to
+ * stdout. CUDA devices count as bf16-capable: gearbox's CUDA path targets sm_80+. */
+static const char *choose_precision(const gb_runtime *rt)
 {
     const char *choice, *why;
-    char features[160] = "";
-    if (device_bit & GB_DEVICE_CUDA) {
+    char features[192] = "", refused[256];
+    if (rt->device_bit & GB_DEVICE_CUDA) {
         choice = "bf16";
         why = "CUDA tensor cores (sm_80 and later) multiply bf16 natively";
     } else {
         gb_cpu_features f;
+        char bad[256];
+        if (!gb_cpu_features_override(bad, sizeof bad) && bad[0])
+            fprintf(stderr, "gearbox: warning: %s\n", bad);
         gb_cpu_detect(&f);
-        snprintf(features, sizeof features, " (%s: avx512_bf16 %s, amx_bf16 %s, avx512_fp16 %s)",
+        snprintf(features, sizeof features, " (%s: avx512_bf16 %s, amx_bf16 %s, avx512_fp16 %s%s)",
                  f.model, f.avx512_bf16 ? "yes" : "no", f.amx_bf16 ? "yes" : "no",
-                 f.avx512_fp16 ? "yes" : "no");
+                 f.avx512_fp16 ? "yes" : "no",
+                 gb_cpu_features_override(NULL, 0) ? ", from GEARBOX_CPU_FEATURES" : "");
         if (f.avx512_bf16 || f.amx_bf16) {
             choice = "bf16";
             why = "this CPU multiplies bf16 natively";
@@ -184,6 +210,12 @@ static const char *choose_precision(uint32_t device_bit)
                   "converted in software, costing time to save memory";
         }
     }
+    gb_dtype dtype = strcmp(choice, "bf16") == 0 ? GB_BF16 : GB_F16;
+    if (strcmp(choice, "fp32") != 0 && lowp_refused(rt, dtype, refused, sizeof refused)) {
+        printf("precision: auto chose fp32: %s would pay (%s%s), but %s\n", choice, why,
+               features, refused);
+        return "fp32";
+    }
     printf("precision: auto chose %s: %s%s\n", choice, why, features);
     return choice;
 }
@@ -194,7 +226,7 @@ static int resolve_plugin(gb_runtime *rt, gb_config *cfg, gb_kind kind, gb_diag 
     if (kind == GB_KIND_ATTN && strcmp(name, "auto") == 0)
         return 0; /* chosen at start, when the device can measure the candidates */
     if (kind == GB_KIND_PRECISION && strcmp(name, "auto") == 0) {
-        const gb_plugin *p = gb_loader_find(rt->loader, kind, choose_precision(rt->device_bit),
+        const gb_plugin *p = gb_loader_find(rt->loader, kind, choose_precision(rt),
                                             rt->device_bit, diag);
         return !p || gb_instance_bind(&rt->inst[kind], p, cfg, "auto", (int)rt->settings.threads,
                                       diag);

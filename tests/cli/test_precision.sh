@@ -88,4 +88,27 @@ expect_error "tf32 on the cpu" 2 "tf32 is a CUDA tensor-core matmul mode" -- \
     grep -q "^precision: auto chose \(bf16\|fp16\|fp32\): " "$WORK/auto.txt" &&
     pass "precision = auto says what it chose and why ($(grep '^precision: auto' "$WORK/auto.txt" | cut -c1-150))" ||
     fail "precision = auto: $(head -c 600 "$WORK/auto.txt")"
+# auto on CPUs this machine may not be (GEARBOX_CPU_FEATURES injects their features): it
+# never picks what the optimizer refuses, and says what it weighed
+auto_on() { # FEATURES OPTIM EXPECTED TEXT
+    local out="$WORK/auto-$1-$2.txt"
+    GEARBOX_CPU_FEATURES=$1 "$GEARBOX" train "$WORK/run.ini" --set precision.plugin=auto \
+        --set optim.plugin="$2" --set run.steps=2 --set run.out_dir="$WORK/auto-$1-$2" \
+        > "$out" 2>&1 &&
+        grep -q "^precision: auto chose $3: .*$4" "$out" && grep -q "^done: 2 steps" "$out" &&
+        pass "precision = auto on $1 with $2: $3 ($(grep '^precision: auto' "$out" | cut -c1-160))" ||
+        fail "precision = auto on $1 with $2, expected $3: $(head -c 600 "$out")"
+}
+auto_on avx2,fma,avx512f,avx512_bf16 adamw fp32 "adamw does not write the bf16 weight copy"
+auto_on avx2,fma,avx512f,avx512_bf16 adamw_fused bf16 "avx512_bf16 yes.*GEARBOX_CPU_FEATURES"
+auto_on avx2,fma,avx512f,avx512_fp16 adamw_fused fp16 "fp16 natively"
+auto_on avx2,fma adamw_fused fp32 "no bf16 or fp16 arithmetic"
+GEARBOX_CPU_FEATURES=avx2,fma,avx512_bf16 "$GEARBOX" doctor > "$WORK/doctor.txt" 2>&1
+grep -q "choices assume.*avx512_bf16 yes.*GEARBOX_CPU_FEATURES=avx2,fma,avx512_bf16" "$WORK/doctor.txt" &&
+    pass "doctor shows the injected CPU features" ||
+    fail "doctor with GEARBOX_CPU_FEATURES: $(grep -A3 '^cpu' "$WORK/doctor.txt")"
+GEARBOX_CPU_FEATURES=avx9 "$GEARBOX" check "$WORK/run.ini" --set precision.plugin=auto \
+    > "$WORK/bad.txt" 2>&1
+grep -q "GEARBOX_CPU_FEATURES=avx9: unknown feature 'avx9'" "$WORK/bad.txt" &&
+    pass "an unknown injected feature is named" || fail "GEARBOX_CPU_FEATURES=avx9: $(head -c 400 "$WORK/bad.txt")"
 finish

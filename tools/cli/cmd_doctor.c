@@ -66,15 +66,24 @@ static void item(const char *label, const char *fmt, ...)
 
 static void check_cpu(warnings *w)
 {
-    gb_cpu_features cpu;
-    char list[256], missing[128];
+    gb_cpu_features cpu, hardware;
+    char list[256], missing[128], bad[256];
     gb_cpu_detect(&cpu);
-    gb_cpu_feature_list(&cpu, list, sizeof list);
+    gb_cpu_detect_hardware(&hardware);
+    gb_cpu_feature_list(&hardware, list, sizeof list);
     printf("cpu\n");
     item("model", "%s", cpu.model);
     item("features", "%s", list);
+    const char *injected = gb_cpu_features_override(bad, sizeof bad);
+    if (injected) {
+        gb_cpu_feature_list(&cpu, list, sizeof list);
+        item("choices assume", "%s (GEARBOX_CPU_FEATURES=%s: precision = auto and the run's "
+             "manifest take these; kernels run on the CPU's own)", list, injected);
+    } else if (bad[0]) {
+        warn(w, "%s", bad);
+    }
     item("build assumes", "%s", gb_build_features());
-    if (gb_missing_build_features(&cpu, missing, sizeof missing))
+    if (gb_missing_build_features(&hardware, missing, sizeof missing))
         warn(w, "this build was compiled for %s, which this CPU lacks (built with "
              "-march=native on another machine?): kernels may stop with SIGILL; fix: "
              "rebuild here, or configure with -Dnative=false for a portable build", missing);
