@@ -1,0 +1,188 @@
+/* The device side of the CUDA emulator, as the .cu files see it once cu2cc.py has
+ * rewritten their launches and __shared__ declarations: the built-in variables, barriers,
+ * warp shuffles, shared memory, and the launch helper. Included through the emulator's
+ * cuda_runtime.h, never by hand.
+ *
+ * Every call that names a rule takes the .cu file and line (the macros below pass
+ * __FILE__ and __LINE__, which cu2cc.py's #line keeps pointing at the .cu), so a broken
+ * rule is reported where it was broken.
+ */
+#ifndef GB_EMU_KERNEL_H
+#define GB_EMU_KERNEL_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace gb_emu {
+
+/* What the built-in variables read for the CUDA thread running now. */
+struct thread_view {
+    uint3 thread_idx, block_idx;
+    dim3 block_dim, grid_dim;
+};
+const thread_view &here();
+
+/* ---- launches ---------------------------------------------------------------------- */
+
+struct launch_site {
+    const char *file;
+    int line;
+    const char *kernel;   /* as written at the launch, e.g. "forward_kernel<E, DP>" */
+};
+
+/* Checks the configuration (a failure sets cudaGetLastError's error and says why on
+ * stderr) and queues `thread_body`, which runs the kernel for one CUDA thread, on stream. */
+void submit_kernel(const launch_site &site, const void *kernel, dim3 grid, dim3 block,
+                   size_t shared_bytes, cudaStream_t stream, std::function<void()> thread_body);
+
+/* `kernel<<<grid, block, shared, stream>>>(args...)` is written by cu2cc.py as
+ * launch(__FILE__, __LINE__, "kernel", kernel, grid, block, shared, stream)(args...): the
+ * arguments are converted to the kernel's parameter types and copied at the launch, as
+ * CUDA does. */
+template <class... P> class launcher {
+  public:
+    launcher(launch_site site, void (*kernel)(P...), dim3 grid, dim3 block, size_t shared,
+             cudaStream_t stream)
+        : site_(site), kernel_(kernel), grid_(grid), block_(block), shared_(shared),
+          stream_(stream)
+    {
+    }
+
+    template <class... A> void operator()(A &&...args) const
+    {
+        static_assert(sizeof...(A) == sizeof...(P), "a launch passes every kernel parameter");
+        std::tuple<std::decay_t<P>...> copied(static_cast<P>(std::forward<A>(args))...);
+        void (*kernel)(P...) = kernel_;
+        submit_kernel(site_, reinterpret_cast<const void *>(kernel), grid_, block_, shared_,
+                      stream_, [kernel, copied]() { std::apply(kernel, copied); });
+    }
+
+  private:
+    launch_site site_;
+    void (*kernel_)(P...);
+    dim3 grid_, block_;
+    size_t shared_;
+    cudaStream_t stream_;
+};
+
+template <class... P>
+launcher<P...> launch(const char *file, int line, const char *name, void (*kernel)(P...),
+                      dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream)
+{
+    return launcher<P...>(launch_site{file, line, name}, kernel, grid, block, shared_bytes,
+                          stream);
+}
+
+/* ---- shared memory ----------------------------------------------------------------- */
+
+/* The block's dynamic shared memory (256-byte aligned, every byte 0xff at block start). */
+void *dynamic_shared_base();
+template <class T> T *dynamic_shared()
+{
+    return static_cast<T *>(dynamic_shared_base());
+}
+
+/* The block's object for the __shared__ declaration identified by `site` (allocated by the
+ * first thread of the block that reaches it, every byte 0xff). */
+void *block_static(const void *site, size_t bytes, size_t align, const char *file, int line);
+template <class T> T &block_shared(const void *site, const char *file = __builtin_FILE(),
+                                   int line = __builtin_LINE())
+{
+    static_assert(std::is_trivially_default_constructible<T>::value,
+                  "__shared__ objects have no constructors");
+    return *static_cast<T *>(block_static(site, sizeof(T), alignof(T), file, line));
+}
+
+/* ---- barriers and warp collectives --------------------------------------------------- */
+
+void syncthreads(const char *file, int line);
+void syncwarp(const char *file, int line, unsigned mask);
+/* __syncwarp() and __syncwarp(mask) through one macro: the call site, then the mask. */
+struct syncwarp_at {
+    const char *file;
+    int line;
+    void operator()(unsigned mask = 0xffffffffu) const { syncwarp(file, line, mask); }
+};
+
+enum shuffle_kind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR };
+/* The rendezvous behind the __shfl*_sync functions, on a value's bits; a lane that reads
+ * an inactive lane gets `poison` (and a report). */
+uint64_t shuffle_bits(shuffle_kind kind, const char *file, int line, unsigned mask,
+                      uint64_t bits, uint64_t poison, int arg, int width);
+
+template <class T> uint64_t poison_bits()
+{
+    if (std::is_floating_point<T>::value) {
+        T nan = std::numeric_limits<T>::quiet_NaN();
+        uint64_t bits = 0;
+        std::memcpy(&bits, &nan, sizeof nan);
+        return bits;
+    }
+    return 0xdeadbeefdeadbeefull;
+}
+
+template <class T>
+T shuffle(shuffle_kind kind, const char *file, int line, unsigned mask, T value, int arg,
+          int width = 32)
+{
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value,
+                  "shuffles move values of at most 8 bytes");
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof value);
+    bits = shuffle_bits(kind, file, line, mask, bits, poison_bits<T>(), arg, width);
+    T out;
+    std::memcpy(&out, &bits, sizeof out);
+    return out;
+}
+
+/* A warp-wide operation on per-lane data (WMMA): every lane of the warp arrives with the
+ * same `key` and a pointer to its own data; when the last arrives, `action` runs once with
+ * the 32 lanes' pointers, in lane order. `what` names the call in reports. */
+struct collective_key {
+    const void *ptr;
+    unsigned ldm;
+    int layout;
+};
+void warp_collective(const char *file, int line, const char *what, const collective_key &key,
+                     void *mine, const std::function<void(void *const *lanes)> &action);
+
+/* A broken rule found in device code (a WMMA pointer's alignment, say): reported with the
+ * kernel, block, thread and file:line, and the process aborts. */
+[[noreturn]] void device_violation(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A seed fixed for the process (GEARBOX_CUDA_EMU_SEED), for what the emulator scrambles. */
+uint64_t run_seed();
+
+}  // namespace gb_emu
+
+/* The built-in variables: warpSize a constant, the others the running thread's. */
+static constexpr int warpSize = 32;
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
+#define threadIdx (::gb_emu::here().thread_idx)
+#define blockIdx (::gb_emu::here().block_idx)
+#define blockDim (::gb_emu::here().block_dim)
+#define gridDim (::gb_emu::here().grid_dim)
+
+#define __launch_bounds__(...)
+#define __syncthreads() ::gb_emu::syncthreads(__FILE__, __LINE__)
+#define __syncwarp(...) ::gb_emu::syncwarp_at{__FILE__, __LINE__}(__VA_ARGS__)
+#define __shfl_sync(mask, ...) \
+    ::gb_emu::shuffle(::gb_emu::SHFL_IDX, __FILE__, __LINE__, mask, __VA_ARGS__)
+#define __shfl_up_sync(mask, ...) \
+    ::gb_emu::shuffle(::gb_emu::SHFL_UP, __FILE__, __LINE__, mask, __VA_ARGS__)
+#define __shfl_down_sync(mask, ...) \
+    ::gb_emu::shuffle(::gb_emu::SHFL_DOWN, __FILE__, __LINE__, mask, __VA_ARGS__)
+#define __shfl_xor_sync(mask, ...) \
+    ::gb_emu::shuffle(::gb_emu::SHFL_XOR, __FILE__, __LINE__, mask, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,789 @@
+/* The thread-block executor. A kernel's blocks are shared out among host threads; within a
+ * block, each CUDA thread is a fiber (Boost.Context's fcontext: a bare register switch).
+ * A fiber gets a stack when it first runs and keeps it only while it is suspended at a
+ * barrier or a warp collective, so a block whose threads never wait runs them one after
+ * the other on one recycled stack.
+ *
+ * Barriers and warp collectives are real rendezvous: a thread that arrives suspends, and
+ * the last to arrive releases the others. The order in which runnable threads are resumed
+ * is GEARBOX_CUDA_EMU_ORDER's: in-order, reversed, or random (seeded per launch and block
+ * from GEARBOX_CUDA_EMU_SEED), so a result that depends on it reveals a race.
+ *
+ * What CUDA leaves undefined is a violation here, reported with the kernel, the block, the
+ * thread and the .cu line: threads of a block at different __syncthreads calls, a thread
+ * that exits while others wait at (or will reach) a barrier, a warp collective whose lanes
+ * disagree on the call, the mask or the width, a mask without the caller, overlapping
+ * masks, shared memory above the launch's limit.
+ */
+#include "blocks.h"
+
+#include <boost/context/detail/fcontext.hpp>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <atomic>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emu.h"
+
+namespace ctx = boost::context::detail;
+
+namespace gb_emu {
+
+namespace {
+
+/* ---- settings ---------------------------------------------------------------------- */
+
+enum class resume_order { in_order, reversed, random };
+
+resume_order order_setting()
+{
+    static const resume_order order = [] {
+        const char *s = getenv("GEARBOX_CUDA_EMU_ORDER");
+        if (!s || !*s || strcmp(s, "in-order") == 0)
+            return resume_order::in_order;
+        if (strcmp(s, "reversed") == 0)
+            return resume_order::reversed;
+        if (strcmp(s, "random") == 0)
+            return resume_order::random;
+        fprintf(stderr, "gearbox cuda emulator: GEARBOX_CUDA_EMU_ORDER=%s is not in-order, "
+                "reversed or random\n", s);
+        exit(2);
+    }();
+    return order;
+}
+
+/* splitmix64: a small, good mixer for seeds and scrambles. */
+uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* ---- fiber stacks ------------------------------------------------------------------ */
+
+constexpr size_t STACK_BYTES = 256u << 10;
+
+/* Stacks with a guard page below, recycled per host thread. */
+struct stack_pool {
+    std::vector<char *> free_stacks;
+
+    char *take()
+    {
+        if (!free_stacks.empty()) {
+            char *s = free_stacks.back();
+            free_stacks.pop_back();
+            return s;
+        }
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        void *m = mmap(nullptr, STACK_BYTES + page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            violation("cannot map a %zu-byte fiber stack: %s", STACK_BYTES, strerror(errno));
+        mprotect(m, page, PROT_NONE);
+        remember_guard((char *)m, page);
+        return (char *)m + page;
+    }
+
+    void give(char *s) { free_stacks.push_back(s); }
+
+    static void remember_guard(char *guard, size_t bytes);
+};
+
+std::mutex guards_lock;
+std::vector<std::pair<char *, size_t>> guards;
+
+void stack_pool::remember_guard(char *guard, size_t bytes)
+{
+    std::lock_guard<std::mutex> hold(guards_lock);
+    guards.emplace_back(guard, bytes);
+}
+
+thread_local stack_pool stacks;
+
+/* ---- a block in execution ---------------------------------------------------------- */
+
+enum class lane_state { fresh, ready, at_barrier, at_warp, done };
+
+struct lane {
+    thread_view view;
+    int index = 0;                 /* linear thread index in the block */
+    lane_state state = lane_state::fresh;
+    ctx::fcontext_t fiber = nullptr;
+    char *stack = nullptr;
+    unsigned barriers = 0;         /* __syncthreads passed */
+    const char *file = nullptr;    /* where it waits */
+    int line = 0;
+    uint64_t bits = 0, result = 0; /* a shuffle's value and answer */
+    int arg = 0;
+    void *mine = nullptr;          /* a collective's per-lane data */
+};
+
+enum class warp_op { shuffle_idx, shuffle_up, shuffle_down, shuffle_xor, syncwarp, collective };
+
+const char *op_name(warp_op op)
+{
+    switch (op) {
+    case warp_op::shuffle_idx: return "__shfl_sync";
+    case warp_op::shuffle_up: return "__shfl_up_sync";
+    case warp_op::shuffle_down: return "__shfl_down_sync";
+    case warp_op::shuffle_xor: return "__shfl_xor_sync";
+    case warp_op::syncwarp: return "__syncwarp";
+    case warp_op::collective: return "a WMMA call";
+    }
+    return "?";
+}
+
+/* One warp-level rendezvous in progress: the lanes of `mask` meet at one call. */
+struct rendezvous {
+    bool open = false;
+    warp_op op = warp_op::syncwarp;
+    const char *what = nullptr;   /* collectives: the call's name */
+    const char *file = nullptr;
+    int line = 0;
+    unsigned mask = 0, arrived = 0;
+    int width = 32;
+    uint64_t poison = 0;
+    collective_key key{};
+    const std::function<void(void *const *)> *action = nullptr;
+};
+
+const char *call_name(const rendezvous &g)
+{
+    return g.op == warp_op::collective && g.what ? g.what : op_name(g.op);
+}
+
+constexpr int MAX_GROUPS = 32;   /* disjoint masks: at most one per lane */
+
+struct warp {
+    rendezvous groups[MAX_GROUPS];
+};
+
+struct static_slot {
+    const void *site;
+    size_t offset, bytes;
+};
+
+struct block {
+    const kernel_run *run = nullptr;
+    uint3 index{};
+    std::vector<lane> lanes;
+    std::vector<warp> warps;
+    std::vector<int> ready;        /* runnable lanes, in the order they became runnable */
+    uint64_t random_state = 0;
+    ctx::fcontext_t scheduler = nullptr;
+    lane *running = nullptr;
+    int live = 0;                  /* lanes not done */
+    int at_barrier = 0;
+    const char *barrier_file = nullptr;
+    int barrier_line = 0;
+    unsigned exited_after = ~0u;   /* fewest barriers any exited lane passed */
+    int exited_lane = -1;
+    std::vector<unsigned char> shared;
+    size_t shared_used = 0;        /* dynamic, then static objects */
+    std::vector<static_slot> statics;
+};
+
+thread_local block *current_block = nullptr;
+
+/* ---- reports ----------------------------------------------------------------------- */
+
+std::string thread_name(const block &b, const lane &l)
+{
+    char buf[256];
+    const kernel_run &r = *b.run;
+    snprintf(buf, sizeof buf, "kernel %s (launched at %s:%d), block (%u,%u,%u), thread (%u,%u,%u)",
+             r.site.kernel, r.site.file, r.site.line, b.index.x, b.index.y, b.index.z,
+             l.view.thread_idx.x, l.view.thread_idx.y, l.view.thread_idx.z);
+    return buf;
+}
+
+std::string tid(const lane &l)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "(%u,%u,%u)", l.view.thread_idx.x, l.view.thread_idx.y,
+             l.view.thread_idx.z);
+    return buf;
+}
+
+[[noreturn]] __attribute__((format(printf, 3, 4))) void fail_at(const char *file, int line,
+                                                                const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    block &b = *current_block;
+    violation("%s:%d: %s: %s", file, line, thread_name(b, *b.running).c_str(), msg);
+}
+
+block &this_block(const char *what)
+{
+    if (!current_block || !current_block->running)
+        violation("%s called outside a kernel", what);
+    return *current_block;
+}
+
+/* ---- scheduling -------------------------------------------------------------------- */
+
+void make_ready(block &b, lane &l)
+{
+    l.state = lane_state::ready;
+    b.ready.push_back(l.index);
+}
+
+int take_ready(block &b)
+{
+    size_t pick = 0;
+    switch (order_setting()) {
+    case resume_order::in_order: pick = 0; break;
+    case resume_order::reversed: pick = b.ready.size() - 1; break;
+    case resume_order::random:
+        b.random_state = mix(b.random_state);
+        pick = (size_t)(b.random_state % b.ready.size());
+        break;
+    }
+    int index = b.ready[pick];
+    b.ready.erase(b.ready.begin() + (ptrdiff_t)pick);
+    return index;
+}
+
+/* Back to the scheduler until this lane is made ready again. */
+void suspend(block &b)
+{
+    ctx::transfer_t t = ctx::jump_fcontext(b.scheduler, nullptr);
+    b.scheduler = t.fctx;
+}
+
+void lane_main(ctx::transfer_t t)
+{
+    block &b = *static_cast<block *>(t.data);
+    b.scheduler = t.fctx;
+    b.run->thread_body();
+    lane &l = *b.running;
+    if (b.at_barrier > 0)
+        fail_at(b.barrier_file, b.barrier_line, "thread %s exited without reaching this "
+                "__syncthreads, which other threads of its block wait at (every thread "
+                "that has not exited must reach the same barrier)", tid(l).c_str());
+    for (const rendezvous &g : b.warps[l.index / 32].groups)
+        if (g.open && (g.mask >> (l.index % 32) & 1))
+            fail_at(g.file, g.line, "lane %d (thread %s) exited without reaching this %s, "
+                    "whose mask 0x%08x names it", l.index % 32, tid(l).c_str(), call_name(g),
+                    g.mask);
+    l.state = lane_state::done;
+    b.live--;
+    if (l.barriers < b.exited_after) {
+        b.exited_after = l.barriers;
+        b.exited_lane = l.index;
+    }
+    ctx::jump_fcontext(b.scheduler, nullptr);
+}
+
+[[noreturn]] void report_deadlock(block &b);
+
+void run_lane(block &b, lane &l)
+{
+    if (l.state == lane_state::fresh) {
+        l.stack = stacks.take();
+        l.fiber = ctx::make_fcontext(l.stack + STACK_BYTES, STACK_BYTES, lane_main);
+    }
+    l.state = lane_state::ready;
+    b.running = &l;
+    ctx::transfer_t t = ctx::jump_fcontext(l.fiber, &b);
+    b.running = nullptr;
+    if (l.state == lane_state::done) {
+        stacks.give(l.stack);
+        l.stack = nullptr;
+    } else {
+        l.fiber = t.fctx;
+    }
+}
+
+void run_block(block &b)
+{
+    while (b.live > 0) {
+        if (b.ready.empty())
+            report_deadlock(b);
+        run_lane(b, b.lanes[(size_t)take_ready(b)]);
+    }
+}
+
+/* ---- barriers ------------------------------------------------------------------------ */
+
+void release_barrier(block &b)
+{
+    for (lane &l : b.lanes)
+        if (l.state == lane_state::at_barrier) {
+            l.barriers++;
+            make_ready(b, l);
+        }
+    b.at_barrier = 0;
+}
+
+/* ---- warp rendezvous --------------------------------------------------------------- */
+
+/* The lanes of warp w that exist (a block's last warp may be partial). */
+unsigned existing_lanes(const block &b, int w)
+{
+    int n = (int)b.lanes.size() - 32 * w;
+    return n >= 32 ? 0xffffffffu : (1u << n) - 1;
+}
+
+rendezvous &join_group(block &b, lane &l, warp_op op, const char *file, int line,
+                       unsigned mask, int width)
+{
+    const int me = l.index % 32, w = l.index / 32;
+    if (!(mask >> me & 1))
+        fail_at(file, line, "%s with mask 0x%08x, which does not name the calling lane %d",
+                op_name(op), mask, me);
+    if (mask & ~existing_lanes(b, w))
+        fail_at(file, line, "%s with mask 0x%08x names lanes that do not exist in this block "
+                "of %zu threads", op_name(op), mask, b.lanes.size());
+    if (width < 1 || width > 32 || (width & (width - 1)))
+        fail_at(file, line, "%s with width %d: it must be 1, 2, 4, 8, 16 or 32", op_name(op), width);
+    warp &wp = b.warps[(size_t)w];
+    rendezvous *mine = nullptr, *spare = nullptr;
+    for (rendezvous &g : wp.groups) {
+        if (!g.open) {
+            if (!spare)
+                spare = &g;
+            continue;
+        }
+        if (g.mask >> me & 1) {
+            mine = &g;
+        } else if (g.mask & mask) {
+            fail_at(file, line, "%s with mask 0x%08x overlaps the mask 0x%08x of the %s at "
+                    "%s:%d that other lanes of the warp wait at", op_name(op), mask, g.mask,
+                    call_name(g), g.file, g.line);
+        }
+    }
+    if (mine) {
+        if (mine->op != op || mine->file != file || mine->line != line)
+            fail_at(file, line, "lane %d arrives at %s while lanes 0x%08x of its mask wait at "
+                    "the %s at %s:%d: every lane of a mask must reach the same call", me,
+                    op_name(op), mine->arrived, call_name(*mine), mine->file, mine->line);
+        if (mine->mask != mask || mine->width != width)
+            fail_at(file, line, "lane %d calls %s with mask 0x%08x, width %d, while lanes "
+                    "0x%08x called it with mask 0x%08x, width %d", me, op_name(op), mask, width,
+                    mine->arrived, mine->mask, mine->width);
+        return *mine;
+    }
+    *spare = rendezvous{};
+    spare->open = true;
+    spare->op = op;
+    spare->file = file;
+    spare->line = line;
+    spare->mask = mask;
+    spare->width = width;
+    return *spare;
+}
+
+/* The lane whose value lane `me` reads, or -1 when it reads its own. */
+int shuffle_source(warp_op op, int me, int arg, int width)
+{
+    const int base = me & ~(width - 1), offset = me - base;
+    switch (op) {
+    case warp_op::shuffle_idx: return base + ((arg % width) + width) % width;
+    case warp_op::shuffle_up: return offset - arg >= 0 ? me - arg : -1;
+    case warp_op::shuffle_down: return offset + arg < width ? me + arg : -1;
+    case warp_op::shuffle_xor: {
+        int src = me ^ arg;
+        return (src & ~(width - 1)) > base ? -1 : src;   // later groups: own value
+    }
+    default: return -1;
+    }
+}
+
+void complete_shuffle(block &b, int w, rendezvous &g)
+{
+    for (int me = 0; me < 32; me++) {
+        if (!(g.mask >> me & 1))
+            continue;
+        lane &l = b.lanes[(size_t)(32 * w + me)];
+        int src = shuffle_source(g.op, me, l.arg, g.width);
+        if (src < 0) {
+            l.result = l.bits;
+        } else if (g.mask >> src & 1) {
+            l.result = b.lanes[(size_t)(32 * w + src)].bits;
+        } else {
+            l.result = g.poison;
+            report("%s:%d: %s: %s with mask 0x%08x reads lane %d, which is not in the mask: "
+                   "its value is undefined (the emulator returns NaN/0xdeadbeef)", g.file, g.line,
+                   thread_name(b, l).c_str(), op_name(g.op), g.mask, src);
+        }
+    }
+}
+
+void complete_group(block &b, int w, rendezvous &g)
+{
+    if (g.op == warp_op::collective) {
+        void *lanes[32];
+        for (int i = 0; i < 32; i++)
+            lanes[i] = b.lanes[(size_t)(32 * w + i)].mine;
+        (*g.action)(lanes);
+    } else if (g.op != warp_op::syncwarp) {
+        complete_shuffle(b, w, g);
+    }
+    for (int i = 0; i < 32; i++)
+        if (g.mask >> i & 1)
+            make_ready(b, b.lanes[(size_t)(32 * w + i)]);
+    g.open = false;
+}
+
+/* Arrives at a rendezvous and returns once every lane of the mask has. */
+void meet(block &b, lane &l, rendezvous &g)
+{
+    const int w = l.index / 32;
+    g.arrived |= 1u << (l.index % 32);
+    l.state = lane_state::at_warp;
+    l.file = g.file;
+    l.line = g.line;
+    if (g.arrived == g.mask)
+        complete_group(b, w, g);
+    suspend(b);
+}
+
+warp_op op_of(shuffle_kind kind)
+{
+    switch (kind) {
+    case SHFL_IDX: return warp_op::shuffle_idx;
+    case SHFL_UP: return warp_op::shuffle_up;
+    case SHFL_DOWN: return warp_op::shuffle_down;
+    case SHFL_XOR: return warp_op::shuffle_xor;
+    }
+    return warp_op::shuffle_idx;
+}
+
+/* ---- deadlock ------------------------------------------------------------------------ */
+
+[[noreturn]] void report_deadlock(block &b)
+{
+    for (size_t w = 0; w < b.warps.size(); w++)
+        for (const rendezvous &g : b.warps[w].groups) {
+            if (!g.open)
+                continue;
+            std::string missing;
+            for (int i = 0; i < 32; i++) {
+                if (!(g.mask >> i & 1) || (g.arrived >> i & 1))
+                    continue;
+                const lane &l = b.lanes[32 * w + (size_t)i];
+                char buf[160];
+                snprintf(buf, sizeof buf, "%slane %d %s", missing.empty() ? "" : ", ", i,
+                         l.state == lane_state::done ? "has exited" : "waits elsewhere");
+                if (l.state != lane_state::done && l.file)
+                    snprintf(buf + strlen(buf), sizeof buf - strlen(buf), " (%s:%d)", l.file,
+                             l.line);
+                missing += buf;
+            }
+            b.running = &b.lanes[32 * w + (size_t)__builtin_ctz(g.arrived)];
+            fail_at(g.file, g.line, "%s with mask 0x%08x never completes: %s", call_name(g),
+                    g.mask, missing.c_str());
+        }
+    for (lane &l : b.lanes)
+        if (l.state == lane_state::at_barrier) {
+            b.running = &l;
+            fail_at(l.file, l.line, "__syncthreads never completes: %d of %d live threads "
+                    "arrived", b.at_barrier, b.live);
+        }
+    violation("kernel %s: block (%u,%u,%u) stopped with no runnable thread", b.run->site.kernel,
+              b.index.x, b.index.y, b.index.z);
+}
+
+/* ---- running a launch ---------------------------------------------------------------- */
+
+char *shared_base(block &b)
+{
+    uintptr_t p = (uintptr_t)b.shared.data();
+    return (char *)((p + 255) & ~(uintptr_t)255);
+}
+
+void setup_block(block &b, const kernel_run &run, uint64_t linear)
+{
+    const dim3 g = run.grid, k = run.block;
+    b.run = &run;
+    b.index = uint3{(unsigned)(linear % g.x), (unsigned)(linear / g.x % g.y),
+                    (unsigned)(linear / ((uint64_t)g.x * g.y))};
+    const size_t n = (size_t)k.x * k.y * k.z;
+    b.lanes.resize(n);
+    b.warps.assign((n + 31) / 32, warp{});
+    b.ready.clear();
+    for (size_t i = 0; i < n; i++) {
+        lane &l = b.lanes[i];
+        l = lane{};
+        l.index = (int)i;
+        l.view = thread_view{uint3{(unsigned)(i % k.x), (unsigned)(i / k.x % k.y),
+                                   (unsigned)(i / ((size_t)k.x * k.y))},
+                             b.index, k, g};
+        b.ready.push_back((int)i);
+    }
+    b.random_state = mix(run_seed() ^ mix(run.serial) ^ mix(linear + 1));
+    b.live = (int)n;
+    b.at_barrier = 0;
+    b.exited_after = ~0u;
+    b.exited_lane = -1;
+    b.shared.resize(std::max(run.shared_limit, (size_t)1) + 256);
+    b.shared_used = (run.dynamic_bytes + 255) & ~(size_t)255;
+    std::memset(shared_base(b), 0xff, b.shared_used);
+    b.statics.clear();
+}
+
+
+struct launch_job {
+    const kernel_run *run;
+    uint64_t blocks;
+    std::atomic<uint64_t> next{0};
+};
+
+void work_on(launch_job &job)
+{
+    block b;
+    current_block = &b;
+    for (;;) {
+        uint64_t i = job.next.fetch_add(1);
+        if (i >= job.blocks)
+            break;
+        setup_block(b, *job.run, i);
+        run_block(b);
+    }
+    current_block = nullptr;
+}
+
+/* Host threads that run blocks beside the caller of run_kernel. */
+class executor {
+  public:
+    explicit executor(int helpers) : owner_(getpid())
+    {
+        for (int i = 0; i < helpers; i++)
+            threads_.emplace_back([this] { serve(); });
+    }
+
+    ~executor()
+    {
+        {
+            std::lock_guard<std::mutex> hold(lock_);
+            stopping_ = true;
+        }
+        wake_.notify_all();
+        for (std::thread &t : threads_)
+            t.join();
+    }
+
+    void run(launch_job &job)
+    {
+        if (getpid() != owner_) {   /* a forked child has none of the helper threads */
+            work_on(job);
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> hold(lock_);
+            job_ = &job;
+            generation_++;
+            busy_ = (int)threads_.size();
+        }
+        wake_.notify_all();
+        work_on(job);
+        std::unique_lock<std::mutex> hold(lock_);
+        done_.wait(hold, [this] { return busy_ == 0; });
+        job_ = nullptr;
+    }
+
+  private:
+    void serve()
+    {
+        uint64_t seen = 0;
+        for (;;) {
+            launch_job *job;
+            {
+                std::unique_lock<std::mutex> hold(lock_);
+                wake_.wait(hold, [&] { return stopping_ || generation_ != seen; });
+                if (stopping_)
+                    return;
+                seen = generation_;
+                job = job_;
+            }
+            work_on(*job);
+            std::lock_guard<std::mutex> hold(lock_);
+            if (--busy_ == 0)
+                done_.notify_all();
+        }
+    }
+
+    pid_t owner_;
+    std::vector<std::thread> threads_;
+    std::mutex lock_;
+    std::condition_variable wake_, done_;
+    launch_job *job_ = nullptr;
+    uint64_t generation_ = 0;
+    int busy_ = 0;
+    bool stopping_ = false;
+};
+
+}  // namespace
+
+int executor_threads()
+{
+    static const int n = [] {
+        const char *s = getenv("GEARBOX_CUDA_EMU_THREADS");
+        int v = s ? atoi(s) : 0;
+        if (v <= 0)
+            v = (int)std::thread::hardware_concurrency();
+        return std::max(1, std::min(v, 64));
+    }();
+    return n;
+}
+
+void run_kernel(const kernel_run &run)
+{
+    static executor pool(executor_threads() - 1);
+    launch_job job;
+    job.run = &run;
+    job.blocks = (uint64_t)run.grid.x * run.grid.y * run.grid.z;
+    pool.run(job);
+}
+
+void describe_running_thread(char *buf, size_t cap)
+{
+    block *b = current_block;
+    if (!b || !b->running) {
+        buf[0] = '\0';
+        return;
+    }
+    snprintf(buf, cap, "%s", thread_name(*b, *b->running).c_str());
+}
+
+bool in_stack_guard(const void *addr)
+{
+    std::unique_lock<std::mutex> hold(guards_lock, std::try_to_lock);
+    if (!hold.owns_lock())
+        return false;
+    for (const auto &g : guards)
+        if ((const char *)addr >= g.first && (const char *)addr < g.first + g.second)
+            return true;
+    return false;
+}
+
+uint64_t run_seed()
+{
+    static const uint64_t seed = [] {
+        const char *s = getenv("GEARBOX_CUDA_EMU_SEED");
+        return s && *s ? strtoull(s, nullptr, 0) : 0x5eedull;
+    }();
+    return seed;
+}
+
+/* ---- the device-side API ----------------------------------------------------------- */
+
+const thread_view &here()
+{
+    return this_block("a built-in variable (threadIdx, blockIdx...)").running->view;
+}
+
+void syncthreads(const char *file, int line)
+{
+    block &b = this_block("__syncthreads");
+    lane &l = *b.running;
+    if (l.barriers >= b.exited_after)
+        fail_at(file, line, "__syncthreads reached after thread %s exited without reaching it "
+                "(an early return before a barrier: every thread that has not exited must "
+                "reach the same barrier)", tid(b.lanes[(size_t)b.exited_lane]).c_str());
+    if (b.at_barrier > 0 && (b.barrier_file != file || b.barrier_line != line))
+        fail_at(file, line, "threads of one block wait at different __syncthreads: this one "
+                "and %s:%d (a barrier in divergent code)", b.barrier_file, b.barrier_line);
+    b.barrier_file = file;
+    b.barrier_line = line;
+    l.state = lane_state::at_barrier;
+    l.file = file;
+    l.line = line;
+    if (++b.at_barrier == b.live)
+        release_barrier(b);
+    suspend(b);
+}
+
+void syncwarp(const char *file, int line, unsigned mask)
+{
+    block &b = this_block("__syncwarp");
+    lane &l = *b.running;
+    meet(b, l, join_group(b, l, warp_op::syncwarp, file, line, mask, 32));
+}
+
+uint64_t shuffle_bits(shuffle_kind kind, const char *file, int line, unsigned mask,
+                      uint64_t bits, uint64_t poison, int arg, int width)
+{
+    block &b = this_block("a __shfl*_sync");
+    lane &l = *b.running;
+    rendezvous &g = join_group(b, l, op_of(kind), file, line, mask, width);
+    g.poison = poison;
+    l.bits = bits;
+    l.arg = arg;
+    meet(b, l, g);
+    return l.result;
+}
+
+void warp_collective(const char *file, int line, const char *what, const collective_key &key,
+                     void *mine, const std::function<void(void *const *lanes)> &action)
+{
+    block &b = this_block(what);
+    lane &l = *b.running;
+    const int me = l.index % 32;
+    rendezvous &g = join_group(b, l, warp_op::collective, file, line, 0xffffffffu, 32);
+    if (g.arrived == 0) {
+        g.what = what;
+        g.key = key;
+        g.action = &action;
+    } else if (g.key.ptr != key.ptr || g.key.ldm != key.ldm || g.key.layout != key.layout) {
+        fail_at(file, line, "%s: lane %d passes pointer %p, ldm %u, layout %d where lanes "
+                "0x%08x passed %p, ldm %u, layout %d: all 32 lanes must pass the same", what,
+                me, key.ptr, key.ldm, key.layout, g.arrived, g.key.ptr, g.key.ldm, g.key.layout);
+    }
+    l.mine = mine;
+    meet(b, l, g);
+}
+
+void device_violation(const char *file, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    this_block("device code");
+    fail_at(file, line, "%s", msg);
+}
+
+void *dynamic_shared_base()
+{
+    return shared_base(this_block("extern __shared__"));
+}
+
+void *block_static(const void *site, size_t bytes, size_t align, const char *file, int line)
+{
+    block &b = this_block("__shared__");
+    for (const static_slot &s : b.statics)
+        if (s.site == site)
+            return shared_base(b) + s.offset;
+    size_t offset = (b.shared_used + align - 1) & ~(align - 1);
+    if (offset + bytes > b.run->shared_limit)
+        fail_at(file, line, "__shared__ object of %zu bytes: with the launch's %zu bytes of "
+                "dynamic shared memory the block needs %zu bytes, above its limit of %zu (48 "
+                "KiB unless cudaFuncSetAttribute raised it)", bytes, b.run->dynamic_bytes,
+                offset + bytes, b.run->shared_limit);
+    b.shared_used = offset + bytes;
+    b.statics.push_back(static_slot{site, offset, bytes});
+    std::memset(shared_base(b) + offset, 0xff, bytes);
+    return shared_base(b) + offset;
+}
+
+}  // namespace gb_emu

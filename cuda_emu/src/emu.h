@@ -1,0 +1,47 @@
+/* What the emulator's parts share: the CUDA runtime (runtime.cc: memory, streams, events,
+ * launches), the thread-block executor (blocks.cc), and the library doubles (cublaslt.cc,
+ * nccl.cc). Internal: nothing outside cuda_emu/src includes it.
+ *
+ * Work queued on a stream runs only when something waits for it (a synchronize, an event
+ * query, a blocking copy), with device memory accessible; between those moments device
+ * memory is inaccessible to the host, so a host read of a device pointer faults with a
+ * message naming the allocation.
+ */
+#ifndef GB_EMU_EMU_H
+#define GB_EMU_EMU_H
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <functional>
+
+namespace gb_emu {
+
+/* A rule of CUDA was broken: prints "gearbox cuda emulator: <message>" on stderr and
+ * aborts the process (GEARBOX_CUDA_EMU_ON_ERROR=continue reports and goes on). */
+[[noreturn]] void violation(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A report that lets the program go on (a poisoned value was returned, say); aborts unless
+ * GEARBOX_CUDA_EMU_ON_ERROR=continue. */
+void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Queues `run` on stream s (nullptr: the default stream) as one operation; `what` names it
+ * in messages ("cublasLtMatmul", "ncclAllReduce"). It runs later, when something waits
+ * for the stream, on an emulator thread, with device memory accessible. cudaSuccess, or
+ * cudaErrorInvalidResourceHandle for a destroyed or unknown stream. */
+cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> run);
+
+/* One cudaMalloc allocation. */
+struct allocation {
+    char *base;          /* what cudaMalloc returned */
+    size_t bytes;        /* what was asked for */
+    unsigned id;         /* 1, 2, ... in the order of allocation */
+};
+/* The device allocation that holds all of [p, p + bytes), or nullptr. */
+const allocation *find_allocation(const void *p, size_t bytes);
+
+/* Sets the calling thread's last error (cudaGetLastError) and returns err. */
+cudaError_t set_last_error(cudaError_t err);
+
+}  // namespace gb_emu
+
+#endif

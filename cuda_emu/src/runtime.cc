@@ -1,0 +1,1153 @@
+/* The CUDA runtime API on the CPU: one emulated GPU, its memory, streams and events, and
+ * kernel launches (run by blocks.cc). The prototypes are the real cuda_runtime_api.h's;
+ * only what gearbox's CUDA plugins call is here.
+ *
+ * Adversarial by design, so that code which works here works on a GPU:
+ * - Streams are lazy. Queued work runs only when something waits for it (a stream or event
+ *   synchronize, an event query, a blocking copy, cudaDeviceSynchronize, a free), and only
+ *   the work that the wait depends on runs, in a seeded random interleaving of the streams
+ *   involved. A missing cudaStreamWaitEvent therefore gives stale data, not a lucky pass.
+ * - Device memory is inaccessible (PROT_NONE) whenever host code runs; a host access
+ *   faults with a message naming the allocation. Each allocation ends at a guard page
+ *   (past-the-end accesses fault too) and starts filled with 0xff bytes (NaN).
+ * - Copies follow CUDA's rules for host memory: a pageable source is staged before
+ *   cudaMemcpyAsync returns; a pageable destination is filled when it returns; pinned
+ *   memory is truly asynchronous, and a host access to pinned memory while a copy of it
+ *   is pending faults with a message.
+ * - A host function (cudaLaunchHostFunc) may not call CUDA.
+ */
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "blocks.h"
+#include "emu.h"
+
+namespace gb_emu {
+
+/* ---- reports ----------------------------------------------------------------------- */
+
+static bool keep_going()
+{
+    static const bool go = [] {
+        const char *s = getenv("GEARBOX_CUDA_EMU_ON_ERROR");
+        return s && strcmp(s, "continue") == 0;
+    }();
+    return go;
+}
+
+static void vsay(const char *fmt, va_list ap)
+{
+    char msg[2048];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    fprintf(stderr, "gearbox cuda emulator: %s\n", msg);
+    fflush(stderr);
+}
+
+void violation(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+    abort();
+}
+
+void report(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+    if (!keep_going())
+        abort();
+}
+
+static thread_local cudaError_t last_error = cudaSuccess;
+
+cudaError_t set_last_error(cudaError_t err)
+{
+    if (err != cudaSuccess)
+        last_error = err;
+    return err;
+}
+
+/* A defined CUDA error: said on stderr (CUDA itself only returns a code) and returned. */
+static cudaError_t refuse(cudaError_t err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static cudaError_t refuse(cudaError_t err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+    return set_last_error(err);
+}
+
+/* ---- state ------------------------------------------------------------------------- */
+
+namespace {
+
+std::recursive_mutex state_lock;   /* every API call; recursive: drains call back in */
+thread_local bool in_host_function = false;
+thread_local const char *running_op = nullptr;   /* the library op being run, for faults */
+
+/* CUDA calls from a host function are forbidden (they may deadlock on a GPU). */
+void api_entry(const char *call)
+{
+    if (in_host_function)
+        violation("%s called from a host function queued with cudaLaunchHostFunc: such "
+                  "functions must not call CUDA", call);
+}
+
+size_t page_size()
+{
+    static const size_t p = (size_t)sysconf(_SC_PAGESIZE);
+    return p;
+}
+
+size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+/* ---- device memory ------------------------------------------------------------------ */
+
+struct device_block {
+    allocation a;
+    char *map;           /* the mapping: data pages, then one guard page */
+    size_t map_bytes;
+};
+
+std::map<uintptr_t, device_block> device_blocks;   /* by base */
+unsigned next_allocation_id = 1;
+size_t device_used = 0;
+bool device_open = false;   /* accessible: only while queued work runs */
+
+size_t device_capacity()
+{
+    static const size_t bytes = [] {
+        const char *s = getenv("GEARBOX_CUDA_EMU_MEMORY_MB");
+        size_t mb = s && *s ? strtoull(s, nullptr, 10) : 16384;
+        return mb << 20;
+    }();
+    return bytes;
+}
+
+void protect_device(const device_block &d, bool open)
+{
+    size_t data = d.map_bytes - page_size();
+    if (mprotect(d.map, data, open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
+        violation("mprotect of device allocation #%u failed: %s", d.a.id, strerror(errno));
+}
+
+void set_device_open(bool open)
+{
+    if (device_open == open)
+        return;
+    device_open = open;
+    for (auto &kv : device_blocks)
+        protect_device(kv.second, open);
+}
+
+const device_block *device_block_at(const void *p)
+{
+    auto it = device_blocks.upper_bound((uintptr_t)p);
+    if (it == device_blocks.begin())
+        return nullptr;
+    --it;
+    const device_block &d = it->second;
+    const char *c = (const char *)p;
+    return c >= d.map && c < d.map + d.map_bytes ? &d : nullptr;
+}
+
+/* ---- pinned host memory ------------------------------------------------------------- */
+
+struct pinned_block {
+    char *base;
+    size_t bytes;
+};
+std::map<uintptr_t, pinned_block> pinned_blocks;
+/* Pages of pinned memory that pending copies read (host may not write) or write (host may
+ * not touch), with the copy's description. */
+struct pinned_hold {
+    int readers = 0, writers = 0;
+    std::string by;
+};
+std::map<uintptr_t, pinned_hold> pinned_holds;   /* by page */
+
+const pinned_block *pinned_at(const void *p)
+{
+    auto it = pinned_blocks.upper_bound((uintptr_t)p);
+    if (it == pinned_blocks.begin())
+        return nullptr;
+    --it;
+    const char *c = (const char *)p;
+    return c >= it->second.base && c < it->second.base + it->second.bytes ? &it->second : nullptr;
+}
+
+void protect_page(uintptr_t page, const pinned_hold &h)
+{
+    int prot = h.writers ? PROT_NONE : h.readers ? PROT_READ : PROT_READ | PROT_WRITE;
+    mprotect((void *)page, page_size(), prot);
+}
+
+void hold_pinned(const void *p, size_t bytes, bool written, const std::string &by)
+{
+    uintptr_t first = (uintptr_t)p / page_size() * page_size();
+    for (uintptr_t page = first; page < (uintptr_t)p + bytes; page += page_size()) {
+        pinned_hold &h = pinned_holds[page];
+        (written ? h.writers : h.readers)++;
+        h.by = by;
+        if (!device_open)
+            protect_page(page, h);
+    }
+}
+
+void release_pinned(const void *p, size_t bytes, bool written)
+{
+    uintptr_t first = (uintptr_t)p / page_size() * page_size();
+    for (uintptr_t page = first; page < (uintptr_t)p + bytes; page += page_size()) {
+        auto it = pinned_holds.find(page);
+        if (it == pinned_holds.end())
+            continue;
+        (written ? it->second.writers : it->second.readers)--;
+        if (!device_open)
+            protect_page(page, it->second);
+        if (!it->second.readers && !it->second.writers)
+            pinned_holds.erase(it);
+    }
+}
+
+/* While queued work runs, pinned memory is open to it; protected again after. */
+void set_pinned_open(bool open)
+{
+    for (auto &kv : pinned_holds)
+        if (open)
+            mprotect((void *)kv.first, page_size(), PROT_READ | PROT_WRITE);
+        else
+            protect_page(kv.first, kv.second);
+}
+
+/* ---- faults ------------------------------------------------------------------------ */
+
+struct sigaction previous_segv;
+
+void write_line(const char *msg)
+{
+    if (write(2, msg, strlen(msg)) < 0)
+        return;
+}
+
+void on_fault(int sig, siginfo_t *info, void *uctx)
+{
+    (void)uctx;
+    const char *addr = (const char *)info->si_addr;
+    char msg[1024], who[512];
+    describe_running_thread(who, sizeof who);
+    if (!who[0] && running_op)
+        snprintf(who, sizeof who, "%s", running_op);
+    std::unique_lock<std::recursive_mutex> hold(state_lock, std::try_to_lock);
+    const device_block *d = hold.owns_lock() ? device_block_at(addr) : nullptr;
+    if (d) {
+        size_t offset = (size_t)(addr - d->a.base);
+        if (addr >= d->map + d->map_bytes - page_size() || addr < d->a.base)
+            snprintf(msg, sizeof msg, "gearbox cuda emulator: %s: access at byte %zd of device "
+                     "allocation #%u, which has %zu bytes: out of bounds\n",
+                     who[0] ? who : "host code", (ssize_t)(addr - d->a.base), d->a.id, d->a.bytes);
+        else
+            snprintf(msg, sizeof msg, "gearbox cuda emulator: host code accessed device memory "
+                     "(byte %zu of allocation #%u, %zu bytes, from cudaMalloc): device "
+                     "allocations stay inaccessible while host code runs; copy with "
+                     "cudaMemcpy*, or read it in a kernel\n", offset, d->a.id, d->a.bytes);
+        write_line(msg);
+        abort();
+    }
+    if (hold.owns_lock()) {
+        auto it = pinned_holds.find((uintptr_t)addr / page_size() * page_size());
+        if (it != pinned_holds.end()) {
+            snprintf(msg, sizeof msg, "gearbox cuda emulator: host code accessed pinned memory "
+                     "at %p while %s is pending on it (host memory of an asynchronous copy may "
+                     "be %s only after the stream or an event says the copy is done)\n",
+                     (const void *)addr, it->second.by.c_str(),
+                     it->second.writers ? "read" : "written");
+            write_line(msg);
+            abort();
+        }
+    }
+    if (in_stack_guard(addr)) {
+        snprintf(msg, sizeof msg, "gearbox cuda emulator: %s: stack overflow (each emulated "
+                 "CUDA thread has 256 KiB)\n", who[0] ? who : "a CUDA thread");
+        write_line(msg);
+        abort();
+    }
+    /* not ours: the previous handler, or the default action on return */
+    if (previous_segv.sa_flags & SA_SIGINFO && previous_segv.sa_sigaction) {
+        previous_segv.sa_sigaction(sig, info, uctx);
+        return;
+    }
+    signal(sig, previous_segv.sa_handler == SIG_IGN ? SIG_DFL : previous_segv.sa_handler);
+}
+
+void install_fault_handler()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fault;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &previous_segv);
+    });
+}
+
+/* ---- streams and events ---------------------------------------------------------- */
+
+struct stream_state;
+
+/* One cudaEventRecord: done when its stream's work up to it has run. */
+struct record {
+    stream_state *stream;
+    uint64_t seq;
+    bool done = false;
+};
+
+struct op {
+    uint64_t seq;
+    std::string what;
+    std::function<void()> run;          /* work; empty for records and waits */
+    std::shared_ptr<record> records;    /* an event record */
+    std::shared_ptr<record> awaits;     /* a cudaStreamWaitEvent */
+    bool host = false;                  /* a host function: device memory closed */
+};
+
+struct stream_state {
+    std::deque<op> queue;
+    uint64_t next_seq = 1, done_seq = 0;
+    unsigned id;
+};
+
+struct event_state {
+    std::shared_ptr<record> last;
+    unsigned flags;
+};
+
+stream_state default_stream{{}, 1, 0, 0};
+std::set<stream_state *> streams{&default_stream};
+std::set<event_state *> events;
+unsigned next_stream_id = 1;
+uint64_t drain_rng = 0;
+
+stream_state *stream_of(cudaStream_t s)
+{
+    if (!s || s == cudaStreamLegacy || s == cudaStreamPerThread)
+        return &default_stream;
+    stream_state *st = reinterpret_cast<stream_state *>(s);
+    return streams.count(st) ? st : nullptr;
+}
+
+event_state *event_of(cudaEvent_t e)
+{
+    event_state *ev = reinterpret_cast<event_state *>(e);
+    return events.count(ev) ? ev : nullptr;
+}
+
+uint64_t push(stream_state *s, op o)
+{
+    o.seq = s->next_seq++;
+    uint64_t seq = o.seq;
+    s->queue.push_back(std::move(o));
+    return seq;
+}
+
+uint64_t next_random()
+{
+    drain_rng += 0x9e3779b97f4a7c15ull;
+    uint64_t x = drain_rng ^ (run_seed() * 0xd1342543de82ef95ull);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void run_op(op &o)
+{
+    if (o.records) {
+        o.records->done = true;
+        return;
+    }
+    if (!o.run)
+        return;
+    running_op = o.what.c_str();
+    if (o.host) {
+        set_device_open(false);
+        set_pinned_open(false);
+        in_host_function = true;
+        o.run();
+        in_host_function = false;
+        set_pinned_open(true);
+        set_device_open(true);
+    } else {
+        o.run();
+    }
+    running_op = nullptr;
+}
+
+bool head_ready(const stream_state *s)
+{
+    const op &head = s->queue.front();
+    return !head.awaits || head.awaits->done;
+}
+
+/* What completing `s` up to `seq` needs: that, and the records its waits wait for. */
+void add_needs(std::map<stream_state *, uint64_t> &need, stream_state *s, uint64_t seq)
+{
+    uint64_t &upto = need[s];
+    if (upto >= seq)
+        return;
+    uint64_t from = upto;
+    upto = seq;
+    for (const op &o : s->queue)
+        if (o.seq > from && o.seq <= seq && o.awaits && !o.awaits->done)
+            add_needs(need, o.awaits->stream, o.awaits->seq);
+}
+
+/* Runs queued work until every stream in `need` has done everything up to its sequence
+ * number, and only what that needs; with `steps` > 0, at most that many operations. */
+void complete(const std::map<stream_state *, uint64_t> &need, int steps = 0)
+{
+    bool opened = false;
+    for (int done = 0; steps == 0 || done < steps; done++) {
+        std::vector<stream_state *> ready;
+        bool pending = false;
+        for (const auto &kv : need) {
+            stream_state *s = kv.first;
+            if (s->done_seq >= kv.second || s->queue.empty())
+                continue;
+            pending = true;
+            if (head_ready(s))
+                ready.push_back(s);
+        }
+        if (!pending)
+            break;
+        if (ready.empty())
+            violation("queued work waits for an event that can never complete");
+        if (!opened) {
+            set_device_open(true);
+            set_pinned_open(true);
+            opened = true;
+        }
+        stream_state *s = ready[(size_t)(next_random() % ready.size())];
+        op o = std::move(s->queue.front());
+        s->queue.pop_front();
+        run_op(o);
+        s->done_seq = o.seq;
+    }
+    if (opened) {
+        set_pinned_open(false);
+        set_device_open(false);
+    }
+}
+
+void complete_stream(stream_state *s, uint64_t seq)
+{
+    std::map<stream_state *, uint64_t> need;
+    add_needs(need, s, seq);
+    complete(need);
+}
+
+void complete_all()
+{
+    std::map<stream_state *, uint64_t> need;
+    for (stream_state *s : streams)
+        add_needs(need, s, s->next_seq - 1);
+    complete(need);
+}
+
+/* ---- the device's description -------------------------------------------------------- */
+
+int device_count()
+{
+    static const int n = [] {
+        const char *s = getenv("GEARBOX_CUDA_EMU_DEVICES");
+        return s && *s ? atoi(s) : 1;
+    }();
+    return n;
+}
+
+thread_local int current_device = 0;
+
+std::map<const void *, int> max_dynamic_shared;   /* cudaFuncSetAttribute, by kernel */
+uint64_t launches = 0;
+
+constexpr int SHARED_DEFAULT = 48 << 10;
+constexpr int SHARED_OPTIN = 227 << 10;   /* sm_90 */
+constexpr int CLOCK_KHZ = 1980000;
+constexpr int SM_COUNT = 132;
+
+}  // namespace
+
+cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> run)
+{
+    std::lock_guard<std::recursive_mutex> hold(state_lock);
+    stream_state *st = stream_of(s);
+    if (!st)
+        return refuse(cudaErrorInvalidResourceHandle, "%s: stream %p was destroyed or never "
+                      "created", what, (void *)s);
+    op o;
+    o.what = what;
+    o.run = std::move(run);
+    push(st, std::move(o));
+    return cudaSuccess;
+}
+
+const allocation *find_allocation(const void *p, size_t bytes)
+{
+    std::lock_guard<std::recursive_mutex> hold(state_lock);
+    const device_block *d = device_block_at(p);
+    if (!d || (const char *)p < d->a.base || (const char *)p + bytes > d->a.base + d->a.bytes)
+        return nullptr;
+    return &d->a;
+}
+
+/* ---- kernels ------------------------------------------------------------------------- */
+
+void submit_kernel(const launch_site &site, const void *kernel, dim3 grid, dim3 block,
+                   size_t shared_bytes, cudaStream_t stream, std::function<void()> body)
+{
+    api_entry("a kernel launch");
+    std::lock_guard<std::recursive_mutex> hold(state_lock);
+    const uint64_t threads = (uint64_t)block.x * block.y * block.z;
+    const char *f = site.file;
+    const int l = site.line;
+    if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64) {
+        refuse(cudaErrorInvalidConfiguration, "%s:%d: launch of %s: a block of (%u,%u,%u) = "
+               "%llu threads; CUDA allows 1 to 1024 threads per block, at most (1024,1024,64)",
+               f, l, site.kernel, block.x, block.y, block.z, (unsigned long long)threads);
+        return;
+    }
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
+        grid.z > 65535) {
+        refuse(cudaErrorInvalidConfiguration, "%s:%d: launch of %s: a grid of (%u,%u,%u) "
+               "blocks; CUDA allows 1 to (2^31-1, 65535, 65535)", f, l, site.kernel, grid.x,
+               grid.y, grid.z);
+        return;
+    }
+    auto opt = max_dynamic_shared.find(kernel);
+    const size_t limit = opt != max_dynamic_shared.end() ? (size_t)opt->second : SHARED_DEFAULT;
+    if (shared_bytes > limit) {
+        refuse(cudaErrorInvalidValue, "%s:%d: launch of %s with %zu bytes of dynamic shared "
+               "memory, above the %zu allowed%s", f, l, site.kernel, shared_bytes, limit,
+               opt == max_dynamic_shared.end()
+                   ? " without cudaFuncSetAttribute(kernel, "
+                     "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)"
+                   : " by its cudaFuncAttributeMaxDynamicSharedMemorySize");
+        return;
+    }
+    stream_state *st = stream_of(stream);
+    if (!st) {
+        refuse(cudaErrorInvalidResourceHandle, "%s:%d: launch of %s on stream %p, which was "
+               "destroyed or never created", f, l, site.kernel, (void *)stream);
+        return;
+    }
+    auto run = std::make_shared<kernel_run>();
+    run->site = site;
+    run->grid = grid;
+    run->block = block;
+    run->dynamic_bytes = shared_bytes;
+    run->shared_limit = std::max(limit, (size_t)SHARED_DEFAULT);
+    run->serial = ++launches;
+    run->thread_body = std::move(body);
+    op o;
+    o.what = std::string("kernel ") + site.kernel;
+    o.run = [run] { run_kernel(*run); };
+    push(st, std::move(o));
+}
+
+}  // namespace gb_emu
+
+using namespace gb_emu;
+
+#define API(name)                                                   \
+    api_entry(name);                                                \
+    std::lock_guard<std::recursive_mutex> api_hold_(state_lock)
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void)
+{
+    return last_error;
+}
+
+static const struct {
+    cudaError_t err;
+    const char *name, *text;
+} error_texts[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration",
+     "invalid configuration argument"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle",
+     "invalid resource handle"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+     "CUDA driver version is insufficient for CUDA runtime version"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
+     "invalid copy direction for memcpy"},
+};
+
+const char *cudaGetErrorName(cudaError_t error)
+{
+    for (const auto &e : error_texts)
+        if (e.err == error)
+            return e.name;
+    return "cudaErrorUnknown";
+}
+
+const char *cudaGetErrorString(cudaError_t error)
+{
+    for (const auto &e : error_texts)
+        if (e.err == error)
+            return e.text;
+    return "unknown error";
+}
+
+/* ---- devices ----------------------------------------------------------------------- */
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    API("cudaGetDeviceCount");
+    *count = device_count();
+    return *count > 0 ? cudaSuccess : set_last_error(cudaErrorNoDevice);
+}
+
+static cudaError_t check_ordinal(int device)
+{
+    return device >= 0 && device < device_count() ? cudaSuccess
+                                                  : set_last_error(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    API("cudaSetDevice");
+    cudaError_t e = check_ordinal(device);
+    if (e == cudaSuccess)
+        current_device = device;
+    return e;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    API("cudaGetDevice");
+    *device = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+    API("cudaGetDeviceProperties");
+    cudaError_t e = check_ordinal(device);
+    if (e != cudaSuccess)
+        return e;
+    memset(prop, 0, sizeof *prop);
+    snprintf(prop->name, sizeof prop->name, "gearbox CUDA emulator (sm_90 rules, on the CPU)");
+    prop->totalGlobalMem = device_capacity();
+    prop->sharedMemPerBlock = SHARED_DEFAULT;
+    prop->sharedMemPerBlockOptin = SHARED_OPTIN;
+    prop->warpSize = 32;
+    prop->maxThreadsPerBlock = 1024;
+    prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+    prop->maxThreadsDim[2] = 64;
+    prop->maxGridSize[0] = 0x7fffffff;
+    prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+    prop->major = 9;
+    prop->minor = 0;
+    prop->multiProcessorCount = SM_COUNT;
+    prop->unifiedAddressing = 1;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    API("cudaDeviceGetAttribute");
+    cudaError_t e = check_ordinal(device);
+    if (e != cudaSuccess)
+        return e;
+    switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrClockRate: *value = CLOCK_KHZ; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = SM_COUNT; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = SHARED_OPTIN; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = SHARED_DEFAULT; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
+    default:
+        return refuse(cudaErrorNotSupported, "cudaDeviceGetAttribute: attribute %d is not "
+                      "emulated", (int)attr);
+    }
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *version)
+{
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    API("cudaMemGetInfo");
+    *total = device_capacity();
+    *free_bytes = device_capacity() - device_used;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    API("cudaDeviceSynchronize");
+    complete_all();
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    API("cudaFuncSetAttribute");
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize)
+        return refuse(cudaErrorNotSupported, "cudaFuncSetAttribute: attribute %d is not "
+                      "emulated", (int)attr);
+    if (value < 0 || value > SHARED_OPTIN)
+        return refuse(cudaErrorInvalidValue, "cudaFuncSetAttribute: %d bytes of dynamic shared "
+                      "memory; sm_90 allows at most %d", value, SHARED_OPTIN);
+    max_dynamic_shared[func] = value;
+    return cudaSuccess;
+}
+
+/* ---- memory ------------------------------------------------------------------------ */
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes)
+{
+    API("cudaMalloc");
+    install_fault_handler();
+    *ptr = nullptr;
+    if (device_used + bytes > device_capacity())
+        return set_last_error(cudaErrorMemoryAllocation);
+    const size_t used = round_up(bytes ? bytes : 1, 256);
+    const size_t data = round_up(used, page_size());
+    void *m = mmap(nullptr, data + page_size(), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return set_last_error(cudaErrorMemoryAllocation);
+    device_block d;
+    d.map = (char *)m;
+    d.map_bytes = data + page_size();
+    d.a.base = d.map + data - used;   /* the end meets the guard page */
+    d.a.bytes = bytes;
+    d.a.id = next_allocation_id++;
+    memset(d.a.base, 0xff, used);
+    mprotect(d.map + data, page_size(), PROT_NONE);
+    if (!device_open)
+        protect_device(d, false);
+    device_blocks[(uintptr_t)d.a.base] = d;
+    device_used += bytes;
+    *ptr = d.a.base;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr)
+{
+    API("cudaFree");
+    if (!ptr)
+        return cudaSuccess;
+    auto it = device_blocks.find((uintptr_t)ptr);
+    if (it == device_blocks.end())
+        return refuse(cudaErrorInvalidDevicePointer, "cudaFree(%p): not a pointer cudaMalloc "
+                      "returned", ptr);
+    complete_all();   /* cudaFree synchronizes the device */
+    device_used -= it->second.a.bytes;
+    munmap(it->second.map, it->second.map_bytes);
+    device_blocks.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t bytes)
+{
+    API("cudaMallocHost");
+    install_fault_handler();
+    const size_t mapped = round_up(bytes ? bytes : 1, page_size());
+    void *m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        *ptr = nullptr;
+        return set_last_error(cudaErrorMemoryAllocation);
+    }
+    pinned_blocks[(uintptr_t)m] = pinned_block{(char *)m, mapped};
+    *ptr = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags)
+{
+    (void)flags;
+    return cudaMallocHost(ptr, bytes);
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+    API("cudaFreeHost");
+    if (!ptr)
+        return cudaSuccess;
+    auto it = pinned_blocks.find((uintptr_t)ptr);
+    if (it == pinned_blocks.end())
+        return refuse(cudaErrorInvalidValue, "cudaFreeHost(%p): not a pointer cudaMallocHost "
+                      "returned", ptr);
+    complete_all();
+    munmap(it->second.base, it->second.bytes);
+    pinned_blocks.erase(it);
+    return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
+{
+    API("cudaPointerGetAttributes");
+    memset(attr, 0, sizeof *attr);
+    const device_block *d = device_block_at(ptr);
+    if (d && (const char *)ptr >= d->a.base) {
+        attr->type = cudaMemoryTypeDevice;
+        attr->devicePointer = const_cast<void *>(ptr);
+    } else if (pinned_at(ptr)) {
+        attr->type = cudaMemoryTypeHost;
+        attr->hostPointer = attr->devicePointer = const_cast<void *>(ptr);
+    } else {
+        attr->type = cudaMemoryTypeUnregistered;
+        attr->hostPointer = const_cast<void *>(ptr);
+    }
+    return cudaSuccess;
+}
+
+/* Where a copy's end points live. */
+enum class place { device, pinned, pageable };
+
+static place place_of(const void *p)
+{
+    if (device_block_at(p))
+        return place::device;
+    return pinned_at(p) ? place::pinned : place::pageable;
+}
+
+static const char *place_name(place p)
+{
+    return p == place::device ? "device" : p == place::pinned ? "pinned host" : "pageable host";
+}
+
+static cudaError_t check_device_range(const char *call, const void *p, size_t bytes)
+{
+    if (find_allocation(p, bytes))
+        return cudaSuccess;
+    const device_block *d = device_block_at(p);
+    if (!d)
+        return refuse(cudaErrorInvalidValue, "%s: %p is not device memory", call, p);
+    return refuse(cudaErrorInvalidValue, "%s: %zu bytes at byte %zd of device allocation #%u "
+                  "run past its %zu bytes", call, bytes, (ssize_t)((const char *)p - d->a.base),
+                  d->a.id, d->a.bytes);
+}
+
+static cudaError_t check_kind(const char *call, enum cudaMemcpyKind kind, place dst, place src)
+{
+    bool ok;
+    switch (kind) {
+    case cudaMemcpyHostToDevice: ok = dst == place::device && src != place::device; break;
+    case cudaMemcpyDeviceToHost: ok = dst != place::device && src == place::device; break;
+    case cudaMemcpyDeviceToDevice: ok = dst == place::device && src == place::device; break;
+    case cudaMemcpyDefault: ok = dst == place::device || src == place::device; break;
+    default: ok = false;
+    }
+    if (ok)
+        return cudaSuccess;
+    return refuse(cudaErrorInvalidValue, "%s: kind %d copies %s memory to %s memory, which it "
+                  "does not describe", call, (int)kind, place_name(src), place_name(dst));
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
+                            cudaStream_t stream)
+{
+    API("cudaMemcpyAsync");
+    stream_state *st = stream_of(stream);
+    if (!st)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: unknown stream %p",
+                      (void *)stream);
+    if (bytes == 0)
+        return cudaSuccess;
+    const place to = place_of(dst), from = place_of(src);
+    cudaError_t e = check_kind("cudaMemcpyAsync", kind, to, from);
+    if (e == cudaSuccess && to == place::device)
+        e = check_device_range("cudaMemcpyAsync (destination)", dst, bytes);
+    if (e == cudaSuccess && from == place::device)
+        e = check_device_range("cudaMemcpyAsync (source)", src, bytes);
+    if (e != cudaSuccess)
+        return e;
+    char by[128];
+    snprintf(by, sizeof by, "a cudaMemcpyAsync of %zu bytes on stream %u", bytes, st->id);
+    op o;
+    o.what = "cudaMemcpyAsync";
+    if (from == place::pageable) {
+        /* staged now: the caller may reuse its buffer once the call returns */
+        auto staged = std::make_shared<std::vector<char>>((const char *)src,
+                                                          (const char *)src + bytes);
+        o.run = [dst, staged] { memcpy(dst, staged->data(), staged->size()); };
+    } else {
+        o.run = [dst, src, bytes] { memmove(dst, src, bytes); };
+    }
+    const bool pinned_src = from == place::pinned, pinned_dst = to == place::pinned;
+    if (pinned_src || pinned_dst) {
+        if (pinned_src)
+            hold_pinned(src, bytes, false, by);
+        if (pinned_dst)
+            hold_pinned(dst, bytes, true, by);
+        o.run = [copy = std::move(o.run), dst, src, bytes, pinned_src, pinned_dst] {
+            copy();
+            if (pinned_src)
+                release_pinned(src, bytes, false);
+            if (pinned_dst)
+                release_pinned(dst, bytes, true);
+        };
+    }
+    uint64_t seq = push(st, std::move(o));
+    if (to == place::pageable)
+        complete_stream(st, seq);   /* into pageable memory: done when the call returns */
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
+{
+    API("cudaMemcpy");
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+    if (e == cudaSuccess)
+        complete_stream(&default_stream, default_stream.next_seq - 1);
+    return e;
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream)
+{
+    API("cudaMemsetAsync");
+    stream_state *st = stream_of(stream);
+    if (!st)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: unknown stream %p",
+                      (void *)stream);
+    if (bytes == 0)
+        return cudaSuccess;
+    cudaError_t e = check_device_range("cudaMemsetAsync", ptr, bytes);
+    if (e != cudaSuccess)
+        return e;
+    op o;
+    o.what = "cudaMemsetAsync";
+    o.run = [ptr, value, bytes] { memset(ptr, value, bytes); };
+    push(st, std::move(o));
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *ptr, int value, size_t bytes)
+{
+    API("cudaMemset");
+    cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr);
+    if (e == cudaSuccess)
+        complete_stream(&default_stream, default_stream.next_seq - 1);
+    return e;
+}
+
+/* ---- streams ----------------------------------------------------------------------- */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
+{
+    API("cudaStreamCreateWithFlags");
+    (void)flags;
+    stream_state *s = new stream_state;
+    s->id = next_stream_id++;
+    streams.insert(s);
+    *stream = reinterpret_cast<cudaStream_t>(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream)
+{
+    return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    API("cudaStreamDestroy");
+    stream_state *s = stream_of(stream);
+    if (!s || s == &default_stream)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p): not a stream",
+                      (void *)stream);
+    complete_stream(s, s->next_seq - 1);   /* its work still runs, as on a GPU */
+    streams.erase(s);
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    API("cudaStreamSynchronize");
+    stream_state *s = stream_of(stream);
+    if (!s)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize(%p): not a "
+                      "stream", (void *)stream);
+    complete_stream(s, s->next_seq - 1);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    API("cudaStreamQuery");
+    stream_state *s = stream_of(stream);
+    if (!s)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamQuery(%p): not a stream",
+                      (void *)stream);
+    if (s->queue.empty())
+        return cudaSuccess;
+    std::map<stream_state *, uint64_t> need;
+    add_needs(need, s, s->next_seq - 1);
+    complete(need, 1);   /* progress, but the answer is the state at the call */
+    return cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    API("cudaStreamWaitEvent");
+    (void)flags;
+    stream_state *s = stream_of(stream);
+    event_state *ev = event_of(event);
+    if (!s || !ev)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent(%p, %p): unknown "
+                      "%s", (void *)stream, (void *)event, s ? "event" : "stream");
+    if (!ev->last || ev->last->done)
+        return cudaSuccess;   /* nothing recorded, or already complete */
+    op o;
+    o.what = "cudaStreamWaitEvent";
+    o.awaits = ev->last;      /* the record as of now: a later record does not matter */
+    push(s, std::move(o));
+    return cudaSuccess;
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
+{
+    API("cudaLaunchHostFunc");
+    stream_state *s = stream_of(stream);
+    if (!s)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaLaunchHostFunc: unknown stream %p",
+                      (void *)stream);
+    op o;
+    o.what = "a host function (cudaLaunchHostFunc)";
+    o.run = [fn, data] { fn(data); };
+    o.host = true;
+    push(s, std::move(o));
+    return cudaSuccess;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    API("cudaEventCreateWithFlags");
+    event_state *e = new event_state{nullptr, flags};
+    events.insert(e);
+    *event = reinterpret_cast<cudaEvent_t>(e);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    API("cudaEventDestroy");
+    event_state *e = event_of(event);
+    if (!e)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaEventDestroy(%p): not an event",
+                      (void *)event);
+    events.erase(e);   /* its pending record stays in its stream (shared) */
+    delete e;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    API("cudaEventRecord");
+    event_state *e = event_of(event);
+    stream_state *s = stream_of(stream);
+    if (!e || !s)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaEventRecord(%p, %p): unknown %s",
+                      (void *)event, (void *)stream, e ? "stream" : "event");
+    auto r = std::make_shared<record>();
+    r->stream = s;
+    op o;
+    o.what = "cudaEventRecord";
+    o.records = r;
+    r->seq = push(s, std::move(o));
+    e->last = r;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    API("cudaEventQuery");
+    event_state *e = event_of(event);
+    if (!e)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaEventQuery(%p): not an event",
+                      (void *)event);
+    if (!e->last || e->last->done)
+        return cudaSuccess;
+    std::map<stream_state *, uint64_t> need;
+    add_needs(need, e->last->stream, e->last->seq);
+    complete(need, 1);   /* progress, but the answer is the state at the call */
+    return cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    API("cudaEventSynchronize");
+    event_state *e = event_of(event);
+    if (!e)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaEventSynchronize(%p): not an "
+                      "event", (void *)event);
+    if (e->last && !e->last->done)
+        complete_stream(e->last->stream, e->last->seq);
+    return cudaSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,379 @@
+/* The CUDA rules the emulator asserts, each with a small kernel that breaks it: barriers,
+ * warp shuffles and __syncwarp, WMMA, launch limits and shared memory. Every broken kernel
+ * must be stopped with a message that names the rule and this file's line; the correct
+ * kernels beside them must give the right answer in every resume order.
+ *
+ * Written as CUDA (it is compiled through cu2cc.py like the plugins' .cu files).
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <mma.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "emu_test.h"
+
+namespace wmma = nvcuda::wmma;
+
+/* ---- kernels: barriers ---------------------------------------------------------------- */
+
+static __global__ void early_return(float *out)
+{
+    __shared__ float s[64];
+    if (threadIdx.x == 5)
+        return;
+    s[threadIdx.x] = 1.0f;
+    __syncthreads();   // BARRIER_AFTER_RETURN
+    out[threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+
+static __global__ void barrier_in_both_arms(float *out)
+{
+    if (threadIdx.x < 32) {
+        __syncthreads();   // ARM_ONE
+    } else {
+        __syncthreads();   // ARM_TWO
+    }
+    out[threadIdx.x] = 1.0f;
+}
+
+/* Thread t reads what thread t + 1 wrote, without a barrier: the answer depends on the
+ * order threads run in. */
+static __global__ void neighbour_without_barrier(float *out)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = (float)threadIdx.x;
+    out[threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+
+static __global__ void neighbour_with_barrier(float *out)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+
+static __global__ void read_shared_unwritten(float *out)
+{
+    extern __shared__ float dyn[];
+    out[threadIdx.x] = dyn[threadIdx.x];
+}
+
+static __global__ void too_much_static_shared(float *out)
+{
+    __shared__ float big[16 << 10];   // STATIC_TOO_BIG (64 KiB)
+    big[threadIdx.x] = 1.0f;
+    out[threadIdx.x] = big[threadIdx.x];
+}
+
+/* ---- kernels: warp collectives -------------------------------------------------------- */
+
+/* mode: 0 correct butterfly, 1 the upper half calls with the lower half's mask, 2 lanes
+ * of the mask at two different calls, 3 a lane skips the shuffle, 4 width 3, 5 masks
+ * that differ between lanes, 6 overlapping masks (lane 31 in two at once) */
+static __global__ void shuffles(float *out, int mode)
+{
+    const int lane = threadIdx.x % 32;
+    float v = (float)lane;
+    if (mode == 0) {
+        for (int o = 16; o > 0; o /= 2)
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+    } else if (mode == 1) {
+        v += __shfl_xor_sync(0x0000ffffu, v, 1);   // HALF_MASK
+    } else if (mode == 2) {
+        if (lane < 16)
+            v += __shfl_xor_sync(0xffffffffu, v, 1);   // CALL_ONE
+        else
+            v += __shfl_xor_sync(0xffffffffu, v, 1);   // CALL_TWO
+    } else if (mode == 3) {
+        if (lane == 7)
+            return;
+        v += __shfl_xor_sync(0xffffffffu, v, 1);   // SKIPPED_LANE
+    } else if (mode == 4) {
+        v += __shfl_xor_sync(0xffffffffu, v, 1, 3);   // ODD_WIDTH
+    } else if (mode == 5) {
+        v += __shfl_xor_sync(lane < 16 ? 0xffffffffu : 0x7fffffffu, v, 1);   // MASKS_DIFFER
+    } else if (mode == 6) {
+        if (lane == 0 || lane == 31)
+            __syncwarp(0x80000001u);
+        else if (lane == 1)
+            __syncwarp(0x80000002u);   // OVERLAP
+    }
+    out[threadIdx.x] = v;
+}
+
+/* Each lane's shuffles with a source outside its group or warp: up/down do not wrap. */
+static __global__ void shuffle_edges(float *up, float *down, float *idx, float *half)
+{
+    const int lane = threadIdx.x % 32;
+    const float v = (float)lane;
+    up[lane] = __shfl_up_sync(0xffffffffu, v, 3);
+    down[lane] = __shfl_down_sync(0xffffffffu, v, 3);
+    idx[lane] = __shfl_sync(0xffffffffu, v, 33);   // lane 1
+    half[lane] = __shfl_down_sync(0xffffffffu, v, 1, 16);
+}
+
+/* Lanes 0-15 shuffle among themselves but read lane 20, which is not in their mask. */
+static __global__ void read_inactive_lane(float *out)
+{
+    const int lane = threadIdx.x % 32;
+    float v = (float)lane;
+    if (lane < 16)
+        v = __shfl_sync(0x0000ffffu, v, 20);   // INACTIVE_SOURCE
+    out[lane] = v;
+}
+
+/* ---- kernels: WMMA ------------------------------------------------------------------- */
+
+/* mode: 0 correct, 1 lanes pass different pointers, 2 misaligned pointer, 3 odd ldm,
+ * 4 only 16 lanes store, 5 read the fragment by position (wrong on purpose) */
+static __global__ void wmma_tile(float *out, const __half *a, const __half *b, int mode)
+{
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    const int lane = threadIdx.x % 32;
+    wmma::fill_fragment(fc, 0.0f);
+    if (mode == 1)
+        wmma::load_matrix_sync(fa, a + (lane < 16 ? 0 : 16), 16);   // POINTERS_DIFFER
+    else if (mode == 2)
+        wmma::load_matrix_sync(fa, a + 1, 16);   // MISALIGNED
+    else if (mode == 3)
+        wmma::load_matrix_sync(fa, a, 15);   // ODD_LDM
+    else
+        wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    if (mode == 4 && lane >= 16)
+        return;
+    if (mode == 5) {
+        out[lane] = fc.x[0];   // position 0 of each lane's fragment
+        return;
+    }
+    wmma::store_matrix_sync(out, fc, 16, wmma::mem_row_major);   // STORE
+}
+
+/* ---- host side ------------------------------------------------------------------------ */
+
+static int line_of(const char *marker);   /* the line of this file holding `marker` */
+
+template <class T> static T *device_array(size_t n, const T *init = nullptr)
+{
+    T *p = nullptr;
+    cudaMalloc((void **)&p, n * sizeof(T));
+    if (init)
+        cudaMemcpy(p, init, n * sizeof(T), cudaMemcpyHostToDevice);
+    return p;
+}
+
+template <class T> static std::vector<T> host_copy(const T *d, size_t n)
+{
+    std::vector<T> h(n);
+    cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+}
+
+static std::string at_line(const char *marker)
+{
+    return "test_rules.cu:" + std::to_string(line_of(marker)) + ":";
+}
+
+static void stop_at(const char *what, const std::function<void()> &body, const char *marker,
+                    const char *rule)
+{
+    std::string where = at_line(marker);
+    emu_expect_stop(what, body, {where.c_str(), rule});
+}
+
+static void barrier_rules()
+{
+    float *out = device_array<float>(64);
+    stop_at("an early return before a barrier", [&] {
+        early_return<<<1, 64>>>(out);
+        cudaDeviceSynchronize();
+    }, "BARRIER_AFTER_RETURN", "exited");
+    stop_at("barriers in the two arms of an if", [&] {
+        barrier_in_both_arms<<<1, 64>>>(out);
+        cudaDeviceSynchronize();
+    }, "ARM_TWO", "different __syncthreads");
+    neighbour_with_barrier<<<1, 64>>>(out);
+    std::vector<float> h = host_copy(out, 64);
+    bool right = true;
+    for (int i = 0; i < 64; i++)
+        right = right && h[(size_t)i] == (float)((i + 1) % 64);
+    emu_check(right, "a neighbour's shared memory read after a barrier is its value");
+    neighbour_without_barrier<<<1, 64>>>(out);
+    h = host_copy(out, 64);
+    bool stale = false;
+    for (int i = 0; i < 64; i++)
+        stale = stale || h[(size_t)i] != (float)((i + 1) % 64);
+    emu_check(stale, "a neighbour's shared memory read without a barrier gives wrong values "
+              "(shared memory starts as NaN; in-order or reversed, some thread reads first)");
+    read_shared_unwritten<<<1, 32, 32 * sizeof(float)>>>(out);
+    h = host_copy(out, 32);
+    emu_check(std::isnan(h[0]) && std::isnan(h[31]), "dynamic shared memory starts as NaN");
+    stop_at("64 KiB of static shared memory", [&] {
+        too_much_static_shared<<<1, 32>>>(out);
+        cudaDeviceSynchronize();
+    }, "STATIC_TOO_BIG", "above its limit");
+    cudaFree(out);
+}
+
+static void shuffle_rules()
+{
+    float *out = device_array<float>(64);
+    shuffles<<<1, 64>>>(out, 0);
+    std::vector<float> h = host_copy(out, 64);
+    emu_check(h[0] == 496.0f && h[63] == 496.0f, "a butterfly of __shfl_xor_sync sums the warp");
+    const struct {
+        int mode;
+        const char *what, *marker, *rule;
+    } broken[] = {
+        {1, "a shuffle whose mask lacks the caller", "HALF_MASK", "does not name the calling lane"},
+        {2, "lanes of one mask at two different shuffles", "CALL_TWO", "must reach the same call"},
+        {3, "a lane that skips a full-mask shuffle", "SKIPPED_LANE", "lane 7"},
+        {4, "a shuffle of width 3", "ODD_WIDTH", "width 3"},
+        {5, "lanes that pass different masks", "MASKS_DIFFER", "mask 0x7fffffff"},
+        {6, "overlapping masks of concurrent __syncwarp", "OVERLAP", "overlaps the mask"},
+    };
+    for (const auto &b : broken)
+        stop_at(b.what, [&] {
+            shuffles<<<1, 64>>>(out, b.mode);
+            cudaDeviceSynchronize();
+        }, b.marker, b.rule);
+    float *up = device_array<float>(32), *down = device_array<float>(32);
+    float *idx = device_array<float>(32), *half = device_array<float>(32);
+    shuffle_edges<<<1, 32>>>(up, down, idx, half);
+    std::vector<float> u = host_copy(up, 32), d = host_copy(down, 32), i = host_copy(idx, 32),
+                       hf = host_copy(half, 32);
+    emu_check(u[0] == 0 && u[2] == 2 && u[3] == 0 && u[31] == 28,
+              "__shfl_up_sync does not wrap: lanes below delta keep their value");
+    emu_check(d[31] == 31 && d[29] == 29 && d[28] == 31 && d[0] == 3,
+              "__shfl_down_sync does not wrap: lanes above 31 - delta keep their value");
+    emu_check(i[0] == 1 && i[31] == 1, "__shfl_sync takes the source lane modulo the width");
+    emu_check(hf[15] == 15 && hf[14] == 15 && hf[31] == 31 && hf[16] == 17,
+              "__shfl_down_sync with width 16 stays in each half");
+    stop_at("a shuffle that reads a lane outside its mask", [&] {
+        read_inactive_lane<<<1, 32>>>(out);
+        cudaDeviceSynchronize();
+    }, "INACTIVE_SOURCE", "not in the mask");
+    bool aborted = false;
+    std::string err = emu_run_child([&] {
+        setenv("GEARBOX_CUDA_EMU_ON_ERROR", "continue", 1);
+        read_inactive_lane<<<1, 32>>>(out);
+        std::vector<float> r = host_copy(out, 32);
+        _exit(std::isnan(r[0]) && r[20] == 20.0f ? 0 : 1);
+    }, &aborted);
+    emu_check(!aborted && err.find("not in the mask") != std::string::npos,
+              "with GEARBOX_CUDA_EMU_ON_ERROR=continue a read of an inactive lane is "
+              "reported and yields NaN");
+    cudaFree(up);
+    cudaFree(down);
+    cudaFree(idx);
+    cudaFree(half);
+    cudaFree(out);
+}
+
+static void wmma_rules()
+{
+    std::vector<__half> ha(512), hb(256);
+    for (int i = 0; i < 512; i++)
+        ha[(size_t)i] = __float2half((float)(i % 7) - 3.0f);
+    for (int i = 0; i < 256; i++)
+        hb[(size_t)i] = __float2half((float)(i % 5) - 2.0f);
+    __half *a = device_array<__half>(512, ha.data()), *b = device_array<__half>(256, hb.data());
+    float *out = device_array<float>(256);
+    wmma_tile<<<1, 32>>>(out, a, b, 0);
+    std::vector<float> c = host_copy(out, 256);
+    bool right = true;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float want = 0;
+            for (int k = 0; k < 16; k++)
+                want += __half2float(ha[(size_t)(i * 16 + k)]) * __half2float(hb[(size_t)(k * 16 + j)]);
+            right = right && c[(size_t)(i * 16 + j)] == want;
+        }
+    emu_check(right, "wmma load, mma and store give the 16x16 product");
+    const struct {
+        int mode;
+        const char *what, *marker, *rule;
+    } broken[] = {
+        {1, "WMMA lanes that pass different pointers", "POINTERS_DIFFER", "all 32 lanes must pass the same"},
+        {2, "a misaligned WMMA pointer", "MISALIGNED", "not 32-byte aligned"},
+        {3, "an odd WMMA ldm", "ODD_LDM", "ldm 15 is not a multiple of 8"},
+        {4, "a WMMA store by 16 lanes", "STORE", "lane 16"},
+    };
+    for (const auto &k : broken)
+        stop_at(k.what, [&] {
+            wmma_tile<<<1, 32>>>(out, a, b, k.mode);
+            cudaDeviceSynchronize();
+        }, k.marker, k.rule);
+    wmma_tile<<<1, 32>>>(out, a, b, 5);
+    std::vector<float> x = host_copy(out, 32);
+    int naive = 0;   // lane l, slot 0 as row l / 2, column 8 (l % 2): a plausible layout
+    for (int l = 0; l < 32; l++)
+        naive += x[(size_t)l] == c[(size_t)((l / 2) * 16 + 8 * (l % 2))];
+    emu_check(naive < 16, "a fragment's elements are scrambled: indexing x[] by position "
+              "does not give the element a fixed layout would");
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(out);
+}
+
+static void launch_rules()
+{
+    float *out = device_array<float>(64);
+    cudaGetLastError();
+    neighbour_with_barrier<<<1, 2048>>>(out);
+    emu_check(cudaGetLastError() == cudaErrorInvalidConfiguration,
+              "2048 threads per block: cudaErrorInvalidConfiguration");
+    neighbour_with_barrier<<<dim3(1, 70000), 64>>>(out);
+    emu_check(cudaGetLastError() == cudaErrorInvalidConfiguration,
+              "a grid of 70000 in y: cudaErrorInvalidConfiguration");
+    read_shared_unwritten<<<1, 32, 64 << 10>>>(out);
+    emu_check(cudaGetLastError() == cudaErrorInvalidValue,
+              "64 KiB of dynamic shared memory without the attribute: refused");
+    emu_check(cudaFuncSetAttribute(read_shared_unwritten, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   64 << 10) == cudaSuccess, "the attribute raises the limit");
+    read_shared_unwritten<<<1, 32, 64 << 10>>>(out);
+    emu_check(cudaGetLastError() == cudaSuccess, "64 KiB with the attribute: launched");
+    cudaDeviceSynchronize();
+    emu_check(cudaFuncSetAttribute(read_shared_unwritten, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   228 << 10) == cudaErrorInvalidValue,
+              "the attribute above 227 KiB (sm_90): refused");
+    cudaFree(out);
+}
+
+/* ---- this file's lines ---------------------------------------------------------------- */
+
+static int line_of(const char *marker)
+{
+    FILE *f = fopen(__FILE__, "r");
+    if (!f) {
+        printf("FAIL: cannot read %s for its line numbers\n", __FILE__);
+        exit(1);
+    }
+    char line[512];
+    std::string tag = std::string("// ") + marker;
+    for (int n = 1; fgets(line, sizeof line, f); n++)
+        if (strstr(line, tag.c_str()) && !strstr(line, "\"")) {
+            fclose(f);
+            return n;
+        }
+    fclose(f);
+    return -1;
+}
+
+int main()
+{
+    barrier_rules();
+    shuffle_rules();
+    wmma_rules();
+    launch_rules();
+    return emu_finish("test_rules");
+}
