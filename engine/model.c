@@ -56,6 +56,7 @@ struct gb_model {
     int train;
     int planning_only;              /* size every buffer but allocate none (gb_model_plan) */
     gb_dtype act;                   /* activations (and matmul inputs), from the policy */
+    int32_t tf32;                   /* the policy lets f32 products round inputs to TF32 */
     size_t act_size;                /* bytes per activation element */
     uint64_t seed;                  /* the run's seed (stochastic rounding draws from it) */
 
@@ -275,6 +276,7 @@ static gb_attn_problem attn_problem(const gb_model *m, int64_t B, int64_t T)
         .head_dim = m->cfg.n_embd / m->cfg.n_head,
         .dtype = m->act,
         .causal = 1,
+        .allow_tf32 = m->tf32,
     };
 }
 
@@ -458,6 +460,7 @@ static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t bat
     m->train = train;
     m->planning_only = planning_only;
     m->act = rt->policy.activation_dtype;
+    m->tf32 = rt->policy.tf32;
     m->act_size = gb_dtype_size(m->act);
     /* logits rows a padded vocabulary apart where the device takes them (ABI 1.3) */
     m->logits_ld = GB_DEVICE_HAS(rt->dev, cross_entropy_ld) ? gb_model_table_rows(cfg)
@@ -863,7 +866,7 @@ static int linear_forward_ld(gb_model *m, void *out, int64_t ld, const void *in,
         .a = in, .lda = IC, .trans_a = 0, .dtype_a = m->act,
         .b = working(m, W), .ldb = IC, .trans_b = 1, .dtype_b = m->act,
         .c = out, .ldc = ld, .dtype_c = m->act,
-        .alpha = 1.0f, .beta = 0.0f, .bias = bias,
+        .alpha = 1.0f, .beta = 0.0f, .bias = bias, .allow_tf32 = m->tf32,
     };
     TIMED_CALL(m, GB_PHASE_FWD_MATMUL, &m->rt->inst[GB_KIND_DEVICE], "matmul",
                m->rt->dev->matmul(m->dev, &a));
@@ -890,14 +893,14 @@ static int linear_backward_ld(gb_model *m, void *dinp, float *dW, float *dbias,
         .a = dout, .lda = ld, .trans_a = 0, .dtype_a = m->act,
         .b = working(m, W), .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dinp, .ldc = IC, .dtype_c = m->act,
-        .alpha = 1.0f, .beta = 0.0f,
+        .alpha = 1.0f, .beta = 0.0f, .allow_tf32 = m->tf32,
     };
     gb_matmul_args dw = {
         .struct_size = sizeof dw, .m = OC, .n = IC, .k = N,
         .a = dout, .lda = ld, .trans_a = 1, .dtype_a = m->act,
         .b = in, .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dW, .ldc = IC, .dtype_c = GB_F32,
-        .alpha = 1.0f, .beta = 1.0f,
+        .alpha = 1.0f, .beta = 1.0f, .allow_tf32 = m->tf32,
     };
     TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DX, dev, "matmul", m->rt->dev->matmul(m->dev, &dx));
     TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DW, dev, "matmul", m->rt->dev->matmul(m->dev, &dw));

@@ -18,6 +18,7 @@
  */
 #include <cuda_runtime.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -182,13 +183,6 @@ struct pinned_block {
     size_t bytes;
 };
 std::map<uintptr_t, pinned_block> pinned_blocks;
-/* Pages of pinned memory that pending copies read (host may not write) or write (host may
- * not touch), with the copy's description. */
-struct pinned_hold {
-    int readers = 0, writers = 0;
-    std::string by;
-};
-std::map<uintptr_t, pinned_hold> pinned_holds;   /* by page */
 
 const pinned_block *pinned_at(const void *p)
 {
@@ -199,48 +193,81 @@ const pinned_block *pinned_at(const void *p)
     const char *c = (const char *)p;
     return c >= it->second.base && c < it->second.base + it->second.bytes ? &it->second : nullptr;
 }
+/* The byte ranges of pinned memory that pending copies read (the host may not write them)
+ * or write (the host may not touch them). Protection is by page, so a page is protected
+ * when any pending range covers part of it; a host access to the rest of such a page is
+ * stepped over (on_fault, on_trap), and only an access inside a range is reported. */
+struct pinned_range {
+    uintptr_t lo, hi;
+    bool written;
+    uint64_t id;
+    std::string by;
+};
+std::vector<pinned_range> pinned_ranges;
+uint64_t next_range_id = 1;
 
-void protect_page(uintptr_t page, const pinned_hold &h)
+uintptr_t page_of(uintptr_t a)
 {
-    int prot = h.writers ? PROT_NONE : h.readers ? PROT_READ : PROT_READ | PROT_WRITE;
-    mprotect((void *)page, page_size(), prot);
+    return a / page_size() * page_size();
 }
 
-void hold_pinned(const void *p, size_t bytes, bool written, const std::string &by)
+/* The protection a page needs while host code runs. */
+int page_protection(uintptr_t page)
 {
-    uintptr_t first = (uintptr_t)p / page_size() * page_size();
-    for (uintptr_t page = first; page < (uintptr_t)p + bytes; page += page_size()) {
-        pinned_hold &h = pinned_holds[page];
-        (written ? h.writers : h.readers)++;
-        h.by = by;
-        if (!device_open)
-            protect_page(page, h);
-    }
+    int prot = PROT_READ | PROT_WRITE;
+    for (const pinned_range &r : pinned_ranges)
+        if (r.lo < page + page_size() && r.hi > page)
+            prot = r.written ? PROT_NONE : (prot & PROT_READ);
+    return prot;
 }
 
-void release_pinned(const void *p, size_t bytes, bool written)
+void protect_pages(uintptr_t lo, uintptr_t hi, bool open)
 {
-    uintptr_t first = (uintptr_t)p / page_size() * page_size();
-    for (uintptr_t page = first; page < (uintptr_t)p + bytes; page += page_size()) {
-        auto it = pinned_holds.find(page);
-        if (it == pinned_holds.end())
-            continue;
-        (written ? it->second.writers : it->second.readers)--;
-        if (!device_open)
-            protect_page(page, it->second);
-        if (!it->second.readers && !it->second.writers)
-            pinned_holds.erase(it);
-    }
+    for (uintptr_t page = page_of(lo); page < hi; page += page_size())
+        mprotect((void *)page, page_size(), open ? PROT_READ | PROT_WRITE : page_protection(page));
+}
+
+uint64_t hold_pinned(const void *p, size_t bytes, bool written, const std::string &by)
+{
+    pinned_range r{(uintptr_t)p, (uintptr_t)p + bytes, written, next_range_id++, by};
+    pinned_ranges.push_back(r);
+    protect_pages(r.lo, r.hi, device_open);
+    return r.id;
+}
+
+void release_pinned(uint64_t id)
+{
+    for (size_t i = 0; i < pinned_ranges.size(); i++)
+        if (pinned_ranges[i].id == id) {
+            pinned_range r = pinned_ranges[i];
+            pinned_ranges.erase(pinned_ranges.begin() + (ptrdiff_t)i);
+            protect_pages(r.lo, r.hi, device_open);
+            return;
+        }
 }
 
 /* While queued work runs, pinned memory is open to it; protected again after. */
 void set_pinned_open(bool open)
 {
-    for (auto &kv : pinned_holds)
-        if (open)
-            mprotect((void *)kv.first, page_size(), PROT_READ | PROT_WRITE);
-        else
-            protect_page(kv.first, kv.second);
+    for (const pinned_range &r : pinned_ranges)
+        protect_pages(r.lo, r.hi, open);
+}
+
+/* The pending range a host access at addr breaks, or nullptr. */
+const pinned_range *broken_range(uintptr_t addr, bool write)
+{
+    for (const pinned_range &r : pinned_ranges)
+        if (addr >= r.lo && addr < r.hi && (write || r.written))
+            return &r;
+    return nullptr;
+}
+
+bool in_held_page(uintptr_t addr)
+{
+    for (const pinned_range &r : pinned_ranges)
+        if (page_of(addr) >= page_of(r.lo) && page_of(addr) < r.hi)
+            return true;
+    return false;
 }
 
 /* ---- faults ------------------------------------------------------------------------ */
@@ -253,16 +280,67 @@ void write_line(const char *msg)
         return;
 }
 
+/* Whether the faulting access was a write (x86-64 page-fault error code, bit 1; elsewhere
+ * every access counts as a write, the stricter reading). */
+bool is_write(void *uctx)
+{
+#if defined(__x86_64__)
+    return (static_cast<ucontext_t *>(uctx)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#else
+    (void)uctx;
+    return true;
+#endif
+}
+
+/* The page a stepped-over access opened, protected again by on_trap after one instruction. */
+thread_local uintptr_t stepped_page = 0;
+
+bool step_over(uintptr_t addr, void *uctx)
+{
+#if defined(__x86_64__)
+    stepped_page = page_of(addr);
+    mprotect((void *)stepped_page, page_size(), PROT_READ | PROT_WRITE);
+    static_cast<ucontext_t *>(uctx)->uc_mcontext.gregs[REG_EFL] |= 0x100;   /* trap flag */
+    return true;
+#else
+    (void)addr;
+    (void)uctx;
+    return false;
+#endif
+}
+
+struct sigaction previous_trap;
+
+void on_trap(int sig, siginfo_t *info, void *uctx)
+{
+#if defined(__x86_64__)
+    if (stepped_page) {
+        mprotect((void *)stepped_page, page_size(), page_protection(stepped_page));
+        stepped_page = 0;
+        static_cast<ucontext_t *>(uctx)->uc_mcontext.gregs[REG_EFL] &= ~0x100;
+        return;
+    }
+#endif
+    if (previous_trap.sa_flags & SA_SIGINFO && previous_trap.sa_sigaction) {
+        previous_trap.sa_sigaction(sig, info, uctx);
+        return;
+    }
+    signal(sig, previous_trap.sa_handler == SIG_IGN ? SIG_DFL : previous_trap.sa_handler);
+    raise(sig);
+}
+
 void on_fault(int sig, siginfo_t *info, void *uctx)
 {
-    (void)uctx;
     const char *addr = (const char *)info->si_addr;
     char msg[1024], who[512];
     describe_running_thread(who, sizeof who);
     if (!who[0] && running_op)
         snprintf(who, sizeof who, "%s", running_op);
     std::unique_lock<std::recursive_mutex> hold(state_lock, std::try_to_lock);
-    const device_block *d = hold.owns_lock() ? device_block_at(addr) : nullptr;
+    /* while queued work runs, the thread that holds the lock waits for it and the table
+     * of allocations cannot change: a kernel's helper thread may read it */
+    const bool readable = hold.owns_lock() || device_open;
+    const device_block *d = readable ? device_block_at(addr) : nullptr;
     if (d) {
         size_t offset = (size_t)(addr - d->a.base);
         if (addr >= d->map + d->map_bytes - page_size() || addr < d->a.base)
@@ -277,17 +355,20 @@ void on_fault(int sig, siginfo_t *info, void *uctx)
         write_line(msg);
         abort();
     }
-    if (hold.owns_lock()) {
-        auto it = pinned_holds.find((uintptr_t)addr / page_size() * page_size());
-        if (it != pinned_holds.end()) {
-            snprintf(msg, sizeof msg, "gearbox cuda emulator: host code accessed pinned memory "
-                     "at %p while %s is pending on it (host memory of an asynchronous copy may "
-                     "be %s only after the stream or an event says the copy is done)\n",
-                     (const void *)addr, it->second.by.c_str(),
-                     it->second.writers ? "read" : "written");
+    if (hold.owns_lock() && in_held_page((uintptr_t)addr)) {
+        const bool write = is_write(uctx);
+        const pinned_range *r = broken_range((uintptr_t)addr, write);
+        if (r) {
+            snprintf(msg, sizeof msg, "gearbox cuda emulator: host code %s pinned memory at %p "
+                     "while %s is pending on it (host memory of an asynchronous copy may be %s "
+                     "only after the stream or an event says the copy is done)\n",
+                     write ? "wrote" : "read", (const void *)addr, r->by.c_str(),
+                     r->written ? "touched" : "written");
             write_line(msg);
             abort();
         }
+        if (step_over((uintptr_t)addr, uctx))
+            return;   /* the rest of a page that a pending copy shares: allowed */
     }
     if (in_stack_guard(addr)) {
         snprintf(msg, sizeof msg, "gearbox cuda emulator: %s: stack overflow (each emulated "
@@ -313,6 +394,8 @@ void install_fault_handler()
         sa.sa_flags = SA_SIGINFO | SA_NODEFER;
         sigemptyset(&sa.sa_mask);
         sigaction(SIGSEGV, &sa, &previous_segv);
+        sa.sa_sigaction = on_trap;
+        sigaction(SIGTRAP, &sa, &previous_trap);
     });
 }
 
@@ -592,6 +675,7 @@ extern "C" {
 
 cudaError_t cudaGetLastError(void)
 {
+    api_entry("cudaGetLastError");
     cudaError_t e = last_error;
     last_error = cudaSuccess;
     return e;
@@ -599,6 +683,7 @@ cudaError_t cudaGetLastError(void)
 
 cudaError_t cudaPeekAtLastError(void)
 {
+    api_entry("cudaPeekAtLastError");
     return last_error;
 }
 
@@ -930,18 +1015,13 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
     } else {
         o.run = [dst, src, bytes] { memmove(dst, src, bytes); };
     }
-    const bool pinned_src = from == place::pinned, pinned_dst = to == place::pinned;
-    if (pinned_src || pinned_dst) {
-        if (pinned_src)
-            hold_pinned(src, bytes, false, by);
-        if (pinned_dst)
-            hold_pinned(dst, bytes, true, by);
-        o.run = [copy = std::move(o.run), dst, src, bytes, pinned_src, pinned_dst] {
+    if (from == place::pinned || to == place::pinned) {
+        const uint64_t src_hold = from == place::pinned ? hold_pinned(src, bytes, false, by) : 0;
+        const uint64_t dst_hold = to == place::pinned ? hold_pinned(dst, bytes, true, by) : 0;
+        o.run = [copy = std::move(o.run), src_hold, dst_hold] {
             copy();
-            if (pinned_src)
-                release_pinned(src, bytes, false);
-            if (pinned_dst)
-                release_pinned(dst, bytes, true);
+            release_pinned(src_hold);
+            release_pinned(dst_hold);
         };
     }
     uint64_t seq = push(st, std::move(o));

@@ -7,25 +7,33 @@
 # bf16 and f16 rows at their tolerances, causality, reruns bit-identical, its f32 rows
 # unsupported. Exit 77 (skipped) when device/cuda is not built, or when the kit finds no
 # usable GPU and nvidia-smi sees none either; a GPU that nvidia-smi lists but the kit
-# cannot use is a failure.
-# usage: test_conformance_cuda.sh GEARBOX PLUGINS_DIR
+# cannot use is a failure. With CUDA_DIR (the emulated plugins' folder, build/cuda_emu/
+# plugins, which must also lead GEARBOX_PLUGIN_PATH), the CUDA objects are taken from it;
+# attn/cudnn has no emulated build (cuDNN is not emulated) and is left out, saying so.
+# usage: test_conformance_cuda.sh GEARBOX PLUGINS_DIR [CUDA_DIR]
 set -u
 GEARBOX=$1
 PLUGINS=$2
+CUDA_DIR=${3:-}
+cuda_object() { # KIND NAME: the CUDA object's file
+    if [ -n "$CUDA_DIR" ]; then echo "$CUDA_DIR/$1-$2-cuda.so"; else echo "$PLUGINS/$1/$2/$1-$2-cuda.so"; fi
+}
 device=$PLUGINS/device/cuda/device-cuda.so
+[ -n "$CUDA_DIR" ] && device=$CUDA_DIR/device-cuda.so
 if [ ! -f "$device" ]; then
     echo "SKIP: $device is not built"
     exit 77
 fi
 worst=0
 cudnn=
-[ -f "$PLUGINS/attn/cudnn/attn-cudnn-cuda.so" ] && cudnn=cudnn
+[ -f "$(cuda_object attn cudnn)" ] && cudnn=cudnn
+[ -n "$CUDA_DIR" ] && echo "attn/cudnn: not checked here: cuDNN is not emulated (a GPU run checks it)"
 for plugin in math mem_efficient flash $cudnn; do
     strict=--strict
     [ "$plugin" = cudnn ] && strict=
     rc=0
     "$GEARBOX" test-plugin $strict --device cuda \
-        "$PLUGINS/attn/$plugin/attn-$plugin-cuda.so" || rc=$?
+        "$(cuda_object attn "$plugin")" || rc=$?
     if [ "$rc" -eq 77 ] && nvidia-smi -L > /dev/null 2>&1; then
         echo "FAIL: nvidia-smi lists a GPU, but the checks of attn/$plugin were skipped"
         rc=1

@@ -171,6 +171,43 @@ static gb_status read_pinned(void *arg)
     return GB_OK;
 }
 
+static gb_status sleep_200ms(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+    return GB_OK;
+}
+
+/* The compute stream reads what a slow side stream writes: only stream_wait_event orders
+ * them. The side stream first sleeps 200 ms in a host function, so without the wait the
+ * read comes first on a GPU as well as on the emulator (whose lazy streams run only what a
+ * wait asks for). */
+static void test_wait_for_slow_stream(void)
+{
+    kt_section("the compute stream waits for a slow side stream's event");
+    device *d = &gpu;
+    const gb_device_ops *o = d->ops;
+    void *a = dev_alloc(d, 64), *side = NULL, *event = NULL;
+    float before = -1.0f, after = 7.0f, got = 0.0f;
+    expect_ok(o->copy(d->self, a, &before, sizeof before, GB_COPY_HOST_TO_DEVICE), d, "copy");
+    expect_ok(o->sync(d->self), d, "sync");
+    expect_ok(o->stream_create(d->self, &side), d, "stream_create");
+    expect_ok(o->event_create(d->self, &event), d, "event_create");
+    expect_ok(o->enqueue_host(d->self, side, sleep_200ms, NULL, 0), d, "enqueue_host");
+    expect_ok(o->copy_async(d->self, a, &after, sizeof after, GB_COPY_HOST_TO_DEVICE, side), d,
+              "copy_async");
+    expect_ok(o->event_record(d->self, event, side), d, "event_record");
+    expect_ok(o->stream_wait_event(d->self, NULL, event), d, "stream_wait_event");
+    expect_ok(o->copy(d->self, &got, a, sizeof got, GB_COPY_DEVICE_TO_HOST), d, "copy D2H");
+    kt_expect(got == 7.0f, "the compute stream read %g after waiting for the side stream's "
+              "event; the side stream wrote 7", got);
+    expect_ok(o->sync(d->self), d, "sync");
+    o->event_destroy(d->self, event);
+    o->stream_destroy(d->self, side);
+    dev_release(d);
+}
+
 static gb_status fail_on_purpose(void *arg)
 {
     (void)arg;
@@ -229,6 +266,7 @@ static void test_memory(void)
     o->stream_destroy(d->self, stream);
     o->free_host(d->self, pinned);
     dev_release(d);
+    test_wait_for_slow_stream();
 
     gb_device_ctx ctx = {.struct_size = sizeof ctx};
     expect_ok(o->context(d->self, &ctx), d, "context");

@@ -16,7 +16,9 @@
  * Skips (exit 77) when device/cuda is not built, or when it cannot start and no GPU
  * answers `nvidia-smi -L`; fails when a GPU answers but device/cuda cannot start.
  *
- * Usage: test_optim_cuda PLUGINS_BUILD_DIR
+ * Usage: test_optim_cuda PLUGINS_BUILD_DIR [CUDA_PLUGINS_DIR]
+ * (CUDA_PLUGINS_DIR: a folder of CUDA objects, such as the emulated build/cuda_emu/plugins,
+ * that the CUDA device and optimizers are taken from instead)
  */
 #include <math.h>
 #include <stdio.h>
@@ -165,10 +167,24 @@ static int gpu_present(void)
     return system("nvidia-smi -L > /dev/null 2>&1") == 0;
 }
 
-static int open_device(const char *dir, cuda_device *d)
+/* A plugin's file: in `flat` (the emulated plugins' folder) when given, else in the build
+ * tree's KIND/NAME/ folder of `dir`. */
+static void plugin_file(char *path, size_t cap, const char *dir, const char *flat,
+                        const char *kind, const char *name, const char *device)
+{
+    char file[256];
+    snprintf(file, sizeof file, "%s-%s%s%s.so", kind, name, device ? "-" : "",
+             device ? device : "");
+    if (flat)
+        snprintf(path, cap, "%s/%s", flat, file);
+    else
+        snprintf(path, cap, "%s/%s/%s/%s", dir, kind, name, file);
+}
+
+static int open_device(const char *dir, const char *flat, cuda_device *d)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/device/cuda/device-cuda.so", dir);
+    plugin_file(path, sizeof path, dir, flat, "device", "cuda", NULL);
     if (access(path, R_OK) != 0) {
         printf("SKIP: %s is not built\n", path);
         return SKIP;
@@ -195,11 +211,12 @@ static int open_device(const char *dir, cuda_device *d)
     return 0;
 }
 
-static const gb_plugin_desc *open_optim(const char *dir, const char *name, const char *device)
+static const gb_plugin_desc *open_optim(const char *dir, const char *flat, const char *name,
+                                        const char *device)
 {
     char path[4096];
     void *handle;
-    snprintf(path, sizeof path, "%s/optim/%s/optim-%s-%s.so", dir, name, name, device);
+    plugin_file(path, sizeof path, dir, flat, "optim", name, device);
     const gb_plugin_desc *desc = gb_test_open_plugin(path, &handle);
     if (!desc)
         exit(1);
@@ -208,18 +225,19 @@ static const gb_plugin_desc *open_optim(const char *dir, const char *name, const
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s PLUGINS_BUILD_DIR\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s PLUGINS_BUILD_DIR [CUDA_PLUGINS_DIR]\n", argv[0]);
         return 2;
     }
+    const char *flat = argc == 3 ? argv[2] : NULL;
     cuda_device dev;
-    int rc = open_device(argv[1], &dev);
+    int rc = open_device(argv[1], flat, &dev);
     if (rc)
         return rc;
-    const gb_plugin_desc *adamw_cpu = open_optim(argv[1], "adamw", "cpu");
-    const gb_plugin_desc *adamw_cuda = open_optim(argv[1], "adamw", "cuda");
-    const gb_plugin_desc *fused_cpu = open_optim(argv[1], "adamw_fused", "cpu");
-    const gb_plugin_desc *fused_cuda = open_optim(argv[1], "adamw_fused", "cuda");
+    const gb_plugin_desc *adamw_cpu = open_optim(argv[1], NULL, "adamw", "cpu");
+    const gb_plugin_desc *adamw_cuda = open_optim(argv[1], flat, "adamw", "cuda");
+    const gb_plugin_desc *fused_cpu = open_optim(argv[1], NULL, "adamw_fused", "cpu");
+    const gb_plugin_desc *fused_cuda = open_optim(argv[1], flat, "adamw_fused", "cuda");
 
     float *init = malloc(N * sizeof(float)), *grads = malloc(N * sizeof(float));
     uint64_t rng = 2025;
