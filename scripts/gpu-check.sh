@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU: configure and build gearbox there, run the
 # gpu test suite, train 50 steps of the default model on device/cuda in each precision,
-# run compute-sanitizer (memcheck, racecheck) over a few training steps, then short
+# run compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over a few training steps, then short
 # benchmarks (`gearbox bench attn` on device/cuda, bench/sdpa_attn.py, bench/compare_gpu.py);
 # print a summary and keep every log. docs/gpu.md explains what each stage checks.
 #
@@ -140,7 +140,7 @@ sanitizer=$(command -v compute-sanitizer || ls "$cuda"/bin/compute-sanitizer 2>/
 if [ -z "$sanitizer" ]; then
     record "compute-sanitizer" SKIP "not installed"
 else
-    for tool in memcheck racecheck; do
+    for tool in memcheck racecheck synccheck initcheck; do
         if train "sanitize-$tool" fp32 3 "$sanitizer" --tool "$tool" --error-exitcode 99 \
             --target-processes all; then
             record "compute-sanitizer $tool" PASS "3 fp32 steps: $(grep -m1 'ERROR SUMMARY' "$out/sanitize-$tool.log")"

@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(gcc libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev libpcre2-dev libopenmpi-dev
-          openmpi-bin)
+packages=(gcc g++ libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev libpcre2-dev
+          libopenmpi-dev openmpi-bin libboost-context-dev)
 [ "${1:-}" = --fuzz ] && packages+=(clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
