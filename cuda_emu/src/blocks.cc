@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -169,7 +170,16 @@ constexpr int MAX_GROUPS = 32;   /* disjoint masks: at most one per lane */
 
 struct warp {
     rendezvous groups[MAX_GROUPS];
+    uint32_t open = 0;   /* bit g: groups[g] is open */
+    uint32_t busy = 0;   /* the union of the open groups' masks */
 };
+
+/* Calls fn(g) for each open group of the warp. */
+template <class F> void each_open(warp &wp, F fn)
+{
+    for (uint32_t o = wp.open; o; o &= o - 1)
+        fn(wp.groups[__builtin_ctz(o)]);
+}
 
 struct static_slot {
     const void *site;
@@ -181,7 +191,7 @@ struct block {
     uint3 index{};
     std::vector<lane> lanes;
     std::vector<warp> warps;
-    std::vector<int> ready;        /* runnable lanes, in the order they became runnable */
+    std::deque<int> ready;         /* runnable lanes, in the order they became runnable */
     uint64_t random_state = 0;
     ctx::fcontext_t scheduler = nullptr;
     lane *running = nullptr;
@@ -247,17 +257,24 @@ void make_ready(block &b, lane &l)
 
 int take_ready(block &b)
 {
-    size_t pick = 0;
+    int index;
     switch (order_setting()) {
-    case resume_order::in_order: pick = 0; break;
-    case resume_order::reversed: pick = b.ready.size() - 1; break;
+    case resume_order::in_order:
+        index = b.ready.front();
+        b.ready.pop_front();
+        return index;
+    case resume_order::reversed:
+        index = b.ready.back();
+        b.ready.pop_back();
+        return index;
     case resume_order::random:
-        b.random_state = mix(b.random_state);
-        pick = (size_t)(b.random_state % b.ready.size());
         break;
     }
-    int index = b.ready[pick];
-    b.ready.erase(b.ready.begin() + (ptrdiff_t)pick);
+    b.random_state = mix(b.random_state);
+    const size_t pick = (size_t)(b.random_state % b.ready.size());
+    index = b.ready[pick];
+    b.ready[pick] = b.ready.back();
+    b.ready.pop_back();
     return index;
 }
 
@@ -278,11 +295,14 @@ void lane_main(ctx::transfer_t t)
         fail_at(b.barrier_file, b.barrier_line, "thread %s exited without reaching this "
                 "__syncthreads, which other threads of its block wait at (every thread "
                 "that has not exited must reach the same barrier)", tid(l).c_str());
-    for (const rendezvous &g : b.warps[l.index / 32].groups)
-        if (g.open && (g.mask >> (l.index % 32) & 1))
-            fail_at(g.file, g.line, "lane %d (thread %s) exited without reaching this %s, "
-                    "whose mask 0x%08x names it", l.index % 32, tid(l).c_str(), call_name(g),
-                    g.mask);
+    warp &wp = b.warps[(size_t)(l.index / 32)];
+    if (wp.busy >> (l.index % 32) & 1)
+        each_open(wp, [&](const rendezvous &g) {
+            if (g.mask >> (l.index % 32) & 1)
+                fail_at(g.file, g.line, "lane %d (thread %s) exited without reaching this %s, "
+                        "whose mask 0x%08x names it", l.index % 32, tid(l).c_str(),
+                        call_name(g), g.mask);
+        });
     l.state = lane_state::done;
     b.live--;
     if (l.barriers < b.exited_after) {
@@ -355,21 +375,16 @@ rendezvous &join_group(block &b, lane &l, warp_op op, const char *file, int line
     if (width < 1 || width > 32 || (width & (width - 1)))
         fail_at(file, line, "%s with width %d: it must be 1, 2, 4, 8, 16 or 32", op_name(op), width);
     warp &wp = b.warps[(size_t)w];
-    rendezvous *mine = nullptr, *spare = nullptr;
-    for (rendezvous &g : wp.groups) {
-        if (!g.open) {
-            if (!spare)
-                spare = &g;
-            continue;
-        }
-        if (g.mask >> me & 1) {
-            mine = &g;
-        } else if (g.mask & mask) {
-            fail_at(file, line, "%s with mask 0x%08x overlaps the mask 0x%08x of the %s at "
-                    "%s:%d that other lanes of the warp wait at", op_name(op), mask, g.mask,
-                    call_name(g), g.file, g.line);
-        }
-    }
+    rendezvous *mine = nullptr;
+    if (wp.busy & mask)
+        each_open(wp, [&](rendezvous &g) {
+            if (g.mask >> me & 1)
+                mine = &g;
+            else if (g.mask & mask)
+                fail_at(file, line, "%s with mask 0x%08x overlaps the mask 0x%08x of the %s at "
+                        "%s:%d that other lanes of the warp wait at", op_name(op), mask, g.mask,
+                        call_name(g), g.file, g.line);
+        });
     if (mine) {
         if (mine->op != op || mine->file != file || mine->line != line)
             fail_at(file, line, "lane %d arrives at %s while lanes 0x%08x of its mask wait at "
@@ -381,14 +396,18 @@ rendezvous &join_group(block &b, lane &l, warp_op op, const char *file, int line
                     mine->arrived, mine->mask, mine->width);
         return *mine;
     }
-    *spare = rendezvous{};
-    spare->open = true;
-    spare->op = op;
-    spare->file = file;
-    spare->line = line;
-    spare->mask = mask;
-    spare->width = width;
-    return *spare;
+    const int slot = __builtin_ctz(~wp.open);   /* disjoint masks: never more than 32 */
+    rendezvous &g = wp.groups[slot];
+    g = rendezvous{};
+    g.open = true;
+    g.op = op;
+    g.file = file;
+    g.line = line;
+    g.mask = mask;
+    g.width = width;
+    wp.open |= 1u << slot;
+    wp.busy |= mask;
+    return g;
 }
 
 /* The lane whose value lane `me` reads, or -1 when it reads its own. */
@@ -441,6 +460,9 @@ void complete_group(block &b, int w, rendezvous &g)
         if (g.mask >> i & 1)
             make_ready(b, b.lanes[(size_t)(32 * w + i)]);
     g.open = false;
+    warp &wp = b.warps[(size_t)w];
+    wp.open &= ~(1u << (&g - wp.groups));
+    wp.busy &= ~g.mask;
 }
 
 /* Arrives at a rendezvous and returns once every lane of the mask has. */
@@ -518,7 +540,9 @@ void setup_block(block &b, const kernel_run &run, uint64_t linear)
                     (unsigned)(linear / ((uint64_t)g.x * g.y))};
     const size_t n = (size_t)k.x * k.y * k.z;
     b.lanes.resize(n);
-    b.warps.assign((n + 31) / 32, warp{});
+    b.warps.resize((n + 31) / 32);
+    for (warp &wp : b.warps)
+        wp.open = wp.busy = 0;
     b.ready.clear();
     for (size_t i = 0; i < n; i++) {
         lane &l = b.lanes[i];
