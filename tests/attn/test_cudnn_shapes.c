@@ -8,6 +8,10 @@
  *   to cuDNN addresses exactly the element the view holds, for the core's packed views and
  *   contiguous ones;
  * - plan keys, workspace offsets, the mask's fill value and the alignment check;
+ * - the engine order: deterministic engines first, then those of unknown determinism
+ *   (kept, so a cuDNN that reports no notes still gets a plan), never nondeterministic
+ *   ones; and the plan cache's replacement, which never evicts a plan fetched within the
+ *   cache's size of lookups (memory()'s forward and backward, a call's own plan);
  * - with the built plugin's path as argument: its descriptor, and create() on the cpu
  *   device failing with GB_ERR_UNSUPPORTED and a message naming attn/cudnn.
  */
@@ -209,6 +213,88 @@ static void check_fill_and_alignment(void)
           "a misaligned saved buffer must be refused naming it: %s", reason);
 }
 
+static void expect_order(const int *determinism, int n, const int *want, int n_want,
+                         const char *what)
+{
+    int order[16];
+    const int got = sdpa_engine_order(determinism, n, order);
+    int same = got == n_want;
+    for (int i = 0; same && i < got; i++)
+        same = order[i] == want[i];
+    CHECK(same, "%s: %d engines to try, want %d, in the order given", what, got, n_want);
+}
+
+static void check_engine_order(void)
+{
+    const int D = SDPA_DETERMINISTIC, N = SDPA_NONDETERMINISTIC, U = SDPA_NOTES_UNKNOWN;
+    expect_order((const int[]){D, N, D}, 3, (const int[]){0, 2}, 2,
+                 "deterministic ones in the heuristics' order, nondeterministic left out");
+    expect_order((const int[]){U, U}, 2, (const int[]){0, 1}, 2,
+                 "a cuDNN that reports no notes keeps every engine");
+    expect_order((const int[]){U, N, D, U, D}, 5, (const int[]){2, 4, 0, 3}, 4,
+                 "unknown notes after every deterministic engine");
+    expect_order((const int[]){N, N}, 2, NULL, 0, "only nondeterministic engines: none");
+    expect_order(NULL, 0, NULL, 0, "no engines offered");
+}
+
+/* A model of cuda.c's plan_for over sdpa_victim_slot: `slots` cache slots holding plan
+ * ids; returns the slot of plan `id`, building it (into the victim) when absent. */
+typedef struct cache_model {
+    int ids[8];
+    uint64_t last_use[8], lookups;
+    int slots, builds;
+} cache_model;
+
+static int cache_lookup(cache_model *c, int id)
+{
+    const uint64_t now = ++c->lookups;
+    for (int i = 0; i < c->slots; i++)
+        if (c->last_use[i] && c->ids[i] == id) {
+            c->last_use[i] = now;
+            return i;
+        }
+    const int slot = sdpa_victim_slot(c->last_use, c->slots);
+    c->ids[slot] = id;
+    c->last_use[slot] = now;
+    c->builds++;
+    return slot;
+}
+
+static void check_plan_cache(void)
+{
+    CHECK(sdpa_victim_slot((const uint64_t[]){5, 0, 3}, 3) == 1, "a free slot first");
+    CHECK(sdpa_victim_slot((const uint64_t[]){5, 2, 3}, 3) == 1, "else the least recently used");
+
+    /* memory()'s lookups, forward then backward, for many problems through a small cache:
+     * the forward plan just fetched must still be in its slot once backward is built (the
+     * round-robin cache this replaced evicted it whenever forward sat in the next slot) */
+    cache_model c = {.slots = 4};
+    int evicted = 0;
+    for (int problem = 0; problem < 40; problem++) {
+        const int fwd = 2 * (problem % 7), bwd = fwd + 1;
+        const int at = cache_lookup(&c, fwd);
+        cache_lookup(&c, bwd);
+        evicted += c.ids[at] != fwd;
+    }
+    CHECK(evicted == 0, "building the backward plan evicted the forward plan just fetched "
+          "%d times", evicted);
+
+    /* any sequence: what each of the last slots - 1 lookups returned is still in place (a
+     * call's plan after memory()'s four lookups, with 5 slots) */
+    cache_model d = {.slots = 5};
+    int history[200], slot_of[200], moved = 0;
+    uint64_t state = 7;
+    for (int i = 0; i < 200; i++) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        history[i] = (int)(state >> 33) % 9;
+        slot_of[i] = cache_lookup(&d, history[i]);
+        for (int back = 1; back < d.slots && back <= i; back++)
+            moved += d.ids[slot_of[i - back]] != history[i - back];
+    }
+    CHECK(moved == 0, "%d plans fetched within the last %d lookups were evicted", moved,
+          d.slots - 1);
+}
+
 /* The built object: its descriptor, and create() refusing the cpu device. */
 static void check_plugin(const char *path)
 {
@@ -240,12 +326,15 @@ int main(int argc, char **argv)
     check_keys();
     check_workspace();
     check_fill_and_alignment();
+    check_engine_order();
+    check_plan_cache();
     if (argc > 1)
         check_plugin(argv[1]);
     if (failures) {
         printf("%d check(s) failed\n", failures);
         return 1;
     }
-    printf("ok: attn/cudnn's eligibility, layouts, plan keys, workspace and cpu refusal\n");
+    printf("ok: attn/cudnn's eligibility, layouts, plan keys, workspace, engine order, plan "
+           "cache and cpu refusal\n");
     return 0;
 }

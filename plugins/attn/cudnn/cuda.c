@@ -15,9 +15,14 @@
  * says how each becomes a cuDNN tensor); nothing is copied. P, S and dS are virtual: they
  * never exist in memory. The graphs and their execution plans are built once per problem
  * and view strides (memory() builds them for the core's packed layout and for contiguous
- * views; a call with other strides builds its own the first time) and cached; each plan
- * is the first deterministic engine cuDNN's heuristics offer. The cuDNN handle runs on the
- * device's compute stream; calls queue their work there and return.
+ * views; a call with other strides builds its own the first time) and cached, the least
+ * recently used giving way (sdpa_victim_slot), so a plan just fetched is never evicted by
+ * the next one built. Each plan runs the first engine, in the order of heuristics mode A
+ * then the fallback list, that builds a plan and that cuDNN's numerical notes call
+ * deterministic; only when none does, the first whose notes cuDNN cannot report (logged
+ * as a warning naming the engine); never one noted nondeterministic (sdpa_engine_order).
+ * The cuDNN handle runs on the device's compute stream; calls queue their work there and
+ * return.
  *
  * Memory: saved is the log-sum-exp, B*H*T f32 per layer. The workspace is the larger of
  * the forward plan's scratch and the backward plan's scratch plus rowsum(dO * O) (B*H*T
@@ -45,8 +50,8 @@
 #define PLUGIN SDPA_PLUGIN
 #define CUDNN_CHECK(call) GB_CUDA_LIB_CHECK(cudnnStatus_t, call, cudnnGetErrorString)
 
-#define PLAN_CACHE 32   /* plans kept; the oldest goes when a new one needs its slot */
-#define MAX_DESCS 256   /* descriptors one graph, its engine search and its plan hold */
+#define PLAN_CACHE 32   /* plans kept; the least recently used goes when a new one needs room */
+#define MAX_DESCS 320   /* descriptors one graph, its engine search and its plan hold */
 #define MAX_OPS 32      /* operations of one graph */
 #define MAX_CONFIGS 16  /* engine configurations asked of the heuristics per mode */
 
@@ -71,6 +76,7 @@ typedef struct graph {
 /* A built plan, the graph it came from, and the scalars its variant packs point at. */
 typedef struct plan {
     int used;
+    uint64_t last_use;   /* the lookup that last returned it (attn_cudnn.lookups) */
     sdpa_key key;
     graph g;
     cudnnBackendDescriptor_t exec;
@@ -84,7 +90,7 @@ typedef struct attn_cudnn {
     cudnnHandle_t handle;
     sdpa_env env;
     plan plans[PLAN_CACHE];
-    int next_slot;
+    uint64_t lookups;   /* plan lookups so far: the cache's clock */
 } attn_cudnn;
 
 /* ---- descriptors ------------------------------------------------------------------- */
@@ -428,30 +434,57 @@ static const char *direction_name(int direction)
     return direction == SDPA_FORWARD ? "forward" : "backward";
 }
 
-/* Whether engine configuration `cfg` gives the same bits run after run: 1 when cuDNN's
- * engine behind it lacks the nondeterministic numerical note, 0 when it has it, -1 when
- * cuDNN cannot say. */
-static int config_deterministic(graph *g, cudnnBackendDescriptor_t cfg)
+/* "forward graph of (B, H, T, D) = (2, 12, 1024, 64) bf16 causal", for messages. */
+static const char *key_text(const sdpa_key *k, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s graph of (B, H, T, D) = (%lld, %lld, %lld, %lld) %s%s",
+             direction_name(k->direction), (long long)k->batch, (long long)k->heads,
+             (long long)k->seq_len, (long long)k->head_dim, gb_dtype_name((gb_dtype)k->dtype),
+             k->causal ? " causal" : "");
+    return buf;
+}
+
+/* One engine configuration the heuristics offered, and what its engine says of itself. */
+typedef struct candidate {
+    cudnnBackendDescriptor_t cfg;
+    const char *mode;   /* the heuristics mode that offered it */
+    int determinism;    /* SDPA_DETERMINISTIC, SDPA_NONDETERMINISTIC or SDPA_NOTES_UNKNOWN */
+    int64_t engine;     /* cuDNN's global engine index; -1 when cuDNN does not say */
+} candidate;
+
+/* Reads the engine behind c->cfg: its global index and whether its numerical notes call
+ * it nondeterministic (SDPA_NOTES_UNKNOWN when cuDNN cannot report them). */
+static gb_status describe_engine(graph *g, candidate *c)
 {
     cudnnBackendDescriptor_t engine;
     cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
     int64_t n = 0, got = 0;
-    if (graph_desc(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != GB_OK ||
-        cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                 1, &got, &engine) != CUDNN_STATUS_SUCCESS ||
-        cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+    c->engine = -1;
+    c->determinism = SDPA_NOTES_UNKNOWN;
+    gb_status st = graph_desc(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine);
+    if (st != GB_OK)
+        return st;
+    if (cudnnBackendGetAttribute(c->cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, &engine) !=
+        CUDNN_STATUS_SUCCESS)
+        return GB_OK;
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
+                                 &got, &c->engine) != CUDNN_STATUS_SUCCESS)
+        c->engine = -1;
+    if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
                                  CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n,
                                  notes) != CUDNN_STATUS_SUCCESS)
-        return -1;
+        return GB_OK;
+    c->determinism = SDPA_DETERMINISTIC;
     for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
         if (notes[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
-            return 0;
-    return 1;
+            c->determinism = SDPA_NONDETERMINISTIC;
+    return GB_OK;
 }
 
-/* What the search for an engine saw, for the message when it finds none. */
+/* What the search for an engine saw, for the log line and the message when it finds none. */
 typedef struct search {
-    int64_t configs, nondeterministic, unknown;
+    int64_t configs, deterministic, nondeterministic, unknown;
     cudnnStatus_t last;
     char detail[256];
 } search;
@@ -489,52 +522,87 @@ static gb_status heuristics(graph *g, cudnnBackendDescriptor_t op_graph,
     return GB_OK;
 }
 
-/* The first deterministic configuration of heuristics mode `mode` whose plan finalizes,
- * into *exec; GB_OK with *exec NULL when there is none. */
-static gb_status plan_from_mode(graph *g, cudnnBackendDescriptor_t op_graph,
-                                cudnnBackendHeurMode_t mode, search *seen,
-                                cudnnBackendDescriptor_t *exec)
+/* Every configuration of heuristics mode A, then of the fallback list, described, into
+ * cands (*n of them); *seen counts them by what their notes say. */
+static gb_status candidates(graph *g, cudnnBackendDescriptor_t op_graph, search *seen,
+                            candidate *cands, int *n)
 {
-    const gb_host *host = g->host;
-    cudnnBackendDescriptor_t cfgs[MAX_CONFIGS];
-    int64_t n = 0;
-    gb_status st = heuristics(g, op_graph, mode, seen, cfgs, &n);
-    *exec = NULL;
-    for (int64_t i = 0; i < n && st == GB_OK; i++) {
-        seen->configs++;
-        const int deterministic = config_deterministic(g, cfgs[i]);
-        if (deterministic != 1) {
-            seen->nondeterministic += deterministic == 0;
-            seen->unknown += deterministic < 0;
-            continue;
+    static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    static const char *const mode_names[] = {"heuristics mode A", "the fallback list"};
+    *n = 0;
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        cudnnBackendDescriptor_t cfgs[MAX_CONFIGS];
+        int64_t offered = 0;
+        gb_status st = heuristics(g, op_graph, modes[m], seen, cfgs, &offered);
+        for (int64_t i = 0; i < offered && st == GB_OK; i++) {
+            candidate *c = &cands[(*n)++];
+            c->cfg = cfgs[i];
+            c->mode = mode_names[m];
+            st = describe_engine(g, c);
+            seen->configs++;
+            seen->deterministic += c->determinism == SDPA_DETERMINISTIC;
+            seen->nondeterministic += c->determinism == SDPA_NONDETERMINISTIC;
+            seen->unknown += c->determinism == SDPA_NOTES_UNKNOWN;
         }
-        cudnnBackendDescriptor_t plan;
-        if ((st = graph_desc(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan)) != GB_OK)
+        if (st != GB_OK)
             return st;
-        CUDNN_CHECK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                             CUDNN_TYPE_HANDLE, 1, &g->handle));
-        CUDNN_CHECK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]));
-        // a configuration that does not take this graph fails here; the next may
-        seen->last = cudnnBackendFinalize(plan);
-        if (seen->last == CUDNN_STATUS_SUCCESS) {
-            *exec = plan;
-            return GB_OK;
-        }
-        cudnnGetLastErrorString(seen->detail, sizeof seen->detail);
     }
-    return st;
+    return GB_OK;
 }
 
-/* The operation graph of g's operations, and an execution plan for it (heuristics mode A,
- * then the fallback list), with its workspace size. */
+/* An execution plan of configuration `c` into *exec, or *exec NULL when the configuration
+ * does not take this graph (cuDNN's reason then in *seen). */
+static gb_status plan_of(graph *g, const candidate *c, search *seen,
+                         cudnnBackendDescriptor_t *exec)
+{
+    const gb_host *host = g->host;
+    cudnnBackendDescriptor_t plan;
+    gb_status st = graph_desc(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+    *exec = NULL;
+    if (st != GB_OK)
+        return st;
+    CUDNN_CHECK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                         CUDNN_TYPE_HANDLE, 1, &g->handle));
+    CUDNN_CHECK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->cfg));
+    seen->last = cudnnBackendFinalize(plan);
+    if (seen->last == CUDNN_STATUS_SUCCESS)
+        *exec = plan;
+    else
+        cudnnGetLastErrorString(seen->detail, sizeof seen->detail);
+    return GB_OK;
+}
+
+/* The log line of the engine a plan runs on, and why that one. An engine whose notes
+ * cuDNN could not report is kept only after every deterministic one failed, and said
+ * louder: the plugin promises the same bits run after run, which it then cannot check. */
+static void log_choice(const graph *g, const sdpa_key *k, const candidate *c,
+                       const search *seen)
+{
+    char what[160];
+    key_text(k, what, sizeof what);
+    if (c->determinism == SDPA_DETERMINISTIC)
+        g->host->log(g->host, GB_LOG_DEBUG, "%s: cuDNN engine %lld from %s, deterministic by "
+                     "its numerical notes (%lld configurations offered)", what,
+                     (long long)c->engine, c->mode, (long long)seen->configs);
+    else
+        g->host->log(g->host, GB_LOG_WARN, "%s: cuDNN engine %lld from %s, whose numerical "
+                     "notes cuDNN does not report: taken because none of the %lld engines "
+                     "known to be deterministic built a plan (%lld nondeterministic ones left "
+                     "out); its results may differ in the last bits from run to run",
+                     what, (long long)c->engine, c->mode, (long long)seen->deterministic,
+                     (long long)seen->nondeterministic);
+}
+
+/* The operation graph of g's operations, and an execution plan for it with its workspace
+ * size: the first configuration in sdpa_engine_order's order whose plan finalizes. */
 static gb_status graph_plan(graph *g, const sdpa_key *k, cudnnBackendDescriptor_t *exec,
                             int64_t *workspace)
 {
     const gb_host *host = g->host;
-    static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
     cudnnBackendDescriptor_t op_graph;
-    search seen = {0, 0, 0, CUDNN_STATUS_SUCCESS, ""};
+    search seen = {0, 0, 0, 0, CUDNN_STATUS_SUCCESS, ""};
+    char what[160];
     gb_status st = graph_desc(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &op_graph);
     if (st != GB_OK)
         return st;
@@ -545,29 +613,34 @@ static gb_status graph_plan(graph *g, const sdpa_key *k, cudnnBackendDescriptor_
     cudnnStatus_t fin = cudnnBackendFinalize(op_graph);
     if (fin != CUDNN_STATUS_SUCCESS) {
         cudnnGetLastErrorString(seen.detail, sizeof seen.detail);
-        host->set_error(host, PLUGIN ": cuDNN refused the %s graph of (B, H, T, D) = (%lld, "
-                        "%lld, %lld, %lld) %s%s: cudnnBackendFinalize(operation graph) "
-                        "failed: %s (%s)", direction_name(k->direction), (long long)k->batch,
-                        (long long)k->heads, (long long)k->seq_len, (long long)k->head_dim,
-                        gb_dtype_name((gb_dtype)k->dtype), k->causal ? " causal" : "",
+        host->set_error(host, PLUGIN ": cuDNN refused the %s: cudnnBackendFinalize(operation "
+                        "graph) failed: %s (%s)", key_text(k, what, sizeof what),
                         cudnnGetErrorString(fin), seen.detail);
         return GB_ERR_UNSUPPORTED;
     }
+    candidate cands[2 * MAX_CONFIGS];
+    int determinism[2 * MAX_CONFIGS], order[2 * MAX_CONFIGS], n = 0;
+    if ((st = candidates(g, op_graph, &seen, cands, &n)) != GB_OK)
+        return st;
+    for (int i = 0; i < n; i++)
+        determinism[i] = cands[i].determinism;
+    const int tries = sdpa_engine_order(determinism, n, order);
     *exec = NULL;
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0] && !*exec; i++)
-        if ((st = plan_from_mode(g, op_graph, modes[i], &seen, exec)) != GB_OK)
+    for (int t = 0; t < tries && !*exec; t++) {
+        if ((st = plan_of(g, &cands[order[t]], &seen, exec)) != GB_OK)
             return st;
+        if (*exec)
+            log_choice(g, k, &cands[order[t]], &seen);
+    }
     if (!*exec) {
-        host->set_error(host, PLUGIN ": cuDNN has no engine for the %s graph of (B, H, T, D) = "
-                        "(%lld, %lld, %lld, %lld) %s%s: its heuristics offered %lld "
-                        "configurations, %lld of them nondeterministic and %lld of unknown "
-                        "determinism (both left out), and none built a plan (last: %s; %s); "
-                        "use attn/flash or attn/mem_efficient",
-                        direction_name(k->direction), (long long)k->batch, (long long)k->heads,
-                        (long long)k->seq_len, (long long)k->head_dim,
-                        gb_dtype_name((gb_dtype)k->dtype), k->causal ? " causal" : "",
-                        (long long)seen.configs, (long long)seen.nondeterministic,
-                        (long long)seen.unknown, cudnnGetErrorString(seen.last), seen.detail);
+        host->set_error(host, PLUGIN ": cuDNN has no engine for the %s: its heuristics offered "
+                        "%lld configurations (%lld deterministic, %lld of unknown determinism, "
+                        "%lld nondeterministic and left out), and none built a plan (last: %s; "
+                        "%s); use attn/flash or attn/mem_efficient",
+                        key_text(k, what, sizeof what), (long long)seen.configs,
+                        (long long)seen.deterministic, (long long)seen.unknown,
+                        (long long)seen.nondeterministic, cudnnGetErrorString(seen.last),
+                        seen.detail);
         return GB_ERR_UNSUPPORTED;
     }
     CUDNN_CHECK(cudnnBackendGetAttribute(*exec, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
@@ -617,18 +690,25 @@ static gb_status plan_build(attn_cudnn *a, const sdpa_key *k, plan *pl)
     return GB_OK;
 }
 
-/* The cached plan of `k`, built now if it is not there yet (into a free slot, or the
- * oldest one's). */
+/* The cached plan of `k`, built now if it is not there yet, into the slot of the plan
+ * used longest ago: never one of the last PLAN_CACHE - 1 lookups', so the plans a caller
+ * fetched just before (forward and backward, memory()'s four) stay where they are. */
 static gb_status plan_for(attn_cudnn *a, const sdpa_key *k, plan **out)
 {
-    for (int i = 0; i < PLAN_CACHE; i++)
+    const uint64_t now = ++a->lookups;
+    uint64_t last_use[PLAN_CACHE];
+    for (int i = 0; i < PLAN_CACHE; i++) {
         if (a->plans[i].used && memcmp(&a->plans[i].key, k, sizeof *k) == 0) {
+            a->plans[i].last_use = now;
             *out = &a->plans[i];
             return GB_OK;
         }
-    plan *slot = &a->plans[a->next_slot];
-    a->next_slot = (a->next_slot + 1) % PLAN_CACHE;
+        last_use[i] = a->plans[i].used ? a->plans[i].last_use : 0;
+    }
+    plan *slot = &a->plans[sdpa_victim_slot(last_use, PLAN_CACHE)];
     gb_status st = plan_build(a, k, slot);
+    if (st == GB_OK)
+        slot->last_use = now;
     *out = st == GB_OK ? slot : NULL;
     return st;
 }

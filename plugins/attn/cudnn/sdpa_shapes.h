@@ -1,6 +1,7 @@
 /* attn/cudnn's decisions that need no GPU: which problems cuDNN's fused attention takes
  * (eligibility), the dims and strides of every tensor of its graphs, the key a plan is
- * cached under, and where the pieces of the workspace lie. Pure functions of the problem,
+ * cached under, where the pieces of the workspace lie, the order in which the engines
+ * cuDNN offers are tried, and which cached plan makes room for a new one. Pure functions of the problem,
  * the views and the versions, header-only and plain C11, so that tests/attn checks them
  * on any machine; cuda.c turns them into cuDNN descriptors. Nothing here allocates,
  * prints or calls cuDNN or CUDA.
@@ -302,6 +303,47 @@ static inline int64_t sdpa_workspace_bytes(const gb_attn_problem *p, int64_t for
     const int64_t rows = p->batch * p->heads * p->seq_len;
     const int64_t backward = sdpa_rowsum_offset(backward_plan) + rows * (int64_t)sizeof(float);
     return forward_plan > backward ? forward_plan : backward;
+}
+
+/* ---- engine choice ------------------------------------------------------------------ */
+
+/* What an engine configuration's numerical notes say about run-to-run bits. */
+enum { SDPA_NONDETERMINISTIC = 0, SDPA_DETERMINISTIC = 1, SDPA_NOTES_UNKNOWN = -1 };
+
+/* The order in which to try the `n` configurations cuDNN's heuristics offered, given what
+ * each one's notes say (determinism[i], one of the values above): the deterministic ones
+ * first, in the heuristics' order, then those whose notes cuDNN could not report, never
+ * a nondeterministic one. A cuDNN that reports no notes then still yields a plan instead
+ * of none (the plugin logs which engine it took and why). Writes the configurations'
+ * indices into order (n entries at most) and returns how many there are. */
+static inline int sdpa_engine_order(const int *determinism, int n, int *order)
+{
+    int count = 0;
+    for (int i = 0; i < n; i++)
+        if (determinism[i] == SDPA_DETERMINISTIC)
+            order[count++] = i;
+    for (int i = 0; i < n; i++)
+        if (determinism[i] == SDPA_NOTES_UNKNOWN)
+            order[count++] = i;
+    return count;
+}
+
+/* ---- the plan cache ----------------------------------------------------------------- */
+
+/* The slot of an n-slot plan cache that a new plan goes into: a free one (last_use 0),
+ * else the one whose last use (a tick that grows with every lookup) lies furthest back.
+ * The plans of the latest n - 1 lookups are therefore never evicted: a caller that has
+ * just fetched a plan keeps it while it builds the next one. */
+static inline int sdpa_victim_slot(const uint64_t *last_use, int n)
+{
+    int victim = 0;
+    for (int i = 0; i < n; i++) {
+        if (last_use[i] == 0)
+            return i;
+        if (last_use[i] < last_use[victim])
+            victim = i;
+    }
+    return victim;
 }
 
 #endif /* GB_ATTN_CUDNN_SDPA_SHAPES_H */
