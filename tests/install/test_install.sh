@@ -19,7 +19,8 @@ step() {
     finish
 }
 
-step "configure into $PREFIX" meson setup "$WORK/build" "$SRC" --prefix="$PREFIX" -Dtests=false
+step "configure into $PREFIX" meson setup "$WORK/build" "$SRC" --prefix="$PREFIX" -Dtests=false \
+    -Dgpu_emu=disabled
 step "build" ninja -C "$WORK/build"
 step "install" meson install -C "$WORK/build"
 GEARBOX=$PREFIX/bin/gearbox

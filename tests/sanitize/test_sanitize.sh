@@ -11,7 +11,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$src" -Db_sanitize=address,undefined -Db_lundef=false \
-        -Dbuildtype=debugoptimized -Dcuda=disabled -Dmpi=disabled > "$dir.setup.log" 2>&1 ||
+        -Dbuildtype=debugoptimized -Dcuda=disabled -Dgpu_emu=disabled -Dmpi=disabled \
+        > "$dir.setup.log" 2>&1 ||
         { cat "$dir.setup.log"; fail "meson setup with -Db_sanitize=address,undefined"; }
 fi
 # halt on the first report of either sanitizer, with a stack. LeakSanitizer reads the
