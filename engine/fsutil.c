@@ -29,6 +29,20 @@ int gb_make_dirs(const char *path)
     return (mkdir(buf, 0777) != 0 && errno != EEXIST) ? -1 : 0;
 }
 
+int gb_make_parent_dirs(const char *path, char *dir, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+    size_t len = slash ? (size_t)(slash - path) : 0;
+    if (len >= cap) {
+        snprintf(dir, cap, "%s", path);
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(dir, path, len);
+    dir[len] = '\0';
+    return len == 0 ? 0 : gb_make_dirs(dir);
+}
+
 /* Why a file of this type cannot be read as a file, or NULL for a regular file. */
 static const char *not_a_file(mode_t mode)
 {

@@ -8,6 +8,10 @@
 
 /* mkdir -p: creates `path` and its missing parents. 0, or -1 with errno set. */
 int gb_make_dirs(const char *path);
+/* mkdir -p of the folder a file at `path` goes in (nothing for a bare file name), so a
+ * verb that writes a file can be given a path whose folders do not exist yet. 0, or -1
+ * with errno set and the folder that could not be made in `dir` (of `cap` bytes). */
+int gb_make_parent_dirs(const char *path, char *dir, size_t cap);
 
 /* Reads the regular file at `path` whole into a malloc'ed buffer with a NUL after its
  * *size bytes, so text can be parsed in place. A folder, named pipe, socket or device is

@@ -64,6 +64,10 @@ int gb_cli_wants_help(int argc, char **argv, const char *usage);
  * GOMP_SPINCOUNT is set (omp_wait.c says why); returns only when it did not. */
 void gb_cli_bound_openmp_spin(char **argv);
 
+/* Creates the missing folders above the file or folder `path` that VERB is about to
+ * write. 0, or 1 after printing which folder could not be made and why. */
+int gb_cli_make_parents(const char *verb, const char *path);
+
 /* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
 int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -57,9 +57,12 @@ static int valid_name(const char *name)
            name[strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789_")] == '\0';
 }
 
-/* 0 when dir can be written into: created now, or already there and empty. */
+/* 0 when dir can be written into: created now (with its missing parents), or already
+ * there and empty. */
 static int make_empty_dir(const char *dir)
 {
+    if (gb_cli_make_parents("new-plugin", dir))
+        return -1;
     if (mkdir(dir, 0777) == 0)
         return 0;
     if (errno != EEXIST) {

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bpe.h"
@@ -54,13 +53,13 @@ static int write_splits(const char *dir, const uint16_t *ids, size_t n_train, si
            write_file(dir, "val.bin", ids + n_train, (n - n_train) * sizeof *ids);
 }
 
-/* Creates OUTDIR and removes the file of the other flavour, which would make the folder
- * read as that one. */
+/* Creates OUTDIR and its missing parents and removes the file of the other flavour, which
+ * would make the folder read as that one. */
 static int make_out_dir(const char *dir, const char *stale)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, stale);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    if (gb_make_dirs(dir) != 0) {
         fprintf(stderr, "gearbox prepare: cannot create %s: %s\n", dir, strerror(errno));
         return -1;
     }

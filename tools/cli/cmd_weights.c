@@ -108,7 +108,8 @@ int gb_cmd_import(int argc, char **argv)
     else
         rc = gb_weights_read_hf(pos[0], padded, &w, &diag) ? 1 : 0;
     if (rc == 0) {
-        rc = gb_weights_write_checkpoint(pos[1], &w, &diag) ? 1 : 0;
+        rc = gb_cli_make_parents("import", pos[1]) ||
+             gb_weights_write_checkpoint(pos[1], &w, &diag) ? 1 : 0;
         if (rc == 0)
             describe("import", pos[1], &w);
         gb_weights_free(&w);
@@ -136,8 +137,9 @@ int gb_cmd_export(int argc, char **argv)
     gb_diag diag = {0};
     int rc = gb_checkpoint_read(path, &ck, &diag) || gb_weights_from_checkpoint(&ck, path, &w,
                                                                                 &diag);
-    if (rc == 0)
-        rc = llmc ? gb_weights_write_llmc(pos[1], &w, &diag)
+    if (rc == 0)   /* hf's DEST is a folder, which gb_weights_write_hf creates whole */
+        rc = llmc ? gb_cli_make_parents("export", pos[1]) ||
+                        gb_weights_write_llmc(pos[1], &w, &diag)
                   : gb_weights_write_hf(pos[1], &w, &diag);
     if (rc == 0)
         describe("export", pos[1], &w);

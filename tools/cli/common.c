@@ -1,11 +1,23 @@
 /* Option handling shared by the verbs; see cli.h. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "fsutil.h"
 #include "text.h"
+
+int gb_cli_make_parents(const char *verb, const char *path)
+{
+    char dir[4096];
+    if (gb_make_parent_dirs(path, dir, sizeof dir) == 0)
+        return 0;
+    fprintf(stderr, "gearbox %s: cannot create the folder %s for %s: %s; choose a path you can "
+            "write\n", verb, dir, path, strerror(errno));
+    return 1;
+}
 
 int gb_cli_usage_error(const char *verb, const char *fmt, ...)
 {
