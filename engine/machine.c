@@ -487,32 +487,90 @@ static double cpu_clock_ghz(const char *brand)
     return number_after("/proc/cpuinfo", "cpu MHz") / 1e3;
 }
 
-double gb_cpu_peak_flops_f32(char *how, size_t cap)
+gb_compute gb_compute_of(gb_dtype matmul_dtype, int tf32)
+{
+    if (matmul_dtype == GB_BF16)
+        return GB_COMPUTE_BF16;
+    if (matmul_dtype == GB_F16)
+        return GB_COMPUTE_F16;
+    return tf32 ? GB_COMPUTE_TF32 : GB_COMPUTE_F32;
+}
+
+const char *gb_compute_name(gb_compute c)
+{
+    static const char *const names[] = {"f32", "tf32", "bf16", "f16"};
+    return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "f32";
+}
+
+double gb_device_peak_flops(const gb_device_info *info, uint32_t device_bit, gb_compute c)
+{
+    const int cuda = (device_bit & GB_DEVICE_CUDA) != 0;
+    switch (c) {
+    case GB_COMPUTE_BF16:
+        return info->peak_flops_bf16;
+    case GB_COMPUTE_F16:
+        return cuda ? info->peak_flops_bf16 : 0.0;
+    case GB_COMPUTE_TF32:
+        return cuda ? info->peak_flops_bf16 / 2.0 : 0.0;
+    case GB_COMPUTE_F32:
+        break;
+    }
+    return info->peak_flops_f32;
+}
+
+double gb_cpu_peak_flops_of(const gb_cpu_features *f, int cores, double ghz, gb_compute c,
+                            char *how, size_t cap)
+{
+    const int lanes = f->avx512f ? 16 : (f->avx2 || f->fma) ? 8 : 4;
+    const char *isa = f->avx512f ? "avx512" : (f->avx2 || f->fma) ? "avx2" : "sse";
+    const double f32 = (double)cores * lanes * 2.0 * 2.0 * ghz * 1e9;
+    if (c == GB_COMPUTE_BF16 && f->amx_bf16) {
+        if (how)
+            snprintf(how, cap, "%d cores x 1024 bf16 FLOP per cycle (amx_bf16) x %.2f GHz",
+                     cores, ghz);
+        return (double)cores * 1024.0 * ghz * 1e9;
+    }
+    if ((c == GB_COMPUTE_BF16 && f->avx512_bf16) || (c == GB_COMPUTE_F16 && f->avx512_fp16)) {
+        const int bf16 = c == GB_COMPUTE_BF16;
+        if (how)
+            snprintf(how, cap, "%d cores x %s (%s) x 2 FMA units x 2 FLOP x %.2f GHz", cores,
+                     bf16 ? "16 f32 lanes x 2 bf16 products" : "32 f16 lanes",
+                     bf16 ? "avx512_bf16" : "avx512_fp16", ghz);
+        return 2.0 * f32;
+    }
+    if (how)
+        snprintf(how, cap, "%d cores x %d f32 lanes (%s) x 2 FMA units x 2 FLOP x %.2f GHz%s",
+                 cores, lanes, isa, ghz,
+                 c == GB_COMPUTE_BF16 || c == GB_COMPUTE_F16 ? ", 16-bit computed as f32" : "");
+    return f32;
+}
+
+double gb_cpu_peak_flops(gb_compute c, char *how, size_t cap)
 {
     gb_cpu_features f;
     gb_cpu_detect_hardware(&f);
-    int lanes = f.avx512f ? 16 : (f.avx2 || f.fma) ? 8 : 4;
-    const char *isa = f.avx512f ? "avx512" : (f.avx2 || f.fma) ? "avx2" : "sse";
-    int cores = gb_online_cpus();
-    double ghz = cpu_clock_ghz(f.model);
-    if (how)
-        snprintf(how, cap, "%d cores x %d f32 lanes (%s) x 2 FMA units x 2 FLOP x %.2f GHz",
-                 cores, lanes, isa, ghz);
-    return (double)cores * lanes * 2.0 * 2.0 * ghz * 1e9;
+    return gb_cpu_peak_flops_of(&f, gb_online_cpus(), cpu_clock_ghz(f.model), c, how, cap);
 }
 
-double gb_peak_flops_f32(const gb_device_ops *ops, void *dev, uint32_t device_bit,
-                         const char **source)
+double gb_cpu_peak_flops_f32(char *how, size_t cap)
+{
+    return gb_cpu_peak_flops(GB_COMPUTE_F32, how, cap);
+}
+
+double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, gb_compute c,
+                     const char **source)
 {
     gb_device_info info = {.struct_size = sizeof info};
-    if (ops->info(dev, &info) == GB_OK && info.peak_flops_f32 > 0) {
+    const double stated = ops->info(dev, &info) == GB_OK
+                              ? gb_device_peak_flops(&info, device_bit, c) : 0.0;
+    if (stated > 0) {
         if (source)
             *source = "device";
-        return info.peak_flops_f32;
+        return stated;
     }
     if (source)
         *source = "stated CPU";
-    return (device_bit & GB_DEVICE_CPU) ? gb_cpu_peak_flops_f32(NULL, 0) : 0.0;
+    return (device_bit & GB_DEVICE_CPU) ? gb_cpu_peak_flops(c, NULL, 0) : 0.0;
 }
 
 double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev)

@@ -6,8 +6,10 @@
  *
  * Measurements are quick (well under a second each) and therefore approximate; they are
  * limits to print figures against, not benchmarks in their own right. Nothing here knows
- * about GPUs beyond asking their libraries for version numbers. MFU is reported against
- * a stated peak (gb_peak_flops_f32), never against a measurement.
+ * about GPUs beyond asking their libraries for version numbers and how NVIDIA's tensor
+ * cores rate f16 and TF32 against bf16 (gb_device_peak_flops). MFU is reported against
+ * the stated peak of the dtype the run computes in (gb_peak_flops), never against a
+ * measurement.
  */
 #ifndef GB_CORE_MACHINE_H
 #define GB_CORE_MACHINE_H
@@ -87,17 +89,50 @@ int gb_time_matmul(const gb_device_ops *ops, void *dev, gb_matmul_args shape, in
 /* GFLOP/s of an m x n x k matmul that took `ms`. */
 double gb_matmul_gflops(int64_t m, int64_t n, int64_t k, double ms);
 
-/* The peak against which MFU is reported, in FLOP/s: the device's own peak_flops_f32
- * when it states one (a GPU's datasheet figure), else for a CPU device (device_bit
- * GB_DEVICE_CPU) the CPU's stated peak, gb_cpu_peak_flops_f32. Never a measurement: a
- * peak measured on a busy machine makes MFU meaningless (above 100%). `source` (may be
- * NULL) is set to "device" or "stated CPU". 0 when neither is known. */
-double gb_peak_flops_f32(const gb_device_ops *ops, void *dev, uint32_t device_bit,
-                         const char **source);
-/* The CPU's stated f32 peak: online cores x f32 lanes of its widest vector unit (16 with
- * AVX-512, 8 with AVX2/FMA, else 4) x 2 FMA units x 2 FLOP per FMA x its rated clock
- * (cpufreq's maximum, the brand string's, or /proc/cpuinfo's). `how` (may be NULL) gets
- * the product in words. 0 when the clock is unknown. */
+/* What a run's matmuls compute in, which decides the peak its MFU divides by. */
+typedef enum gb_compute {
+    GB_COMPUTE_F32,
+    GB_COMPUTE_TF32,   /* f32 inputs rounded to TF32 on tensor cores ([precision] tf32) */
+    GB_COMPUTE_BF16,
+    GB_COMPUTE_F16
+} gb_compute;
+
+/* The compute of a precision policy: its matmul dtype, TF32 for f32 with tf32 set. */
+gb_compute gb_compute_of(gb_dtype matmul_dtype, int tf32);
+/* "f32", "tf32", "bf16" or "f16". */
+const char *gb_compute_name(gb_compute c);
+
+/* The dense peak a device's info states for `c`, in FLOP/s; 0 when it states none.
+ * f32: peak_flops_f32. bf16: peak_flops_bf16. f16: the bf16 figure, and TF32: half of it,
+ * on a CUDA device (device_bit GB_DEVICE_CUDA), as NVIDIA's tensor cores rate them from
+ * Ampere on (A100: 312 TFLOP/s bf16 and f16, 156 TF32; H100 SXM: 989, 989, 495); on
+ * any other device 0 for f16 and TF32 (TF32 exists only on CUDA; [precision] tf32
+ * refuses other devices). Never another dtype's figure: a bf16 run divided by the f32
+ * peak read MFU 283.6% on an H100. */
+double gb_device_peak_flops(const gb_device_info *info, uint32_t device_bit, gb_compute c);
+
+/* The peak against which MFU is reported, in FLOP/s, for a run computing in `c`: what
+ * the device states (gb_device_peak_flops; a GPU's figure from its SM count and clock),
+ * else for a CPU device (device_bit GB_DEVICE_CPU) the CPU's stated peak,
+ * gb_cpu_peak_flops. Never a measurement: a peak measured on a busy machine makes MFU
+ * meaningless (above 100%). `source` (may be NULL) is set to "device" or "stated CPU".
+ * 0 when neither is known. */
+double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, gb_compute c,
+                     const char **source);
+/* The stated peak of a CPU with features `f`, `cores` cores at `ghz` for `c`:
+ * - f32 (and TF32, which a CPU computes as f32): cores x f32 lanes of its widest vector
+ *   unit (16 with AVX-512, 8 with AVX2/FMA, else 4) x 2 FMA units x 2 FLOP per FMA x ghz;
+ * - bf16: cores x 1024 FLOP per cycle with AMX-BF16 (a tile multiply), else twice the
+ *   f32 rate with AVX512_BF16 (a dot product of two bf16 pairs per f32 lane), else the
+ *   f32 rate (bf16 converted to f32);
+ * - f16: twice the f32 rate with AVX512_FP16 (32 f16 lanes), else the f32 rate.
+ * `how` (may be NULL) gets the product in words. 0 when ghz is 0. */
+double gb_cpu_peak_flops_of(const gb_cpu_features *f, int cores, double ghz, gb_compute c,
+                            char *how, size_t cap);
+/* gb_cpu_peak_flops_of for this machine: the features the CPU really has, its online
+ * cores and its rated clock (cpufreq's maximum, the brand string's, or /proc/cpuinfo's). */
+double gb_cpu_peak_flops(gb_compute c, char *how, size_t cap);
+/* The CPU's stated f32 peak: gb_cpu_peak_flops(GB_COMPUTE_F32, ...). */
 double gb_cpu_peak_flops_f32(char *how, size_t cap);
 /* What the device's own matmul reaches: the best of GB_PEAK_CALLS 1024^3 f32 matmuls
  * (after a warm-up), measured once per process and remembered; for `gearbox doctor` and

@@ -4,8 +4,9 @@
  *
  * Observability lives here too: the progress line (progress.h), metrics.jsonl with MFU
  * and memory figures per logged step and a summary line at the end, and manifest.json
- * (manifest.h). MFU follows nanoGPT's estimate_mfu and is measured against the device's
- * stated f32 peak or, where it states none (the cpu device), the CPU's stated peak.
+ * (manifest.h). MFU follows nanoGPT's estimate_mfu and is measured against the stated
+ * peak of the dtype the run's matmuls compute in (f32, TF32, bf16 or f16): the device's,
+ * or where it states none (the cpu device) the CPU's (gb_peak_flops).
  */
 #include "train.h"
 
@@ -52,6 +53,7 @@ struct gb_trainer {
     double flops_per_step;       /* nanoGPT's estimate, for MFU */
     double peak_flops;           /* what MFU divides by; 0 when unknown */
     const char *peak_source;     /* "device" or "stated CPU" */
+    gb_compute compute;          /* the dtype of that peak: what the matmuls compute in */
     char last_checkpoint[4200];  /* written or resumed from by this run; "" before any */
     int64_t last_checkpoint_step;
 };
@@ -394,10 +396,12 @@ double gb_trainer_flops_per_step(const gb_trainer *t)
     return t->flops_per_step;
 }
 
-double gb_trainer_peak_flops(const gb_trainer *t, const char **source)
+double gb_trainer_peak_flops(const gb_trainer *t, const char **source, const char **compute)
 {
     if (source)
         *source = t->peak_source;
+    if (compute)
+        *compute = gb_compute_name(t->compute);
     return t->peak_flops;
 }
 
@@ -475,10 +479,12 @@ static void print_plan(gb_trainer *t)
                 gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
     gb_model_print_memory(t->model, t->out, "");
     if (t->peak_flops > 0)
-        fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s f32 peak of %.1f "
-               "GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source, t->peak_flops / 1e9);
+        fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s %s peak of "
+                "%.1f GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source,
+                gb_compute_name(t->compute), t->peak_flops / 1e9);
     else
-        fprintf(t->out, "mfu: not reported: the device states no f32 peak\n");
+        fprintf(t->out, "mfu: not reported: the device states no %s peak\n",
+                gb_compute_name(t->compute));
 }
 
 static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
@@ -697,8 +703,9 @@ static int build_model(gb_trainer *t)
     if (ddp_failed)
         return -1;
     t->flops_per_step = estimate_flops_per_step(t);
-    t->peak_flops = gb_peak_flops_f32(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self,
-                                      t->rt.device_bit, &t->peak_source);
+    t->compute = gb_compute_of(t->rt.policy.matmul_dtype, t->rt.policy.tf32);
+    t->peak_flops = gb_peak_flops(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self, t->rt.device_bit,
+                                  t->compute, &t->peak_source);
     return 0;
 }
 

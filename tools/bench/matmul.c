@@ -1,7 +1,7 @@
 /* `gearbox bench matmul`: f32 GFLOP/s of the matmuls one transformer layer and the LM
  * head run per training step, at the model's own shapes, next to the machine's sgemm
  * peak (the device's stated f32 peak, or the CPU's stated peak where it states none:
- * gb_peak_flops_f32, the figure MFU is reported against), with a measured 1024^3 sgemm
+ * gb_peak_flops for f32, the figure an f32 run's MFU is against), with a measured 1024^3 sgemm
  * beside it.
  *
  * For each linear layer out (N, OC) = in (N, IC) @ W^T, N = B*T, the step runs three
@@ -202,7 +202,7 @@ int gb_bench_matmul(int argc, char **argv)
     if (rc == 0) {
         const char *source;
         gb_instance *dev = &rt.inst[GB_KIND_DEVICE];
-        double peak = gb_peak_flops_f32(rt.dev, dev->self, rt.device_bit, &source);
+        double peak = gb_peak_flops(rt.dev, dev->self, rt.device_bit, GB_COMPUTE_F32, &source);
         printf("gearbox bench matmul: device/%s, %lld threads, f32, median of %ld calls after "
                "one warm-up\n", dev->plugin->desc->name, (long long)rt.settings.threads,
                a.repeats);

@@ -30,8 +30,9 @@ static const char usage[] =
     "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
     "folder) and prints the median ms per step, tokens/s, model FLOPs per step and MFU,\n"
     "the FLOPs a step executes (matmuls by shape, attention over the causal triangle),\n"
-    "next to the stated f32 peak, on the CPU the measured FMA peak (vector FMAs on every\n"
-    "thread, no memory traffic: what no matmul can beat) and the triad bandwidth.\n"
+    "next to the stated peak of the dtype the matmuls compute in (what MFU divides by),\n"
+    "on the CPU the measured FMA peak (vector FMAs on every thread, no memory traffic:\n"
+    "what no matmul can beat) and the triad bandwidth.\n"
     "Nothing is written.\n"
     "\n"
     "  --steps N    timed steps (default 10)\n"
@@ -117,11 +118,12 @@ static int run_steps(gb_trainer *t, long warmup, long steps, double *ms, double 
 
 /* The limits a step's figures stand against: on the CPU its measured FMA peak (what no
  * matmul can beat) beside the stated peak MFU divides by; the triad bandwidth. */
-static void report_limits(double peak, const char *source, double executed, double median,
-                          long long threads)
+static void report_limits(double peak, const char *source, const char *compute,
+                          double executed, double median, long long threads)
 {
     int cpu = strcmp(source, "device") != 0;
-    printf("limits: f32 peak %.1f GFLOP/s (stated by the %s)", peak / 1e9, cpu ? "CPU" : "device");
+    printf("limits: %s peak %.1f GFLOP/s (stated by the %s)", compute, peak / 1e9,
+           cpu ? "CPU" : "device");
     if (cpu) {
         const char *isa;
         double fma = gb_measure_fma_flops((int)threads, &isa);
@@ -141,8 +143,8 @@ static void report(gb_trainer *t, double *ms, long steps, double executed)
     double median = timing.median_ms;
     double tokens = (double)(s->batch_size * s->block_size * s->gradient_accumulation_steps);
     double flops = gb_trainer_flops_per_step(t);
-    const char *source;
-    double peak = gb_trainer_peak_flops(t, &source);
+    const char *source, *compute;
+    double peak = gb_trainer_peak_flops(t, &source, &compute);
     printf("step: median %.2f ms (min %.2f, max %.2f over %ld steps) | %.0f tokens per step "
            "| %.0f tok/s\n", median, timing.best_ms, timing.worst_ms, steps, tokens,
            tokens / (median / 1e3));
@@ -152,7 +154,7 @@ static void report(gb_trainer *t, double *ms, long steps, double executed)
         printf(" | MFU %.1f%%", 100.0 * flops / (median / 1e3) / peak);
     printf("\nexecuted FLOPs: %.4g GFLOP per step (matmuls by shape, attention over the "
            "causal triangle) -> %.1f GFLOP/s\n", executed / 1e9, executed / (median * 1e6));
-    report_limits(peak, source, executed, median, (long long)s->threads);
+    report_limits(peak, source, compute, executed, median, (long long)s->threads);
 }
 
 /* Runs `steps` more steps with the profile attached and prints the time per phase. */

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# MFU divides by the peak of the dtype a run computes in: `gearbox train` in each
+# precision names that dtype's peak before the first step ("mfu: ... against a device
+# bf16 peak of ..."), and no run reports MFU above 100% (a bf16 step on an H100 read
+# 283.6% against the f32 peak). Runs on the device tests/cli/lib.sh's device_section
+# names: the CPU (suite observe), the emulated GPU (suite gpu-emu, GEARBOX_TEST_DEVICE=cuda),
+# where TF32 is run too and its peak must be half the bf16 one.
+# usage: test_mfu.sh GEARBOX FIXTURES_DIR SOURCE_ROOT
+source "$(dirname "$0")/../cli/lib.sh"
+make_data
+write_config "$WORK/run.ini"
+precisions="fp32 bf16 fp16"
+[ "${GEARBOX_TEST_DEVICE:-cpu}" = cuda ] && precisions="$precisions tf32"
+for precision in $precisions; do
+    case $precision in
+        fp32) compute=f32 optim=adamw ;;
+        tf32) compute=tf32 optim=adamw ;;
+        bf16) compute=bf16 optim=adamw_fused ;;
+        fp16) compute=f16 optim=adamw_fused ;;
+    esac
+    out="$WORK/$precision"
+    if ! "$GEARBOX" train "$WORK/run.ini" --set run.steps=4 --set precision.plugin=$precision \
+        --set optim.plugin=$optim --set run.out_dir="$out" > "$out.log" 2>&1; then
+        fail "$precision run: $(tail -n 5 "$out.log")"
+        continue
+    fi
+    peak=$(sed -nE "s/^mfu: .* against a (device|stated CPU) $compute peak of ([0-9.]+) GFLOP\/s$/\2/p" "$out.log")
+    eval "peak_$compute=${peak:-0}"
+    mfu=$(sed -nE 's/.*"summary": true.*"mfu": ([-0-9.e+]+).*/\1/p' "$out/metrics.jsonl")
+    if [ -z "$peak" ]; then
+        fail "$precision: no line naming the $compute peak: $(grep '^mfu:' "$out.log")"
+    elif [ -z "$mfu" ] || ! awk -v m="$mfu" 'BEGIN { exit !(m > 0 && m <= 1) }'; then
+        fail "$precision: the run's MFU is '$mfu', not in (0, 1]"
+    else
+        pass "$precision: MFU $mfu of the $compute peak, $peak GFLOP/s"
+    fi
+done
+if [ "${GEARBOX_TEST_DEVICE:-cpu}" = cuda ]; then
+    awk -v t="$peak_tf32" -v b="$peak_bf16" -v h="$peak_f16" -v f="$peak_f32" \
+        'BEGIN { exit !(f > 0 && b > f && h == b && (t - b / 2) ^ 2 < 1) }' &&
+        pass "on the GPU: bf16 = f16 = 2 x TF32 > f32 ($peak_bf16, $peak_tf32, $peak_f32 GFLOP/s)" ||
+        fail "GPU peaks: f32 $peak_f32, tf32 $peak_tf32, bf16 $peak_bf16, f16 $peak_f16"
+fi
+finish
