@@ -7,9 +7,20 @@
  * `const gb_host *host` in scope for set_error(). Kernel launches are checked with
  * GB_CUDA_CHECK_LAUNCH right after the <<< >>> line (a launch reports its configuration
  * errors only through cudaGetLastError). Header-only: nothing to link.
+ *
+ * Debugging: with GEARBOX_CUDA_SYNC=1 in the environment, GB_CUDA_CHECK_LAUNCH and
+ * GB_CUDA_LIB_CHECK also wait for the whole device after the launch or call
+ * (cudaDeviceSynchronize) and check cudaGetLastError, so an error the GPU raises while
+ * running (an illegal address, a trap) or an unchecked launch before it is reported at
+ * the launch or call that ran, by the `what` or call text that names it, instead of at
+ * some later call. It serialises everything: for finding a failure, not for timing.
  */
 #ifndef GEARBOX_KERNELS_CUDA_STATUS_H
 #define GEARBOX_KERNELS_CUDA_STATUS_H
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
@@ -22,6 +33,38 @@ static inline gb_status gb_cuda_failed(const gb_host *host, cudaError_t err, con
     host->set_error(host, "%s:%d: %s failed: %s (%s)", file, line, call, cudaGetErrorString(err),
                     cudaGetErrorName(err));
     return err == cudaErrorMemoryAllocation ? GB_ERR_NO_MEMORY : GB_ERR_DEVICE;
+}
+
+static inline int *gb_cuda_sync_flag(void)
+{
+    static int on;
+    return &on;
+}
+
+static inline void gb_cuda_sync_read(void)
+{
+    const char *v = getenv("GEARBOX_CUDA_SYNC");
+    *gb_cuda_sync_flag() = v && strcmp(v, "1") == 0;
+}
+
+/* Whether GEARBOX_CUDA_SYNC=1 is set: read once per source file, on first use. */
+static inline int gb_cuda_sync_each(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, gb_cuda_sync_read);
+    return *gb_cuda_sync_flag();
+}
+
+/* Under GEARBOX_CUDA_SYNC=1: waits for the device and returns the first error of the work
+ * queued so far; cudaSuccess otherwise. The macros below call it; so does code that checks
+ * a library's status by hand (attn/cudnn's plan execution). */
+static inline cudaError_t gb_cuda_sync_check(void)
+{
+    if (!gb_cuda_sync_each())
+        return cudaSuccess;
+    cudaError_t err = cudaDeviceSynchronize();
+    cudaError_t last = cudaGetLastError();
+    return err != cudaSuccess ? err : last;
 }
 
 #define GB_CUDA_CHECK(call)                                                       \
@@ -37,6 +80,9 @@ static inline gb_status gb_cuda_failed(const gb_host *host, cudaError_t err, con
         cudaError_t gb_cuda_err_ = cudaGetLastError();                                    \
         if (gb_cuda_err_ != cudaSuccess)                                                  \
             return gb_cuda_failed(host, gb_cuda_err_, "launch of " what, __FILE__, __LINE__); \
+        if ((gb_cuda_err_ = gb_cuda_sync_check()) != cudaSuccess)                         \
+            return gb_cuda_failed(host, gb_cuda_err_, "running " what                     \
+                                  " (GEARBOX_CUDA_SYNC=1 waited for it)", __FILE__, __LINE__); \
     } while (0)
 
 /* A call of a CUDA library (cuBLAS, cuBLASLt, cuDNN...) whose status type `type` has its
@@ -49,6 +95,10 @@ static inline gb_status gb_cuda_failed(const gb_host *host, cudaError_t err, con
                             #call, to_string(gb_lib_status_), (int)gb_lib_status_);       \
             return GB_ERR_DEVICE;                                                         \
         }                                                                                 \
+        cudaError_t gb_lib_err_ = gb_cuda_sync_check();                                   \
+        if (gb_lib_err_ != cudaSuccess)                                                   \
+            return gb_cuda_failed(host, gb_lib_err_, "running " #call                     \
+                                  " (GEARBOX_CUDA_SYNC=1 waited for it)", __FILE__, __LINE__); \
     } while (0)
 
 /* What a failed cudaGetDeviceCount means, in terms of what the machine lacks. */

@@ -915,6 +915,14 @@ static gb_status plan_execute(const attn_cudnn *a, plan *pl, const int64_t *uids
                         (long long)pl->key.head_dim, cudnnGetErrorString(s), detail);
         return GB_ERR_DEVICE;
     }
+    const cudaError_t ran = gb_cuda_sync_check();
+    if (ran != cudaSuccess) {
+        char what[160];
+        host->set_error(host, PLUGIN ": running the plan of the %s (GEARBOX_CUDA_SYNC=1 waited "
+                        "for it) failed: %s (%s)", key_text(&pl->key, what, sizeof what),
+                        cudaGetErrorString(ran), cudaGetErrorName(ran));
+        return GB_ERR_DEVICE;
+    }
     return GB_OK;
 }
 
