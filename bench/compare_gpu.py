@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 
-from bench_args import at_least
+from bench_args import at_least, program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = 77
@@ -62,8 +62,9 @@ def parse_args(argv):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--gearbox', default=os.path.join(ROOT, 'build', 'tools', 'gearbox'),
                    help='the gearbox binary (default build/tools/gearbox)')
-    p.add_argument('--python', default=sys.executable,
-                   help='the interpreter with PyTorch 2.x for torch_gpt.py (default: this one)')
+    p.add_argument('--python', type=program, default=sys.executable,
+                   help='the interpreter with PyTorch 2.x for torch_gpt.py: a path, or a name '
+                        'looked up on PATH such as python3 (default: this one)')
     p.add_argument('--data', metavar='DIR',
                    help='folder with uint16 train.bin and val.bin (default: random tokens)')
     p.add_argument('--tokens', type=at_least(1 << 16), default=4 << 20,
@@ -258,8 +259,6 @@ def main(argv=None):
     if not args.dry_run:
         if not os.access(args.gearbox, os.X_OK):
             fail(f'no gearbox binary at {args.gearbox} (build it, or name it with --gearbox)')
-        if not os.access(args.python, os.X_OK):
-            fail(f'no interpreter at {args.python} (--python)')
     with tempfile.TemporaryDirectory(prefix='compare_gpu.') as tmp:
         data = args.data
         if data:

@@ -1,9 +1,15 @@
 /* `gearbox bench attn`: forward+backward time and extra memory of attention plugins, by T.
  *
  * Each plugin is loaded through the core from an in-memory config ("[device] plugin =
- * DEVICE", "[attn] plugin = NAME", "[run] threads = N"), as `gearbox train` would load it,
- * and every buffer comes from the device plugin's alloc(). For each T the problem is
- * causal self-attention in --dtype (f32, bf16 or f16) on the core's layout: q, k, v are slices of a packed (B, T, 3, H, D) projection and out, dout
+ * DEVICE", "[attn] plugin = NAME", "[run] threads = N", the [precision] plugin that
+ * computes in --dtype, then every --set), as `gearbox train` would load it, and every
+ * buffer comes from the device plugin's alloc(). The run's precision follows --dtype
+ * (fp32, bf16 or fp16; a 16-bit policy also names adamw_fused, the optimizer it needs,
+ * which is loaded and never called), so the core's check that each plugin computes in
+ * the run's dtype lets a 16-bit-only plugin such as cudnn run in its dtype. For each T
+ * the problem is causal self-attention in --dtype (f32, bf16 or f16; TF32 products when
+ * the precision asks for them) on the core's layout: q, k, v are slices of a packed
+ * (B, T, 3, H, D) projection and out, dout
  * are (B, T, H, D), so the views and strides are the ones training passes. A cell is one
  * untimed warm-up (it also faults the pages in), then up to --repeats timed runs of
  * forward + backward; the medians are printed.
@@ -44,7 +50,8 @@ static const char usage[] =
     "usage: gearbox bench attn [--T LIST] [--heads N] [--head-dim N] [--batch N]\n"
     "                          [--repeats N] [--plugins LIST] [--threads N]\n"
     "                          [--device NAME] [--dtype f32|bf16|f16]\n"
-    "                          [--max-seconds S] [--plugin-path DIRS]\n"
+    "                          [--max-seconds S] [--set section.key=value]...\n"
+    "                          [--plugin-path DIRS]\n"
     "\n"
     "Times causal attention forward+backward of each plugin at each sequence length,\n"
     "with its TFLOP/s (6 B H D T (T + 1) FLOPs: the causal triangle, no recomputation),\n"
@@ -60,9 +67,13 @@ static const char usage[] =
     "  --threads N      OpenMP threads; 0 for every online CPU (default 0)\n"
     "  --device NAME    device plugin: cpu or cuda (default cpu)\n"
     "  --dtype T        element type of q, k, v, out and the gradients: f32, bf16 or f16\n"
-    "                   (default f32); a plugin that does not take it is not eligible\n"
+    "                   (default f32); the run's [precision] plugin computes in it (fp32,\n"
+    "                   bf16 or fp16), and a plugin that does not take it is not eligible\n"
     "  --max-seconds S  time budget of one cell; a plugin is not timed at a T where its\n"
     "                   last time, scaled by T^2, would exceed it (default 60)\n"
+    "  --set K=V        a config override as for `gearbox train`, applied last, e.g.\n"
+    "                   precision.plugin=tf32 (f32 with TF32 products); the precision\n"
+    "                   must still compute in --dtype\n"
     "  --plugin-path D  extra plugin folders, ':'-separated\n";
 
 typedef struct bench_args {
@@ -75,6 +86,8 @@ typedef struct bench_args {
     gb_dtype dtype;
     double max_seconds;
     const char *plugin_path;
+    const char *sets[MAX_ITEMS];
+    int n_sets;
 } bench_args;
 
 /* One plugin loaded through the core, and what its last cell showed. */
@@ -209,6 +222,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
             rc = parse_seconds(val, &a->max_seconds);
         else if (strcmp(flag, "--plugin-path") == 0)
             a->plugin_path = val;
+        else if (strcmp(flag, "--set") == 0 && a->n_sets == MAX_ITEMS)
+            rc = gb_cli_usage_error("bench attn", "--set: at most %d", MAX_ITEMS);
+        else if (strcmp(flag, "--set") == 0)
+            a->sets[a->n_sets++] = val;
         else
             rc = gb_cli_usage_error("bench attn", "unknown option %s", flag);
         if (rc)
@@ -219,19 +236,52 @@ static int parse_args(int argc, char **argv, bench_args *a)
 
 /* ---- plugins and buffers ------------------------------------------------------------- */
 
+/* The [precision] section of a run that computes in `dtype`: its plugin, and for 16-bit
+ * the optimizer such a policy needs (it writes the 16-bit weight copy; never called here). */
+static const char *precision_section(gb_dtype dtype)
+{
+    switch (dtype) {
+    case GB_BF16:
+        return "[precision]\nplugin = bf16\n[optim]\nplugin = adamw_fused\n";
+    case GB_F16:
+        return "[precision]\nplugin = fp16\n[optim]\nplugin = adamw_fused\n";
+    default:
+        return "[precision]\nplugin = fp32\n";
+    }
+}
+
+/* The run's precision must compute in --dtype: a --set that changes it is refused here,
+ * naming both, rather than benchmarking a problem the run does not compute. */
+static int check_precision(const bench_plugin *p, const bench_args *a)
+{
+    const gb_dtype computes = p->rt.policy.activation_dtype;
+    if (computes == a->dtype)
+        return 0;
+    return gb_cli_usage_error("bench attn", "--dtype %s, but [precision] plugin = %s computes "
+                              "in %s; drop that --set or pass --dtype %s", gb_dtype_name(a->dtype),
+                              p->rt.inst[GB_KIND_PRECISION].plugin->desc->name,
+                              gb_dtype_name(computes), gb_dtype_name(computes));
+}
+
 static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
 {
-    char text[256];
+    char text[512];
     snprintf(text, sizeof text, "[device]\nplugin = %s\n[attn]\nplugin = %s\n[run]\n"
-             "threads = %ld\n", a->device, name, a->threads);
+             "threads = %ld\n%s", a->device, name, a->threads, precision_section(a->dtype));
     gb_diag diag = {0};
     p->name = name;
     p->cfg = gb_config_load_string(text, "gearbox bench attn", "/", &diag);
-    p->started = p->cfg && !gb_runtime_resolve(&p->rt, p->cfg, a->plugin_path, &diag) &&
+    for (int k = 0; p->cfg && k < a->n_sets; k++)
+        if (gb_config_set(p->cfg, a->sets[k], &diag))
+            break;
+    p->started = p->cfg && !diag.count &&
+                 !gb_runtime_resolve(&p->rt, p->cfg, a->plugin_path, &diag) &&
                  !gb_runtime_start(&p->rt, &diag);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
-    return p->started ? 0 : -1;
+    if (!p->started)
+        return -1;
+    return check_precision(p, a) ? -1 : 0;
 }
 
 static void stop_plugin(bench_plugin *p)
@@ -453,6 +503,10 @@ static void print_header(const bench_args *a, bench_plugin *first)
     printf("gearbox bench attn: causal %s self-attention forward+backward, B %ld, H %ld, "
            "head_dim %ld, %lld thread(s)\n", gb_dtype_name(a->dtype), a->batch, a->heads,
            a->head_dim, (long long)first->rt.settings.threads);
+    printf("precision: [precision] plugin = %s, computing in %s%s\n",
+           first->rt.inst[GB_KIND_PRECISION].plugin->desc->name,
+           gb_dtype_name(first->rt.policy.activation_dtype),
+           first->rt.policy.tf32 ? " with TF32 products" : "");
     printf("device: %s; 1-minute load average %.2f\n", info.name, load[0]);
     printf("each cell: median of up to %ld runs after a warm-up, at most %g s; extra = saved "
            "per layer + workspace;\nTFLOP/s of fwd+bwd = 6 B H D T (T + 1) FLOPs (the causal "
@@ -523,6 +577,7 @@ int gb_bench_attn(int argc, char **argv)
         const gb_attn_problem p = {
             .struct_size = sizeof p, .batch = a.batch, .heads = a.heads, .seq_len = a.T[i],
             .head_dim = a.head_dim, .dtype = a.dtype, .causal = 1,
+            .allow_tf32 = plugins[0].rt.policy.tf32,
         };
         cell cells[MAX_ITEMS];
         int baseline = -1;
