@@ -9,10 +9,9 @@
  * the run's dtype lets a 16-bit-only plugin such as cudnn run in its dtype. For each T
  * the problem is causal self-attention in --dtype (f32, bf16 or f16; TF32 products when
  * the precision asks for them) on the core's layout: q, k, v are slices of a packed
- * (B, T, 3, H, D) projection and out, dout
- * are (B, T, H, D), so the views and strides are the ones training passes. A cell is one
- * untimed warm-up (it also faults the pages in), then up to --repeats timed runs of
- * forward + backward; the medians are printed.
+ * (B, T, 3, H, D) projection and out, dout are (B, T, H, D), so the views and strides are
+ * the ones training passes. A cell is one untimed warm-up (it also faults the pages in),
+ * then up to --repeats timed runs of forward + backward; the medians are printed.
  *
  * TFLOP/s counts what the engine's profile counts (engine/model.c): one (T, T) x (T, D)
  * product per head over the causal triangle, diagonal included, is 2 B H D T (T + 1) / 2
@@ -236,8 +235,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
 
 /* ---- plugins and buffers ------------------------------------------------------------- */
 
-/* The [precision] section of a run that computes in `dtype`: its plugin, and for 16-bit
- * the optimizer such a policy needs (it writes the 16-bit weight copy; never called here). */
+/* The config sections of a run that computes in `dtype`: its [precision] plugin, and for
+ * 16-bit the optimizer such a policy needs (it writes the 16-bit weight copy; it is never
+ * called here). */
 static const char *precision_section(gb_dtype dtype)
 {
     switch (dtype) {
