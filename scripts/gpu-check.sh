@@ -1,158 +1,484 @@
 #!/usr/bin/env bash
-# One command for a machine with an NVIDIA GPU: configure and build gearbox there, run the
-# gpu test suite, train 50 steps of the default model on device/cuda in each precision,
-# run compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over a few training steps, then short
-# benchmarks (`gearbox bench attn` on device/cuda, bench/sdpa_attn.py, bench/compare_gpu.py);
-# print a summary and keep every log. docs/gpu.md explains what each stage checks.
+# gearbox's check for a machine with an NVIDIA GPU, in stages that each fit a short slot
+# of GPU time (each well under 8 minutes on an H100) and can be run, and rerun, one
+# command at a time:
+#   build     check the dependencies, configure BUILD (-Dwerror=false: warnings are kept in
+#             the log, not fatal), build, and ask the GPU whether it runs here
+#   test      the gpu and cuda test suites (meson test)
+#   train     `gearbox prepare`, then STEPS steps of examples/shakespeare_char.ini on
+#             device/cuda in fp32, tf32, bf16 and fp16
+#   sanitize  compute-sanitizer: memcheck over 3 training steps; racecheck, synccheck and
+#             initcheck over each CUDA attention plugin's conformance shapes and the
+#             device-op test
+#   bench     short benchmarks: `gearbox bench attn`, bench/sdpa_attn.py, bench/compare_gpu.py
+# Each stage writes its logs into OUT/STAGE/ and its lines, ending with "stage result",
+# into OUT/summary.txt (a rerun of a stage replaces its lines); later stages use the build
+# the build stage left in BUILD. docs/gpu.md ("Building on a GPU machine") is the guide.
 #
-# Made for a GPU machine without apt: nvcc and the CUDA libraries under CUDA_PATH
-# (default /usr/local/cuda), cuDNN and NCCL as Python wheels (site-packages/nvidia/cudnn,
-# .../nccl, found here and passed as -Dcudnn_root/-Dnccl_root), meson and ninja from pip,
-# and inih, oneDNN and pkg-config from a deps folder unpacked from Debian's packages
-# (GEARBOX_DEPS, default .gpu-deps; docs/gpu.md says how to make it). Without oneDNN the
-# build has no CPU device, and the GPU tests that compare with it are not defined.
-#
-# usage: scripts/gpu-check.sh        (from the source root)
-# environment: GEARBOX_DEPS  deps folder with env.sh (default .gpu-deps; skipped if absent)
-#              OUT           where logs go (default ./gpu-check-out)
-#              BUILD         build folder (default build-gpu)
-#              STEPS         training steps per precision (default 50)
-#              BENCH         0 skips the benchmarks (default 1)
+# usage: scripts/gpu-check.sh [--emulated] [--pack] [STAGE... | --stage STAGE]
+#        scripts/gpu-check.sh deps      (on a Debian or Ubuntu machine with apt: makes the
+#                                        folder of inih, oneDNN and pkg-config to carry)
+#   no STAGE: build test train sanitize bench, in that order, stopping after a failed build
+#   --emulated (or GEARBOX_CUDA_EMU=1): every stage but sanitize and bench on the SIMT
+#              emulator's CUDA plugins (BUILD/cuda_emu/plugins), on a machine without a GPU
+#   --pack     pack each stage's logs into OUT/STAGE-logs.tar.gz (a few files to copy back)
+# environment: OUT           where logs and summary.txt go (default ./gpu-check-out)
+#              BUILD         build folder (default build-gpu); one already configured is
+#                            built as it is, without a new `meson setup`
+#              WORK          data and training runs (default BUILD/gpu-check-work)
+#              GEARBOX_DEPS  carried dependencies with env.sh (default .gpu-deps)
+#              CUDA_PATH     the CUDA toolkit (default /usr/local/cuda)
+#              GPU_ARCH      -Dgpu_arch (default: the GPU's, from nvidia-smi)
+#              GPU_TESTS     meson test's arguments (default --suite gpu --suite cuda;
+#                            emulated: --suite gpu-emu --no-suite gpu-check)
+#              STEPS         training steps per precision (default 50; emulated 2)
+#              STAGE_LIMIT   seconds a stage may take (default 450); what is left then is
+#                            SKIP; TRAIN_LIMIT (120) and SANITIZE_RUN_LIMIT (120) bound a run
+#              BENCH         0 skips the benchmarks
 #              PYTHON        the interpreter with PyTorch 2.x for bench/*.py (default python3)
-# Exit status: 0 when no stage failed (skipped stages do not fail), 1 otherwise.
+#              DEPS_PACKAGES the packages `deps` unpacks (default: Debian 12's names)
+# Exit status: 0 when no stage run by this command failed (skips do not fail), 1 when one
+# did, 2 for a usage error.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 cd "$src" || exit 1
-out=${OUT:-$src/gpu-check-out}
-build=${BUILD:-build-gpu}
-steps=${STEPS:-50}
-deps=${GEARBOX_DEPS:-.gpu-deps}
-mkdir -p "$out"
-: > "$out/summary.txt"
-summary=()
+
+usage() { sed -n '/^# usage:/,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+
+add_stage() {
+    case $1 in
+        build|test|train|sanitize|bench|deps) stages+=("$1") ;;
+        *) echo "gpu-check.sh: unknown stage '$1': expected build, test, train, sanitize," \
+                "bench (or deps alone); see --help" >&2
+           exit 2 ;;
+    esac
+}
+emulated=${GEARBOX_CUDA_EMU:-0}
+pack=0
+stages=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --emulated) emulated=1 ;;
+        --pack) pack=1 ;;
+        --stage) shift; add_stage "${1:-}" ;;
+        --stage=*) add_stage "${1#--stage=}" ;;
+        -h|--help) usage; exit 0 ;;
+        -*) echo "gpu-check.sh: unknown option '$1'; see --help" >&2; exit 2 ;;
+        *) add_stage "$1" ;;
+    esac
+    shift
+done
+[ ${#stages[@]} -eq 0 ] && stages=(build test train sanitize bench)
+
+absolute() { case $1 in /*) echo "$1" ;; *) echo "$src/$1" ;; esac; }
+out=$(absolute "${OUT:-gpu-check-out}")
+build=$(absolute "${BUILD:-build-gpu}")
+work=$(absolute "${WORK:-$build/gpu-check-work}")
+deps=$(absolute "${GEARBOX_DEPS:-.gpu-deps}")
+cuda=${CUDA_PATH:-/usr/local/cuda}
+gearbox=$build/tools/gearbox
+if [ "$emulated" = 1 ]; then steps=${STEPS:-2}; else steps=${STEPS:-50}; fi
+
+# ---- deps: the carried folder, made on a machine with apt ----------------------------------
+# The GPU machines we borrow have no apt, inih, oneDNN or pkg-config: this unpacks Debian's
+# (or Ubuntu's) packages of them into GEARBOX_DEPS/root and writes GEARBOX_DEPS/env.sh,
+# which the stages source. DEPS_PACKAGES overrides the list for another release's names.
+make_deps() {
+    local pkgs
+    read -r -a pkgs <<< "${DEPS_PACKAGES:-libinih-dev libinih1 libdnnl-dev libdnnl2 pkgconf-bin libpkgconf3}"
+    if ! command -v apt-get > /dev/null || ! command -v dpkg > /dev/null; then
+        echo "gpu-check.sh deps: needs apt-get and dpkg (a Debian or Ubuntu machine); run it" \
+             "there and copy $deps along with the checkout" >&2
+        return 1
+    fi
+    if [ -e "$deps" ] && [ ! -f "$deps/env.sh" ]; then
+        echo "gpu-check.sh deps: $deps exists and has no env.sh, so this command did not make" \
+             "it; name another folder in GEARBOX_DEPS" >&2
+        return 1
+    fi
+    rm -rf "$deps" && mkdir -p "$deps/debs" || return 1
+    if ! (cd "$deps/debs" && apt-get download "${pkgs[@]}"); then
+        echo "gpu-check.sh deps: apt-get download ${pkgs[*]} failed: run apt-get update, or" \
+             "name this release's packages in DEPS_PACKAGES" >&2
+        return 1
+    fi
+    for deb in "$deps"/debs/*.deb; do dpkg -x "$deb" "$deps/root" || return 1; done
+    rm -rf "$deps/debs" "$deps/root/usr/share/doc" "$deps/root/usr/share/man"
+    cat > "$deps/env.sh" <<'ENV'
+# Sourced by scripts/gpu-check.sh (or by hand before meson): the unpacked packages' tree.
+_r=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/root
+_l=$(echo "$_r"/usr/lib/*-linux-gnu)
+[ -e "$_r/usr/bin/pkg-config" ] || ln -sf pkgconf "$_r/usr/bin/pkg-config"
+export PATH=$_r/usr/bin:$PATH
+# pkg-config sees only the carried .pc files: their prefix=/usr is mapped onto the tree,
+# which would give any other package's .pc wrong paths.
+export PKG_CONFIG_LIBDIR=$_l/pkgconfig PKG_CONFIG_SYSROOT_DIR=$_r
+export CPATH=$_r/usr/include${CPATH:+:$CPATH}
+export LIBRARY_PATH=$_l${LIBRARY_PATH:+:$LIBRARY_PATH}
+export LD_LIBRARY_PATH=$_l${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+unset _r _l
+ENV
+    echo "gpu-check.sh deps: $(du -sh "$deps" | cut -f1) in $deps; copy it with the checkout" \
+         "(or name it in GEARBOX_DEPS) and run scripts/gpu-check.sh there"
+}
+if [ "${stages[*]}" = deps ]; then make_deps; exit; fi
+case " ${stages[*]} " in *" deps "*)
+    echo "gpu-check.sh: deps runs alone, on a machine with apt, not with the stages" >&2
+    exit 2 ;;
+esac
+# carry_hint PACKAGE: what to do about a missing dependency
+carry_hint() {
+    echo "run \`scripts/gpu-check.sh deps\` on a Debian or Ubuntu machine with apt and copy .gpu-deps/ along, or install $1"
+}
+
+# ---- the summary ----------------------------------------------------------------------------
+mkdir -p "$out" || exit 1
+touch "$out/summary.txt"
 failed=0
 
-# record STAGE STATUS DETAIL: one line of the summary (STATUS: PASS, FAIL or SKIP), also
-# appended to summary.txt at once, so a run cut short still leaves what it did
+# record NAME STATUS DETAIL: one line of the summary (STATUS: PASS, FAIL or SKIP), also
+# written to summary.txt at once, so a stage cut short still leaves what it did
 record() {
-    summary+=("$(printf '%-28s %-4s %s' "$1" "$2" "$3")")
-    printf '%s\n' "${summary[${#summary[@]}-1]}" >> "$out/summary.txt"
-    [ "$2" = FAIL ] && failed=1
-    echo "== $1: $2 $3"
+    local line
+    line=$(printf '%-8s %-30s %-4s %s' "$stage" "$1" "$2" "$3")
+    printf '%s\n' "$line" >> "$out/summary.txt"
+    case $2 in PASS) n_pass=$((n_pass + 1)) ;; SKIP) n_skip=$((n_skip + 1)) ;;
+               *) n_fail=$((n_fail + 1)); failed=1 ;; esac
+    echo "== $line"
+}
+
+# begin_stage NAME: a fresh log folder, and the stage's lines of an earlier run removed
+begin_stage() {
+    stage=$1 n_pass=0 n_skip=0 n_fail=0 stage_start=$SECONDS log=$out/$1
+    deadline=$((SECONDS + ${STAGE_LIMIT:-450}))
+    awk -v s="$stage" '$1 != s' "$out/summary.txt" > "$out/summary.tmp" &&
+        mv "$out/summary.tmp" "$out/summary.txt"
+    rm -rf "$log" "$out/$stage-logs.tar.gz"
+    mkdir -p "$log"
+}
+
+# end_stage: the stage's own line: FAIL if a check failed, SKIP if every one skipped
+end_stage() {
+    local verdict=PASS counts
+    counts="$n_pass passed, $n_skip skipped, $n_fail failed in $((SECONDS - stage_start)) s"
+    if [ "$n_fail" -gt 0 ]; then verdict=FAIL
+    elif [ "$n_pass" -eq 0 ]; then verdict=SKIP; fi
+    record "stage result" "$verdict" "$counts (logs: $stage/)"
+    [ "$pack" = 1 ] && tar -czf "$out/$stage-logs.tar.gz" -C "$out" "$stage" && rm -rf "$log"
+    [ "$verdict" != FAIL ]
 }
 
 finish() {
     echo
     echo "gpu-check summary (logs in $out):"
-    printf '  %s\n' "${summary[@]}"
-    printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+    sed 's/^/  /' "$out/summary.txt"
     exit "$failed"
 }
 
-# ---- environment --------------------------------------------------------------------------
-cuda=${CUDA_PATH:-/usr/local/cuda}
-export PATH=$cuda/bin:$PATH
-if [ -f "$deps/env.sh" ]; then
+# ---- the environment every stage shares ------------------------------------------------------
+# load_deps [quiet]: source the carried folder's env.sh when there is one, and keep
+# pkg-config to its .pc files (the sysroot it sets would misplace any other package's)
+load_deps() {
+    if [ ! -f "$deps/env.sh" ]; then
+        [ $# -eq 0 ] && record "carried deps" SKIP "no $deps/env.sh: inih, oneDNN and pkg-config come from this machine"
+        return 0
+    fi
     # shellcheck disable=SC1090,SC1091
     . "$deps/env.sh"
-    record "deps" PASS "$deps/env.sh"
-else
-    record "deps" SKIP "no $deps/env.sh: inih, oneDNN and pkg-config must be installed"
-fi
-{
-    if command -v nvidia-smi > /dev/null; then nvidia-smi -L 2>&1; else echo "no nvidia-smi"; fi
-    nvcc --version 2>&1 | tail -n 2
-    echo "meson $(meson --version 2>&1), ninja $(ninja --version 2>&1)"
-} > "$out/machine.txt"
-cat "$out/machine.txt"
-
-site=$(python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)
-setup_args=()
-for lib in cudnn nccl; do
-    if [ -n "$site" ] && [ -d "$site/nvidia/$lib/include" ]; then
-        setup_args+=("-D${lib}_root=$site/nvidia/$lib")
-        # the wheels' libraries are found at run time through LD_LIBRARY_PATH too
-        export LD_LIBRARY_PATH=$site/nvidia/$lib/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    fi
-done
-
-# ---- build --------------------------------------------------------------------------------
-if [ -d "$build" ]; then
-    meson setup --reconfigure "$build" "${setup_args[@]}" > "$out/setup.log" 2>&1
-else
-    meson setup "$build" "${setup_args[@]}" > "$out/setup.log" 2>&1
-fi || { record "configure" FAIL "see setup.log"; finish; }
-if [ ${#setup_args[@]} -eq 0 ]; then
-    record "configure" PASS "cuDNN and NCCL of the CUDA toolkit"
-else
-    record "configure" PASS "${setup_args[*]}"
-fi
-ninja -C "$build" > "$out/build.log" 2>&1 || { record "build" FAIL "see build.log"; finish; }
-record "build" PASS "$build"
-gearbox=$build/tools/gearbox
-export GEARBOX_PLUGIN_PATH=$src/$build/plugins
-if [ ! -f "$build/plugins/device/cuda/device-cuda.so" ]; then
-    record "device/cuda" FAIL "not built (see setup.log: nvcc or cuBLASLt missing?)"
-    finish
-fi
-if ! "$build/tests/gpu/gpu-probe" > "$out/probe.log" 2>&1; then
-    record "gpu" FAIL "$(sed "s/^SKIP: //" "$out/probe.log")"
-    finish
-fi
-record "gpu" PASS "$(cat "$out/probe.log")"
-"$gearbox" doctor > "$out/doctor.log" 2>&1
-"$gearbox" plugins > "$out/plugins.log" 2>&1
-
-# ---- the test suites ----------------------------------------------------------------------
-meson test -C "$build" --suite gpu --suite cuda --print-errorlogs > "$out/test-gpu.log" 2>&1
-rc=$?
-counts=$(grep -E '^(Ok|Fail|Skipped|Timeout):' "$out/test-gpu.log" | tr -s ' ' | tr '\n' ' ')
-[ $rc -eq 0 ] && record "meson test --suite gpu" PASS "$counts" ||
-    record "meson test --suite gpu" FAIL "$counts(test-gpu.log)"
-
-# ---- short training runs on device/cuda -----------------------------------------------------
-data=$out/data/shakespeare_char
-if [ ! -f "$data/train.bin" ]; then
-    "$gearbox" prepare examples/data/tinyshakespeare.txt "$data" > "$out/prepare.log" 2>&1 ||
-        record "prepare data" FAIL "see prepare.log"
-fi
-# train NAME PRECISION STEPS [COMMAND PREFIX...]
-train() {
-    local name=$1 precision=$2 n=$3
-    shift 3
-    "$@" "$gearbox" train examples/shakespeare_char.ini --set device.plugin=cuda \
-        --set precision.plugin="$precision" --set run.steps="$n" --set run.eval_every="$n" \
-        --set run.log_every=10 --set run.checkpoint_every=0 --set data.dir="$data" \
-        --set run.out_dir="$out/$name" > "$out/$name.log" 2>&1
+    PKG_CONFIG_LIBDIR=$(find "$deps/root" -type d -name pkgconfig | paste -sd: -)
+    export PKG_CONFIG_LIBDIR
+    [ $# -eq 0 ] && record "carried deps" PASS "$deps/env.sh; pkg-config reads only $PKG_CONFIG_LIBDIR"
+    return 0
 }
-for precision in fp32 tf32 bf16 fp16; do
-    if train "train-$precision" "$precision" "$steps"; then
-        record "train $precision ($steps steps)" PASS "$(grep '^done:' "$out/train-$precision.log" | cut -c1-90)"
-    elif grep -q "cannot run here\|no such .* plugin" "$out/train-$precision.log"; then
-        record "train $precision ($steps steps)" SKIP "$(grep -m1 'error' "$out/train-$precision.log" | cut -c1-120)"
-    else
-        record "train $precision ($steps steps)" FAIL "train-$precision.log"
-    fi
-done
 
-# ---- compute-sanitizer ----------------------------------------------------------------------
-sanitizer=$(command -v compute-sanitizer || ls "$cuda"/bin/compute-sanitizer 2>/dev/null || true)
-if [ -z "$sanitizer" ]; then
-    record "compute-sanitizer" SKIP "not installed"
-else
-    for tool in memcheck racecheck synccheck initcheck; do
-        if train "sanitize-$tool" fp32 3 "$sanitizer" --tool "$tool" --error-exitcode 99 \
-            --target-processes all; then
-            record "compute-sanitizer $tool" PASS "3 fp32 steps: $(grep -m1 'ERROR SUMMARY' "$out/sanitize-$tool.log")"
+cuda_device() {
+    if [ "$emulated" = 1 ]; then echo "$build/cuda_emu/plugins/device-cuda.so"
+    else echo "$build/plugins/device/cuda/device-cuda.so"; fi
+}
+
+# stage_env: what a stage after build needs: the build, the deps' and the CUDA libraries'
+# folders on LD_LIBRARY_PATH (cuDNN loads NVRTC with dlopen, past the plugins' rpaths),
+# the plugin path. 1 (after recording why) when there is no build to use.
+stage_env() {
+    load_deps quiet
+    export PATH=$cuda/bin:$PATH
+    if [ ! -x "$gearbox" ] || [ ! -f "$(cuda_device)" ]; then
+        record "build in $(basename "$build")" FAIL "no gearbox or device/cuda in $build: run \`scripts/gpu-check.sh build\` first (same BUILD)"
+        return 1
+    fi
+    if [ -f "$build/cuda-ld-library-path.txt" ]; then
+        LD_LIBRARY_PATH=$(paste -sd: "$build/cuda-ld-library-path.txt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+        export LD_LIBRARY_PATH
+    fi
+    if [ "$emulated" = 1 ]; then
+        export GEARBOX_PLUGIN_PATH=$build/cuda_emu/plugins:$build/plugins
+    else
+        export GEARBOX_PLUGIN_PATH=$build/plugins
+    fi
+}
+
+# have_time CHECK: whether 20 s of the stage (STAGE_LIMIT, default 450) are left; if not,
+# CHECK is recorded as a SKIP. Bounding every stage keeps each within one short slot.
+have_time() {
+    [ $((deadline - SECONDS)) -ge 20 ] && return 0
+    record "$1" SKIP "no time left in the stage's ${STAGE_LIMIT:-450} s (raise STAGE_LIMIT)"
+    return 1
+}
+
+# run_limited FILE SECONDS COMMAND...: COMMAND into $log/FILE under `timeout`, for at most
+# SECONDS and never past the stage's end; its status (124 or 137: out of time). $limit is
+# the limit it ran under.
+run_limited() {
+    local file=$1 left=$((deadline - SECONDS))
+    limit=$2
+    shift 2
+    [ "$left" -lt "$limit" ] && limit=$left
+    timeout -k 10 "$limit" "$@" > "$log/$file" 2>&1
+}
+
+# first_error FILE: the first error line of a log, without gearbox's prefix and plugin paths
+first_error() {
+    grep -m1 -i 'error' "$1" | sed 's/^gearbox: error: //; s| ([^ ]*\.so)||' | cut -c1-150
+}
+
+no_cpu_device_note="device/cpu is not built (no oneDNN), so the gpu-suite tests that compare with it are left out (gpu-needs-device-cpu says so); $(carry_hint libdnnl-dev)"
+
+# ---- stage build ------------------------------------------------------------------------------
+# links_with HEADER LIB PKG: whether a program including HEADER links with -lLIB, as meson
+# will try it (pkg-config's flags for PKG when it knows the package)
+links_with() {
+    local flags rc
+    flags=$(pkg-config --cflags --libs "$3" 2> /dev/null)
+    echo "-- $1, -l$2 $flags" >> "$log/dependencies.log"
+    # shellcheck disable=SC2086
+    printf '#include <%s>\nint main(void) { return 0; }\n' "$1" |
+        ${CC:-cc} -x c - -o "$log/probe" $flags "-l$2" >> "$log/dependencies.log" 2>&1
+    rc=$?
+    rm -f "$log/probe"
+    return $rc
+}
+
+# check_dependencies: everything the build needs, before anything is built: a missing one
+# stops the stage here, with what to do, instead of half-way through configure or build
+check_dependencies() {
+    local tool missing=""
+    for tool in meson ninja "${CC:-cc}"; do
+        command -v "${tool%% *}" > /dev/null || missing="$missing $tool"
+    done
+    [ "$emulated" = 1 ] || [ -x "$cuda/bin/nvcc" ] || missing="$missing nvcc($cuda/bin; set CUDA_PATH)"
+    if [ -n "$missing" ]; then
+        record "dependencies" FAIL "not found:$missing; nothing was built"
+        return 1
+    fi
+    if ! links_with ini.h inih inih; then
+        record "dependencies" FAIL "inih (ini.h, libinih) not found; nothing was built: $(carry_hint libinih-dev)"
+        return 1
+    fi
+    if links_with oneapi/dnnl/dnnl.h dnnl dnnl; then
+        record "dependencies" PASS "meson, ninja, ${CC:-cc}, inih, oneDNN$([ "$emulated" = 1 ] || echo ", nvcc")"
+    else
+        record "dependencies" PASS "meson, ninja, ${CC:-cc}, inih$([ "$emulated" = 1 ] || echo ", nvcc")"
+        record "oneDNN" SKIP "oneapi/dnnl/dnnl.h or libdnnl not found: no device/cpu will be built; $(carry_hint libdnnl-dev)"
+    fi
+}
+
+# The machine's GPU architecture for nvcc (sm_90 on an H100): one architecture builds in
+# about a minute where the default two take twice that.
+gpu_arch() {
+    local cap
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -n 1)
+    case $cap in [0-9]*.[0-9]*) echo "sm_${cap/./}" ;; esac
+}
+
+configure() {
+    local args=(-Dwerror=false)
+    if [ -f "$build/build.ninja" ]; then
+        record "configure" PASS "$build is configured already: built as it is (meson setup --reconfigure $build to change it)"
+        return 0
+    fi
+    if [ "$emulated" = 1 ]; then
+        args+=(-Dgpu_emu=enabled)
+    else
+        local arch=${GPU_ARCH:-$(gpu_arch)}
+        args+=(-Dcuda=enabled -Dgpu_emu=disabled ${arch:+-Dgpu_arch=$arch})
+    fi
+    if ! meson setup "$build" "${args[@]}" > "$log/setup.log" 2>&1; then
+        record "configure" FAIL "meson setup ${args[*]}: $(grep -m1 'ERROR' "$log/setup.log" | cut -c1-150) (setup.log)"
+        return 1
+    fi
+    record "configure" PASS "meson setup ${args[*]}; $(grep -E '^ +(cuDNN|NCCL|NVRTC) ' "$log/setup.log" |
+        sed -E 's/^ +//; s/ +: /: /; s/ \(cuDNN loads it at run time\)//' | paste -sd';' - | sed 's/;/; /g')"
+}
+
+# The CUDA plugins the build made, as "device-cuda attn-flash-cuda ..."
+cuda_plugins() {
+    if [ "$emulated" = 1 ]; then
+        find "$build/cuda_emu/plugins" -maxdepth 1 -name '*.so'
+    else
+        find "$build/plugins" -name '*-cuda.so' -o -name 'comm-nccl.so'
+    fi | sed 's|.*/||; s|\.so$||' | sort | paste -sd' ' -
+}
+
+stage_build() {
+    local rc
+    load_deps
+    export PATH=$cuda/bin:$PATH
+    {
+        if command -v nvidia-smi > /dev/null; then nvidia-smi -L 2>&1; else echo "no nvidia-smi"; fi
+        "$cuda/bin/nvcc" --version 2>&1 | tail -n 2
+        echo "meson $(meson --version 2>&1), ninja $(ninja --version 2>&1), $(${CC:-cc} --version 2>&1 | head -n 1)"
+    } > "$log/machine.txt"
+    check_dependencies && configure || return
+    run_limited build.log "${STAGE_LIMIT:-450}" ninja -C "$build"
+    rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        record "build" FAIL "not done within $limit s: run the build stage again to go on (build.log)"
+        return
+    elif [ $rc -ne 0 ]; then
+        record "build" FAIL "$(grep -m1 'error' "$log/build.log" | cut -c1-150) (build.log)"
+        return
+    fi
+    record "build" PASS "$build: $(grep -c 'warning:' "$log/build.log") compiler warnings (build.log)"
+    if [ ! -f "$(cuda_device)" ]; then
+        record "device/cuda" FAIL "$(cuda_device) not built (setup.log says why: nvcc, cuBLASLt or the emulator missing?)"
+        return
+    fi
+    record "CUDA plugins" PASS "$(cuda_plugins)"
+    [ -f "$build/plugins/device/cpu/device-cpu.so" ] || record "device/cpu" SKIP "$no_cpu_device_note"
+    stage_env || return
+    if [ "$emulated" = 1 ]; then
+        record "gpu" PASS "emulated: the SIMT emulator's plugins lead GEARBOX_PLUGIN_PATH"
+    elif "$build/tests/gpu/gpu-probe" > "$log/probe.log" 2>&1; then
+        record "gpu" PASS "$(cat "$log/probe.log")"
+    else
+        record "gpu" FAIL "$(sed 's/^SKIP: //' "$log/probe.log")"
+    fi
+    "$gearbox" doctor > "$log/doctor.log" 2>&1
+    "$gearbox" plugins > "$log/plugins.log" 2>&1
+}
+
+# ---- stage test ---------------------------------------------------------------------------------
+stage_test() {
+    stage_env || return
+    [ -f "$build/plugins/device/cpu/device-cpu.so" ] || record "device/cpu" SKIP "$no_cpu_device_note"
+    local tests rc counts
+    if [ "$emulated" = 1 ]; then tests=${GPU_TESTS:---suite gpu-emu --no-suite gpu-check}
+    else tests=${GPU_TESTS:---suite gpu --suite cuda}; fi
+    # --logbase: its own log files, so a meson test already running in BUILD keeps its own
+    # shellcheck disable=SC2086
+    run_limited test-gpu.log "${STAGE_LIMIT:-450}" meson test -C "$build" --no-rebuild \
+        --logbase gpu-check --print-errorlogs $tests
+    rc=$?
+    counts=$(grep -E '^(Ok|Fail|Skipped|Timeout):' "$log/test-gpu.log" | tr -s ' ' | tr '\n' ' ')
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        record "meson test" FAIL "$tests: past the stage's $limit s (test-gpu.log)"
+    elif [ $rc -ne 0 ]; then
+        record "meson test" FAIL "$tests: ${counts}(test-gpu.log)"
+    elif grep -qE '^Ok: +0 *$' "$log/test-gpu.log"; then
+        record "meson test" SKIP "$tests: ${counts}(every test skipped: test-gpu.log says why)"
+    else
+        record "meson test" PASS "$tests: $counts"
+    fi
+}
+
+# ---- stage train ---------------------------------------------------------------------------------
+# train_command NAME PRECISION STEPS: train_cmd becomes a short run of the default config
+# on device/cuda into WORK/NAME, evaluated only at its end, on 2 batches; the emulator
+# trains a smaller model (it is about 1000 times slower than a GPU)
+train_command() {
+    train_cmd=("$gearbox" train examples/shakespeare_char.ini --set device.plugin=cuda
+        --set precision.plugin="$2" --set run.steps="$3" --set run.eval_every=0
+        --set run.eval_iters=2 --set run.log_every=10 --set run.checkpoint_every=0
+        --set data.dir="$data" --set run.out_dir="$work/$1")
+    [ "$emulated" = 1 ] && train_cmd+=(--set model.n_layer=2 --set model.n_embd=64)
+    return 0
+}
+
+stage_train() {
+    stage_env || return
+    data=$work/data/shakespeare_char
+    rm -rf "$work"   # prepare must create the missing folders itself
+    if ! run_limited prepare.log 60 "$gearbox" prepare examples/data/tinyshakespeare.txt "$data"; then
+        record "prepare data" FAIL "$(first_error "$log/prepare.log") (prepare.log)"
+        return
+    fi
+    record "prepare data" PASS "$(sed 's/^[^:]*: //' "$log/prepare.log" | cut -c1-150)"
+    local precision rc
+    for precision in fp32 tf32 bf16 fp16; do
+        have_time "train $precision ($steps steps)" || continue
+        train_command "train-$precision" "$precision" "$steps"
+        run_limited "train-$precision.log" "${TRAIN_LIMIT:-120}" "${train_cmd[@]}"
+        rc=$?
+        if [ $rc -eq 0 ]; then
+            record "train $precision ($steps steps)" PASS "$(grep '^done:' "$log/train-$precision.log" | cut -c1-100)"
+        elif grep -q "cannot run here\|no such .* plugin" "$log/train-$precision.log"; then
+            record "train $precision ($steps steps)" SKIP "$(first_error "$log/train-$precision.log")"
+        elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+            record "train $precision ($steps steps)" FAIL "past its $limit s limit (train-$precision.log)"
         else
-            record "compute-sanitizer $tool" FAIL "sanitize-$tool.log: $(grep -m1 'ERROR SUMMARY\|error' "$out/sanitize-$tool.log" | cut -c1-100)"
+            record "train $precision ($steps steps)" FAIL "$(first_error "$log/train-$precision.log") (train-$precision.log)"
         fi
     done
-fi
+}
 
-# ---- benchmarks (short settings: the whole script must fit a 10-minute slot) --------------
-# Each runs under `timeout`; its output is $out/bench-*.txt. They measure, they do not judge:
-# a benchmark FAILs only when it does not run to the end. The full settings are in
+# ---- stage sanitize -----------------------------------------------------------------------------
+# sanitize TOOL TARGET COMMAND...: COMMAND under compute-sanitizer's TOOL, for at most
+# SANITIZE_RUN_LIMIT (default 120 s) of what is left of the stage
+sanitize() {
+    local tool=$1 name="$1 $2" file="$1-$2" rc
+    shift 2
+    have_time "$name" || return
+    run_limited "$file.log" "${SANITIZE_RUN_LIMIT:-120}" "$sanitizer" --tool "$tool" \
+        --error-exitcode 99 --target-processes all "$@"
+    rc=$?
+    local verdict
+    verdict=$(grep -m1 'ERROR SUMMARY' "$log/$file.log" | sed 's/^=* *//')
+    case $rc in
+        0) record "$name" PASS "$verdict" ;;
+        77) record "$name" SKIP "$(grep -i -m1 'skip' "$log/$file.log" | cut -c1-120)" ;;
+        99) record "$name" FAIL "$verdict ($file.log)" ;;
+        124|137) record "$name" FAIL "no verdict within $limit s ($file.log)" ;;
+        *) record "$name" FAIL "exit status $rc: $(first_error "$log/$file.log") ($file.log)" ;;
+    esac
+}
+
+stage_sanitize() {
+    if [ "$emulated" = 1 ]; then
+        record "compute-sanitizer" SKIP "emulated: it needs a GPU (the emulator asserts its own rules in every gpu-emu test)"
+        return
+    fi
+    stage_env || return
+    sanitizer=$(command -v compute-sanitizer ||
+        ls "$cuda"/compute-sanitizer/compute-sanitizer 2> /dev/null)
+    if [ -z "$sanitizer" ]; then
+        record "compute-sanitizer" SKIP "not installed (not on PATH, not in $cuda/bin or $cuda/compute-sanitizer)"
+        return
+    fi
+    data=$work/data/shakespeare_char
+    [ -f "$data/train.bin" ] ||
+        "$gearbox" prepare examples/data/tinyshakespeare.txt "$data" > "$log/prepare.log" 2>&1
+    train_command sanitize-memcheck fp32 3
+    sanitize memcheck train-fp32-3-steps "${train_cmd[@]}"
+    local tool plugin attn_plugins
+    attn_plugins=$(find "$build/plugins/attn" -name 'attn-*-cuda.so' | sort)
+    # the smallest shapes there are: the conformance table (T up to 257) and the device-op
+    # test, not training steps (racecheck takes 16-20 s for one step of the tiny model)
+    for tool in racecheck synccheck initcheck; do
+        for plugin in $attn_plugins; do
+            sanitize "$tool" "$(basename "$plugin" .so)" "$gearbox" test-plugin "$plugin" --device cuda
+        done
+        if [ -f "$build/plugins/device/cpu/device-cpu.so" ]; then
+            sanitize "$tool" "device-ops" "$build/tests/gpu/test-device-cuda" "$(cuda_device)" \
+                "$build/plugins/device/cpu/device-cpu.so" ops
+        else
+            record "$tool device-ops" SKIP "$no_cpu_device_note"
+        fi
+    done
+}
+
+# ---- stage bench ---------------------------------------------------------------------------------
+# Each benchmark runs under `timeout`, its output in $log/NAME.txt. They measure, they do
+# not judge: one FAILs only when it does not run to the end. The full settings are in
 # bench/README.md (run them by hand, one command each).
 # bench_detail FILE: the summary's words for a benchmark's output: the ratio line of
 # compare_gpu.py, else the last T of an attention table as "T=4096: NAME MS ms TFLOPS TF/s, ..."
@@ -163,42 +489,60 @@ bench_detail() {
                  row = row (row == "" ? "" : ", ") $1 " " $4 " ms " $5 " TF/s" }
              END { if (t != "") print "T=" t ": " row }' "$1"
 }
-# bench NAME SECONDS COMMAND...: runs COMMAND into $out/NAME.txt; exit 77 is a skip
+# bench NAME SECONDS COMMAND...: runs COMMAND into $log/NAME.txt; exit 77 is a skip
 bench() {
-    local name=$1 limit=$2
+    local name=$1 seconds=$2 rc
     shift 2
-    timeout -k 10 "$limit" "$@" > "$out/$name.txt" 2>&1
-    local rc=$?
+    have_time "$name" || return
+    run_limited "$name.txt" "$seconds" "$@"
+    rc=$?
     if [ $rc -eq 0 ]; then
-        record "$name" PASS "$(bench_detail "$out/$name.txt" | cut -c1-150) ($name.txt)"
+        record "$name" PASS "$(bench_detail "$log/$name.txt" | cut -c1-150) ($name.txt)"
     elif [ $rc -eq 77 ]; then
-        record "$name" SKIP "$(tail -n 1 "$out/$name.txt" | cut -c1-110)"
+        record "$name" SKIP "$(tail -n 1 "$log/$name.txt" | cut -c1-110)"
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         record "$name" FAIL "past its ${limit} s limit ($name.txt)"
     else
-        record "$name" FAIL "exit status $rc ($name.txt)"
+        record "$name" FAIL "exit status $rc: $(first_error "$log/$name.txt") ($name.txt)"
     fi
 }
-py=${PYTHON:-python3}
-if [ "${BENCH:-1}" = 0 ]; then
-    record "benchmarks" SKIP "BENCH=0"
-else
-    attn_plugins=$(ls "$build"/plugins/attn/*/attn-*-cuda.so 2>/dev/null |
-        sed 's|.*/attn-\(.*\)-cuda\.so$|\1|' | paste -sd, -)
+
+stage_bench() {
+    if [ "$emulated" = 1 ]; then
+        record "benchmarks" SKIP "emulated: the emulator's speed says nothing about a GPU's"
+        return
+    fi
+    if [ "${BENCH:-1}" = 0 ]; then
+        record "benchmarks" SKIP "BENCH=0"
+        return
+    fi
+    stage_env || return
+    local py attn_plugins
+    py=$(command -v "${PYTHON:-python3}")
+    attn_plugins=$(find "$build/plugins/attn" -name 'attn-*-cuda.so' |
+        sed 's|.*/attn-\(.*\)-cuda\.so$|\1|' | sort | paste -sd, -)
     if [ -z "$attn_plugins" ]; then
         record "bench attn (cuda)" SKIP "no attention plugin built for cuda"
     else
-        bench "bench-attn-cuda" 120 "$gearbox" bench attn --device cuda \
+        bench "bench-attn-cuda" 100 "$gearbox" bench attn --device cuda \
             --dtype bf16 --T 1024,4096 --repeats 3 --max-seconds 10 --plugins "$attn_plugins"
     fi
-    if ! "$py" -c 'import torch' > /dev/null 2>&1; then
-        record "bench sdpa/compare_gpu" SKIP "no PyTorch in $py (set PYTHON)"
-    else
-        bench "bench-sdpa" 120 "$py" bench/sdpa_attn.py --T 1024,4096 \
-            --repeats 3 --json "$out/bench-sdpa.json"
-        bench "bench-compare-gpu" 300 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
-            --python "$py" --steps 10 --warmup 3 --repeats 1 --timeout 200 \
-            --logs "$out/compare-gpu"
+    if [ -z "$py" ] || ! "$py" -c 'import torch' > /dev/null 2>&1; then
+        record "bench sdpa/compare_gpu" SKIP "no PyTorch in ${PYTHON:-python3} (set PYTHON)"
+        return
     fi
-fi
+    bench "bench-sdpa" 90 "$py" bench/sdpa_attn.py --T 1024,4096 \
+        --repeats 3 --json "$log/bench-sdpa.json"
+    bench "bench-compare-gpu" 200 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
+        --python "$py" --steps 10 --warmup 3 --repeats 1 --timeout 150 \
+        --logs "$log/compare-gpu"
+}
+
+# ---- the stages asked for -------------------------------------------------------------------------
+[ "$emulated" = 1 ] && echo "gpu-check: emulated (the SIMT emulator's CUDA plugins, no GPU)"
+for s in "${stages[@]}"; do
+    begin_stage "$s"
+    "stage_$s"
+    end_stage || { [ "$s" = build ] && break; }
+done
 finish
