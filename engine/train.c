@@ -353,6 +353,9 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
     if (gb_ddp_finish(t->ddp))
         return -1;
     if (t->profile && t->ddp) {
+        /* a GPU's all_reduce_wait only queues the wait: the profile waits for it here */
+        if (gb_trainer_sync(t))
+            return -1;
         t->profile->ms[GB_PHASE_ALL_REDUCE] += gb_now_ms() - wait_start;
         t->profile->calls[GB_PHASE_ALL_REDUCE]++;
     }
