@@ -43,7 +43,8 @@ static const gb_option run_options[] = {
                          "and GEARBOX_PLUGIN_PATH (relative to the config file)"},
     [RUN_MEMORY_BUDGET] = {"memory_budget", GB_OPT_STRING, "0", 0, 0, NULL,
                            "memory for batch_size = auto: bytes, or with a suffix as in "
-                           "512MiB, 1.5GiB, 800MB (0: the device's memory; not on cpu)"},
+                           "512MiB, 1.5GiB, 800MB (0: 95% of the device's free memory; not "
+                           "on cpu)"},
     [RUN_ALLOW_WRITABLE_PLUGINS] = {"allow_writable_plugins", GB_OPT_BOOL, "false", 0, 0, NULL,
                                     "load plugin files and folders that others than their "
                                     "owner may write (refused by default)"},
