@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Plugins built against the frozen headers of ABI 1.0 to 1.3 (tests/abi/v1.0 to v1.3: an
-# attention and an optimizer each) load, are reported with their version, and train
-# under this gearbox's ABI.
+# attention and an optimizer each) load, are reported with their version, and
+# train under this gearbox's ABI.
 # usage: test_old_plugins.sh GEARBOX FIXTURES_DIR SOURCE_ROOT OLD_PLUGINS_DIR
 source "$(dirname "$0")/../cli/lib.sh" "$1" "$2" "$3"
 OLD=$4
