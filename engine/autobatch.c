@@ -8,12 +8,19 @@
 
 #define MIB (1024.0 * 1024.0)
 
-/* The bytes batch_size = auto may plan for, and where that figure came from. */
-static int memory_budget(gb_runtime *rt, uint64_t *budget, const char **source, gb_diag *diag)
+/* The share of a device's free memory batch_size = auto plans for; the rest covers what
+ * the plan does not count: a GPU allocator's rounding (cudaMalloc hands out whole pages)
+ * and workspaces libraries allocate on first use. */
+#define FREE_SHARE 0.95
+
+/* The bytes batch_size = auto may plan for, and where that figure came from (written to
+ * source, source_size bytes). */
+static int memory_budget(gb_runtime *rt, uint64_t *budget, char *source, size_t source_size,
+                         gb_diag *diag)
 {
     if (rt->settings.memory_budget) {
         *budget = rt->settings.memory_budget;
-        *source = "[run] memory_budget";
+        snprintf(source, source_size, "[run] memory_budget");
         return 0;
     }
     gb_device_info info = {.struct_size = sizeof info};
@@ -29,8 +36,14 @@ static int memory_budget(gb_runtime *rt, uint64_t *budget, const char **source, 
                     "RAM, shared with everything else", (double)info.memory_bytes / (MIB * 1024));
         return -1;
     }
+    if (info.free_bytes > 0) {   /* what is free now, after the plugins' own allocations */
+        *budget = (uint64_t)((double)info.free_bytes * FREE_SHARE);
+        snprintf(source, source_size, "%.0f%% of the %.2f MiB the device has free",
+                 FREE_SHARE * 100, (double)info.free_bytes / MIB);
+        return 0;
+    }
     *budget = info.memory_bytes;
-    *source = "the device's memory";
+    snprintf(source, source_size, "the device's memory");
     return 0;
 }
 
@@ -103,8 +116,8 @@ int gb_batch_auto(gb_runtime *rt, const gb_model_config *mc, FILE *out, gb_diag 
     if (!s->batch_auto)
         return check_fixed_batch_fits(rt, mc, diag);
     uint64_t budget;
-    const char *source;
-    if (memory_budget(rt, &budget, &source, diag))
+    char source[96];
+    if (memory_budget(rt, &budget, source, sizeof source, diag))
         return -1;
     size_t one = planned_bytes(rt, mc, 1);
     if (!fits(one, budget)) {

@@ -2,9 +2,11 @@
  * found by planning (not allocating) candidate batches with gb_model_plan, so the choice
  * rests on the same byte counts the run will allocate.
  *
- * The budget is `[run] memory_budget` when set, else the device's own memory; on the CPU
- * the budget must be given, since the CPU device's memory is all of RAM, shared with
- * everything else on the machine. With `[data] tokens_per_step` the batch is the largest
+ * The budget is `[run] memory_budget` when set, else 95% of the memory the device has free
+ * (gb_device_info.free_bytes: cudaMemGetInfo on device/cuda, asked once the plugins have
+ * made their own allocations), else the device's whole memory when it does not say what is
+ * free; on the CPU the budget must be given, since the CPU device's memory is all of RAM,
+ * shared with everything else on the machine. With `[data] tokens_per_step` the batch is the largest
  * fitting divisor of the sequences per step and gradient_accumulation_steps makes up the
  * rest, so the tokens per optimizer step stay what the config says. The choice is printed;
  * nothing here retries at run time when memory turns out to be short.

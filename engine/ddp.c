@@ -45,7 +45,7 @@ static int make_buckets(gb_ddp *d, size_t bucket_bytes)
 gb_ddp *gb_ddp_create(gb_runtime *rt, gb_model *model, size_t bucket_bytes, int *failed)
 {
     *failed = 0;
-    if (rt->comm->world(rt->inst[GB_KIND_COMM].self) == 1)
+    if (rt->comm->world(rt->inst[GB_KIND_COMM].self) == 1 && !rt->settings.ddp_always)
         return NULL;
     gb_ddp *d = calloc(1, sizeof *d);
     void *scratch = NULL;

@@ -8,7 +8,8 @@
  * has finished its gradients, so communication overlaps the rest of backward, and only
  * the last micro-step of gradient accumulation communicates (DDP's no_sync).
  *
- * A world of one process needs none of this: gb_ddp_create returns NULL for it and
+ * A world of one process needs none of this: gb_ddp_create returns NULL for it (unless
+ * [train] ddp_always asks for the buckets anyway, to check a comm plugin on one device) and
  * every function here accepts NULL and does nothing, so comm/single costs nothing.
  */
 #ifndef GB_CORE_DDP_H
@@ -23,7 +24,8 @@
 typedef struct gb_ddp gb_ddp;
 
 /* The reducer for `model`'s gradients with buckets of at most bucket_bytes. NULL when
- * the comm plugin's world is 1 (nothing to do) and, with *failed set, on failure. */
+ * the comm plugin's world is 1 (nothing to do) without [train] ddp_always and, with
+ * *failed set, on failure. */
 gb_ddp *gb_ddp_create(gb_runtime *rt, gb_model *model, size_t bucket_bytes, int *failed);
 void gb_ddp_free(gb_ddp *d);
 

@@ -261,18 +261,23 @@ typedef struct abi_sizes {
 static const abi_sizes abi_versions[] = {
     {0, END_OF(gb_plugin_desc, ops),
      {0, END_OF(gb_device_ops, sum_squares), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
-      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+      END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
     /* 1.1 appended fields to argument structs only */
     {1, END_OF(gb_plugin_desc, ops),
      {0, END_OF(gb_device_ops, sum_squares), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
-      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+      END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
     {2, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, enqueue_host), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
-      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+      END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
     /* 1.3 appended the device's cross_entropy_ld (optional) */
     {3, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, cross_entropy_ld), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
-      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+      END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
+    /* 1.4 appended the loss scaler on the device: the device's cross_entropy_scaled and
+     * loss_scaler_update, the precision plugin's scaler_get and scaler_set (optional) */
+    {4, END_OF(gb_plugin_desc, caps),
+     {0, END_OF(gb_device_ops, loss_scaler_update), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+      END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
 };
 #define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))
 

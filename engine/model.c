@@ -12,6 +12,7 @@
 #include "gearbox/convert.h"
 
 #include "clock.h"
+#include "loader.h"
 #include "rng.h"
 
 typedef struct layer_params {
@@ -43,6 +44,7 @@ typedef struct layer_acts {
 typedef struct figure_slot {
     float *losses;          /* (figures_micro, B * block_size) host */
     float *norm_sq;         /* one f32 host */
+    void *scaler;           /* a gb_loss_scaler host, after the step's update (device scaler) */
     void *event;            /* recorded behind the copies; NULL on a device without events */
     int64_t step;           /* the 1-based step held; 0 while empty */
     int64_t n_micro, n_tokens;
@@ -72,6 +74,14 @@ struct gb_model {
     void *optim_state;              /* device */
     size_t optim_state_bytes;
     float *norm_sq;                 /* device scalar */
+    /* The loss scaler, when the policy has one: on the device (ABI 1.4), where the kernels
+     * read its scale and its update follows each step; else the precision plugin's
+     * update() on the host after reading the gradient norm back. */
+    gb_loss_scaler *scaler;         /* device memory, or NULL: on the host */
+    char scaler_where[240];         /* gb_model_scaler_where: on the device, or on the host
+                                       and why; "" without a scaler */
+    int64_t scaler_skipped_base;    /* skipped_steps the device copy started from */
+    int64_t skipped_steps;          /* updates skipped in this process (host scaler) */
     model_params p, g;              /* views into params and grads */
 
     int32_t *tokens, *targets;      /* (B, block_size) device */
@@ -388,6 +398,77 @@ static int allocate_activations(gb_model *m)
     return (m->dres && m->dC && m->d3C && m->d4C) ? 0 : -1;
 }
 
+/* ---- the loss scaler ----------------------------------------------------------------- */
+
+/* Why the precision policy's loss scaler cannot run on the device, or NULL when it can:
+ * the policy gives itself as a gb_loss_scaler, enabled (into *out), the device has the
+ * kernels and the optimizer reads the scale there (all ABI 1.4). */
+static const char *device_scaler_refusal(gb_runtime *rt, gb_loss_scaler *out)
+{
+    const gb_precision_ops *p = rt->precision;
+    gb_instance *prec = &rt->inst[GB_KIND_PRECISION];
+    const gb_plugin_desc *optim = rt->inst[GB_KIND_OPTIM].plugin->desc;
+    if (p->struct_size < offsetof(gb_precision_ops, scaler_set) + sizeof p->scaler_set ||
+        !p->scaler_get || !p->scaler_set)
+        return "the precision plugin does not hand its scaler to the device (ABI 1.4)";
+    if (!GB_DEVICE_HAS(rt->dev, cross_entropy_scaled) ||
+        !GB_DEVICE_HAS(rt->dev, loss_scaler_update))
+        return "the device has no cross_entropy_scaled and loss_scaler_update (ABI 1.4)";
+    if (!(gb_plugin_caps(optim) & GB_CAP_DEVICE_LOSS_SCALE))
+        return "the optimizer does not read the loss scale on the device "
+               "(GB_CAP_DEVICE_LOSS_SCALE)";
+    gb_status st = p->scaler_get(prec->self, out);
+    gb_runtime_forget_errors();   /* a refusal here is a choice, not a failure */
+    if (st != GB_OK)
+        return prec->error[0] ? prec->error : "the precision plugin keeps it";
+    return out->enabled ? NULL : "the scaler is disabled";
+}
+
+/* Decides where the loss scaler runs, as gb_model_scaler_where says: 1 on the device, 0
+ * on the host. */
+static int place_scaler(gb_model *m)
+{
+    gb_loss_scaler s;
+    const char *why = device_scaler_refusal(m->rt, &s);
+    if (why)
+        snprintf(m->scaler_where, sizeof m->scaler_where, "on the host, after reading the "
+                 "gradient norm back: %.160s", why);
+    else
+        snprintf(m->scaler_where, sizeof m->scaler_where, "on the device (overflow check, "
+                 "skip and scale update queued with each step)");
+    return why == NULL;
+}
+
+const char *gb_model_scaler_where(const gb_model *m)
+{
+    return m->scaler_where[0] ? m->scaler_where : NULL;
+}
+
+int gb_model_scaler_to_device(gb_model *m)
+{
+    if (!m->scaler)
+        return 0;
+    gb_instance *prec = &m->rt->inst[GB_KIND_PRECISION];
+    gb_loss_scaler s;
+    GB_CALL(prec, "scaler_get", m->rt->precision->scaler_get(prec->self, &s));
+    m->scaler_skipped_base = s.skipped_steps;
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "copy to device",
+            m->rt->dev->copy(m->dev, m->scaler, &s, sizeof s, GB_COPY_HOST_TO_DEVICE));
+    return 0;
+}
+
+int gb_model_scaler_to_host(gb_model *m)
+{
+    if (!m->scaler)
+        return 0;
+    gb_instance *prec = &m->rt->inst[GB_KIND_PRECISION];
+    gb_loss_scaler s;
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "copy to host",
+            m->rt->dev->copy(m->dev, &s, m->scaler, sizeof s, GB_COPY_DEVICE_TO_HOST));
+    GB_CALL(prec, "scaler_set", m->rt->precision->scaler_set(prec->self, &s));
+    return 0;
+}
+
 static int allocate_parameters(gb_model *m)
 {
     m->params = ALLOC_F32(m, m->n_params, params);
@@ -414,7 +495,12 @@ static int allocate_parameters(gb_model *m)
     gb_instance *opt = &m->rt->inst[GB_KIND_OPTIM];
     m->optim_state_bytes = m->rt->optim->state_bytes(opt->self, m->n_params);
     m->optim_state = device_alloc(m, m->optim_state_bytes, &m->plan.optimizer);
-    return m->optim_state ? 0 : -1;
+    if (!m->optim_state)
+        return -1;
+    if (!m->rt->precision->update || !place_scaler(m))
+        return 0;
+    m->scaler = device_alloc(m, sizeof *m->scaler, &m->plan.optimizer);
+    return m->scaler ? 0 : -1;
 }
 
 int64_t gb_model_table_rows(const gb_model_config *cfg)
@@ -482,7 +568,7 @@ static int finish_creation(gb_model *m)
     if (m->train)
         GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
                 m->rt->dev->memset_zero(m->dev, m->optim_state, m->optim_state_bytes));
-    return 0;
+    return gb_model_scaler_to_device(m);
 }
 
 gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train)
@@ -540,7 +626,8 @@ int gb_model_enable_figures(gb_model *m, int64_t max_micro)
 {
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     const gb_device_ops *ops = m->rt->dev;
-    int64_t stride = max_micro * m->B * m->cfg.block_size + 16; /* + norm_sq, aligned */
+    /* each slot: the losses, then norm_sq and a gb_loss_scaler, 64-byte aligned */
+    int64_t stride = (max_micro * m->B * m->cfg.block_size + 15) / 16 * 16 + 32;
     size_t bytes = 2 * (size_t)stride * sizeof(float);
     release_figures(m);
     if (device_queues(m))
@@ -551,7 +638,8 @@ int gb_model_enable_figures(gb_model *m, int64_t max_micro)
     for (int i = 0; i < 2; i++) {
         figure_slot *f = &m->figures[i];
         f->losses = m->figures_host + (size_t)i * (size_t)stride;
-        f->norm_sq = f->losses + stride - 16;
+        f->norm_sq = f->losses + stride - 32;
+        f->scaler = f->losses + stride - 16;
         if (device_queues(m))
             GB_CALL(dev, "event_create", ops->event_create(m->dev, &f->event));
     }
@@ -587,7 +675,8 @@ int gb_model_stage_loss(gb_model *m, int64_t micro)
 int gb_model_stage_step(gb_model *m, int64_t step, int64_t n_micro)
 {
     figure_slot *f = &m->figures[m->next_figures];
-    if (stage(m, f->norm_sq, m->norm_sq, sizeof(float)))
+    if (stage(m, f->norm_sq, m->norm_sq, sizeof(float)) ||
+        (m->scaler && stage(m, f->scaler, m->scaler, sizeof *m->scaler)))
         return -1;
     if (f->event)
         GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "event_record",
@@ -631,6 +720,14 @@ int gb_model_step_figures(gb_model *m, int newest, gb_step_figures *out)
     out->step = f->step;
     out->loss = mean_staged_loss(f);
     out->grad_norm = sqrtf(*f->norm_sq);
+    out->loss_scale = gb_model_loss_scale(m);
+    out->skipped_steps = m->skipped_steps;
+    if (m->scaler) {   /* the device's scaler as that step's update left it */
+        gb_loss_scaler s;
+        memcpy(&s, f->scaler, sizeof s);
+        out->loss_scale = s.scale;
+        out->skipped_steps = s.skipped_steps - m->scaler_skipped_base;
+    }
     return 0;
 }
 
@@ -931,6 +1028,18 @@ static gb_status cross_entropy(gb_model *m, void *dlogits, int64_t N, float dlos
                               dloss);
 }
 
+/* cross_entropy with dlogits in place, the loss gradient of each row (dloss) multiplied
+ * by the loss scale: read by the kernel from the device's scaler, or the precision
+ * plugin's, so the same product either way. */
+static gb_status scaled_cross_entropy(gb_model *m, int64_t N, float dloss)
+{
+    if (!m->scaler)
+        return cross_entropy(m, m->logits, N, dloss * gb_model_loss_scale(m));
+    return m->rt->dev->cross_entropy_scaled(m->dev, m->act, m->losses, m->logits, m->logits,
+                                            m->logits_ld, m->targets, N, m->cfg.vocab_size,
+                                            dloss, &m->scaler->scale);
+}
+
 /* A (B, H, T, D) view of one of q, k, v inside the packed (B, T, 3, H, D) buffer, or of a
  * (B, T, H, D) buffer when `packed` is 0. */
 static gb_tensor heads_view(const gb_model *m, void *base, int64_t B, int64_t T, int packed)
@@ -1210,7 +1319,7 @@ int gb_model_backward(gb_model *m, float dloss)
     }
     /* logits become dlogits in place */
     TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
-               cross_entropy(m, m->logits, N, dloss * gb_model_loss_scale(m) / (float)N));
+               scaled_cross_entropy(m, N, dloss / (float)N));
     const void *last = m->acts[m->cfg.n_layer - 1].res3;
     if (linear_backward_ld(m, m->dC, m->g.wte, NULL, m->logits, m->logits_ld, m->lnf, m->p.wte,
                            N, C, V))
@@ -1242,13 +1351,14 @@ static int consult_scaler(gb_model *m, int *skip)
 {
     gb_runtime *rt = m->rt;
     *skip = 0;
-    if (!rt->precision->update)
+    if (!rt->precision->update || m->scaler)
         return 0;
     float norm_sq = 0.0f;
     if (copy_to_host(m, &norm_sq, m->norm_sq, sizeof norm_sq))
         return -1;
     GB_CALL(&rt->inst[GB_KIND_PRECISION], "update",
             rt->precision->update(rt->inst[GB_KIND_PRECISION].self, !isfinite(norm_sq), skip));
+    m->skipped_steps += *skip;
     return 0;
 }
 
@@ -1287,12 +1397,16 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *sk
         .grad_norm_sq = m->norm_sq,
         .max_norm = max_norm,
         .inv_loss_scale = 1.0f / scale,
+        .loss_scale = m->scaler ? &m->scaler->scale : NULL,
         .params_lowp = m->params_lowp,
         .lowp_dtype = m->act,
         .lowp_stochastic = m->params_lowp && rt->policy.stochastic_rounding,
         .lowp_seed = m->seed,
     };
     TIMED_CALL(m, GB_PHASE_OPTIMIZER, opt, "step", rt->optim->step(opt->self, &args));
+    if (m->scaler)   /* after the step, which reads the scale it backs off or grows */
+        TIMED_CALL(m, GB_PHASE_OPTIMIZER, &rt->inst[GB_KIND_DEVICE], "loss_scaler_update",
+                   rt->dev->loss_scaler_update(m->dev, m->scaler, m->norm_sq));
     return 0;
 }
 

@@ -130,8 +130,18 @@ void gb_model_on_grads_ready(gb_model *m, gb_grads_ready_fn fn, void *ctx);
  * and move its scale. The optimizer also writes the low-precision weight copy of
  * bf16/f16 policies. */
 int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *skipped);
-/* The precision policy's current loss scale; 1 without loss scaling. */
+/* The precision policy's current loss scale; 1 without loss scaling. With the scaler on
+ * the device this is the plugin's copy, as of the last gb_model_scaler_to_host. */
 float gb_model_loss_scale(const gb_model *m);
+/* Where the loss scaler runs, as a phrase: on the device (ABI 1.4: the overflow check,
+ * the skip and the scale's update are queued with the step, no host round trip), or on the
+ * host and why; NULL without a scaler. */
+const char *gb_model_scaler_where(const gb_model *m);
+/* With the scaler on the device: the precision plugin's state to the device (done at
+ * creation; again after the plugin loaded a saved state), and the device's state back to
+ * the plugin (before the plugin saves it; waits for the device). No-ops otherwise. */
+int gb_model_scaler_to_device(gb_model *m);
+int gb_model_scaler_to_host(gb_model *m);
 /* The figures of a training step the host wants (the progress line, metrics, the guard
  * against non-finite values), read without stalling the device: each step copies them
  * behind its own work into host memory, and the host reads them from there.
@@ -146,6 +156,9 @@ typedef struct gb_step_figures {
     int64_t step;       /* 1-based */
     double loss;        /* mean over micro-steps of each micro-step's mean loss */
     float grad_norm;    /* the global gradient norm before clipping */
+    float loss_scale;   /* the loss scale after this step's update (1 without a scaler; a
+                           scaler on the host gives its scale now, the newest step's) */
+    int64_t skipped_steps;  /* updates the scaler skipped in this process (likewise) */
 } gb_step_figures;
 int gb_model_enable_figures(gb_model *m, int64_t max_micro);
 int gb_model_stage_loss(gb_model *m, int64_t micro);

@@ -43,7 +43,8 @@ static const gb_option run_options[] = {
                          "and GEARBOX_PLUGIN_PATH (relative to the config file)"},
     [RUN_MEMORY_BUDGET] = {"memory_budget", GB_OPT_STRING, "0", 0, 0, NULL,
                            "memory for batch_size = auto: bytes, or with a suffix as in "
-                           "512MiB, 1.5GiB, 800MB (0: the device's memory; not on cpu)"},
+                           "512MiB, 1.5GiB, 800MB (0: 95% of the device's free memory; not "
+                           "on cpu)"},
     [RUN_ALLOW_WRITABLE_PLUGINS] = {"allow_writable_plugins", GB_OPT_BOOL, "false", 0, 0, NULL,
                                     "load plugin files and folders that others than their "
                                     "owner may write (refused by default)"},
@@ -100,7 +101,7 @@ static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 
                                           "the most sequences that fit [run] memory_budget"};
 
 enum { TRAIN_LR, TRAIN_MIN_LR, TRAIN_WARMUP, TRAIN_DECAY_ITERS, TRAIN_DECAY_LR, TRAIN_CLIP,
-       TRAIN_BUCKET_CAP_MB, TRAIN_RECOMPUTE, TRAIN_INIT_FROM };
+       TRAIN_BUCKET_CAP_MB, TRAIN_DDP_ALWAYS, TRAIN_RECOMPUTE, TRAIN_INIT_FROM };
 static const gb_option train_options[] = {
     [TRAIN_LR] = {"learning_rate", GB_OPT_FLOAT, "1e-3", 0, 10, NULL, "peak learning rate"},
     [TRAIN_MIN_LR] = {"min_lr", GB_OPT_FLOAT, "1e-4", 0, 10, NULL,
@@ -116,6 +117,10 @@ static const gb_option train_options[] = {
     [TRAIN_BUCKET_CAP_MB] = {"bucket_cap_mb", GB_OPT_FLOAT, "25", 0.001, 1e6, NULL,
                              "data-parallel runs: MiB of gradients per all-reduce bucket "
                              "(PyTorch DDP's bucket_cap_mb)"},
+    [TRAIN_DDP_ALWAYS] = {"ddp_always", GB_OPT_BOOL, "false", 0, 0, NULL,
+                          "all-reduce the gradients in buckets even in a world of one process, "
+                          "as a data-parallel run does (checks the comm plugin and its overlap "
+                          "on one device, at the cost of the all-reduces)"},
     [TRAIN_RECOMPUTE] = {"recompute", GB_OPT_ENUM, "none", 0, 0, "none|norm_gelu|block",
                          "activations recomputed in backward instead of kept: none; norm_gelu "
                          "(LayerNorm and GELU outputs); block (all but each block's input)"},
@@ -411,6 +416,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->decay_lr = (int)train[TRAIN_DECAY_LR].i;
     s->grad_clip = train[TRAIN_CLIP].f;
     s->bucket_bytes = (size_t)(train[TRAIN_BUCKET_CAP_MB].f * 1024.0 * 1024.0);
+    s->ddp_always = (int)train[TRAIN_DDP_ALWAYS].i;
     s->recompute = (int)train[TRAIN_RECOMPUTE].i;
     if (*train[TRAIN_INIT_FROM].s)
         s->init_from = gb_config_resolve_path(cfg, "train", "init_from", train[TRAIN_INIT_FROM].s);

@@ -45,6 +45,7 @@ typedef struct gb_settings {
     /* [train] */
     double learning_rate, min_lr, grad_clip;
     size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */
+    int ddp_always;           /* buckets and all-reduces in a world of one process too */
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
     int decay_lr;
     int recompute;            /* gb_recompute (model.h) */

@@ -45,7 +45,6 @@ struct gb_trainer {
     int32_t *tokens, *targets;   /* (rows, T) host */
     FILE *out;                   /* stdout on rank 0, /dev/null on the others */
     gb_profile *profile;         /* --profile: time by phase, or NULL */
-    int64_t skipped_steps;       /* updates the loss scaler skipped in this process */
     FILE *metrics;
     gb_progress progress;
     int64_t first_step;          /* 0, or the checkpoint's step when resuming */
@@ -146,6 +145,8 @@ static int save_scaler_state(gb_trainer *t, gb_checkpoint *ck)
     gb_instance *inst = &t->rt.inst[GB_KIND_PRECISION];
     if (!p->state_bytes)
         return 0;
+    if (gb_model_scaler_to_host(t->model))   /* a scaler on the device moved since */
+        return -1;
     ck->precision_bytes = p->state_bytes(inst->self);
     ck->precision_state = malloc(ck->precision_bytes ? ck->precision_bytes : 1);
     if (!ck->precision_state)
@@ -181,7 +182,7 @@ static int load_scaler_state(gb_trainer *t, const gb_checkpoint *ck, const char 
                     path, t->s->plugin[GB_KIND_PRECISION], inst->error);
         return -1;
     }
-    return 0;
+    return gb_model_scaler_to_device(t->model);
 }
 
 static void remember_checkpoint(gb_trainer *t, const char *path, int64_t step)
@@ -355,6 +356,9 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
     if (gb_ddp_finish(t->ddp))
         return -1;
     if (t->profile && t->ddp) {
+        /* a GPU's all_reduce_wait only queues the wait: the profile waits for it here */
+        if (gb_trainer_sync(t))
+            return -1;
         t->profile->ms[GB_PHASE_ALL_REDUCE] += gb_now_ms() - wait_start;
         t->profile->calls[GB_PHASE_ALL_REDUCE]++;
     }
@@ -363,7 +367,6 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
                         &skipped) ||
         gb_model_stage_step(t->model, it + 1, accum))
         return -1;
-    t->skipped_steps += skipped;
     if (loss) {
         gb_step_figures fig;
         if (gb_model_step_figures(t->model, 1, &fig) || gb_ddp_average(t->ddp, &fig.loss, 1))
@@ -433,7 +436,8 @@ static double mfu(const gb_trainer *t, double steps, double ms)
     return t->flops_per_step * steps / (ms / 1e3) / t->peak_flops;
 }
 
-static void log_step(gb_trainer *t, int64_t step, float loss, float norm, double lr, double ms)
+static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figures *fig,
+                     double lr, double ms)
 {
     const gb_settings *s = t->s;
     double tok_s = tokens_per_step(t) / (ms / 1e3);
@@ -447,15 +451,15 @@ static void log_step(gb_trainer *t, int64_t step, float loss, float norm, double
     json_number(t->metrics, loss);
     fprintf(t->metrics, ", \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, \"grad_norm\": ",
             lr, ms, tok_s);
-    json_number(t->metrics, norm);
+    json_number(t->metrics, fig->grad_norm);
     fputs(", \"mfu\": ", t->metrics);
     json_number(t->metrics, mfu(t, 1.0, ms));
     fprintf(t->metrics, ", \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu",
             (unsigned long long)rss, (unsigned long long)peak_rss);
     if (t->rt.precision->loss_scale) {
         fputs(", \"loss_scale\": ", t->metrics);
-        json_number(t->metrics, gb_model_loss_scale(t->model));
-        fprintf(t->metrics, ", \"skipped_steps\": %lld", (long long)t->skipped_steps);
+        json_number(t->metrics, fig->loss_scale);
+        fprintf(t->metrics, ", \"skipped_steps\": %lld", (long long)fig->skipped_steps);
     }
     fputs("}\n", t->metrics);
     fflush(t->metrics);
@@ -477,6 +481,9 @@ static void print_plan(gb_trainer *t)
                 "all-reduced per step in %d buckets ([train] bucket_cap_mb)\n", t->world,
                 (long long)t->rows, (long long)t->s->batch_size,
                 gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
+    const char *scaler = gb_model_scaler_where(t->model);
+    if (scaler)
+        fprintf(t->out, "loss scaler: %s\n", scaler);
     gb_model_print_memory(t->model, t->out, "");
     if (t->peak_flops > 0)
         fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s %s peak of "
@@ -582,7 +589,7 @@ static int run_loop(gb_trainer *t)
         double ms = gb_now_ms() - t0;
         gb_progress_update(&t->progress, step, fig.loss, tokens_per_step(t) / (ms / 1e3));
         if (logging)
-            log_step(t, step, loss, fig.grad_norm, gb_settings_lr(s, it), ms);
+            log_step(t, step, loss, &fig, gb_settings_lr(s, it), ms);
         if (((s->eval_every && step % s->eval_every == 0) || step == s->steps) &&
             evaluate(t, step)) {
             gb_progress_finish(&t->progress);

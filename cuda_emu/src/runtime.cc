@@ -450,9 +450,39 @@ event_state *event_of(cudaEvent_t e)
     return events.count(ev) ? ev : nullptr;
 }
 
+/* GEARBOX_CUDA_EMU_TRACE=FILE appends a line per operation queued ("queue stream S #n
+ * WHAT"; a wait names the record it waits for: "cudaStreamWaitEvent on stream T #m") and
+ * per operation run ("run E stream S #n WHAT", E counting the runs from 1): the order in
+ * which work was queued and ran across streams, for tests of overlap. Stream 0 is the
+ * default stream. */
+void trace_op(const char *verb, const stream_state *s, const op &o)
+{
+    static FILE *const out = [] {
+        const char *path = getenv("GEARBOX_CUDA_EMU_TRACE");
+        FILE *f = path && *path ? fopen(path, "a") : nullptr;
+        if (path && *path && !f)
+            violation("GEARBOX_CUDA_EMU_TRACE=%s: cannot open it: %s", path, strerror(errno));
+        return f;
+    }();
+    static uint64_t runs = 0;
+    if (!out)
+        return;
+    char run_number[32] = "";
+    if (strcmp(verb, "run") == 0)
+        snprintf(run_number, sizeof run_number, " %llu", (unsigned long long)++runs);
+    fprintf(out, "%s%s stream %u #%llu %s", verb, run_number, s->id, (unsigned long long)o.seq,
+            o.what.c_str());
+    if (o.awaits && !run_number[0])   /* when queued, the record's stream still exists */
+        fprintf(out, " on stream %u #%llu", o.awaits->stream->id,
+                (unsigned long long)o.awaits->seq);
+    fputc('\n', out);
+    fflush(out);
+}
+
 uint64_t push(stream_state *s, op o)
 {
     o.seq = s->next_seq++;
+    trace_op("queue", s, o);
     uint64_t seq = o.seq;
     s->queue.push_back(std::move(o));
     return seq;
@@ -537,6 +567,7 @@ void complete(const std::map<stream_state *, uint64_t> &need, int steps = 0)
         stream_state *s = ready[(size_t)(next_random() % ready.size())];
         op o = std::move(s->queue.front());
         s->queue.pop_front();
+        trace_op("run", s, o);
         run_op(o);
         s->done_seq = o.seq;
     }

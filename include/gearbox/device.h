@@ -133,6 +133,31 @@ typedef struct gb_matmul_args {
     int32_t allow_tf32;         /* 1: f32 inputs may be rounded to TF32 in the product */
 } gb_matmul_args;
 
+/* A dynamic loss scaler (PyTorch GradScaler's rule, with a floor) as plain data in device
+ * memory (ABI 1.4), so the overflow check and the scale's update need no host round trip:
+ * the precision plugin gives its rule and state (precision.h: scaler_get), the core copies
+ * them to the device, and the device's loss_scaler_update moves the state once per
+ * optimizer step, reading the squared gradient norm there:
+ *   always:                total_steps += 1; nothing else when enabled is 0;
+ *   the norm is not finite (found_inf): the step is skipped, skipped_steps += 1,
+ *                          growth_tracker = 0, scale = max(min_scale, scale * backoff_factor);
+ *   otherwise:             growth_tracker += 1; once it reaches growth_interval:
+ *                          growth_tracker = 0 and scale = scale * growth_factor, unless that
+ *                          product is inf in f32 (the scale then stays).
+ * Each product is computed in double and rounded to f32 once. */
+typedef struct gb_loss_scaler {
+    double growth_factor;      /* above 1 */
+    double backoff_factor;     /* in (0, 1) */
+    int64_t growth_interval;   /* at least 1 */
+    float min_scale;           /* above 0 */
+    int32_t enabled;           /* 0: the scale is not used and no step is skipped */
+    float scale;               /* the loss scale in effect */
+    uint32_t reserved;         /* 0 */
+    int64_t growth_tracker;    /* clean steps since the scale last moved */
+    int64_t skipped_steps;     /* steps skipped for found_inf */
+    int64_t total_steps;       /* steps the scaler saw */
+} gb_loss_scaler;
+
 /* Work a plugin queues on a stream to run on the host in stream order (ABI 1.2). It may
  * touch device memory only on a device with a host-side queue (the CPU); it returns
  * GB_OK or an error it has said through its own host->set_error/log. */
@@ -255,6 +280,20 @@ typedef struct gb_device_ops {
     gb_status (*cross_entropy_ld)(void *self, gb_dtype dtype, float *losses, void *dlogits,
                                   const void *logits, int64_t ld, const int32_t *targets,
                                   int64_t N, int64_t V, float dloss);
+
+    /* ---- ABI 1.4: the loss scale on the device (optional, both or neither; NULL: the
+     *      core reads the gradient norm back and runs the precision plugin's scaler) ---- */
+    /* cross_entropy_ld with the loss gradient multiplied by a device scalar:
+     * dlogits = (softmax(logits) - onehot(target)) * (dloss * *dloss_scale), that product
+     * rounded to f32 once. dloss_scale (one f32 of device memory, the scale the device's
+     * loss_scaler_update moves) is read by the queued work. */
+    gb_status (*cross_entropy_scaled)(void *self, gb_dtype dtype, float *losses,
+                                      void *dlogits, const void *logits, int64_t ld,
+                                      const int32_t *targets, int64_t N, int64_t V,
+                                      float dloss, const float *dloss_scale);
+    /* One optimizer step of the loss scaler `scaler` (device memory) by gb_loss_scaler's
+     * rule, found_inf being whether *norm_sq (device memory) is not finite. Queued. */
+    gb_status (*loss_scaler_update)(void *self, gb_loss_scaler *scaler, const float *norm_sq);
 } gb_device_ops;
 
 /* Whether the device vtable `ops` has the optional `entry`: within its struct_size (a

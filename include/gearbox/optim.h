@@ -70,6 +70,15 @@ typedef struct gb_optim_step_args {
                                       optimizer built for 1.1 that writes params_lowp
                                       honours it or refuses it (GB_ERR_UNSUPPORTED). */
     uint64_t lowp_seed;
+
+    /* ---- ABI 1.4 ---- */
+    const float *loss_scale;       /* device scalar, or NULL. When set (only for an
+                                      optimizer whose caps declare GB_CAP_DEVICE_LOSS_SCALE):
+                                      the loss scale is read there (1 / *loss_scale replaces
+                                      inv_loss_scale, computed in f32), and a step whose
+                                      grad_norm_sq is not finite is skipped on the device:
+                                      params, state and params_lowp stay as they are (the
+                                      device's loss scaler counts it). */
 } gb_optim_step_args;
 /* (1.2 adds no field here; it adds the capabilities GB_CAP_LOWP_COPY and
  * GB_CAP_STOCHASTIC_ROUNDING, by which the core knows before step 1 whether an optimizer

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GB_ABI_MAJOR 1
-#define GB_ABI_MINOR 3
+#define GB_ABI_MINOR 4
 
 /* The symbol the core looks up with dlsym(); its type is gb_plugin_entry_fn. */
 #define GB_PLUGIN_ENTRY_NAME "gearbox_plugin_entry"
@@ -83,6 +83,8 @@ typedef enum gb_kind {
                                                  memory from the calling thread; all its
                                                  work is ordered on the device's streams
                                                  (kernels, or gb_device_enqueue_host) */
+#define GB_CAP_DEVICE_LOSS_SCALE   (1u << 8)  /* optim (ABI 1.4): honours
+                                                 gb_optim_step_args.loss_scale */
 /* Set by GB_PLUGIN_DEFINE, and assumed for plugins built before 1.2: the plugin declared
  * nothing, so the core checks dtypes and features at call time, as 1.0 and 1.1 did.
  * Declared capabilities come from GB_PLUGIN_DEFINE_CAPS. */

@@ -10,7 +10,10 @@
  *
  * NULL scaler entries mean "no loss scaling": the scale is 1 and no step is skipped.
  * The scaler's state (scale, growth tracker, counters) must be plain data that the core
- * can save in checkpoints with state_bytes/save_state/load_state.
+ * can save in checkpoints with state_bytes/save_state/load_state. A scaler that also
+ * gives itself as a gb_loss_scaler (ABI 1.4, scaler_get/scaler_set) is run by the device
+ * instead, on a device and optimizer that can: the overflow check, the skip and the scale's
+ * update then stay on the device, with no host round trip per step.
  */
 #ifndef GEARBOX_PRECISION_H
 #define GEARBOX_PRECISION_H
@@ -63,6 +66,15 @@ typedef struct gb_precision_ops {
     size_t (*state_bytes)(void *self);
     gb_status (*save_state)(void *self, void *buf);
     gb_status (*load_state)(void *self, const void *buf);
+
+    /* ---- ABI 1.4: the scaler on the device (optional, both or neither; NULL, or
+     *      GB_ERR_UNSUPPORTED from scaler_get: the core calls update() every step) ---- */
+    /* The scaler's rule and state as device.h's gb_loss_scaler, which the device then
+     * moves with the same rule as update(); the core copies it back with scaler_set before
+     * save_state and whenever it reads the scale on the host. */
+    gb_status (*scaler_get)(void *self, gb_loss_scaler *out);
+    /* Takes the state fields of `in` (the rule fields must be those scaler_get gave). */
+    gb_status (*scaler_set)(void *self, const gb_loss_scaler *in);
 } gb_precision_ops;
 
 #ifdef __cplusplus

@@ -10,6 +10,7 @@
 #ifndef GEARBOX_KERNELS_GRAD_SCALE_H
 #define GEARBOX_KERNELS_GRAD_SCALE_H
 
+#include "loss_scale.h"
 #include "rounded.h"
 
 /* norm_sq: the squared global norm of the raw gradients (one f32 in the memory of
@@ -22,6 +23,20 @@ GB_HD_FN float gb_grad_scale(const float *norm_sq, float max_norm, float inv_los
     double norm = gb_dmul_rn(gb_dsqrt_rn((double)*norm_sq), inv);
     double clip = gb_ddiv_rn((double)max_norm, gb_dadd_rn(norm, 1e-6));
     return (float)gb_dmul_rn(inv, clip < 1.0 ? clip : 1.0);
+}
+
+/* The inverse loss scale a step applies: 1 / *loss_scale in f32 when the device keeps the
+ * scale (gearbox/optim.h, ABI 1.4), which is how the core computes inv_loss_scale from
+ * the scale it holds on the host; else inv_loss_scale. */
+GB_HD_FN float gb_inv_loss_scale(const float *loss_scale, float inv_loss_scale)
+{
+    return loss_scale ? 1.0f / *loss_scale : inv_loss_scale;
+}
+
+/* Whether a step with the loss scale on the device is skipped: its gradients overflowed. */
+GB_HD_FN int gb_step_overflowed(const float *loss_scale, const float *norm_sq)
+{
+    return loss_scale && gb_loss_scale_found_inf(*norm_sq);
 }
 
 #endif /* GEARBOX_KERNELS_GRAD_SCALE_H */

@@ -397,6 +397,44 @@ SIZE_NOW(3, gb_precision_policy, 32);
 SIZE_NOW(3, gb_precision_ops, 80);
 SIZE_NOW(3, gb_comm_ops, 72);
 
+/* ---- ABI 1.4 ------------------------------------------------------------------------ */
+/* 1.3's device vtable, and every earlier precision vtable, end where 1.4 appends */
+END(gb_device_ops, cross_entropy_ld, 288);
+END(gb_precision_ops, load_state, 80);
+VALUE(GB_CAP_DEVICE_LOSS_SCALE, 256u);
+FIELD(gb_loss_scaler, growth_factor, 0);
+FIELD(gb_loss_scaler, backoff_factor, 8);
+FIELD(gb_loss_scaler, growth_interval, 16);
+FIELD(gb_loss_scaler, min_scale, 24);
+FIELD(gb_loss_scaler, enabled, 28);
+FIELD(gb_loss_scaler, scale, 32);
+FIELD(gb_loss_scaler, reserved, 36);
+FIELD(gb_loss_scaler, growth_tracker, 40);
+FIELD(gb_loss_scaler, skipped_steps, 48);
+FIELD(gb_loss_scaler, total_steps, 56);
+_Static_assert(sizeof(gb_loss_scaler) == 64, "gb_loss_scaler (device memory) changed size");
+ENTRY(gb_device_ops, cross_entropy_scaled, 288,
+      gb_status (*)(void *, gb_dtype, float *, void *, const void *, int64_t, const int32_t *,
+                    int64_t, int64_t, float, const float *));
+ENTRY(gb_device_ops, loss_scaler_update, 296,
+      gb_status (*)(void *, gb_loss_scaler *, const float *));
+FIELD(gb_optim_step_args, loss_scale, 112);
+ENTRY(gb_precision_ops, scaler_get, 80, gb_status (*)(void *, gb_loss_scaler *));
+ENTRY(gb_precision_ops, scaler_set, 88, gb_status (*)(void *, const gb_loss_scaler *));
+SIZE_NOW(4, gb_host, 72);
+SIZE_NOW(4, gb_plugin_desc, 80);
+SIZE_NOW(4, gb_device_ctx, 56);
+SIZE_NOW(4, gb_device_info, 496);
+SIZE_NOW(4, gb_matmul_args, 184);
+SIZE_NOW(4, gb_device_ops, 304);
+SIZE_NOW(4, gb_attn_problem, 56);
+SIZE_NOW(4, gb_attn_ops, 56);
+SIZE_NOW(4, gb_optim_step_args, 120);
+SIZE_NOW(4, gb_optim_ops, 48);
+SIZE_NOW(4, gb_precision_policy, 32);
+SIZE_NOW(4, gb_precision_ops, 96);
+SIZE_NOW(4, gb_comm_ops, 72);
+
 int main(void)
 {
     if (!FROZEN) {

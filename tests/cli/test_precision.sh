@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The 16-bit precision policies end to end: bf16 and fp16 train (the loss falls and stays
 # near fp32's), fp16 logs its loss scale and skipped steps, a checkpoint keeps the loss
-# scaler's state so a resumed run continues the same scale and losses, bf16's stochastic
-# rounding is reproducible, and the combinations that cannot work are refused with a
-# message.
+# scaler's state so a resumed run continues the same scale and losses, the scaler on the
+# device logs what it does on the host, bf16's stochastic rounding is reproducible, and
+# the combinations that cannot work are refused with a message.
 source "$(dirname "$0")/lib.sh"
 make_data
 write_config "$WORK/run.ini" "checkpoint_every = 10"
@@ -46,6 +46,22 @@ elif cmp -s "$WORK/a.cmp" "$WORK/b.cmp"; then
     pass "fp16 resume continues the loss scale: steps 11-20 identical ($scales scales, last: $(tail -n 1 "$WORK/a.cmp" | cut -c1-120))"
 else
     fail "resumed fp16 steps differ:"; diff "$WORK/a.cmp" "$WORK/b.cmp"
+fi
+
+# the scaler runs on the device by default (here device/cpu's queued work); on the host
+# (device_update = false) every step logs the same loss, scale and skipped steps
+"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/host" "${lowp[@]}" "${scaling[@]}" \
+    --set precision.device_update=false > "$WORK/host.log" 2>&1 ||
+    fail "scaled run on the host: $(tail -n 3 "$WORK/host.log")"
+figures() { grep -o '"loss": [0-9.]*\|"loss_scale": [0-9.e+]*, "skipped_steps": [0-9]*' "$1"; }
+if ! grep -q "^loss scaler: on the device" "$WORK/a.log" ||
+    ! grep -q "^loss scaler: on the host" "$WORK/host.log"; then
+    fail "loss scaler lines: $(grep -h '^loss scaler' "$WORK/a.log" "$WORK/host.log")"
+elif cmp -s <(figures "$WORK/a/metrics.jsonl") <(figures "$WORK/host/metrics.jsonl"); then
+    pass "fp16: the scaler on the device and on the host log identical losses and scales"
+else
+    fail "the scaler on the device and on the host differ:"
+    diff <(figures "$WORK/a/metrics.jsonl") <(figures "$WORK/host/metrics.jsonl") | head
 fi
 
 # stochastic rounding of the bf16 weight copy: trains near fp32, is reproducible, and is not

@@ -4,8 +4,11 @@
  * libcudart and libnccl, which stay loaded for everything not faked here (error strings,
  * ncclGetVersion).
  *
- * One GPU. Device memory is host memory. Events complete as soon as they are queried,
- * unless FAKE_NCCL_HANG is set: then they never do, like a collective a peer never joins.
+ * One GPU. Device memory is host memory. Events complete as soon as they are queried or
+ * synchronized, unless FAKE_NCCL_HANG is set: then they never do, like a collective a peer
+ * never joins, until the communicator is aborted (ncclCommAbort also ends NCCL's stuck
+ * kernels); a cudaEventSynchronize gives up after 30 s (cudaErrorLaunchTimeout) so a
+ * broken plugin cannot hang the test. Stream and event calls are logged in order.
  * The communicator behaves like a non-blocking one: init, the first collective and
  * finalize answer ncclInProgress and the state stays so for a few polls of
  * ncclCommGetAsyncError. With FAKE_NCCL_ASYNC_ERROR set the state turns to
@@ -16,8 +19,10 @@
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fake_nccl.h"
@@ -59,10 +64,43 @@ EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
     return cudaSuccess;
 }
 
+/* Appends a call to the ordered log; the watchdog thread calls too, hence the lock. */
+static void log_call(fake_call_kind kind, const void *event, const void *stream)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    log_.calls[log_.n_calls++ % FAKE_NCCL_CALLS] = (fake_call){kind, event, stream};
+    pthread_mutex_unlock(&lock);
+}
+
+EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
+{
+    (void)flags;
+    *stream = (cudaStream_t)malloc(1);
+    if (!*stream)
+        return cudaErrorMemoryAllocation;
+    log_.streams_created++;
+    log_.created_stream = *stream;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    log_.streams_destroyed++;
+    free(stream);
+    return cudaSuccess;
+}
+
 EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
-    (void)event;
-    (void)stream;
+    log_call(FAKE_RECORD, event, stream);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    (void)flags;
+    log_call(FAKE_WAIT, event, stream);
     return cudaSuccess;
 }
 
@@ -70,6 +108,21 @@ EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
 {
     (void)event;
     return getenv("FAKE_NCCL_HANG") ? cudaErrorNotReady : cudaSuccess;
+}
+
+EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    log_call(FAKE_EVENT_SYNC, event, NULL);
+    const int aborts = __atomic_load_n(&log_.aborts, __ATOMIC_SEQ_CST);
+    for (int ms = 0; getenv("FAKE_NCCL_HANG"); ms++) {
+        if (__atomic_load_n(&log_.aborts, __ATOMIC_SEQ_CST) != aborts)
+            return cudaSuccess;   /* the abort ended the collective */
+        if (ms == 30000)
+            return cudaErrorLaunchTimeout;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return cudaSuccess;
 }
 
 EXPORT cudaError_t cudaMalloc(void **ptr, size_t bytes)
@@ -141,6 +194,7 @@ static ncclResult_t collective(const void *send, void *recv, size_t count, int t
     log_.op = op;
     log_.root = root;
     log_.stream = stream;
+    log_call(FAKE_COLLECTIVE, NULL, stream);
     if (log_.collectives++ > 0)
         return ncclSuccess;
     comm->polls_in_progress = POLLS_IN_PROGRESS;   /* the first one connects to the peers */
@@ -177,7 +231,7 @@ EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 
 EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-    log_.aborts++;
+    __atomic_add_fetch(&log_.aborts, 1, __ATOMIC_SEQ_CST);
     free(comm);
     return ncclSuccess;
 }

@@ -11,7 +11,9 @@
  * bookkeeping. With two or more GPUs it then starts one process per GPU (up to 8) from
  * this binary with torchrun-style variables: all-reduce SUM and AVG over the world,
  * broadcast from the last rank, barrier, and finally a collective the last rank never
- * joins, which must fail on the others within timeout_s, naming the collective.
+ * joins: all_reduce_wait returns at once (it only queues a wait on the GPU), and the barrier
+ * queued behind it fails on the others once the watchdog aborts the communicator, within
+ * timeout_s of the collective, naming it.
  *
  * Usage: test_comm_nccl PLUGIN.so [gpu]
  *        (test_comm_nccl PLUGIN.so rank: one rank of the multi-GPU part, started by `gpu`)
@@ -367,6 +369,8 @@ static int check_peer_hangs(const gb_comm_ops *ops, void *self, float *dev, int 
     gb_status st = ops->all_reduce_start(self, dev, 256, GB_F32, GB_REDUCE_SUM, &req);
     if (st == GB_OK)
         st = ops->all_reduce_wait(self, req);
+    if (st == GB_OK)
+        st = ops->barrier(self);   /* behind the hung collective: ends with the abort */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     GB_TEST_CHECK(failures, st != GB_OK && strstr(gb_test_last_error(), "all_reduce #") &&

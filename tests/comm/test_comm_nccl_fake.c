@@ -3,12 +3,16 @@
  *
  * Checked: the communicator is created non-blocking on the context's GPU and waited for
  * through ncclInProgress; each dtype and reduce op maps to its NCCL type and op, in
- * place, on the context's stream; broadcast and barrier; an orderly destroy (finalize,
- * then destroy). Then the failures: a collective that never completes fails after
- * timeout_s with a message naming it (#seq, count, dtype) and the key to raise, the
- * communicator is aborted and every later call fails at once; a peer error during setup
- * or during a collective's enqueue aborts with NCCL's explanation. Finally two processes
- * started with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT end up with rank 0's id.
+ * place, on a stream of the plugin's own, ordered after the context's stream by an event
+ * and followed by one that all_reduce_wait makes the context's stream wait on (with
+ * overlap = false: on the context's stream, with no waits); broadcast and barrier block on
+ * their event; an orderly destroy (finalize, then destroy). Then the failures: a collective
+ * that never completes does not block all_reduce_wait, and the watchdog aborts the
+ * communicator timeout_s after it was queued, so the barrier waiting behind it returns with
+ * a message naming it (#seq, count, dtype) and the key to raise, and every later call fails
+ * at once; a peer error during setup, during a collective's enqueue or while a collective
+ * is queued aborts with NCCL's explanation. Finally two processes started with RANK,
+ * WORLD_SIZE, MASTER_ADDR and MASTER_PORT end up with rank 0's id.
  * With `mpi`, run under mpirun, each rank checks that rank and world come from mpirun.
  *
  * Usage: LD_PRELOAD=fake-nccl.so test_comm_nccl_fake PLUGIN.so [mpi]
@@ -50,13 +54,14 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* create() with the defaults and timeout_s = `timeout_s`; NULL (message printed) when it
- * fails. */
-static void *create(double timeout_s)
+/* create() with the defaults, timeout_s = `timeout_s` and overlap = `overlap`; NULL
+ * (message printed) when it fails. */
+static void *create_with(double timeout_s, int overlap)
 {
     gb_value values[4];
     gb_test_default_values(desc, values);
     values[gb_test_option_index(desc, "timeout_s")].f = timeout_s;
+    values[gb_test_option_index(desc, "overlap")].i = overlap;
     void *self = NULL;
     gb_test_clear_error();
     gb_status st = ops->create(gb_test_host(), values, &cuda_ctx, &self);
@@ -67,14 +72,84 @@ static void *create(double timeout_s)
     return self;
 }
 
+static void *create(double timeout_s)
+{
+    return create_with(timeout_s, 1);
+}
+
+/* The i-th stream or event call logged since `since`, or a zeroed one past the end. */
+static fake_call call_since(int since, int i)
+{
+    if (since + i >= fake->n_calls)
+        return (fake_call){FAKE_EVENT_SYNC + 1, NULL, NULL};
+    return fake->calls[(since + i) % FAKE_NCCL_CALLS];
+}
+
+static int is_call(fake_call c, fake_call_kind kind, const void *stream)
+{
+    return c.kind == kind && c.stream == stream;
+}
+
+/* The calls of one all-reduce started at call `since` and waited for: an event on the
+ * context's stream that the collectives' stream waits on, the collective, an event behind
+ * it, and the context's stream waiting on that one. */
+static int check_ordering(int since, const void *comm_stream)
+{
+    int failures = 0;
+    fake_call ready = call_since(since, 0), wait = call_since(since, 1),
+              coll = call_since(since, 2), done = call_since(since, 3),
+              back = call_since(since, 4);
+    GB_TEST_CHECK(failures, fake->n_calls - since == 5 && is_call(ready, FAKE_RECORD, FAKE_STREAM) &&
+                                is_call(wait, FAKE_WAIT, comm_stream) && wait.event == ready.event &&
+                                is_call(coll, FAKE_COLLECTIVE, comm_stream) &&
+                                is_call(done, FAKE_RECORD, comm_stream) &&
+                                is_call(back, FAKE_WAIT, FAKE_STREAM) && back.event == done.event &&
+                                done.event != ready.event,
+                  "an all-reduce made %d stream and event calls, not record on the context's "
+                  "stream, wait on the comm stream, collective, record, wait on the context's "
+                  "stream", fake->n_calls - since);
+    return failures;
+}
+
+/* overlap = false: collectives on the context's stream, no stream of their own, no waits. */
+static int check_no_overlap(void)
+{
+    int failures = 0;
+    const int created = fake->streams_created;
+    void *self = create_with(TIMEOUT_S, 0);
+    if (!self)
+        return 1;
+    float buf[4];
+    gb_comm_request req;
+    const int since = fake->n_calls;
+    gb_status st = ops->all_reduce_start(self, buf, 4, GB_F32, GB_REDUCE_SUM, &req);
+    if (st == GB_OK)
+        st = ops->all_reduce_wait(self, req);
+    int waits = 0;
+    for (int i = since; i < fake->n_calls; i++)
+        waits += fake->calls[i % FAKE_NCCL_CALLS].kind == FAKE_WAIT;
+    GB_TEST_CHECK(failures, st == GB_OK && fake->stream == FAKE_STREAM && waits == 0 &&
+                                fake->streams_created == created,
+                  "overlap = false: status %d, the collective %s the context's stream, %d stream "
+                  "wait(s), %d stream(s) made", st, fake->stream == FAKE_STREAM ? "on" : "not on",
+                  waits, fake->streams_created - created);
+    ops->destroy(self);
+    printf("overlap = false: collectives on the context's stream, no waits\n");
+    return failures;
+}
+
 static int check_setup_and_mapping(void)
 {
     int failures = 0;
     const int inits = fake->inits, finalizes = fake->finalizes, destroys = fake->destroys;
+    const int created = fake->streams_created, streams_destroyed = fake->streams_destroyed;
     void *self = create(TIMEOUT_S);
     GB_TEST_CHECK(failures, self != NULL, "create on the fake GPU failed");
     if (!self)
         return failures;
+    const void *comm_stream = fake->created_stream;
+    GB_TEST_CHECK(failures, fake->streams_created == created + 1 && comm_stream != FAKE_STREAM,
+                  "create made %d stream(s) for the collectives", fake->streams_created - created);
     GB_TEST_CHECK(failures, fake->inits == inits + 1 && fake->init_blocking == 0 &&
                                 fake->init_nranks == 1 && fake->init_rank == 0 && fake->device == 0,
                   "init: %d call(s), blocking %d, rank %d of %d on device %d", fake->inits - inits,
@@ -90,6 +165,7 @@ static int check_setup_and_mapping(void)
     for (int t = 0; t < 4; t++)
         for (int o = 0; o < 2; o++) {
             gb_comm_request req;
+            const int since = fake->n_calls;
             gb_status st = ops->all_reduce_start(self, buf, 10 + t, types[t].dtype,
                                                  reduce_ops[o].op, &req);
             if (st == GB_OK)
@@ -100,29 +176,45 @@ static int check_setup_and_mapping(void)
                                         fake->count == (size_t)(10 + t) &&
                                         fake->type == types[t].type &&
                                         fake->op == reduce_ops[o].nccl &&
-                                        fake->stream == FAKE_STREAM,
+                                        fake->stream == comm_stream,
                           "all-reduce %s op %d reached NCCL as type %d op %d, %zu elements, "
-                          "%s, %s the context's stream", gb_dtype_name(types[t].dtype),
+                          "%s, %s its own stream", gb_dtype_name(types[t].dtype),
                           reduce_ops[o].op, fake->type, fake->op, fake->count,
                           fake->send == buf && fake->recv == buf ? "in place" : "not in place",
-                          fake->stream == FAKE_STREAM ? "on" : "not on");
+                          fake->stream == comm_stream ? "on" : "not on");
+            failures += check_ordering(since, comm_stream);
         }
+    int since = fake->n_calls;
     gb_status st = ops->broadcast(self, buf, 100, 0);
     GB_TEST_CHECK(failures, st == GB_OK && fake->send == buf && fake->recv == buf &&
                                 fake->count == 100 && fake->type == ncclUint8 && fake->root == 0,
                   "broadcast returned %d and reached NCCL as %zu x type %d from %d", st,
                   fake->count, fake->type, fake->root);
+    fake_call done = call_since(since, 3), sync = call_since(since, 4);
+    GB_TEST_CHECK(failures, fake->n_calls - since == 5 &&
+                                is_call(call_since(since, 2), FAKE_COLLECTIVE, comm_stream) &&
+                                is_call(done, FAKE_RECORD, comm_stream) &&
+                                sync.kind == FAKE_EVENT_SYNC && sync.event == done.event,
+                  "broadcast: %d stream and event calls, not ending in a record behind the "
+                  "collective and a host wait on it", fake->n_calls - since);
+    since = fake->n_calls;
     st = ops->barrier(self);
     GB_TEST_CHECK(failures, st == GB_OK && fake->send == fake->recv && fake->send != buf &&
                                 fake->count == 1 && fake->type == ncclInt32 && fake->op == ncclSum,
                   "barrier returned %d and reached NCCL as %zu x type %d op %d", st, fake->count,
                   fake->type, fake->op);
+    GB_TEST_CHECK(failures, fake->n_calls - since == 5 &&
+                                call_since(since, 4).kind == FAKE_EVENT_SYNC,
+                  "barrier: %d stream and event calls, not ending in a host wait",
+                  fake->n_calls - since);
     ops->destroy(self);
-    GB_TEST_CHECK(failures, fake->finalizes == finalizes + 1 && fake->destroys == destroys + 1,
-                  "destroy: %d finalize(s), %d destroy(s)", fake->finalizes - finalizes,
-                  fake->destroys - destroys);
-    printf("setup, dtype and op mapping, broadcast, barrier, orderly destroy\n");
-    return failures;
+    GB_TEST_CHECK(failures, fake->finalizes == finalizes + 1 && fake->destroys == destroys + 1 &&
+                                fake->streams_destroyed == streams_destroyed + 1,
+                  "destroy: %d finalize(s), %d destroy(s), %d stream(s) destroyed",
+                  fake->finalizes - finalizes, fake->destroys - destroys,
+                  fake->streams_destroyed - streams_destroyed);
+    printf("setup, dtype and op mapping, stream ordering, broadcast, barrier, orderly destroy\n");
+    return failures + check_no_overlap();
 }
 
 static int check_timeout(void)
@@ -135,19 +227,25 @@ static int check_timeout(void)
     float buf[4];
     gb_comm_request req;
     setenv("FAKE_NCCL_HANG", "1", 1);
+    double start = now_s();
     gb_status st = ops->all_reduce_start(self, buf, 4, GB_BF16, GB_REDUCE_AVG, &req);
     GB_TEST_CHECK(failures, st == GB_OK, "all_reduce_start: %s", gb_test_last_error());
-    double start = now_s();
     st = ops->all_reduce_wait(self, req);
+    double waited = now_s() - start;
+    GB_TEST_CHECK(failures, st == GB_OK && waited < 0.5,
+                  "all_reduce_wait on a collective that never completes returned %d after %.2f s: "
+                  "it must queue a wait on the GPU and return", st, waited);
+    st = ops->barrier(self);   /* queued behind it: returns when the watchdog aborts */
     double took = now_s() - start;
     const char *message = gb_test_last_error();
     GB_TEST_CHECK(failures, st == GB_ERR_SYSTEM && strstr(message, "all_reduce #1 (4 x bf16)") &&
                                 strstr(message, "timeout_s = 1 s") &&
                                 strstr(message, "died or hangs") &&
                                 strstr(message, "raise [comm] timeout_s"),
-                  "a collective that never completes: status %d, message \"%s\"", st, message);
-    GB_TEST_CHECK(failures, took >= TIMEOUT_S && took < TIMEOUT_S + 2, "gave up after %.2f s",
-                  took);
+                  "a barrier behind a collective that never completes: status %d, message \"%s\"",
+                  st, message);
+    GB_TEST_CHECK(failures, took >= TIMEOUT_S && took < TIMEOUT_S + 2,
+                  "the watchdog gave up after %.2f s", took);
     GB_TEST_CHECK(failures, fake->aborts == aborts + 1, "%d abort(s) after the timeout",
                   fake->aborts - aborts);
     printf("after %.2f s: %s\n", took, message);
@@ -198,6 +296,29 @@ static int check_peer_errors(void)
                   st == GB_ERR_SYSTEM && strstr(message, "all_reduce #1 (8 x f32) failed"),
                   "a peer failing while an all-reduce is enqueued: status %d, \"%s\"", st, message);
     printf("peer error: %s\n", message);
+    unsetenv("FAKE_NCCL_ASYNC_ERROR");
+    ops->destroy(self);
+
+    /* a peer dies while a collective is queued: the watchdog sees NCCL's error */
+    self = create(30.0);
+    if (!self)
+        return failures + 1;
+    const int before = fake->aborts;
+    gb_status queued = ops->all_reduce_start(self, buf, 8, GB_F32, GB_REDUCE_SUM, &req);
+    setenv("FAKE_NCCL_ASYNC_ERROR", "1", 1);
+    double start = now_s();
+    while (__atomic_load_n(&fake->aborts, __ATOMIC_SEQ_CST) == before && now_s() - start < 5)
+        usleep(10000);
+    double took = now_s() - start;
+    gb_test_clear_error();
+    st = ops->all_reduce_wait(self, req);
+    message = gb_test_last_error();
+    GB_TEST_CHECK(failures, queued == GB_OK && took < 1 && st == GB_ERR_SYSTEM &&
+                                strstr(message, "aborted after all_reduce #1 (8 x f32) failed") &&
+                                strstr(message, "the fake peer went away"),
+                  "a peer failing while an all-reduce is queued: aborted after %.2f s, then wait "
+                  "returned %d: \"%s\"", took, st, message);
+    printf("peer error while queued, after %.2f s: %s\n", took, message);
     unsetenv("FAKE_NCCL_ASYNC_ERROR");
     ops->destroy(self);
     return failures;

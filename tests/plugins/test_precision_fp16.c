@@ -8,7 +8,10 @@
  * skipping. The state blob is read here through its documented layout
  * (plugins/precision/common/loss_scaler.h), so a layout change fails this test; a saved
  * state loaded into a fresh instance must continue the same sequence, and damaged blobs
- * must be refused with a message and leave the instance as it was.
+ * must be refused with a message and leave the instance as it was. The scaler as a device
+ * runs it (ABI 1.4, scaler_get and scaler_set): moved by the rule device.h states, written
+ * out here again, it ends where update() does, and set refuses another rule or a damaged
+ * state; device_update = false keeps it on the host.
  *
  * Usage: test_precision_fp16 PLUGIN.so
  */
@@ -118,19 +121,21 @@ static int check_schema(const gb_plugin_desc *desc)
     int failures = gb_test_check_descriptor(desc, GB_KIND_PRECISION, "fp16",
                                             GB_DEVICE_CPU | GB_DEVICE_CUDA,
                                             sizeof(gb_precision_ops));
-    GB_TEST_CHECK(failures, desc->n_options == 6, "%zu options, expected 6", desc->n_options);
+    GB_TEST_CHECK(failures, desc->n_options == 7, "%zu options, expected 7", desc->n_options);
     failures += gb_test_check_option(desc, "init_scale", GB_OPT_FLOAT, "65536");
     failures += gb_test_check_option(desc, "growth_factor", GB_OPT_FLOAT, "2.0");
     failures += gb_test_check_option(desc, "backoff_factor", GB_OPT_FLOAT, "0.5");
     failures += gb_test_check_option(desc, "growth_interval", GB_OPT_INT, "2000");
     failures += gb_test_check_option(desc, "min_scale", GB_OPT_FLOAT, "1.0");
     failures += gb_test_check_option(desc, "enabled", GB_OPT_BOOL, "true");
+    failures += gb_test_check_option(desc, "device_update", GB_OPT_BOOL, "true");
     const gb_precision_ops *ops = desc->ops;
     GB_TEST_CHECK(failures, ops->create && ops->destroy && ops->eligible && ops->policy,
                   "policy entries missing");
     GB_TEST_CHECK(failures, ops->loss_scale && ops->update && ops->state_bytes &&
                                 ops->save_state && ops->load_state,
                   "a loss-scaler entry is NULL");
+    GB_TEST_CHECK(failures, ops->scaler_get && ops->scaler_set, "scaler_get or scaler_set is NULL");
     return failures;
 }
 
@@ -425,6 +430,82 @@ static int check_disabled(const gb_plugin_desc *desc)
     return failures;
 }
 
+/* One step of gearbox/device.h's gb_loss_scaler rule, as the header states it. */
+static void rule_step(gb_loss_scaler *g, int found_inf)
+{
+    g->total_steps++;
+    if (!g->enabled)
+        return;
+    if (found_inf) {
+        float lowered = (float)((double)g->scale * g->backoff_factor);
+        g->skipped_steps++;
+        g->growth_tracker = 0;
+        g->scale = lowered > g->min_scale ? lowered : g->min_scale;
+    } else if (++g->growth_tracker >= g->growth_interval) {
+        float grown = (float)((double)g->scale * g->growth_factor);
+        g->growth_tracker = 0;
+        if (isfinite(grown))
+            g->scale = grown;
+    }
+}
+
+/* scaler_get, 40 steps of the rule "on the device", scaler_set: the instance then holds
+ * what 40 update() calls give, down to the saved blob; set refuses another rule and a
+ * damaged state; device_update = false refuses get. */
+static int check_device_scaler(const gb_plugin_desc *desc)
+{
+    int failures = 0;
+    const setting settings[] = {{"growth_interval", 3}, {"init_scale", 1e30}};
+    scaler host, dev, off;
+    if (scaler_create(desc, settings, 2, &host) != GB_OK ||
+        scaler_create(desc, settings, 2, &dev) != GB_OK) {
+        printf("FAIL: create: %s\n", gb_test_last_error());
+        return 1;
+    }
+    gb_loss_scaler g;
+    gb_status st = dev.ops->scaler_get(dev.self, &g);
+    GB_TEST_CHECK(failures, st == GB_OK && g.scale == 1e30f && g.growth_interval == 3 &&
+                                g.growth_factor == 2.0 && g.backoff_factor == 0.5 &&
+                                g.min_scale == 1.0f && g.enabled == 1 && g.total_steps == 0,
+                  "scaler_get returned %d: scale %g, interval %lld", st, (double)g.scale,
+                  (long long)g.growth_interval);
+    for (int i = 0; i < 40; i++) {
+        step(&host, found_inf_at(i) || i < 2);
+        rule_step(&g, found_inf_at(i) || i < 2);
+    }
+    st = dev.ops->scaler_set(dev.self, &g);
+    unsigned char a[STATE_BYTES], b[STATE_BYTES];
+    host.ops->save_state(host.self, a);
+    dev.ops->save_state(dev.self, b);
+    GB_TEST_CHECK(failures, st == GB_OK && memcmp(a, b, STATE_BYTES) == 0 &&
+                                scale_of(&dev) == scale_of(&host),
+                  "after 40 steps on the device: set returned %d, scale %g, on the host %g", st,
+                  (double)scale_of(&dev), (double)scale_of(&host));
+    gb_loss_scaler other = g;
+    other.growth_interval = 4;
+    gb_test_clear_error();
+    st = dev.ops->scaler_set(dev.self, &other);
+    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG && strstr(gb_test_last_error(), "rule"),
+                  "set with another rule returned %d: \"%s\"", st, gb_test_last_error());
+    other = g;
+    other.scale = NAN;
+    st = dev.ops->scaler_set(dev.self, &other);
+    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG && scale_of(&dev) == scale_of(&host),
+                  "set with a NaN scale returned %d, scale now %g", st, (double)scale_of(&dev));
+    if (scaler_create(desc, (const setting[]){{"device_update", 0}}, 1, &off) == GB_OK) {
+        gb_test_clear_error();
+        st = off.ops->scaler_get(off.self, &g);
+        GB_TEST_CHECK(failures, st == GB_ERR_UNSUPPORTED &&
+                                    strstr(gb_test_last_error(), "device_update = false"),
+                      "device_update = false: scaler_get returned %d: \"%s\"", st,
+                      gb_test_last_error());
+        scaler_destroy(&off);
+    }
+    scaler_destroy(&dev);
+    scaler_destroy(&host);
+    return failures;
+}
+
 /* Values the schema's inclusive ranges let through but the scaler cannot use. */
 static int check_refused_configs(const gb_plugin_desc *desc)
 {
@@ -485,6 +566,7 @@ int main(int argc, char **argv)
         failures += check_bad_blobs(desc);
         failures += check_disabled(desc);
         failures += check_refused_configs(desc);
+        failures += check_device_scaler(desc);
     }
     printf("%s: %d failure(s)\n", argv[0], failures);
     return failures ? 1 : 0;

@@ -6,31 +6,45 @@
  * ncclUniqueId to every rank over TCP (tcp_bootstrap.c: under mpirun too, so the plugin
  * links no MPI library; rank 0's address is MASTER_ADDR:MASTER_PORT, with the defaults
  * launch.c documents) and opens a non-blocking communicator on the device
- * context's GPU. Collectives are enqueued on the context's stream, so they follow the
- * kernels that produced their buffers and precede the kernels that read the results,
- * without a host synchronisation in between.
+ * context's GPU.
  *
- * Nothing waits without a limit. Every wait polls cudaEventQuery and
- * ncclCommGetAsyncError until the work is done, NCCL reports an error, or `timeout_s`
- * passes; on failure the communicator is aborted (ncclCommAbort also stops kernels stuck
- * waiting for a dead peer) and the message names the operation (#seq, count, dtype).
- * After an abort every call fails at once: a rank cannot go on without its peers.
- * Each all-reduce request owns one event of a pool created at create(), so
- * all_reduce_start allocates nothing; requests may complete in any order.
+ * Streams. Collectives run on a stream of their own, so they overlap the kernels of the
+ * compute stream (the device context's): each one is queued behind an event recorded on
+ * the compute stream when it is started (the work that produced its buffer), and an event
+ * recorded behind it marks its end. all_reduce_wait makes the compute stream wait on that
+ * event and returns without blocking the host, so only the work queued after the wait (the
+ * optimizer, which reads the averaged gradients) waits for the reduction; the kernels of
+ * the rest of backward run while it does. broadcast and barrier are blocking: the host
+ * waits on the end event (cudaEventSynchronize). `overlap = false` queues the collectives
+ * on the compute stream instead, in order with the kernels (for A/B comparisons).
+ *
+ * Nothing waits without a limit. A watchdog thread holds every collective's deadline, the
+ * moment it was queued plus `timeout_s`: when the oldest collective not yet seen complete is
+ * still not done at its deadline (cudaEventQuery on its end event), or NCCL reports an
+ * asynchronous error (ncclCommGetAsyncError, looked at every 100 ms while collectives are
+ * watched), it aborts the communicator and logs what failed. ncclCommAbort from another
+ * thread is NCCL's way out of a hung collective: it also stops the kernels stuck waiting for
+ * a dead peer, so the host's waits on the streams (a blocking broadcast, the device's sync)
+ * return. The failure reaches the core through the next call on this rank, which fails with
+ * the message naming the operation (#seq, count, dtype); after an abort every call fails at
+ * once: a rank cannot go on without its peers. Setup, the enqueueing of a collective and
+ * finalize poll ncclCommGetAsyncError, sleeping between polls, only while NCCL answers
+ * ncclInProgress, up to timeout_s, on the calling thread.
  *
  * The GPU is the device context's ordinal: the core picks it ([device] ordinal, else
  * LOCAL_RANK, or OMPI_COMM_WORLD_LOCAL_RANK under mpirun) and hands it to the device
  * plugin as gb_host.device_ordinal (ABI 1.2), which opens that GPU and reports it here;
  * two ranks on one GPU are refused by NCCL at setup.
  *
- * Deliberately left out: a separate communication stream (all-reduce runs in order with
- * the kernels of the context's stream), buffer registration, and recovery after a
+ * Deliberately left out: stream priorities, buffer registration, and recovery after a
  * failure (the core ends the run; a restart resumes from its checkpoint).
  */
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "cuda_status.h"
@@ -39,37 +53,23 @@
 #include "monotonic.h"
 #include "tcp_bootstrap.h"
 
-enum { OPT_TIMEOUT_S };
+enum { OPT_TIMEOUT_S, OPT_OVERLAP };
 
 static const gb_option nccl_options[] = {
     [OPT_TIMEOUT_S] = {"timeout_s", GB_OPT_FLOAT, "300", 1, 86400, NULL,
                        "seconds the rendezvous, or any one collective, may take before the run "
                        "is aborted (a peer rank died or hangs), in [1, 86400]"},
+    [OPT_OVERLAP] = {"overlap", GB_OPT_BOOL, "true", 0, 0, NULL,
+                     "collectives on a stream of their own, overlapping the rest of backward; "
+                     "false: on the compute stream, in order with the kernels"},
 };
 
-/* An all-reduce in flight; slot i of the pool records into event i. */
-typedef struct request_slot {
-    gb_comm_request request;   /* its id (= its #seq); 0 while the slot is free */
-    int64_t count;
-    gb_dtype dtype;
-} request_slot;
+/* Collectives the watchdog tracks at once; one more waits for the oldest to complete. */
+#define WATCH_SLOTS 256
+/* How often the watchdog asks NCCL for asynchronous errors while collectives are watched. */
+#define ASYNC_ERROR_POLL_S 0.1
 
-typedef struct nccl_comm {
-    const gb_host *host;
-    double timeout_s;
-    int rank, world, ordinal;
-    cudaStream_t stream;          /* the device context's stream */
-    ncclComm_t comm;              /* NULL before setup and after an abort */
-    char failure[160];            /* after an abort: what failed */
-    int32_t *barrier_word;        /* one device int, always 0, that barrier() all-reduces */
-    int64_t seq;                  /* collectives issued so far on this communicator */
-    int n_inflight;
-    request_slot slots[GB_COMM_MAX_INFLIGHT];
-    /* events[i] belongs to slots[i]; the last one serves broadcast and barrier */
-    cudaEvent_t events[GB_COMM_MAX_INFLIGHT + 1];
-} nccl_comm;
-
-/* ---- describing failures --------------------------------------------------------------- */
+/* ---- describing operations and failures ------------------------------------------------ */
 
 typedef enum op_kind { OP_SETUP, OP_ALL_REDUCE, OP_BROADCAST, OP_BARRIER } op_kind;
 
@@ -81,6 +81,40 @@ typedef struct op_desc {
     gb_dtype dtype;   /* all_reduce */
     int root;         /* broadcast */
 } op_desc;
+
+/* A collective queued and not yet seen complete, as the watchdog tracks it. */
+typedef struct watched {
+    op_desc op;
+    double deadline_s;   /* monotonic_s() by which it must be done */
+    cudaEvent_t done;    /* recorded on the collectives' stream behind it */
+} watched;
+
+typedef struct nccl_comm {
+    const gb_host *host;
+    double timeout_s;
+    int rank, world, ordinal;
+    cudaStream_t compute;         /* the device context's stream */
+    cudaStream_t stream;          /* where collectives run: their own, or `compute` */
+    cudaEvent_t ready;            /* recorded on `compute` as each collective is queued */
+    int32_t *barrier_word;        /* one device int, always 0, that barrier() all-reduces */
+    int n_inflight;
+    gb_comm_request requests[GB_COMM_MAX_INFLIGHT];   /* outstanding all-reduces; 0: free */
+    /* Shared with the watchdog thread, under `lock`. */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;          /* a collective was queued, or the watchdog must stop */
+    pthread_t watchdog;
+    int watchdog_started, stopping;
+    ncclComm_t comm;              /* NULL before setup and after an abort */
+    char failure[640];            /* after an abort: what failed, and why */
+    int64_t seq;                  /* collectives queued so far */
+    int64_t oldest;               /* the oldest collective watched; seq + 1 when none is */
+    watched ring[WATCH_SLOTS];    /* collective #n is ring[(n - 1) % WATCH_SLOTS] */
+} nccl_comm;
+
+static watched *watched_of(nccl_comm *s, int64_t seq)
+{
+    return &s->ring[(seq - 1) % WATCH_SLOTS];
+}
 
 static void describe(const op_desc *op, char *out, size_t size)
 {
@@ -122,26 +156,27 @@ static gb_status status_of(ncclResult_t r)
     }
 }
 
-/* ---- waiting --------------------------------------------------------------------------- */
+/* ---- how an operation ended ------------------------------------------------------------ */
 
-typedef enum wait_end { WAIT_DONE, WAIT_TIMEOUT, WAIT_NCCL_ERROR, WAIT_CUDA_ERROR } wait_end;
+typedef enum op_end { OP_DONE, OP_TIMEOUT, OP_NCCL_ERROR, OP_CUDA_ERROR } op_end;
 
-typedef struct wait_result {
-    wait_end end;
-    ncclResult_t nccl;   /* WAIT_NCCL_ERROR */
-    cudaError_t cuda;    /* WAIT_CUDA_ERROR */
-} wait_result;
+typedef struct op_result {
+    op_end end;
+    ncclResult_t nccl;   /* OP_NCCL_ERROR */
+    cudaError_t cuda;    /* OP_CUDA_ERROR */
+} op_result;
 
-static const wait_result wait_done = {WAIT_DONE, ncclSuccess, cudaSuccess};
+static const op_result op_done = {OP_DONE, ncclSuccess, cudaSuccess};
+static const op_result op_timeout = {OP_TIMEOUT, ncclSuccess, cudaSuccess};
 
-static wait_result nccl_error(ncclResult_t r)
+static op_result nccl_error(ncclResult_t r)
 {
-    return (wait_result){WAIT_NCCL_ERROR, r, cudaSuccess};
+    return (op_result){OP_NCCL_ERROR, r, cudaSuccess};
 }
 
-static wait_result cuda_error(cudaError_t e)
+static op_result cuda_error(cudaError_t e)
 {
-    return (wait_result){WAIT_CUDA_ERROR, ncclSuccess, e};
+    return (op_result){OP_CUDA_ERROR, ncclSuccess, e};
 }
 
 /* The communicator's state: ncclSuccess, ncclInProgress, or the error that broke it. */
@@ -152,7 +187,7 @@ static ncclResult_t comm_state(ncclComm_t comm)
     return r == ncclSuccess ? state : r;
 }
 
-/* The first millisecond of a wait yields the core between polls, so a quick collective
+/* The first millisecond of a wait yields the core between polls, so a quick operation
  * is seen at once; after that each poll sleeps, so a long wait costs no CPU. */
 static void pause_between_polls(double waited_s)
 {
@@ -164,29 +199,20 @@ static void pause_between_polls(double waited_s)
     nanosleep(&ts, NULL);
 }
 
-/* Polls until `event` completes (with event NULL: until the communicator leaves
- * ncclInProgress, i.e. a setup, enqueue or finalize is done), NCCL reports an error, a
- * CUDA call fails, or timeout_s passes. */
-static wait_result wait_for(nccl_comm *s, cudaEvent_t event)
+/* Polls until the communicator leaves ncclInProgress (a setup, enqueue or finalize is
+ * done), NCCL reports an error, or timeout_s passes. */
+static op_result wait_settled(nccl_comm *s)
 {
     const double start = monotonic_s();
     for (;;) {
         ncclResult_t state = comm_state(s->comm);
-        if (state != ncclSuccess && state != ncclInProgress)
+        if (state == ncclSuccess)
+            return op_done;
+        if (state != ncclInProgress)
             return nccl_error(state);
-        if (!event) {
-            if (state == ncclSuccess)
-                return wait_done;
-        } else {
-            cudaError_t q = cudaEventQuery(event);
-            if (q == cudaSuccess)
-                return wait_done;
-            if (q != cudaErrorNotReady)
-                return cuda_error(q);
-        }
         double waited = monotonic_s() - start;
         if (waited > s->timeout_s)
-            return (wait_result){WAIT_TIMEOUT, ncclSuccess, cudaSuccess};
+            return op_timeout;
         pause_between_polls(waited);
     }
 }
@@ -199,72 +225,62 @@ static void abort_comm(nccl_comm *s)
     }
 }
 
-/* How an operation ended, as a status: GB_OK when its wait completed; otherwise writes
- * the error (before the abort, while ncclGetLastError still describes this
- * communicator), aborts the communicator and returns the failure's status. */
-static gb_status finish_op(nccl_comm *s, const op_desc *op, wait_result why)
+/* Says how `op` failed (into `message`: the full text; into s->failure: what later calls
+ * repeat) while ncclGetLastError still describes this communicator, then aborts it.
+ * The failure's status. Called with the lock held. */
+static gb_status fail_and_abort(nccl_comm *s, const op_desc *op, op_result why, char *message,
+                                size_t size)
 {
-    const gb_host *host = s->host;
     char what[96];
     describe(op, what, sizeof what);
     gb_status status = GB_ERR_SYSTEM;
     switch (why.end) {
-    case WAIT_DONE:
+    case OP_DONE:
         return GB_OK;
-    case WAIT_TIMEOUT:
-        host->set_error(host, "%s did not complete within timeout_s = %g s on rank %d of %d: %s; "
-                        "the communicator was aborted", what, s->timeout_s, s->rank, s->world,
-                        timeout_hint(op->kind));
-        snprintf(s->failure, sizeof s->failure, "%s timed out", what);
+    case OP_TIMEOUT:
+        snprintf(s->failure, sizeof s->failure, "%s did not complete within timeout_s = %g s "
+                 "on rank %d of %d: %s", what, s->timeout_s, s->rank, s->world,
+                 timeout_hint(op->kind));
         break;
-    case WAIT_NCCL_ERROR: {
-        const char *detail = ncclGetLastError(s->comm);
+    case OP_NCCL_ERROR: {
+        const char *detail = s->comm ? ncclGetLastError(s->comm) : NULL;
         const char *hint = why.nccl == ncclRemoteError
                                ? " (a peer rank died or its network failed)"
                            : why.nccl == ncclInvalidUsage && op->kind == OP_SETUP
                                ? " (every rank needs a GPU of its own: ranks sharing a node need "
                                  "different device ordinals, usually LOCAL_RANK)"
                                : "";
-        host->set_error(host, "%s failed on rank %d of %d: NCCL %s%s%s%s; the communicator was "
-                        "aborted", what, s->rank, s->world, ncclGetErrorString(why.nccl),
-                        detail && *detail ? ": " : "", detail ? detail : "", hint);
-        snprintf(s->failure, sizeof s->failure, "%s failed (NCCL %s)", what,
-                 ncclGetErrorString(why.nccl));
+        snprintf(s->failure, sizeof s->failure, "%s failed on rank %d of %d: NCCL %s%s%s%s", what,
+                 s->rank, s->world, ncclGetErrorString(why.nccl), detail && *detail ? ": " : "",
+                 detail ? detail : "", hint);
         status = status_of(why.nccl);
         break;
     }
-    case WAIT_CUDA_ERROR:
-        host->set_error(host, "%s failed on rank %d of %d (GPU %d): CUDA %s: %s; the communicator "
-                        "was aborted", what, s->rank, s->world, s->ordinal,
-                        cudaGetErrorName(why.cuda), cudaGetErrorString(why.cuda));
-        snprintf(s->failure, sizeof s->failure, "%s failed (CUDA %s)", what,
-                 cudaGetErrorName(why.cuda));
+    case OP_CUDA_ERROR:
+        snprintf(s->failure, sizeof s->failure, "%s failed on rank %d of %d (GPU %d): CUDA %s: %s",
+                 what, s->rank, s->world, s->ordinal, cudaGetErrorName(why.cuda),
+                 cudaGetErrorString(why.cuda));
         status = GB_ERR_DEVICE;
         break;
     }
+    snprintf(message, size, "%s; the communicator was aborted", s->failure);
     abort_comm(s);
     return status;
 }
 
-/* What an NCCL call returned. A non-blocking communicator answers ncclInProgress while
- * it still prepares the operation (it connects to its peers on first use); only once
- * its state leaves ncclInProgress is the work on the stream for an event to follow. */
-static gb_status check_enqueued(nccl_comm *s, ncclResult_t r, const op_desc *op)
+/* How an operation of the calling thread ended, as a status: GB_OK when it completed;
+ * otherwise sets the error and aborts the communicator. Called with the lock held. */
+static gb_status finish_op(nccl_comm *s, const op_desc *op, op_result why)
 {
-    if (r == ncclSuccess)
-        return GB_OK;
-    return finish_op(s, op, r == ncclInProgress ? wait_for(s, NULL) : nccl_error(r));
+    char message[sizeof s->failure + 64];
+    gb_status st = fail_and_abort(s, op, why, message, sizeof message);
+    if (st != GB_OK)
+        s->host->set_error(s->host, "%s", message);
+    return st;
 }
 
-/* Waits, on the spare event, for the collective just enqueued (broadcast, barrier). */
-static gb_status wait_blocking(nccl_comm *s, const op_desc *op)
-{
-    cudaEvent_t event = s->events[GB_COMM_MAX_INFLIGHT];
-    cudaError_t e = cudaEventRecord(event, s->stream);
-    return finish_op(s, op, e == cudaSuccess ? wait_for(s, event) : cuda_error(e));
-}
-
-/* GB_OK while the communicator is usable; after an abort, says what broke it. */
+/* GB_OK while the communicator is usable; after an abort, says what broke it. Called with
+ * the lock held. */
 static gb_status check_usable(nccl_comm *s, const char *call)
 {
     if (s->comm)
@@ -274,26 +290,171 @@ static gb_status check_usable(nccl_comm *s, const char *call)
     return GB_ERR_SYSTEM;
 }
 
+/* What an NCCL call returned. A non-blocking communicator answers ncclInProgress while
+ * it still prepares the operation (it connects to its peers on first use); only once
+ * its state leaves ncclInProgress is the work on the stream for an event to follow. */
+static gb_status check_enqueued(nccl_comm *s, ncclResult_t r, const op_desc *op)
+{
+    if (r == ncclSuccess)
+        return GB_OK;
+    return finish_op(s, op, r == ncclInProgress ? wait_settled(s) : nccl_error(r));
+}
+
+/* ---- the watchdog ---------------------------------------------------------------------- */
+
+/* Sleeps on s->wake until `deadline_s` (monotonic), or until signalled. */
+static void sleep_until(nccl_comm *s, double deadline_s)
+{
+    double left = deadline_s - monotonic_s();
+    if (left <= 0)
+        return;
+    struct timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    long long ns = (long long)at.tv_nsec + (long long)(left * 1e9);
+    at.tv_sec += (time_t)(ns / 1000000000LL);
+    at.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_cond_timedwait(&s->wake, &s->lock, &at);
+}
+
+/* Aborts the communicator from the watchdog: logs the failure (the caller's next call
+ * returns it). Called with the lock held. */
+static void watchdog_abort(nccl_comm *s, const op_desc *op, op_result why)
+{
+    char message[sizeof s->failure + 64];
+    if (fail_and_abort(s, op, why, message, sizeof message) != GB_OK)
+        s->host->log(s->host, GB_LOG_ERROR, "comm/nccl: %s", message);
+}
+
+/* One look at the oldest collective watched: forgets it once complete, aborts when it
+ * is overdue or NCCL reports an error. 1 when it should look again at once. */
+static int watch_oldest(nccl_comm *s)
+{
+    watched *w = watched_of(s, s->oldest);
+    if (monotonic_s() >= w->deadline_s) {
+        cudaError_t q = cudaEventQuery(w->done);
+        if (q == cudaSuccess) {
+            s->oldest++;
+            return 1;
+        }
+        watchdog_abort(s, &w->op, q == cudaErrorNotReady ? op_timeout : cuda_error(q));
+        return 0;
+    }
+    ncclResult_t state = comm_state(s->comm);
+    if (state != ncclSuccess && state != ncclInProgress) {
+        watchdog_abort(s, &w->op, nccl_error(state));
+        return 0;
+    }
+    double poll = monotonic_s() + ASYNC_ERROR_POLL_S;
+    sleep_until(s, w->deadline_s < poll ? w->deadline_s : poll);
+    return 1;
+}
+
+static void *watchdog_main(void *arg)
+{
+    nccl_comm *s = arg;
+    cudaSetDevice(s->ordinal);   /* the current GPU is per thread */
+    pthread_mutex_lock(&s->lock);
+    while (!s->stopping && s->comm) {
+        if (s->oldest > s->seq)
+            pthread_cond_wait(&s->wake, &s->lock);
+        else if (!watch_oldest(s))
+            break;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* ---- queueing collectives -------------------------------------------------------------- */
+
+/* Makes the collectives' stream, when it is not the compute stream, wait for the work
+ * queued on the compute stream so far (what produced the buffer). */
+static cudaError_t order_after_compute(nccl_comm *s)
+{
+    if (s->stream == s->compute)
+        return cudaSuccess;
+    cudaError_t e = cudaEventRecord(s->ready, s->compute);
+    return e == cudaSuccess ? cudaStreamWaitEvent(s->stream, s->ready, 0) : e;
+}
+
+/* Room in the ring for one more collective: the oldest is forgotten once complete, waited
+ * for when not (the lock is let go meanwhile, so the watchdog can abort a hung one). */
+static gb_status make_room(nccl_comm *s, const char *call)
+{
+    while (s->comm && s->seq - s->oldest + 1 >= WATCH_SLOTS) {
+        watched *w = watched_of(s, s->oldest);
+        cudaError_t e = cudaEventQuery(w->done);
+        if (e == cudaErrorNotReady) {
+            pthread_mutex_unlock(&s->lock);
+            e = cudaEventSynchronize(w->done);
+            pthread_mutex_lock(&s->lock);
+        }
+        if (e != cudaSuccess && s->comm)
+            return finish_op(s, &w->op, cuda_error(e));
+        if (s->oldest == w->op.seq)
+            s->oldest++;
+    }
+    return check_usable(s, call);
+}
+
+/* Hands the collective just queued to the watchdog: its end event and its deadline. */
+static gb_status watch(nccl_comm *s, const op_desc *op)
+{
+    watched *w = watched_of(s, op->seq);
+    cudaError_t e = cudaEventRecord(w->done, s->stream);
+    if (e != cudaSuccess)
+        return finish_op(s, op, cuda_error(e));
+    w->op = *op;
+    w->deadline_s = monotonic_s() + s->timeout_s;
+    pthread_cond_signal(&s->wake);
+    return GB_OK;
+}
+
+/* Blocks until the collective `op` (queued and watched) completes, after which the compute
+ * stream needs no wait for it; after an abort by the watchdog meanwhile, fails with its
+ * message. Called with the lock held; lets it go while waiting. */
+static gb_status wait_blocking(nccl_comm *s, const op_desc *op, const char *call)
+{
+    cudaEvent_t done = watched_of(s, op->seq)->done;
+    pthread_mutex_unlock(&s->lock);
+    cudaError_t e = cudaEventSynchronize(done);
+    pthread_mutex_lock(&s->lock);
+    gb_status st = check_usable(s, call);
+    if (st == GB_OK && e != cudaSuccess)
+        st = finish_op(s, op, cuda_error(e));
+    return st;
+}
+
 /* ---- create ---------------------------------------------------------------------------- */
 
-/* The event pool and the barrier's device int: everything the collectives need later. */
-static gb_status create_device_resources(nccl_comm *s)
+/* The collectives' stream and events, and the barrier's device int: everything the
+ * collectives need later. */
+static gb_status create_device_resources(nccl_comm *s, int overlap)
 {
     const gb_host *host = s->host;
-    cudaError_t e = cudaSuccess;
-    for (int i = 0; i <= GB_COMM_MAX_INFLIGHT && e == cudaSuccess; i++)
-        if ((e = cudaEventCreateWithFlags(&s->events[i], cudaEventDisableTiming)) != cudaSuccess)
-            s->events[i] = NULL;
+    /* blocking sync: a host waiting in cudaEventSynchronize sleeps instead of spinning */
+    const unsigned flags = cudaEventDisableTiming | cudaEventBlockingSync;
+    cudaError_t e = cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming);
+    if (e != cudaSuccess)
+        s->ready = NULL;
+    for (int i = 0; i < WATCH_SLOTS && e == cudaSuccess; i++)
+        if ((e = cudaEventCreateWithFlags(&s->ring[i].done, flags)) != cudaSuccess)
+            s->ring[i].done = NULL;
+    s->stream = s->compute;
+    if (e == cudaSuccess && overlap) {
+        cudaStream_t own = NULL;
+        if ((e = cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking)) == cudaSuccess)
+            s->stream = own;
+    }
     void *word = NULL;
     if (e == cudaSuccess && (e = cudaMalloc(&word, sizeof *s->barrier_word)) == cudaSuccess)
         s->barrier_word = word;
-    /* on the context's stream, so the first barrier is ordered after it */
+    /* on the compute stream, which every collective is ordered after */
     if (e == cudaSuccess)
-        e = cudaMemsetAsync(s->barrier_word, 0, sizeof *s->barrier_word, s->stream);
+        e = cudaMemsetAsync(s->barrier_word, 0, sizeof *s->barrier_word, s->compute);
     if (e == cudaSuccess)
         return GB_OK;
-    host->set_error(host, "comm/nccl: creating its events and barrier word on GPU %d failed: %s "
-                    "(%s)", s->ordinal, cudaGetErrorName(e), cudaGetErrorString(e));
+    host->set_error(host, "comm/nccl: creating its stream, events and barrier word on GPU %d "
+                    "failed: %s (%s)", s->ordinal, cudaGetErrorName(e), cudaGetErrorString(e));
     return e == cudaErrorMemoryAllocation ? GB_ERR_NO_MEMORY : GB_ERR_DEVICE;
 }
 
@@ -330,7 +491,7 @@ static gb_status share_unique_id(nccl_comm *s, const launch_plan *plan, ncclUniq
 }
 
 /* Creates the non-blocking communicator and waits, up to timeout_s, for every rank to
- * join it. */
+ * join it; then starts the watchdog. */
 static gb_status open_comm(nccl_comm *s, const ncclUniqueId *id)
 {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -338,8 +499,17 @@ static gb_status open_comm(nccl_comm *s, const ncclUniqueId *id)
     config.commName = "gearbox";
     const op_desc setup = {.kind = OP_SETUP};
     ncclResult_t r = ncclCommInitRankConfig(&s->comm, s->world, *id, s->rank, &config);
-    return finish_op(s, &setup, r == ncclSuccess || r == ncclInProgress ? wait_for(s, NULL)
-                                                                      : nccl_error(r));
+    gb_status st = finish_op(s, &setup, r == ncclSuccess || r == ncclInProgress
+                                            ? wait_settled(s) : nccl_error(r));
+    if (st != GB_OK)
+        return st;
+    int e = pthread_create(&s->watchdog, NULL, watchdog_main, s);
+    if (e == 0) {
+        s->watchdog_started = 1;
+        return GB_OK;
+    }
+    s->host->set_error(s->host, "comm/nccl: cannot start its watchdog thread: %s", strerror(e));
+    return GB_ERR_SYSTEM;
 }
 
 static void nccl_destroy(void *self);
@@ -374,10 +544,17 @@ static gb_status nccl_create(const gb_host *host, const gb_value *options,
         .rank = plan.rank,
         .world = plan.world,
         .ordinal = device->ordinal,
-        .stream = (cudaStream_t)device->stream,
+        .compute = (cudaStream_t)device->stream,
+        .oldest = 1,
     };
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->wake, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     ncclUniqueId id;
-    if ((st = create_device_resources(s)) != GB_OK ||
+    if ((st = create_device_resources(s, options[OPT_OVERLAP].i != 0)) != GB_OK ||
         (st = share_unique_id(s, &plan, &id)) != GB_OK || (st = open_comm(s, &id)) != GB_OK) {
         nccl_destroy(s);
         return st;
@@ -388,16 +565,29 @@ static gb_status nccl_create(const gb_host *host, const gb_value *options,
     if (plan.local_rank >= 0)
         snprintf(local_rank, sizeof local_rank, " (LOCAL_RANK %d)", plan.local_rank);
     host->log(host, GB_LOG_INFO, "comm/nccl: rank %d of %d on GPU %d%s, NCCL %d.%d.%d, started "
-              "by %s", s->rank, s->world, s->ordinal, local_rank, version / 10000,
-              version / 100 % 100, version % 100,
+              "by %s, collectives %s", s->rank, s->world, s->ordinal, local_rank,
+              version / 10000, version / 100 % 100, version % 100,
               plan.kind == LAUNCH_MPI   ? "mpirun (OMPI_COMM_WORLD_*)"
               : plan.kind == LAUNCH_TCP ? "RANK and WORLD_SIZE"
-                                        : "no launcher");
+                                        : "no launcher",
+              s->stream == s->compute ? "on the compute stream" : "on a stream of their own");
     *self = s;
     return GB_OK;
 }
 
 /* ---- destroy --------------------------------------------------------------------------- */
+
+static void stop_watchdog(nccl_comm *s)
+{
+    if (!s->watchdog_started)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->watchdog, NULL);
+    s->watchdog_started = 0;
+}
 
 /* The orderly end: finalize (completes outstanding work, agrees with the peers), then
  * destroy; abort instead when that fails or exceeds timeout_s, so shutdown cannot hang.
@@ -405,17 +595,17 @@ static gb_status nccl_create(const gb_host *host, const gb_value *options,
 static void close_comm(nccl_comm *s)
 {
     ncclResult_t r = ncclCommFinalize(s->comm);
-    wait_result w = r == ncclSuccess || r == ncclInProgress ? wait_for(s, NULL) : nccl_error(r);
-    if (w.end == WAIT_DONE) {
+    op_result w = r == ncclSuccess || r == ncclInProgress ? wait_settled(s) : nccl_error(r);
+    if (w.end == OP_DONE) {
         ncclCommDestroy(s->comm);
         s->comm = NULL;
         return;
     }
     s->host->log(s->host, GB_LOG_WARN, "rank %d: NCCL communicator shutdown %s%s; aborting it "
-                 "instead", s->rank, w.end == WAIT_TIMEOUT ? "exceeded timeout_s" : "failed: ",
-                 w.end == WAIT_TIMEOUT ? ""
-                 : w.end == WAIT_NCCL_ERROR ? ncclGetErrorString(w.nccl)
-                                            : cudaGetErrorString(w.cuda));
+                 "instead", s->rank, w.end == OP_TIMEOUT ? "exceeded timeout_s" : "failed: ",
+                 w.end == OP_TIMEOUT ? ""
+                 : w.end == OP_NCCL_ERROR ? ncclGetErrorString(w.nccl)
+                                          : cudaGetErrorString(w.cuda));
     abort_comm(s);
 }
 
@@ -425,12 +615,19 @@ static void nccl_destroy(void *self)
     if (!s)
         return;
     cudaSetDevice(s->ordinal);
+    stop_watchdog(s);
     if (s->comm)
         close_comm(s);
-    for (int i = 0; i <= GB_COMM_MAX_INFLIGHT; i++)
-        if (s->events[i])
-            cudaEventDestroy(s->events[i]);
+    if (s->stream && s->stream != s->compute)
+        cudaStreamDestroy(s->stream);
+    if (s->ready)
+        cudaEventDestroy(s->ready);
+    for (int i = 0; i < WATCH_SLOTS; i++)
+        if (s->ring[i].done)
+            cudaEventDestroy(s->ring[i].done);
     cudaFree(s->barrier_word);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->lock);
     s->host->free(s->host, s);
 }
 
@@ -459,12 +656,12 @@ static int nccl_type_of(gb_dtype dtype, ncclDataType_t *type)
     return 0;
 }
 
-static gb_status nccl_all_reduce_start(void *self, void *buf, int64_t count, gb_dtype dtype,
-                                       gb_reduce_op op, gb_comm_request *request)
+/* The arguments of all_reduce_start, checked; GB_OK with NCCL's type in *type. */
+static gb_status check_all_reduce(nccl_comm *s, const void *buf, int64_t count, gb_dtype dtype,
+                                  gb_reduce_op op, const gb_comm_request *request,
+                                  ncclDataType_t *type)
 {
-    nccl_comm *s = self;
     const gb_host *host = s->host;
-    ncclDataType_t type;
     if (!request || count < 0 || (count > 0 && !buf)) {
         host->set_error(host, "all_reduce: needs a request pointer and a buffer of count >= 0");
         return GB_ERR_INVALID_ARG;
@@ -473,7 +670,7 @@ static gb_status nccl_all_reduce_start(void *self, void *buf, int64_t count, gb_
         host->set_error(host, "all_reduce: unknown dtype %d or reduce op %d", (int)dtype, (int)op);
         return GB_ERR_INVALID_ARG;
     }
-    if (!nccl_type_of(dtype, &type)) {
+    if (!nccl_type_of(dtype, type)) {
         host->set_error(host, "all_reduce: NCCL has no reduction for dtype %s (f32, bf16, f16 and "
                         "i32 are supported)", gb_dtype_name(dtype));
         return GB_ERR_UNSUPPORTED;
@@ -483,46 +680,78 @@ static gb_status nccl_all_reduce_start(void *self, void *buf, int64_t count, gb_
                         GB_COMM_MAX_INFLIGHT);
         return GB_ERR_INVALID_ARG;
     }
-    gb_status st = check_usable(s, "all_reduce");
+    return GB_OK;
+}
+
+/* Queues the all-reduce `desc` after the compute stream's work so far and watches it.
+ * Called with the lock held. */
+static gb_status queue_all_reduce(nccl_comm *s, void *buf, ncclDataType_t type, gb_reduce_op op,
+                                  const op_desc *desc)
+{
+    cudaError_t e = order_after_compute(s);
+    if (e != cudaSuccess)
+        return finish_op(s, desc, cuda_error(e));
+    ncclResult_t r = ncclAllReduce(buf, buf, (size_t)desc->count, type,
+                                   op == GB_REDUCE_AVG ? ncclAvg : ncclSum, s->comm, s->stream);
+    gb_status st = check_enqueued(s, r, desc);
+    return st == GB_OK ? watch(s, desc) : st;
+}
+
+static gb_status nccl_all_reduce_start(void *self, void *buf, int64_t count, gb_dtype dtype,
+                                       gb_reduce_op op, gb_comm_request *request)
+{
+    nccl_comm *s = self;
+    ncclDataType_t type;
+    gb_status st = check_all_reduce(s, buf, count, dtype, op, request, &type);
     if (st != GB_OK)
         return st;
-    int slot = 0;
-    while (s->slots[slot].request != 0)
-        slot++;
-    const op_desc desc = {.kind = OP_ALL_REDUCE, .seq = ++s->seq, .count = count, .dtype = dtype};
-    ncclResult_t r = ncclAllReduce(buf, buf, (size_t)count, type,
-                                   op == GB_REDUCE_AVG ? ncclAvg : ncclSum, s->comm, s->stream);
-    if ((st = check_enqueued(s, r, &desc)) != GB_OK)
-        return st;
-    cudaError_t e = cudaEventRecord(s->events[slot], s->stream);
-    if (e != cudaSuccess)
-        return finish_op(s, &desc, cuda_error(e));
-    s->slots[slot] = (request_slot){.request = desc.seq, .count = count, .dtype = dtype};
-    s->n_inflight++;
-    *request = desc.seq;
-    return GB_OK;
+    pthread_mutex_lock(&s->lock);
+    if ((st = make_room(s, "all_reduce")) == GB_OK) {
+        const op_desc desc = {.kind = OP_ALL_REDUCE, .seq = ++s->seq, .count = count,
+                              .dtype = dtype};
+        if ((st = queue_all_reduce(s, buf, type, op, &desc)) == GB_OK) {
+            int slot = 0;
+            while (s->requests[slot] != 0)
+                slot++;
+            s->requests[slot] = desc.seq;
+            s->n_inflight++;
+            *request = desc.seq;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
+/* Work queued on the compute stream from now on starts after collective #seq: a wait on
+ * its end event, unless it runs on the compute stream or was already seen complete. */
+static gb_status compute_waits_for(nccl_comm *s, int64_t seq)
+{
+    if (s->stream == s->compute || seq < s->oldest)
+        return GB_OK;
+    watched *w = watched_of(s, seq);
+    cudaError_t e = cudaStreamWaitEvent(s->compute, w->done, 0);
+    return e == cudaSuccess ? GB_OK : finish_op(s, &w->op, cuda_error(e));
 }
 
 static gb_status nccl_all_reduce_wait(void *self, gb_comm_request request)
 {
     nccl_comm *s = self;
     int slot = 0;
-    while (slot < GB_COMM_MAX_INFLIGHT && (request <= 0 || s->slots[slot].request != request))
+    while (slot < GB_COMM_MAX_INFLIGHT && (request <= 0 || s->requests[slot] != request))
         slot++;
     if (slot == GB_COMM_MAX_INFLIGHT) {
         s->host->set_error(s->host, "all_reduce_wait: request %lld is not outstanding",
                            (long long)request);
         return GB_ERR_INVALID_ARG;
     }
-    const request_slot done = s->slots[slot];
-    s->slots[slot].request = 0;
+    s->requests[slot] = 0;
     s->n_inflight--;
+    pthread_mutex_lock(&s->lock);
     gb_status st = check_usable(s, "all_reduce_wait");
-    if (st != GB_OK)
-        return st;
-    const op_desc desc = {.kind = OP_ALL_REDUCE, .seq = done.request, .count = done.count,
-                          .dtype = done.dtype};
-    return finish_op(s, &desc, wait_for(s, s->events[slot]));
+    if (st == GB_OK)
+        st = compute_waits_for(s, request);
+    pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 static gb_status nccl_broadcast(void *self, void *buf, size_t bytes, int root)
@@ -537,15 +766,22 @@ static gb_status nccl_broadcast(void *self, void *buf, size_t bytes, int root)
         s->host->set_error(s->host, "broadcast: NULL buffer of %zu bytes", bytes);
         return GB_ERR_INVALID_ARG;
     }
-    gb_status st = check_usable(s, "broadcast");
-    if (st != GB_OK)
-        return st;
-    const op_desc desc = {.kind = OP_BROADCAST, .seq = ++s->seq, .count = (int64_t)bytes,
-                          .root = root};
-    ncclResult_t r = ncclBroadcast(buf, buf, bytes, ncclUint8, root, s->comm, s->stream);
-    if ((st = check_enqueued(s, r, &desc)) != GB_OK)
-        return st;
-    return wait_blocking(s, &desc);
+    pthread_mutex_lock(&s->lock);
+    gb_status st = make_room(s, "broadcast");
+    if (st == GB_OK) {
+        const op_desc desc = {.kind = OP_BROADCAST, .seq = ++s->seq, .count = (int64_t)bytes,
+                              .root = root};
+        cudaError_t e = order_after_compute(s);
+        if (e != cudaSuccess) {
+            st = finish_op(s, &desc, cuda_error(e));
+        } else {
+            ncclResult_t r = ncclBroadcast(buf, buf, bytes, ncclUint8, root, s->comm, s->stream);
+            if ((st = check_enqueued(s, r, &desc)) == GB_OK && (st = watch(s, &desc)) == GB_OK)
+                st = wait_blocking(s, &desc, "broadcast");
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 /* Every rank adds its 0 to barrier_word: the all-reduce completes only once all ranks
@@ -553,15 +789,15 @@ static gb_status nccl_broadcast(void *self, void *buf, size_t bytes, int root)
 static gb_status nccl_barrier(void *self)
 {
     nccl_comm *s = self;
-    gb_status st = check_usable(s, "barrier");
-    if (st != GB_OK)
-        return st;
-    const op_desc desc = {.kind = OP_BARRIER, .seq = ++s->seq};
-    ncclResult_t r = ncclAllReduce(s->barrier_word, s->barrier_word, 1, ncclInt32, ncclSum,
-                                   s->comm, s->stream);
-    if ((st = check_enqueued(s, r, &desc)) != GB_OK)
-        return st;
-    return wait_blocking(s, &desc);
+    pthread_mutex_lock(&s->lock);
+    gb_status st = make_room(s, "barrier");
+    if (st == GB_OK) {
+        const op_desc desc = {.kind = OP_BARRIER, .seq = ++s->seq, .count = 1};
+        if ((st = queue_all_reduce(s, s->barrier_word, ncclInt32, GB_REDUCE_SUM, &desc)) == GB_OK)
+            st = wait_blocking(s, &desc, "barrier");
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
 }
 
 static const gb_comm_ops nccl_ops = {

@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#include "loss_scale.h"
+
 typedef struct matmul_work {
     cpu_device *dev;
     gb_matmul_args args;
@@ -237,13 +239,15 @@ typedef struct cross_entropy_work {
     const int32_t *targets;
     int64_t N, V;
     float dloss;
+    const float *dloss_scale;   /* NULL, or a device scalar dloss is multiplied by */
 } cross_entropy_work;
 
 static gb_status run_cross_entropy(void *arg)
 {
     cross_entropy_work *w = arg;
+    float dloss = w->dloss_scale ? w->dloss * *w->dloss_scale : w->dloss;
     return cpu_cross_entropy_ld(w->dev, w->dtype, w->losses, w->dlogits, w->logits, w->ld,
-                                w->targets, w->N, w->V, w->dloss);
+                                w->targets, w->N, w->V, dloss);
 }
 
 gb_status cpu_q_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits,
@@ -258,6 +262,38 @@ gb_status cpu_q_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void
                                  const void *logits, int64_t ld, const int32_t *targets,
                                  int64_t N, int64_t V, float dloss)
 {
-    cross_entropy_work w = {self, dtype, losses, dlogits, logits, ld, targets, N, V, dloss};
+    cross_entropy_work w = {self, dtype, losses, dlogits, logits, ld, targets, N, V, dloss, NULL};
     return cpu_submit(self, NULL, run_cross_entropy, &w, sizeof w);
+}
+
+gb_status cpu_q_cross_entropy_scaled(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                                     const void *logits, int64_t ld, const int32_t *targets,
+                                     int64_t N, int64_t V, float dloss, const float *dloss_scale)
+{
+    if (!dloss_scale)
+        return cpu_fail(self, GB_ERR_INVALID_ARG, "cross_entropy_scaled: dloss_scale is NULL");
+    cross_entropy_work w = {self,    dtype, losses, dlogits, logits, ld,
+                            targets, N,     V,      dloss,   dloss_scale};
+    return cpu_submit(self, NULL, run_cross_entropy, &w, sizeof w);
+}
+
+typedef struct loss_scaler_work {
+    gb_loss_scaler *scaler;
+    const float *norm_sq;
+} loss_scaler_work;
+
+static gb_status run_loss_scaler_update(void *arg)
+{
+    loss_scaler_work *w = arg;
+    gb_loss_scaler_step(w->scaler, gb_loss_scale_found_inf(*w->norm_sq));
+    return GB_OK;
+}
+
+gb_status cpu_q_loss_scaler_update(void *self, gb_loss_scaler *scaler, const float *norm_sq)
+{
+    if (!scaler || !norm_sq)
+        return cpu_fail(self, GB_ERR_INVALID_ARG, "loss_scaler_update: scaler and norm_sq "
+                        "must not be NULL");
+    loss_scaler_work w = {scaler, norm_sq};
+    return cpu_submit(self, NULL, run_loss_scaler_update, &w, sizeof w);
 }

@@ -37,5 +37,11 @@ gb_status cpu_q_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void
                                  const void *logits, int64_t ld, const int32_t *targets,
                                  int64_t N, int64_t V, float dloss);
 gb_status cpu_q_sum_squares(void *self, float *out, const float *x, int64_t n);
+gb_status cpu_q_cross_entropy_scaled(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                                     const void *logits, int64_t ld, const int32_t *targets,
+                                     int64_t N, int64_t V, float dloss,
+                                     const float *dloss_scale);
+/* One step of the loss scaler in device memory (kernels/common/loss_scale.h). */
+gb_status cpu_q_loss_scaler_update(void *self, gb_loss_scaler *scaler, const float *norm_sq);
 
 #endif /* GB_DEVICE_CPU_DEFERRED_H */

@@ -218,6 +218,8 @@ static const gb_device_ops cpu_ops = {
     .event_sync = cpu_event_sync,
     .enqueue_host = cpu_enqueue_host,
     .cross_entropy_ld = cpu_q_cross_entropy_ld,
+    .cross_entropy_scaled = cpu_q_cross_entropy_scaled,
+    .loss_scaler_update = cpu_q_loss_scaler_update,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.3.0",

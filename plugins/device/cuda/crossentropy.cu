@@ -13,6 +13,10 @@
  *
  * Targets live on the GPU and are not checked on the host: a target outside [0, V) gives
  * that row a NaN loss and NaN gradients, which the core's loss check reports.
+ *
+ * cross_entropy_scaled (ABI 1.4) multiplies dloss by a scale the kernel reads from device
+ * memory (the loss scale, which loss_scaler_update moves there), so a loss scale needs no
+ * host round trip.
  */
 #include <math.h>
 
@@ -27,10 +31,12 @@
 #define GROUPS (CUDA_BLOCK / GB_ROW_LANES)
 
 // losses (N); dlogits (N, ld) act or NULL, may alias logits; logits (N, ld) act, V columns
-// used; targets (N); dynamic shared memory: one double per block of GB_CE_EXP_BLOCK columns
+// used; targets (N); dloss_scale: NULL or one f32; dynamic shared memory: one double per
+// block of GB_CE_EXP_BLOCK columns
 static __global__ void cross_entropy_kernel(gb_dtype dtype, float *losses, void *dlogits,
                                             const void *logits, int64_t ld,
-                                            const int32_t *targets, int64_t V, float dloss)
+                                            const int32_t *targets, int64_t V, float dloss,
+                                            const float *dloss_scale)
 {
     extern __shared__ double block_sums[];
     __shared__ float warp_max[CUDA_BLOCK / 32];
@@ -84,10 +90,11 @@ static __global__ void cross_entropy_kernel(gb_dtype dtype, float *losses, void 
     if (!dlogits)
         return;
     const float inv = inv_sum;
+    const float d = dloss_scale ? dloss * *dloss_scale : dloss;
     for (int64_t c = threadIdx.x; c < V; c += blockDim.x) {
         const float e = gb_exp_fast(gb_act_load(logits, dtype, base + c) - max);
         gb_act_store(dlogits, dtype, base + c,
-                     valid ? gb_ce_dlogit(e, inv, c == target, dloss) : NAN);
+                     valid ? gb_ce_dlogit(e, inv, c == target, d) : NAN);
     }
 }
 
@@ -99,12 +106,12 @@ extern "C" gb_status cuda_cross_entropy(void *self, gb_dtype dtype, float *losse
     return cuda_cross_entropy_ld(self, dtype, losses, dlogits, logits, V, targets, N, V, dloss);
 }
 
-extern "C" gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *losses,
-                                           void *dlogits, const void *logits, int64_t ld,
-                                           const int32_t *targets, int64_t N, int64_t V,
-                                           float dloss)
+/* The launch behind every entry: dloss_scale NULL but for cross_entropy_scaled. */
+static gb_status launch_cross_entropy(cuda_device *dev, gb_dtype dtype, float *losses,
+                                      void *dlogits, const void *logits, int64_t ld,
+                                      const int32_t *targets, int64_t N, int64_t V, float dloss,
+                                      const float *dloss_scale)
 {
-    cuda_device *dev = (cuda_device *)self;
     const gb_host *host = dev->host;
     gb_status st = cuda_begin(dev, "cross_entropy", dtype, N, V);
     if (st != GB_OK || N == 0)
@@ -118,7 +125,30 @@ extern "C" gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *lo
         return GB_ERR_UNSUPPORTED;
     }
     cross_entropy_kernel<<<(unsigned)N, CUDA_BLOCK, shared, dev->compute>>>(
-        dtype, losses, dlogits, logits, ld, targets, V, dloss);
+        dtype, losses, dlogits, logits, ld, targets, V, dloss, dloss_scale);
     GB_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
     return GB_OK;
+}
+
+extern "C" gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *losses,
+                                           void *dlogits, const void *logits, int64_t ld,
+                                           const int32_t *targets, int64_t N, int64_t V,
+                                           float dloss)
+{
+    return launch_cross_entropy((cuda_device *)self, dtype, losses, dlogits, logits, ld,
+                                targets, N, V, dloss, NULL);
+}
+
+extern "C" gb_status cuda_cross_entropy_scaled(void *self, gb_dtype dtype, float *losses,
+                                               void *dlogits, const void *logits, int64_t ld,
+                                               const int32_t *targets, int64_t N, int64_t V,
+                                               float dloss, const float *dloss_scale)
+{
+    cuda_device *dev = (cuda_device *)self;
+    if (!dloss_scale) {
+        dev->host->set_error(dev->host, "cross_entropy_scaled: dloss_scale is NULL");
+        return GB_ERR_INVALID_ARG;
+    }
+    return launch_cross_entropy(dev, dtype, losses, dlogits, logits, ld, targets, N, V, dloss,
+                                dloss_scale);
 }

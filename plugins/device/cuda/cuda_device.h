@@ -93,6 +93,10 @@ gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void 
                                 const void *logits, int64_t ld, const int32_t *targets,
                                 int64_t N, int64_t V, float dloss);
 gb_status cuda_sum_squares(void *self, float *out, const float *x, int64_t n);
+gb_status cuda_cross_entropy_scaled(void *self, gb_dtype dtype, float *losses, void *dlogits,
+                                    const void *logits, int64_t ld, const int32_t *targets,
+                                    int64_t N, int64_t V, float dloss, const float *dloss_scale);
+gb_status cuda_loss_scaler_update(void *self, gb_loss_scaler *scaler, const float *norm_sq);
 
 /* ---- the column sums behind bias and LayerNorm gradients (reduce.cu) ---- */
 /* dst[c] += the sum over the rows r of src[r, c], for `rows` rows of `cols` columns with

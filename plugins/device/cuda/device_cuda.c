@@ -540,6 +540,8 @@ static const gb_device_ops cuda_ops = {
     .event_sync = cuda_event_sync,
     .enqueue_host = cuda_enqueue_host,
     .cross_entropy_ld = cuda_cross_entropy_ld,
+    .cross_entropy_scaled = cuda_cross_entropy_scaled,
+    .loss_scaler_update = cuda_loss_scaler_update,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cuda", "1.2.0",

@@ -1,6 +1,7 @@
 /* Reductions across rows on the CUDA device: bias gradients (bias_backward and the
- * matmul's BIAS_GRAD epilogue), the sum of squares behind the global gradient norm, and
- * the ordered combine that layernorm.cu shares.
+ * matmul's BIAS_GRAD epilogue), the sum of squares behind the global gradient norm (and
+ * the loss scaler's step that reads it, ABI 1.4), and the ordered combine that
+ * layernorm.cu shares.
  *
  * No float atomics: every sum has kernels/common/reduce_order.h's order, fixed by the
  * sizes alone. Sums over rows cut the rows into gb_chunk_count() chunks; pass one gives
@@ -16,6 +17,7 @@
 #include "cuda_device.h"
 #include "cuda_status.h"
 #include "lanes.cuh"
+#include "loss_scale.h"
 
 /* Where row `row` of a column sum starts: rows lie ld apart, `rows_per_batch` rows form
  * one matrix, and matrices lie batch_stride apart (no division for the first matrix, which
@@ -174,5 +176,29 @@ extern "C" gb_status cuda_sum_squares(void *self, float *out, const float *x, in
     GB_CUDA_CHECK_LAUNCH("sum_squares_partials_kernel");
     sum_partials_kernel<<<1, 32, 0, dev->compute>>>(out, partials, chunks);
     GB_CUDA_CHECK_LAUNCH("sum_partials_kernel");
+    return GB_OK;
+}
+
+/* One step of the loss scaler by one thread (kernels/common/loss_scale.h, the host's rule
+ * and bits), reading the squared gradient norm where sum_squares left it. */
+static __global__ void loss_scaler_kernel(gb_loss_scaler *scaler, const float *norm_sq)
+{
+    gb_loss_scaler_step(scaler, gb_loss_scale_found_inf(*norm_sq));
+}
+
+extern "C" gb_status cuda_loss_scaler_update(void *self, gb_loss_scaler *scaler,
+                                             const float *norm_sq)
+{
+    cuda_device *dev = (cuda_device *)self;
+    const gb_host *host = dev->host;
+    if (!scaler || !norm_sq) {
+        host->set_error(host, "loss_scaler_update: scaler and norm_sq must not be NULL");
+        return GB_ERR_INVALID_ARG;
+    }
+    gb_status st = cuda_begin(dev, "loss_scaler_update", GB_F32, 1, 1);
+    if (st != GB_OK)
+        return st;
+    loss_scaler_kernel<<<1, 1, 0, dev->compute>>>(scaler, norm_sq);
+    GB_CUDA_CHECK_LAUNCH("loss_scaler_kernel");
     return GB_OK;
 }

@@ -4,7 +4,8 @@
  * A step reads p, g, m and v once and writes p, m and v once (28 bytes per parameter,
  * plus 2 for a bf16/f16 working copy when the core asks for one), applying in that one
  * pass the clip and loss-scale factor, the group's weight decay, both moments with bias
- * correction and the update. The squared gradient norm that clipping needs comes from
+ * correction and the update; with the loss scale on the device (ABI 1.4) it reads the
+ * scale there and leaves everything as it is when the gradients overflowed. The squared gradient norm that clipping needs comes from
  * grad_norm_sq, a second read of g (4 bytes per parameter), so a step reads the
  * gradients twice in all. Both loops run on the kernels of kernels.h: AVX-512 when the
  * CPU has it (decided at run time, so a -Dnative=false build still uses it), otherwise
@@ -160,6 +161,8 @@ static gb_status fused_step(void *self, const gb_optim_step_args *args)
 /* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
 static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_args *args)
 {
+    if (optim_step_skipped(args))
+        return GB_OK;
     adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, optim_grad_scale(args));
     int64_t n = args->n;
 #pragma omp parallel num_threads(a->threads) if (n >= FUSED_PARALLEL_MIN)
@@ -230,5 +233,5 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
                       "to adamw",
                       GB_DEVICE_CPU, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                       GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
-                          GB_CAP_QUEUED_MEMORY,
+                          GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
                       GB_OPTIONS(adamw_options), fused_ops)

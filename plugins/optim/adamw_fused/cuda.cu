@@ -4,7 +4,9 @@
  * parameter), with the bf16 or f16 working copy (params_lowp) written in the same pass
  * (2 more). The clip and loss-scale factor is computed by every thread from the device
  * scalar grad_norm_sq (grad_scale.h), so the step never reads device memory on the host
- * and never waits for the GPU. The update is kernels/common/adamw.h's adamw_element, each
+ * and never waits for the GPU; with the loss scale on the device too (ABI 1.4) every
+ * thread reads it there, and leaves its elements as they are when the gradients
+ * overflowed. The update is kernels/common/adamw.h's adamw_element, each
  * operation rounded on its own, so p, m and v are bit-identical to optim/adamw's and
  * optim/adamw_fused's on the CPU for the same squared norm; the low-precision copy uses
  * gearbox/convert.h's conversions and, for stochastic rounding, stochastic_round.h's
@@ -90,6 +92,8 @@ static __device__ int span_of(const fused_spans *s, int64_t i)
 static __global__ void fused_kernel(fused_buffers b, fused_spans spans, adamw_coeffs c,
                                     float decay, optim_cuda_clip clip)
 {
+    if (optim_cuda_skipped(&clip))
+        return;
     c.g_scale = optim_cuda_grad_scale(&clip);
     const int64_t end = spans.end[spans.count - 1];
     for (int64_t i = spans.begin + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < end;
@@ -315,6 +319,6 @@ GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
                       "grad_norm_sq; writes the bf16/f16 working copy",
                       GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                       GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
-                          GB_CAP_QUEUED_MEMORY,
+                          GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
                       GB_OPTIONS(adamw_options), fused_ops)
 }

@@ -15,6 +15,7 @@
 
 #include "gearbox/optim.h"
 #include "grad_scale.h"
+#include "step_args.h"
 
 #define OPTIM_CUDA_THREADS 256
 /* Enough blocks to fill any current GPU several times over; the loop covers the rest. */
@@ -46,22 +47,33 @@ static inline int optim_cuda_device_ok(const gb_host *host, const gb_device_ctx 
     return 0;
 }
 
-/* What a kernel needs to compute the clip factor itself (grad_scale.h). */
+/* What a kernel needs to compute the clip factor itself (grad_scale.h), and whether the
+ * step is skipped for a loss scale kept on the device (ABI 1.4). */
 typedef struct optim_cuda_clip {
-    const float *norm_sq;   /* device scalar, or NULL */
+    const float *norm_sq;      /* device scalar, or NULL */
     float max_norm, inv_loss_scale;
+    const float *loss_scale;   /* device scalar, or NULL: inv_loss_scale holds */
 } optim_cuda_clip;
 
 static inline optim_cuda_clip optim_cuda_clip_of(const gb_optim_step_args *args)
 {
-    optim_cuda_clip clip = {args->grad_norm_sq, args->max_norm, args->inv_loss_scale};
+    optim_cuda_clip clip = {args->grad_norm_sq, args->max_norm, args->inv_loss_scale,
+                            optim_loss_scale(args)};
     return clip;
 }
 
-/* The factor of optim.h, in a kernel: every thread reads the same scalar. */
+/* The factor of optim.h, in a kernel: every thread reads the same scalars. */
 static __device__ inline float optim_cuda_grad_scale(const optim_cuda_clip *clip)
 {
-    return gb_grad_scale(clip->norm_sq, clip->max_norm, clip->inv_loss_scale);
+    return gb_grad_scale(clip->norm_sq, clip->max_norm,
+                         gb_inv_loss_scale(clip->loss_scale, clip->inv_loss_scale));
+}
+
+/* Whether every thread of the step leaves its elements as they are: the gradients
+ * overflowed under a loss scale on the device. */
+static __device__ inline int optim_cuda_skipped(const optim_cuda_clip *clip)
+{
+    return gb_step_overflowed(clip->loss_scale, clip->norm_sq);
 }
 
 #endif /* GB_PLUGINS_OPTIM_CUDA_H */

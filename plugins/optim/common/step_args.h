@@ -1,7 +1,8 @@
 /* What every optimizer plugin of this tree checks and computes the same way: validation of
  * gb_optim_step_args (sizes, pointers, step number, groups covering [0, n) exactly once),
- * the factor that removes the loss scale and clips the global norm (optim.h), and the
- * queuing of a CPU plugin's step on the device. Header-only, so each plugin still links
+ * the factor that removes the loss scale and clips the global norm (optim.h), the skip of
+ * a step whose gradients overflowed under a loss scale on the device, and the queuing of
+ * a CPU plugin's step on the device. Header-only, so each plugin still links
  * nothing but itself; it compiles as C and, for the CUDA plugins, as CUDA C++. Failures
  * are explained through host->set_error(). */
 #ifndef GB_PLUGINS_OPTIM_STEP_ARGS_H
@@ -57,6 +58,15 @@ static inline int optim_lowp_stochastic(const gb_optim_step_args *args)
            args->lowp_stochastic;
 }
 
+/* The loss scale the device keeps (ABI 1.4, optim.h), or NULL: unset, or arguments from
+ * a core that predates it. */
+static inline const float *optim_loss_scale(const gb_optim_step_args *args)
+{
+    return args->struct_size >= offsetof(gb_optim_step_args, loss_scale) + sizeof args->loss_scale
+               ? args->loss_scale
+               : NULL;
+}
+
 static inline int optim_step_args_valid(const gb_host *host, const gb_optim_step_args *args)
 {
     if (!args || args->struct_size < OPTIM_STEP_ARGS_1_0_SIZE) {
@@ -75,6 +85,11 @@ static inline int optim_step_args_valid(const gb_host *host, const gb_optim_step
     }
     if (args->step < 1) {
         host->set_error(host, "step %lld: steps count from 1", (long long)args->step);
+        return 0;
+    }
+    if (optim_loss_scale(args) && !args->grad_norm_sq) {
+        host->set_error(host, "a loss scale on the device needs grad_norm_sq, which decides "
+                        "whether the step is skipped");
         return 0;
     }
     return optim_groups_cover(host, args->groups, args->n_groups, args->n);
@@ -102,7 +117,15 @@ static inline gb_status optim_lowp_supported(const gb_host *host,
  * a CPU plugin: it reads grad_norm_sq, so only in work queued on the device. */
 static inline float optim_grad_scale(const gb_optim_step_args *args)
 {
-    return gb_grad_scale(args->grad_norm_sq, args->max_norm, args->inv_loss_scale);
+    return gb_grad_scale(args->grad_norm_sq, args->max_norm,
+                         gb_inv_loss_scale(optim_loss_scale(args), args->inv_loss_scale));
+}
+
+/* Whether the step is skipped on the device (optim.h, loss_scale), for a CPU plugin: it
+ * reads grad_norm_sq, so only in work queued on the device. */
+static inline int optim_step_skipped(const gb_optim_step_args *args)
+{
+    return gb_step_overflowed(optim_loss_scale(args), args->grad_norm_sq);
 }
 
 

@@ -3,12 +3,15 @@
  *
  * Products are computed in double and rounded to f32 once, as torch._amp_update_scale_
  * does with its double factors, so a scale sequence matches PyTorch's step for step
- * (until min_scale, which PyTorch lacks, stops a fall).
+ * (until min_scale, which PyTorch lacks, stops a fall). The step is loss_scale.h's, the
+ * devices' too.
  */
 #include "loss_scaler.h"
 
 #include <math.h>
 #include <string.h>
+
+#include "loss_scale.h"
 
 gb_status loss_scaler_init(loss_scaler *s, const loss_scaler_config *config,
                            const gb_host *host)
@@ -30,62 +33,52 @@ gb_status loss_scaler_init(loss_scaler *s, const loss_scaler_config *config,
                         "lower min_scale", config->init_scale, config->min_scale);
         return GB_ERR_CONFIG;
     }
-    *s = (loss_scaler){
+    s->s = (gb_loss_scaler){
         .growth_factor = config->growth_factor,
         .backoff_factor = config->backoff_factor,
         .growth_interval = config->growth_interval,
         .min_scale = min_scale,
         .enabled = config->enabled,
-        .state = {.version = LOSS_SCALER_VERSION, .scale = init_scale},
+        .scale = init_scale,
     };
-    memcpy(s->state.magic, LOSS_SCALER_MAGIC, sizeof s->state.magic);
     return GB_OK;
 }
 
 float loss_scaler_scale(const loss_scaler *s)
 {
-    return s->enabled ? s->state.scale : 1.0f;
-}
-
-/* After an overflow: scale *= backoff_factor, but never below min_scale. */
-static void back_off(loss_scaler *s)
-{
-    float lowered = (float)((double)s->state.scale * s->backoff_factor);
-    s->state.scale = lowered > s->min_scale ? lowered : s->min_scale;
-}
-
-/* After growth_interval clean steps: scale *= growth_factor, unless the product rounds
- * to inf in f32, in which case the scale saturates where it is (PyTorch's "do not grow
- * past fp32 bounds to inf"). */
-static void grow(loss_scaler *s)
-{
-    float grown = (float)((double)s->state.scale * s->growth_factor);
-    if (isfinite(grown))
-        s->state.scale = grown;
+    return s->s.enabled ? s->s.scale : 1.0f;
 }
 
 void loss_scaler_update(loss_scaler *s, int found_inf, int *skip_step)
 {
-    loss_scaler_state *st = &s->state;
-    st->total_steps++;
-    *skip_step = s->enabled && found_inf;
-    if (!s->enabled)
-        return;
-    if (found_inf) {
-        st->skipped_steps++;
-        st->growth_tracker = 0;
-        back_off(s);
-        return;
-    }
-    if (++st->growth_tracker >= s->growth_interval) {
-        st->growth_tracker = 0;
-        grow(s);
-    }
+    *skip_step = gb_loss_scaler_step(&s->s, found_inf);
 }
 
 void loss_scaler_save(const loss_scaler *s, void *buf)
 {
-    memcpy(buf, &s->state, sizeof s->state);
+    loss_scaler_state st = {
+        .version = LOSS_SCALER_VERSION,
+        .scale = s->s.scale,
+        .growth_tracker = s->s.growth_tracker,
+        .skipped_steps = s->s.skipped_steps,
+        .total_steps = s->s.total_steps,
+    };
+    memcpy(st.magic, LOSS_SCALER_MAGIC, sizeof st.magic);
+    memcpy(buf, &st, sizeof st);
+}
+
+/* Whether a scale and counters make sense; says why not through host->set_error(). */
+static int state_sane(float scale, int64_t growth_tracker, int64_t skipped_steps,
+                      int64_t total_steps, uint32_t reserved, const gb_host *host)
+{
+    if (reserved == 0 && isfinite(scale) && scale > 0.0f && growth_tracker >= 0 &&
+        skipped_steps >= 0 && total_steps >= skipped_steps)
+        return 1;
+    host->set_error(host, "damaged loss-scaler state: scale %g, growth tracker %lld, %lld "
+                    "skipped of %lld steps, reserved field %u", (double)scale,
+                    (long long)growth_tracker, (long long)skipped_steps, (long long)total_steps,
+                    reserved);
+    return 0;
 }
 
 gb_status loss_scaler_load(loss_scaler *s, const void *buf, const gb_host *host)
@@ -105,20 +98,43 @@ gb_status loss_scaler_load(loss_scaler *s, const void *buf, const gb_host *host)
                         "(was it saved by a newer gearbox?)", st.version, LOSS_SCALER_VERSION);
         return GB_ERR_INVALID_ARG;
     }
-    if (st.reserved != 0 || !isfinite(st.scale) || !(st.scale > 0.0f) ||
-        st.growth_tracker < 0 || st.skipped_steps < 0 || st.total_steps < st.skipped_steps) {
-        host->set_error(host, "damaged loss-scaler state: scale %g, growth tracker %lld, %lld "
-                        "skipped of %lld steps, reserved field %u", (double)st.scale,
-                        (long long)st.growth_tracker, (long long)st.skipped_steps,
-                        (long long)st.total_steps, st.reserved);
+    if (!state_sane(st.scale, st.growth_tracker, st.skipped_steps, st.total_steps, st.reserved,
+                    host))
         return GB_ERR_INVALID_ARG;
-    }
-    if (st.scale < s->min_scale) {
+    if (st.scale < s->s.min_scale) {
         host->set_error(host, "the saved loss scale %g is below min_scale %g; set min_scale "
                         "to at most %g to resume from this state", (double)st.scale,
-                        (double)s->min_scale, (double)st.scale);
+                        (double)s->s.min_scale, (double)st.scale);
         return GB_ERR_CONFIG;
     }
-    s->state = st;
+    s->s.scale = st.scale;
+    s->s.growth_tracker = st.growth_tracker;
+    s->s.skipped_steps = st.skipped_steps;
+    s->s.total_steps = st.total_steps;
+    return GB_OK;
+}
+
+void loss_scaler_get(const loss_scaler *s, gb_loss_scaler *out)
+{
+    *out = s->s;
+}
+
+gb_status loss_scaler_set(loss_scaler *s, const gb_loss_scaler *in, const gb_host *host)
+{
+    const gb_loss_scaler *r = &s->s;
+    if (in->growth_factor != r->growth_factor || in->backoff_factor != r->backoff_factor ||
+        in->growth_interval != r->growth_interval || in->min_scale != r->min_scale ||
+        in->enabled != r->enabled) {
+        host->set_error(host, "scaler_set: the rule differs from the one scaler_get gave "
+                        "(growth_factor %g, backoff_factor %g, growth_interval %lld, min_scale "
+                        "%g, enabled %d); only the state may change", in->growth_factor,
+                        in->backoff_factor, (long long)in->growth_interval,
+                        (double)in->min_scale, (int)in->enabled);
+        return GB_ERR_INVALID_ARG;
+    }
+    if (!state_sane(in->scale, in->growth_tracker, in->skipped_steps, in->total_steps,
+                    in->reserved, host))
+        return GB_ERR_INVALID_ARG;
+    s->s = *in;
     return GB_OK;
 }

@@ -4,7 +4,8 @@
  * and forwards its scaler entries here.
  *
  * update(found_inf) follows torch._amp_update_scale_ (PyTorch 1.13), with the scale an f32
- * and every product computed in double and rounded once, as there:
+ * and every product computed in double and rounded once, as there (the step itself is
+ * kernels/common/loss_scale.h's, which the devices run too):
  *   inf/nan:  skip the step; scale *= backoff_factor; tracker = 0
  *   clean:    tracker += 1; when tracker reaches growth_interval: tracker = 0 and
  *             scale *= growth_factor unless the product rounds to inf in f32 (the
@@ -26,10 +27,15 @@
  *   offset 32  int64    total steps (every update)
  * Loading refuses a blob whose magic, version or values do not make sense, with a
  * message through host->set_error(). No checksum: the checkpoint file has its own.
+ *
+ * The scaler is held as gearbox/device.h's gb_loss_scaler (the rule and the state), which
+ * loss_scaler_get and loss_scaler_set hand to and take from a device that runs it (ABI
+ * 1.4, precision.h's scaler_get and scaler_set).
  */
 #ifndef GB_PLUGINS_PRECISION_LOSS_SCALER_H
 #define GB_PLUGINS_PRECISION_LOSS_SCALER_H
 
+#include "gearbox/device.h"
 #include "gearbox/plugin.h"
 
 #define LOSS_SCALER_MAGIC "GBLS"
@@ -60,11 +66,7 @@ typedef struct loss_scaler_config {
 
 /* One scaler: the knobs as update() uses them, and the state it saves. */
 typedef struct loss_scaler {
-    double growth_factor, backoff_factor;
-    int64_t growth_interval;
-    float min_scale;
-    int enabled;
-    loss_scaler_state state;
+    gb_loss_scaler s;
 } loss_scaler;
 
 /* Checks `config` and starts `s` at init_scale with zero counters. On a value the
@@ -88,5 +90,13 @@ void loss_scaler_save(const loss_scaler *s, void *buf);
  * through host->set_error(), leaves `s` as it was and returns GB_ERR_INVALID_ARG; on a
  * scale below this run's min_scale, GB_ERR_CONFIG. */
 gb_status loss_scaler_load(loss_scaler *s, const void *buf, const gb_host *host);
+
+/* The scaler as a device runs it. */
+void loss_scaler_get(const loss_scaler *s, gb_loss_scaler *out);
+
+/* Takes the state of `in`, a scaler loss_scaler_get gave that a device has moved since;
+ * refuses (GB_ERR_INVALID_ARG, said through host->set_error()) another rule or a state
+ * that does not make sense, leaving `s` as it was. */
+gb_status loss_scaler_set(loss_scaler *s, const gb_loss_scaler *in, const gb_host *host);
 
 #endif

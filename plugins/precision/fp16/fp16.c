@@ -11,8 +11,12 @@
  * described in plugins/precision/common/loss_scaler.h.
  *
  * The policy is device-independent: on CUDA the kernels run in f16, on the CPU the device
- * converts, so eligible() says yes everywhere. Left out: per-parameter-group scales and
- * hysteresis (several infs in a row before backing off), which GradScaler lacks too.
+ * converts, so eligible() says yes everywhere. With device_update (the default) the
+ * scaler also gives itself to the core as a gb_loss_scaler (ABI 1.4, scaler_get and
+ * scaler_set), so on a device and optimizer that can, the overflow check, the skip and the
+ * scale's update stay on the device, with the same rule and bits, and no host round trip
+ * per step. Left out: per-parameter-group scales and hysteresis (several infs in a row
+ * before backing off), which GradScaler lacks too.
  */
 #include "gearbox/precision.h"
 #include "loss_scaler.h"
@@ -21,10 +25,11 @@
 typedef struct fp16 {
     const gb_host *host;
     loss_scaler scaler;
+    int device_update;
 } fp16;
 
 enum { OPT_INIT_SCALE, OPT_GROWTH_FACTOR, OPT_BACKOFF_FACTOR, OPT_GROWTH_INTERVAL,
-       OPT_MIN_SCALE, OPT_ENABLED };
+       OPT_MIN_SCALE, OPT_ENABLED, OPT_DEVICE_UPDATE };
 
 static const gb_option fp16_options[] = {
     [OPT_INIT_SCALE] = {"init_scale", GB_OPT_FLOAT, "65536", 1e-38, 1e38, NULL,
@@ -44,6 +49,10 @@ static const gb_option fp16_options[] = {
     [OPT_ENABLED] = {"enabled", GB_OPT_BOOL, "true", 0, 0, NULL,
                      "false turns loss scaling off: scale 1, no step ever skipped, as "
                      "GradScaler(enabled=False)"},
+    [OPT_DEVICE_UPDATE] = {"device_update", GB_OPT_BOOL, "true", 0, 0, NULL,
+                           "the overflow check and the scale's update run on the device, "
+                           "where the device and optimizer can (no host round trip per step); "
+                           "false: on the host, after reading the gradient norm back"},
 };
 
 static gb_status fp16_create(const gb_host *host, const gb_value *options,
@@ -68,6 +77,7 @@ static gb_status fp16_create(const gb_host *host, const gb_value *options,
     if (!p)
         return GB_ERR_NO_MEMORY;
     p->scaler = scaler;
+    p->device_update = options[OPT_DEVICE_UPDATE].i != 0;
     *self = p;
     return GB_OK;
 }
@@ -120,6 +130,31 @@ static gb_status fp16_load_state(void *self, const void *buf)
     return loss_scaler_load(&p->scaler, buf, p->host);
 }
 
+static gb_status fp16_scaler_get(void *self, gb_loss_scaler *out)
+{
+    fp16 *p = self;
+    if (!out) {
+        p->host->set_error(p->host, "scaler_get: out must not be NULL");
+        return GB_ERR_INVALID_ARG;
+    }
+    if (!p->device_update) {
+        p->host->set_error(p->host, "[precision] device_update = false");
+        return GB_ERR_UNSUPPORTED;
+    }
+    loss_scaler_get(&p->scaler, out);
+    return GB_OK;
+}
+
+static gb_status fp16_scaler_set(void *self, const gb_loss_scaler *in)
+{
+    fp16 *p = self;
+    if (!in) {
+        p->host->set_error(p->host, "scaler_set: in must not be NULL");
+        return GB_ERR_INVALID_ARG;
+    }
+    return loss_scaler_set(&p->scaler, in, p->host);
+}
+
 static const gb_precision_ops fp16_ops = {
     .struct_size = sizeof(gb_precision_ops),
     .create = fp16_create,
@@ -131,6 +166,8 @@ static const gb_precision_ops fp16_ops = {
     .state_bytes = fp16_state_bytes,
     .save_state = fp16_save_state,
     .load_state = fp16_load_state,
+    .scaler_get = fp16_scaler_get,
+    .scaler_set = fp16_scaler_set,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "fp16", "1.0.0",
