@@ -1018,23 +1018,23 @@ static int read_mean_loss(gb_model *m, int64_t N, float *mean_loss)
     return 0;
 }
 
-int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
-                     int64_t T, float *mean_loss)
+static int check_batch_shape(const gb_model *m, int64_t B, int64_t T)
+{
+    if (B >= 1 && B <= m->B && T >= 1 && T <= m->cfg.block_size)
+        return 0;
+    fprintf(stderr, "gearbox: error: forward of (B %lld, T %lld) exceeds the planned "
+            "(B %lld, T %lld)\n", (long long)B, (long long)T, (long long)m->B,
+            (long long)m->cfg.block_size);
+    return -1;
+}
+
+/* Forward over the batch in m->tokens (and m->targets when has_targets). */
+static int forward_on_device(gb_model *m, int64_t B, int64_t T, int has_targets,
+                             float *mean_loss)
 {
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     int64_t C = m->cfg.n_embd, V = m->cfg.vocab_size, N = B * T;
-    if (B < 1 || B > m->B || T < 1 || T > m->cfg.block_size) {
-        fprintf(stderr, "gearbox: error: forward of (B %lld, T %lld) exceeds the planned "
-                "(B %lld, T %lld)\n", (long long)B, (long long)T, (long long)m->B,
-                (long long)m->cfg.block_size);
-        return -1;
-    }
-    double start = phase_begin(m);
-    if (copy_to_device(m, m->tokens, tokens, (size_t)N * sizeof(int32_t)) ||
-        (targets && copy_to_device(m, m->targets, targets, (size_t)N * sizeof(int32_t))))
-        return -1;
-    phase_end(m, GB_PHASE_DATA, start);
     TIMED_CALL(m, GB_PHASE_FWD_EMBED, dev, "embed_forward",
                ops->embed_forward(m->dev, m->act, m->encoded, m->tokens, m->p.wte, m->p.wpe, B,
                                   T, C));
@@ -1050,15 +1050,40 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
         return -1;
     m->last_B = B;
     m->last_T = T;
-    m->last_has_targets = targets != NULL;
-    if (!targets)
+    m->last_has_targets = has_targets;
+    if (!has_targets)
         return 0;
-    start = phase_begin(m);
+    double start = phase_begin(m);
     GB_CALL(dev, "cross_entropy", cross_entropy(m, NULL, N, 0.0f));
     if (mean_loss && read_mean_loss(m, N, mean_loss))
         return -1;
     phase_end(m, GB_PHASE_FWD_LOSS, start);
     return 0;
+}
+
+int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
+                     int64_t T, float *mean_loss)
+{
+    if (check_batch_shape(m, B, T))
+        return -1;
+    size_t bytes = (size_t)(B * T) * sizeof(int32_t);
+    double start = phase_begin(m);
+    if (copy_to_device(m, m->tokens, tokens, bytes) ||
+        (targets && copy_to_device(m, m->targets, targets, bytes)))
+        return -1;
+    phase_end(m, GB_PHASE_DATA, start);
+    return forward_on_device(m, B, T, targets != NULL, mean_loss);
+}
+
+void gb_model_batch_buffers(gb_model *m, int32_t **tokens, int32_t **targets)
+{
+    *tokens = m->tokens;
+    *targets = m->targets;
+}
+
+int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T)
+{
+    return check_batch_shape(m, B, T) || forward_on_device(m, B, T, 1, NULL);
 }
 
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)

@@ -106,6 +106,13 @@ int gb_model_get_optim_state(gb_model *m, void *host);
  * computes per-token losses and, when mean_loss is not NULL, reads back their mean. */
 int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
                      int64_t T, float *mean_loss);
+/* The device buffers forward reads its batch from: tokens and targets, (batch,
+ * block_size) i32 each. A caller that queues its own copies into them on the compute
+ * stream (input prefetch) then runs gb_model_forward_loaded. */
+void gb_model_batch_buffers(gb_model *m, int32_t **tokens, int32_t **targets);
+/* gb_model_forward over the (B, T) batch with targets already queued into the batch
+ * buffers; reads nothing back. */
+int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T);
 /* Logits of the last forward pass, (B, T, V) f32, copied to host. */
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T);
 /* Zeroes the parameter gradients (start of an optimizer step). */

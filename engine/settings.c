@@ -73,7 +73,7 @@ static const gb_option model_options[] = {
 };
 
 enum { DATA_DIR, DATA_TOKENIZER, DATA_VOCAB, DATA_BATCH_SIZE, DATA_GRAD_ACCUM,
-       DATA_TOKENS_PER_STEP };
+       DATA_TOKENS_PER_STEP, DATA_PREFETCH };
 static const gb_option data_options[] = {
     [DATA_DIR] = {"dir", GB_OPT_STRING, "data", 0, 0, NULL,
                   "token folder: `gearbox prepare`'s (train.bin, val.bin, vocab.txt), "
@@ -94,6 +94,10 @@ static const gb_option data_options[] = {
     [DATA_TOKENS_PER_STEP] = {"tokens_per_step", GB_OPT_INT, "0", 0, BIG, NULL,
                               "tokens per optimizer step, a multiple of block_size * "
                               "batch_size; overrides gradient_accumulation_steps (0: unset)"},
+    [DATA_PREFETCH] = {"prefetch", GB_OPT_BOOL, "true", 0, 0, NULL,
+                       "draw the next batch into pinned memory and copy it to the device on a "
+                       "stream of its own while the current micro-step computes (on devices "
+                       "with streams, ABI 1.2; false: draw and copy each batch in line)"},
 };
 /* `batch_size = auto` is validated against this entry in place of the numeric one. */
 static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 0, "auto",
@@ -404,6 +408,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->batch_size = batch_auto ? 1 : data[DATA_BATCH_SIZE].i;
     s->gradient_accumulation_steps = data[DATA_GRAD_ACCUM].i;
     s->tokens_per_step = data[DATA_TOKENS_PER_STEP].i;
+    s->prefetch = (int)data[DATA_PREFETCH].i;
     s->learning_rate = train[TRAIN_LR].f;
     s->min_lr = train[TRAIN_MIN_LR].f;
     s->warmup_iters = train[TRAIN_WARMUP].i;

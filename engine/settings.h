@@ -42,6 +42,7 @@ typedef struct gb_settings {
     int64_t batch_size, gradient_accumulation_steps;
     int batch_auto;           /* batch_size = auto: 1 until gb_batch_auto chooses it */
     int64_t tokens_per_step;  /* 0: not set; else gradient_accumulation_steps follows it */
+    int prefetch;             /* input prefetch (prefetch.h) where the device can */
     /* [train] */
     double learning_rate, min_lr, grad_clip;
     size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */

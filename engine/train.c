@@ -28,6 +28,7 @@
 #include "manifest.h"
 #include "metrics.h"
 #include "model.h"
+#include "prefetch.h"
 #include "progress.h"
 #include "rng.h"
 #include "runtime.h"
@@ -42,6 +43,7 @@ struct gb_trainer {
     int rank, world;
     int64_t rows, first_row;     /* this rank's rows of every batch: [first_row, +rows) */
     int32_t *tokens, *targets;   /* (rows, T) host */
+    gb_prefetch *prefetch;       /* training batches sent ahead ([data] prefetch), or NULL */
     FILE *out;                   /* stdout on rank 0, /dev/null on the others */
     gb_profile *profile;         /* --profile: time by phase, or NULL */
     int64_t skipped_steps;       /* updates the loss scaler skipped in this process */
@@ -87,15 +89,31 @@ static void json_number(FILE *f, double v)
 
 /* ---- evaluation ---------------------------------------------------------------------- */
 
-/* This rank's rows of batch `index` of `split` into t->tokens and t->targets. */
-static int draw_batch(gb_trainer *t, gb_split split, int purpose, uint64_t index)
+/* This rank's rows of batch `index` of `split` into tokens and targets. */
+static int draw_rows(gb_trainer *t, gb_split split, int purpose, uint64_t index,
+                     int32_t *tokens, int32_t *targets)
 {
     gb_diag diag = {0};
     int rc = gb_data_batch(t->data, split, (uint64_t)t->s->seed, purpose, index, t->first_row,
-                           t->first_row + t->rows, t->s->block_size, t->tokens, t->targets,
-                           &diag);
+                           t->first_row + t->rows, t->s->block_size, tokens, targets, &diag);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
+    return rc;
+}
+
+static int draw_batch(gb_trainer *t, gb_split split, int purpose, uint64_t index)
+{
+    return draw_rows(t, split, purpose, index, t->tokens, t->targets);
+}
+
+/* The prefetcher's gb_batch_fill_fn: training micro-step `index`. */
+static int draw_training_rows(void *ctx, uint64_t index, int32_t *tokens, int32_t *targets)
+{
+    gb_trainer *t = ctx;
+    double start = gb_now_ms();
+    int rc = draw_rows(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, index, tokens, targets);
+    if (t->profile)
+        t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - start;
     return rc;
 }
 
@@ -330,6 +348,31 @@ static int start_from(gb_trainer *t, const gb_train_options *opts)
 
 /* ---- one step ------------------------------------------------------------------------ */
 
+/* Forward over training micro-step `index`: the batch prefetched for it, or drawn now. */
+static int forward_training_batch(gb_trainer *t, uint64_t index)
+{
+    int64_t T = t->s->block_size;
+    if (t->prefetch)
+        return gb_prefetch_load(t->prefetch, index) ||
+               gb_model_forward_loaded(t->model, t->rows, T);
+    double start = gb_now_ms();
+    if (draw_batch(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, index))
+        return -1;
+    if (t->profile)
+        t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - start;
+    return gb_model_forward(t->model, t->tokens, t->targets, t->rows, T, NULL);
+}
+
+/* With prefetch, micro-step `index` goes out while the one before it computes; none
+ * goes out past the run's last. */
+static int send_next_batch(gb_trainer *t, uint64_t index)
+{
+    const gb_settings *s = t->s;
+    if (!t->prefetch || index >= (uint64_t)(s->steps * s->gradient_accumulation_steps))
+        return 0;
+    return gb_prefetch_send(t->prefetch, index);
+}
+
 int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
 {
     const gb_settings *s = t->s;
@@ -337,16 +380,12 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
     if (gb_model_zero_grads(t->model))
         return -1;
     for (int64_t micro = 0; micro < accum; micro++) {
-        double data_start = gb_now_ms();
-        if (draw_batch(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, (uint64_t)(it * accum + micro)))
-            return -1;
-        if (t->profile)
-            t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - data_start;
+        uint64_t index = (uint64_t)(it * accum + micro);
         if (micro == accum - 1)
             gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
-        if (gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size, NULL) ||
-            gb_model_stage_loss(t->model, micro) ||
-            gb_model_backward(t->model, 1.0f / (float)accum))
+        if (forward_training_batch(t, index) || gb_model_stage_loss(t->model, micro) ||
+            gb_model_backward(t->model, 1.0f / (float)accum) ||
+            send_next_batch(t, index + 1))
             return -1;
     }
     double wait_start = gb_now_ms();
@@ -457,6 +496,17 @@ static void log_step(gb_trainer *t, int64_t step, float loss, float norm, double
     fflush(t->metrics);
 }
 
+static void print_prefetch(gb_trainer *t)
+{
+    if (t->prefetch)
+        fprintf(t->out, "data: prefetch on: the next batch is drawn into pinned memory and "
+                "copied on a stream of its own while the current one computes\n");
+    else if (t->s->prefetch)
+        fprintf(t->out, "data: prefetch off: [device] plugin = %s has no pinned memory, "
+                "streams and events (ABI 1.2); batches are drawn and copied in line\n",
+                t->s->plugin[GB_KIND_DEVICE]);
+}
+
 static void print_plan(gb_trainer *t)
 {
     int n;
@@ -474,6 +524,7 @@ static void print_plan(gb_trainer *t)
                 (long long)t->rows, (long long)t->s->batch_size,
                 gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
     gb_model_print_memory(t->model, t->out, "");
+    print_prefetch(t);
     if (t->peak_flops > 0)
         fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s f32 peak of %.1f "
                "GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source, t->peak_flops / 1e9);
@@ -673,6 +724,17 @@ static int share_out_rows(gb_trainer *t)
     return 0;
 }
 
+static int open_prefetch(gb_trainer *t)
+{
+    if (!t->s->prefetch || !gb_prefetch_possible(&t->rt))
+        return 0;
+    int32_t *tokens, *targets;
+    gb_model_batch_buffers(t->model, &tokens, &targets);
+    t->prefetch = gb_prefetch_create(&t->rt, t->rows * t->s->block_size, tokens, targets,
+                                     draw_training_rows, t);
+    return t->prefetch ? 0 : -1;
+}
+
 /* The model for the run's batch (chosen here when batch_size = auto), its batch buffers
  * and the MFU figures. */
 static int build_model(gb_trainer *t)
@@ -694,7 +756,7 @@ static int build_model(gb_trainer *t)
         gb_model_enable_figures(t->model, s->gradient_accumulation_steps))
         return -1;
     t->ddp = gb_ddp_create(&t->rt, t->model, s->bucket_bytes, &ddp_failed);
-    if (ddp_failed)
+    if (ddp_failed || open_prefetch(t))
         return -1;
     t->flops_per_step = estimate_flops_per_step(t);
     t->peak_flops = gb_peak_flops_f32(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self,
@@ -739,6 +801,7 @@ void gb_trainer_close(gb_trainer *t)
     if (t->out && t->out != stdout)
         fclose(t->out);
     gb_ddp_free(t->ddp);
+    gb_prefetch_free(t->prefetch);
     free(t->tokens);
     free(t->targets);
     gb_model_free(t->model);
