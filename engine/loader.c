@@ -273,6 +273,10 @@ static const abi_sizes abi_versions[] = {
     {3, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, cross_entropy_ld), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
+    /* 1.4 appended gb_device_info.pci_bus_id (an output struct: no vtable grew) */
+    {4, END_OF(gb_plugin_desc, caps),
+     {0, END_OF(gb_device_ops, cross_entropy_ld), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+      sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
 };
 #define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))
 

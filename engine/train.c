@@ -22,6 +22,7 @@
 #include "checkpoint.h"
 #include "fsutil.h"
 #include "clock.h"
+#include "gpu_monitor.h"
 #include "data.h"
 #include "ddp.h"
 #include "machine.h"
@@ -44,6 +45,8 @@ struct gb_trainer {
     int64_t rows, first_row;     /* this rank's rows of every batch: [first_row, +rows) */
     int32_t *tokens, *targets;   /* (rows, T) host */
     gb_prefetch *prefetch;       /* training batches sent ahead ([data] prefetch), or NULL */
+    gb_gpu_monitor *gpu;         /* NVML's figures of the run's GPU, or NULL */
+    char gpu_off[400];           /* why there are none on a GPU run; "" elsewhere */
     FILE *out;                   /* stdout on rank 0, /dev/null on the others */
     gb_profile *profile;         /* --profile: time by phase, or NULL */
     int64_t skipped_steps;       /* updates the loss scaler skipped in this process */
@@ -468,16 +471,31 @@ static double mfu(const gb_trainer *t, double steps, double ms)
     return t->flops_per_step * steps / (ms / 1e3) / t->peak_flops;
 }
 
+/* The GPU's figures now, into metrics.jsonl and the progress line's tail. */
+static void log_gpu(gb_trainer *t)
+{
+    gb_gpu_sample g;
+    t->progress.tail[0] = '\0';
+    if (!t->gpu || gb_gpu_monitor_sample(t->gpu, &g))
+        return;
+    gb_gpu_sample_text(&g, t->progress.tail, sizeof t->progress.tail);
+    if (g.has_memory)
+        fprintf(t->metrics, ", \"gpu_memory_used_bytes\": %llu, \"gpu_memory_total_bytes\": %llu",
+                (unsigned long long)g.memory_used, (unsigned long long)g.memory_total);
+    if (g.has_utilization)
+        fprintf(t->metrics, ", \"gpu_utilization_percent\": %u", g.utilization);
+    if (g.has_power)
+        fprintf(t->metrics, ", \"gpu_power_watts\": %.1f", g.power_watts);
+    if (g.has_temperature)
+        fprintf(t->metrics, ", \"gpu_temperature_c\": %u", g.temperature_c);
+}
+
 static void log_step(gb_trainer *t, int64_t step, float loss, float norm, double lr, double ms)
 {
     const gb_settings *s = t->s;
     double tok_s = tokens_per_step(t) / (ms / 1e3);
     uint64_t rss, peak_rss;
     gb_rss_bytes(&rss, &peak_rss);
-    if (!t->progress.tty)
-        gb_progress_print(&t->progress, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | "
-                          "%.0f tok/s", (long long)step, (long long)s->steps, loss, lr, ms,
-                          tok_s);
     fprintf(t->metrics, "{\"step\": %lld, \"loss\": ", (long long)step);
     json_number(t->metrics, loss);
     fprintf(t->metrics, ", \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, \"grad_norm\": ",
@@ -492,8 +510,13 @@ static void log_step(gb_trainer *t, int64_t step, float loss, float norm, double
         json_number(t->metrics, gb_model_loss_scale(t->model));
         fprintf(t->metrics, ", \"skipped_steps\": %lld", (long long)t->skipped_steps);
     }
+    log_gpu(t);
     fputs("}\n", t->metrics);
     fflush(t->metrics);
+    if (!t->progress.tty)
+        gb_progress_print(&t->progress, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | "
+                          "%.0f tok/s%s", (long long)step, (long long)s->steps, loss, lr, ms,
+                          tok_s, t->progress.tail);
 }
 
 static void print_prefetch(gb_trainer *t)
@@ -525,6 +548,12 @@ static void print_plan(gb_trainer *t)
                 gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
     gb_model_print_memory(t->model, t->out, "");
     print_prefetch(t);
+    if (t->gpu)
+        fprintf(t->out, "gpu monitor: %s (NVML, driver %s): memory, utilisation, power and "
+                "temperature in each logged step\n", gb_gpu_monitor_name(t->gpu),
+                gb_gpu_monitor_driver(t->gpu));
+    else if (t->gpu_off[0])
+        fprintf(t->out, "gpu monitor: off: %s\n", t->gpu_off);
     if (t->peak_flops > 0)
         fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s f32 peak of %.1f "
                "GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source, t->peak_flops / 1e9);
@@ -724,6 +753,22 @@ static int share_out_rows(gb_trainer *t)
     return 0;
 }
 
+/* NVML's view of the run's GPU (gpu_monitor.h); a run without it goes on. */
+static void open_gpu_monitor(gb_trainer *t)
+{
+    if (t->rt.device_bit != GB_DEVICE_CUDA)
+        return;
+    gb_device_info info = {.struct_size = sizeof info};
+    gb_instance *dev = &t->rt.inst[GB_KIND_DEVICE];
+    if (t->rt.dev->info(dev->self, &info) != GB_OK) {
+        snprintf(t->gpu_off, sizeof t->gpu_off, "[device] plugin = %.80s did not describe its "
+                 "GPU: %.200s", t->s->plugin[GB_KIND_DEVICE], dev->error);
+        return;
+    }
+    t->gpu = gb_gpu_monitor_open(info.pci_bus_id, t->rt.ctx.ordinal, t->gpu_off,
+                                 sizeof t->gpu_off);
+}
+
 static int open_prefetch(gb_trainer *t)
 {
     if (!t->s->prefetch || !gb_prefetch_possible(&t->rt))
@@ -758,6 +803,7 @@ static int build_model(gb_trainer *t)
     t->ddp = gb_ddp_create(&t->rt, t->model, s->bucket_bytes, &ddp_failed);
     if (ddp_failed || open_prefetch(t))
         return -1;
+    open_gpu_monitor(t);
     t->flops_per_step = estimate_flops_per_step(t);
     t->peak_flops = gb_peak_flops_f32(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self,
                                       t->rt.device_bit, &t->peak_source);
@@ -802,6 +848,7 @@ void gb_trainer_close(gb_trainer *t)
         fclose(t->out);
     gb_ddp_free(t->ddp);
     gb_prefetch_free(t->prefetch);
+    gb_gpu_monitor_close(t->gpu);
     free(t->tokens);
     free(t->targets);
     gb_model_free(t->model);

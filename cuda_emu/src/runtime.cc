@@ -801,6 +801,20 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     }
 }
 
+/* The emulated GPU's PCI address, which the NVML double (cuda_emu/nvml) answers to. */
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+    API("cudaDeviceGetPCIBusId");
+    cudaError_t e = check_ordinal(device);
+    if (e != cudaSuccess)
+        return e;
+    if (len < 13)
+        return refuse(cudaErrorInvalidValue, "cudaDeviceGetPCIBusId: %d bytes cannot hold "
+                      "an address like 0000:01:00.0", len);
+    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x65 + device);
+    return cudaSuccess;
+}
+
 cudaError_t cudaRuntimeGetVersion(int *version)
 {
     *version = CUDART_VERSION;

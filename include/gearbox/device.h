@@ -87,6 +87,11 @@ typedef struct gb_device_info {
     uint64_t free_bytes;         /* memory free now (for batch_size = auto) */
     int32_t cc_major, cc_minor;  /* CUDA compute capability; 0.0 elsewhere */
     char driver[64];             /* driver version, "" where there is none */
+
+    /* ---- ABI 1.4 ---- */
+    char pci_bus_id[32];         /* the GPU's PCI address, "0000:65:00.0" (how NVML and
+                                    nvidia-smi find it whatever CUDA numbers it); "" where
+                                    there is none */
 } gb_device_info;
 
 typedef enum gb_copy_kind {

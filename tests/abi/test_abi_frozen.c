@@ -397,6 +397,24 @@ SIZE_NOW(3, gb_precision_policy, 32);
 SIZE_NOW(3, gb_precision_ops, 80);
 SIZE_NOW(3, gb_comm_ops, 72);
 
+/* ---- ABI 1.4 ------------------------------------------------------------------------ */
+/* 1.3's device description ends where 1.4 appends the PCI address */
+END(gb_device_info, driver, 496);
+FIELD(gb_device_info, pci_bus_id, 496);
+SIZE_NOW(4, gb_host, 72);
+SIZE_NOW(4, gb_plugin_desc, 80);
+SIZE_NOW(4, gb_device_ctx, 56);
+SIZE_NOW(4, gb_device_info, 528);
+SIZE_NOW(4, gb_matmul_args, 184);
+SIZE_NOW(4, gb_device_ops, 288);
+SIZE_NOW(4, gb_attn_problem, 56);
+SIZE_NOW(4, gb_attn_ops, 56);
+SIZE_NOW(4, gb_optim_step_args, 112);
+SIZE_NOW(4, gb_optim_ops, 48);
+SIZE_NOW(4, gb_precision_policy, 32);
+SIZE_NOW(4, gb_precision_ops, 80);
+SIZE_NOW(4, gb_comm_ops, 72);
+
 int main(void)
 {
     if (!FROZEN) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Plugins built against the frozen headers of ABI 1.0, 1.1 and 1.2 (tests/abi/v1.0, v1.1,
-# v1.2: an attention and an optimizer each) load, are reported with their version, and
+# Plugins built against the frozen headers of ABI 1.0 to 1.3 (tests/abi/v1.0 to v1.3: an
+# attention and an optimizer each) load, are reported with their version, and
 # train under this gearbox's ABI.
 # usage: test_old_plugins.sh GEARBOX FIXTURES_DIR SOURCE_ROOT OLD_PLUGINS_DIR
 source "$(dirname "$0")/../cli/lib.sh" "$1" "$2" "$3"
@@ -8,7 +8,7 @@ OLD=$4
 cd "$WORK" || exit 1
 make_data
 
-for v in 1.0 1.1 1.2; do
+for v in 1.0 1.1 1.2 1.3; do
     tag=${v/./}
     attn="$OLD/attn-naive-abi$tag-cpu.so"
     optim="$OLD/optim-sgd-abi$tag-cpu.so"

@@ -232,6 +232,9 @@ static gb_status cuda_info(void *self, gb_device_info *out)
         snprintf(out->driver, sizeof out->driver, "CUDA %d.%d (driver API)", driver / 1000,
                  driver % 1000 / 10);
     }
+    if (FITS(out, gb_device_info, pci_bus_id))
+        GB_CUDA_CHECK(cudaDeviceGetPCIBusId(out->pci_bus_id, (int)sizeof out->pci_bus_id,
+                                            dev->ordinal));
     return GB_OK;
 }
 
