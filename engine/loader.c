@@ -273,9 +273,9 @@ static const abi_sizes abi_versions[] = {
     {3, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, cross_entropy_ld), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
-    /* 1.4 appended gb_device_info.pci_bus_id (an output struct: no vtable grew) */
+    /* 1.4 appended gb_device_info.pci_bus_id and the device's graph entries (optional) */
     {4, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, cross_entropy_ld), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, graph_destroy), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       sizeof(gb_precision_ops), sizeof(gb_comm_ops)}},
 };
 #define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))

@@ -19,7 +19,7 @@ const size_t gb_n_known_sections = sizeof gb_known_sections / sizeof gb_known_se
 
 enum { RUN_SEED, RUN_STEPS, RUN_OUT_DIR, RUN_THREADS, RUN_LOG_EVERY, RUN_EVAL_EVERY,
        RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH, RUN_MEMORY_BUDGET,
-       RUN_ALLOW_WRITABLE_PLUGINS };
+       RUN_ALLOW_WRITABLE_PLUGINS, RUN_CUDA_GRAPHS };
 static const gb_option run_options[] = {
     [RUN_SEED] = {"seed", GB_OPT_INT, "1337", 0, BIG, NULL,
                   "fixes initialisation and the order of batches"},
@@ -47,6 +47,10 @@ static const gb_option run_options[] = {
     [RUN_ALLOW_WRITABLE_PLUGINS] = {"allow_writable_plugins", GB_OPT_BOOL, "false", 0, 0, NULL,
                                     "load plugin files and folders that others than their "
                                     "owner may write (refused by default)"},
+    [RUN_CUDA_GRAPHS] = {"cuda_graphs", GB_OPT_BOOL, "false", 0, 0, NULL,
+                         "record each micro-step's forward and backward once as CUDA graphs "
+                         "and launch them from then on (a device with graphs, ABI 1.4: cuda; "
+                         "not with data-parallel runs)"},
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
@@ -387,6 +391,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->checkpoint_every = run[RUN_CHECKPOINT_EVERY].i;
     problems += resolve_plugin_path(cfg, s, run[RUN_PLUGIN_PATH].s, diag);
     s->allow_writable_plugins = (int)run[RUN_ALLOW_WRITABLE_PLUGINS].i;
+    s->cuda_graphs = (int)run[RUN_CUDA_GRAPHS].i;
     if (parse_bytes(run[RUN_MEMORY_BUDGET].s, &s->memory_budget)) {
         gb_diag_add(diag, "[run] memory_budget = '%s': expected bytes, e.g. 536870912, "
                     "512MiB, 1.5GiB or 800MB", run[RUN_MEMORY_BUDGET].s);

@@ -363,7 +363,8 @@ static int forward_training_batch(gb_trainer *t, uint64_t index)
         return -1;
     if (t->profile)
         t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - start;
-    return gb_model_forward(t->model, t->tokens, t->targets, t->rows, T, NULL);
+    return gb_model_load_batch(t->model, t->tokens, t->targets, t->rows, T) ||
+           gb_model_forward_loaded(t->model, t->rows, T);
 }
 
 /* With prefetch, micro-step `index` goes out while the one before it computes; none
@@ -548,6 +549,11 @@ static void print_plan(gb_trainer *t)
                 gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
     gb_model_print_memory(t->model, t->out, "");
     print_prefetch(t);
+    if (t->s->cuda_graphs)
+        fprintf(t->out, "cuda graphs: on: each micro-step's forward and backward are recorded "
+                "once as graphs and launched from then on; zeroing the gradients, the batch "
+                "copies, the figures, the gradient norm and the optimizer step are queued as "
+                "calls\n");
     if (t->gpu)
         fprintf(t->out, "gpu monitor: %s (NVML, driver %s): memory, utilisation, power and "
                 "temperature in each logged step\n", gb_gpu_monitor_name(t->gpu),
@@ -584,9 +590,16 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
     fputs(", \"mfu\": ", t->metrics);
     json_number(t->metrics, run_mfu);
     fprintf(t->metrics, ", \"peak_rss_bytes\": %llu, \"planned_bytes\": {\"params\": %zu, "
-            "\"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, \"workspace\": %zu}}\n",
+            "\"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, \"workspace\": %zu}",
             (unsigned long long)peak_rss, p.params, p.grads, p.optimizer, p.activations,
             p.workspace);
+    if (t->s->cuda_graphs) {
+        int64_t recorded, launched;
+        gb_model_graph_counts(t->model, &recorded, &launched);
+        fprintf(t->metrics, ", \"graphs\": {\"recorded\": %lld, \"launched\": %lld}",
+                (long long)recorded, (long long)launched);
+    }
+    fputs("}\n", t->metrics);
     fflush(t->metrics);
 }
 
@@ -769,6 +782,32 @@ static void open_gpu_monitor(gb_trainer *t)
                                  sizeof t->gpu_off);
 }
 
+/* [run] cuda_graphs: what the device and the run must allow, then the model's graphs. */
+static int enable_graphs(gb_trainer *t)
+{
+    const gb_device_ops *ops = t->rt.dev;
+    const gb_plugin *dev = t->rt.inst[GB_KIND_DEVICE].plugin;
+    if (!t->s->cuda_graphs)
+        return 0;
+    if (!GB_DEVICE_HAS(ops, graph_begin) || !GB_DEVICE_HAS(ops, graph_end) ||
+        !GB_DEVICE_HAS(ops, graph_launch) || !GB_DEVICE_HAS(ops, graph_destroy)) {
+        fprintf(stderr, "gearbox: error: [run] cuda_graphs = true: [device] plugin = %s (%s) "
+                "records no graphs (ABI 1.4's graph_begin, graph_end, graph_launch and "
+                "graph_destroy); use [device] plugin = cuda, or set cuda_graphs = false\n",
+                dev->desc->name, dev->path);
+        return -1;
+    }
+    if (t->ddp) {
+        fprintf(stderr, "gearbox: error: [run] cuda_graphs = true is not available for "
+                "data-parallel runs (%d ranks): the host starts each gradient bucket's "
+                "all-reduce during backward, which a graph cannot record; set cuda_graphs = "
+                "false\n", t->world);
+        return -1;
+    }
+    gb_model_use_graphs(t->model);
+    return 0;
+}
+
 static int open_prefetch(gb_trainer *t)
 {
     if (!t->s->prefetch || !gb_prefetch_possible(&t->rt))
@@ -801,7 +840,7 @@ static int build_model(gb_trainer *t)
         gb_model_enable_figures(t->model, s->gradient_accumulation_steps))
         return -1;
     t->ddp = gb_ddp_create(&t->rt, t->model, s->bucket_bytes, &ddp_failed);
-    if (ddp_failed || open_prefetch(t))
+    if (ddp_failed || open_prefetch(t) || enable_graphs(t))
         return -1;
     open_gpu_monitor(t);
     t->flops_per_step = estimate_flops_per_step(t);

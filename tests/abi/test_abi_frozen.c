@@ -398,15 +398,20 @@ SIZE_NOW(3, gb_precision_ops, 80);
 SIZE_NOW(3, gb_comm_ops, 72);
 
 /* ---- ABI 1.4 ------------------------------------------------------------------------ */
-/* 1.3's device description ends where 1.4 appends the PCI address */
+/* 1.3's device description and vtable end where 1.4 appends the PCI address and graphs */
 END(gb_device_info, driver, 496);
 FIELD(gb_device_info, pci_bus_id, 496);
+END(gb_device_ops, cross_entropy_ld, 288);
+ENTRY(gb_device_ops, graph_begin, 288, gb_status (*)(void *));
+ENTRY(gb_device_ops, graph_end, 296, gb_status (*)(void *, void **));
+ENTRY(gb_device_ops, graph_launch, 304, gb_status (*)(void *, void *));
+ENTRY(gb_device_ops, graph_destroy, 312, void (*)(void *, void *));
 SIZE_NOW(4, gb_host, 72);
 SIZE_NOW(4, gb_plugin_desc, 80);
 SIZE_NOW(4, gb_device_ctx, 56);
 SIZE_NOW(4, gb_device_info, 528);
 SIZE_NOW(4, gb_matmul_args, 184);
-SIZE_NOW(4, gb_device_ops, 288);
+SIZE_NOW(4, gb_device_ops, 320);
 SIZE_NOW(4, gb_attn_problem, 56);
 SIZE_NOW(4, gb_attn_ops, 56);
 SIZE_NOW(4, gb_optim_step_args, 112);
