@@ -273,10 +273,11 @@ static const abi_sizes abi_versions[] = {
     {3, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, cross_entropy_ld), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
-    /* 1.4 appended the loss scaler on the device: the device's cross_entropy_scaled and
-     * loss_scaler_update, the precision plugin's scaler_get and scaler_set (optional) */
+    /* 1.4 appended the loss scaler on the device (the device's cross_entropy_scaled and
+     * loss_scaler_update, the precision plugin's scaler_get and scaler_set), the device's
+     * graph entries and gb_device_info.pci_bus_id (all optional) */
     {4, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, loss_scaler_update), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, graph_destroy), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
 };
 #define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))

@@ -50,6 +50,18 @@ typedef struct figure_slot {
     int64_t n_micro, n_tokens;
 } figure_slot;
 
+/* A piece of the training micro-step recorded as a device graph (gb_model_use_graphs),
+ * and what it was recorded for: the tokens it covers and the one scalar its calls take
+ * that may change (the loss gradient's scale). */
+typedef struct model_graph {
+    void *graph;            /* NULL until recorded */
+    int64_t n;
+    float scalar;
+    int ran;                /* the piece has run once without recording */
+} model_graph;
+
+enum { GRAPH_FORWARD, GRAPH_BACKWARD };
+
 struct gb_model {
     gb_runtime *rt;
     void *dev;                      /* the device instance, first argument of its ops */
@@ -108,6 +120,10 @@ struct gb_model {
     int recomputing;                /* kernels now run count as GB_PHASE_RECOMPUTE */
     gb_grads_ready_fn grads_ready;  /* told as backward finishes gradients; may be NULL */
     void *grads_ready_ctx;
+
+    int use_graphs;                 /* training forward and backward as device graphs */
+    model_graph graphs[2];          /* indexed by GRAPH_FORWARD, GRAPH_BACKWARD */
+    int64_t graph_recordings, graph_launches;
 
     int64_t last_B, last_T;         /* shape of the last forward */
     int last_has_targets;
@@ -735,6 +751,9 @@ void gb_model_free(gb_model *m)
 {
     if (!m)
         return;
+    for (int i = 0; i < 2; i++)
+        if (m->graphs[i].graph)
+            m->rt->dev->graph_destroy(m->dev, m->graphs[i].graph);
     for (int i = 0; i < m->n_allocations; i++)
         m->rt->dev->free(m->dev, m->allocations[i]);
     free(m->allocations);
@@ -1029,12 +1048,12 @@ static gb_status cross_entropy(gb_model *m, void *dlogits, int64_t N, float dlos
 }
 
 /* cross_entropy with dlogits in place, the loss gradient of each row (dloss) multiplied
- * by the loss scale: read by the kernel from the device's scaler, or the precision
- * plugin's, so the same product either way. */
+ * by the loss scale: by the kernel, reading the device's scaler, or already by the caller
+ * from the precision plugin's, so the same product either way. */
 static gb_status scaled_cross_entropy(gb_model *m, int64_t N, float dloss)
 {
     if (!m->scaler)
-        return cross_entropy(m, m->logits, N, dloss * gb_model_loss_scale(m));
+        return cross_entropy(m, m->logits, N, dloss);
     return m->rt->dev->cross_entropy_scaled(m->dev, m->act, m->losses, m->logits, m->logits,
                                             m->logits_ld, m->targets, N, m->cfg.vocab_size,
                                             dloss, &m->scaler->scale);
@@ -1127,23 +1146,23 @@ static int read_mean_loss(gb_model *m, int64_t N, float *mean_loss)
     return 0;
 }
 
-int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
-                     int64_t T, float *mean_loss)
+static int check_batch_shape(const gb_model *m, int64_t B, int64_t T)
+{
+    if (B >= 1 && B <= m->B && T >= 1 && T <= m->cfg.block_size)
+        return 0;
+    fprintf(stderr, "gearbox: error: forward of (B %lld, T %lld) exceeds the planned "
+            "(B %lld, T %lld)\n", (long long)B, (long long)T, (long long)m->B,
+            (long long)m->cfg.block_size);
+    return -1;
+}
+
+/* Forward over the batch in m->tokens (and m->targets when has_targets). */
+static int forward_on_device(gb_model *m, int64_t B, int64_t T, int has_targets,
+                             float *mean_loss)
 {
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     int64_t C = m->cfg.n_embd, V = m->cfg.vocab_size, N = B * T;
-    if (B < 1 || B > m->B || T < 1 || T > m->cfg.block_size) {
-        fprintf(stderr, "gearbox: error: forward of (B %lld, T %lld) exceeds the planned "
-                "(B %lld, T %lld)\n", (long long)B, (long long)T, (long long)m->B,
-                (long long)m->cfg.block_size);
-        return -1;
-    }
-    double start = phase_begin(m);
-    if (copy_to_device(m, m->tokens, tokens, (size_t)N * sizeof(int32_t)) ||
-        (targets && copy_to_device(m, m->targets, targets, (size_t)N * sizeof(int32_t))))
-        return -1;
-    phase_end(m, GB_PHASE_DATA, start);
     TIMED_CALL(m, GB_PHASE_FWD_EMBED, dev, "embed_forward",
                ops->embed_forward(m->dev, m->act, m->encoded, m->tokens, m->p.wte, m->p.wpe, B,
                                   T, C));
@@ -1159,15 +1178,118 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
         return -1;
     m->last_B = B;
     m->last_T = T;
-    m->last_has_targets = targets != NULL;
-    if (!targets)
+    m->last_has_targets = has_targets;
+    if (!has_targets)
         return 0;
-    start = phase_begin(m);
+    double start = phase_begin(m);
     GB_CALL(dev, "cross_entropy", cross_entropy(m, NULL, N, 0.0f));
     if (mean_loss && read_mean_loss(m, N, mean_loss))
         return -1;
     phase_end(m, GB_PHASE_FWD_LOSS, start);
     return 0;
+}
+
+/* The (B, T) batch from host memory into the batch buffers. */
+static int copy_batch(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
+                      int64_t T)
+{
+    size_t bytes = (size_t)(B * T) * sizeof(int32_t);
+    double start = phase_begin(m);
+    if (copy_to_device(m, m->tokens, tokens, bytes) ||
+        (targets && copy_to_device(m, m->targets, targets, bytes)))
+        return -1;
+    phase_end(m, GB_PHASE_DATA, start);
+    return 0;
+}
+
+int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
+                     int64_t T, float *mean_loss)
+{
+    if (check_batch_shape(m, B, T) || copy_batch(m, tokens, targets, B, T))
+        return -1;
+    return forward_on_device(m, B, T, targets != NULL, mean_loss);
+}
+
+int gb_model_load_batch(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
+                        int64_t T)
+{
+    return check_batch_shape(m, B, T) || copy_batch(m, tokens, targets, B, T);
+}
+
+void gb_model_batch_buffers(gb_model *m, int32_t **tokens, int32_t **targets)
+{
+    *tokens = m->tokens;
+    *targets = m->targets;
+}
+
+/* ---- device graphs ------------------------------------------------------------------- */
+
+typedef int (*graph_work)(gb_model *m, float scalar);
+
+/* Runs `work` through graph `g`: the first time as it is (the plugins' first-call set-up,
+ * such as cuBLASLt's plans, then happens outside a recording), the second time recorded
+ * and the recording launched, from then on by launching it, and recorded again when n or
+ * the scalar change. With a profile attached, which times each call on its own, it runs
+ * as it is. */
+static int run_recorded(gb_model *m, model_graph *g, int64_t n, float scalar, graph_work work)
+{
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    const gb_device_ops *ops = m->rt->dev;
+    if (!m->use_graphs || m->profile)
+        return work(m, scalar);
+    if (!(g->graph && g->n == n && g->scalar == scalar)) {
+        if (!g->ran) {
+            g->ran = 1;
+            return work(m, scalar);
+        }
+        if (g->graph)
+            ops->graph_destroy(m->dev, g->graph);
+        g->graph = NULL;
+        GB_CALL(dev, "graph_begin", ops->graph_begin(m->dev));
+        int failed = work(m, scalar);
+        gb_status st = ops->graph_end(m->dev, &g->graph);   /* ends the recording either way */
+        if (failed || st != GB_OK) {
+            if (g->graph)
+                ops->graph_destroy(m->dev, g->graph);
+            g->graph = NULL;
+            return failed ? -1 : gb_call_failed(dev, st, "graph_end");
+        }
+        g->n = n;
+        g->scalar = scalar;
+        m->graph_recordings++;
+    }
+    GB_CALL(dev, "graph_launch", ops->graph_launch(m->dev, g->graph));
+    m->graph_launches++;
+    return 0;
+}
+
+static int forward_work(gb_model *m, float unused)
+{
+    (void)unused;
+    return forward_on_device(m, m->last_B, m->last_T, 1, NULL);
+}
+
+int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T)
+{
+    if (check_batch_shape(m, B, T))
+        return -1;
+    m->last_B = B;
+    m->last_T = T;
+    if (run_recorded(m, &m->graphs[GRAPH_FORWARD], B * T, 0.0f, forward_work))
+        return -1;
+    m->last_has_targets = 1;
+    return 0;
+}
+
+void gb_model_use_graphs(gb_model *m)
+{
+    m->use_graphs = 1;
+}
+
+void gb_model_graph_counts(const gb_model *m, int64_t *recorded, int64_t *launched)
+{
+    *recorded = m->graph_recordings;
+    *launched = m->graph_launches;
 }
 
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)
@@ -1307,19 +1429,16 @@ static int grads_ready_from(gb_model *m, const float *first)
     return m->grads_ready ? m->grads_ready(m->grads_ready_ctx, first - m->grads) : 0;
 }
 
-int gb_model_backward(gb_model *m, float dloss)
+/* Backward's device work; `dlogit_scale` is d(loss)/d(each row's loss), times the loss
+ * scale when the host keeps it (the device's scaler has the kernel read its scale). */
+static int backward_work(gb_model *m, float dlogit_scale)
 {
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     int64_t B = m->last_B, T = m->last_T, N = B * T, C = m->cfg.n_embd, V = m->cfg.vocab_size;
-    if (!m->train || !m->last_has_targets) {
-        fprintf(stderr, "gearbox: error: backward needs a training model and a forward pass "
-                "with targets\n");
-        return -1;
-    }
     /* logits become dlogits in place */
     TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
-               scaled_cross_entropy(m, N, dloss / (float)N));
+               scaled_cross_entropy(m, N, dlogit_scale));
     const void *last = m->acts[m->cfg.n_layer - 1].res3;
     if (linear_backward_ld(m, m->dC, m->g.wte, NULL, m->logits, m->logits_ld, m->lnf, m->p.wte,
                            N, C, V))
@@ -1339,6 +1458,22 @@ int gb_model_backward(gb_model *m, float dloss)
     TIMED_CALL(m, GB_PHASE_BWD_EMBED, dev, "embed_backward",
                ops->embed_backward(m->dev, m->act, m->g.wte, m->g.wpe, m->dres, m->tokens, B, T,
                                    C));
+    return 0;
+}
+
+int gb_model_backward(gb_model *m, float dloss)
+{
+    int64_t N = m->last_B * m->last_T;
+    if (!m->train || !m->last_has_targets) {
+        fprintf(stderr, "gearbox: error: backward needs a training model and a forward pass "
+                "with targets\n");
+        return -1;
+    }
+    float dlogit_scale = dloss / (float)N;
+    if (!m->scaler)   /* the host's scale is a scalar of the work (a graph records it) */
+        dlogit_scale *= gb_model_loss_scale(m);
+    if (run_recorded(m, &m->graphs[GRAPH_BACKWARD], N, dlogit_scale, backward_work))
+        return -1;
     m->last_has_targets = 0; /* logits were consumed */
     return grads_ready_from(m, m->grads);
 }

@@ -106,6 +106,26 @@ int gb_model_get_optim_state(gb_model *m, void *host);
  * computes per-token losses and, when mean_loss is not NULL, reads back their mean. */
 int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
                      int64_t T, float *mean_loss);
+/* The device buffers forward reads its batch from: tokens and targets, (batch,
+ * block_size) i32 each. A caller that queues its own copies into them on the compute
+ * stream (input prefetch) then runs gb_model_forward_loaded. */
+void gb_model_batch_buffers(gb_model *m, int32_t **tokens, int32_t **targets);
+/* Copies a (B, T) batch of tokens and targets in host memory into the batch buffers. */
+int gb_model_load_batch(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
+                        int64_t T);
+/* gb_model_forward over the (B, T) batch with targets already queued into the batch
+ * buffers; reads nothing back. */
+int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T);
+/* From now on gb_model_forward_loaded and gb_model_backward run as device graphs (ABI
+ * 1.4's graph entries, which the device must have): each recorded once (after one run as
+ * it is) and launched from then on, recorded again when the tokens per micro-batch or the
+ * loss scale change; not while a profile is attached. Their calls take nothing that
+ * changes from step to step but those two (the learning rate and step count are the
+ * optimizer's, which runs outside), so a launch does what running them would. Not with a
+ * grads-ready callback (data-parallel runs), which the host runs during backward. */
+void gb_model_use_graphs(gb_model *m);
+/* How many graphs were recorded and launched so far. */
+void gb_model_graph_counts(const gb_model *m, int64_t *recorded, int64_t *launched);
 /* Logits of the last forward pass, (B, T, V) f32, copied to host. */
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T);
 /* Zeroes the parameter gradients (start of an optimizer step). */

@@ -73,9 +73,9 @@ void gb_progress_update(gb_progress *p, int64_t step, double loss, double tokens
                     eta, sizeof eta);
     if (!isnan(loss))
         snprintf(loss_text, sizeof loss_text, " | loss %.4f", loss);
-    snprintf(p->bar, sizeof p->bar, "step %lld/%lld [%s] %3.0f%% | ETA %s%s | %.0f tok/s",
+    snprintf(p->bar, sizeof p->bar, "step %lld/%lld [%s] %3.0f%% | ETA %s%s | %.0f tok/s%s",
              (long long)step, (long long)p->total, cells, 100.0 * fraction, eta, loss_text,
-             p->tokens_per_s);
+             p->tokens_per_s, p->tail);
     draw(p);
 }
 

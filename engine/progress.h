@@ -15,6 +15,7 @@ typedef struct gb_progress {
     double start_ms, last_draw_ms;
     double tokens_per_s;     /* smoothed */
     char bar[512];           /* the last line drawn, redrawn after a message */
+    char tail[96];           /* appended to the bar, e.g. the GPU's figures; "" for none */
 } gb_progress;
 
 /* `first` is the step a run starts after (0, or the checkpoint's step on resume). */

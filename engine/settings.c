@@ -19,7 +19,7 @@ const size_t gb_n_known_sections = sizeof gb_known_sections / sizeof gb_known_se
 
 enum { RUN_SEED, RUN_STEPS, RUN_OUT_DIR, RUN_THREADS, RUN_LOG_EVERY, RUN_EVAL_EVERY,
        RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH, RUN_MEMORY_BUDGET,
-       RUN_ALLOW_WRITABLE_PLUGINS };
+       RUN_ALLOW_WRITABLE_PLUGINS, RUN_CUDA_GRAPHS };
 static const gb_option run_options[] = {
     [RUN_SEED] = {"seed", GB_OPT_INT, "1337", 0, BIG, NULL,
                   "fixes initialisation and the order of batches"},
@@ -48,6 +48,10 @@ static const gb_option run_options[] = {
     [RUN_ALLOW_WRITABLE_PLUGINS] = {"allow_writable_plugins", GB_OPT_BOOL, "false", 0, 0, NULL,
                                     "load plugin files and folders that others than their "
                                     "owner may write (refused by default)"},
+    [RUN_CUDA_GRAPHS] = {"cuda_graphs", GB_OPT_BOOL, "false", 0, 0, NULL,
+                         "record each micro-step's forward and backward once as CUDA graphs "
+                         "and launch them from then on (a device with graphs, ABI 1.4: cuda; "
+                         "not with data-parallel runs)"},
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
@@ -74,7 +78,7 @@ static const gb_option model_options[] = {
 };
 
 enum { DATA_DIR, DATA_TOKENIZER, DATA_VOCAB, DATA_BATCH_SIZE, DATA_GRAD_ACCUM,
-       DATA_TOKENS_PER_STEP };
+       DATA_TOKENS_PER_STEP, DATA_PREFETCH };
 static const gb_option data_options[] = {
     [DATA_DIR] = {"dir", GB_OPT_STRING, "data", 0, 0, NULL,
                   "token folder: `gearbox prepare`'s (train.bin, val.bin, vocab.txt), "
@@ -95,6 +99,10 @@ static const gb_option data_options[] = {
     [DATA_TOKENS_PER_STEP] = {"tokens_per_step", GB_OPT_INT, "0", 0, BIG, NULL,
                               "tokens per optimizer step, a multiple of block_size * "
                               "batch_size; overrides gradient_accumulation_steps (0: unset)"},
+    [DATA_PREFETCH] = {"prefetch", GB_OPT_BOOL, "true", 0, 0, NULL,
+                       "draw the next batch into pinned memory and copy it to the device on a "
+                       "stream of its own while the current micro-step computes (on devices "
+                       "with streams, ABI 1.2; false: draw and copy each batch in line)"},
 };
 /* `batch_size = auto` is validated against this entry in place of the numeric one. */
 static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 0, "auto",
@@ -388,6 +396,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->checkpoint_every = run[RUN_CHECKPOINT_EVERY].i;
     problems += resolve_plugin_path(cfg, s, run[RUN_PLUGIN_PATH].s, diag);
     s->allow_writable_plugins = (int)run[RUN_ALLOW_WRITABLE_PLUGINS].i;
+    s->cuda_graphs = (int)run[RUN_CUDA_GRAPHS].i;
     if (parse_bytes(run[RUN_MEMORY_BUDGET].s, &s->memory_budget)) {
         gb_diag_add(diag, "[run] memory_budget = '%s': expected bytes, e.g. 536870912, "
                     "512MiB, 1.5GiB or 800MB", run[RUN_MEMORY_BUDGET].s);
@@ -409,6 +418,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->batch_size = batch_auto ? 1 : data[DATA_BATCH_SIZE].i;
     s->gradient_accumulation_steps = data[DATA_GRAD_ACCUM].i;
     s->tokens_per_step = data[DATA_TOKENS_PER_STEP].i;
+    s->prefetch = (int)data[DATA_PREFETCH].i;
     s->learning_rate = train[TRAIN_LR].f;
     s->min_lr = train[TRAIN_MIN_LR].f;
     s->warmup_iters = train[TRAIN_WARMUP].i;

@@ -30,6 +30,7 @@ typedef struct gb_settings {
     const char *plugin_path;  /* ':'-separated absolute folders */
     uint64_t memory_budget;   /* bytes for batch_size = auto; 0: the device's memory */
     int allow_writable_plugins;
+    int cuda_graphs;          /* training forward and backward as device graphs */
     /* [model] */
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;  /* vocab 0: from the data */
     int bias;
@@ -42,6 +43,7 @@ typedef struct gb_settings {
     int64_t batch_size, gradient_accumulation_steps;
     int batch_auto;           /* batch_size = auto: 1 until gb_batch_auto chooses it */
     int64_t tokens_per_step;  /* 0: not set; else gradient_accumulation_steps follows it */
+    int prefetch;             /* input prefetch (prefetch.h) where the device can */
     /* [train] */
     double learning_rate, min_lr, grad_clip;
     size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */

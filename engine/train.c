@@ -23,12 +23,14 @@
 #include "checkpoint.h"
 #include "fsutil.h"
 #include "clock.h"
+#include "gpu_monitor.h"
 #include "data.h"
 #include "ddp.h"
 #include "machine.h"
 #include "manifest.h"
 #include "metrics.h"
 #include "model.h"
+#include "prefetch.h"
 #include "progress.h"
 #include "rng.h"
 #include "runtime.h"
@@ -43,6 +45,9 @@ struct gb_trainer {
     int rank, world;
     int64_t rows, first_row;     /* this rank's rows of every batch: [first_row, +rows) */
     int32_t *tokens, *targets;   /* (rows, T) host */
+    gb_prefetch *prefetch;       /* training batches sent ahead ([data] prefetch), or NULL */
+    gb_gpu_monitor *gpu;         /* NVML's figures of the run's GPU, or NULL */
+    char gpu_off[400];           /* why there are none on a GPU run; "" elsewhere */
     FILE *out;                   /* stdout on rank 0, /dev/null on the others */
     gb_profile *profile;         /* --profile: time by phase, or NULL */
     FILE *metrics;
@@ -88,15 +93,31 @@ static void json_number(FILE *f, double v)
 
 /* ---- evaluation ---------------------------------------------------------------------- */
 
-/* This rank's rows of batch `index` of `split` into t->tokens and t->targets. */
-static int draw_batch(gb_trainer *t, gb_split split, int purpose, uint64_t index)
+/* This rank's rows of batch `index` of `split` into tokens and targets. */
+static int draw_rows(gb_trainer *t, gb_split split, int purpose, uint64_t index,
+                     int32_t *tokens, int32_t *targets)
 {
     gb_diag diag = {0};
     int rc = gb_data_batch(t->data, split, (uint64_t)t->s->seed, purpose, index, t->first_row,
-                           t->first_row + t->rows, t->s->block_size, t->tokens, t->targets,
-                           &diag);
+                           t->first_row + t->rows, t->s->block_size, tokens, targets, &diag);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
+    return rc;
+}
+
+static int draw_batch(gb_trainer *t, gb_split split, int purpose, uint64_t index)
+{
+    return draw_rows(t, split, purpose, index, t->tokens, t->targets);
+}
+
+/* The prefetcher's gb_batch_fill_fn: training micro-step `index`. */
+static int draw_training_rows(void *ctx, uint64_t index, int32_t *tokens, int32_t *targets)
+{
+    gb_trainer *t = ctx;
+    double start = gb_now_ms();
+    int rc = draw_rows(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, index, tokens, targets);
+    if (t->profile)
+        t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - start;
     return rc;
 }
 
@@ -333,6 +354,32 @@ static int start_from(gb_trainer *t, const gb_train_options *opts)
 
 /* ---- one step ------------------------------------------------------------------------ */
 
+/* Forward over training micro-step `index`: the batch prefetched for it, or drawn now. */
+static int forward_training_batch(gb_trainer *t, uint64_t index)
+{
+    int64_t T = t->s->block_size;
+    if (t->prefetch)
+        return gb_prefetch_load(t->prefetch, index) ||
+               gb_model_forward_loaded(t->model, t->rows, T);
+    double start = gb_now_ms();
+    if (draw_batch(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, index))
+        return -1;
+    if (t->profile)
+        t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - start;
+    return gb_model_load_batch(t->model, t->tokens, t->targets, t->rows, T) ||
+           gb_model_forward_loaded(t->model, t->rows, T);
+}
+
+/* With prefetch, micro-step `index` goes out while the one before it computes; none
+ * goes out past the run's last. */
+static int send_next_batch(gb_trainer *t, uint64_t index)
+{
+    const gb_settings *s = t->s;
+    if (!t->prefetch || index >= (uint64_t)(s->steps * s->gradient_accumulation_steps))
+        return 0;
+    return gb_prefetch_send(t->prefetch, index);
+}
+
 int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
 {
     const gb_settings *s = t->s;
@@ -340,16 +387,12 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
     if (gb_model_zero_grads(t->model))
         return -1;
     for (int64_t micro = 0; micro < accum; micro++) {
-        double data_start = gb_now_ms();
-        if (draw_batch(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, (uint64_t)(it * accum + micro)))
-            return -1;
-        if (t->profile)
-            t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - data_start;
+        uint64_t index = (uint64_t)(it * accum + micro);
         if (micro == accum - 1)
             gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
-        if (gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size, NULL) ||
-            gb_model_stage_loss(t->model, micro) ||
-            gb_model_backward(t->model, 1.0f / (float)accum))
+        if (forward_training_batch(t, index) || gb_model_stage_loss(t->model, micro) ||
+            gb_model_backward(t->model, 1.0f / (float)accum) ||
+            send_next_batch(t, index + 1))
             return -1;
     }
     double wait_start = gb_now_ms();
@@ -436,6 +479,25 @@ static double mfu(const gb_trainer *t, double steps, double ms)
     return t->flops_per_step * steps / (ms / 1e3) / t->peak_flops;
 }
 
+/* The GPU's figures now, into metrics.jsonl and the progress line's tail. */
+static void log_gpu(gb_trainer *t)
+{
+    gb_gpu_sample g;
+    t->progress.tail[0] = '\0';
+    if (!t->gpu || gb_gpu_monitor_sample(t->gpu, &g))
+        return;
+    gb_gpu_sample_text(&g, t->progress.tail, sizeof t->progress.tail);
+    if (g.has_memory)
+        fprintf(t->metrics, ", \"gpu_memory_used_bytes\": %llu, \"gpu_memory_total_bytes\": %llu",
+                (unsigned long long)g.memory_used, (unsigned long long)g.memory_total);
+    if (g.has_utilization)
+        fprintf(t->metrics, ", \"gpu_utilization_percent\": %u", g.utilization);
+    if (g.has_power)
+        fprintf(t->metrics, ", \"gpu_power_watts\": %.1f", g.power_watts);
+    if (g.has_temperature)
+        fprintf(t->metrics, ", \"gpu_temperature_c\": %u", g.temperature_c);
+}
+
 static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figures *fig,
                      double lr, double ms)
 {
@@ -443,10 +505,6 @@ static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figu
     double tok_s = tokens_per_step(t) / (ms / 1e3);
     uint64_t rss, peak_rss;
     gb_rss_bytes(&rss, &peak_rss);
-    if (!t->progress.tty)
-        gb_progress_print(&t->progress, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | "
-                          "%.0f tok/s", (long long)step, (long long)s->steps, loss, lr, ms,
-                          tok_s);
     fprintf(t->metrics, "{\"step\": %lld, \"loss\": ", (long long)step);
     json_number(t->metrics, loss);
     fprintf(t->metrics, ", \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, \"grad_norm\": ",
@@ -461,8 +519,24 @@ static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figu
         json_number(t->metrics, fig->loss_scale);
         fprintf(t->metrics, ", \"skipped_steps\": %lld", (long long)fig->skipped_steps);
     }
+    log_gpu(t);
     fputs("}\n", t->metrics);
     fflush(t->metrics);
+    if (!t->progress.tty)
+        gb_progress_print(&t->progress, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | "
+                          "%.0f tok/s%s", (long long)step, (long long)s->steps, loss, lr, ms,
+                          tok_s, t->progress.tail);
+}
+
+static void print_prefetch(gb_trainer *t)
+{
+    if (t->prefetch)
+        fprintf(t->out, "data: prefetch on: the next batch is drawn into pinned memory and "
+                "copied on a stream of its own while the current one computes\n");
+    else if (t->s->prefetch)
+        fprintf(t->out, "data: prefetch off: [device] plugin = %s has no pinned memory, "
+                "streams and events (ABI 1.2); batches are drawn and copied in line\n",
+                t->s->plugin[GB_KIND_DEVICE]);
 }
 
 static void print_plan(gb_trainer *t)
@@ -485,6 +559,18 @@ static void print_plan(gb_trainer *t)
     if (scaler)
         fprintf(t->out, "loss scaler: %s\n", scaler);
     gb_model_print_memory(t->model, t->out, "");
+    print_prefetch(t);
+    if (t->s->cuda_graphs)
+        fprintf(t->out, "cuda graphs: on: each micro-step's forward and backward are recorded "
+                "once as graphs and launched from then on; zeroing the gradients, the batch "
+                "copies, the figures, the gradient norm and the optimizer step are queued as "
+                "calls\n");
+    if (t->gpu)
+        fprintf(t->out, "gpu monitor: %s (NVML, driver %s): memory, utilisation, power and "
+                "temperature in each logged step\n", gb_gpu_monitor_name(t->gpu),
+                gb_gpu_monitor_driver(t->gpu));
+    else if (t->gpu_off[0])
+        fprintf(t->out, "gpu monitor: off: %s\n", t->gpu_off);
     if (t->peak_flops > 0)
         fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s %s peak of "
                 "%.1f GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source,
@@ -517,9 +603,16 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
     fputs(", \"mfu\": ", t->metrics);
     json_number(t->metrics, run_mfu);
     fprintf(t->metrics, ", \"peak_rss_bytes\": %llu, \"planned_bytes\": {\"params\": %zu, "
-            "\"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, \"workspace\": %zu}}\n",
+            "\"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, \"workspace\": %zu}",
             (unsigned long long)peak_rss, p.params, p.grads, p.optimizer, p.activations,
             p.workspace);
+    if (t->s->cuda_graphs) {
+        int64_t recorded, launched;
+        gb_model_graph_counts(t->model, &recorded, &launched);
+        fprintf(t->metrics, ", \"graphs\": {\"recorded\": %lld, \"launched\": %lld}",
+                (long long)recorded, (long long)launched);
+    }
+    fputs("}\n", t->metrics);
     fflush(t->metrics);
 }
 
@@ -686,6 +779,59 @@ static int share_out_rows(gb_trainer *t)
     return 0;
 }
 
+/* NVML's view of the run's GPU (gpu_monitor.h); a run without it goes on. */
+static void open_gpu_monitor(gb_trainer *t)
+{
+    if (t->rt.device_bit != GB_DEVICE_CUDA)
+        return;
+    gb_device_info info = {.struct_size = sizeof info};
+    gb_instance *dev = &t->rt.inst[GB_KIND_DEVICE];
+    if (t->rt.dev->info(dev->self, &info) != GB_OK) {
+        snprintf(t->gpu_off, sizeof t->gpu_off, "[device] plugin = %.80s did not describe its "
+                 "GPU: %.200s", t->s->plugin[GB_KIND_DEVICE], dev->error);
+        return;
+    }
+    t->gpu = gb_gpu_monitor_open(info.pci_bus_id, t->rt.ctx.ordinal, t->gpu_off,
+                                 sizeof t->gpu_off);
+}
+
+/* [run] cuda_graphs: what the device and the run must allow, then the model's graphs. */
+static int enable_graphs(gb_trainer *t)
+{
+    const gb_device_ops *ops = t->rt.dev;
+    const gb_plugin *dev = t->rt.inst[GB_KIND_DEVICE].plugin;
+    if (!t->s->cuda_graphs)
+        return 0;
+    if (!GB_DEVICE_HAS(ops, graph_begin) || !GB_DEVICE_HAS(ops, graph_end) ||
+        !GB_DEVICE_HAS(ops, graph_launch) || !GB_DEVICE_HAS(ops, graph_destroy)) {
+        fprintf(stderr, "gearbox: error: [run] cuda_graphs = true: [device] plugin = %s (%s) "
+                "records no graphs (ABI 1.4's graph_begin, graph_end, graph_launch and "
+                "graph_destroy); use [device] plugin = cuda, or set cuda_graphs = false\n",
+                dev->desc->name, dev->path);
+        return -1;
+    }
+    if (t->ddp) {
+        fprintf(stderr, "gearbox: error: [run] cuda_graphs = true is not available for "
+                "data-parallel runs (%d ranks): the host starts each gradient bucket's "
+                "all-reduce during backward, which a graph cannot record; set cuda_graphs = "
+                "false\n", t->world);
+        return -1;
+    }
+    gb_model_use_graphs(t->model);
+    return 0;
+}
+
+static int open_prefetch(gb_trainer *t)
+{
+    if (!t->s->prefetch || !gb_prefetch_possible(&t->rt))
+        return 0;
+    int32_t *tokens, *targets;
+    gb_model_batch_buffers(t->model, &tokens, &targets);
+    t->prefetch = gb_prefetch_create(&t->rt, t->rows * t->s->block_size, tokens, targets,
+                                     draw_training_rows, t);
+    return t->prefetch ? 0 : -1;
+}
+
 /* The model for the run's batch (chosen here when batch_size = auto), its batch buffers
  * and the MFU figures. */
 static int build_model(gb_trainer *t)
@@ -707,8 +853,9 @@ static int build_model(gb_trainer *t)
         gb_model_enable_figures(t->model, s->gradient_accumulation_steps))
         return -1;
     t->ddp = gb_ddp_create(&t->rt, t->model, s->bucket_bytes, &ddp_failed);
-    if (ddp_failed)
+    if (ddp_failed || open_prefetch(t) || enable_graphs(t))
         return -1;
+    open_gpu_monitor(t);
     t->flops_per_step = estimate_flops_per_step(t);
     t->compute = gb_compute_of(t->rt.policy.matmul_dtype, t->rt.policy.tf32);
     t->peak_flops = gb_peak_flops(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self, t->rt.device_bit,
@@ -753,6 +900,8 @@ void gb_trainer_close(gb_trainer *t)
     if (t->out && t->out != stdout)
         fclose(t->out);
     gb_ddp_free(t->ddp);
+    gb_prefetch_free(t->prefetch);
+    gb_gpu_monitor_close(t->gpu);
     free(t->tokens);
     free(t->targets);
     gb_model_free(t->model);

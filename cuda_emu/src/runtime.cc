@@ -15,6 +15,10 @@
  *   memory is truly asynchronous, and a host access to pinned memory while a copy of it
  *   is pending faults with a message.
  * - A host function (cudaLaunchHostFunc) may not call CUDA.
+ * - Stream capture records work into a graph instead of queueing it, and refuses what CUDA
+ *   refuses during a capture (synchronizing, allocating, copies with pageable memory,
+ *   dependencies that cross the capture's boundary); a graph launch queues copies of the
+ *   recorded work, each with the arguments it had when recorded.
  */
 #include <cuda_runtime.h>
 #include <signal.h>
@@ -34,6 +38,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "blocks.h"
@@ -479,8 +484,12 @@ void trace_op(const char *verb, const stream_state *s, const op &o)
     fflush(out);
 }
 
+bool capture_records(stream_state *s, op &o);
+
 uint64_t push(stream_state *s, op o)
 {
+    if (capture_records(s, o))
+        return 0;   /* recorded into the stream's capture, not queued */
     o.seq = s->next_seq++;
     trace_op("queue", s, o);
     uint64_t seq = o.seq;
@@ -590,6 +599,106 @@ void complete_all()
     for (stream_state *s : streams)
         add_needs(need, s, s->next_seq - 1);
     complete(need);
+}
+
+/* ---- graphs: stream capture ------------------------------------------------------------ */
+
+/* A captured sequence of operations: a cudaGraph_t while capture builds it or after, a
+ * cudaGraphExec_t once instantiated. Work only: waits within the capture are its order. */
+struct graph_state {
+    std::vector<op> ops;
+};
+
+struct capture_state {
+    graph_state *graph;
+    enum cudaStreamCaptureMode mode;
+    std::thread::id thread;
+    std::string broken_by;   /* the call that invalidated the capture; "" while valid */
+};
+
+std::map<stream_state *, capture_state> captures;
+std::set<graph_state *> graphs, graph_execs;
+/* Events last recorded in a capturing stream (CUDA forbids waiting on them from outside),
+ * with the stream whose capture recorded them. */
+std::map<event_state *, stream_state *> captured_events;
+
+capture_state *capture_of(stream_state *s)
+{
+    auto it = captures.find(s);
+    return it == captures.end() ? nullptr : &it->second;
+}
+
+bool capture_records(stream_state *s, op &o)
+{
+    capture_state *c = captures.empty() ? nullptr : capture_of(s);
+    if (c)
+        c->graph->ops.push_back(std::move(o));
+    return c != nullptr;
+}
+
+/* A refused call ends the capture as CUDA does: cudaStreamEndCapture then fails. */
+void invalidate(capture_state &c, const char *call)
+{
+    if (c.broken_by.empty())
+        c.broken_by = call;
+}
+
+/* Calls that may synchronize or allocate (cudaMalloc, cudaDeviceSynchronize, blocking
+ * copies ...) fail while a capture in global mode, or one in thread-local mode begun on
+ * this thread, is under way, and invalidate it. */
+cudaError_t refuse_while_capturing(const char *call)
+{
+    for (auto &kv : captures) {
+        capture_state &c = kv.second;
+        if (c.mode == cudaStreamCaptureModeRelaxed ||
+            (c.mode == cudaStreamCaptureModeThreadLocal && c.thread != std::this_thread::get_id()))
+            continue;
+        invalidate(c, call);
+        return refuse(cudaErrorStreamCaptureUnsupported, "%s while stream %u is being captured "
+                      "into a graph: CUDA forbids calls that may synchronize or allocate during "
+                      "a capture (the capture is now invalid)", call, kv.first->id);
+    }
+    return cudaSuccess;
+}
+
+/* What may not be done to a capturing stream itself (synchronize it, query it, copy host
+ * memory on it). */
+cudaError_t refuse_on_capturing(stream_state *s, cudaError_t err, const char *call,
+                                const char *why)
+{
+    capture_state *c = capture_of(s);
+    if (!c)
+        return cudaSuccess;
+    invalidate(*c, call);
+    return refuse(err, "%s on stream %u, which is being captured into a graph: %s (the capture "
+                  "is now invalid)", call, s->id, why);
+}
+
+/* cudaStreamWaitEvent where a capture is involved: within one capture the wait is the
+ * capture's own order; a capturing stream waiting on work outside it, or a stream outside
+ * waiting on a captured event, crosses the boundary. (CUDA lets another stream join a
+ * capture that way; the emulator captures one stream at a time.) */
+cudaError_t wait_across_capture(stream_state *s, event_state *ev)
+{
+    auto captured = captured_events.find(ev);
+    if (captured != captured_events.end() && captured->second == s)
+        return cudaSuccess;
+    if (captured != captured_events.end())
+        return refuse(cudaErrorNotSupported, "cudaStreamWaitEvent: stream %u waits on an event "
+                      "recorded while stream %u was captured; the emulator does not let a "
+                      "second stream join a capture (CUDA does)", s->id, captured->second->id);
+    return refuse_on_capturing(s, cudaErrorStreamCaptureIsolation, "cudaStreamWaitEvent",
+                               "it waits on an event recorded outside the capture (a "
+                               "dependency across the capture's boundary; wait before "
+                               "cudaStreamBeginCapture, or record with "
+                               "cudaEventRecordExternal)");
+}
+
+cudaError_t refuse_captured_event(const char *call, event_state *e)
+{
+    return refuse(cudaErrorCapturedEvent, "%s: the event was last recorded while stream %u was "
+                  "captured into a graph, so it marks no point of any stream's work", call,
+                  captured_events[e]->id);
 }
 
 /* ---- the device's description -------------------------------------------------------- */
@@ -738,6 +847,20 @@ static const struct {
     {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
     {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection",
      "invalid copy direction for memcpy"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the "
+     "present state"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched",
+     "capture was not initiated in this stream"},
+    {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation",
+     "dependency created on uncaptured work in another stream"},
+    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {cudaErrorStreamCaptureWrongThread, "cudaErrorStreamCaptureWrongThread",
+     "attempt to terminate a thread-local capture sequence from another thread"},
 };
 
 const char *cudaGetErrorName(cudaError_t error)
@@ -832,6 +955,20 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
     }
 }
 
+/* The emulated GPU's PCI address, which the NVML double (cuda_emu/nvml) answers to. */
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+    API("cudaDeviceGetPCIBusId");
+    cudaError_t e = check_ordinal(device);
+    if (e != cudaSuccess)
+        return e;
+    if (len < 13)
+        return refuse(cudaErrorInvalidValue, "cudaDeviceGetPCIBusId: %d bytes cannot hold "
+                      "an address like 0000:01:00.0", len);
+    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x65 + device);
+    return cudaSuccess;
+}
+
 cudaError_t cudaRuntimeGetVersion(int *version)
 {
     *version = CUDART_VERSION;
@@ -855,6 +992,8 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 cudaError_t cudaDeviceSynchronize(void)
 {
     API("cudaDeviceSynchronize");
+    if (cudaError_t e = refuse_while_capturing("cudaDeviceSynchronize"))
+        return e;
     complete_all();
     return cudaSuccess;
 }
@@ -879,6 +1018,8 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
     API("cudaMalloc");
     install_fault_handler();
     *ptr = nullptr;
+    if (cudaError_t e = refuse_while_capturing("cudaMalloc"))
+        return e;
     if (device_used + bytes > device_capacity())
         return set_last_error(cudaErrorMemoryAllocation);
     const size_t used = round_up(bytes ? bytes : 1, 256);
@@ -906,6 +1047,8 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 cudaError_t cudaFree(void *ptr)
 {
     API("cudaFree");
+    if (cudaError_t e = refuse_while_capturing("cudaFree"))
+        return e;
     if (!ptr)
         return cudaSuccess;
     auto it = device_blocks.find((uintptr_t)ptr);
@@ -922,6 +1065,8 @@ cudaError_t cudaFree(void *ptr)
 cudaError_t cudaMallocHost(void **ptr, size_t bytes)
 {
     API("cudaMallocHost");
+    if (cudaError_t e = refuse_while_capturing("cudaMallocHost"))
+        return e;
     install_fault_handler();
     const size_t mapped = round_up(bytes ? bytes : 1, page_size());
     void *m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -943,6 +1088,8 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags)
 cudaError_t cudaFreeHost(void *ptr)
 {
     API("cudaFreeHost");
+    if (cudaError_t e = refuse_while_capturing("cudaFreeHost"))
+        return e;
     if (!ptr)
         return cudaSuccess;
     auto it = pinned_blocks.find((uintptr_t)ptr);
@@ -1032,6 +1179,12 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
         e = check_device_range("cudaMemcpyAsync (destination)", dst, bytes);
     if (e == cudaSuccess && from == place::device)
         e = check_device_range("cudaMemcpyAsync (source)", src, bytes);
+    if (e == cudaSuccess && (from == place::pageable || to == place::pageable))
+        e = refuse_on_capturing(st, cudaErrorStreamCaptureUnsupported, "cudaMemcpyAsync",
+                                "a copy with pageable host memory cannot be captured");
+    if (e == cudaSuccess && (from == place::pinned || to == place::pinned))
+        e = refuse_on_capturing(st, cudaErrorNotSupported, "cudaMemcpyAsync", "the emulator "
+                                "does not capture copies with pinned memory (CUDA does)");
     if (e != cudaSuccess)
         return e;
     char by[128];
@@ -1064,6 +1217,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
     API("cudaMemcpy");
+    if (cudaError_t e = refuse_while_capturing("cudaMemcpy"))
+        return e;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
     if (e == cudaSuccess)
         complete_stream(&default_stream, default_stream.next_seq - 1);
@@ -1092,6 +1247,8 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes)
 {
     API("cudaMemset");
+    if (cudaError_t e = refuse_while_capturing("cudaMemset"))
+        return e;
     cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr);
     if (e == cudaSuccess)
         complete_stream(&default_stream, default_stream.next_seq - 1);
@@ -1136,6 +1293,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
     if (!s)
         return refuse(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize(%p): not a "
                       "stream", (void *)stream);
+    if (cudaError_t e = refuse_on_capturing(s, cudaErrorStreamCaptureUnsupported,
+                                            "cudaStreamSynchronize", "its work is not run"))
+        return e;
     complete_stream(s, s->next_seq - 1);
     return cudaSuccess;
 }
@@ -1147,6 +1307,9 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
     if (!s)
         return refuse(cudaErrorInvalidResourceHandle, "cudaStreamQuery(%p): not a stream",
                       (void *)stream);
+    if (cudaError_t e = refuse_on_capturing(s, cudaErrorStreamCaptureUnsupported,
+                                            "cudaStreamQuery", "its work is not run"))
+        return e;
     if (s->queue.empty())
         return cudaSuccess;
     std::map<stream_state *, uint64_t> need;
@@ -1164,6 +1327,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     if (!s || !ev)
         return refuse(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent(%p, %p): unknown "
                       "%s", (void *)stream, (void *)event, s ? "event" : "stream");
+    if (captured_events.count(ev) || capture_of(s))
+        return wait_across_capture(s, ev);
     if (!ev->last || ev->last->done)
         return cudaSuccess;   /* nothing recorded, or already complete */
     op o;
@@ -1212,6 +1377,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
         return refuse(cudaErrorInvalidResourceHandle, "cudaEventDestroy(%p): not an event",
                       (void *)event);
     events.erase(e);   /* its pending record stays in its stream (shared) */
+    captured_events.erase(e);
     delete e;
     return cudaSuccess;
 }
@@ -1224,6 +1390,11 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     if (!e || !s)
         return refuse(cudaErrorInvalidResourceHandle, "cudaEventRecord(%p, %p): unknown %s",
                       (void *)event, (void *)stream, e ? "stream" : "event");
+    if (capture_of(s)) {
+        captured_events[e] = s;   /* a point of the capture, not of the stream's queue */
+        return cudaSuccess;
+    }
+    captured_events.erase(e);
     auto r = std::make_shared<record>();
     r->stream = s;
     op o;
@@ -1241,6 +1412,8 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
     if (!e)
         return refuse(cudaErrorInvalidResourceHandle, "cudaEventQuery(%p): not an event",
                       (void *)event);
+    if (captured_events.count(e))
+        return refuse_captured_event("cudaEventQuery", e);
     if (!e->last || e->last->done)
         return cudaSuccess;
     std::map<stream_state *, uint64_t> need;
@@ -1256,8 +1429,120 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
     if (!e)
         return refuse(cudaErrorInvalidResourceHandle, "cudaEventSynchronize(%p): not an "
                       "event", (void *)event);
+    if (captured_events.count(e))
+        return refuse_captured_event("cudaEventSynchronize", e);
     if (e->last && !e->last->done)
         complete_stream(e->last->stream, e->last->seq);
+    return cudaSuccess;
+}
+
+/* ---- graphs: stream capture ------------------------------------------------------------ */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    API("cudaStreamBeginCapture");
+    stream_state *s = stream_of(stream);
+    if (!s)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture(%p): not a "
+                      "stream", (void *)stream);
+    if (s == &default_stream)
+        return refuse(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy "
+                      "default stream cannot be captured; capture a stream of your own");
+    if (capture_of(s))
+        return refuse(cudaErrorIllegalState, "cudaStreamBeginCapture: stream %u is already "
+                      "being captured", s->id);
+    graph_state *g = new graph_state;
+    captures[s] = capture_state{g, mode, std::this_thread::get_id(), ""};
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    API("cudaStreamEndCapture");
+    stream_state *s = stream_of(stream);
+    capture_state *c = s ? capture_of(s) : nullptr;
+    *graph = nullptr;
+    if (!c)
+        return refuse(cudaErrorStreamCaptureUnmatched, "cudaStreamEndCapture(%p): the stream "
+                      "is not being captured", (void *)stream);
+    if (c->mode != cudaStreamCaptureModeRelaxed && c->thread != std::this_thread::get_id())
+        return refuse(cudaErrorStreamCaptureWrongThread, "cudaStreamEndCapture: stream %u's "
+                      "capture was begun on another thread", s->id);
+    capture_state ended = *c;
+    captures.erase(s);
+    if (!ended.broken_by.empty()) {
+        delete ended.graph;
+        return refuse(cudaErrorStreamCaptureInvalidated, "cudaStreamEndCapture: stream %u's "
+                      "capture was invalidated by %s", s->id, ended.broken_by.c_str());
+    }
+    graphs.insert(ended.graph);
+    *graph = reinterpret_cast<cudaGraph_t>(ended.graph);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
+{
+    API("cudaStreamIsCapturing");
+    stream_state *s = stream_of(stream);
+    if (!s)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamIsCapturing(%p): not a "
+                      "stream", (void *)stream);
+    capture_state *c = capture_of(s);
+    *status = !c ? cudaStreamCaptureStatusNone
+                 : c->broken_by.empty() ? cudaStreamCaptureStatusActive
+                                        : cudaStreamCaptureStatusInvalidated;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags)
+{
+    API("cudaGraphInstantiate");
+    (void)flags;
+    graph_state *g = reinterpret_cast<graph_state *>(graph);
+    *exec = nullptr;
+    if (!graphs.count(g))
+        return refuse(cudaErrorInvalidValue, "cudaGraphInstantiate(%p): not a graph",
+                      (void *)graph);
+    graph_state *x = new graph_state(*g);
+    graph_execs.insert(x);
+    *exec = reinterpret_cast<cudaGraphExec_t>(x);
+    return cudaSuccess;
+}
+
+/* Queues a copy of each recorded operation, in the recorded order. */
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
+{
+    API("cudaGraphLaunch");
+    graph_state *x = reinterpret_cast<graph_state *>(exec);
+    stream_state *s = stream_of(stream);
+    if (!graph_execs.count(x) || !s)
+        return refuse(cudaErrorInvalidResourceHandle, "cudaGraphLaunch(%p, %p): unknown %s",
+                      (void *)exec, (void *)stream, s ? "executable graph" : "stream");
+    for (const op &o : x->ops)
+        push(s, o);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    API("cudaGraphExecDestroy");
+    graph_state *x = reinterpret_cast<graph_state *>(exec);
+    if (!graph_execs.erase(x))
+        return refuse(cudaErrorInvalidValue, "cudaGraphExecDestroy(%p): not an executable "
+                      "graph", (void *)exec);
+    delete x;   /* launched copies stay queued */
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    API("cudaGraphDestroy");
+    graph_state *g = reinterpret_cast<graph_state *>(graph);
+    if (!graphs.erase(g))
+        return refuse(cudaErrorInvalidValue, "cudaGraphDestroy(%p): not a graph",
+                      (void *)graph);
+    delete g;
     return cudaSuccess;
 }
 

@@ -87,6 +87,11 @@ typedef struct gb_device_info {
     uint64_t free_bytes;         /* memory free now (for batch_size = auto) */
     int32_t cc_major, cc_minor;  /* CUDA compute capability; 0.0 elsewhere */
     char driver[64];             /* driver version, "" where there is none */
+
+    /* ---- ABI 1.4 ---- */
+    char pci_bus_id[32];         /* the GPU's PCI address, "0000:65:00.0" (how NVML and
+                                    nvidia-smi find it whatever CUDA numbers it); "" where
+                                    there is none */
 } gb_device_info;
 
 typedef enum gb_copy_kind {
@@ -294,6 +299,25 @@ typedef struct gb_device_ops {
     /* One optimizer step of the loss scaler `scaler` (device memory) by gb_loss_scaler's
      * rule, found_inf being whether *norm_sq (device memory) is not finite. Queued. */
     gb_status (*loss_scaler_update)(void *self, gb_loss_scaler *scaler, const float *norm_sq);
+
+    /* ---- ABI 1.4 too: graphs of the compute stream's work (optional; all four or none;
+     *      NULL: the device records no graphs, and the core queues every call) ----
+     * Between graph_begin and graph_end, the work that calls queue on the compute stream
+     * (the device's kernels and copies, and those other plugins queue there) is recorded,
+     * not run. graph_launch queues the recorded work again, in its order, with the
+     * arguments each call had when it was recorded: the same pointers and the same
+     * scalars, so what changes from one launch to the next must be in device memory.
+     * While recording, the caller makes no call that waits for the device (sync, a copy
+     * to the host, event_sync or event_query), allocates or frees, copies host memory,
+     * waits on an event recorded before graph_begin or queues host work (enqueue_host);
+     * on a GPU such a call fails and graph_end then fails too, saying which call broke the
+     * recording. A graph is launched on the compute stream, in order with the rest of its
+     * work, as often as wanted, and destroyed once no longer wanted (its queued launches
+     * still run). */
+    gb_status (*graph_begin)(void *self);
+    gb_status (*graph_end)(void *self, void **graph);
+    gb_status (*graph_launch)(void *self, void *graph);
+    void (*graph_destroy)(void *self, void *graph);
 } gb_device_ops;
 
 /* Whether the device vtable `ops` has the optional `entry`: within its struct_size (a

@@ -398,7 +398,10 @@ SIZE_NOW(3, gb_precision_ops, 80);
 SIZE_NOW(3, gb_comm_ops, 72);
 
 /* ---- ABI 1.4 ------------------------------------------------------------------------ */
-/* 1.3's device vtable, and every earlier precision vtable, end where 1.4 appends */
+/* 1.3's device description and vtable, and every earlier precision vtable, end where 1.4
+ * appends */
+END(gb_device_info, driver, 496);
+FIELD(gb_device_info, pci_bus_id, 496);
 END(gb_device_ops, cross_entropy_ld, 288);
 END(gb_precision_ops, load_state, 80);
 VALUE(GB_CAP_DEVICE_LOSS_SCALE, 256u);
@@ -418,15 +421,19 @@ ENTRY(gb_device_ops, cross_entropy_scaled, 288,
                     int64_t, int64_t, float, const float *));
 ENTRY(gb_device_ops, loss_scaler_update, 296,
       gb_status (*)(void *, gb_loss_scaler *, const float *));
+ENTRY(gb_device_ops, graph_begin, 304, gb_status (*)(void *));
+ENTRY(gb_device_ops, graph_end, 312, gb_status (*)(void *, void **));
+ENTRY(gb_device_ops, graph_launch, 320, gb_status (*)(void *, void *));
+ENTRY(gb_device_ops, graph_destroy, 328, void (*)(void *, void *));
 FIELD(gb_optim_step_args, loss_scale, 112);
 ENTRY(gb_precision_ops, scaler_get, 80, gb_status (*)(void *, gb_loss_scaler *));
 ENTRY(gb_precision_ops, scaler_set, 88, gb_status (*)(void *, const gb_loss_scaler *));
 SIZE_NOW(4, gb_host, 72);
 SIZE_NOW(4, gb_plugin_desc, 80);
 SIZE_NOW(4, gb_device_ctx, 56);
-SIZE_NOW(4, gb_device_info, 496);
+SIZE_NOW(4, gb_device_info, 528);
 SIZE_NOW(4, gb_matmul_args, 184);
-SIZE_NOW(4, gb_device_ops, 304);
+SIZE_NOW(4, gb_device_ops, 336);
 SIZE_NOW(4, gb_attn_problem, 56);
 SIZE_NOW(4, gb_attn_ops, 56);
 SIZE_NOW(4, gb_optim_step_args, 120);

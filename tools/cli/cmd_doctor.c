@@ -1,7 +1,7 @@
 /* `gearbox doctor`: what this machine and this build offer a training run, and what to
  * fix before trusting timings: CPU features, threads, the BLAS library, measured sgemm
- * and memory bandwidth, the GPU device/cuda opens (or why not), GPU and MPI libraries,
- * and every plugin on the search path.
+ * and memory bandwidth, the GPU device/cuda opens (or why not) and NVML's figures of it
+ * (or why there are none), GPU and MPI libraries, and every plugin on the search path.
  *
  * It measures through the device plugin a run would use (the config's, or cpu), so the
  * sgemm figure is the one training gets. It changes nothing and creates no plugin but
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "gpu_monitor.h"
 #include "loader.h"
 #include "machine.h"
 #include "runtime.h"
@@ -27,8 +28,9 @@ static const char usage[] =
     "Reports what this machine and build offer a training run: CPU model and features,\n"
     "threads, the BLAS library (oneDNN) and its version, a measured 1024^3 sgemm through\n"
     "the device plugin and STREAM triad bandwidth, the GPU device/cuda opens (or why it\n"
-    "cannot), CUDA and MPI libraries, the plugin search path with every plugin found, and\n"
-    "warnings, each with its fix. With CONFIG,\n"
+    "cannot) and NVML's figures of it (memory, utilisation, power, temperature; or why\n"
+    "there are none), CUDA and MPI libraries, the plugin search path with every plugin\n"
+    "found, and warnings, each with its fix. With CONFIG,\n"
     "its [run] threads, [run] plugin_path and [device] plugin are the ones checked.\n"
     "Takes a few seconds. Exit status: 0 (warnings are advice), 2 on a bad command line\n"
     "or CONFIG.\n";
@@ -228,8 +230,9 @@ static void library_item(const char *label, gb_library lib)
 }
 
 /* device/cuda started on its own (GPU 0 or [device] ordinal's default, no config): the
- * GPU it opens, or why it cannot (no GPU, no driver). */
-static void describe_cuda_device(gb_loader *loader)
+ * GPU it opens, or why it cannot (no GPU, no driver). Its PCI address goes to
+ * `pci_bus_id` ("" when none is known). */
+static void describe_cuda_device(gb_loader *loader, char *pci_bus_id, size_t cap)
 {
     gb_diag diag = {0};
     gb_config *empty = gb_config_load_string("", "defaults", "/", &diag);
@@ -246,6 +249,7 @@ static void describe_cuda_device(gb_loader *loader)
                  (double)info.free_bytes / 1073741824.0);
             item("device driver", "%s", info.driver);
             item("device libs", "%s", info.libraries);
+            snprintf(pci_bus_id, cap, "%s", info.pci_bus_id);
         } else {
             item("device", "none: %s", inst.error[0] ? inst.error : gb_status_name(st));
         }
@@ -255,6 +259,30 @@ static void describe_cuda_device(gb_loader *loader)
     gb_instance_unbind(&inst);
     gb_diag_clear(&diag);
     gb_config_free(empty);
+}
+
+/* What a run on the GPU at `pci_bus_id` (else NVML's first) would log of it, or why a run
+ * logs no GPU figures. */
+static void describe_nvml(const char *pci_bus_id)
+{
+    char why[400], figures[96];
+    gb_gpu_sample sample;
+    gb_gpu_monitor *g = gb_gpu_monitor_open(pci_bus_id, 0, why, sizeof why);
+    if (!g) {
+        item("nvml", "not available: %s; training logs no GPU memory, utilisation, power or "
+             "temperature", why);
+        return;
+    }
+    item("nvml", "%s, driver %s%s%s", gb_gpu_monitor_name(g), gb_gpu_monitor_driver(g),
+         pci_bus_id[0] ? ", at PCI " : " (GPU 0: device/cuda did not say its PCI address)",
+         pci_bus_id);
+    if (gb_gpu_monitor_sample(g, &sample) == 0) {
+        gb_gpu_sample_text(&sample, figures, sizeof figures);
+        item("gpu now", "%s (utilisation, memory used, power, temperature)", figures + 3);
+    } else {
+        item("gpu now", "NVML answered no figure for this GPU");
+    }
+    gb_gpu_monitor_close(g);
 }
 
 static void check_cuda(gb_loader *loader, const gb_plugin **all, int n)
@@ -268,8 +296,10 @@ static void check_cuda(gb_loader *loader, const gb_plugin **all, int n)
     else
         item("plugin", "no CUDA plugin built%s", nccl ? " except comm/nccl, which needs a CUDA "
              "device plugin to run" : "");
+    char pci_bus_id[32] = "";
     if (count_plugins(all, n, GB_KIND_DEVICE, GB_DEVICE_CUDA, "cuda"))
-        describe_cuda_device(loader);
+        describe_cuda_device(loader, pci_bus_id, sizeof pci_bus_id);
+    describe_nvml(pci_bus_id);
     library_item("driver", GB_LIB_CUDA_DRIVER);
     library_item("runtime", GB_LIB_CUDA_RUNTIME);
     library_item("cuDNN", GB_LIB_CUDNN);

@@ -37,6 +37,7 @@ typedef struct cuda_device {
     cuda_matmul_cache *matmul;  /* plans by shape (matmul.c) */
     int host_failed;            /* first failure of queued host work (gb_status), 0 if
                                    none; written from CUDA's callback thread (atomics) */
+    int recording;              /* the compute stream is captured into a graph (ABI 1.4) */
 } cuda_device;
 
 /* cuBLASLt's workspace: what its fastest Hopper kernels ask for at GPT sizes. */

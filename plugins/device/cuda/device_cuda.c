@@ -9,9 +9,9 @@
  * device.h says a copy returns later. Device memory is cudaMalloc's (the core allocates
  * everything before the first step), pinned host memory cudaMallocHost's. Queued host work
  * (enqueue_host) is cudaLaunchHostFunc, so it runs on a CUDA thread in stream order and
- * must not call CUDA itself. Left out: memory pools or an arena of our own (the core
- * already plans one allocation per buffer), peer access between GPUs, CUDA graphs, and
- * unified memory.
+ * must not call CUDA itself. Graphs (ABI 1.4) are CUDA graphs captured from the compute
+ * stream. Left out: memory pools or an arena of our own (the core already plans one
+ * allocation per buffer), peer access between GPUs, and unified memory.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -232,6 +232,9 @@ static gb_status cuda_info(void *self, gb_device_info *out)
         snprintf(out->driver, sizeof out->driver, "CUDA %d.%d (driver API)", driver / 1000,
                  driver % 1000 / 10);
     }
+    if (FITS(out, gb_device_info, pci_bus_id))
+        GB_CUDA_CHECK(cudaDeviceGetPCIBusId(out->pci_bus_id, (int)sizeof out->pci_bus_id,
+                                            dev->ordinal));
     return GB_OK;
 }
 
@@ -484,6 +487,12 @@ static gb_status cuda_enqueue_host(void *self, void *stream, gb_host_fn fn, cons
     gb_status st = cuda_enter(dev);
     if (st != GB_OK)
         return st;
+    if (dev->recording) {
+        host->set_error(host, "enqueue_host while the compute stream is recorded into a graph: "
+                        "queued host work frees its argument when it has run, so a graph "
+                        "could not run it again");
+        return GB_ERR_UNSUPPORTED;
+    }
     host_call *call = host->alloc(host, sizeof *call + arg_bytes);
     if (!call) {
         host->set_error(host, "enqueue_host: cannot allocate %zu bytes for the argument",
@@ -499,6 +508,65 @@ static gb_status cuda_enqueue_host(void *self, void *stream, gb_host_fn fn, cons
         host->free(host, call);
     GB_CUDA_CHECK(err);
     return GB_OK;
+}
+
+/* ---- graphs ----------------------------------------------------------------------------- */
+
+/* Thread-local capture: calls of this thread that CUDA forbids while capturing (a
+ * synchronisation, an allocation) fail, and so does cudaStreamEndCapture after them;
+ * other threads (NCCL's, a data thread) are not affected. */
+static gb_status cuda_graph_begin(void *self)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    GB_CUDA_CHECK(cudaStreamBeginCapture(dev->compute, cudaStreamCaptureModeThreadLocal));
+    dev->recording = 1;
+    return GB_OK;
+}
+
+static gb_status cuda_graph_end(void *self, void **graph)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    cudaGraph_t captured = NULL;
+    cudaGraphExec_t exec = NULL;
+    *graph = NULL;
+    dev->recording = 0;
+    cudaError_t err = cudaStreamEndCapture(dev->compute, &captured);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        host->set_error(host, "device/cuda: recording the compute stream into a CUDA graph "
+                        "failed (%s: %s): a call made while recording waited for the GPU, "
+                        "allocated, copied pageable memory or waited on work outside the "
+                        "recording", cudaGetErrorName(err), cudaGetErrorString(err));
+        return GB_ERR_DEVICE;
+    }
+    err = cudaGraphInstantiate(&exec, captured, 0);
+    cudaGraphDestroy(captured);
+    GB_CUDA_CHECK(err);
+    *graph = exec;
+    return GB_OK;
+}
+
+static gb_status cuda_graph_launch(void *self, void *graph)
+{
+    cuda_device *dev = self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_enter(dev);
+    if (st != GB_OK)
+        return st;
+    GB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, dev->compute));
+    return GB_OK;
+}
+
+static void cuda_graph_destroy(void *self, void *graph)
+{
+    cuda_device *dev = self;
+    log_release_failure(dev, graph ? cudaGraphExecDestroy((cudaGraphExec_t)graph) : cudaSuccess,
+                        "cudaGraphExecDestroy");
 }
 
 /* ---- the vtable ----------------------------------------------------------------------- */
@@ -542,6 +610,10 @@ static const gb_device_ops cuda_ops = {
     .cross_entropy_ld = cuda_cross_entropy_ld,
     .cross_entropy_scaled = cuda_cross_entropy_scaled,
     .loss_scaler_update = cuda_loss_scaler_update,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cuda", "1.2.0",
