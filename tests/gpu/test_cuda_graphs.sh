@@ -3,7 +3,8 @@
 # and launched from then on must train exactly as the calls queued one by one: the same
 # losses, gradient norms and evaluations bit for bit, in fp32 with evaluations between
 # the steps, with gradient accumulation and batches drawn in line, under fp16's loss
-# scaler as its scale grows (backward is recorded again for each new scale), and in bf16
+# scaler as its scale grows (on the device: backward recorded once; on the host: recorded
+# again for each new scale), and in bf16
 # with recomputation; the run's summary says how many graphs were recorded and launched
 # (so a run that silently stayed eager fails); `gearbox bench step --profile` runs its
 # profiled steps without recording; and a device without graphs is refused before any
@@ -53,11 +54,15 @@ grep -q '^cuda graphs: on: ' "$WORK/fp32-graphs.log" && ! grep -q '^cuda graphs'
     fail "the plan: '$(grep '^cuda graphs' "$WORK/fp32-graphs.log")'"
 ab accumulation-in-line 2 34 --set run.steps=6 --set data.gradient_accumulation_steps=3 \
     --set data.prefetch=false
-# The scale doubles after every third step without overflow (and halves after one):
-# backward is recorded at step 2 and again at every later step whose scale, the one the
-# step before logged, differs from its predecessor's; forward once.
+# The scale doubles after every third step without overflow (and halves after one). With
+# the scaler on the device (the default) backward reads the scale from device memory and
+# is recorded once; with the host's scaler ([precision] device_update = false) the scale is
+# a scalar of the recorded work, so backward is recorded at step 2 and again at every later
+# step whose scale, the one the step before logged, differs from its predecessor's.
 fp16=(--set run.steps=8 --set precision.plugin=fp16 --set precision.growth_interval=3
       --set optim.plugin=adamw_fused)
+ab fp16-scale-on-device 2 14 "${fp16[@]}"
+fp16+=(--set precision.device_update=false)
 if train fp16-scale-moving-calls "${fp16[@]}"; then
     recorded=$(grep -o '"loss_scale": [0-9.]*' "$WORK/fp16-scale-moving-calls/metrics.jsonl" | sed 's/.*: //' |
         awk 'NR >= 2 && NR <= 7 && $1 != prev { n++ } { prev = $1 }
