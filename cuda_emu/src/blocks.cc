@@ -558,7 +558,9 @@ void setup_block(block &b, const kernel_run &run, uint64_t linear)
     b.at_barrier = 0;
     b.exited_after = ~0u;
     b.exited_lane = -1;
-    b.shared.resize(std::max(run.shared_limit, (size_t)1) + 256);
+    /* the limit rounded up, plus the 256-byte alignment shared_base may skip */
+    const size_t most = std::max({run.shared_limit, run.dynamic_bytes, (size_t)1});
+    b.shared.resize((most + 255) / 256 * 256 + 256);
     b.shared_used = (run.dynamic_bytes + 255) & ~(size_t)255;
     std::memset(shared_base(b), 0xff, b.shared_used);
     b.statics.clear();

@@ -814,6 +814,7 @@ static void test_kernels(void)
         const gb_dtype dtype = dtypes[t];
         kt_section("%s kernels against device/cpu (same bits expected)", gb_dtype_name(dtype));
         test_embed(dtype, 3, 5, 67, 11, &rng);
+        test_embed(dtype, 2, 600, 67, 11, &rng);   // two token tiles, a partial last warp
         test_embed(dtype, 8, 64, 768, 50, &rng);
         test_layernorm(dtype, 37, 77, 1, &rng);
         test_layernorm(dtype, 130, 768, 0, &rng);
