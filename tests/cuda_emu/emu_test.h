@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <string>
@@ -71,6 +72,26 @@ static void emu_expect_stop(const char *what, const std::function<void()> &body,
         printf("  %s", err.substr(0, err.find('\n') + 1).c_str());
     fflush(stdout);
     emu_failures += !all;
+}
+
+/* The line of `file` (a test's own __FILE__) whose comment ends in `// marker`, the place
+ * a report must name; the test fails at once when the file cannot be read. */
+static inline int emu_line_of(const char *file, const char *marker)
+{
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        printf("FAIL: cannot read %s for its line numbers\n", file);
+        exit(1);
+    }
+    char line[512];
+    std::string tag = std::string("// ") + marker;
+    for (int n = 1; fgets(line, sizeof line, f); n++)
+        if (strstr(line, tag.c_str()) && !strstr(line, "\"")) {
+            fclose(f);
+            return n;
+        }
+    fclose(f);
+    return -1;
 }
 
 static int emu_finish(const char *name)

@@ -160,7 +160,6 @@ static __global__ void wmma_tile(float *out, const __half *a, const __half *b, i
 
 /* ---- host side ------------------------------------------------------------------------ */
 
-static int line_of(const char *marker);   /* the line of this file holding `marker` */
 
 template <class T> static T *device_array(size_t n, const T *init = nullptr)
 {
@@ -180,7 +179,7 @@ template <class T> static std::vector<T> host_copy(const T *d, size_t n)
 
 static std::string at_line(const char *marker)
 {
-    return "test_rules.cu:" + std::to_string(line_of(marker)) + ":";
+    return "test_rules.cu:" + std::to_string(emu_line_of(__FILE__, marker)) + ":";
 }
 
 static void stop_at(const char *what, const std::function<void()> &body, const char *marker,
@@ -347,26 +346,6 @@ static void launch_rules()
                                    228 << 10) == cudaErrorInvalidValue,
               "the attribute above 227 KiB (sm_90): refused");
     cudaFree(out);
-}
-
-/* ---- this file's lines ---------------------------------------------------------------- */
-
-static int line_of(const char *marker)
-{
-    FILE *f = fopen(__FILE__, "r");
-    if (!f) {
-        printf("FAIL: cannot read %s for its line numbers\n", __FILE__);
-        exit(1);
-    }
-    char line[512];
-    std::string tag = std::string("// ") + marker;
-    for (int n = 1; fgets(line, sizeof line, f); n++)
-        if (strstr(line, tag.c_str()) && !strstr(line, "\"")) {
-            fclose(f);
-            return n;
-        }
-    fclose(f);
-    return -1;
 }
 
 int main()

@@ -69,7 +69,6 @@ static __global__ void read_past_end_on_helpers(const float *x, float *out, int 
 constexpr int N = 256;   /* floats per buffer: 1 KiB, a multiple of 256 bytes */
 constexpr size_t BYTES = N * sizeof(float);
 
-static int line_of(const char *marker);   /* the line of this file holding `marker` */
 static unsigned mallocs = 0;              /* cudaMalloc calls: the emulator's allocation ids */
 
 template <class T> static T *device_array(size_t n, unsigned *id = nullptr)
@@ -122,7 +121,7 @@ static cudaStream_t new_stream()
 
 static std::string at_line(const char *marker, const char *after)
 {
-    return "test_streams.cu:" + std::to_string(line_of(marker)) + after;
+    return "test_streams.cu:" + std::to_string(emu_line_of(__FILE__, marker)) + after;
 }
 
 /* `body` runs in a child and must finish without the emulator stopping it, returning true
@@ -547,26 +546,6 @@ static void interleaving()
     cudaFree(y);
     cudaStreamDestroy(a);
     cudaStreamDestroy(b);
-}
-
-/* ---- this file's lines ---------------------------------------------------------------- */
-
-static int line_of(const char *marker)
-{
-    FILE *f = fopen(__FILE__, "r");
-    if (!f) {
-        printf("FAIL: cannot read %s for its line numbers\n", __FILE__);
-        exit(1);
-    }
-    char line[512];
-    std::string tag = std::string("// ") + marker;
-    for (int n = 1; fgets(line, sizeof line, f); n++)
-        if (strstr(line, tag.c_str()) && !strstr(line, "\"")) {
-            fclose(f);
-            return n;
-        }
-    fclose(f);
-    return -1;
 }
 
 int main(int argc, char **argv)
