@@ -94,6 +94,14 @@ static inline int emu_line_of(const char *file, const char *marker)
     return -1;
 }
 
+/* A stream that, as CUDA promises for non-blocking ones, waits for no other stream. */
+static inline cudaStream_t emu_new_stream()
+{
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    return s;
+}
+
 static int emu_finish(const char *name)
 {
     printf("%s: %s\n", name, emu_failures ? "FAILED" : "all checks passed");

@@ -55,13 +55,6 @@ static bool all_equal(const std::vector<float> &h, float v)
     return true;
 }
 
-static cudaStream_t new_stream()
-{
-    cudaStream_t s = nullptr;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    return s;
-}
-
 /* Begins a thread-local capture of `s`, as device/cuda does. */
 static void begin(cudaStream_t s)
 {
@@ -71,7 +64,7 @@ static void begin(cudaStream_t s)
 /* 1. Recorded, not run; each launch runs the recording again, arguments as recorded. */
 static void record_and_replay()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array(), *y = device_array();
     fill<<<1, N, 0, a>>>(x, N, 5.0f);
     cudaStreamSynchronize(a);
@@ -120,7 +113,7 @@ static void record_and_replay()
 /* 2. A launch is ordered with the stream's other work, and lazy like it. */
 static void launch_in_stream_order()
 {
-    cudaStream_t a = new_stream(), b = new_stream();
+    cudaStream_t a = emu_new_stream(), b = emu_new_stream();
     float *x = device_array();
     begin(a);
     add_one<<<1, N, 0, a>>>(x, N);
@@ -150,7 +143,7 @@ static void launch_in_stream_order()
 static void expect_broken(const char *what, cudaError_t code,
                           const std::function<cudaError_t(cudaStream_t)> &breaking)
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array();
     begin(a);
     add_one<<<1, N, 0, a>>>(x, N);
@@ -198,14 +191,14 @@ static void refused_during_capture()
                   });
     expect_broken("waiting on an event recorded outside the capture",
                   cudaErrorStreamCaptureIsolation, [](cudaStream_t a) {
-                      cudaStream_t b = new_stream();
+                      cudaStream_t b = emu_new_stream();
                       cudaEvent_t e;
                       cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
                       cudaEventRecord(e, b);
                       return cudaStreamWaitEvent(a, e, 0);
                   });
 
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array();
     cudaEvent_t e;
     cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
@@ -255,7 +248,7 @@ static void calls_cuda(void *)
 
 static void recorded_host_functions()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     int runs = 0;
     begin(a);
     cudaLaunchHostFunc(a, count, &runs);
@@ -273,7 +266,7 @@ static void recorded_host_functions()
               "then, and ran once per launch");
     cudaGraphExecDestroy(exec);
     emu_expect_stop("a recorded host function that calls CUDA, when the graph runs", [] {
-        cudaStream_t s = new_stream();
+        cudaStream_t s = emu_new_stream();
         begin(s);
         cudaLaunchHostFunc(s, calls_cuda, nullptr);
         cudaGraph_t g;
@@ -289,7 +282,7 @@ static void recorded_host_functions()
 /* 5. Relaxed mode lets allocations through; thread-local mode only stops its own thread. */
 static void capture_modes()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     cudaStreamBeginCapture(a, cudaStreamCaptureModeRelaxed);
     void *p = nullptr;
     const cudaError_t relaxed = cudaMalloc(&p, 64);

@@ -112,13 +112,6 @@ static bool is_ramp(const float *h, int n, float from)
     return true;
 }
 
-static cudaStream_t new_stream()
-{
-    cudaStream_t s = nullptr;
-    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    return s;
-}
-
 static std::string at_line(const char *marker, const char *after)
 {
     return "test_streams.cu:" + std::to_string(emu_line_of(__FILE__, marker)) + after;
@@ -143,7 +136,7 @@ static void expect_runs(const char *what, const std::function<bool()> &body)
 /* 1. Work queued on a stream runs only when something waits for it. */
 static void lazy_streams()
 {
-    cudaStream_t a = new_stream(), b = new_stream();
+    cudaStream_t a = emu_new_stream(), b = emu_new_stream();
     float *x = device_array<float>(N), *y = device_array<float>(N);
     fill<<<1, N, 0, a>>>(x, N, 1.0f);
     cudaMemcpyAsync(y, x, BYTES, cudaMemcpyDeviceToDevice, b);   // no cudaStreamWaitEvent
@@ -179,7 +172,7 @@ static void lazy_streams()
 /* 2. cudaEventQuery: not ready while the work is pending, and polling makes progress. */
 static void event_query()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
     cudaEvent_t e;
     cudaEventCreate(&e);
@@ -221,7 +214,7 @@ static void event_query()
 /* 3. cudaStreamWaitEvent waits for the record made before it, not a later one. */
 static void event_captures_record()
 {
-    cudaStream_t a = new_stream(), b = new_stream();
+    cudaStream_t a = emu_new_stream(), b = emu_new_stream();
     float *x = device_array<float>(N), *y = device_array<float>(N), *z = device_array<float>(N);
     cudaEvent_t e;
     cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
@@ -255,7 +248,7 @@ static void event_captures_record()
 /* 4 and 5. Pageable host memory: a source is staged, a destination filled, at the call. */
 static void pageable_copies()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
     std::vector<float> v(N);
     for (int i = 0; i < N; i++)
@@ -281,7 +274,7 @@ static void pageable_copies()
 /* 6. Pinned memory is truly asynchronous: hands off while its copy is pending. */
 static void pinned_copies()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
     float *p = nullptr;
     cudaMallocHost((void **)&p, BYTES);
@@ -335,7 +328,7 @@ static void pinned_copies()
  * common pattern, and here both halves share one page, which is protected as a whole. */
 static void pinned_outside_pending_copy()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
     float *p = nullptr;
     cudaMallocHost((void **)&p, 2 * BYTES);   /* two halves of 1 KiB in one page */
@@ -434,7 +427,7 @@ static void reads_device(void *arg)
 
 static void host_functions()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
     int flag = 0;
     fill<<<1, N, 0, a>>>(x, N, 1.0f);
@@ -457,7 +450,7 @@ static void host_functions()
 /* 9. Misused calls return CUDA's errors (and queue nothing). */
 static void refused_calls()
 {
-    cudaStream_t a = new_stream();
+    cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N), *y = device_array<float>(N);
     fill<<<1, N, 0, a>>>(x, N, 1.0f);
     fill<<<1, N, 0, a>>>(y, N, 2.0f);
@@ -508,7 +501,7 @@ static void append(void *arg)
 
 static void interleaving()
 {
-    cudaStream_t a = new_stream(), b = new_stream();
+    cudaStream_t a = emu_new_stream(), b = emu_new_stream();
     float *x = device_array<float>(N), *y = device_array<float>(N);
     cudaMemsetAsync(x, 0, BYTES, a);
     cudaMemsetAsync(y, 0, BYTES, b);
