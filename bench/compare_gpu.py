@@ -10,46 +10,57 @@ PyTorch: bench/torch_gpt.py --preset gpt2 (the same model) with --compile 1, --f
 
 Both read the same tokens: --data DIR (train.bin and val.bin of uint16 GPT-2 token ids,
 as nanoGPT or `gearbox prepare` write them), else random ids below 50257 made with numpy.
-The two programs alternate for --repeats rounds; each run times --steps steps after
+The two programs alternate for --repeats rounds, the first of each round changing sides so
+that neither always runs on a GPU fresh from idle; each run times --steps steps after
 --warmup untimed ones (torch.compile compiles during PyTorch's warm-up), and the medians
 over the rounds of each run's median ms/step are compared.
 
-Peak GPU memory is measured the same way for both, from outside: this script polls the
-device's free memory (torch.cuda.mem_get_info, every 50 ms) while a run goes on and
-reports the largest drop from just before the run started. Each program's own figures are
-printed beside it (PyTorch: its mem_get_info drop and max_memory_allocated; gearbox: its
-memory plan).
+Each program runs alone on the GPU: this script holds no CUDA context and imports no torch.
+It watches from outside through NVML (bench/gpu_watch.py): the peak GPU memory of the
+program's own processes (NVML's per-process figure, the same measure for both), the
+device's used memory above its level at the start, GPU utilisation, and the host CPU the
+program and everything else used. Each program's own figures are printed beside them
+(PyTorch: its mem_get_info drop and max_memory_allocated; gearbox: its memory plan).
+
+--neighbors none,cuda,nvml runs every round under each condition: alone, beside a process
+that holds a CUDA context and polls cudaMemGetInfo every 50 ms (what a harness importing
+torch does), and beside an NVML monitor; the ratio of each program's ms/step beside a
+neighbour to its ms/step alone says whether it is fragile next to other GPU users.
 
 MFU is nanoGPT's estimate for both, (6N + 12 L C T) FLOPs per token with N the
 parameters without the position embedding, computed here from the shape and divided by
 --peak-tflops (989: H100 SXM, bf16 dense); each program's own MFU is shown too.
 
-Without a CUDA GPU it exits with status 77. --dry-run makes the data and prints the two
-commands without running them; --smoke-cpu runs the whole comparison on the CPU at a tiny
-shape (fp32, no compile), to check this script, not to measure anything.
+Without an NVIDIA GPU (NVML finds none) it exits with status 77. --dry-run makes the data
+and prints the two commands without running them; --smoke-cpu runs the whole comparison
+on the CPU at a tiny shape (fp32, no compile), to check this script, not to measure anything.
 
 usage: bench/compare_gpu.py [--gearbox PATH] [--python PY] [--data DIR] [--attn NAME]
                             [--batch 16] [--steps 20] [--warmup 5] [--repeats 3]
-                            [--peak-tflops 989] [--logs DIR] [--timeout S]
+                            [--peak-tflops 989] [--neighbors none,cuda,nvml]
+                            [--logs DIR] [--json FILE] [--timeout S]
                             [--dry-run] [--smoke-cpu]
 """
 import argparse
+import json
 import os
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from bench_args import at_least, program
+from gpu_watch import GpuWatch, HostWatch, Nvml, NvmlError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = 77
 GPT2 = dict(n_layer=12, n_head=12, n_embd=768, block_size=1024, padded_vocab=50304)
 SMOKE = dict(n_layer=1, n_head=2, n_embd=64, block_size=32, padded_vocab=50304)
 GPT2_TOKENS = 50257
+PROGRAMS = ('gearbox', 'pytorch')
+NEIGHBOURS = ('none', 'cuda', 'nvml')
 
 
 def fail(msg, status=2):
@@ -80,6 +91,12 @@ def parse_args(argv):
                    help='what MFU divides by (default 989: H100 SXM bf16 dense)')
     p.add_argument('--logs', metavar='DIR', help="keep every run's output here")
     p.add_argument('--timeout', type=at_least(1), default=600, help='seconds one run may take (default 600)')
+    p.add_argument('--neighbors', type=neighbour_list, default=['none'],
+                   help='conditions each round runs both programs in, comma-separated: none (alone '
+                        'on the GPU), cuda (beside a process holding a CUDA context and polling '
+                        'cudaMemGetInfo every 50 ms), nvml (beside an NVML monitor polling every 50 ms); '
+                        'default none')
+    p.add_argument('--json', metavar='FILE', help='also write the figures to FILE')
     p.add_argument('--dry-run', action='store_true', help='make the data, print the commands, run nothing')
     p.add_argument('--smoke-cpu', action='store_true',
                    help='a tiny model on the CPU (fp32, no compile): checks this script only')
@@ -89,6 +106,17 @@ def parse_args(argv):
     if not re.fullmatch(r'[a-z0-9_]+', args.attn):
         p.error(f'--attn {args.attn!r}: expected a plugin name such as cudnn or flash')
     return args
+
+
+def neighbour_list(text):
+    """An argparse type: a comma-separated list of NEIGHBOURS, without repeats."""
+    names = text.split(',')
+    for n in names:
+        if n not in NEIGHBOURS:
+            raise argparse.ArgumentTypeError(f'{n!r}: expected {", ".join(NEIGHBOURS)}')
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f'{text!r} names a condition twice')
+    return names
 
 
 def make_tokens(folder, n_train, seed=1337):
@@ -145,48 +173,55 @@ def torch_cmd(args, shape, data):
     return cmd
 
 
-class MemoryWatch:
-    """Polls the device's free memory in a thread; drop() is the largest fall below the start."""
-
-    def __init__(self, torch):
-        self.torch, self.stop_flag, self.least = torch, threading.Event(), None
-
-    def __enter__(self):
-        if self.torch is not None:
-            self.start = self.least = self.torch.cuda.mem_get_info()[0]
-            self.thread = threading.Thread(target=self.poll, daemon=True)
-            self.thread.start()
-        return self
-
-    def poll(self):
-        while not self.stop_flag.wait(0.05):
-            self.least = min(self.least, self.torch.cuda.mem_get_info()[0])
-
-    def __exit__(self, *exc):
-        if self.torch is not None:
-            self.stop_flag.set()
-            self.thread.join()
-        return False
-
-    def drop(self):
-        return None if self.least is None else self.start - self.least
+def start_neighbour(kind, log_dir, name):
+    """Starts bench/gpu_watch.py --neighbor KIND; None for 'none'. Fails if it cannot run."""
+    if kind == 'none':
+        return None
+    log = open(os.path.join(log_dir, f'{name}.neighbour.log'), 'w')
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, 'bench', 'gpu_watch.py'),
+                             '--neighbor', kind], stdout=log, stderr=subprocess.STDOUT)
+    time.sleep(2)   # its CUDA context or NVML session is up before the program starts
+    if proc.poll() is not None:
+        log.close()
+        with open(log.name) as f:
+            fail(f'the {kind} neighbour ended at once: {f.read().strip()}', 1)
+    return proc
 
 
-def run(cmd, args, name, log_dir, torch):
-    """Runs one program; returns its stdout and the device memory drop in bytes (or None)."""
-    t0 = time.time()
-    with MemoryWatch(torch) as watch:
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            fail(f'{name} ran past --timeout {args.timeout} s: {" ".join(cmd)}', 1)
+def stop_neighbour(proc):
+    if proc is not None:
+        proc.terminate()
+        proc.wait()
+
+
+def run(cmd, args, name, log_dir, nvml, neighbour='none'):
+    """Runs one program, watched from outside; returns its stdout and what the watches saw."""
+    beside = start_neighbour(neighbour, log_dir, name)
+    watch = GpuWatch(nvml) if nvml else None
+    try:
+        with HostWatch() as host:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if watch:
+                watch.start(proc.pid)
+            try:
+                out, err = proc.communicate(timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                fail(f'{name} ran past --timeout {args.timeout} s: {" ".join(cmd)}', 1)
+            finally:
+                if watch:
+                    watch.stop()
+    finally:
+        stop_neighbour(beside)
     with open(os.path.join(log_dir, f'{name}.log'), 'w') as f:
-        f.write(f'$ {" ".join(cmd)}\n{res.stdout}{res.stderr}exit status {res.returncode}, '
-                f'{time.time() - t0:.1f} s\n')
-    if res.returncode != 0:
-        tail = '\n'.join((res.stdout + res.stderr).strip().split('\n')[-8:])
-        fail(f'{name} failed (exit status {res.returncode}); its last lines:\n{tail}', 1)
-    return res.stdout, watch.drop()
+        f.write(f'$ {" ".join(cmd)}\n{out}{err}exit status {proc.returncode}; {host.words()}\n')
+    if proc.returncode != 0:
+        tail = '\n'.join((out + err).strip().split('\n')[-8:])
+        fail(f'{name} failed (exit status {proc.returncode}); its last lines:\n{tail}', 1)
+    seen = {'host': host, 'process_peak': watch and watch.process_peak,
+            'device_rise': watch and watch.device_rise, 'gpu_busy': watch and watch.busy}
+    return out, seen
 
 
 def grab(pattern, text, what):
@@ -217,48 +252,82 @@ def mib(b):
     return '-' if b is None else f'{b / 1048576:.0f} MiB'
 
 
-def report(args, shape, runs):
+def summarise(args, shape, rs):
+    """One program's figures under one condition, from its rounds."""
     tokens = args.batch * shape['block_size']
-    fpt = flops_per_token(shape)
-    summary = {}
+    ms = statistics.median(r['ms'] for r in rs)
+    peaks = [r['process_peak'] for r in rs if r['process_peak'] is not None]
+    rises = [r['device_rise'] for r in rs if r['device_rise'] is not None]
+    busy = [r['gpu_busy'] for r in rs if r['gpu_busy'] is not None]
+    return dict(ms=ms, tok_s=tokens / (ms / 1e3),
+                mfu=100.0 * flops_per_token(shape) * tokens / (ms / 1e3) / (args.peak_tflops * 1e12),
+                process_peak=max(peaks) if peaks else None, device_rise=max(rises) if rises else None,
+                gpu_busy=statistics.mean(busy) if busy else None, rounds=[r['ms'] for r in rs])
+
+
+def print_program(name, s, own):
+    busy = '-' if s['gpu_busy'] is None else f'{s["gpu_busy"]:.0f}%'
+    print(f'  {name:<8} {s["tok_s"]:>10,.0f} tok/s {s["ms"]:9.2f} ms/step  MFU {s["mfu"]:5.1f}%  '
+          f'GPU memory {mib(s["process_peak"])} (its processes, NVML; device rise '
+          f'{mib(s["device_rise"])})  GPU busy {busy}  (rounds: '
+          f'{", ".join("%.2f" % m for m in s["rounds"])} ms)')
+    own_mfu = '-' if own['own_mfu'] is None else f'{own["own_mfu"]:.1f}%'
+    print(f'  {"":<8} its own report (last round): MFU {own_mfu}; memory {own["own_mem"] or "-"}; '
+          f'{own["host"].words()}')
+
+
+def ratio(a, b):
+    return f'{a / b:.2f}x' if a and b else '-'
+
+
+def report(args, shape, runs):
+    """Prints each condition's table and ratios; returns the figures for --json."""
+    tokens = args.batch * shape['block_size']
     print(f'\nmodel L {shape["n_layer"]}, H {shape["n_head"]}, C {shape["n_embd"]}, '
           f'T {shape["block_size"]}, B {args.batch}: {tokens} tokens per step, '
-          f'{fpt * tokens / 1e9:.1f} GFLOP per step (nanoGPT), MFU against {args.peak_tflops:g} TFLOP/s')
-    for name in ('gearbox', 'pytorch'):
-        rs = runs[name]
-        ms = statistics.median(r['ms'] for r in rs)
-        drops = [r['drop'] for r in rs if r['drop'] is not None]
-        mem = max(drops) if drops else None
-        mfu = 100.0 * fpt * tokens / (ms / 1e3) / (args.peak_tflops * 1e12)
-        summary[name] = dict(ms=ms, tok=tokens / (ms / 1e3), mfu=mfu, mem=mem)
-        own = rs[-1]
-        print(f'{name:<8} {tokens / (ms / 1e3):>10,.0f} tok/s {ms:9.2f} ms/step  MFU {mfu:5.1f}%  '
-              f'peak GPU memory {mib(mem)}  (rounds: {", ".join("%.2f" % r["ms"] for r in rs)} ms)')
-        own_mfu = '-' if own['own_mfu'] is None else f'{own["own_mfu"]:.1f}%'
-        print(f'{"":<8} its own report (last round): MFU {own_mfu}; memory {own["own_mem"] or "-"}')
-    g, t = summary['gearbox'], summary['pytorch']
-    mem_ratio = f'{g["mem"] / t["mem"]:.2f}x' if g['mem'] and t['mem'] else '-'
-    print(f'gearbox/PyTorch: tokens/s {g["tok"] / t["tok"]:.2f}x, ms/step {g["ms"] / t["ms"]:.2f}x, '
-          f'peak GPU memory {mem_ratio}')
-    print(f'SUMMARY gearbox_tok_s={g["tok"]:.0f} torch_tok_s={t["tok"]:.0f} '
-          f'speed_ratio={g["tok"] / t["tok"]:.3f} gearbox_mfu={g["mfu"]:.1f} torch_mfu={t["mfu"]:.1f} '
-          f'gearbox_mem_mib={mib(g["mem"]).split()[0]} torch_mem_mib={mib(t["mem"]).split()[0]}')
+          f'{flops_per_token(shape) * tokens / 1e9:.1f} GFLOP per step (nanoGPT), '
+          f'MFU against {args.peak_tflops:g} TFLOP/s')
+    figures = {}
+    for cond in args.neighbors:
+        print(f'beside {"nothing" if cond == "none" else "a " + cond + " neighbour (bench/gpu_watch.py)"}:')
+        f = figures[cond] = {n: summarise(args, shape, runs[cond][n]) for n in PROGRAMS}
+        for n in PROGRAMS:
+            print_program(n, f[n], runs[cond][n][-1])
+        g, t = f['gearbox'], f['pytorch']
+        print(f'  gearbox/PyTorch: tokens/s {ratio(g["tok_s"], t["tok_s"])}, ms/step '
+              f'{ratio(g["ms"], t["ms"])}, GPU memory {ratio(g["process_peak"], t["process_peak"])}')
+        if cond != 'none' and 'none' in figures:
+            print(f'  ms/step beside it against alone: gearbox '
+                  f'{ratio(g["ms"], figures["none"]["gearbox"]["ms"])}, PyTorch '
+                  f'{ratio(t["ms"], figures["none"]["pytorch"]["ms"])}')
+    first = figures[args.neighbors[0]]
+    g, t = first['gearbox'], first['pytorch']
+    print(f'SUMMARY gearbox_tok_s={g["tok_s"]:.0f} torch_tok_s={t["tok_s"]:.0f} '
+          f'speed_ratio={g["tok_s"] / t["tok_s"]:.3f} gearbox_mfu={g["mfu"]:.1f} torch_mfu={t["mfu"]:.1f} '
+          f'gearbox_mem_mib={mib(g["process_peak"]).split()[0]} '
+          f'torch_mem_mib={mib(t["process_peak"]).split()[0]}')
+    return figures
+
+
+def open_nvml(args):
+    """NVML for the watch; exits 77 without a GPU. --smoke-cpu watches where NVML loads (the
+    emulator's NVML double, in the tests) and goes on without it; --dry-run never does."""
+    if args.dry_run:
+        return None
+    try:
+        return Nvml()
+    except NvmlError as err:
+        if args.smoke_cpu:
+            return None
+        fail(f'needs an NVIDIA GPU: {err} (--dry-run and --smoke-cpu work without one)', SKIP)
 
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     shape = SMOKE if args.smoke_cpu else GPT2
-    torch = None
-    if not args.dry_run and not args.smoke_cpu:
-        try:
-            import torch
-        except ImportError as err:
-            fail(f'needs PyTorch in this interpreter to watch GPU memory ({err})', SKIP)
-        if not torch.cuda.is_available():
-            fail('needs a CUDA GPU; this machine has none (--dry-run and --smoke-cpu work without one)', SKIP)
-    if not args.dry_run:
-        if not os.access(args.gearbox, os.X_OK):
-            fail(f'no gearbox binary at {args.gearbox} (build it, or name it with --gearbox)')
+    nvml = open_nvml(args)
+    if not args.dry_run and not os.access(args.gearbox, os.X_OK):
+        fail(f'no gearbox binary at {args.gearbox} (build it, or name it with --gearbox)')
     with tempfile.TemporaryDirectory(prefix='compare_gpu.') as tmp:
         data = args.data
         if data:
@@ -276,15 +345,22 @@ def main(argv=None):
         sys.stdout.flush()
         if args.dry_run:
             return 0
-        runs = {'gearbox': [], 'pytorch': []}
+        parsers = {'gearbox': parse_gearbox, 'pytorch': parse_torch}
+        runs = {c: {n: [] for n in PROGRAMS} for c in args.neighbors}
         for r in range(args.repeats):
-            for name, parse in (('gearbox', parse_gearbox), ('pytorch', parse_torch)):
-                out, drop = run(cmds[name], args, f'{name}-{r}', log_dir, torch)
-                res = parse(out)
-                res['drop'] = drop
-                runs[name].append(res)
-                print(f'round {r}: {name} {res["ms"]:.2f} ms/step, GPU memory drop {mib(drop)}', flush=True)
-        report(args, shape, runs)
+            order = PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]   # neither always goes first
+            for cond in args.neighbors:
+                for name in order:
+                    out, seen = run(cmds[name], args, f'{name}-{cond}-{r}', log_dir, nvml, cond)
+                    res = dict(parsers[name](out), **seen)
+                    runs[cond][name].append(res)
+                    print(f'round {r}, beside {cond}: {name} {res["ms"]:.2f} ms/step, GPU memory '
+                          f'{mib(res["process_peak"])}', flush=True)
+        figures = report(args, shape, runs)
+        if args.json:
+            with open(args.json, 'w') as f:
+                json.dump({'shape': shape, 'batch': args.batch, 'peak_tflops': args.peak_tflops,
+                           'commands': cmds, 'figures': figures}, f, indent=1)
     return 0
 
 

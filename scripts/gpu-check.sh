@@ -10,7 +10,9 @@
 #   sanitize  compute-sanitizer: memcheck over 3 training steps; racecheck, synccheck and
 #             initcheck over each CUDA attention plugin's conformance shapes and the
 #             device-op test
-#   bench     short benchmarks: `gearbox bench attn`, bench/sdpa_attn.py, bench/compare_gpu.py
+#   bench     short benchmarks: bench/compare_gpu.py (GPT-2 124M against PyTorch, alone and
+#             beside a process polling the GPU), `gearbox bench step --profile`, `gearbox
+#             bench attn` and bench/sdpa_attn.py; then one page of it all, bench-summary.md
 # Each stage writes its logs into OUT/STAGE/ and its lines, ending with "stage result",
 # into OUT/summary.txt (a rerun of a stage replaces its lines); later stages use the build
 # the build stage left in BUILD. docs/gpu.md ("Building on a GPU machine") is the guide.
@@ -481,9 +483,10 @@ stage_sanitize() {
 # not judge: one FAILs only when it does not run to the end. The full settings are in
 # bench/README.md (run them by hand, one command each).
 # bench_detail FILE: the summary's words for a benchmark's output: the ratio line of
-# compare_gpu.py, else the last T of an attention table as "T=4096: NAME MS ms TFLOPS TF/s, ..."
+# compare_gpu.py, the profile's total, else the last T of an attention table as
+# "T=4096: NAME MS ms TFLOPS TF/s, ..."
 bench_detail() {
-    grep -m1 '^gearbox/PyTorch' "$1" ||
+    sed -n -E '/^ *gearbox\/PyTorch|^profile:/ { s/^ *//; p; q }' "$1" | grep . ||
         awk '/^T = / { t = $3; sub(":", "", t); row = "" }
              /^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ / {
                  row = row (row == "" ? "" : ", ") $1 " " $4 " ms " $5 " TF/s" }
@@ -517,25 +520,35 @@ stage_bench() {
         return
     fi
     stage_env || return
-    local py attn_plugins
+    local py attn_plugins tokens=$work/gpt2-tokens
     py=$(command -v "${PYTHON:-python3}")
+    if [ -z "$py" ] || ! "$py" -c 'import torch, numpy' > /dev/null 2>&1; then
+        record "bench compare-gpu/profile/sdpa" SKIP "no PyTorch and numpy in ${PYTHON:-python3} (set PYTHON)"
+        py=
+    elif [ ! -f "$tokens/train.bin" ]; then
+        "$py" -c 'import sys; sys.path.insert(0, "bench"); import compare_gpu as c; c.make_tokens(sys.argv[1], 4 << 20)' \
+            "$tokens"
+    fi
+    # the step, alone and beside a process polling the GPU as a torch-importing harness does
+    [ -n "$py" ] && bench "bench-compare-gpu" 240 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
+        --python "$py" --data "$tokens" --steps 10 --warmup 3 --repeats 1 --neighbors none,cuda \
+        --timeout 110 --logs "$log/compare-gpu" --json "$log/compare-gpu.json"
+    [ -n "$py" ] && bench "bench-profile" 60 "$gearbox" bench step examples/gpt2_124m.ini --steps 5 \
+        --warmup 2 --profile --set data.dir="$tokens" --set data.tokens_per_step=0 \
+        --set data.gradient_accumulation_steps=1 --set data.batch_size=16 --set device.plugin=cuda \
+        --set precision.plugin=bf16 --set optim.plugin=adamw_fused --set attn.plugin=cudnn
     attn_plugins=$(find "$build/plugins/attn" -name 'attn-*-cuda.so' |
         sed 's|.*/attn-\(.*\)-cuda\.so$|\1|' | sort | paste -sd, -)
     if [ -z "$attn_plugins" ]; then
         record "bench attn (cuda)" SKIP "no attention plugin built for cuda"
     else
-        bench "bench-attn-cuda" 100 "$gearbox" bench attn --device cuda \
+        bench "bench-attn-cuda" 70 "$gearbox" bench attn --device cuda \
             --dtype bf16 --T 1024,4096 --repeats 3 --max-seconds 10 --plugins "$attn_plugins"
     fi
-    if [ -z "$py" ] || ! "$py" -c 'import torch' > /dev/null 2>&1; then
-        record "bench sdpa/compare_gpu" SKIP "no PyTorch in ${PYTHON:-python3} (set PYTHON)"
-        return
-    fi
-    bench "bench-sdpa" 90 "$py" bench/sdpa_attn.py --T 1024,4096 \
+    [ -n "$py" ] && bench "bench-sdpa" 60 "$py" bench/sdpa_attn.py --T 1024,4096 \
         --repeats 3 --json "$log/bench-sdpa.json"
-    bench "bench-compare-gpu" 200 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
-        --python "$py" --steps 10 --warmup 3 --repeats 1 --timeout 150 \
-        --logs "$log/compare-gpu"
+    python3 bench/gpu_summary.py --logs "$log" --out "$log/bench-summary.md" > /dev/null &&
+        record "bench summary" PASS "one page: bench-summary.md"
 }
 
 # ---- the stages asked for -------------------------------------------------------------------------

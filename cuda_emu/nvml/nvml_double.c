@@ -2,7 +2,8 @@
  * GPU monitor asks (engine/gpu_monitor.c), answering for one GPU at the emulator's PCI
  * address (cudaDeviceGetPCIBusId, 0000:65:00.0) with fixed, plausible figures, and NVML's
  * errors where NVML gives them (before nvmlInit, for another address or index). Tests put
- * its folder on LD_LIBRARY_PATH so the monitor's path runs without a GPU. */
+ * its folder on LD_LIBRARY_PATH so the monitor's path, and bench/gpu_watch.py's, run
+ * without a GPU. */
 #include <stdio.h>
 #include <string.h>
 
@@ -136,5 +137,17 @@ EXPORT int nvmlDeviceGetTemperature(void *device, int sensor, unsigned int *cels
         rc = NVML_ERROR_INVALID_ARGUMENT;
     if (rc == NVML_SUCCESS)
         *celsius = 61;
+    return rc;
+}
+
+/* No process holds a context on the emulated GPU as NVML would see it: the list is empty. */
+EXPORT int nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned int *count, void *infos)
+{
+    (void)infos;
+    int rc = check(device);
+    if (rc == NVML_SUCCESS && !count)
+        rc = NVML_ERROR_INVALID_ARGUMENT;
+    if (rc == NVML_SUCCESS)
+        *count = 0;
     return rc;
 }

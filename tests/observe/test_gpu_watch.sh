@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# bench/gpu_watch.py, what bench/compare_gpu.py watches a GPU run with, checked on the CPU
+# against the emulator's NVML double (its folder is the fourth argument): it reads the
+# device's memory and utilisation without a CUDA context, finds no per-process figure where
+# NVML lists no process of the program's, and its NVML neighbour runs until it is ended.
+# Without a GPU compare_gpu.py exits 77 naming NVML, and it refuses an unknown --neighbors.
+source "$(dirname "$0")/../cli/lib.sh"
+NVML_DOUBLE=${4:-}
+watch_py() { PYTHONPATH="$SRC/bench" python3 -c "$1"; }
+
+expect_error "compare_gpu.py --neighbors with an unknown condition" 2 \
+    "'mps': expected none, cuda, nvml" -- \
+    python3 "$SRC/bench/compare_gpu.py" --dry-run --neighbors none,mps
+# (the double stays out of the library path here: meson may put built libraries on it)
+if env -u LD_LIBRARY_PATH python3 -c 'import ctypes; ctypes.CDLL("libnvidia-ml.so.1")' 2> /dev/null; then
+    echo "not checked: this machine has NVML, so compare_gpu.py would measure, not refuse"
+else
+    expect_error "compare_gpu.py without a GPU" 77 "needs an NVIDIA GPU: libnvidia-ml.so.1 cannot be loaded" -- \
+        env -u LD_LIBRARY_PATH python3 "$SRC/bench/compare_gpu.py" --steps 1
+fi
+
+if [ -z "$NVML_DOUBLE" ]; then
+    [ "$FAILURES" -ne 0 ] && finish
+    echo "skipped: the emulator's NVML double was not built (-Dgpu_emu disabled or unavailable)," \
+         "so GpuWatch and the nvml neighbour did not run"
+    exit 77
+fi
+export LD_LIBRARY_PATH=$NVML_DOUBLE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+watch_py '
+import subprocess, gpu_watch
+w = gpu_watch.GpuWatch(gpu_watch.Nvml())
+p = subprocess.Popen(["sleep", "0.4"])
+w.start(p.pid)
+p.wait()
+w.stop()
+print(f"busy={w.busy:.0f} rise={w.device_rise} process={w.process_peak}")' > "$WORK/watch.txt" 2>&1
+grep -qx "busy=87 rise=0 process=None" "$WORK/watch.txt" &&
+    pass "GpuWatch reads the double's utilisation and memory; no per-process figure without a listed process" ||
+    fail "GpuWatch on the NVML double: $(cat "$WORK/watch.txt")"
+
+python3 "$SRC/bench/gpu_watch.py" --neighbor nvml > "$WORK/neighbour.txt" 2>&1 &
+neighbour=$!
+sleep 1
+if kill -0 "$neighbour" 2> /dev/null; then
+    kill "$neighbour"
+    wait "$neighbour" 2> /dev/null
+    pass "the nvml neighbour polls until it is ended"
+else
+    wait "$neighbour"
+    fail "the nvml neighbour ended by itself (status $?): $(cat "$WORK/neighbour.txt")"
+fi
+finish
