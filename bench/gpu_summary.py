@@ -88,7 +88,7 @@ def attn_section(text, sdpa):
     if not both:
         return ['gearbox bench attn printed no table']
     T = both[-1]
-    lines = [f'T = {T}, bf16, forward+backward:', '', '| who | plugin/backend | ms | TFLOP/s |', '|---|---|---|---|']
+    lines = [f'T = {T}, forward+backward:', '', '| who | plugin/backend | ms | TFLOP/s |', '|---|---|---|---|']
     lines += [f'| gearbox | {p} | {ms:.2f} | {tf:.3g} |' for p, (ms, tf) in ours[T].items()]
     lines += [f'| PyTorch SDPA | {b} | {ms:.2f} | {tf:.3g} |' for b, (ms, tf) in theirs.get(T, {}).items()]
     flash, math = ours[T].get('flash'), ours[T].get('math')

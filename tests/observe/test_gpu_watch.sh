@@ -4,6 +4,8 @@
 # device's memory and utilisation without a CUDA context, finds no per-process figure where
 # NVML lists no process of the program's, and its NVML neighbour runs until it is ended.
 # Without a GPU compare_gpu.py exits 77 naming NVML, and it refuses an unknown --neighbors.
+# bench/gpu_summary.py reads `gearbox bench attn` and `bench step --profile` as they print
+# today (run here on the CPU) and a compare_gpu.py --json, and judges each goal.
 source "$(dirname "$0")/../cli/lib.sh"
 NVML_DOUBLE=${4:-}
 watch_py() { PYTHONPATH="$SRC/bench" python3 -c "$1"; }
@@ -17,6 +19,32 @@ if env -u LD_LIBRARY_PATH python3 -c 'import ctypes; ctypes.CDLL("libnvidia-ml.s
 else
     expect_error "compare_gpu.py without a GPU" 77 "needs an NVIDIA GPU: libnvidia-ml.so.1 cannot be loaded" -- \
         env -u LD_LIBRARY_PATH python3 "$SRC/bench/compare_gpu.py" --steps 1
+fi
+
+# gpu_summary.py on this build's own tables and a compare_gpu.py --json with known figures
+mkdir -p "$WORK/logs"
+make_data
+"$GEARBOX" bench attn --plugins math --T 32 --heads 2 --head-dim 16 --repeats 1 --threads 1 \
+    > "$WORK/logs/bench-attn-cuda.txt" 2>&1
+write_config "$WORK/tiny.ini"
+"$GEARBOX" bench step "$WORK/tiny.ini" --steps 1 --warmup 0 --profile --set run.threads=1 \
+    > "$WORK/logs/bench-profile.txt" 2>&1
+python3 -c '
+import json, sys
+fig = lambda ms, mem: dict(ms=ms, tok_s=8192e3 / ms, mfu=50.0 * 30 / ms, process_peak=mem,
+                           device_rise=mem, gpu_busy=90.0, rounds=[ms])
+json.dump({"figures": {"none": {"gearbox": fig(30.0, 2 << 30), "pytorch": fig(40.0, 3 << 30)},
+                       "cuda": {"gearbox": fig(33.0, 2 << 30), "pytorch": fig(40.0, 3 << 30)}}},
+          open(sys.argv[1], "w"))' "$WORK/logs/compare-gpu.json"
+if python3 "$SRC/bench/gpu_summary.py" --logs "$WORK/logs" > "$WORK/summary.md" 2>&1; then
+    for want in "- MFU 50.0% (goal >= 40%): met" "- gearbox/PyTorch tokens/s 1.33x (goal >= 1.25x): met" \
+                "GPU memory 0.67x of PyTorch's (goal <= 1): met" "ms/step against alone: gearbox 1.10x, pytorch 1.00x" \
+                "| gearbox | math |" "| forward: matmul |" "T = 32, forward+backward:"; do
+        grep -qF -- "$want" "$WORK/summary.md" && pass "gpu_summary.py: $want" ||
+            fail "gpu_summary.py lacks '$want': $(cat "$WORK/summary.md" "$WORK/logs/bench-attn-cuda.txt")"
+    done
+else
+    fail "gpu_summary.py: $(cat "$WORK/summary.md")"
 fi
 
 if [ -z "$NVML_DOUBLE" ]; then
