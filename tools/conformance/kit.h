@@ -61,6 +61,12 @@ void gb_kit_report(gb_kit *kit, const char *check, gb_kit_result result, const c
 void gb_kit_report_call(gb_kit *kit, const char *check, const gb_kit_instance *ki,
                         const char *entry, gb_status status);
 
+/* A config of its own holding `overrides` in the plugin's section, validated against
+ * the plugin's schema into ki->inst. Returns 0, or -1 with the first problem in
+ * ki->inst.error. */
+int gb_kit_bind_defaults(gb_kit *kit, gb_kit_instance *ki, const gb_plugin *plugin,
+                         const char *const *overrides, int n_overrides);
+
 /* Binds `plugin` to its defaults with `overrides` applied (n "key=value" strings of its
  * own section) and creates it on `ctx`. On failure the status says how and
  * ki->inst.error why; gb_kit_destroy is safe either way. */
