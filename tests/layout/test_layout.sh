@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The source tree's architecture, checked: the engine includes nothing of the tools (nor
-# oneDNN, which is the device plugin's), and no plugin reaches into another plugin's
-# folder. Shared code lives in plugins/KIND/common/ or kernels/DEVICE/, which any plugin
+# The source tree's architecture (docs/architecture.md), checked: the engine includes
+# nothing of the tools (nor oneDNN, which is the device plugin's), no plugin reaches into
+# another plugin's folder, kernels/ stands on include/ alone, and no file takes an ABI
+# header's name. Shared code lives in plugins/KIND/common/ or kernels/DEVICE/, which any plugin
 # may include; include/gearbox/ is the ABI every file may include.
 # usage: test_layout.sh SOURCE_ROOT
 set -u
@@ -61,8 +62,26 @@ for dir in $plugin_dirs; do
     fi
 done
 
+# ---- kernels/ includes kernels/ and include/ only ----
+for f in $(sources kernels); do
+    while read -r inc; do
+        [ -z "$inc" ] && continue
+        [ -e "$(dirname "$f")/$inc" ] || [ -e "kernels/$inc" ] || [ -e "include/$inc" ] ||
+            compgen -G "kernels/*/$inc" > /dev/null ||
+            fail "$f includes \"$inc\": kernels/ includes only kernels/ and include/"
+    done < <(quoted_includes "$f")
+done
+
+# ---- no file outside include/gearbox/ is named after an ABI header ----
+# (an include matched by file name would take tools/conformance/device.c for device.h's)
+for h in include/gearbox/*.h; do
+    stem=$(basename "$h" .h)
+    clash=$(find engine tools plugins kernels -type f \( -name "$stem.c" -o -name "$stem.h" -o -name "$stem.cu" \) | head -n 3)
+    [ -n "$clash" ] && fail "$(echo $clash) named like the ABI header $h: name the file after its layer as well (tools/conformance/check_$stem.c, tools/bench/bench_$stem.c)"
+done
+
 if [ "$failures" -eq 0 ]; then
-    echo "ok: engine/ includes nothing of tools/ nor oneDNN; $(wc -w <<< "$plugin_dirs") plugin folders include only their own files, common/, kernels/ and include/"
+    echo "ok: engine/ includes nothing of tools/ nor oneDNN; $(wc -w <<< "$plugin_dirs") plugin folders include only their own files, common/, kernels/ and include/; kernels/ only itself and include/; no file is named like an ABI header"
     exit 0
 fi
 echo "$failures layout violation(s)"
