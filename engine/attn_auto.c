@@ -10,6 +10,8 @@
 
 #include "clock.h"
 #include "gearbox/convert.h"
+#include "attn_auto.h"
+#include "instance.h"
 #include "rng.h"
 #include "runtime.h"
 

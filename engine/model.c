@@ -434,7 +434,7 @@ static const char *device_scaler_refusal(gb_runtime *rt, gb_loss_scaler *out)
         return "the optimizer does not read the loss scale on the device "
                "(GB_CAP_DEVICE_LOSS_SCALE)";
     gb_status st = p->scaler_get(prec->self, out);
-    gb_runtime_forget_errors();   /* a refusal here is a choice, not a failure */
+    gb_instance_forget_errors();   /* a refusal here is a choice, not a failure */
     if (st != GB_OK)
         return prec->error[0] ? prec->error : "the precision plugin keeps it";
     return out->enabled ? NULL : "the scaler is disabled";

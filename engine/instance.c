@@ -1,0 +1,143 @@
+/* Plugin instances and the host services handed to them; see instance.h. */
+#include "instance.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static gb_instance *instance_of(const gb_host *host)
+{
+    return (gb_instance *)host->core_private;
+}
+
+static void host_log(const gb_host *host, gb_log_level level, const char *fmt, ...)
+{
+    static const char *const levels[] = {"error", "warning", "info", "debug"};
+    const gb_instance *inst = instance_of(host);
+    if (level == GB_LOG_DEBUG && !getenv("GEARBOX_DEBUG"))
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "gearbox: %s: %s/%s: %s\n", levels[level <= GB_LOG_DEBUG ? level : 3],
+            gb_kind_name(inst->plugin->desc->kind), inst->plugin->desc->name, line);
+}
+
+/* The newest message a plugin set and not yet shown. Work a plugin queues on the device
+ * (gb_device_run_host) fails inside a later call of the device's (sync, event_sync, a
+ * copy to the host), whose failure is reported for the device: the queued work's own
+ * message is then shown beside it as the cause. */
+static const gb_instance *unshown_error;
+
+static void host_set_error(const gb_host *host, const char *fmt, ...)
+{
+    gb_instance *inst = instance_of(host);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(inst->error, sizeof inst->error, fmt, ap);
+    va_end(ap);
+    unshown_error = inst;
+}
+
+void gb_instance_forget_errors(void)
+{
+    unshown_error = NULL;
+}
+
+static void *host_alloc(const gb_host *host, size_t bytes)
+{
+    (void)host;
+    return aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+static void host_free(const gb_host *host, void *ptr)
+{
+    (void)host;
+    free(ptr);
+}
+
+int gb_call_failed(const gb_instance *inst, gb_status status, const char *what)
+{
+    const gb_plugin_desc *d = inst->plugin->desc;
+    fprintf(stderr, "gearbox: error: plugin %s/%s (%s): %s failed (%s): %s\n",
+            gb_kind_name(d->kind), d->name, inst->plugin->path, what, gb_status_name(status),
+            inst->error[0] ? inst->error : "the plugin gave no message");
+    const gb_instance *cause = unshown_error;
+    if (cause && cause != inst && cause->plugin)
+        fprintf(stderr, "gearbox: error: it failed in queued work of plugin %s/%s (%s): %s\n",
+                gb_kind_name(cause->plugin->desc->kind), cause->plugin->desc->name,
+                cause->plugin->path, cause->error);
+    unshown_error = NULL;
+    return -1;
+}
+
+static void init_host(gb_instance *inst, int threads)
+{
+    inst->host = (gb_host){
+        .struct_size = sizeof(gb_host),
+        .abi_major = GB_ABI_MAJOR,
+        .abi_minor = GB_ABI_MINOR,
+        .log = host_log,
+        .set_error = host_set_error,
+        .alloc = host_alloc,
+        .free = host_free,
+        .num_threads = threads,
+        .core_private = inst,
+    };
+}
+
+int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
+                     const char *plugin_key, int threads, gb_diag *diag)
+{
+    const gb_plugin_desc *d = plugin->desc;
+    inst->plugin = plugin;
+    inst->n_core = d->kind == GB_KIND_DEVICE ? 2 : 1;
+    size_t n = d->n_options + (size_t)inst->n_core;
+    inst->schema = calloc(n, sizeof *inst->schema);
+    inst->values = calloc(n, sizeof *inst->values);
+    if (!inst->schema || !inst->values) {
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
+    /* the section's schema: the core's keys (`plugin`, defaulting to what was asked for;
+     * for devices `ordinal`), then the plugin's own keys */
+    inst->schema[0] = (gb_option){"plugin", GB_OPT_STRING, plugin_key, 0, 0, NULL,
+                                  "which plugin of this kind to load"};
+    if (inst->n_core == 2)
+        inst->schema[1] = (gb_option){"ordinal", GB_OPT_INT, "-1", -1, 1024, NULL,
+                                      "which device of its kind this process uses; -1: the "
+                                      "launcher's local rank (LOCAL_RANK, "
+                                      "OMPI_COMM_WORLD_LOCAL_RANK), else 0"};
+    if (d->n_options)
+        memcpy(inst->schema + inst->n_core, d->options, d->n_options * sizeof *d->options);
+    init_host(inst, threads);
+    int problems = gb_config_validate_section(cfg, gb_kind_name(d->kind), inst->schema, n,
+                                              NULL, 0, inst->values, diag);
+    /* a plugin named by path: the effective config (and so a checkpoint) keeps the file
+     * it resolved to, not a path relative to a folder the reader cannot know */
+    if (!problems && strchr(plugin_key, '/') &&
+        gb_config_set_effective(cfg, gb_kind_name(d->kind), "plugin", plugin_key) != 0) {
+        gb_diag_add(diag, "[%s] plugin = %s: the path is longer than a config line (and so "
+                    "the config a checkpoint saves) may hold; move the plugin to a shorter one",
+                    gb_kind_name(d->kind), plugin_key);
+        problems++;
+    }
+    return problems;
+}
+
+const gb_value *gb_instance_options(const gb_instance *inst)
+{
+    return inst->values + inst->n_core;
+}
+
+void gb_instance_unbind(gb_instance *inst)
+{
+    if (unshown_error == inst)
+        unshown_error = NULL;
+    free(inst->schema);
+    free(inst->values);
+    memset(inst, 0, sizeof *inst);
+}
