@@ -74,12 +74,13 @@ typedef struct gb_sample_args {
  * the problem (2). */
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a);
 
-/* The hand-rolled parsing of sample, prepare, import and export, until they move to
- * options.h. Value of "--flag VALUE" or "--flag=VALUE" at argv[*i], advancing *i; NULL if
- * argv[*i] is not that flag. *missing is set when the flag has no value. */
+/* The hand-rolled parsing of sample, prepare, import and export; both go when those verbs
+ * move to option tables (options.h). Value of "--flag VALUE" or "--flag=VALUE" at argv[*i],
+ * advancing *i; NULL if argv[*i] is not that flag. *missing is set when the flag has no
+ * value. */
 const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, int *missing);
 
-/* 1 when argv holds -h or --help (then `usage` has been printed). */
+/* 1 when argv holds -h or --help (then `usage` has been printed); see above. */
 int gb_cli_wants_help(int argc, char **argv, const char *usage);
 
 /* Re-executes gearbox with GOMP_SPINCOUNT bounded unless OMP_WAIT_POLICY or
