@@ -148,6 +148,7 @@ int main(void)
     expect("a -- --steps -p", "@a @--steps @-p", NULL);      /* "--" ends the options */
     expect("a --stepz 3", "@a|2", "unknown option --stepz");
     expect("-x", "|2", "unknown option -x");
+    expect("--profile -px", "profile= profile=|2", "unknown option -x");  /* in a cluster */
     expect("a --steps", "@a|2", "option --steps needs a value: --steps N");
     expect("-s", "|2", "option --set needs a value: --set K=V");
     expect("--profile=yes", "|2", "option --profile takes no value (--profile=yes)");

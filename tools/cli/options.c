@@ -1,6 +1,7 @@
 /* Options from one table per verb; see options.h. */
 #include "options.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -22,8 +23,13 @@ void gb_cli_begin(gb_cli_parser *p, const gb_cli_spec *spec, int argc, char **ar
     p->spec = spec;
     p->argc = argc;
     p->argv = argv;
-    while (spec->options[p->n_options].name && p->n_options < GB_CLI_MAX_OPTIONS)
+    while (spec->options[p->n_options].name)
         p->n_options++;
+    if (p->n_options > GB_CLI_MAX_OPTIONS) {   /* a table this code was not built for */
+        fprintf(stderr, "gearbox %s: %d options, more than GB_CLI_MAX_OPTIONS (%d)\n",
+                spec->verb, p->n_options, GB_CLI_MAX_OPTIONS);
+        abort();
+    }
     /* '-': operands come back in order, argv is not permuted (`gearbox ab` quotes it in
      * its report); '+': stop at the first operand; ':': a missing value is reported as
      * such rather than as an unknown option */
@@ -71,24 +77,27 @@ static int prefix_matches(const gb_cli_parser *p, const char *arg, char *names, 
     return n;
 }
 
-/* The usage error for what getopt_long refused at the last argument it read. */
+/* The usage error for what getopt_long refused: optopt holds the short letter, or for a
+ * long option its value from longopts (0 when unknown or ambiguous), which was then the
+ * last argument read. */
 static int refused(gb_cli_parser *p, int code)
 {
     const char *verb = p->spec->verb;
-    const char *arg = p->argv[optind - 1 < p->argc ? optind - 1 : p->argc - 1];
-    int i = optopt >= LONG_BASE ? optopt - LONG_BASE : index_of_short(p, optopt);
-    const gb_cli_option *o = i >= 0 && optopt ? option_at(p, i) : NULL;
+    int is_short = optopt > 0 && optopt < LONG_BASE;
+    int i = is_short ? index_of_short(p, optopt) : optopt ? optopt - LONG_BASE : -1;
+    const gb_cli_option *o = i >= 0 ? option_at(p, i) : NULL;
     if (code == ':' && o)
         return gb_cli_usage_error(verb, "option --%s needs a value: --%s %s", o->name, o->name,
                                   o->arg);
-    if (o && strncmp(arg, "--", 2) == 0)
+    if (is_short)
+        return gb_cli_usage_error(verb, "unknown option -%c", optopt);
+    const char *arg = p->argv[optind - 1];
+    if (o)
         return gb_cli_usage_error(verb, "option --%s takes no value (%s)", o->name, arg);
     char names[512];
-    if (strncmp(arg, "--", 2) == 0 && prefix_matches(p, arg, names, sizeof names) > 1)
+    if (prefix_matches(p, arg, names, sizeof names) > 1)
         return gb_cli_usage_error(verb, "option %s is ambiguous: %s?", arg, names);
-    if (strncmp(arg, "--", 2) == 0)
-        return gb_cli_usage_error(verb, "unknown option %s", arg);
-    return gb_cli_usage_error(verb, "unknown option -%c", optopt);
+    return gb_cli_usage_error(verb, "unknown option %s", arg);
 }
 
 int gb_cli_next(gb_cli_parser *p)
