@@ -179,16 +179,14 @@ int gb_bench_step(int argc, char **argv)
     int rc = gb_cli_parse_run(&spec, argc, argv, &run, parse_option, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    long steps = a.steps, warmup = a.warmup;
-    int profile = a.profile;
     printf("gearbox bench step: %s | %ld warm-up steps excluded, then %ld timed\n",
-           run.config_path, warmup, steps);
+           run.config_path, a.warmup, a.steps);
     gb_trainer *t = gb_trainer_open(run.cfg, run.plugin_path);
-    double *ms = calloc((size_t)steps, sizeof *ms), executed;
-    rc = !t ? 2 : !ms || run_steps(t, warmup, steps, ms, &executed) ? 1 : 0;
+    double *ms = calloc((size_t)a.steps, sizeof *ms), executed;
+    rc = !t ? 2 : !ms || run_steps(t, a.warmup, a.steps, ms, &executed) ? 1 : 0;
     if (rc == 0)
-        report(t, ms, steps, executed);
-    if (rc == 0 && profile && report_profile(t, warmup + steps, steps))
+        report(t, ms, a.steps, executed);
+    if (rc == 0 && a.profile && report_profile(t, a.warmup + a.steps, a.steps))
         rc = 1;
     free(ms);
     gb_trainer_close(t);

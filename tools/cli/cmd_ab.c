@@ -135,6 +135,7 @@ static int parse_option(int opt, const char *v, ab_args *a)
     }
 }
 
+/* The command line into a: 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, ab_args *a)
 {
     *a = (ab_args){.steps = 50, .warmup = 5, .repeats = 3, .tolerance = 1e-4};
