@@ -606,8 +606,8 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
     fprintf(t->out, " | peak memory: planned %.1f MiB, process RSS %.1f MiB\n",
            (double)gb_memory_plan_total(&p) / (1024.0 * 1024.0),
            (double)peak_rss / (1024.0 * 1024.0));
-    json_t *line = json_pack("{s:b, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I, s:I}}",
-                             "summary", 1, "steps", (json_int_t)steps_done,
+    json_t *line = json_pack("{s:b, s:I, s:o, s:o, s:o, s:o, s:o, s:I, "
+                             "s:{s:I, s:I, s:I, s:I, s:I}}", "summary", 1, "steps", (json_int_t)steps_done,
                              "seconds", json_number(rounded(total_ms / 1e3, 3)),
                              "tokens_per_s", json_number(rounded(tok_s, 1)),
                              "train_loss", json_number(t->train_loss),

@@ -1,7 +1,7 @@
 /* Tests of what `gearbox ab` reads and says (tools/ab/metrics.c, tools/ab/verdict.c) on
  * synthetic runs: the metrics.jsonl reader with and without the summary line, and its
- * refusal of a line that is not JSON (with line and column), step-time figures with warm-up steps left out, the
- * speed ratio from paired repeats and from one repeat, the loss comparison (identical
+ * refusal of a line that is not JSON (with line and column), step-time figures with
+ * warm-up steps left out, the speed ratio from paired repeats and from one repeat, the loss comparison (identical
  * curves, tiny differences, a different learning rate) and the sentence under the table.
  *
  *   test_verdict SCRATCH_DIR     metrics files are written there
@@ -103,7 +103,8 @@ static void check_reader(const char *dir)
     }
     CHECK(run.train_loss == 4.05 && run.val_loss == 4.07);
     CHECK(run.peak_rss_bytes == 1048576);
-    CHECK(run.planned_bytes[GB_AB_MEM_PARAMS] == 10 && run.planned_bytes[GB_AB_MEM_WORKSPACE] == 50);
+    CHECK(run.planned_bytes[GB_AB_MEM_PARAMS] == 10 &&
+          run.planned_bytes[GB_AB_MEM_WORKSPACE] == 50);
     CHECK(gb_ab_planned_total(&run) == 150);
 
     /* a run without the summary (stopped early) and a null MFU (no peak known): memory

@@ -1,6 +1,6 @@
 /* Fuzz target: the command-line parsers of `gearbox train` and `gearbox sample`
- * (tools/cli/options.c and common.c with train's option table, cmd_sample.c) and `--set` (engine/config.c). The input is the
- * argument vector, arguments separated by NUL bytes; nothing is loaded or trained. */
+ * (tools/cli/options.c and common.c with train's option table, cmd_sample.c) and `--set`
+ * (engine/config.c). The input is the argument vector, arguments separated by NUL bytes; nothing is loaded or trained. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -48,8 +48,8 @@ typedef int (*gb_cli_option_fn)(void *ctx, int option, const char *value);
 /* Parses "CONFIG [OPTIONS]" against spec into run (zeroed by the caller), loading nothing
  * (run->cfg stays NULL): the options named set, plugin-path and resume fill run; any other
  * goes to `own` (NULL when spec has none). run->config_path, when set before the call, is
- * the default for a CONFIG left out; else CONFIG is required. 0, -1 after --help, or the exit status after
- * printing the problem (2). */
+ * the default for a CONFIG left out; else CONFIG is required. 0, -1 after --help, or the
+ * exit status after printing the problem (2). */
 int gb_cli_parse_run_args(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run *run,
                           gb_cli_option_fn own, void *ctx);
 

@@ -40,7 +40,8 @@ const gb_cli_spec gb_cli_train_spec = {
         "checkpoint.\n"
         "Data-parallel: start it under mpirun with --set comm.plugin=mpi; [data] batch_size is\n"
         "then the global batch and only rank 0 prints and writes (docs/distributed.md).\n"
-        "Exit status: 0 done, 1 failed while training, 2 refused before starting, 130 interrupted.\n",
+        "Exit status: 0 done, 1 failed while training, 2 refused before starting, 130\n"
+        "interrupted.\n",
 };
 
 int gb_cmd_train(int argc, char **argv)
