@@ -1,8 +1,10 @@
-/* The run manifest; see manifest.h. Written with fprintf: the document is small and its
- * shape fixed, so a JSON library would add a dependency and nothing else. */
+/* The run manifest; see manifest.h. The document is built as a Jansson tree, whose
+ * objects keep the order members were added in, and written indented by two. */
 #include "manifest.h"
 
 #include <errno.h>
+#include <jansson.h>
+#include <nettle/sha2.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,112 +12,107 @@
 #include <unistd.h>
 
 #include "machine.h"
-#include "sha256.h"
 
-static void json_string(FILE *f, const char *s)
+int gb_manifest_sha256_file(const char *path, char hex[65])
 {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", f);
-        else if (*p == '\t')
-            fputs("\\t", f);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    struct sha256_ctx h;
+    unsigned char buf[65536], digest[SHA256_DIGEST_SIZE];
+    size_t n;
+    sha256_init(&h);
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        sha256_update(&h, n, buf);
+    int failed = ferror(f);
+    fclose(f);
+    if (failed)
+        return -1;
+    sha256_digest(&h, sizeof digest, digest);
+    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+    return 0;
 }
 
-/* `"key": "value"` (value may be NULL: null), preceded by a comma unless first. */
-static void json_field(FILE *f, int indent, int first, const char *key, const char *value)
+/* A string, or null for NULL. JSON text is UTF-8: a path or host name in another
+ * encoding is recorded with '?' for each byte outside ASCII rather than not at all. */
+static json_t *string_or_null(const char *s)
 {
-    fprintf(f, "%s\n%*s", first ? "" : ",", indent, "");
-    json_string(f, key);
-    fputs(": ", f);
-    if (value)
-        json_string(f, value);
-    else
-        fputs("null", f);
+    json_t *value = s ? json_string(s) : json_null();
+    if (value || !s)
+        return value;
+    char *ascii = strdup(s);
+    for (char *c = ascii; c && *c; c++)
+        if ((unsigned char)*c >= 0x80)
+            *c = '?';
+    value = ascii ? json_string(ascii) : NULL;
+    free(ascii);
+    return value;
 }
 
 /* The INI text written by gb_config_write ("[section]" and "key = value" lines) as an
  * object of section objects; values stay the strings the INI file holds. */
-static void write_config_object(FILE *f, const char *ini)
+static json_t *config_object(const char *ini)
 {
+    json_t *config = json_object(), *section = NULL;
     char *copy = strdup(ini), *rest = copy;
-    int open_section = 0, first_key = 1;
-    fputs("{", f);
     for (char *line; copy && (line = strtok_r(rest, "\n", &rest));) {
         char *eq = strstr(line, " = ");
         if (line[0] == '[') {
             line[strcspn(line, "]")] = '\0';
-            fprintf(f, "%s\n    ", open_section ? "\n    }," : "");
-            json_string(f, line + 1);
-            fputs(": {", f);
-            open_section = 1;
-            first_key = 1;
-        } else if (eq && open_section) {
+            section = json_object();
+            json_object_set_new(config, line + 1, section);
+        } else if (eq && section) {
             *eq = '\0';
-            json_field(f, 6, first_key, line, eq + 3);
-            first_key = 0;
+            json_object_set_new(section, line, string_or_null(eq + 3));
         }
     }
-    fprintf(f, "%s\n  }", open_section ? "\n    }" : "");
     free(copy);
+    return config;
 }
 
-static void write_plugins(FILE *f, const gb_runtime *rt)
+static json_t *plugins_array(const gb_runtime *rt)
 {
-    fputs("[", f);
+    json_t *plugins = json_array();
     for (int k = GB_KIND_DEVICE; k <= GB_KIND_COMM; k++) {
         const gb_plugin *p = rt->inst[k].plugin;
-        char sha[65];
-        int hashed = gb_sha256_file(p->path, sha) == 0;
-        fprintf(f, "%s\n    {", k == GB_KIND_DEVICE ? "" : ",");
-        json_field(f, 6, 1, "kind", gb_kind_name(p->desc->kind));
-        json_field(f, 6, 0, "name", p->desc->name);
-        json_field(f, 6, 0, "version", p->desc->version);
-        json_field(f, 6, 0, "path", p->path);
-        json_field(f, 6, 0, "sha256", hashed ? sha : NULL);
-        fprintf(f, ",\n      \"abi\": \"%u.%u\"\n    }", p->desc->abi_major, p->desc->abi_minor);
+        char sha[65], abi[32];
+        int hashed = gb_manifest_sha256_file(p->path, sha) == 0;
+        snprintf(abi, sizeof abi, "%u.%u", p->desc->abi_major, p->desc->abi_minor);
+        json_array_append_new(plugins, json_pack("{s:s, s:o, s:o, s:o, s:o, s:s}",
+            "kind", gb_kind_name(p->desc->kind), "name", string_or_null(p->desc->name),
+            "version", string_or_null(p->desc->version), "path", string_or_null(p->path),
+            "sha256", string_or_null(hashed ? sha : NULL), "abi", abi));
     }
-    fputs("\n  ]", f);
+    return plugins;
 }
 
-static void write_libraries(FILE *f)
+static json_t *libraries_object(void)
 {
     char text[256];
-    fputs("{", f);
+    json_t *libraries = json_object();
     gb_openmp_version(text, sizeof text);
-    json_field(f, 4, 1, "openmp", text);
+    json_object_set_new(libraries, "openmp", json_string(text));
     for (int lib = 0; lib < GB_LIB_COUNT; lib++) {
         gb_library_version((gb_library)lib, 0, text, sizeof text);
-        json_field(f, 4, 0, gb_library_name((gb_library)lib), text);
+        json_object_set_new(libraries, gb_library_name((gb_library)lib), json_string(text));
     }
-    fputs("\n  }", f);
+    return libraries;
 }
 
-static void write_cpu(FILE *f)
+static json_t *cpu_object(void)
 {
     gb_cpu_features cpu;
     gb_cpu_detect(&cpu);
-    fputs("{", f);
-    json_field(f, 4, 1, "model", cpu.model);
-    fprintf(f, ",\n    \"avx2\": %s,\n    \"fma\": %s,\n    \"avx512f\": %s,\n"
-            "    \"avx512_bf16\": %s,\n    \"avx512_fp16\": %s,\n    \"amx_tile\": %s,\n"
-            "    \"amx_bf16\": %s,\n    \"online_cpus\": %d", cpu.avx2 ? "true" : "false",
-            cpu.fma ? "true" : "false", cpu.avx512f ? "true" : "false",
-            cpu.avx512_bf16 ? "true" : "false", cpu.avx512_fp16 ? "true" : "false",
-            cpu.amx_tile ? "true" : "false", cpu.amx_bf16 ? "true" : "false", gb_online_cpus());
-    json_field(f, 4, 0, "build_features", gb_build_features());
-    fputs("\n  }", f);
+    return json_pack("{s:o, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:i, s:s}",
+                     "model", string_or_null(cpu.model), "avx2", cpu.avx2, "fma", cpu.fma,
+                     "avx512f", cpu.avx512f, "avx512_bf16", cpu.avx512_bf16,
+                     "avx512_fp16", cpu.avx512_fp16, "amx_tile", cpu.amx_tile,
+                     "amx_bf16", cpu.amx_bf16, "online_cpus", gb_online_cpus(),
+                     "build_features", gb_build_features());
 }
 
-static void write_device(FILE *f, const gb_runtime *rt)
+static json_t *device_object(const gb_runtime *rt)
 {
     gb_device_info info = {.struct_size = sizeof info};
     const gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
@@ -123,66 +120,57 @@ static void write_device(FILE *f, const gb_runtime *rt)
     /* The libraries it computes with: ABI 1.2, left empty by a plugin built before. */
     int libraries = known && info.libraries[0] &&
                     info.struct_size >= offsetof(gb_device_info, libraries) + sizeof info.libraries;
-    fputs("{", f);
-    json_field(f, 4, 1, "name", known ? info.name : NULL);
-    json_field(f, 4, 0, "libraries", libraries ? info.libraries : NULL);
-    fprintf(f, ",\n    \"memory_bytes\": %llu,\n    \"peak_flops_f32\": %.6g,\n"
-            "    \"peak_flops_bf16\": %.6g\n  }", known ? (unsigned long long)info.memory_bytes : 0,
-            known ? info.peak_flops_f32 : 0.0, known ? info.peak_flops_bf16 : 0.0);
+    return json_pack("{s:o, s:o, s:I, s:f, s:f}",
+                     "name", string_or_null(known ? info.name : NULL),
+                     "libraries", string_or_null(libraries ? info.libraries : NULL),
+                     "memory_bytes", (json_int_t)(known ? info.memory_bytes : 0),
+                     "peak_flops_f32", known ? info.peak_flops_f32 : 0.0,
+                     "peak_flops_bf16", known ? info.peak_flops_bf16 : 0.0);
 }
 
-static void write_resolved(FILE *f, const gb_settings *s)
+static json_t *resolved_object(const gb_settings *s)
 {
-    fprintf(f, "{\n    \"batch_size\": %lld,\n    \"batch_size_auto\": %s,\n"
-            "    \"gradient_accumulation_steps\": %lld,\n    \"tokens_per_step\": %lld,\n"
-            "    \"memory_budget_bytes\": %llu\n  }", (long long)s->batch_size,
-            s->batch_auto ? "true" : "false", (long long)s->gradient_accumulation_steps,
-            (long long)(s->batch_size * s->gradient_accumulation_steps * s->block_size),
-            (unsigned long long)s->memory_budget);
+    return json_pack("{s:I, s:b, s:I, s:I, s:I}", "batch_size", (json_int_t)s->batch_size,
+                     "batch_size_auto", s->batch_auto,
+                     "gradient_accumulation_steps", (json_int_t)s->gradient_accumulation_steps,
+                     "tokens_per_step",
+                     (json_int_t)(s->batch_size * s->gradient_accumulation_steps * s->block_size),
+                     "memory_budget_bytes", (json_int_t)s->memory_budget);
 }
 
-static void write_manifest(FILE *f, const gb_runtime *rt, const char *ini, time_t start)
+static json_t *manifest(const gb_runtime *rt, const char *ini, time_t start)
 {
-    char host[256] = "unknown", when[32] = "unknown";
+    char host[256] = "unknown", when[32] = "unknown", abi[32];
     gethostname(host, sizeof host - 1);
     struct tm utc;
     if (gmtime_r(&start, &utc))
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    fputs("{", f);
-    json_field(f, 2, 1, "gearbox_version", GB_VERSION);
-    json_field(f, 2, 0, "git_revision", gb_git_revision);
-    fprintf(f, ",\n  \"plugin_abi\": \"%d.%d\"", GB_ABI_MAJOR, GB_ABI_MINOR);
-    json_field(f, 2, 0, "hostname", host);
-    json_field(f, 2, 0, "start_time", when);
-    fprintf(f, ",\n  \"threads\": %lld", (long long)rt->settings.threads);
-    json_field(f, 2, 0, "omp_num_threads_env", getenv("OMP_NUM_THREADS"));
-    json_field(f, 2, 0, "config_ini", ini);
-    fputs(",\n  \"config\": ", f);
-    write_config_object(f, ini);
-    fputs(",\n  \"resolved\": ", f);
-    write_resolved(f, &rt->settings);
-    fputs(",\n  \"plugins\": ", f);
-    write_plugins(f, rt);
-    fputs(",\n  \"libraries\": ", f);
-    write_libraries(f);
-    fputs(",\n  \"cpu\": ", f);
-    write_cpu(f);
-    fputs(",\n  \"device\": ", f);
-    write_device(f, rt);
-    fputs("\n}\n", f);
+    snprintf(abi, sizeof abi, "%d.%d", GB_ABI_MAJOR, GB_ABI_MINOR);
+    return json_pack("{s:s, s:s, s:s, s:o, s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+                     "gearbox_version", GB_VERSION, "git_revision", gb_git_revision,
+                     "plugin_abi", abi, "hostname", string_or_null(host), "start_time", when,
+                     "threads", (json_int_t)rt->settings.threads,
+                     "omp_num_threads_env", string_or_null(getenv("OMP_NUM_THREADS")),
+                     "config_ini", string_or_null(ini), "config", config_object(ini),
+                     "resolved", resolved_object(&rt->settings), "plugins", plugins_array(rt),
+                     "libraries", libraries_object(), "cpu", cpu_object(),
+                     "device", device_object(rt));
 }
 
 int gb_manifest_write(const char *path, const gb_runtime *rt, const char *config_ini,
                       time_t start)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "gearbox: error: cannot write %s: %s\n", path, strerror(errno));
+    json_t *doc = manifest(rt, config_ini, start);
+    if (!doc) {
+        fprintf(stderr, "gearbox: error: cannot write %s: out of memory\n", path);
         return -1;
     }
-    write_manifest(f, rt, config_ini, start);
-    if (fclose(f) != 0) {
-        fprintf(stderr, "gearbox: error: cannot write %s: %s\n", path, strerror(errno));
+    errno = 0;
+    int rc = json_dump_file(doc, path, JSON_INDENT(2));
+    json_decref(doc);
+    if (rc != 0) {
+        fprintf(stderr, "gearbox: error: cannot write %s: %s\n", path,
+                errno ? strerror(errno) : "write failed");
         return -1;
     }
     return 0;

@@ -14,6 +14,10 @@
 
 #include "runtime.h"
 
+/* The SHA-256 of the file at `path` (computed with nettle) as 64 lower-case hex digits and
+ * a NUL: the `sha256` of each plugin. 0, or -1 (errno set) when it cannot be read. */
+int gb_manifest_sha256_file(const char *path, char hex[65]);
+
 /* Writes the manifest of the started runtime `rt` (batch already resolved) to `path`;
  * `config_ini` is the effective configuration as gb_config_write prints it. 0, or -1
  * after printing why on stderr. */

@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,16 +10,16 @@
 
 #include "fsutil.h"
 
-/* Whether a logged line belongs to the run up to `step` (train.c writes every line as
- * {"step": N, ...} or {"summary": true, ...}). */
+/* Whether a logged line belongs to the run up to `step`: train.c writes every line as an
+ * object with "step" (a logged step or an evaluation) or "summary". */
 static int keep_line(const char *line, size_t len, int64_t step)
 {
-    static const char step_key[] = "{\"step\": ", summary_key[] = "{\"summary\":";
-    if (len >= strlen(summary_key) && strncmp(line, summary_key, strlen(summary_key)) == 0)
-        return 0;
-    if (len < strlen(step_key) || strncmp(line, step_key, strlen(step_key)) != 0)
-        return 1;
-    return strtoll(line + strlen(step_key), NULL, 10) <= step;
+    json_t *object = json_loadb(line, len, 0, NULL);
+    json_t *logged = json_object_get(object, "step");
+    int keep = !json_object_get(object, "summary") &&
+               (!json_is_integer(logged) || json_integer_value(logged) <= step);
+    json_decref(object);
+    return keep;
 }
 
 static int write_kept(FILE *out, const char *text, size_t size, int64_t step)

@@ -11,6 +11,7 @@
 #include "train.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -83,12 +84,27 @@ static char *effective_config(const gb_config *cfg)
 }
 
 /* A JSON number, or null for NaN and infinities (which JSON cannot hold). */
-static void json_number(FILE *f, double v)
+static json_t *json_number(double v)
 {
-    if (isfinite(v))
-        fprintf(f, "%.9g", v);
-    else
-        fputs("null", f);
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* `v` rounded to `decimals` places: the figures a line needs, not a float's noise. */
+static double rounded(double v, int decimals)
+{
+    double scale = pow(10.0, decimals);
+    return round(v * scale) / scale;
+}
+
+/* Appends `line` (an object; its reference is taken) to metrics.jsonl as one line, nine
+ * significant digits per real (a float's loss exactly), and flushes it so that a killed
+ * run keeps every line it logged. */
+static void write_metrics_line(gb_trainer *t, json_t *line)
+{
+    if (line && json_dumpf(line, t->metrics, JSON_REAL_PRECISION(9)) == 0)
+        fputc('\n', t->metrics);
+    json_decref(line);
+    fflush(t->metrics);
 }
 
 /* ---- evaluation ---------------------------------------------------------------------- */
@@ -148,12 +164,9 @@ static int evaluate(gb_trainer *t, int64_t step)
     t->val_loss = losses[1];
     gb_progress_print(&t->progress, "step %lld: train loss %.4f, val loss %.4f",
                       (long long)step, t->train_loss, t->val_loss);
-    fprintf(t->metrics, "{\"step\": %lld, \"train_loss\": ", (long long)step);
-    json_number(t->metrics, t->train_loss);
-    fputs(", \"val_loss\": ", t->metrics);
-    json_number(t->metrics, t->val_loss);
-    fputs("}\n", t->metrics);
-    fflush(t->metrics);
+    write_metrics_line(t, json_pack("{s:I, s:o, s:o}", "step", (json_int_t)step, "train_loss",
+                                    json_number(t->train_loss), "val_loss",
+                                    json_number(t->val_loss)));
     return 0;
 }
 
@@ -479,23 +492,25 @@ static double mfu(const gb_trainer *t, double steps, double ms)
     return t->flops_per_step * steps / (ms / 1e3) / t->peak_flops;
 }
 
-/* The GPU's figures now, into metrics.jsonl and the progress line's tail. */
-static void log_gpu(gb_trainer *t)
+/* The GPU's figures now, into the step's line and the progress line's tail. */
+static void log_gpu(gb_trainer *t, json_t *line)
 {
     gb_gpu_sample g;
     t->progress.tail[0] = '\0';
     if (!t->gpu || gb_gpu_monitor_sample(t->gpu, &g))
         return;
     gb_gpu_sample_text(&g, t->progress.tail, sizeof t->progress.tail);
-    if (g.has_memory)
-        fprintf(t->metrics, ", \"gpu_memory_used_bytes\": %llu, \"gpu_memory_total_bytes\": %llu",
-                (unsigned long long)g.memory_used, (unsigned long long)g.memory_total);
+    if (g.has_memory) {
+        json_object_set_new(line, "gpu_memory_used_bytes", json_integer((json_int_t)g.memory_used));
+        json_object_set_new(line, "gpu_memory_total_bytes",
+                            json_integer((json_int_t)g.memory_total));
+    }
     if (g.has_utilization)
-        fprintf(t->metrics, ", \"gpu_utilization_percent\": %u", g.utilization);
+        json_object_set_new(line, "gpu_utilization_percent", json_integer(g.utilization));
     if (g.has_power)
-        fprintf(t->metrics, ", \"gpu_power_watts\": %.1f", g.power_watts);
+        json_object_set_new(line, "gpu_power_watts", json_real(rounded(g.power_watts, 1)));
     if (g.has_temperature)
-        fprintf(t->metrics, ", \"gpu_temperature_c\": %u", g.temperature_c);
+        json_object_set_new(line, "gpu_temperature_c", json_integer(g.temperature_c));
 }
 
 static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figures *fig,
@@ -505,23 +520,20 @@ static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figu
     double tok_s = tokens_per_step(t) / (ms / 1e3);
     uint64_t rss, peak_rss;
     gb_rss_bytes(&rss, &peak_rss);
-    fprintf(t->metrics, "{\"step\": %lld, \"loss\": ", (long long)step);
-    json_number(t->metrics, loss);
-    fprintf(t->metrics, ", \"lr\": %.9g, \"ms\": %.3f, \"tokens_per_s\": %.1f, \"grad_norm\": ",
-            lr, ms, tok_s);
-    json_number(t->metrics, fig->grad_norm);
-    fputs(", \"mfu\": ", t->metrics);
-    json_number(t->metrics, mfu(t, 1.0, ms));
-    fprintf(t->metrics, ", \"rss_bytes\": %llu, \"peak_rss_bytes\": %llu",
-            (unsigned long long)rss, (unsigned long long)peak_rss);
-    if (t->rt.precision->loss_scale) {
-        fputs(", \"loss_scale\": ", t->metrics);
-        json_number(t->metrics, fig->loss_scale);
-        fprintf(t->metrics, ", \"skipped_steps\": %lld", (long long)fig->skipped_steps);
+    json_t *line = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I}",
+                             "step", (json_int_t)step, "loss", json_number(loss),
+                             "lr", json_number(lr), "ms", json_number(rounded(ms, 3)),
+                             "tokens_per_s", json_number(rounded(tok_s, 1)),
+                             "grad_norm", json_number(fig->grad_norm),
+                             "mfu", json_number(mfu(t, 1.0, ms)), "rss_bytes", (json_int_t)rss,
+                             "peak_rss_bytes", (json_int_t)peak_rss);
+    if (line && t->rt.precision->loss_scale) {
+        json_object_set_new(line, "loss_scale", json_number(fig->loss_scale));
+        json_object_set_new(line, "skipped_steps", json_integer(fig->skipped_steps));
     }
-    log_gpu(t);
-    fputs("}\n", t->metrics);
-    fflush(t->metrics);
+    if (line)
+        log_gpu(t, line);
+    write_metrics_line(t, line);
     if (!t->progress.tty)
         gb_progress_print(&t->progress, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | "
                           "%.0f tok/s%s", (long long)step, (long long)s->steps, loss, lr, ms,
@@ -594,26 +606,25 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
     fprintf(t->out, " | peak memory: planned %.1f MiB, process RSS %.1f MiB\n",
            (double)gb_memory_plan_total(&p) / (1024.0 * 1024.0),
            (double)peak_rss / (1024.0 * 1024.0));
-    fprintf(t->metrics, "{\"summary\": true, \"steps\": %lld, \"seconds\": %.3f, "
-            "\"tokens_per_s\": %.1f, \"train_loss\": ", (long long)steps_done, total_ms / 1e3,
-            tok_s);
-    json_number(t->metrics, t->train_loss);
-    fputs(", \"val_loss\": ", t->metrics);
-    json_number(t->metrics, t->val_loss);
-    fputs(", \"mfu\": ", t->metrics);
-    json_number(t->metrics, run_mfu);
-    fprintf(t->metrics, ", \"peak_rss_bytes\": %llu, \"planned_bytes\": {\"params\": %zu, "
-            "\"grads\": %zu, \"optimizer\": %zu, \"activations\": %zu, \"workspace\": %zu}",
-            (unsigned long long)peak_rss, p.params, p.grads, p.optimizer, p.activations,
-            p.workspace);
-    if (t->s->cuda_graphs) {
+    json_t *line = json_pack("{s:b, s:I, s:o, s:o, s:o, s:o, s:o, s:I, "
+                             "s:{s:I, s:I, s:I, s:I, s:I}}", "summary", 1, "steps", (json_int_t)steps_done,
+                             "seconds", json_number(rounded(total_ms / 1e3, 3)),
+                             "tokens_per_s", json_number(rounded(tok_s, 1)),
+                             "train_loss", json_number(t->train_loss),
+                             "val_loss", json_number(t->val_loss), "mfu", json_number(run_mfu),
+                             "peak_rss_bytes", (json_int_t)peak_rss, "planned_bytes",
+                             "params", (json_int_t)p.params, "grads", (json_int_t)p.grads,
+                             "optimizer", (json_int_t)p.optimizer,
+                             "activations", (json_int_t)p.activations,
+                             "workspace", (json_int_t)p.workspace);
+    if (line && t->s->cuda_graphs) {
         int64_t recorded, launched;
         gb_model_graph_counts(t->model, &recorded, &launched);
-        fprintf(t->metrics, ", \"graphs\": {\"recorded\": %lld, \"launched\": %lld}",
-                (long long)recorded, (long long)launched);
+        json_object_set_new(line, "graphs", json_pack("{s:I, s:I}", "recorded",
+                                                      (json_int_t)recorded, "launched",
+                                                      (json_int_t)launched));
     }
-    fputs("}\n", t->metrics);
-    fflush(t->metrics);
+    write_metrics_line(t, line);
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */

@@ -82,12 +82,12 @@ gearbox=$build/tools/gearbox
 if [ "$emulated" = 1 ]; then steps=${STEPS:-2}; else steps=${STEPS:-50}; fi
 
 # ---- deps: the carried folder, made on a machine with apt ----------------------------------
-# The GPU machines we borrow have no apt, inih, oneDNN or pkg-config: this unpacks Debian's
+# The GPU machines we borrow have no apt, inih, oneDNN, Jansson, nettle or pkg-config: this unpacks Debian's
 # (or Ubuntu's) packages of them into GEARBOX_DEPS/root and writes GEARBOX_DEPS/env.sh,
 # which the stages source. DEPS_PACKAGES overrides the list for another release's names.
 make_deps() {
     local pkgs
-    read -r -a pkgs <<< "${DEPS_PACKAGES:-libinih-dev libinih1 libdnnl-dev libdnnl2 pkgconf-bin libpkgconf3}"
+    read -r -a pkgs <<< "${DEPS_PACKAGES:-libinih-dev libinih1 libdnnl-dev libdnnl2 libjansson-dev libjansson4 nettle-dev libnettle8 pkgconf-bin libpkgconf3}"
     if ! command -v apt-get > /dev/null || ! command -v dpkg > /dev/null; then
         echo "gpu-check.sh deps: needs apt-get and dpkg (a Debian or Ubuntu machine); run it" \
              "there and copy $deps along with the checkout" >&2
@@ -276,10 +276,18 @@ check_dependencies() {
         record "dependencies" FAIL "inih (ini.h, libinih) not found; nothing was built: $(carry_hint libinih-dev)"
         return 1
     fi
+    if ! links_with jansson.h jansson jansson; then
+        record "dependencies" FAIL "Jansson (jansson.h, libjansson) not found; nothing was built: $(carry_hint libjansson-dev)"
+        return 1
+    fi
+    if ! links_with nettle/sha2.h nettle nettle; then
+        record "dependencies" FAIL "nettle (nettle/sha2.h, libnettle) not found; nothing was built: $(carry_hint nettle-dev)"
+        return 1
+    fi
     if links_with oneapi/dnnl/dnnl.h dnnl dnnl; then
-        record "dependencies" PASS "meson, ninja, ${CC:-cc}, inih, oneDNN$([ "$emulated" = 1 ] || echo ", nvcc")"
+        record "dependencies" PASS "meson, ninja, ${CC:-cc}, inih, Jansson, nettle, oneDNN$([ "$emulated" = 1 ] || echo ", nvcc")"
     else
-        record "dependencies" PASS "meson, ninja, ${CC:-cc}, inih$([ "$emulated" = 1 ] || echo ", nvcc")"
+        record "dependencies" PASS "meson, ninja, ${CC:-cc}, inih, Jansson, nettle$([ "$emulated" = 1 ] || echo ", nvcc")"
         record "oneDNN" SKIP "oneapi/dnnl/dnnl.h or libdnnl not found: no device/cpu will be built; $(carry_hint libdnnl-dev)"
     fi
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(gcc g++ libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev libpcre2-dev
-          libopenmpi-dev openmpi-bin libboost-context-dev)
+          libopenmpi-dev openmpi-bin libboost-context-dev libjansson-dev nettle-dev)
 [ "${1:-}" = --fuzz ] && packages+=(clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do

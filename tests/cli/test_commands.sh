@@ -64,4 +64,18 @@ for verb in train check prepare sample plugins; do
     "$GEARBOX" "$verb" --help | grep -q "^usage: gearbox $verb" && pass "$verb --help" ||
         fail "$verb --help"
 done
+# The verbs that parse with the option tables (tools/cli/options.h): a bad option names
+# the verb and the option, and says where the options are listed.
+for verb in train check ab doctor plugins test-plugin new-plugin "bench attn" "bench optim" \
+    "bench matmul" "bench step"; do
+    # shellcheck disable=SC2086
+    expect_error "$verb --bogus" 2 "gearbox $verb: unknown option --bogus" -- "$GEARBOX" $verb --bogus
+    grep -qF "(see \`gearbox $verb --help\`)" "$WORK/stderr" || fail "$verb --bogus: no pointer to --help"
+    # shellcheck disable=SC2086
+    "$GEARBOX" $verb --help | grep -q "^usage: gearbox $verb" && pass "$verb --help" ||
+        fail "$verb --help"
+done
+expect_error "a missing value" 2 "gearbox train: option --resume needs a value: --resume CHECKPOINT" -- \
+    "$GEARBOX" train "$WORK/run.ini" --resume
+expect_error "gearbox itself" 2 "gearbox: unknown option --bogus" -- "$GEARBOX" --bogus
 finish

@@ -1,6 +1,6 @@
-/* Fuzz target: the command-line parsers of `gearbox train`/`check` and `gearbox sample`
- * (tools/cli/common.c, cmd_sample.c) and `--set` (engine/config.c). The input is the
- * argument vector, arguments separated by NUL bytes; nothing is loaded or trained. */
+/* Fuzz target: the command-line parsers of `gearbox train` and `gearbox sample`
+ * (tools/cli/options.c and common.c with train's option table, cmd_sample.c) and `--set`
+ * (engine/config.c). The input is the argument vector, arguments separated by NUL bytes; nothing is loaded or trained. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +51,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!text)
         return 0;
     int argc = split_args(text, size, argv);
-    gb_cli_run run;
-    if (gb_cli_parse_run_args(argc, argv, 1, &run) == 0)
+    gb_cli_run run = {0};
+    if (gb_cli_parse_run_args(&gb_cli_train_spec, argc, argv, &run, NULL, NULL) == 0)
         apply_sets(&run);
     argv[0] = "sample";
     gb_sample_args sample;

@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,6 @@
 
 const char *const gb_ab_mem_names[GB_AB_MEM_N] = {"params", "grads", "optimizer",
                                                   "activations", "workspace"};
-
-static const double mib = 1024.0 * 1024.0;
 
 gb_ab_run gb_ab_run_empty(void)
 {
@@ -26,119 +25,104 @@ void gb_ab_run_free(gb_ab_run *run)
     *run = gb_ab_run_empty();
 }
 
-int gb_ab_json_number(const char *line, const char *key, double *value)
+/* The number `key` of `object` into *value: 0 when it is a number (null, written for a
+ * figure the run could not compute, and absence leave *value alone), else the name of the
+ * field that is not. */
+static const char *number(const json_t *object, const char *key, double *value)
 {
-    size_t n = strlen(key);
-    for (const char *p = strchr(line, '"'); p; p = strchr(p + 1, '"')) {
-        if (strncmp(p + 1, key, n) != 0 || p[n + 1] != '"')
-            continue;
-        const char *q = p + n + 2;
-        q += strspn(q, " \t");
-        if (*q != ':')
-            continue;
-        char *end;
-        double v = strtod(q + 1, &end);
-        if (end == q + 1)
-            return 0;
-        *value = v;
-        return 1;
-    }
-    return 0;
+    const json_t *v = json_object_get(object, key);
+    if (json_is_number(v))
+        *value = json_number_value(v);
+    return v && !json_is_number(v) && !json_is_null(v) ? key : NULL;
 }
 
-static int is_summary(const char *line)
+static const char *read_summary(const json_t *line, gb_ab_run *run)
 {
-    const char *p = strstr(line, "\"summary\"");
-    if (!p)
-        return 0;
-    p += strlen("\"summary\"");
-    p += strspn(p, " \t");
-    if (*p++ != ':')
-        return 0;
-    p += strspn(p, " \t");
-    return strncmp(p, "true", 4) == 0;
+    const char *bad = number(line, "peak_rss_bytes", &run->peak_rss_bytes);
+    const json_t *planned = json_object_get(line, "planned_bytes");
+    if (planned && !json_is_object(planned))
+        return "planned_bytes";
+    for (int i = 0; !bad && planned && i < GB_AB_MEM_N; i++)
+        bad = number(planned, gb_ab_mem_names[i], &run->planned_bytes[i]);
+    return bad;
 }
 
-static void read_summary(const char *line, gb_ab_run *run)
-{
-    gb_ab_json_number(line, "peak_rss_bytes", &run->peak_rss_bytes);
-    const char *planned = strstr(line, "\"planned_bytes\"");
-    for (int i = 0; planned && i < GB_AB_MEM_N; i++)
-        gb_ab_json_number(planned, gb_ab_mem_names[i], &run->planned_bytes[i]);
-}
-
-static int append_step(gb_ab_run *run, const char *line, double step, size_t *cap)
+static const char *append_step(gb_ab_run *run, const json_t *line, int64_t step, size_t *cap)
 {
     if (run->n_steps == *cap) {
         size_t grown = *cap ? 2 * *cap : 64;
         gb_ab_step *steps = realloc(run->steps, grown * sizeof *steps);
         if (!steps)
-            return -1;
+            return "";
         run->steps = steps;
         *cap = grown;
     }
-    gb_ab_step s = {.step = (int64_t)step, .loss = NAN, .ms = NAN, .tokens_per_s = NAN,
-                    .mfu = NAN};
-    gb_ab_json_number(line, "loss", &s.loss);
-    gb_ab_json_number(line, "ms", &s.ms);
-    gb_ab_json_number(line, "tokens_per_s", &s.tokens_per_s);
-    gb_ab_json_number(line, "mfu", &s.mfu);
-    run->steps[run->n_steps++] = s;
-    return 0;
+    gb_ab_step s = {.step = step, .loss = NAN, .ms = NAN, .tokens_per_s = NAN, .mfu = NAN};
+    const char *bad = number(line, "loss", &s.loss);
+    if (!bad)
+        bad = number(line, "ms", &s.ms);
+    if (!bad)
+        bad = number(line, "tokens_per_s", &s.tokens_per_s);
+    if (!bad)
+        bad = number(line, "mfu", &s.mfu);
+    if (!bad)
+        run->steps[run->n_steps++] = s;
+    return bad;
 }
 
-int gb_ab_run_read(const char *path, gb_ab_run *run)
+/* One line into run: NULL, or the field at fault ("" when memory ran out). */
+static const char *read_line(const json_t *line, gb_ab_run *run, size_t *cap)
+{
+    const json_t *step = json_object_get(line, "step");
+    if (json_is_true(json_object_get(line, "summary")))
+        return read_summary(line, run);
+    if (!step)
+        return NULL;
+    if (!json_is_integer(step))
+        return "step";
+    if (json_object_get(line, "val_loss")) {
+        const char *bad = number(line, "val_loss", &run->val_loss);
+        return bad ? bad : number(line, "train_loss", &run->train_loss);
+    }
+    if (json_object_get(line, "loss"))
+        return append_step(run, line, json_integer_value(step), cap);
+    return NULL;
+}
+
+int gb_ab_run_read(const char *path, gb_ab_run *run, char *err, size_t err_cap)
 {
     gb_ab_run_free(run);
     FILE *f = fopen(path, "r");
-    if (!f)
+    if (!f) {
+        snprintf(err, err_cap, "cannot read %s: %s", path, strerror(errno));
         return -1;
-    char *line = NULL;
-    size_t line_cap = 0, cap = 0;
-    int rc = 0;
-    while (rc == 0 && getline(&line, &line_cap, f) > 0) {
-        double step, v;
-        if (is_summary(line))
-            read_summary(line, run);
-        else if (!gb_ab_json_number(line, "step", &step))
+    }
+    char *text = NULL;
+    size_t text_cap = 0, cap = 0;
+    ssize_t len;
+    int failed = 0;
+    for (int n = 1; !failed && (len = getline(&text, &text_cap, f)) > 0; n++) {
+        if (strspn(text, " \t\r\n") == (size_t)len)
             continue;
-        else if (gb_ab_json_number(line, "val_loss", &v)) {
-            run->val_loss = v;
-            gb_ab_json_number(line, "train_loss", &run->train_loss);
-        } else if (gb_ab_json_number(line, "loss", &v))
-            rc = append_step(run, line, step, &cap);
+        json_error_t error;
+        json_t *line = json_loadb(text, (size_t)len, 0, &error);
+        const char *bad = line ? read_line(line, run, &cap) : NULL;
+        if (!line)
+            snprintf(err, err_cap, "%s:%d:%d: %s", path, n, error.column, error.text);
+        else if (bad && !*bad)
+            snprintf(err, err_cap, "%s: out of memory", path);
+        else if (bad)
+            snprintf(err, err_cap, "%s:%d: \"%s\" is not a number", path, n, bad);
+        failed = !line || bad;
+        json_decref(line);
     }
-    int err = rc ? ENOMEM : ferror(f) ? EIO : 0;
-    free(line);
+    if (!failed && ferror(f)) {
+        snprintf(err, err_cap, "cannot read %s: %s", path, strerror(errno));
+        failed = 1;
+    }
+    free(text);
     fclose(f);
-    if (err) {
+    if (failed)
         gb_ab_run_free(run);
-        errno = err;
-        return -1;
-    }
-    return 0;
-}
-
-int gb_ab_parse_memory_plan(const char *text, double planned[GB_AB_MEM_N])
-{
-    const char *p = strstr(text, "memory plan: ");
-    double total, v[GB_AB_MEM_N];
-    if (!p || sscanf(p, "memory plan: %lf MiB = params %lf + grads %lf + optimizer %lf + "
-                     "activations %lf + workspace %lf", &total, &v[0], &v[1], &v[2], &v[3],
-                     &v[4]) != 6)
-        return -1;
-    for (int i = 0; i < GB_AB_MEM_N; i++)
-        planned[i] = v[i] * mib;
-    return 0;
-}
-
-int gb_ab_parse_done_rss(const char *text, double *bytes)
-{
-    const char *done = strstr(text, "done: ");
-    const char *p = done ? strstr(done, "process RSS ") : NULL;
-    double v;
-    if (!p || sscanf(p, "process RSS %lf MiB", &v) != 1)
-        return -1;
-    *bytes = v * mib;
-    return 0;
+    return failed ? -1 : 0;
 }

@@ -1,11 +1,8 @@
-/* What one training run of an A/B comparison reported: its metrics.jsonl (logged steps,
- * evaluations, and the optional closing summary line with memory figures), and the two
- * printed lines that stand in for the summary when a run does not write one (the
- * "memory plan:" line of `gearbox check` and the "process RSS" of train's "done:" line).
- *
- * The reader knows the flat objects `gearbox train` writes, one per line; it is not a
- * general JSON parser (no arrays, no strings with escapes, no nesting beyond the
- * summary's planned_bytes object). Unknown fields are ignored.
+/* What one training run of an A/B comparison reported, read from its metrics.jsonl alone
+ * (docs/observability.md): the logged steps, the last evaluation, and the closing summary
+ * line with the run's peak resident memory and its memory plan. Each line is parsed as
+ * JSON (Jansson); unknown fields and lines that are neither a step, an evaluation nor the
+ * summary are ignored.
  */
 #ifndef GB_AB_METRICS_H
 #define GB_AB_METRICS_H
@@ -38,20 +35,9 @@ typedef struct gb_ab_run {
 gb_ab_run gb_ab_run_empty(void);
 
 /* Reads a metrics.jsonl file into `run` (which it first empties). Returns 0, or -1 with
- * errno set when the file cannot be read or memory runs out. */
-int gb_ab_run_read(const char *path, gb_ab_run *run);
+ * what is wrong in `err`: the file cannot be read, or "PATH:LINE:COLUMN: ..." for a line
+ * that is not JSON or whose known fields have the wrong type. */
+int gb_ab_run_read(const char *path, gb_ab_run *run, char *err, size_t err_cap);
 void gb_ab_run_free(gb_ab_run *run);
-
-/* The figures of a "memory plan: T MiB = params P + grads G + ..." line anywhere in
- * `text`, in bytes. Returns 0, or -1 (planned untouched) when there is no such line. */
-int gb_ab_parse_memory_plan(const char *text, double planned[GB_AB_MEM_N]);
-
-/* The "process RSS N MiB" figure of a "done:" line anywhere in `text`, in bytes.
- * Returns 0, or -1 when there is none. */
-int gb_ab_parse_done_rss(const char *text, double *bytes);
-
-/* The number after `"key":` in a one-line JSON object. Returns 1 and sets *value when
- * present and numeric, else 0. */
-int gb_ab_json_number(const char *line, const char *key, double *value);
 
 #endif

@@ -246,9 +246,9 @@ static void memory_table(FILE *out, const gb_ab_plan *p, const figures *f)
         fmt_or_na(c, "%.1f", f[i].rss / mib);
         fprintf(out, " %s |\n", c);
     }
-    fputs("\nIn MiB. Planned bytes come from each run's closing summary line in "
-          "metrics.jsonl, or from the memory plan `gearbox check` printed; peak RSS is the "
-          "largest resident set of the variant's runs.\n", out);
+    fputs("\nIn MiB, from the closing summary line of each run's metrics.jsonl: planned "
+          "bytes (`planned_bytes`, the memory plan) of the first run; peak RSS "
+          "(`peak_rss_bytes`) is the largest resident set of the variant's runs.\n", out);
 }
 
 static void loss_table(FILE *out, const gb_ab_plan *p, const figures *f)

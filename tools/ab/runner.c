@@ -233,23 +233,9 @@ static void check_variant(const gb_ab_plan *p, gb_ab_variant *v)
     v->effective = gb_ab_read_text(out_path);
 }
 
-/* Where the run does not report memory itself: the plan `gearbox check` printed and the
- * peak RSS of the "done:" line. */
-static void fill_memory_gaps(gb_ab_run *run, const gb_ab_variant *v, const char *log_path)
-{
-    if (isnan(gb_ab_planned_total(run)) && v->effective)
-        gb_ab_parse_memory_plan(v->effective, run->planned_bytes);
-    if (isnan(run->peak_rss_bytes)) {
-        char *log = gb_ab_read_text(log_path);
-        if (log)
-            gb_ab_parse_done_rss(log, &run->peak_rss_bytes);
-        free(log);
-    }
-}
-
 static void train_run(const gb_ab_plan *p, gb_ab_variant *v, int repeat)
 {
-    char dir[4200], out_path[4300], err_path[4300], metrics[4300], what[4500];
+    char dir[4200], out_path[4300], err_path[4300], metrics[4300], what[9000], why[8800];
     run_dir(p, v, repeat, dir, sizeof dir);
     snprintf(out_path, sizeof out_path, "%s/train.log", dir);
     snprintf(err_path, sizeof err_path, "%s/stderr.log", dir);
@@ -272,12 +258,14 @@ static void train_run(const gb_ab_plan *p, gb_ab_variant *v, int repeat)
     } else if (status != 0) {
         describe_exit(what, sizeof what, who, status);
         mark_failed(v, status, what, err_path);
-    } else if (gb_ab_run_read(metrics, run) != 0 || run->n_steps != (size_t)p->steps) {
+    } else if (gb_ab_run_read(metrics, run, why, sizeof why) != 0) {
+        snprintf(what, sizeof what, "%s: %s", who, why);
+        mark_failed(v, 1, what, err_path);
+    } else if (run->n_steps != (size_t)p->steps) {
         snprintf(what, sizeof what, "%s logged %zu steps in %s, expected %lld", who,
                  run->n_steps, metrics, (long long)p->steps);
         mark_failed(v, 1, what, err_path);
     } else {
-        fill_memory_gaps(run, v, out_path);
         v->runs_done++;
     }
 }

@@ -45,35 +45,42 @@
 #define MAX_ITEMS 8
 #define BASELINE "math"
 
-static const char usage[] =
-    "usage: gearbox bench attn [--T LIST] [--heads N] [--head-dim N] [--batch N]\n"
-    "                          [--repeats N] [--plugins LIST] [--threads N]\n"
-    "                          [--device NAME] [--dtype f32|bf16|f16]\n"
-    "                          [--max-seconds S] [--set section.key=value]...\n"
-    "                          [--plugin-path DIRS]\n"
-    "\n"
-    "Times causal attention forward+backward of each plugin at each sequence length,\n"
-    "with its TFLOP/s (6 B H D T (T + 1) FLOPs: the causal triangle, no recomputation),\n"
-    "and prints the extra memory each declares (saved per layer + workspace).\n"
-    "\n"
-    "  --T LIST         sequence lengths, comma-separated (default 256,1024,4096,8192)\n"
-    "  --heads N        attention heads (default 12)\n"
-    "  --head-dim N     head_dim (default 64)\n"
-    "  --batch N        batch size (default 1)\n"
-    "  --repeats N      timed runs per cell after one warm-up; the median is shown\n"
-    "                   (default 5)\n"
-    "  --plugins LIST   attention plugins, comma-separated (default math,mem_efficient,flash)\n"
-    "  --threads N      OpenMP threads; 0 for every online CPU (default 0)\n"
-    "  --device NAME    device plugin: cpu or cuda (default cpu)\n"
-    "  --dtype T        element type of q, k, v, out and the gradients: f32, bf16 or f16\n"
-    "                   (default f32); the run's [precision] plugin computes in it (fp32,\n"
-    "                   bf16 or fp16), and a plugin that does not take it is not eligible\n"
-    "  --max-seconds S  time budget of one cell; a plugin is not timed at a T where its\n"
-    "                   last time, scaled by T^2, would exceed it (default 60)\n"
-    "  --set K=V        a config override as for `gearbox train`, applied last, e.g.\n"
-    "                   precision.plugin=tf32 (f32 with TF32 products); the precision\n"
-    "                   must still compute in --dtype\n"
-    "  --plugin-path D  extra plugin folders, ':'-separated\n";
+enum { OPT_T, OPT_HEADS, OPT_HEAD_DIM, OPT_BATCH, OPT_REPEATS, OPT_PLUGINS, OPT_THREADS,
+       OPT_DEVICE, OPT_DTYPE, OPT_MAX_SECONDS, OPT_SET, OPT_PLUGIN_PATH };
+
+static const gb_cli_option options[] = {
+    [OPT_T] = {"T", 0, "LIST", "sequence lengths, comma-separated (default 256,1024,4096,8192)"},
+    [OPT_HEADS] = {"heads", 0, "N", "attention heads (default 12)"},
+    [OPT_HEAD_DIM] = {"head-dim", 0, "N", "head_dim (default 64)"},
+    [OPT_BATCH] = {"batch", 0, "N", "batch size (default 1)"},
+    [OPT_REPEATS] = {"repeats", 0, "N", "timed runs per cell after one warm-up; the median is "
+                     "shown\n(default 5)"},
+    [OPT_PLUGINS] = {"plugins", 0, "LIST", "attention plugins, comma-separated\n"
+                     "(default math,mem_efficient,flash)"},
+    [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
+    [OPT_DEVICE] = {"device", 0, "NAME", "device plugin: cpu or cuda (default cpu)"},
+    [OPT_DTYPE] = {"dtype", 0, "T", "element type of q, k, v, out and the gradients: f32, bf16 "
+                   "or f16\n(default f32); the run's [precision] plugin computes in it (fp32,\n"
+                   "bf16 or fp16), and a plugin that does not take it is not eligible"},
+    [OPT_MAX_SECONDS] = {"max-seconds", 0, "S", "time budget of one cell; a plugin is not timed "
+                         "at a T where its\nlast time, scaled by T^2, would exceed it "
+                         "(default 60)"},
+    [OPT_SET] = {"set", 0, "K=V", "a config override as for `gearbox train`, applied last, "
+                 "e.g.\nprecision.plugin=tf32 (f32 with TF32 products); the precision\n"
+                 "must still compute in --dtype (at most 8)"},
+    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    {0},
+};
+
+static const gb_cli_spec spec = {
+    .verb = "bench attn",
+    .usage = "gearbox bench attn [OPTIONS]",
+    .about =
+        "Times causal attention forward+backward of each plugin at each sequence length,\n"
+        "with its TFLOP/s (6 B H D T (T + 1) FLOPs: the causal triangle, no recomputation),\n"
+        "and prints the extra memory each declares (saved per layer + workspace).\n",
+    .options = options,
+};
 
 typedef struct bench_args {
     long T[MAX_ITEMS];
@@ -183,51 +190,60 @@ static int parse_device(const char *text, char *out)
     return 0;
 }
 
+/* One option with its value into a: 0, or the exit status of a usage error. */
+static int parse_option(int opt, const char *val, bench_args *a)
+{
+    const char *flag = options[opt].name;
+    switch (opt) {
+    case OPT_T:
+        return parse_lengths(val, a);
+    case OPT_HEADS:
+        return gb_bench_parse_long("bench attn", flag, val, 1, 1024, &a->heads);
+    case OPT_HEAD_DIM:
+        return gb_bench_parse_long("bench attn", flag, val, 1, 4096, &a->head_dim);
+    case OPT_BATCH:
+        return gb_bench_parse_long("bench attn", flag, val, 1, 4096, &a->batch);
+    case OPT_REPEATS:
+        return gb_bench_parse_long("bench attn", flag, val, 1, 1000, &a->repeats);
+    case OPT_PLUGINS:
+        return gb_bench_parse_names("bench attn", flag, val, a->plugins, MAX_ITEMS,
+                                    &a->n_plugins);
+    case OPT_THREADS:
+        return gb_bench_parse_long("bench attn", flag, val, 0, 1024, &a->threads);
+    case OPT_DEVICE:
+        return parse_device(val, a->device);
+    case OPT_DTYPE:
+        return parse_dtype(val, &a->dtype);
+    case OPT_MAX_SECONDS:
+        return parse_seconds(val, &a->max_seconds);
+    case OPT_SET:
+        if (a->n_sets == MAX_ITEMS)
+            return gb_cli_usage_error("bench attn", "--set: at most %d", MAX_ITEMS);
+        a->sets[a->n_sets++] = val;
+        return 0;
+    default: /* OPT_PLUGIN_PATH */
+        a->plugin_path = val;
+        return 0;
+    }
+}
+
+/* 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     *a = (bench_args){.heads = 12, .head_dim = 64, .batch = 1, .repeats = 5, .threads = 0,
                       .device = "cpu", .dtype = GB_F32, .max_seconds = 60};
     if (parse_lengths("256,1024,4096,8192", a) ||
-        gb_bench_parse_names("bench attn", "--plugins", "math,mem_efficient,flash", a->plugins,
+        gb_bench_parse_names("bench attn", "plugins", "math,mem_efficient,flash", a->plugins,
                              MAX_ITEMS, &a->n_plugins))
         return 2;
-    for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i];
-        if (i + 1 >= argc)
-            return gb_cli_usage_error("bench attn", "%s: unknown option or missing value",
-                                      flag);
-        const char *val = argv[++i];
-        int rc = 0;
-        if (strcmp(flag, "--T") == 0)
-            rc = parse_lengths(val, a);
-        else if (strcmp(flag, "--heads") == 0)
-            rc = gb_bench_parse_long("bench attn", flag, val, 1, 1024, &a->heads);
-        else if (strcmp(flag, "--head-dim") == 0)
-            rc = gb_bench_parse_long("bench attn", flag, val, 1, 4096, &a->head_dim);
-        else if (strcmp(flag, "--batch") == 0)
-            rc = gb_bench_parse_long("bench attn", flag, val, 1, 4096, &a->batch);
-        else if (strcmp(flag, "--repeats") == 0)
-            rc = gb_bench_parse_long("bench attn", flag, val, 1, 1000, &a->repeats);
-        else if (strcmp(flag, "--plugins") == 0)
-            rc = gb_bench_parse_names("bench attn", "--plugins", val, a->plugins, MAX_ITEMS,
-                                      &a->n_plugins);
-        else if (strcmp(flag, "--threads") == 0)
-            rc = gb_bench_parse_long("bench attn", flag, val, 0, 1024, &a->threads);
-        else if (strcmp(flag, "--device") == 0)
-            rc = parse_device(val, a->device);
-        else if (strcmp(flag, "--dtype") == 0)
-            rc = parse_dtype(val, &a->dtype);
-        else if (strcmp(flag, "--max-seconds") == 0)
-            rc = parse_seconds(val, &a->max_seconds);
-        else if (strcmp(flag, "--plugin-path") == 0)
-            a->plugin_path = val;
-        else if (strcmp(flag, "--set") == 0 && a->n_sets == MAX_ITEMS)
-            rc = gb_cli_usage_error("bench attn", "--set: at most %d", MAX_ITEMS);
-        else if (strcmp(flag, "--set") == 0)
-            a->sets[a->n_sets++] = val;
-        else
-            rc = gb_cli_usage_error("bench attn", "unknown option %s", flag);
-        if (rc)
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_EXIT)
+            return p.status ? p.status : -1;
+        if (opt == GB_CLI_OPERAND)
+            return gb_cli_usage_error("bench attn", "unexpected argument %s", p.value);
+        if ((rc = parse_option(opt, p.value, a)))
             return rc;
     }
     return 0;
@@ -559,12 +575,10 @@ static void print_cell(const char *name, const gb_attn_problem *p, const cell *c
 
 int gb_bench_attn(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
     bench_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     bench_plugin plugins[MAX_ITEMS] = {0};
     for (int k = 0; k < a.n_plugins; k++)
         if (start_plugin(a.plugins[k], &a, &plugins[k])) {

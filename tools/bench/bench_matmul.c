@@ -24,20 +24,28 @@
 
 #define MAX_MODELS 8
 
-static const char usage[] =
-    "usage: gearbox bench matmul [MODEL...] [--vocab V] [--repeats N] [--threads N]\n"
-    "                            [--plugin-path DIRS]\n"
-    "\n"
-    "Times the f32 matmuls of one layer's forward and backward and of the LM head at a\n"
-    "model's shapes, against the stated peak MFU is reported against.\n"
-    "\n"
-    "  MODEL            S (n_embd 128, T 64, B 12: examples/shakespeare_char.ini),\n"
-    "                   M (n_embd 384, T 256, B 8), or C,T,B for any other; default S M\n"
-    "  --vocab V        LM head width (default 65, Tiny Shakespeare's characters)\n"
-    "  --repeats N      timed calls per shape after one warm-up; the median is shown\n"
-    "                   (default 10)\n"
-    "  --threads N      OpenMP threads; 0 for every online CPU (default 0)\n"
-    "  --plugin-path D  extra plugin folders, ':'-separated\n";
+enum { OPT_VOCAB, OPT_REPEATS, OPT_THREADS, OPT_PLUGIN_PATH };
+
+static const gb_cli_option options[] = {
+    [OPT_VOCAB] = {"vocab", 0, "V", "LM head width (default 65, Tiny Shakespeare's characters)"},
+    [OPT_REPEATS] = {"repeats", 0, "N", "timed calls per shape after one warm-up; the median "
+                     "is shown\n(default 10)"},
+    [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
+    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    {0},
+};
+
+static const gb_cli_spec spec = {
+    .verb = "bench matmul",
+    .usage = "gearbox bench matmul [MODEL...] [OPTIONS]",
+    .about =
+        "Times the f32 matmuls of one layer's forward and backward and of the LM head at a\n"
+        "model's shapes, against the stated peak MFU is reported against.\n"
+        "\n"
+        "MODEL is S (n_embd 128, T 64, B 12: examples/shakespeare_char.ini), M (n_embd 384,\n"
+        "T 256, B 8), or C,T,B for any other; the default is S M.\n",
+    .options = options,
+};
 
 typedef struct model_shape {
     char name[32];
@@ -72,26 +80,25 @@ static int parse_model(const char *text, bench_args *a)
     return 0;
 }
 
+/* 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     *a = (bench_args){.vocab = 65, .repeats = 10, .threads = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        int rc;
-        if (arg[0] != '-')
-            rc = parse_model(arg, a);
-        else if (i + 1 >= argc)
-            rc = gb_cli_usage_error("bench matmul", "%s: unknown option or missing value", arg);
-        else if (strcmp(arg, "--vocab") == 0)
-            rc = gb_bench_parse_long("bench matmul", arg, argv[++i], 1, 1 << 20, &a->vocab);
-        else if (strcmp(arg, "--repeats") == 0)
-            rc = gb_bench_parse_long("bench matmul", arg, argv[++i], 1, 10000, &a->repeats);
-        else if (strcmp(arg, "--threads") == 0)
-            rc = gb_bench_parse_long("bench matmul", arg, argv[++i], 0, 1024, &a->threads);
-        else if (strcmp(arg, "--plugin-path") == 0)
-            rc = (a->plugin_path = argv[++i], 0);
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    for (int opt, rc = 0; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_EXIT)
+            return p.status ? p.status : -1;
+        if (opt == GB_CLI_OPERAND)
+            rc = parse_model(p.value, a);
+        else if (opt == OPT_VOCAB)
+            rc = gb_bench_parse_long("bench matmul", "vocab", p.value, 1, 1 << 20, &a->vocab);
+        else if (opt == OPT_REPEATS)
+            rc = gb_bench_parse_long("bench matmul", "repeats", p.value, 1, 10000, &a->repeats);
+        else if (opt == OPT_THREADS)
+            rc = gb_bench_parse_long("bench matmul", "threads", p.value, 0, 1024, &a->threads);
         else
-            rc = gb_cli_usage_error("bench matmul", "unknown option %s", arg);
+            a->plugin_path = p.value;
         if (rc)
             return rc;
     }
@@ -190,12 +197,10 @@ static int start_device(const bench_args *a, gb_config **cfg, gb_runtime *rt)
 
 int gb_bench_matmul(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
     bench_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     gb_config *cfg = NULL;
     gb_runtime rt = {0};
     rc = start_device(&a, &cfg, &rt);

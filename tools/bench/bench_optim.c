@@ -46,24 +46,32 @@
 #define MAX_ITEMS 8
 #define NO_DECAY_SHARE 0.01
 
-static const char usage[] =
-    "usage: gearbox bench optim [--params LIST] [--repeats N] [--threads N]\n"
-    "                           [--plugins LIST] [--set section.key=value]...\n"
-    "                           [--plugin-path DIRS]\n"
-    "\n"
-    "Times one optimizer update (gradient-norm pass + step) of each plugin and prints ms\n"
-    "per update, bytes moved, GB/s and the share of this machine's STREAM-style triad\n"
-    "bandwidth, measured by the same command.\n"
-    "\n"
-    "  --params LIST    parameter counts, comma-separated, with an optional k, M or G\n"
-    "                   suffix (default 10M,100M)\n"
-    "  --repeats N      timed updates per measurement; the median is shown (default 10)\n"
-    "  --threads N      OpenMP threads; 0 for every online CPU (default 0)\n"
-    "  --plugins LIST   optimizer plugins, comma-separated; the first is the baseline of\n"
-    "                   the speed-up column (default adamw,adamw_fused)\n"
-    "  --set S.K=V      a config line for every plugin's run, e.g. --set device.plugin=cuda\n"
-    "                   (the device the buffers live on; default the cpu device)\n"
-    "  --plugin-path D  extra plugin folders, ':'-separated\n";
+enum { OPT_PARAMS, OPT_REPEATS, OPT_THREADS, OPT_PLUGINS, OPT_SET, OPT_PLUGIN_PATH };
+
+static const gb_cli_option options[] = {
+    [OPT_PARAMS] = {"params", 0, "LIST", "parameter counts, comma-separated, with an optional "
+                    "k, M or G\nsuffix (default 10M,100M)"},
+    [OPT_REPEATS] = {"repeats", 0, "N", "timed updates per measurement; the median is shown "
+                     "(default 10)"},
+    [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
+    [OPT_PLUGINS] = {"plugins", 0, "LIST", "optimizer plugins, comma-separated; the first is "
+                     "the baseline of\nthe speed-up column (default adamw,adamw_fused)"},
+    [OPT_SET] = {"set", 0, "S.K=V", "a config line for every plugin's run, e.g. "
+                 "--set device.plugin=cuda\n(the device the buffers live on; default the cpu "
+                 "device; at most 8)"},
+    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    {0},
+};
+
+static const gb_cli_spec spec = {
+    .verb = "bench optim",
+    .usage = "gearbox bench optim [OPTIONS]",
+    .about =
+        "Times one optimizer update (gradient-norm pass + step) of each plugin and prints ms\n"
+        "per update, bytes moved, GB/s and the share of this machine's STREAM-style triad\n"
+        "bandwidth, measured by the same command.\n",
+    .options = options,
+};
 
 typedef struct bench_args {
     int64_t params[MAX_ITEMS];
@@ -124,38 +132,47 @@ static int parse_params(const char *text, bench_args *a)
     return a->n_params ? 0 : gb_cli_usage_error("bench optim", "--params is empty");
 }
 
+/* One option with its value into a: 0, or the exit status of a usage error. */
+static int parse_option(int opt, const char *val, bench_args *a)
+{
+    const char *flag = options[opt].name;
+    switch (opt) {
+    case OPT_PARAMS:
+        return parse_params(val, a);
+    case OPT_PLUGINS:
+        return gb_bench_parse_names("bench optim", flag, val, a->plugins, MAX_ITEMS,
+                                    &a->n_plugins);
+    case OPT_REPEATS:
+        return gb_bench_parse_long("bench optim", flag, val, 1, 100000, &a->repeats);
+    case OPT_THREADS:
+        return gb_bench_parse_long("bench optim", flag, val, 0, 1024, &a->threads);
+    case OPT_SET:
+        if (a->n_sets == MAX_ITEMS)
+            return gb_cli_usage_error("bench optim", "--set: at most %d", MAX_ITEMS);
+        a->sets[a->n_sets++] = val;
+        return 0;
+    default: /* OPT_PLUGIN_PATH */
+        a->plugin_path = val;
+        return 0;
+    }
+}
+
+/* 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
     *a = (bench_args){.repeats = 10, .threads = 0};
     if (parse_params("10M,100M", a) ||
-        gb_bench_parse_names("bench optim", "--plugins", "adamw,adamw_fused", a->plugins,
+        gb_bench_parse_names("bench optim", "plugins", "adamw,adamw_fused", a->plugins,
                              MAX_ITEMS, &a->n_plugins))
         return 2;
-    for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i];
-        if (i + 1 >= argc)
-            return gb_cli_usage_error("bench optim", "%s: unknown option or missing value",
-                                      flag);
-        const char *val = argv[++i];
-        int rc = 0;
-        if (strcmp(flag, "--params") == 0)
-            rc = parse_params(val, a);
-        else if (strcmp(flag, "--plugins") == 0)
-            rc = gb_bench_parse_names("bench optim", "--plugins", val, a->plugins, MAX_ITEMS,
-                                      &a->n_plugins);
-        else if (strcmp(flag, "--repeats") == 0)
-            rc = gb_bench_parse_long("bench optim", flag, val, 1, 100000, &a->repeats);
-        else if (strcmp(flag, "--threads") == 0)
-            rc = gb_bench_parse_long("bench optim", flag, val, 0, 1024, &a->threads);
-        else if (strcmp(flag, "--plugin-path") == 0)
-            a->plugin_path = val;
-        else if (strcmp(flag, "--set") == 0 && a->n_sets == MAX_ITEMS)
-            rc = gb_cli_usage_error("bench optim", "--set: at most %d", MAX_ITEMS);
-        else if (strcmp(flag, "--set") == 0)
-            a->sets[a->n_sets++] = val;
-        else
-            rc = gb_cli_usage_error("bench optim", "unknown option %s", flag);
-        if (rc)
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_EXIT)
+            return p.status ? p.status : -1;
+        if (opt == GB_CLI_OPERAND)
+            return gb_cli_usage_error("bench optim", "unexpected argument %s", p.value);
+        if ((rc = parse_option(opt, p.value, a)))
             return rc;
     }
     return 0;
@@ -423,12 +440,10 @@ static int run_all(const bench_args *a, bench_plugin *plugins, double triad)
 
 int gb_bench_optim(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
     bench_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     bench_plugin plugins[MAX_ITEMS] = {0};
     for (int k = 0; k < a.n_plugins && !rc; k++)
         rc = start_plugin(a.plugins[k], &a, &plugins[k]);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "bench_util.h"
 #include "cli.h"
 #include "clock.h"
 #include "machine.h"
@@ -23,69 +24,50 @@
 
 #define DEFAULT_CONFIG "examples/shakespeare_char.ini"
 
-static const char usage[] =
-    "usage: gearbox bench step [CONFIG] [--steps N] [--warmup N] [--profile]\n"
-    "                          [--set section.key=value]... [--plugin-path DIRS]\n"
-    "\n"
-    "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
-    "folder) and prints the median ms per step, tokens/s, model FLOPs per step and MFU,\n"
-    "the FLOPs a step executes (matmuls by shape, attention over the causal triangle),\n"
-    "next to the stated peak of the dtype the matmuls compute in (what MFU divides by),\n"
-    "on the CPU the measured FMA peak (vector FMAs on every thread, no memory traffic:\n"
-    "what no matmul can beat) and the triad bandwidth.\n"
-    "Nothing is written.\n"
-    "\n"
-    "  --steps N    timed steps (default 10)\n"
-    "  --warmup N   steps run first and not timed (default 2)\n"
-    "  --profile    then run N more steps timing every kernel call and print the time\n"
-    "               per phase (forward/backward matmul, attention, layernorm, optimizer...)\n"
-    "               and the GFLOP/s of the matmul and attention phases\n"
-    "  --set, --plugin-path   as for `gearbox train`\n";
+enum { OPT_STEPS, OPT_WARMUP, OPT_PROFILE, OPT_SET, OPT_PLUGIN_PATH };
 
-static int parse_count(const char *flag, const char *text, long lo, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > 1000000)
-        return gb_cli_usage_error("bench step", "%s %s: expected an integer in [%ld, 1000000]",
-                                  flag, text, lo);
-    *out = v;
-    return 0;
-}
+static const gb_cli_option options[] = {
+    [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
+    [OPT_WARMUP] = {"warmup", 0, "N", "steps run first and not timed (default 2)"},
+    [OPT_PROFILE] = {"profile", 0, NULL, "then run N more steps timing every kernel call and "
+                     "print the time\nper phase (forward/backward matmul, attention, "
+                     "layernorm, optimizer...)\nand the GFLOP/s of the matmul and attention "
+                     "phases"},
+    [OPT_SET] = GB_CLI_OPTION_SET,
+    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    {0},
+};
 
-/* Takes --steps, --warmup and --profile out of argv; the rest, with the default config added when
- * none is named, goes to gb_cli_parse_run. `rest` has room for argc + 1 entries. */
-static int split_args(int argc, char **argv, long *steps, long *warmup, int *profile,
-                      char **rest, int *n_rest)
+static const gb_cli_spec spec = {
+    .verb = "bench step",
+    .usage = "gearbox bench step [CONFIG] [--steps N] [--warmup N] [--profile]\n"
+             "                          [--set section.key=value]... [--plugin-path DIRS]",
+    .about =
+        "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
+        "folder) and prints the median ms per step, tokens/s, model FLOPs per step and MFU,\n"
+        "the FLOPs a step executes (matmuls by shape, attention over the causal triangle),\n"
+        "next to the stated peak of the dtype the matmuls compute in (what MFU divides by),\n"
+        "on the CPU the measured FMA peak (vector FMAs on every thread, no memory traffic:\n"
+        "what no matmul can beat) and the triad bandwidth.\n"
+        "Nothing is written.\n",
+    .options = options,
+};
+
+typedef struct step_args {
+    long steps, warmup;
+    int profile;
+} step_args;
+
+/* bench step's own options, beside gb_cli_parse_run's --set and --plugin-path. */
+static int parse_option(void *ctx, int opt, const char *value)
 {
-    int named = 0;
-    *n_rest = 0;
-    rest[(*n_rest)++] = "bench step";
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--profile") == 0) {
-            *profile = 1;
-            continue;
-        }
-        int own = strcmp(argv[i], "--steps") == 0 || strcmp(argv[i], "--warmup") == 0;
-        int takes_value = strcmp(argv[i], "--set") == 0 || strcmp(argv[i], "--plugin-path") == 0;
-        if (own && i + 1 >= argc)
-            return gb_cli_usage_error("bench step", "%s needs a value", argv[i]);
-        if (own) {
-            int rc = argv[i][2] == 's' ? parse_count(argv[i], argv[i + 1], 1, steps)
-                                       : parse_count(argv[i], argv[i + 1], 0, warmup);
-            if (rc)
-                return rc;
-            i++;
-            continue;
-        }
-        named |= argv[i][0] != '-';
-        rest[(*n_rest)++] = argv[i];
-        if (takes_value && i + 1 < argc)
-            rest[(*n_rest)++] = argv[++i];
-    }
-    if (!named)
-        rest[(*n_rest)++] = DEFAULT_CONFIG;
+    step_args *a = ctx;
+    if (opt == OPT_PROFILE)
+        a->profile = 1;
+    else if (opt == OPT_STEPS)
+        return gb_bench_parse_long("bench step", "steps", value, 1, 1000000, &a->steps);
+    else
+        return gb_bench_parse_long("bench step", "warmup", value, 0, 1000000, &a->warmup);
     return 0;
 }
 
@@ -192,28 +174,19 @@ static int report_profile(gb_trainer *t, long first, long steps)
 
 int gb_bench_step(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
-    long steps = 10, warmup = 2;
-    int profile = 0, n_rest;
-    char **rest = calloc((size_t)argc + 2, sizeof *rest);
-    if (!rest)
-        return 1;
-    int rc = split_args(argc, argv, &steps, &warmup, &profile, rest, &n_rest);
-    gb_cli_run run = {0};
-    if (!rc)
-        rc = gb_cli_parse_run(n_rest, rest, usage, 0, &run);
-    free(rest);
+    step_args a = {.steps = 10, .warmup = 2};
+    gb_cli_run run = {.config_path = DEFAULT_CONFIG};
+    int rc = gb_cli_parse_run(&spec, argc, argv, &run, parse_option, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
     printf("gearbox bench step: %s | %ld warm-up steps excluded, then %ld timed\n",
-           run.config_path, warmup, steps);
+           run.config_path, a.warmup, a.steps);
     gb_trainer *t = gb_trainer_open(run.cfg, run.plugin_path);
-    double *ms = calloc((size_t)steps, sizeof *ms), executed;
-    rc = !t ? 2 : !ms || run_steps(t, warmup, steps, ms, &executed) ? 1 : 0;
+    double *ms = calloc((size_t)a.steps, sizeof *ms), executed;
+    rc = !t ? 2 : !ms || run_steps(t, a.warmup, a.steps, ms, &executed) ? 1 : 0;
     if (rc == 0)
-        report(t, ms, steps, executed);
-    if (rc == 0 && profile && report_profile(t, warmup + steps, steps))
+        report(t, ms, a.steps, executed);
+    if (rc == 0 && a.profile && report_profile(t, a.warmup + a.steps, a.steps))
         rc = 1;
     free(ms);
     gb_trainer_close(t);

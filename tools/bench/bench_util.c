@@ -26,7 +26,7 @@ int gb_bench_parse_long(const char *verb, const char *flag, const char *text, lo
     errno = 0;
     long v = strtol(text, &end, 10);
     if (errno || end == text || *end || v < lo || v > hi)
-        return gb_cli_usage_error(verb, "%s %s: expected an integer in [%ld, %ld]", flag, text,
+        return gb_cli_usage_error(verb, "--%s %s: expected an integer in [%ld, %ld]", flag, text,
                                   lo, hi);
     *out = v;
     return 0;
@@ -39,11 +39,11 @@ int gb_bench_parse_names(const char *verb, const char *flag, const char *text,
     for (const char *p = text; *p;) {
         size_t len = strcspn(p, ",");
         if (len == 0 || len >= GB_BENCH_NAME_CAP || *count == max)
-            return gb_cli_usage_error(verb, "%s %s: expected up to %d comma-separated plugin "
+            return gb_cli_usage_error(verb, "--%s %s: expected up to %d comma-separated plugin "
                                       "names", flag, text, max);
         memcpy(names[*count], p, len);
         names[(*count)++][len] = '\0';
         p += len + (p[len] == ',');
     }
-    return *count ? 0 : gb_cli_usage_error(verb, "%s is empty", flag);
+    return *count ? 0 : gb_cli_usage_error(verb, "--%s is empty", flag);
 }

@@ -9,12 +9,12 @@
 double gb_bench_median(double *v, long n);
 
 /* `text` as an integer in [lo, hi] into *out: 0, or 2 after a usage message for `verb`
- * ("bench attn") naming `flag`. */
+ * ("bench attn") naming the option `flag` (its long name, without "--"). */
 int gb_bench_parse_long(const char *verb, const char *flag, const char *text, long lo, long hi,
                         long *out);
 
 /* A comma-separated list of at most `max` names into names[] (*count of them): 0, or 2
- * after a usage message naming `flag`. */
+ * after a usage message naming the option `flag` (without "--"). */
 int gb_bench_parse_names(const char *verb, const char *flag, const char *text,
                          char (*names)[GB_BENCH_NAME_CAP], int max, int *count);
 

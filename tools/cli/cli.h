@@ -1,9 +1,11 @@
-/* The `gearbox` command line: one function per verb, plus the option handling they share
- * (`--set section.key=value`, `--plugin-path DIRS`, `--help`). */
+/* The `gearbox` command line: one function per verb, plus what their option handling
+ * shares (`--set section.key=value`, `--plugin-path DIRS`); options.h turns each verb's
+ * table of options into getopt_long's and into its --help. */
 #ifndef GB_CLI_H
 #define GB_CLI_H
 
 #include "config.h"
+#include "options.h"
 
 int gb_cmd_train(int argc, char **argv);
 int gb_cmd_prepare(int argc, char **argv);
@@ -20,7 +22,16 @@ int gb_cmd_export(int argc, char **argv);
 
 #define GB_CLI_MAX_SETS 256
 
-/* What `train` and `check` share: a config file with overrides and a plugin path. */
+/* The option-table entries the verbs that read a config share (options.h). */
+#define GB_CLI_OPTION_SET                                                                  \
+    {"set", 0, "section.key=value", "override one key of the config (repeatable),\n"        \
+     "e.g. --set run.steps=100"}
+#define GB_CLI_OPTION_PLUGIN_PATH                                                          \
+    {"plugin-path", 0, "DIRS", "':'-separated plugin folders, searched before\n"            \
+     "GEARBOX_PLUGIN_PATH, [run] plugin_path and the built-in folder"}
+
+/* What `train`, `check` and `bench step` share: a config file with overrides and a
+ * plugin path. */
 typedef struct gb_cli_run {
     const char *config_path;
     const char *plugin_path;
@@ -30,15 +41,25 @@ typedef struct gb_cli_run {
     gb_config *cfg;            /* loaded, overrides applied */
 } gb_cli_run;
 
-/* The argument part of gb_cli_parse_run: fills run but loads nothing (run->cfg stays
- * NULL). 0, or the exit status after printing the problem (2). */
-int gb_cli_parse_run_args(int argc, char **argv, int allow_resume, gb_cli_run *run);
+/* A verb's own option (its index in spec->options) with its value (NULL for a flag):
+ * 0, or the exit status after printing the problem. */
+typedef int (*gb_cli_option_fn)(void *ctx, int option, const char *value);
 
-/* Parses "CONFIG [--set s.k=v]... [--plugin-path DIRS] [--resume CKPT]" (resume only when
- * allow_resume), loads the config and applies the overrides. Returns 0, or the exit
- * status after printing the problem (2: usage or config error). */
-int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
-                     gb_cli_run *run);
+/* Parses "CONFIG [OPTIONS]" against spec into run (zeroed by the caller), loading nothing
+ * (run->cfg stays NULL): the options named set, plugin-path and resume fill run; any other
+ * goes to `own` (NULL when spec has none). run->config_path, when set before the call, is
+ * the default for a CONFIG left out; else CONFIG is required. 0, -1 after --help, or the
+ * exit status after printing the problem (2). */
+int gb_cli_parse_run_args(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run *run,
+                          gb_cli_option_fn own, void *ctx);
+
+/* gb_cli_parse_run_args, then loads the config and applies the overrides. 0, -1 after
+ * --help, or the exit status after printing the problem (2: usage or config error). */
+int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run *run,
+                     gb_cli_option_fn own, void *ctx);
+
+/* train's command line, for the fuzz target of its parser. */
+extern const gb_cli_spec gb_cli_train_spec;
 
 /* What `gearbox sample` was asked for. */
 typedef struct gb_sample_args {
@@ -53,11 +74,13 @@ typedef struct gb_sample_args {
  * the problem (2). */
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a);
 
-/* Value of "--flag VALUE" or "--flag=VALUE" at argv[*i], advancing *i; NULL if argv[*i]
- * is not that flag. *missing is set when the flag has no value. */
+/* The hand-rolled parsing of sample, prepare, import and export; both go when those verbs
+ * move to option tables (options.h). Value of "--flag VALUE" or "--flag=VALUE" at argv[*i],
+ * advancing *i; NULL if argv[*i] is not that flag. *missing is set when the flag has no
+ * value. */
 const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, int *missing);
 
-/* 1 when argv holds -h or --help (then `usage` has been printed). */
+/* 1 when argv holds -h or --help (then `usage` has been printed); see above. */
 int gb_cli_wants_help(int argc, char **argv, const char *usage);
 
 /* Re-executes gearbox with GOMP_SPINCOUNT bounded unless OMP_WAIT_POLICY or

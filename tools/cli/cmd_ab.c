@@ -13,32 +13,44 @@
 #include "cli.h"
 #include "fsutil.h"
 
-static const char usage[] =
-    "usage: gearbox ab CONFIG --variant NAME:[section.key=value[,...]] --variant ... [OPTIONS]\n"
-    "       gearbox ab A.ini B.ini [MORE.ini...] [OPTIONS]\n"
-    "\n"
-    "Trains every variant from the same seed on the same batches, each run a `gearbox train`\n"
-    "child process, repeated and interleaved (A B A B ...), then compares each variant with\n"
-    "the baseline: step time, tokens/s, the speed ratio with a 95% confidence interval,\n"
-    "planned and peak memory, and how far the loss curves differ.\n"
-    "\n"
-    "  --variant NAME:OVERRIDES  a variant: a name, then comma-separated overrides of CONFIG\n"
-    "                            (`--variant base:` has none); two or more. A piece without\n"
-    "                            '=' continues the previous value (a value with a comma)\n"
-    "  --baseline NAME           compare with this variant (default: the first variant with\n"
-    "                            no overrides, else the first)\n"
-    "  --steps N                 steps per run (default 50)\n"
-    "  --warmup W                first steps not timed (default 5)\n"
-    "  --repeats R               runs per variant (default 3)\n"
-    "  --tolerance X             loss differences up to X read as the same curve (default 1e-4)\n"
-    "  --set section.key=value   override for every variant (repeatable)\n"
-    "  --out DIR                 the report folder (default out/ab-YYYYmmdd-HHMMSS)\n"
-    "  --plugin-path DIRS        ':'-separated plugin folders searched first\n"
-    "\n"
-    "With config files only (A.ini B.ini), each file is a variant named after it and the\n"
-    "first is the baseline. The report folder gets summary.md, loss.svg, step_times.svg, and\n"
-    "per variant its effective config and each run's metrics.jsonl and logs (docs/ab.md).\n"
-    "Exit status: 0 every variant ran, 1 one failed, 2 bad arguments, 130 interrupted.\n";
+enum { OPT_VARIANT, OPT_BASELINE, OPT_STEPS, OPT_WARMUP, OPT_REPEATS, OPT_TOLERANCE, OPT_SET,
+       OPT_OUT, OPT_PLUGIN_PATH };
+
+static const gb_cli_option options[] = {
+    [OPT_VARIANT] = {"variant", 0, "NAME:OVERRIDES",
+                     "a variant: a name, then comma-separated overrides of CONFIG\n"
+                     "(`--variant base:` has none); two or more. A piece without\n"
+                     "'=' continues the previous value (a value with a comma)"},
+    [OPT_BASELINE] = {"baseline", 0, "NAME", "compare with this variant (default: the first "
+                      "variant with\nno overrides, else the first)"},
+    [OPT_STEPS] = {"steps", 0, "N", "steps per run (default 50)"},
+    [OPT_WARMUP] = {"warmup", 0, "W", "first steps not timed (default 5)"},
+    [OPT_REPEATS] = {"repeats", 0, "R", "runs per variant (default 3)"},
+    [OPT_TOLERANCE] = {"tolerance", 0, "X", "loss differences up to X read as the same curve "
+                       "(default 1e-4)"},
+    [OPT_SET] = {"set", 0, "section.key=value", "override for every variant (repeatable)"},
+    [OPT_OUT] = {"out", 0, "DIR", "the report folder (default out/ab-YYYYmmdd-HHMMSS)"},
+    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    {0},
+};
+
+static const gb_cli_spec spec = {
+    .verb = "ab",
+    .usage = "gearbox ab CONFIG --variant NAME:[section.key=value[,...]] --variant ... [OPTIONS]\n"
+             "       gearbox ab A.ini B.ini [MORE.ini...] [OPTIONS]",
+    .about =
+        "Trains every variant from the same seed on the same batches, each run a `gearbox train`\n"
+        "child process, repeated and interleaved (A B A B ...), then compares each variant with\n"
+        "the baseline: step time, tokens/s, the speed ratio with a 95% confidence interval,\n"
+        "planned and peak memory, and how far the loss curves differ. Every figure comes from\n"
+        "the metrics.jsonl each run writes.\n",
+    .options = options,
+    .notes =
+        "With config files only (A.ini B.ini), each file is a variant named after it and the\n"
+        "first is the baseline. The report folder gets summary.md, loss.svg, step_times.svg, and\n"
+        "per variant its effective config and each run's metrics.jsonl and logs (docs/ab.md).\n"
+        "Exit status: 0 every variant ran, 1 one failed, 2 bad arguments, 130 interrupted.\n",
+};
 
 enum { MAX_ITEMS = 64 };
 
@@ -83,54 +95,57 @@ static int add_item(const char **items, int *n, const char *value, const char *w
     return 0;
 }
 
-/* Parses one option at argv[*i]: 0, the exit status of a usage error, or 1 when argv[*i]
- * is not an option. */
-static int parse_option(int argc, char **argv, int *i, ab_args *a)
+/* One option with its value into a: 0, or the exit status of a usage error. */
+static int parse_option(int opt, const char *v, ab_args *a)
 {
-    int missing = 0;
-    const char *v;
-    if ((v = gb_cli_flag_value(argc, argv, i, "--variant", &missing)))
-        return add_item(a->specs, &a->n_specs, v, "--variant flags");
-    if ((v = gb_cli_flag_value(argc, argv, i, "--set", &missing))) {
+    switch (opt) {
+    case OPT_VARIANT:
+        return add_item(a->specs, &a->n_specs, v, "--variant options");
+    case OPT_SET:
         if (a->n_sets == 256)
-            return gb_cli_usage_error("ab", "too many --set flags");
+            return gb_cli_usage_error("ab", "too many --set options (at most 256)");
         a->sets[a->n_sets++] = v;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--baseline", &missing))) {
+        return 0;
+    case OPT_BASELINE:
         a->baseline = v;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--out", &missing))) {
+        return 0;
+    case OPT_OUT:
         a->out = v;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--plugin-path", &missing))) {
+        return 0;
+    case OPT_PLUGIN_PATH:
         a->plugin_path = v;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--steps", &missing))) {
-        if (parse_count(v, 1, &a->steps))
-            return gb_cli_usage_error("ab", "--steps %s: expected a whole number, 1 or more", v);
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--warmup", &missing))) {
-        if (parse_count(v, 0, &a->warmup))
-            return gb_cli_usage_error("ab", "--warmup %s: expected a whole number, 0 or more", v);
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--repeats", &missing))) {
-        if (parse_count(v, 1, &a->repeats) || a->repeats > 1000)
-            return gb_cli_usage_error("ab", "--repeats %s: expected a whole number from 1 to "
-                                      "1000", v);
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--tolerance", &missing))) {
-        if (parse_tolerance(v, &a->tolerance))
-            return gb_cli_usage_error("ab", "--tolerance %s: expected a number, 0 or more", v);
-    } else if (missing) {
-        return gb_cli_usage_error("ab", "%s needs a value", argv[*i]);
-    } else if (argv[*i][0] == '-') {
-        return gb_cli_usage_error("ab", "unknown option %s", argv[*i]);
-    } else {
-        return 1;
+        return 0;
+    case OPT_STEPS:
+        return parse_count(v, 1, &a->steps)
+                   ? gb_cli_usage_error("ab", "--steps %s: expected a whole number, 1 or more", v)
+                   : 0;
+    case OPT_WARMUP:
+        return parse_count(v, 0, &a->warmup)
+                   ? gb_cli_usage_error("ab", "--warmup %s: expected a whole number, 0 or more", v)
+                   : 0;
+    case OPT_REPEATS:
+        return parse_count(v, 1, &a->repeats) || a->repeats > 1000
+                   ? gb_cli_usage_error("ab", "--repeats %s: expected a whole number from 1 "
+                                        "to 1000", v)
+                   : 0;
+    default: /* OPT_TOLERANCE */
+        return parse_tolerance(v, &a->tolerance)
+                   ? gb_cli_usage_error("ab", "--tolerance %s: expected a number, 0 or more", v)
+                   : 0;
     }
-    return 0;
 }
 
+/* The command line into a: 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, ab_args *a)
 {
     *a = (ab_args){.steps = 50, .warmup = 5, .repeats = 3, .tolerance = 1e-4};
-    for (int i = 1; i < argc; i++) {
-        int rc = parse_option(argc, argv, &i, a);
-        if (rc == 1)
-            rc = add_item(a->configs, &a->n_configs, argv[i], "config files");
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_EXIT)
+            return p.status ? p.status : -1;
+        rc = opt == GB_CLI_OPERAND ? add_item(a->configs, &a->n_configs, p.value, "config files")
+                                   : parse_option(opt, p.value, a);
         if (rc)
             return rc;
     }
@@ -381,12 +396,10 @@ static char *command_line(int argc, char **argv)
 
 int gb_cmd_ab(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
     ab_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) {

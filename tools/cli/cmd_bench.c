@@ -5,31 +5,38 @@
 #include "bench.h"
 #include "cli.h"
 
-static const char usage[] =
-    "usage: gearbox bench KIND [OPTIONS]\n"
-    "\n"
-    "Microbenchmarks that print measured figures next to this machine's limits:\n"
-    "  attn    forward+backward time and extra memory of each attention plugin, by T\n"
-    "  optim   optimizer step time, bytes moved and GB/s, against a STREAM-style triad\n"
-    "  matmul  sgemm GFLOP/s at the model's shapes (configs S and M), against the peak\n"
-    "  step    ms per training step, tokens/s and MFU for a config\n"
-    "\n"
-    "`gearbox bench KIND --help` lists each one's options.\n";
+static const gb_cli_option options[] = {{0}};
+
+static const gb_cli_spec spec = {
+    .verb = "bench",
+    .usage = "gearbox bench KIND [OPTIONS]",
+    .about =
+        "Microbenchmarks that print measured figures next to this machine's limits:\n"
+        "  attn    forward+backward time and extra memory of each attention plugin, by T\n"
+        "  optim   optimizer step time, bytes moved and GB/s, against a STREAM-style triad\n"
+        "  matmul  sgemm GFLOP/s at the model's shapes (configs S and M), against the peak\n"
+        "  step    ms per training step, tokens/s and MFU for a config\n",
+    .options = options,
+    .notes = "`gearbox bench KIND --help` lists each one's options.\n",
+    .stop_at_operand = 1,
+};
 
 int gb_cmd_bench(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    if (strcmp(argv[1], "attn") == 0)
-        return gb_bench_attn(argc - 1, argv + 1);
-    if (strcmp(argv[1], "optim") == 0)
-        return gb_bench_optim(argc - 1, argv + 1);
-    if (strcmp(argv[1], "matmul") == 0)
-        return gb_bench_matmul(argc - 1, argv + 1);
-    if (strcmp(argv[1], "step") == 0)
-        return gb_bench_step(argc - 1, argv + 1);
+    static const struct {
+        const char *name;
+        int (*run)(int, char **);
+    } kinds[] = {{"attn", gb_bench_attn}, {"optim", gb_bench_optim},
+                 {"matmul", gb_bench_matmul}, {"step", gb_bench_step}};
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    if (gb_cli_next(&p) == GB_CLI_EXIT)
+        return p.status;
+    if (p.next == argc)
+        return gb_cli_usage_error("bench", "missing KIND (attn, optim, matmul or step)");
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        if (strcmp(argv[p.next], kinds[k].name) == 0)
+            return kinds[k].run(argc - p.next, argv + p.next);
     return gb_cli_usage_error("bench", "unknown benchmark '%s' (attn, optim, matmul, step)",
-                              argv[1]);
+                              argv[p.next]);
 }

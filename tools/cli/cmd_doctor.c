@@ -22,18 +22,23 @@
 #include "runtime.h"
 #include "settings.h"
 
-static const char usage[] =
-    "usage: gearbox doctor [CONFIG] [--plugin-path DIRS]\n"
-    "\n"
-    "Reports what this machine and build offer a training run: CPU model and features,\n"
-    "threads, the BLAS library (oneDNN) and its version, a measured 1024^3 sgemm through\n"
-    "the device plugin and STREAM triad bandwidth, the GPU device/cuda opens (or why it\n"
-    "cannot) and NVML's figures of it (memory, utilisation, power, temperature; or why\n"
-    "there are none), CUDA and MPI libraries, the plugin search path with every plugin\n"
-    "found, and warnings, each with its fix. With CONFIG,\n"
-    "its [run] threads, [run] plugin_path and [device] plugin are the ones checked.\n"
-    "Takes a few seconds. Exit status: 0 (warnings are advice), 2 on a bad command line\n"
-    "or CONFIG.\n";
+static const gb_cli_option options[] = {GB_CLI_OPTION_PLUGIN_PATH, {0}};
+
+static const gb_cli_spec spec = {
+    .verb = "doctor",
+    .usage = "gearbox doctor [CONFIG] [--plugin-path DIRS]",
+    .about =
+        "Reports what this machine and build offer a training run: CPU model and features,\n"
+        "threads, the BLAS library (oneDNN) and its version, a measured 1024^3 sgemm through\n"
+        "the device plugin and STREAM triad bandwidth, the GPU device/cuda opens (or why it\n"
+        "cannot) and NVML's figures of it (memory, utilisation, power, temperature; or why\n"
+        "there are none), CUDA and MPI libraries, the plugin search path with every plugin\n"
+        "found, and warnings, each with its fix. With CONFIG,\n"
+        "its [run] threads, [run] plugin_path and [device] plugin are the ones checked.\n"
+        "Takes a few seconds. Exit status: 0 (warnings are advice), 2 on a bad command line\n"
+        "or CONFIG.\n",
+    .options = options,
+};
 
 #define MAX_WARNINGS 32
 
@@ -356,30 +361,33 @@ static void print_warnings(const warnings *w)
 
 /* ---- the verb ------------------------------------------------------------------------ */
 
+/* 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, const char **config_path,
                       const char **plugin_path)
 {
     *config_path = *plugin_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--plugin-path") == 0 && i + 1 < argc)
-            *plugin_path = argv[++i];
-        else if (strncmp(argv[i], "--plugin-path=", 14) == 0)
-            *plugin_path = argv[i] + 14;
-        else if (argv[i][0] != '-' && !*config_path)
-            *config_path = argv[i];
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_EXIT)
+            return p.status ? p.status : -1;
+        if (opt != GB_CLI_OPERAND)
+            *plugin_path = p.value;
+        else if (!*config_path)
+            *config_path = p.value;
         else
-            return gb_cli_usage_error("doctor", "unexpected argument %s", argv[i]);
+            return gb_cli_usage_error("doctor", "unexpected argument %s (one CONFIG only)",
+                                      p.value);
     }
     return 0;
 }
 
 int gb_cmd_doctor(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
     const char *config_path, *plugin_path;
-    if (parse_args(argc, argv, &config_path, &plugin_path))
-        return 2;
+    int rc = parse_args(argc, argv, &config_path, &plugin_path);
+    if (rc)
+        return rc < 0 ? 0 : rc;
     gb_diag diag = {0};
     gb_config *cfg = config_path ? gb_config_load(config_path, &diag)
                                  : gb_config_load_string("", "defaults", "/", &diag);

@@ -23,24 +23,31 @@
 
 #define MAX_NAME 40
 
-static const char usage[] =
-    "usage: gearbox new-plugin [--cuda] KIND NAME DIR\n"
-    "\n"
-    "Writes a plugin that builds and loads but does nothing yet, to start from:\n"
-    "  DIR/meson.build   builds KIND-NAME-cpu.so (device-NAME.so for a device) against\n"
-    "                    gearbox's headers, found with pkg-config (gearbox-plugin)\n"
-    "  DIR/NAME.c        every entry of the KIND vtable, each a stub that answers\n"
-    "                    GB_ERR_UNSUPPORTED with a \"TODO\" message\n"
-    "  DIR/README.md     how to build it, list it, check it and select it in a config\n"
-    "KIND is device, attn, optim, precision or comm; NAME is lower_snake_case (what\n"
-    "`[KIND] plugin = NAME` will select). DIR must not exist or be empty; its parent must\n"
-    "exist. Then: meson setup DIR/build DIR && ninja -C DIR/build, and\n"
-    "gearbox test-plugin DIR/build/KIND-NAME-cpu.so runs the conformance checks.\n"
-    "\n"
-    "  --cuda   for attn and optim: a plugin for the cuda device, built with nvcc (sm_80,\n"
-    "           sm_90, warnings as errors) as KIND-NAME-cuda.so: DIR/NAME.cu, whose\n"
-    "           create() checks for the cuda device and a GPU and keeps the device's\n"
-    "           compute stream, and DIR/cuda_status.h (CUDA errors as gearbox's)\n";
+static const gb_cli_option options[] = {
+    {"cuda", 0, NULL, "for attn and optim: a plugin for the cuda device, built with nvcc\n"
+     "(sm_80, sm_90, warnings as errors) as KIND-NAME-cuda.so: DIR/NAME.cu,\n"
+     "whose create() checks for the cuda device and a GPU and keeps the\n"
+     "device's compute stream, and DIR/cuda_status.h (CUDA errors as\n"
+     "gearbox's)"},
+    {0},
+};
+
+static const gb_cli_spec spec = {
+    .verb = "new-plugin",
+    .usage = "gearbox new-plugin [--cuda] KIND NAME DIR",
+    .about =
+        "Writes a plugin that builds and loads but does nothing yet, to start from:\n"
+        "  DIR/meson.build   builds KIND-NAME-cpu.so (device-NAME.so for a device) against\n"
+        "                    gearbox's headers, found with pkg-config (gearbox-plugin)\n"
+        "  DIR/NAME.c        every entry of the KIND vtable, each a stub that answers\n"
+        "                    GB_ERR_UNSUPPORTED with a \"TODO\" message\n"
+        "  DIR/README.md     how to build it, list it, check it and select it in a config\n"
+        "KIND is device, attn, optim, precision or comm; NAME is lower_snake_case (what\n"
+        "`[KIND] plugin = NAME` will select). DIR must not exist or be empty; its parent must\n"
+        "exist. Then: meson setup DIR/build DIR && ninja -C DIR/build, and\n"
+        "gearbox test-plugin DIR/build/KIND-NAME-cpu.so runs the conformance checks.\n",
+    .options = options,
+};
 
 static const char *template_text(const char *name)
 {
@@ -149,34 +156,43 @@ static void plan_files(scaffold_plan *plan, const char *kind, const char *name, 
     add_file(plan, "README.md", "README.md.in");
 }
 
-/* Takes --cuda out of argv (anywhere); the other arguments keep their order. */
-static int take_cuda_flag(int *argc, char **argv)
+/* --cuda into *cuda and the three operands into operands[]: 0, -1 after --help, or the
+ * exit status of a usage error. */
+static int parse_args(int argc, char **argv, int *cuda, const char *operands[3])
 {
-    int cuda = 0, kept = 1;
-    for (int i = 1; i < *argc; i++) {
-        if (strcmp(argv[i], "--cuda") == 0)
-            cuda = 1;
+    int n = 0;
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_EXIT)
+            return p.status ? p.status : -1;
+        if (opt != GB_CLI_OPERAND)
+            *cuda = 1;
+        else if (n < 3)
+            operands[n++] = p.value;
         else
-            argv[kept++] = argv[i];
+            return gb_cli_usage_error("new-plugin", "unexpected argument %s (expected KIND "
+                                      "NAME DIR)", p.value);
     }
-    *argc = kept;
-    return cuda;
+    if (n < 3)
+        return gb_cli_usage_error("new-plugin", "expected KIND NAME DIR, got %d argument%s", n,
+                                  n == 1 ? "" : "s");
+    return 0;
 }
 
 int gb_cmd_new_plugin(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
-    int cuda = take_cuda_flag(&argc, argv);
-    if (argc != 4)
-        return gb_cli_usage_error("new-plugin", "expected KIND NAME DIR, got %d argument%s",
-                                  argc - 1, argc == 2 ? "" : "s");
-    const char *name = argv[2], *dir = argv[3];
+    int cuda = 0;
+    const char *operands[3];
+    int rc = parse_args(argc, argv, &cuda, operands);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    const char *name = operands[1], *dir = operands[2];
     /* the kind's own name from here on: the loader's constant, never NULL */
-    const char *kind = gb_kind_name(gb_kind_from_name(argv[1]));
+    const char *kind = gb_kind_name(gb_kind_from_name(operands[0]));
     if (!kind)
         return gb_cli_usage_error("new-plugin", "unknown kind '%s' (device, attn, optim, "
-                                  "precision, comm)", argv[1]);
+                                  "precision, comm)", operands[0]);
     if (!valid_name(name))
         return gb_cli_usage_error("new-plugin", "name '%s': use lower_snake_case (a letter, "
                                   "then letters, digits or '_'), at most %d characters", name,

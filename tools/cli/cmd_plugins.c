@@ -7,15 +7,20 @@
 #include "cli.h"
 #include "loader.h"
 
-static const char usage[] =
-    "usage: gearbox plugins [KIND] [--plugin-path DIRS]\n"
-    "       gearbox plugins show NAME [--plugin-path DIRS]\n"
-    "\n"
-    "Lists the plugins found on the search path (--plugin-path, GEARBOX_PLUGIN_PATH, the\n"
-    "built-in folder): kind, name, version, devices and file. KIND is one of device, attn,\n"
-    "optim, precision, comm. `show NAME` (or KIND/NAME when names clash) prints one plugin\n"
-    "with every config key: type, default, range or choices, and what it does.\n"
-    "Plugins that fail to load are reported with the reason, and the exit status is 1.\n";
+static const gb_cli_option options[] = {GB_CLI_OPTION_PLUGIN_PATH, {0}};
+
+static const gb_cli_spec spec = {
+    .verb = "plugins",
+    .usage = "gearbox plugins [KIND] [--plugin-path DIRS]\n"
+             "       gearbox plugins show NAME [--plugin-path DIRS]",
+    .about =
+        "Lists the plugins found on the search path (--plugin-path, GEARBOX_PLUGIN_PATH, the\n"
+        "built-in folder): kind, name, version, devices and file. KIND is one of device, attn,\n"
+        "optim, precision, comm. `show NAME` (or KIND/NAME when names clash) prints one plugin\n"
+        "with every config key: type, default, range or choices, and what it does.\n"
+        "Plugins that fail to load are reported with the reason, and the exit status is 1.\n",
+    .options = options,
+};
 
 static const char *const type_names[] = {"int", "float", "bool", "string", "enum"};
 
@@ -115,19 +120,27 @@ static void list(const gb_plugin **all, int n)
 
 int gb_cmd_plugins(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
     const char *plugin_path = NULL, *kind_name = NULL, *show_name = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--plugin-path") == 0 && i + 1 < argc)
-            plugin_path = argv[++i];
-        else if (strcmp(argv[i], "show") == 0 && i + 1 < argc)
-            show_name = argv[++i];
-        else if (!kind_name && gb_kind_from_name(argv[i]))
-            kind_name = argv[i];
+    int show = 0;
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_EXIT)
+            return p.status;
+        if (opt != GB_CLI_OPERAND)
+            plugin_path = p.value;
+        else if (show && !show_name)
+            show_name = p.value;
+        else if (!show && strcmp(p.value, "show") == 0)
+            show = 1;
+        else if (!show && !kind_name && gb_kind_from_name(p.value))
+            kind_name = p.value;
         else
-            return gb_cli_usage_error("plugins", "unexpected argument %s", argv[i]);
+            return gb_cli_usage_error("plugins", "unexpected argument %s (expected KIND, or "
+                                      "show NAME)", p.value);
     }
+    if (show && !show_name)
+        return gb_cli_usage_error("plugins", "show needs a NAME (or KIND/NAME)");
     gb_loader *loader = gb_loader_new();
     gb_loader_add_path(loader, plugin_path);
     gb_loader_add_path(loader, getenv("GEARBOX_PLUGIN_PATH"));

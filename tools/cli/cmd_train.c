@@ -15,32 +15,40 @@
 #include "runtime.h"
 #include "train.h"
 
-static const char train_usage[] =
-    "usage: gearbox train CONFIG [--set section.key=value]... [--resume CHECKPOINT]\n"
-    "                     [--plugin-path DIRS]\n"
-    "\n"
-    "Trains the GPT described by the INI file CONFIG (see examples/shakespeare_char.ini).\n"
-    "Relative paths in CONFIG resolve against CONFIG's folder. Every section and key is\n"
-    "validated before any work starts; `gearbox check CONFIG` shows the effective values.\n"
-    "\n"
-    "  --set section.key=value  override one key (repeatable), e.g. --set run.steps=100\n"
-    "  --resume CHECKPOINT      continue a run from a checkpoint it wrote; the steps that\n"
-    "                           follow give the same losses as the uninterrupted run\n"
-    "  --plugin-path DIRS       ':'-separated plugin folders searched first\n"
-    "\n"
-    "Writes OUT_DIR/metrics.jsonl (one JSON object per logged step and per evaluation) and\n"
-    "OUT_DIR/ckpt-STEP.gbk every [run] checkpoint_every steps and at the end. Ctrl-C or\n"
-    "SIGTERM (a scheduler preempting the job) stops after the current step and writes a\n"
-    "checkpoint.\n"
-    "Data-parallel: start it under mpirun with --set comm.plugin=mpi; [data] batch_size is\n"
-    "then the global batch and only rank 0 prints and writes (docs/distributed.md).\n"
-    "Exit status: 0 done, 1 failed while training, 2 refused before starting, 130 interrupted.\n";
+static const gb_cli_option train_options[] = {
+    GB_CLI_OPTION_SET,
+    {"resume", 0, "CHECKPOINT", "continue a run from a checkpoint it wrote; the steps that\n"
+     "follow give the same losses as the uninterrupted run"},
+    GB_CLI_OPTION_PLUGIN_PATH,
+    {0},
+};
+
+const gb_cli_spec gb_cli_train_spec = {
+    .verb = "train",
+    .usage = "gearbox train CONFIG [--set section.key=value]... [--resume CHECKPOINT]\n"
+             "                     [--plugin-path DIRS]",
+    .about =
+        "Trains the GPT described by the INI file CONFIG (see examples/shakespeare_char.ini).\n"
+        "Relative paths in CONFIG resolve against CONFIG's folder. Every section and key is\n"
+        "validated before any work starts; `gearbox check CONFIG` shows the effective values.\n",
+    .options = train_options,
+    .notes =
+        "Writes OUT_DIR/metrics.jsonl (one JSON object per logged step and per evaluation, and\n"
+        "a summary with the memory figures at the end), OUT_DIR/manifest.json and\n"
+        "OUT_DIR/ckpt-STEP.gbk every [run] checkpoint_every steps and at the end. Ctrl-C or\n"
+        "SIGTERM (a scheduler preempting the job) stops after the current step and writes a\n"
+        "checkpoint.\n"
+        "Data-parallel: start it under mpirun with --set comm.plugin=mpi; [data] batch_size is\n"
+        "then the global batch and only rank 0 prints and writes (docs/distributed.md).\n"
+        "Exit status: 0 done, 1 failed while training, 2 refused before starting, 130\n"
+        "interrupted.\n",
+};
 
 int gb_cmd_train(int argc, char **argv)
 {
     gb_train_catch_signals();
-    gb_cli_run run;
-    int rc = gb_cli_parse_run(argc, argv, train_usage, 1, &run);
+    gb_cli_run run = {0};
+    int rc = gb_cli_parse_run(&gb_cli_train_spec, argc, argv, &run, NULL, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     gb_train_options opts = {run.plugin_path, run.resume};
@@ -49,14 +57,24 @@ int gb_cmd_train(int argc, char **argv)
     return rc;
 }
 
-static const char check_usage[] =
-    "usage: gearbox check CONFIG [--set section.key=value]... [--plugin-path DIRS]\n"
-    "\n"
-    "Validates CONFIG as `gearbox train` would (every section and key, the data folder,\n"
-    "every plugin: found, loadable, right ABI, kind and device, able to start), then prints\n"
-    "the plugins chosen, the data folder's layout (gearbox, nanoGPT or llm.c) with the\n"
-    "tokens of each split, and the effective configuration with every default filled in.\n"
-    "Exit status: 0 when the config would train, 2 otherwise.\n";
+static const gb_cli_option check_options[] = {
+    GB_CLI_OPTION_SET,
+    GB_CLI_OPTION_PLUGIN_PATH,
+    {0},
+};
+
+static const gb_cli_spec check_spec = {
+    .verb = "check",
+    .usage = "gearbox check CONFIG [--set section.key=value]... [--plugin-path DIRS]",
+    .about =
+        "Validates CONFIG as `gearbox train` would (every section and key, the data folder,\n"
+        "every plugin: found, loadable, right ABI, kind and device, able to start), then prints\n"
+        "the plugins chosen, the data folder's layout (gearbox, nanoGPT or llm.c) with the\n"
+        "tokens of each split, the memory plan, and the effective configuration with every\n"
+        "default filled in.\n",
+    .options = check_options,
+    .notes = "Exit status: 0 when the config would train, 2 otherwise.\n",
+};
 
 static void print_resolution(gb_runtime *rt)
 {
@@ -139,8 +157,8 @@ static int check_init_from(const gb_settings *s, gb_diag *diag)
 
 int gb_cmd_check(int argc, char **argv)
 {
-    gb_cli_run run;
-    int rc = gb_cli_parse_run(argc, argv, check_usage, 0, &run);
+    gb_cli_run run = {0};
+    int rc = gb_cli_parse_run(&check_spec, argc, argv, &run, NULL, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     gb_runtime rt;

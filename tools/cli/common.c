@@ -27,7 +27,9 @@ int gb_cli_usage_error(const char *verb, const char *fmt, ...)
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
     gb_escape_controls(raw, shown, sizeof shown);   /* it quotes the arguments */
-    fprintf(stderr, "gearbox %s: %s\n(see `gearbox %s --help`)\n", verb, shown, verb);
+    const char *space = *verb ? " " : "";   /* "" is gearbox itself, before a verb */
+    fprintf(stderr, "gearbox%s%s: %s\n(see `gearbox%s%s --help`)\n", space, verb, shown, space,
+            verb);
     return 2;
 }
 
@@ -58,44 +60,54 @@ const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, i
     return argv[++*i];
 }
 
-int gb_cli_parse_run_args(int argc, char **argv, int allow_resume, gb_cli_run *run)
+/* One of the run options set, plugin-path and resume into run: 0, 1 when `name` is
+ * another option, or the exit status of a usage error. */
+static int run_option(const char *verb, const char *name, const char *value, gb_cli_run *run)
 {
-    const char *verb = argv[0];
-    memset(run, 0, sizeof *run);
-    for (int i = 1; i < argc; i++) {
-        int missing = 0;
-        const char *v;
-        if ((v = gb_cli_flag_value(argc, argv, &i, "--set", &missing))) {
-            if (run->n_sets == GB_CLI_MAX_SETS)
-                return gb_cli_usage_error(verb, "too many --set flags");
-            run->sets[run->n_sets++] = v;
-        } else if ((v = gb_cli_flag_value(argc, argv, &i, "--plugin-path", &missing))) {
-            run->plugin_path = v;
-        } else if (allow_resume && (v = gb_cli_flag_value(argc, argv, &i, "--resume", &missing))) {
-            run->resume = v;
-        } else if (missing) {
-            return gb_cli_usage_error(verb, "%s needs a value", argv[i]);
-        } else if (argv[i][0] == '-') {
-            return gb_cli_usage_error(verb, "unknown option %s", argv[i]);
-        } else if (!run->config_path) {
-            run->config_path = argv[i];
-        } else {
-            return gb_cli_usage_error(verb, "unexpected argument %s", argv[i]);
-        }
+    if (strcmp(name, "set") == 0) {
+        if (run->n_sets == GB_CLI_MAX_SETS)
+            return gb_cli_usage_error(verb, "too many --set options (at most %d)",
+                                      GB_CLI_MAX_SETS);
+        run->sets[run->n_sets++] = value;
+    } else if (strcmp(name, "plugin-path") == 0) {
+        run->plugin_path = value;
+    } else if (strcmp(name, "resume") == 0) {
+        run->resume = value;
+    } else {
+        return 1;
     }
-    if (!run->config_path)
-        return gb_cli_usage_error(verb, "missing CONFIG (an INI file such as "
-                                  "examples/shakespeare_char.ini)");
     return 0;
 }
 
-int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
-                     gb_cli_run *run)
+int gb_cli_parse_run_args(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run *run,
+                          gb_cli_option_fn own, void *ctx)
 {
-    memset(run, 0, sizeof *run);
-    if (gb_cli_wants_help(argc, argv, usage))
-        return -1;
-    int rc = gb_cli_parse_run_args(argc, argv, allow_resume, run);
+    int named = 0, rc = 0;
+    gb_cli_parser p;
+    gb_cli_begin(&p, spec, argc, argv);
+    for (int opt; rc == 0 && (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_EXIT)
+            return p.status ? p.status : -1;
+        if (opt == GB_CLI_OPERAND && named)
+            return gb_cli_usage_error(spec->verb, "unexpected argument %s (one CONFIG only)",
+                                      p.value);
+        if (opt == GB_CLI_OPERAND) {
+            run->config_path = p.value;
+            named = 1;
+        } else if ((rc = run_option(spec->verb, spec->options[opt].name, p.value, run)) == 1) {
+            rc = own(ctx, opt, p.value);
+        }
+    }
+    if (rc == 0 && !run->config_path)
+        return gb_cli_usage_error(spec->verb, "missing CONFIG (an INI file such as "
+                                  "examples/shakespeare_char.ini)");
+    return rc;
+}
+
+int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run *run,
+                     gb_cli_option_fn own, void *ctx)
+{
+    int rc = gb_cli_parse_run_args(spec, argc, argv, run, own, ctx);
     if (rc)
         return rc;
     gb_diag diag = {0};

@@ -5,9 +5,7 @@
 #include "gearbox/plugin.h"
 #include "cli.h"
 
-static const char usage[] =
-    "usage: gearbox VERB [ARGS...]\n"
-    "\n"
+static const char verbs_text[] =
     "  train CONFIG [--set section.key=value]... [--resume CHECKPOINT]\n"
     "                                  train a GPT as the INI file says\n"
     "  check CONFIG [--set section.key=value]...\n"
@@ -39,16 +37,39 @@ static const char usage[] =
     "(':'-separated), searched before GEARBOX_PLUGIN_PATH, the config's [run] plugin_path\n"
     "and the built-in plugin folder.\n";
 
+enum { OPT_VERSION };
+
+static const gb_cli_option options[] = {
+    [OPT_VERSION] = {"version", 0, NULL, "print gearbox's version and plugin ABI and exit"},
+    {0},
+};
+
+static const gb_cli_spec spec = {
+    .verb = "",
+    .usage = "gearbox [--version] VERB [ARGS...]",
+    .about = verbs_text,
+    .options = options,
+    .stop_at_operand = 1,
+};
+
 int main(int argc, char **argv)
 {
     gb_cli_bound_openmp_spin(argv);
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    if (strcmp(argv[1], "--version") == 0) {
+    gb_cli_parser p;
+    gb_cli_begin(&p, &spec, argc, argv);
+    int opt = gb_cli_next(&p);
+    if (opt == GB_CLI_EXIT)
+        return p.status;
+    if (opt == OPT_VERSION) {
         printf("gearbox %s (plugin ABI %d.%d)\n", GB_VERSION, GB_ABI_MAJOR, GB_ABI_MINOR);
+        return 0;
+    }
+    if (p.next == argc) {
+        gb_cli_help(&spec, stderr);
+        return 2;
+    }
+    if (strcmp(argv[p.next], "help") == 0) {
+        gb_cli_help(&spec, stdout);
         return 0;
     }
     static const struct {
@@ -62,8 +83,9 @@ int main(int argc, char **argv)
         {"new-plugin", gb_cmd_new_plugin}, {"test-plugin", gb_cmd_test_plugin},
     };
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-        if (strcmp(argv[1], verbs[i].name) == 0)
-            return verbs[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "gearbox: unknown verb '%s'\n\n%s", argv[1], usage);
+        if (strcmp(argv[p.next], verbs[i].name) == 0)
+            return verbs[i].run(argc - p.next, argv + p.next);
+    fprintf(stderr, "gearbox: unknown verb '%s'\n\n", argv[p.next]);
+    gb_cli_help(&spec, stderr);
     return 2;
 }

@@ -1,0 +1,170 @@
+/* The option helper of every verb (tools/cli/options.c) on a table of its own: --help
+ * lists every option with its short form, value and help; options and operands come back
+ * in command-line order in each spelling getopt_long takes; an unknown option, a missing
+ * value, a value given to a flag and an ambiguous abbreviation exit with status 2 and a
+ * message that names the verb and the option and points to `gearbox VERB --help`; a verb
+ * that hands its operand on stops there. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static int failures;
+
+static void check(int ok, const char *what, int line)
+{
+    if (ok) {
+        printf("ok: %s\n", what);
+        return;
+    }
+    printf("FAIL: test_options.c:%d: %s\n", line, what);
+    failures++;
+}
+#define CHECK(cond) check((cond), #cond, __LINE__)
+
+enum { OPT_STEPS, OPT_SET, OPT_PROFILE, OPT_SEED };
+
+static const gb_cli_option options[] = {
+    [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
+    [OPT_SET] = {"set", 's', "K=V", "a config override,\nrepeatable"},
+    [OPT_PROFILE] = {"profile", 'p', NULL, "time every kernel call"},
+    [OPT_SEED] = {"seed", 0, "N", "the seed"},
+    {0},
+};
+
+static const gb_cli_spec spec = {
+    .verb = "demo",
+    .usage = "gearbox demo [OPTIONS] FILE...",
+    .about = "Does nothing, for the test.\n",
+    .options = options,
+    .notes = "Exit status: 0.\n",
+};
+
+/* What one parse gave: "name=value" for each option and "@operand" for each operand,
+ * space-separated, then "|status" when it stopped early; stderr's text in err. */
+static void parse(const gb_cli_spec *s, const char *line, char *got, size_t cap, char *err,
+                  size_t err_cap)
+{
+    char copy[512], *argv[32];
+    int argc = 0;
+    snprintf(copy, sizeof copy, "%s", line);
+    argv[argc++] = "demo";
+    for (char *rest = copy, *word; (word = strtok_r(rest, " ", &rest));)
+        argv[argc++] = word;
+    argv[argc] = NULL;
+
+    fflush(stderr);
+    FILE *capture = tmpfile();
+    int saved = dup(2);
+    dup2(fileno(capture), 2);
+    got[0] = '\0';
+    gb_cli_parser p;
+    gb_cli_begin(&p, s, argc, argv);
+    for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        size_t used = strlen(got);
+        if (opt == GB_CLI_EXIT) {
+            snprintf(got + used, cap - used, "|%d", p.status);
+            break;
+        }
+        if (opt == GB_CLI_OPERAND)
+            snprintf(got + used, cap - used, "%s@%s", used ? " " : "", p.value);
+        else
+            snprintf(got + used, cap - used, "%s%s=%s", used ? " " : "", s->options[opt].name,
+                     p.value ? p.value : "");
+    }
+    if (s->stop_at_operand && p.next < argc) {
+        size_t used = strlen(got);
+        snprintf(got + used, cap - used, " next=%s", argv[p.next]);
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(capture);
+    size_t n = fread(err, 1, err_cap - 1, capture);
+    err[n] = '\0';
+    fclose(capture);
+}
+
+static void expect(const char *line, const char *want, const char *want_err)
+{
+    char got[1024], err[2048];
+    parse(&spec, line, got, sizeof got, err, sizeof err);
+    int ok = strcmp(got, want) == 0 && (want_err ? strstr(err, want_err) != NULL : !*err);
+    if (ok && want_err)
+        ok = strstr(err, "gearbox demo: ") == err && strstr(err, "`gearbox demo --help`");
+    printf("%s: demo %s\n  -> %s\n%s", ok ? "ok" : "FAIL", line, got, err);
+    if (!ok) {
+        printf("  expected %s%s%s\n", want, want_err ? " and stderr with " : "",
+               want_err ? want_err : "");
+        failures++;
+    }
+}
+
+static void check_help(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    gb_cli_help(&spec, f);
+    fclose(f);
+    printf("%s", text);
+    CHECK(strncmp(text, "usage: gearbox demo [OPTIONS] FILE...\n", 38) == 0);
+    CHECK(strstr(text, "Does nothing, for the test.\n") && strstr(text, "Exit status: 0.\n"));
+    for (int i = 0; options[i].name; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "--%s%s%s", options[i].name, options[i].arg ? " " : "",
+                 options[i].arg ? options[i].arg : "");
+        check(strstr(text, label) != NULL, label, __LINE__);
+        if (options[i].short_name) {
+            snprintf(label, sizeof label, "-%c, --%s", options[i].short_name, options[i].name);
+            check(strstr(text, label) != NULL, label, __LINE__);
+        }
+        char first_line[64];
+        snprintf(first_line, sizeof first_line, "%.*s", (int)strcspn(options[i].help, "\n"),
+                 options[i].help);
+        check(strstr(text, first_line) != NULL, first_line, __LINE__);
+    }
+    CHECK(strstr(text, "-h, --help") != NULL);
+    /* a help of two lines continues under the first, in the same column */
+    const char *first = strstr(text, "a config override,\n");
+    const char *second = first ? strstr(first, "repeatable") : NULL;
+    const char *line_start = first;
+    while (line_start && line_start > text && line_start[-1] != '\n')
+        line_start--;
+    CHECK(first && second && second - (first + strlen("a config override,\n")) ==
+                                 first - line_start);
+    free(text);
+}
+
+int main(void)
+{
+    check_help();
+    expect("a --steps 5 b --steps=6", "@a steps=5 @b steps=6", NULL);
+    expect("-s x=1 -sy=2 --set z=3 -p f", "set=x=1 set=y=2 set=z=3 profile= @f", NULL);
+    expect("--ste 4 --pro", "steps=4 profile=", NULL);        /* unambiguous prefixes */
+    expect("--steps -3", "steps=-3", NULL);                  /* a value may start with '-' */
+    expect("a -- --steps -p", "@a @--steps @-p", NULL);      /* "--" ends the options */
+    expect("a --stepz 3", "@a|2", "unknown option --stepz");
+    expect("-x", "|2", "unknown option -x");
+    expect("--profile -px", "profile= profile=|2", "unknown option -x");  /* in a cluster */
+    expect("a --steps", "@a|2", "option --steps needs a value: --steps N");
+    expect("-s", "|2", "option --set needs a value: --set K=V");
+    expect("--profile=yes", "|2", "option --profile takes no value (--profile=yes)");
+    expect("--se 1", "|2", "option --se is ambiguous: --set or --seed?");
+    expect("a --help --bogus", "@a|0", NULL);                /* the help, on stdout */
+    expect("-h", "|0", NULL);
+
+    /* a verb whose first operand starts another command line stops there */
+    gb_cli_spec dispatch = spec;
+    dispatch.stop_at_operand = 1;
+    char got[256], err[1024];
+    parse(&dispatch, "-p attn --T 4", got, sizeof got, err, sizeof err);
+    printf("stop at operand: %s\n", got);
+    CHECK(strcmp(got, "profile= next=attn") == 0 && !*err);
+
+    /* the parser starts afresh each time, as verbs parsed one after another need */
+    expect("--steps 1", "steps=1", NULL);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,186 @@
+/* Options from one table per verb; see options.h. */
+#include "options.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* getopt_long hands back this plus the option's index for every long option, clear of
+ * the values it uses itself (1 for an operand, '?', ':', the short letters). */
+#define LONG_BASE 0x100
+
+static const gb_cli_option help_option = {"help", 'h', NULL, "print this help and exit"};
+
+static const gb_cli_option *option_at(const gb_cli_parser *p, int i)
+{
+    return i == p->n_options ? &help_option : &p->spec->options[i];
+}
+
+void gb_cli_begin(gb_cli_parser *p, const gb_cli_spec *spec, int argc, char **argv)
+{
+    memset(p, 0, sizeof *p);
+    p->spec = spec;
+    p->argc = argc;
+    p->argv = argv;
+    while (spec->options[p->n_options].name)
+        p->n_options++;
+    if (p->n_options > GB_CLI_MAX_OPTIONS) {   /* a table this code was not built for */
+        fprintf(stderr, "gearbox %s: %d options, more than GB_CLI_MAX_OPTIONS (%d)\n",
+                spec->verb, p->n_options, GB_CLI_MAX_OPTIONS);
+        abort();
+    }
+    /* '-': operands come back in order, argv is not permuted (`gearbox ab` quotes it in
+     * its report); '+': stop at the first operand; ':': a missing value is reported as
+     * such rather than as an unknown option */
+    char *s = p->shortopts;
+    *s++ = spec->stop_at_operand ? '+' : '-';
+    *s++ = ':';
+    for (int i = 0; i <= p->n_options; i++) {
+        const gb_cli_option *o = option_at(p, i);
+        p->longopts[i] = (struct option){o->name, o->arg ? required_argument : no_argument,
+                                         NULL, LONG_BASE + i};
+        if (o->short_name) {
+            *s++ = o->short_name;
+            if (o->arg)
+                *s++ = ':';
+        }
+    }
+    *s = '\0';
+    p->longopts[p->n_options + 1] = (struct option){0};
+    optind = 0;   /* glibc: start afresh (another verb's parse may have run before) */
+    opterr = 0;
+}
+
+static int index_of_short(const gb_cli_parser *p, int c)
+{
+    for (int i = 0; i <= p->n_options; i++)
+        if (option_at(p, i)->short_name == c)
+            return i;
+    return -1;
+}
+
+/* How many options the long argument `arg` ("--na" or "--na=v") abbreviates. */
+static int prefix_matches(const gb_cli_parser *p, const char *arg, char *names, size_t cap)
+{
+    size_t len = strcspn(arg + 2, "=");
+    int n = 0;
+    names[0] = '\0';
+    for (int i = 0; i <= p->n_options; i++) {
+        const char *name = option_at(p, i)->name;
+        if (strncmp(name, arg + 2, len) == 0) {
+            size_t used = strlen(names);
+            snprintf(names + used, cap - used, "%s--%s", n ? " or " : "", name);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* The usage error for what getopt_long refused: optopt holds the short letter, or for a
+ * long option its value from longopts (0 when unknown or ambiguous), which was then the
+ * last argument read. */
+static int refused(gb_cli_parser *p, int code)
+{
+    const char *verb = p->spec->verb;
+    int is_short = optopt > 0 && optopt < LONG_BASE;
+    int i = is_short ? index_of_short(p, optopt) : optopt ? optopt - LONG_BASE : -1;
+    const gb_cli_option *o = i >= 0 ? option_at(p, i) : NULL;
+    if (code == ':' && o)
+        return gb_cli_usage_error(verb, "option --%s needs a value: --%s %s", o->name, o->name,
+                                  o->arg);
+    if (is_short)
+        return gb_cli_usage_error(verb, "unknown option -%c", optopt);
+    const char *arg = p->argv[optind - 1];
+    if (o)
+        return gb_cli_usage_error(verb, "option --%s takes no value (%s)", o->name, arg);
+    char names[512];
+    if (prefix_matches(p, arg, names, sizeof names) > 1)
+        return gb_cli_usage_error(verb, "option %s is ambiguous: %s?", arg, names);
+    return gb_cli_usage_error(verb, "unknown option %s", arg);
+}
+
+int gb_cli_next(gb_cli_parser *p)
+{
+    if (p->after_dashes) {   /* getopt_long leaves what follows "--" in argv */
+        if (p->next == p->argc)
+            return GB_CLI_END;
+        p->value = p->argv[p->next++];
+        return GB_CLI_OPERAND;
+    }
+    int code = getopt_long(p->argc, p->argv, p->shortopts, p->longopts, NULL);
+    p->value = optarg;
+    int i = code >= LONG_BASE ? code - LONG_BASE : code > 1 ? index_of_short(p, code) : -1;
+    if (code == -1) {
+        p->next = optind;
+        if (p->spec->stop_at_operand)
+            return GB_CLI_END;
+        p->after_dashes = 1;
+        return gb_cli_next(p);
+    }
+    if (code == 1)
+        return GB_CLI_OPERAND;
+    if (code == '?' || code == ':' || i < 0) {
+        p->status = refused(p, code);
+        return GB_CLI_EXIT;
+    }
+    if (i == p->n_options) {
+        gb_cli_help(p->spec, stdout);
+        p->status = 0;
+        return GB_CLI_EXIT;
+    }
+    return i;
+}
+
+/* "  -s, --set section.key=value" */
+static void label_of(const gb_cli_option *o, char *buf, size_t cap)
+{
+    char letter[8] = "    ";
+    if (o->short_name)
+        snprintf(letter, sizeof letter, "-%c, ", o->short_name);
+    snprintf(buf, cap, "  %s--%s%s%s", letter, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+}
+
+/* The help of one option from column `column`, each of its lines indented to it. */
+static void print_option(FILE *f, const gb_cli_option *o, int column)
+{
+    char label[160];
+    label_of(o, label, sizeof label);
+    int width = (int)strlen(label);
+    if (width + 2 > column)
+        fprintf(f, "%s\n%*s", label, column, "");
+    else
+        fprintf(f, "%-*s", column, label);
+    for (const char *line = o->help; *line;) {
+        size_t len = strcspn(line, "\n");
+        fprintf(f, "%.*s\n", (int)len, line);
+        line += len;
+        if (*line == '\n' && *++line)
+            fprintf(f, "%*s", column, "");
+    }
+}
+
+void gb_cli_help(const gb_cli_spec *spec, FILE *f)
+{
+    enum { MAX_COLUMN = 30 };
+    int column = 0, n = 0;
+    char label[160];
+    for (; spec->options[n].name; n++) {
+        label_of(&spec->options[n], label, sizeof label);
+        int width = (int)strlen(label) + 2;
+        if (width <= MAX_COLUMN && width > column)
+            column = width;
+    }
+    label_of(&help_option, label, sizeof label);
+    if ((int)strlen(label) + 2 > column)
+        column = (int)strlen(label) + 2;
+    fprintf(f, "usage: %s\n", spec->usage);
+    if (spec->about)
+        fprintf(f, "\n%s", spec->about);
+    fputs("\noptions:\n", f);
+    for (int i = 0; i < n; i++)
+        print_option(f, &spec->options[i], column);
+    print_option(f, &help_option, column);
+    if (spec->notes)
+        fprintf(f, "\n%s", spec->notes);
+}

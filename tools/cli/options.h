@@ -1,0 +1,90 @@
+/* Command-line options from one table per subcommand, parsed with getopt_long.
+ *
+ * A verb describes its options once, as an array of gb_cli_option that ends with {0}.
+ * From that table gb_cli_begin builds getopt_long's `struct option` array and its short
+ * option string, and gb_cli_help prints the --help text (the usage lines, the text about
+ * the verb, every option with its argument and help, then the notes), so what the verb
+ * accepts and what --help says come from the same lines. Every table gets --help (and
+ * -h) without listing it. Errors name the verb and the option and point to
+ * `gearbox VERB --help`; they exit with status 2.
+ *
+ *     enum { OPT_STEPS, OPT_PROFILE };
+ *     static const gb_cli_option options[] = {
+ *         [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
+ *         [OPT_PROFILE] = {"profile", 'p', NULL, "also time every kernel call"},
+ *         {0}};
+ *     static const gb_cli_spec spec = {
+ *         .verb = "bench step", .usage = "gearbox bench step [CONFIG] [OPTIONS]",
+ *         .about = "Runs training steps of CONFIG ...", .options = options};
+ *
+ *     gb_cli_parser p;
+ *     gb_cli_begin(&p, &spec, argc, argv);      // argv[0] is the verb, as main passes it
+ *     for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+ *         switch (opt) {
+ *         case OPT_STEPS: ... p.value ...; break;
+ *         case OPT_PROFILE: ...; break;
+ *         case GB_CLI_OPERAND: ... p.value is the next non-option argument ...; break;
+ *         default: return p.status;             // GB_CLI_EXIT: --help (0) or an error (2)
+ *         }
+ *     }
+ *
+ * Options and operands come back in command-line order (they may be mixed); `--` ends
+ * the options. Long options take their value as `--name VALUE` or `--name=VALUE`, and
+ * may be shortened to any unambiguous prefix, as getopt_long allows. A verb whose
+ * operand starts another command line (`gearbox bench KIND ...`) sets stop_at_operand:
+ * parsing then ends at the first operand, which is argv[p.next].
+ */
+#ifndef GB_CLI_OPTIONS_H
+#define GB_CLI_OPTIONS_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+typedef struct gb_cli_option {
+    const char *name;      /* the long name, without "--" */
+    char short_name;       /* its one-letter form, or 0 */
+    const char *arg;       /* the value's name in --help ("N", "DIRS"); NULL: a flag */
+    const char *help;      /* what it does; '\n' starts another line of help */
+} gb_cli_option;
+
+typedef struct gb_cli_spec {
+    const char *verb;            /* as messages name it: "train", "bench attn" */
+    const char *usage;           /* "gearbox VERB ..." lines, without "usage: " */
+    const char *about;           /* the paragraphs before the options (ending in '\n'), or NULL */
+    const gb_cli_option *options;   /* ends with {0}; may be just {0} */
+    const char *notes;           /* the paragraphs after them (ending in '\n'), or NULL */
+    int stop_at_operand;         /* 1: the first operand ends the parse (see above) */
+} gb_cli_spec;
+
+enum {
+    GB_CLI_END = -1,       /* no more arguments (or, with stop_at_operand, an operand) */
+    GB_CLI_OPERAND = -2,   /* p.value is an operand */
+    GB_CLI_EXIT = -3,      /* stop, returning p.status: 0 after --help, 2 after an error */
+};
+
+#define GB_CLI_MAX_OPTIONS 32
+
+typedef struct gb_cli_parser {
+    const gb_cli_spec *spec;
+    int argc;
+    char **argv;
+    const char *value;     /* the option's value, or the operand */
+    int status;            /* with GB_CLI_EXIT */
+    int next;              /* after GB_CLI_END: the index of the first argument not parsed */
+    int after_dashes;      /* handing out the operands after "--" */
+    int n_options;
+    struct option longopts[GB_CLI_MAX_OPTIONS + 2];
+    char shortopts[3 * GB_CLI_MAX_OPTIONS + 8];
+} gb_cli_parser;
+
+/* Prepares to parse argv[1..argc) against spec (at most GB_CLI_MAX_OPTIONS options). */
+void gb_cli_begin(gb_cli_parser *p, const gb_cli_spec *spec, int argc, char **argv);
+
+/* The index in spec->options of the next option given, GB_CLI_OPERAND, GB_CLI_END, or
+ * GB_CLI_EXIT after printing the help (status 0) or a usage error (status 2). */
+int gb_cli_next(gb_cli_parser *p);
+
+/* Writes spec's --help text to f. */
+void gb_cli_help(const gb_cli_spec *spec, FILE *f);
+
+#endif
