@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(gcc g++ libc6-dev meson ninja-build pkg-config libinih-dev libdnnl-dev libpcre2-dev
-          libopenmpi-dev openmpi-bin libboost-context-dev)
+          libjansson-dev libopenmpi-dev openmpi-bin libboost-context-dev)
 [ "${1:-}" = --fuzz ] && packages+=(clang libclang-rt-dev)
 missing=()
 for p in "${packages[@]}"; do
