@@ -17,6 +17,8 @@ int gb_cmd_doctor(int argc, char **argv);
 int gb_cmd_ab(int argc, char **argv);
 int gb_cmd_import(int argc, char **argv);
 int gb_cmd_export(int argc, char **argv);
+int gb_cmd_encode(int argc, char **argv);
+int gb_cmd_decode(int argc, char **argv);
 
 #define GB_CLI_MAX_SETS 256
 
@@ -49,9 +51,30 @@ typedef struct gb_sample_args {
     unsigned long long seed;
 } gb_sample_args;
 
-/* Parses sample's arguments (no file is touched). 0, or the exit status after printing
- * the problem (2). */
+/* Parses sample's arguments (no file is touched). 0; -1 after printing --help; or the
+ * exit status after printing the problem (2). */
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a);
+
+/* One option of a verb, for getopt_long and for its --help: the long name (no "--"),
+ * the value's name (NULL for a flag without one) and what it does (lines after the
+ * first begin with blanks to line up under it). */
+typedef struct gb_cli_option {
+    const char *name;
+    const char *value;
+    const char *help;
+} gb_cli_option;
+
+/* Called with the index of the option found in the table and its value (NULL for none).
+ * 0, or 2 after a usage error. */
+typedef int (*gb_cli_on_option)(int index, const char *value, void *ctx);
+
+/* Parses argv with getopt_long against `options`: "--name VALUE", "--name=VALUE", and
+ * -h or --help, which prints `intro` and the options' table to stdout. The arguments
+ * that are not options are moved to argv[*first..argc). 0; -1 after printing the help;
+ * 2 after a usage error (an unknown option, a missing value, or on_option's). */
+int gb_cli_getopt(int argc, char **argv, const char *verb, const char *intro,
+                  const gb_cli_option *options, int count, gb_cli_on_option on_option,
+                  void *ctx, int *first);
 
 /* Value of "--flag VALUE" or "--flag=VALUE" at argv[*i], advancing *i; NULL if argv[*i]
  * is not that flag. *missing is set when the flag has no value. */

@@ -2,8 +2,10 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fsutil.h"
@@ -111,4 +113,53 @@ int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
         return 2;
     }
     return 0;
+}
+
+/* intro, then "  --name VALUE   help" per option, the help in one column. */
+static void print_help(const char *intro, const gb_cli_option *options, int count)
+{
+    fputs(intro, stdout);
+    fputs("\nOptions:\n", stdout);
+    for (int i = 0; i < count; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", options[i].name, options[i].value ? " " : "",
+                 options[i].value ? options[i].value : "");
+        if (strlen(left) < 22)
+            printf("  %-22s%s\n", left, options[i].help);
+        else   /* too wide for the column: the help goes under it */
+            printf("  %s\n%24s%s\n", left, "", options[i].help);
+    }
+    printf("  %-22s%s\n", "-h, --help", "this help");
+}
+
+int gb_cli_getopt(int argc, char **argv, const char *verb, const char *intro,
+                  const gb_cli_option *options, int count, gb_cli_on_option on_option,
+                  void *ctx, int *first)
+{
+    struct option *longs = calloc((size_t)count + 2, sizeof *longs);
+    if (!longs)
+        return gb_cli_usage_error(verb, "out of memory");
+    for (int i = 0; i < count; i++)
+        longs[i] = (struct option){options[i].name,
+                                   options[i].value ? required_argument : no_argument, NULL,
+                                   256 + i};
+    longs[count] = (struct option){"help", no_argument, NULL, 'h'};
+    int rc = 0, c;
+    optind = 0;   /* glibc: start afresh, as a second parse in one process must */
+    opterr = 0;   /* the messages below say more */
+    while (rc == 0 && (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        if (c == 'h') {
+            print_help(intro, options, count);
+            rc = -1;
+        } else if (c == ':') {
+            rc = gb_cli_usage_error(verb, "%s needs a value", argv[optind - 1]);
+        } else if (c == '?') {
+            rc = gb_cli_usage_error(verb, "unknown option %s", argv[optind - 1]);
+        } else {
+            rc = on_option(c - 256, optarg, ctx);
+        }
+    }
+    *first = optind;
+    free(longs);
+    return rc;
 }
