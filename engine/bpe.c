@@ -623,8 +623,23 @@ static int read_gpt2_folder(gb_bpe *b, const char *dir, gb_diag *diag)
            check_byte_ids(b, encoder, diag) || read_merges(b, merges, table, diag);
 }
 
+/* A path at encoder.json or vocab.bpe itself, where the folder holding both was meant:
+ * read as a tiktoken file, it would fail on its first line with no word of the fix. */
+static int is_gpt2_file(const char *path, gb_diag *diag)
+{
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    if (strcmp(name, "encoder.json") != 0 && strcmp(name, "vocab.bpe") != 0)
+        return 0;
+    gb_diag_add(diag, "%s is one of GPT-2's two vocabulary files: give the folder that holds "
+                "encoder.json and vocab.bpe (%.*s), or a tiktoken ranks file such as "
+                "gpt2.tiktoken", path, slash ? (int)(slash - path) : 1, slash ? path : ".");
+    return 1;
+}
+
 gb_bpe *gb_bpe_load(const char *path, gb_diag *diag)
 {
+    if (!is_folder(path) && is_gpt2_file(path, diag))
+        return NULL;
     gb_bpe *b = calloc(1, sizeof *b);
     if (!b) {
         gb_diag_add(diag, "no memory for a tokenizer");

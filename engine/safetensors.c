@@ -230,7 +230,8 @@ gb_safetensors *gb_safetensors_parse(unsigned char *file, size_t size, const cha
     if (size >= 8)
         memcpy(&n, file, 8); /* little-endian, as the hosts gearbox runs on */
     if (size < 8 || n > size - 8 || n > MAX_HEADER || n < 2 || file[8] != '{') {
-        gb_diag_add(diag, "%s is not a safetensors file: %s", name,
+        gb_diag_add(diag, "%s is not a safetensors file: %s; give a model.safetensors as "
+                    "Hugging Face writes it", name,
                     size < 8 ? "shorter than the 8-byte header length"
                     : n > MAX_HEADER ? "its header length is beyond the format's 100 MiB"
                     : n > size - 8 ? "its header length runs past the end of the file"

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bpe.h"
@@ -81,8 +82,16 @@ static int make_out_dir(const char *dir, const char *stale)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, stale);
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "gearbox prepare: OUTDIR %s is a file, but prepare writes train.bin "
+                "and val.bin into a folder: give the path of a folder (created if missing)\n",
+                dir);
+        return -1;
+    }
     if (gb_make_dirs(dir) != 0) {
-        fprintf(stderr, "gearbox prepare: cannot create %s: %s\n", dir, strerror(errno));
+        fprintf(stderr, "gearbox prepare: cannot create the folder %s: %s; give OUTDIR a path "
+                "whose folders you can create\n", dir, strerror(errno));
         return -1;
     }
     if (unlink(path) != 0 && errno != ENOENT) {
