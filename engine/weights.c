@@ -463,7 +463,8 @@ int gb_weights_is_llmc(const char *path)
 static int llmc_shape(const int32_t *h, const char *path, gb_model_config *cfg, gb_diag *diag)
 {
     if (h[0] != LLMC_MAGIC) {
-        gb_diag_add(diag, "%s: magic %d: not llm.c's model file (magic %d, as gpt2_124M.bin)",
+        gb_diag_add(diag, "%s: magic %d: not llm.c's model file (magic %d): give llm.c's "
+                    "gpt2_124M.bin as its train_gpt2.py writes it",
                     path, h[0], LLMC_MAGIC);
         return -1;
     }
@@ -530,9 +531,11 @@ int gb_weights_read_llmc(const char *path, gb_weights *w, gb_diag *diag)
     int32_t h[LLMC_HEADER_INTS] = {0};
     memcpy(h, data, size < sizeof h ? size : sizeof h);
     layout l = {0};
-    int rc = size < sizeof h ? -1 : llmc_shape(h, path, &w->cfg, diag);
-    if (size < sizeof h)
-        gb_diag_add(diag, "%s: shorter than llm.c's 1024-byte header", path);
+    int cut_short = size < sizeof h && h[0] == LLMC_MAGIC;   /* else the magic is wrong */
+    int rc = cut_short ? -1 : llmc_shape(h, path, &w->cfg, diag);
+    if (cut_short)
+        gb_diag_add(diag, "%s: shorter than llm.c's 1024-byte header: the file is cut short",
+                    path);
     rc = rc ? rc : make_layout(w, &l, diag);
     size_t elem = h[1] == 5 ? 2 : 4;
     if (!rc && (size - sizeof h) / elem != (size_t)w->n_params) {
