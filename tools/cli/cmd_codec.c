@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bpe.h"
 #include "cli.h"
@@ -25,7 +26,7 @@ static const char decode_intro[] =
     "input (when none is given), as decimal numbers separated by blanks, or a token file\n"
     "of --dtype.\n";
 
-enum { OPT_VOCAB, OPT_INPUT, OPT_OUTPUT, OPT_DTYPE, N_OPTIONS };
+enum { OPT_VOCAB, OPT_INPUT, OPT_OUTPUT, OPT_DTYPE, OPT_STATS, N_OPTIONS };
 
 static const gb_cli_option encode_options[N_OPTIONS] = {
     [OPT_VOCAB] = {"vocab", "PATH", "GPT-2's vocabulary: a folder with encoder.json and\n"
@@ -35,9 +36,11 @@ static const gb_cli_option encode_options[N_OPTIONS] = {
                     "                        instead of numbers to the standard output"},
     [OPT_DTYPE] = {"dtype", "uint16|uint32", "the token file's ids (default uint16 where the\n"
                    "                        vocabulary fits, else uint32)"},
+    [OPT_STATS] = {"stats", NULL, "say on the standard error how many bytes and ids, and\n"
+                   "                        how long encoding took (loading the vocabulary apart)"},
 };
 
-static const gb_cli_option decode_options[N_OPTIONS] = {
+static const gb_cli_option decode_options[N_OPTIONS - 1] = {
     [OPT_VOCAB] = {"vocab", "PATH", "GPT-2's vocabulary: a folder with encoder.json and\n"
                    "                        vocab.bpe, or a tiktoken file such as gpt2.tiktoken"},
     [OPT_INPUT] = {"input", "FILE", "the ids ('-': the standard input)"},
@@ -45,25 +48,30 @@ static const gb_cli_option decode_options[N_OPTIONS] = {
     [OPT_DTYPE] = {"dtype", "text|uint16|uint32", "how the input holds the ids: decimal\n"
                    "                        numbers (text, the default) or a token file"},
 };
+#define N_DECODE_OPTIONS OPT_STATS
 
 typedef struct codec_args {
     const char *vocab, *input, *output, *dtype;
+    int stats;
 } codec_args;
 
 static int on_option(int index, const char *value, void *ctx)
 {
     codec_args *a = ctx;
-    const char **slot[N_OPTIONS] = {&a->vocab, &a->input, &a->output, &a->dtype};
-    *slot[index] = value;
+    const char **slot[N_OPTIONS - 1] = {&a->vocab, &a->input, &a->output, &a->dtype};
+    if (index == OPT_STATS)
+        a->stats = 1;
+    else
+        *slot[index] = value;
     return 0;
 }
 
 /* Options, then the arguments left in argv[*first..argc). 0; -1 after --help; 2. */
 static int parse(int argc, char **argv, const char *verb, const char *intro,
-                 const gb_cli_option *options, codec_args *a, int *first)
+                 const gb_cli_option *options, int count, codec_args *a, int *first)
 {
     *a = (codec_args){0};
-    int rc = gb_cli_getopt(argc, argv, verb, intro, options, N_OPTIONS, on_option, a, first);
+    int rc = gb_cli_getopt(argc, argv, verb, intro, options, count, on_option, a, first);
     if (rc)
         return rc;
     if (!a->vocab)
@@ -180,7 +188,7 @@ int gb_cmd_encode(int argc, char **argv)
 {
     codec_args a;
     int first;
-    int rc = parse(argc, argv, "encode", encode_intro, encode_options, &a, &first);
+    int rc = parse(argc, argv, "encode", encode_intro, encode_options, N_OPTIONS, &a, &first);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - first > 1)
@@ -200,7 +208,15 @@ int gb_cmd_encode(int argc, char **argv)
     int32_t *ids = NULL;
     int64_t n = 0, cap = 0;
     gb_diag diag = {0};
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     rc = !text || gb_bpe_encode_bytes(bpe, text, len, &ids, &n, &cap, &diag) ? 1 : 0;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    double took = (double)(end.tv_sec - start.tv_sec) +
+                  1e-9 * (double)(end.tv_nsec - start.tv_nsec);
+    if (rc == 0 && a.stats)
+        fprintf(stderr, "gearbox encode: %zu bytes -> %lld ids in %.4f s (%.2f MB/s)\n", len,
+                (long long)n, took, took > 0 ? 1e-6 * (double)len / took : 0.0);
     for (int i = 0; i < diag.count; i++)
         fprintf(stderr, "gearbox encode: %s\n", diag.messages[i]);
     gb_diag_clear(&diag);
@@ -292,7 +308,8 @@ int gb_cmd_decode(int argc, char **argv)
 {
     codec_args a;
     int first;
-    int rc = parse(argc, argv, "decode", decode_intro, decode_options, &a, &first);
+    int rc = parse(argc, argv, "decode", decode_intro, decode_options, N_DECODE_OPTIONS, &a,
+                   &first);
     if (rc)
         return rc < 0 ? 0 : rc;
     int size = a.dtype ? dtype_size("decode", a.dtype, 1) : 0;
