@@ -90,7 +90,7 @@ static int make_out_dir(const char *dir, const char *stale)
         return -1;
     }
     if (gb_make_dirs(dir) != 0) {
-        fprintf(stderr, "gearbox prepare: cannot create the folder %s: %s; give OUTDIR a path "
+        fprintf(stderr, "gearbox prepare: cannot create %s: %s; give OUTDIR a path "
                 "whose folders you can create\n", dir, strerror(errno));
         return -1;
     }
