@@ -60,19 +60,20 @@ struct gb_bpe {
 
 /* ---- tables -------------------------------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static uint64_t hash_key(uint64_t k)
 {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
     return k ^ (k >> 33);
+}
+
+/* FNV-1a, its bits mixed so that the low ones a table's mask keeps vary too. */
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return hash_key(h);
 }
 
 /* The id of a token with these bytes, or -1. */
@@ -568,8 +569,9 @@ static size_t split_merges(gb_bpe *b, int add)
     for (int32_t id = 0; id < b->n_tokens; id++) {
         const char *s = b->pool + b->offset[id];
         for (size_t cut = 1; id != b->end_of_text && cut < b->length[id]; cut++) {
-            int32_t first = lookup(b, s, cut), second = lookup(b, s + cut, b->length[id] - cut);
-            if (first < 0 || second < 0)
+            int32_t first = lookup(b, s, cut);
+            int32_t second = first < 0 ? -1 : lookup(b, s + cut, b->length[id] - cut);
+            if (second < 0)
                 continue;
             count++;
             if (add)
