@@ -85,7 +85,7 @@ if [ "$emulated" = 1 ]; then steps=${STEPS:-2}; else steps=${STEPS:-50}; fi
 # which the stages source. DEPS_PACKAGES overrides the list for another release's names.
 make_deps() {
     local pkgs
-    read -r -a pkgs <<< "${DEPS_PACKAGES:-libinih-dev libinih1 libdnnl-dev libdnnl2 pkgconf-bin libpkgconf3}"
+    read -r -a pkgs <<< "${DEPS_PACKAGES:-libinih-dev libinih1 libdnnl-dev libdnnl2 libjansson-dev libjansson4 pkgconf-bin libpkgconf3}"
     if ! command -v apt-get > /dev/null || ! command -v dpkg > /dev/null; then
         echo "gpu-check.sh deps: needs apt-get and dpkg (a Debian or Ubuntu machine); run it" \
              "there and copy $deps along with the checkout" >&2
