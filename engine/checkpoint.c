@@ -424,7 +424,7 @@ static int check_finite(const gb_checkpoint *ck, const char *path, const gb_mode
         if (!bad)
             continue;
         gb_diag_add(diag, "%s: tensor %s holds %lld non-finite values (the first, element %lld, "
-                    "is %g); training had diverged when it was written: resume from an earlier "
+                    "is %g); training had diverged when it was written: load an earlier "
                     "checkpoint", path, tensors[i].name, (long long)bad, (long long)first,
                     (double)v[first]);
         problems++;
