@@ -940,6 +940,12 @@ static int encode_utf8(encoder *e, const char *text, size_t len, size_t base)
                         "%s", base + at, message);
             return -1;
         }
+        if (span[1] - at > INT32_MAX) {   /* merge_piece counts bytes in int32 */
+            gb_diag_add(e->diag, "the piece at byte %zu is %zu bytes long (one run of "
+                        "whitespace, letters or digits); the tokenizer merges pieces up to 2 "
+                        "GiB", base + at, (size_t)(span[1] - at));
+            return -1;
+        }
         if (encode_piece(e, text + at, span[1] - at)) {
             gb_diag_add(e->diag, "no memory for the token ids of %zu bytes", len);
             return -1;
