@@ -878,6 +878,22 @@ static int encode_piece(encoder *e, const char *s, size_t n)
     return 0;
 }
 
+/* encode_piece, saying what went wrong; `at` is the piece's offset in the text. */
+static int encode_piece_or_say(encoder *e, const char *s, size_t n, size_t at)
+{
+    if (n > INT32_MAX) {   /* merge_piece counts bytes in int32 */
+        gb_diag_add(e->diag, "the piece at byte %zu is %zu bytes long (one run of whitespace, "
+                    "letters, digits or bytes that are not UTF-8); the tokenizer merges pieces "
+                    "up to 2 GiB", at, n);
+        return -1;
+    }
+    if (encode_piece(e, s, n)) {
+        gb_diag_add(e->diag, "no memory for the token ids of the piece at byte %zu", at);
+        return -1;
+    }
+    return 0;
+}
+
 /* The length of the UTF-8 sequence at s (before end) as PCRE2 accepts it (no overlong
  * forms, no surrogates, nothing above U+10FFFF), or 0 when it is not one. */
 static size_t utf8_length(const unsigned char *s, const unsigned char *end)
@@ -940,16 +956,8 @@ static int encode_utf8(encoder *e, const char *text, size_t len, size_t base)
                         "%s", base + at, message);
             return -1;
         }
-        if (span[1] - at > INT32_MAX) {   /* merge_piece counts bytes in int32 */
-            gb_diag_add(e->diag, "the piece at byte %zu is %zu bytes long (one run of "
-                        "whitespace, letters or digits); the tokenizer merges pieces up to 2 "
-                        "GiB", base + at, (size_t)(span[1] - at));
+        if (encode_piece_or_say(e, text + at, span[1] - at, base + at))
             return -1;
-        }
-        if (encode_piece(e, text + at, span[1] - at)) {
-            gb_diag_add(e->diag, "no memory for the token ids of %zu bytes", len);
-            return -1;
-        }
         at = span[1];
     }
     return 0;
@@ -972,10 +980,8 @@ static int encode_plain(encoder *e, const char *text, size_t len, size_t base, i
             return -1;
         }
         size_t bad = not_utf8_prefix(text + at, len - at);
-        if (encode_piece(e, text + at, bad)) {
-            gb_diag_add(e->diag, "no memory for the token ids of %zu bytes", len);
+        if (encode_piece_or_say(e, text + at, bad, base + at))
             return -1;
-        }
         at += bad;
     }
     return 0;
