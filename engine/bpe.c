@@ -452,8 +452,12 @@ static int read_merges(gb_bpe *b, const char *path, const int16_t *table, gb_dia
     int64_t lines = 1;
     for (size_t i = 0; i < len; i++)
         lines += text[i] == '\n';
-    char *scratch = malloc(len + 1);
-    int rc = scratch ? alloc_merges(b, (size_t)lines, path, diag) : -1;
+    char *scratch = malloc(len + 1);   /* one line's bytes */
+    int rc = alloc_merges(b, (size_t)lines, path, diag);
+    if (rc == 0 && !scratch) {
+        gb_diag_add(diag, "%s: no memory", path);
+        rc = -1;
+    }
     int32_t k = 0;
     const int32_t wanted = (int32_t)b->n_tokens - BYTE_TOKENS - 1;  /* but bytes and EOT */
     int64_t number = 1;

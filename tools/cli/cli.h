@@ -56,8 +56,8 @@ typedef struct gb_sample_args {
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a);
 
 /* One option of a verb, for getopt_long and for its --help: the long name (no "--"),
- * the value's name (NULL for a flag without one) and what it does (lines after the
- * first begin with blanks to line up under it). */
+ * the value's name (NULL for a flag without one) and what it does ('\n' between lines;
+ * --help lines them up in one column). */
 typedef struct gb_cli_option {
     const char *name;
     const char *value;

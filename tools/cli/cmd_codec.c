@@ -30,23 +30,23 @@ enum { OPT_VOCAB, OPT_INPUT, OPT_OUTPUT, OPT_DTYPE, OPT_STATS, N_OPTIONS };
 
 static const gb_cli_option encode_options[N_OPTIONS] = {
     [OPT_VOCAB] = {"vocab", "PATH", "GPT-2's vocabulary: a folder with encoder.json and\n"
-                   "                        vocab.bpe, or a tiktoken file such as gpt2.tiktoken"},
+                   "vocab.bpe, or a tiktoken file such as gpt2.tiktoken"},
     [OPT_INPUT] = {"input", "FILE", "the text to encode ('-': the standard input)"},
     [OPT_OUTPUT] = {"output", "FILE", "write the ids to FILE as a token file of --dtype\n"
-                    "                        instead of numbers to the standard output"},
+                    "instead of numbers to the standard output"},
     [OPT_DTYPE] = {"dtype", "uint16|uint32", "the token file's ids (default uint16 where the\n"
-                   "                        vocabulary fits, else uint32)"},
+                   "vocabulary fits, else uint32)"},
     [OPT_STATS] = {"stats", NULL, "say on the standard error how many bytes and ids, and\n"
-                   "                        how long encoding took (loading the vocabulary apart)"},
+                   "how long encoding took (loading the vocabulary apart)"},
 };
 
 static const gb_cli_option decode_options[N_OPTIONS - 1] = {
     [OPT_VOCAB] = {"vocab", "PATH", "GPT-2's vocabulary: a folder with encoder.json and\n"
-                   "                        vocab.bpe, or a tiktoken file such as gpt2.tiktoken"},
+                   "vocab.bpe, or a tiktoken file such as gpt2.tiktoken"},
     [OPT_INPUT] = {"input", "FILE", "the ids ('-': the standard input)"},
     [OPT_OUTPUT] = {"output", "FILE", "write the bytes to FILE instead of the standard output"},
     [OPT_DTYPE] = {"dtype", "text|uint16|uint32", "how the input holds the ids: decimal\n"
-                   "                        numbers (text, the default) or a token file"},
+                   "numbers (text, the default) or a token file"},
 };
 #define N_DECODE_OPTIONS OPT_STATS
 

@@ -30,16 +30,16 @@ enum { OPT_TOKENIZER, OPT_VOCAB, N_OPTIONS };
 static const gb_cli_option options[N_OPTIONS] = {
     [OPT_TOKENIZER] = {"tokenizer", "bytes|gpt2",
                        "bytes: one token per distinct byte (the default); the\n"
-                       "                        ids' bytes go to OUTDIR/vocab.txt, sorted.\n"
-                       "                        gpt2: GPT-2's BPE (nanoGPT's layout, no vocab.txt); the\n"
-                       "                        text is cut at the first character boundary at or\n"
-                       "                        after 90% of its bytes and each part encoded apart;\n"
-                       "                        <|endoftext|> in the text becomes its id.\n"
-                       "                        OUTDIR/tokenizer.txt notes the vocabulary for runs\n"
-                       "                        and sample"},
+                       "ids' bytes go to OUTDIR/vocab.txt, sorted.\n"
+                       "gpt2: GPT-2's BPE (nanoGPT's layout, no vocab.txt); the\n"
+                       "text is cut at the first character boundary at or\n"
+                       "after 90% of its bytes and each part encoded apart;\n"
+                       "<|endoftext|> in the text becomes its id.\n"
+                       "OUTDIR/tokenizer.txt notes the vocabulary for runs\n"
+                       "and sample"},
     [OPT_VOCAB] = {"vocab", "PATH", "GPT-2's vocabulary (needed with gpt2): a folder with\n"
-                   "                        encoder.json and vocab.bpe, or a tiktoken ranks file\n"
-                   "                        such as gpt2.tiktoken"},
+                   "encoder.json and vocab.bpe, or a tiktoken ranks file\n"
+                   "such as gpt2.tiktoken"},
 };
 
 typedef struct prepare_args {

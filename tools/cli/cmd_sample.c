@@ -29,17 +29,17 @@ enum { OPT_PROMPT, OPT_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_SEED, OPT_VOCAB,
 
 static const gb_cli_option options[N_OPTIONS] = {
     [OPT_PROMPT] = {"prompt", "S", "text to continue (default: a newline); an empty one\n"
-                    "                        starts from <|endoftext|> with a GPT-2 vocabulary"},
+                    "starts from <|endoftext|> with a GPT-2 vocabulary"},
     [OPT_TOKENS] = {"tokens", "N", "tokens to generate (default 500)"},
     [OPT_TEMPERATURE] = {"temperature", "T", "softmax temperature (default 0.8); 0 is greedy:\n"
-                         "                        the likeliest token each time, as --top-k 1"},
+                         "the likeliest token each time, as --top-k 1"},
     [OPT_TOP_K] = {"top-k", "K", "sample among the K likeliest tokens; 0 for all\n"
-                   "                        (default 200)"},
+                   "(default 200)"},
     [OPT_SEED] = {"seed", "N", "random seed (default 1337)"},
     [OPT_VOCAB] = {"vocab", "PATH", "GPT-2's vocabulary, for a model trained on GPT-2 BPE\n"
-                   "                        tokens: a folder with encoder.json and vocab.bpe, or a\n"
-                   "                        tiktoken file (default: the run's [data] vocab, or the\n"
-                   "                        one `gearbox prepare` noted in its data folder)"},
+                   "tokens: a folder with encoder.json and vocab.bpe, or a\n"
+                   "tiktoken file (default: the run's [data] vocab, or the\n"
+                   "one `gearbox prepare` noted in its data folder)"},
     [OPT_PLUGIN_PATH] = {"plugin-path", "DIRS", "folders searched for plugins first (':'-separated)"},
 };
 

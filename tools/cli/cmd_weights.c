@@ -27,7 +27,7 @@ static const char import_intro[] =
 
 static const gb_cli_option import_options[] = {
     {"padded-vocab-size", "N", "pad the token embedding to N rows, as llm.c does (GPT-2:\n"
-     "                        50304); the extra rows are never predicted"},
+     "50304); the extra rows are never predicted"},
 };
 
 static const char export_intro[] =
@@ -38,13 +38,13 @@ static const char export_intro[] =
 
 static const gb_cli_option export_options[] = {
     {"format", "hf|llm.c", "hf (the default): DEST is a folder: model.safetensors and\n"
-     "                        config.json that transformers' GPT2LMHeadModel\n"
-     "                        .from_pretrained(DEST) loads (the real vocabulary rows only;\n"
-     "                        activation_function gelu_new for [model] gelu = tanh, gelu\n"
-     "                        for erf; bos/eos_token_id <|endoftext|>, the last id, for\n"
-     "                        GPT-2 BPE tokens). A model without biases is refused.\n"
-     "                        llm.c: DEST is a file in llm.c's layout (version 3, f32);\n"
-     "                        llm.c runs only GPT-2 with biases and GELU's tanh form"},
+     "config.json that transformers' GPT2LMHeadModel\n"
+     ".from_pretrained(DEST) loads (the real vocabulary rows only;\n"
+     "activation_function gelu_new for [model] gelu = tanh, gelu\n"
+     "for erf; bos/eos_token_id <|endoftext|>, the last id, for\n"
+     "GPT-2 BPE tokens). A model without biases is refused.\n"
+     "llm.c: DEST is a file in llm.c's layout (version 3, f32);\n"
+     "llm.c runs only GPT-2 with biases and GELU's tanh form"},
 };
 
 /* N of "--padded-vocab-size N": 1 to 2^20. */

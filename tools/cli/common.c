@@ -115,7 +115,20 @@ int gb_cli_parse_run(int argc, char **argv, const char *usage, int allow_resume,
     return 0;
 }
 
-/* intro, then "  --name VALUE   help" per option, the help in one column. */
+/* One option's help: "  LEFT  help", each line of the help in one column from
+ * column 24 (under LEFT when LEFT is wider). */
+static void print_option(const char *left, const char *help)
+{
+    printf(strlen(left) < 22 ? "  %-22s" : "  %s\n%24s", left, "");
+    for (const char *line = help; line;) {
+        const char *end = strchr(line, '\n');
+        printf("%s%.*s\n", line == help ? "" : "                        ",
+               end ? (int)(end - line) : (int)strlen(line), line);
+        line = end ? end + 1 : NULL;
+    }
+}
+
+/* intro, then the options' table. */
 static void print_help(const char *intro, const gb_cli_option *options, int count)
 {
     fputs(intro, stdout);
@@ -124,12 +137,9 @@ static void print_help(const char *intro, const gb_cli_option *options, int coun
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", options[i].name, options[i].value ? " " : "",
                  options[i].value ? options[i].value : "");
-        if (strlen(left) < 22)
-            printf("  %-22s%s\n", left, options[i].help);
-        else   /* too wide for the column: the help goes under it */
-            printf("  %s\n%24s%s\n", left, "", options[i].help);
+        print_option(left, options[i].help);
     }
-    printf("  %-22s%s\n", "-h, --help", "this help");
+    print_option("-h, --help", "this help");
 }
 
 int gb_cli_getopt(int argc, char **argv, const char *verb, const char *intro,
