@@ -7,9 +7,15 @@
  * UTF-8 bytes are merged pair by pair, lowest rank first, and each final part is one
  * token. `<|endoftext|>` in the text is the special token, never split.
  *
+ * Merging costs O(n log n) in a piece's length (a run of whitespace can be 100,000
+ * bytes long), and a piece that repeats in one text is merged once.
+ *
  * Two vocabulary files are read:
  * - a folder with GPT-2's `encoder.json` (token string -> id, bytes spelt with GPT-2's
- *   printable byte characters) and `vocab.bpe` (merges, highest priority first);
+ *   printable byte characters) and `vocab.bpe` (merges, highest priority first), checked
+ *   against each other as tiktoken does: the byte tokens are ids 0 to 255, the k-th
+ *   merge makes id 256 + k of two tokens, every later token has its merge, and
+ *   <|endoftext|> is the last id;
  * - a tiktoken ranks file (one `base64(token) rank` per line; the rank is the id, and a
  *   merge's priority is its result's rank); `<|endoftext|>` is then the next id.
  */
@@ -36,6 +42,11 @@ int32_t gb_bpe_end_of_text(const gb_bpe *bpe);
  * byte offset; no memory). */
 int gb_bpe_encode(const gb_bpe *bpe, const char *text, size_t len, int32_t **ids, int64_t *n,
                   int64_t *cap, gb_diag *diag);
+
+/* The same for any bytes: each run of bytes that are not UTF-8 is a piece of its own
+ * (merged like any other), so that decoding the ids gives back every input. */
+int gb_bpe_encode_bytes(const gb_bpe *bpe, const char *text, size_t len, int32_t **ids,
+                        int64_t *n, int64_t *cap, gb_diag *diag);
 
 /* The bytes of token `id` (not NUL-terminated) and their count; NULL for an id out of
  * range. */

@@ -34,6 +34,12 @@ int gb_bpe_encode(const gb_bpe *bpe, const char *text, size_t len, int32_t **ids
     return -1;
 }
 
+int gb_bpe_encode_bytes(const gb_bpe *bpe, const char *text, size_t len, int32_t **ids,
+                        int64_t *n, int64_t *cap, gb_diag *diag)
+{
+    return gb_bpe_encode(bpe, text, len, ids, n, cap, diag);
+}
+
 const char *gb_bpe_token_bytes(const gb_bpe *bpe, int32_t id, size_t *len)
 {
     (void)bpe, (void)id, (void)len;

@@ -357,7 +357,8 @@ static void value_text(char *out, size_t cap, int64_t value, const char *const *
 static int compare_shapes(const gb_settings *saved, const gb_settings *now, const char *path,
                           gb_diag *diag)
 {
-    static const char *const gelu_forms[] = {"erf", "tanh"};
+    static const char *const gelu_forms[] = {"erf", "tanh"}, *const booleans[] = {"false",
+                                                                                 "true"};
     const struct {
         const char *key;
         int64_t then, now;
@@ -366,7 +367,7 @@ static int compare_shapes(const gb_settings *saved, const gb_settings *now, cons
                 {"n_head", saved->n_head, now->n_head, NULL},
                 {"n_embd", saved->n_embd, now->n_embd, NULL},
                 {"block_size", saved->block_size, now->block_size, NULL},
-                {"bias", saved->bias, now->bias, NULL},
+                {"bias", saved->bias, now->bias, booleans},
                 {"padded_vocab_size", saved->padded_vocab_size, now->padded_vocab_size, NULL},
                 {"gelu", saved->gelu_tanh, now->gelu_tanh, gelu_forms}};
     int problems = 0;
@@ -376,9 +377,9 @@ static int compare_shapes(const gb_settings *saved, const gb_settings *now, cons
         char then[32], now_text[32];
         value_text(then, sizeof then, keys[i].then, keys[i].names);
         value_text(now_text, sizeof now_text, keys[i].now, keys[i].names);
-        gb_diag_add(diag, "%s was trained with [model] %s = %s, this config says %s; resume "
-                    "with the config the checkpoint was trained with", path, keys[i].key, then,
-                    now_text);
+        gb_diag_add(diag, "%s was trained with [model] %s = %s, this config says %s; set "
+                    "[model] %s = %s to load it", path, keys[i].key, then, now_text,
+                    keys[i].key, then);
         problems++;
     }
     return problems;
@@ -423,7 +424,7 @@ static int check_finite(const gb_checkpoint *ck, const char *path, const gb_mode
         if (!bad)
             continue;
         gb_diag_add(diag, "%s: tensor %s holds %lld non-finite values (the first, element %lld, "
-                    "is %g); training had diverged when it was written: resume from an earlier "
+                    "is %g); training had diverged when it was written: load an earlier "
                     "checkpoint", path, tensors[i].name, (long long)bad, (long long)first,
                     (double)v[first]);
         problems++;
@@ -437,8 +438,8 @@ int gb_checkpoint_check_model(const gb_checkpoint *ck, const char *path, const g
     if (check_shapes(ck, path, s, diag))
         return -1;
     if (ck->n_params != gb_model_num_params(m)) {
-        gb_diag_add(diag, "%s holds %lld parameters but this config's model has %lld; resume "
-                    "with the config the checkpoint was trained with", path,
+        gb_diag_add(diag, "%s holds %lld parameters but this config's model has %lld; give "
+                    "the config the [model] section the checkpoint was written with", path,
                     (long long)ck->n_params, (long long)gb_model_num_params(m));
         return -1;
     }

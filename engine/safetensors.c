@@ -7,10 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "gearbox/convert.h"
 
 #include "fsutil.h"
-#include "json.h"
 
 /* The format's limit on the header, which also bounds what a hostile length makes the
  * reader parse. */
@@ -47,26 +48,28 @@ void gb_safetensors_free(gb_safetensors *st)
 }
 
 /* A non-negative integer of a header; -1 otherwise. */
-static int64_t header_count(const gb_json *v)
+static int64_t header_count(const json_t *v)
 {
-    return v && v->type == GB_JSON_NUMBER && v->is_integer && v->integer >= 0 ? v->integer : -1;
+    return json_is_integer(v) && json_integer_value(v) >= 0 ? json_integer_value(v) : -1;
 }
 
 /* __metadata__: an object of strings. NULL, or what is wrong. */
-static const char *read_metadata(gb_safetensors *st, const gb_json *meta)
+static const char *read_metadata(gb_safetensors *st, const json_t *meta)
 {
-    if (meta->type != GB_JSON_OBJECT)
+    if (!json_is_object(meta))
         return "it is not an object";
-    st->metadata = calloc(2 * meta->count + 1, sizeof *st->metadata);
+    st->metadata = calloc(2 * json_object_size(meta) + 1, sizeof *st->metadata);
     if (!st->metadata)
         return "out of memory";
-    for (size_t i = 0; i < meta->count; i++) {
-        if (meta->items[i].type != GB_JSON_STRING)
+    const char *key;
+    const json_t *value;
+    json_object_foreach((json_t *)meta, key, value) {
+        if (!json_is_string(value))
             return "a value in it is not a string";
-        st->metadata[2 * i] = strdup(meta->items[i].key);
-        st->metadata[2 * i + 1] = strdup(meta->items[i].string);
+        st->metadata[2 * st->n_metadata] = strdup(key);
+        st->metadata[2 * st->n_metadata + 1] = strdup(json_string_value(value));
         st->n_metadata++;
-        if (!st->metadata[2 * i] || !st->metadata[2 * i + 1])
+        if (!st->metadata[2 * st->n_metadata - 2] || !st->metadata[2 * st->n_metadata - 1])
             return "out of memory";
     }
     return NULL;
@@ -74,16 +77,16 @@ static const char *read_metadata(gb_safetensors *st, const gb_json *meta)
 
 /* The shape's dimensions and their product, with the product kept below 2^62 elements.
  * NULL, or what is wrong. */
-static const char *read_shape(gb_st_tensor *t, const gb_json *shape)
+static const char *read_shape(gb_st_tensor *t, const json_t *shape)
 {
-    if (!shape || shape->type != GB_JSON_ARRAY)
+    if (!json_is_array(shape))
         return "its shape is missing or not an array";
-    if (shape->count > GB_ST_MAX_DIMS)
+    if (json_array_size(shape) > GB_ST_MAX_DIMS)
         return "its shape has more than 8 dimensions";
-    t->ndim = (int)shape->count;
+    t->ndim = (int)json_array_size(shape);
     t->numel = 1;
     for (int d = 0; d < t->ndim; d++) {
-        int64_t n = header_count(&shape->items[d]);
+        int64_t n = header_count(json_array_get(shape, (size_t)d));
         if (n < 0)
             return "a dimension of its shape is not a whole number of 0 or more";
         if (n > 0 && t->numel > (INT64_C(1) << 62) / n)
@@ -96,25 +99,26 @@ static const char *read_shape(gb_st_tensor *t, const gb_json *shape)
 
 /* One tensor entry; its bytes must lie within the `data_size` bytes at `data`. NULL, or
  * what is wrong. */
-static const char *read_tensor(gb_st_tensor *t, const gb_json *entry,
+static const char *read_tensor(gb_st_tensor *t, const json_t *entry,
                                const unsigned char *data, size_t data_size)
 {
-    if (entry->type != GB_JSON_OBJECT)
+    if (!json_is_object(entry))
         return "its entry is not an object";
-    const gb_json *dtype = gb_json_member(entry, "dtype");
-    const gb_json *offsets = gb_json_member(entry, "data_offsets");
-    if (!dtype || dtype->type != GB_JSON_STRING)
+    const json_t *dtype = json_object_get(entry, "dtype");
+    const json_t *offsets = json_object_get(entry, "data_offsets");
+    if (!json_is_string(dtype))
         return "its dtype is missing or not a string";
-    size_t elem = dtype_size(dtype->string);
+    size_t elem = dtype_size(json_string_value(dtype));
     if (!elem)
         return "its dtype is none of safetensors' (F32, F16, BF16, F64, I64, ...)";
-    snprintf(t->dtype, sizeof t->dtype, "%s", dtype->string);
-    const char *problem = read_shape(t, gb_json_member(entry, "shape"));
+    snprintf(t->dtype, sizeof t->dtype, "%s", json_string_value(dtype));
+    const char *problem = read_shape(t, json_object_get(entry, "shape"));
     if (problem)
         return problem;
-    if (!offsets || offsets->type != GB_JSON_ARRAY || offsets->count != 2)
+    if (!json_is_array(offsets) || json_array_size(offsets) != 2)
         return "its data_offsets are missing or not two numbers [begin, end]";
-    int64_t begin = header_count(&offsets->items[0]), end = header_count(&offsets->items[1]);
+    int64_t begin = header_count(json_array_get(offsets, 0));
+    int64_t end = header_count(json_array_get(offsets, 1));
     if (begin < 0 || end < begin)
         return "its data_offsets are not whole numbers with begin <= end";
     if ((uint64_t)end > data_size)
@@ -183,32 +187,33 @@ static int check_layout(const gb_safetensors *st, const unsigned char *data, siz
 }
 
 /* The header's tensors and metadata into st. 0, or -1 with diag. */
-static int read_header(gb_safetensors *st, const gb_json *header, const unsigned char *data,
+static int read_header(gb_safetensors *st, const json_t *header, const unsigned char *data,
                        size_t data_size, const char *name, gb_diag *diag)
 {
-    if (header->type != GB_JSON_OBJECT) {
+    if (!json_is_object(header)) {
         gb_diag_add(diag, "%s: the header is not a JSON object", name);
         return -1;
     }
-    st->tensors = calloc(header->count + 1, sizeof *st->tensors);
+    st->tensors = calloc(json_object_size(header) + 1, sizeof *st->tensors);
     if (!st->tensors) {
         gb_diag_add(diag, "%s: out of memory", name);
         return -1;
     }
-    for (size_t i = 0; i < header->count; i++) {
-        const gb_json *entry = &header->items[i];
+    const char *key;
+    const json_t *entry;
+    json_object_foreach((json_t *)header, key, entry) {
         const char *problem;
-        int is_metadata = strcmp(entry->key, "__metadata__") == 0;
+        int is_metadata = strcmp(key, "__metadata__") == 0;
         if (is_metadata) {
-            problem = st->metadata ? "it appears twice" : read_metadata(st, entry);
+            problem = read_metadata(st, entry);
         } else {
             gb_st_tensor *t = &st->tensors[st->count++];
-            t->name = strdup(entry->key);
+            t->name = strdup(key);
             problem = t->name ? read_tensor(t, entry, data, data_size) : "out of memory";
         }
         if (problem) {
             gb_diag_add(diag, "%s: %s %s: %s", name, is_metadata ? "header entry" : "tensor",
-                        entry->key, problem);
+                        key, problem);
             return -1;
         }
     }
@@ -230,7 +235,8 @@ gb_safetensors *gb_safetensors_parse(unsigned char *file, size_t size, const cha
     if (size >= 8)
         memcpy(&n, file, 8); /* little-endian, as the hosts gearbox runs on */
     if (size < 8 || n > size - 8 || n > MAX_HEADER || n < 2 || file[8] != '{') {
-        gb_diag_add(diag, "%s is not a safetensors file: %s", name,
+        gb_diag_add(diag, "%s is not a safetensors file: %s; give a model.safetensors as "
+                    "Hugging Face writes it", name,
                     size < 8 ? "shorter than the 8-byte header length"
                     : n > MAX_HEADER ? "its header length is beyond the format's 100 MiB"
                     : n > size - 8 ? "its header length runs past the end of the file"
@@ -238,14 +244,18 @@ gb_safetensors *gb_safetensors_parse(unsigned char *file, size_t size, const cha
         gb_safetensors_free(st);
         return NULL;
     }
-    char err[256];
-    gb_json *header = gb_json_parse((const char *)file + 8, (size_t)n, err, sizeof err);
+    json_error_t err;   /* a name given twice is refused, as the format requires */
+    json_t *header = json_loadb((const char *)file + 8, (size_t)n, JSON_REJECT_DUPLICATES,
+                                &err);
     int rc = -1;
-    if (!header)
-        gb_diag_add(diag, "%s: the header is not valid JSON: %s", name, err);
+    if (!header && json_error_code(&err) == json_error_duplicate_key)
+        gb_diag_add(diag, "%s: a name appears twice in the header (%s)", name, err.text);
+    else if (!header)
+        gb_diag_add(diag, "%s: the header is not valid JSON: %s, at byte %d of the header",
+                    name, err.text, err.position);
     else
         rc = read_header(st, header, file + 8 + n, size - 8 - (size_t)n, name, diag);
-    gb_json_free(header);
+    json_decref(header);
     if (rc) {
         gb_safetensors_free(st);
         return NULL;
@@ -303,63 +313,44 @@ int gb_safetensors_to_f32(const gb_st_tensor *t, float *out, const char *file, g
 
 /* ---- writing ------------------------------------------------------------------------- */
 
-/* A JSON string: quotes, with quotes, backslashes and control characters escaped. */
-static void put_json_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(out, "\\u%04x", c);
-        else
-            fputc(c, out);
-    }
-    fputc('"', out);
-}
-
 /* The header's JSON, blank-padded to a multiple of 8 bytes so the data is aligned. */
 static char *header_text(const gb_st_out *tensors, int count, const char *const *metadata,
                          int n_metadata, size_t *len)
 {
-    char *text = NULL;
-    FILE *out = open_memstream(&text, len);
-    if (!out)
-        return NULL;
-    fputc('{', out);
-    if (n_metadata) {
-        fputs("\"__metadata__\":{", out);
-        for (int i = 0; i < n_metadata; i++) {
-            fputs(i ? "," : "", out);
-            put_json_string(out, metadata[2 * i]);
-            fputc(':', out);
-            put_json_string(out, metadata[2 * i + 1]);
-        }
-        fputs(count ? "}," : "}", out);
-    }
-    uint64_t offset = 0;
-    for (int i = 0; i < count; i++) {
+    json_t *header = json_object(), *meta = n_metadata ? json_object() : NULL;
+    int failed = !header || (n_metadata && (!meta || json_object_set_new(header, "__metadata__",
+                                                                         meta)));
+    for (int i = 0; !failed && i < n_metadata; i++)
+        failed = json_object_set_new(meta, metadata[2 * i], json_string(metadata[2 * i + 1]));
+    json_int_t offset = 0;
+    for (int i = 0; !failed && i < count; i++) {
         const gb_st_out *t = &tensors[i];
-        uint64_t numel = 1;
-        put_json_string(out, t->name);
-        fputs(":{\"dtype\":\"F32\",\"shape\":[", out);
-        for (int d = 0; d < t->ndim; d++) {
-            fprintf(out, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-            numel *= (uint64_t)t->shape[d];
+        json_t *shape = json_array();
+        json_int_t numel = 1;
+        for (int d = 0; shape && d < t->ndim; d++) {
+            json_array_append_new(shape, json_integer(t->shape[d]));
+            numel *= t->shape[d];
         }
-        fprintf(out, "],\"data_offsets\":[%llu,%llu]}%s", (unsigned long long)offset,
-                (unsigned long long)(offset + 4 * numel), i + 1 < count ? "," : "");
+        json_t *entry = json_pack("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", shape,
+                                  "data_offsets", offset, offset + 4 * numel);
+        failed = !entry || json_object_set_new(header, t->name, entry);
         offset += 4 * numel;
     }
-    fputc('}', out);
-    while (ftell(out) % 8)
-        fputc(' ', out);
-    if (fclose(out) != 0) {
+    char *text = failed ? NULL : json_dumps(header, JSON_COMPACT);
+    json_decref(header);
+    if (!text)
+        return NULL;
+    *len = strlen(text);
+    size_t padded = (*len + 7) / 8 * 8;
+    char *grown = realloc(text, padded + 1);
+    if (!grown) {
         free(text);
         return NULL;
     }
-    return text;
+    memset(grown + *len, ' ', padded - *len);
+    grown[padded] = '\0';
+    *len = padded;
+    return grown;
 }
 
 int gb_safetensors_write(const char *path, const gb_st_out *tensors, int count,

@@ -8,11 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "gearbox/convert.h"
 
 #include "config.h"
 #include "fsutil.h"
-#include "json.h"
 #include "safetensors.h"
 
 #define LLMC_MAGIC 20240326
@@ -79,11 +80,11 @@ static int64_t hf_rows(const gb_weights *w, const gb_param_tensor *t)
 
 /* A config.json number that must be a whole number >= 1 (Hugging Face's default when
  * absent). 0, or -1 with diag. */
-static int hf_count(const gb_json *cfg, const char *key, int64_t fallback, int64_t *out,
+static int hf_count(const json_t *cfg, const char *key, int64_t fallback, int64_t *out,
                     const char *path, gb_diag *diag)
 {
-    const gb_json *v = gb_json_member(cfg, key);
-    *out = v ? (v->type == GB_JSON_NUMBER && v->is_integer ? v->integer : 0) : fallback;
+    const json_t *v = json_object_get(cfg, key);
+    *out = v ? (json_is_integer(v) ? json_integer_value(v) : 0) : fallback;
     if (*out >= 1 && *out <= (1 << 20))
         return 0;
     gb_diag_add(diag, "%s: \"%s\" must be a whole number from 1 to 1048576", path, key);
@@ -91,11 +92,11 @@ static int hf_count(const gb_json *cfg, const char *key, int64_t fallback, int64
 }
 
 /* A config.json setting GPT-2 as gearbox builds it needs at `want` (true/false). */
-static int hf_flag_is(const gb_json *cfg, const char *key, int want, const char *path,
+static int hf_flag_is(const json_t *cfg, const char *key, int want, const char *path,
                       gb_diag *diag)
 {
-    const gb_json *v = gb_json_member(cfg, key);
-    if (!v || v->type != GB_JSON_BOOL || (v->number != 0.0) == want)
+    const json_t *v = json_object_get(cfg, key);
+    if (!json_is_boolean(v) || json_is_true(v) == want)
         return 0;
     gb_diag_add(diag, "%s: \"%s\": %s is a variant of GPT-2 gearbox does not build", path, key,
                 want ? "false" : "true");
@@ -103,10 +104,10 @@ static int hf_flag_is(const gb_json *cfg, const char *key, int want, const char 
 }
 
 /* The GELU form of "activation_function". 0, or -1 with diag. */
-static int hf_gelu(const gb_json *cfg, int *tanh_form, const char *path, gb_diag *diag)
+static int hf_gelu(const json_t *cfg, int *tanh_form, const char *path, gb_diag *diag)
 {
-    const gb_json *v = gb_json_member(cfg, "activation_function");
-    const char *f = v && v->type == GB_JSON_STRING ? v->string : v ? "" : "gelu_new";
+    const json_t *v = json_object_get(cfg, "activation_function");
+    const char *f = json_is_string(v) ? json_string_value(v) : v ? "" : "gelu_new";
     *tanh_form = strcmp(f, "gelu_new") == 0 || strcmp(f, "gelu_pytorch_tanh") == 0;
     if (*tanh_form || strcmp(f, "gelu") == 0)
         return 0;
@@ -115,10 +116,10 @@ static int hf_gelu(const gb_json *cfg, int *tanh_form, const char *path, gb_diag
     return -1;
 }
 
-static int hf_epsilon(const gb_json *cfg, const char *path, gb_diag *diag)
+static int hf_epsilon(const json_t *cfg, const char *path, gb_diag *diag)
 {
-    const gb_json *v = gb_json_member(cfg, "layer_norm_epsilon");
-    if (!v || (v->type == GB_JSON_NUMBER && fabs(v->number - 1e-5) < 1e-12))
+    const json_t *v = json_object_get(cfg, "layer_norm_epsilon");
+    if (!v || (json_is_number(v) && fabs(json_number_value(v) - 1e-5) < 1e-12))
         return 0;
     gb_diag_add(diag, "%s: \"layer_norm_epsilon\" must be 1e-05, the LayerNorm eps gearbox "
                 "computes with", path);
@@ -132,16 +133,19 @@ static int read_hf_config(const char *path, gb_model_config *cfg, gb_diag *diag)
     size_t size;
     if (gb_read_file_or_say(path, &text, &size, diag))
         return -1;
-    char err[256];
-    gb_json *json = gb_json_parse((const char *)text, size, err, sizeof err);
+    json_error_t err;
+    json_t *json = json_loadb((const char *)text, size, JSON_REJECT_DUPLICATES, &err);
     free(text);
-    if (!json || json->type != GB_JSON_OBJECT) {
-        gb_diag_add(diag, "%s: not a JSON object: %s", path, json ? "another value" : err);
-        gb_json_free(json);
+    if (!json_is_object(json)) {
+        if (json)
+            gb_diag_add(diag, "%s: not a JSON object; Hugging Face's config.json is one", path);
+        else
+            gb_diag_add(diag, "%s:%d:%d: not JSON: %s", path, err.line, err.column, err.text);
+        json_decref(json);
         return -1;
     }
     int64_t inner = 0;
-    const gb_json *n_inner = gb_json_member(json, "n_inner");
+    const json_t *n_inner = json_object_get(json, "n_inner");
     int problems = hf_count(json, "n_layer", 12, &cfg->n_layer, path, diag) +
                    hf_count(json, "n_head", 12, &cfg->n_head, path, diag) +
                    hf_count(json, "n_embd", 768, &cfg->n_embd, path, diag) +
@@ -152,7 +156,7 @@ static int read_hf_config(const char *path, gb_model_config *cfg, gb_diag *diag)
                    hf_flag_is(json, "scale_attn_by_inverse_layer_idx", 0, path, diag) +
                    hf_flag_is(json, "reorder_and_upcast_attn", 0, path, diag) +
                    hf_flag_is(json, "tie_word_embeddings", 1, path, diag);
-    if (n_inner && n_inner->type != GB_JSON_NULL &&
+    if (n_inner && !json_is_null(n_inner) &&
         (hf_count(json, "n_inner", 0, &inner, path, diag) || inner != 4 * cfg->n_embd)) {
         gb_diag_add(diag, "%s: \"n_inner\" must be null or 4 * n_embd, gearbox's MLP width", path);
         problems++;
@@ -163,7 +167,7 @@ static int read_hf_config(const char *path, gb_model_config *cfg, gb_diag *diag)
         problems++;
     }
     cfg->bias = 1;
-    gb_json_free(json);
+    json_decref(json);
     return problems ? -1 : 0;
 }
 
@@ -303,31 +307,34 @@ int gb_weights_read_hf(const char *path, int64_t padded_vocab, gb_weights *w, gb
     return rc;
 }
 
+/* <|endoftext|>, which GPT-2 begins and ends texts with: the last id of a GPT-2 BPE
+ * vocabulary; null for a model of bytes, so that transformers assumes no GPT-2 id. */
+static json_t *end_of_text(const gb_weights *w)
+{
+    return w->cfg.vocab_size > 256 || w->gpt2_tokens ? json_integer(w->cfg.vocab_size - 1)
+                                                      : json_null();
+}
+
 static int write_hf_config(const char *path, const gb_weights *w, gb_diag *diag)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        gb_diag_add(diag, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
     const gb_model_config *c = &w->cfg;
-    fprintf(f, "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-            "  \"vocab_size\": %lld,\n  \"n_positions\": %lld,\n  \"n_ctx\": %lld,\n"
-            "  \"n_embd\": %lld,\n  \"n_layer\": %lld,\n  \"n_head\": %lld,\n"
-            "  \"n_inner\": null,\n  \"activation_function\": \"%s\",\n"
-            "  \"layer_norm_epsilon\": 1e-05,\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n"
-            "  \"attn_pdrop\": 0.0,\n  \"initializer_range\": 0.02,\n"
-            "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"float32\"%s\n}\n",
-            (long long)c->vocab_size, (long long)c->block_size, (long long)c->block_size,
-            (long long)c->n_embd, (long long)c->n_layer, (long long)c->n_head,
-            c->gelu_tanh ? "gelu_new" : "gelu",
-            c->vocab_size == 50257 ? ",\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256"
-                                   : "");
-    if (fclose(f) != 0) {
-        gb_diag_add(diag, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    json_t *cfg = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:n, s:s, s:f, s:f, "
+                            "s:f, s:f, s:f, s:b, s:o, s:o, s:s}",
+                            "architectures", "GPT2LMHeadModel", "model_type", "gpt2",
+                            "vocab_size", (json_int_t)c->vocab_size,
+                            "n_positions", (json_int_t)c->block_size,
+                            "n_ctx", (json_int_t)c->block_size, "n_embd", (json_int_t)c->n_embd,
+                            "n_layer", (json_int_t)c->n_layer, "n_head", (json_int_t)c->n_head,
+                            "n_inner", "activation_function", c->gelu_tanh ? "gelu_new" : "gelu",
+                            "layer_norm_epsilon", 1e-5, "resid_pdrop", 0.0, "embd_pdrop", 0.0,
+                            "attn_pdrop", 0.0, "initializer_range", 0.02,
+                            "tie_word_embeddings", 1, "bos_token_id", end_of_text(w),
+                            "eos_token_id", end_of_text(w), "torch_dtype", "float32");
+    int rc = cfg ? json_dump_file(cfg, path, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : -1;
+    if (rc)
+        gb_diag_add(diag, "cannot write %s: %s", path, cfg ? strerror(errno) : "out of memory");
+    json_decref(cfg);
+    return rc ? -1 : 0;
 }
 
 /* The file's tensors, named as GPT2LMHeadModel.save_pretrained names them; Conv1D
@@ -421,22 +428,50 @@ static void llmc_order(const layout *l, int64_t n_layer, const gb_param_tensor *
     order[k++] = find_tensor(l, "ln_f.bias");
 }
 
-int gb_weights_is_llmc(const char *path)
+/* llm.c's files other than a model's, by the magic number each starts with. */
+static const struct {
+    int32_t magic;
+    const char *what;
+} llmc_others[] = {
+    {20240327, "llm.c's debug state (gpt2_124M_debug_state.bin: inputs, logits, gradients)"},
+    {20240328, "llm.c's tokenizer (gpt2_tokenizer.bin)"},
+    {20240520, "llm.c's token data (a shard of dev/data: ids, no weights)"},
+    {20240801, "llm.c's LLaMA 3 token data"},
+};
+
+int gb_weights_llmc_kind(const char *path, const char **other)
 {
     FILE *f = fopen(path, "rb");
     int32_t magic = 0;
-    int hit = f && fread(&magic, sizeof magic, 1, f) == 1 && magic == LLMC_MAGIC;
+    int read = f && fread(&magic, sizeof magic, 1, f) == 1;
     if (f)
         fclose(f);
-    return hit;
+    for (size_t i = 0; read && other && i < sizeof llmc_others / sizeof llmc_others[0]; i++)
+        if (magic == llmc_others[i].magic) {
+            *other = llmc_others[i].what;
+            return -1;
+        }
+    return read && magic == LLMC_MAGIC;
+}
+
+int gb_weights_is_llmc(const char *path)
+{
+    return gb_weights_llmc_kind(path, NULL) == 1;
 }
 
 /* The shape of llm.c's header. 0, or -1 with diag. */
 static int llmc_shape(const int32_t *h, const char *path, gb_model_config *cfg, gb_diag *diag)
 {
-    if (h[0] != LLMC_MAGIC || (h[1] != 3 && h[1] != 5)) {
-        gb_diag_add(diag, "%s: not an llm.c GPT-2 file (magic %d, version %d; want %d and "
-                    "version 3 for f32 or 5 for bf16)", path, h[0], h[1], LLMC_MAGIC);
+    if (h[0] != LLMC_MAGIC) {
+        gb_diag_add(diag, "%s: magic %d: not llm.c's model file (magic %d): give llm.c's "
+                    "gpt2_124M.bin as its train_gpt2.py writes it",
+                    path, h[0], LLMC_MAGIC);
+        return -1;
+    }
+    if (h[1] != 3 && h[1] != 5) {
+        gb_diag_add(diag, "%s: llm.c model file of version %d; gearbox reads version 3 (f32, "
+                    "gpt2_124M.bin) and 5 (bf16, gpt2_124M_bf16.bin): write it again with "
+                    "llm.c's train_gpt2.py", path, h[1]);
         return -1;
     }
     for (int i = 2; i <= 7; i++)
@@ -448,9 +483,15 @@ static int llmc_shape(const int32_t *h, const char *path, gb_model_config *cfg, 
     *cfg = (gb_model_config){.n_layer = h[4], .n_head = h[5], .n_embd = h[6],
                              .block_size = h[2], .vocab_size = h[3], .bias = 1,
                              .padded_vocab_size = h[7], .gelu_tanh = 1};
-    if (h[6] % h[5] || h[7] < h[3]) {
-        gb_diag_add(diag, "%s: C %d is not a multiple of NH %d, or Vp %d is below V %d", path,
-                    h[6], h[5], h[7], h[3]);
+    if (h[6] % h[5]) {
+        gb_diag_add(diag, "%s: header: the width C %d is not a multiple of the head count NH "
+                    "%d, as every head must be as wide; the file is damaged or not GPT-2's",
+                    path, h[6], h[5]);
+        return -1;
+    }
+    if (h[7] < h[3]) {
+        gb_diag_add(diag, "%s: header: the padded vocabulary Vp %d is below the vocabulary V "
+                    "%d, which it holds; the file is damaged or not GPT-2's", path, h[7], h[3]);
         return -1;
     }
     return 0;
@@ -490,9 +531,11 @@ int gb_weights_read_llmc(const char *path, gb_weights *w, gb_diag *diag)
     int32_t h[LLMC_HEADER_INTS] = {0};
     memcpy(h, data, size < sizeof h ? size : sizeof h);
     layout l = {0};
-    int rc = size < sizeof h ? -1 : llmc_shape(h, path, &w->cfg, diag);
-    if (size < sizeof h)
-        gb_diag_add(diag, "%s: shorter than llm.c's 1024-byte header", path);
+    int cut_short = size < sizeof h && h[0] == LLMC_MAGIC;   /* else the magic is wrong */
+    int rc = cut_short ? -1 : llmc_shape(h, path, &w->cfg, diag);
+    if (cut_short)
+        gb_diag_add(diag, "%s: shorter than llm.c's 1024-byte header: the file is cut short",
+                    path);
     rc = rc ? rc : make_layout(w, &l, diag);
     size_t elem = h[1] == 5 ? 2 : 4;
     if (!rc && (size - sizeof h) / elem != (size_t)w->n_params) {
@@ -559,6 +602,7 @@ int gb_weights_from_checkpoint(const gb_checkpoint *ck, const char *path, gb_wei
         return -1;
     }
     w->cfg = gb_model_config_of(&s, ck->vocab->size);
+    w->gpt2_tokens = s.tokenizer == GB_TOKENIZER_GPT2;
     gb_settings_free(&s);
     gb_config_free(cfg);
     int count;

@@ -22,6 +22,7 @@ typedef struct gb_weights {
     gb_model_config cfg;
     float *params;
     int64_t n_params;
+    int gpt2_tokens;          /* its ids are GPT-2 BPE tokens ([data] tokenizer = gpt2) */
 } gb_weights;
 
 void gb_weights_free(gb_weights *w);
@@ -36,6 +37,9 @@ int gb_weights_write_hf(const char *dir, const gb_weights *w, gb_diag *diag);
 
 /* 1 when the file at `path` starts with llm.c's magic number. */
 int gb_weights_is_llmc(const char *path);
+/* 1 for llm.c's model file; -1 for another of llm.c's files, which *other (when not
+ * NULL) then names; 0 for anything else. */
+int gb_weights_llmc_kind(const char *path, const char **other);
 int gb_weights_read_llmc(const char *path, gb_weights *w, gb_diag *diag);
 /* Version 3 (f32); refuses what llm.c's GPT-2 cannot run (no biases, the erf GELU). */
 int gb_weights_write_llmc(const char *path, const gb_weights *w, gb_diag *diag);

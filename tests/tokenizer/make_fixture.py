@@ -6,11 +6,19 @@ tiktoken ranks file), plus test texts and the token ids tiktoken gives for them.
 Run once, offline, from the repository root; the files it writes are committed:
     python3 tests/tokenizer/make_fixture.py
 Needs the `regex` and `tiktoken` packages (PyPI). Nothing is downloaded.
+
+    python3 tests/tokenizer/make_fixture.py --long
+writes only long.txt: for long inputs the test makes itself (a run of 100,000 spaces, a
+word of 100,002 letters, a 1 MiB base64 line, the bundled Tiny Shakespeare), the count of tiktoken's ids and the
+SHA-256 of the ids as little-endian int32, with the fixture's vocabulary.
 """
+import array
 import base64
 import collections
+import hashlib
 import json
 import os
+import sys
 
 import regex
 import tiktoken
@@ -78,6 +86,47 @@ def train(text):
     return merges
 
 
+def lcg_bytes(n, seed):
+    """n pseudo-random bytes: the top byte of a 64-bit LCG (Knuth's MMIX constants), as
+    test_bpe.c makes them."""
+    out, x = bytearray(n), seed
+    for i in range(n):
+        x = (x * 6364136223846793005 + 1442695040888963407) & (2**64 - 1)
+        out[i] = x >> 56
+    return bytes(out)
+
+
+LONG_TEXTS = {
+    "spaces": lambda: b" " * 100000,
+    "spaces-word": lambda: b" " * 100000 + b"word",
+    "one-word": lambda: b"the" * 33334,   # one piece of 100,002 letters, merged throughout
+    "base64": lambda: base64.b64encode(lcg_bytes(786432, 1)),   # 1 MiB, one line
+    "shakespeare": lambda: open(CORPUS, "rb").read(),
+}
+
+
+def load_fixture_encoding():
+    ranks = {}
+    with open(os.path.join(OUT, "tiny.tiktoken")) as f:
+        for line in f:
+            tok, rank = line.split()
+            ranks[base64.b64decode(tok)] = int(rank)
+    return tiktoken.Encoding("tiny", pat_str=PATTERN, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": len(ranks)})
+
+
+def write_long():
+    """long.txt: NAME BYTES IDS SHA256-OF-IDS per line."""
+    enc = load_fixture_encoding()
+    with open(os.path.join(OUT, "long.txt"), "w") as f:
+        for name, make in LONG_TEXTS.items():
+            text = make()
+            ids = enc.encode(text.decode(), allowed_special="all")
+            digest = hashlib.sha256(array.array("i", ids).tobytes()).hexdigest()
+            f.write(f"{name} {len(text)} {len(ids)} {digest}\n")
+            print(name, len(text), len(ids))
+
+
 def main():
     with open(CORPUS, encoding="utf-8") as f:
         corpus = f.read()[:200000]
@@ -114,4 +163,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--long"]:
+        write_long()
+    else:
+        main()

@@ -47,13 +47,13 @@ static void test_corpus(const char *dir)
         {"shape-mismatch", "different number of bytes"},
         {"unknown-dtype", "dtype is none of"},
         {"huge-shape", "more elements than"},
-        {"huge-offsets", "data_offsets are not whole numbers"},
+        {"huge-offsets", "too big integer"},
         {"header-too-long", "100 MiB"},
         {"not-json", "not valid JSON"},
         {"duplicate-name", "appears twice"},
         {"metadata-not-string", "not a string"},
-        {"deep-nesting", "nested deeper"},
-        {"bad-surrogate", "malformed \\u escape"},
+        {"deep-nesting", "its entry is not an object"},
+        {"bad-surrogate", "invalid Unicode"},
         {"empty", "shorter than the 8-byte"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -83,6 +83,78 @@ expect_error "export refuses a model without biases" 1 "bias = false" -- \
 expect_error "export names its formats" 2 "expected hf or llm.c" -- \
     "$GEARBOX" export "$WORK/nb" "$WORK/nb_hf" --format onnx
 
+# Import's edges: the output folder, llm.c's magic first, each refusal with its fix.
+"$GEARBOX" import "$FIXTURES/gpt2_tiny" "$WORK/new/deeper/" > "$WORK/import.txt" 2>&1 &&
+    [ -f "$WORK/new/deeper/ckpt-000000.gbk" ] &&
+    "$GEARBOX" import "$FIXTURES/gpt2_tiny" "$WORK/made/x.gbk" > /dev/null 2>&1 &&
+    [ -f "$WORK/made/x.gbk" ] &&
+    pass "import creates its output folders (a path ending in / holds ckpt-000000.gbk)" ||
+    fail "import into a new folder: $(cat "$WORK/import.txt")"
+printf '\x88\xd8\x34\x01\x01\x00\x00\x00' > "$WORK/shard.bin"   # 20240520: llm.c's token data
+head -c 2000 /dev/zero >> "$WORK/shard.bin"
+expect_error "import names an llm.c token file by its magic" 1 \
+    "shard.bin is llm.c's token data (a shard of dev/data: ids, no weights), not a model: import takes llm.c's gpt2_124M.bin" -- \
+    "$GEARBOX" import "$WORK/shard.bin" "$WORK/x.gbk"
+head -c 2000 /dev/zero > "$WORK/zeros.bin"
+expect_error "import says a .bin's magic is not llm.c's model's, not 'not safetensors'" 1 \
+    "zeros.bin: magic 0: not llm.c's model file (magic 20240326): give llm.c's gpt2_124M.bin" -- \
+    "$GEARBOX" import "$WORK/zeros.bin" "$WORK/x.gbk"
+cp "$FIXTURES/gpt2_tiny_llmc.bin" "$WORK/v9.bin"
+printf '\x09' | dd of="$WORK/v9.bin" bs=1 seek=4 conv=notrunc 2> /dev/null   # version 9
+expect_error "import names an llm.c version it does not read, and which it does" 1 \
+    "llm.c model file of version 9; gearbox reads version 3 (f32, gpt2_124M.bin) and 5" -- \
+    "$GEARBOX" import "$WORK/v9.bin" "$WORK/x.gbk"
+cp "$FIXTURES/gpt2_tiny_llmc.bin" "$WORK/heads.bin"
+printf '\x07' | dd of="$WORK/heads.bin" bs=1 seek=20 conv=notrunc 2> /dev/null   # NH 7
+expect_error "import's llm.c header check names the one condition that fails" 1 \
+    "header: the width C 64 is not a multiple of the head count NH 7" -- \
+    "$GEARBOX" import "$WORK/heads.bin" "$WORK/x.gbk"
+cp "$FIXTURES/gpt2_tiny_llmc.bin" "$WORK/vp.bin"
+printf '\x64\x00' | dd of="$WORK/vp.bin" bs=1 seek=28 conv=notrunc 2> /dev/null   # Vp 100
+expect_error "... and the padded vocabulary apart" 1 \
+    "header: the padded vocabulary Vp 100 is below the vocabulary V 200" -- \
+    "$GEARBOX" import "$WORK/vp.bin" "$WORK/x.gbk"
+expect_error "import refuses a padding for llm.c's file, saying to drop it" 1 \
+    "gives its padding itself: drop --padded-vocab-size" -- \
+    "$GEARBOX" import "$FIXTURES/gpt2_tiny_llmc.bin" "$WORK/x.gbk" --padded-vocab-size 300
+: > "$WORK/empty.safetensors"
+expect_error "a safetensors refusal says what to give" 1 \
+    "is not a safetensors file: shorter than the 8-byte header length; give a model.safetensors" -- \
+    "$GEARBOX" import "$WORK/empty.safetensors" "$WORK/x.gbk"
+expect_error "init_from names the key, its values as the config writes them, and the fix" 2 \
+    "was trained with [model] bias = true, this config says false; set [model] bias = true to load it" -- \
+    "$GEARBOX" train "$WORK/finetune.ini" --set model.bias=false
+"$GEARBOX" export "$WORK/hf.gbk" "$WORK/hf_again" > /dev/null 2>&1 &&
+    grep -q '"bos_token_id": 199' "$WORK/hf_again/config.json" &&
+    grep -q '"eos_token_id": 199' "$WORK/hf_again/config.json" &&
+    grep -q '"bos_token_id": null' "$WORK/ft_hf/config.json" &&
+    pass "export writes bos/eos_token_id: <|endoftext|> (the last id) for GPT-2 tokens, null for bytes" ||
+    fail "export's bos/eos: $(cat "$WORK/hf_again/config.json" "$WORK/ft_hf/config.json")"
+
+# --vocab and prepare's OUTDIR where the other kind of path was meant.
+expect_error "--vocab at encoder.json asks for its folder" 1 \
+    "encoder.json is one of GPT-2's two vocabulary files: give the folder that holds encoder.json and vocab.bpe ($SRC/tests/tokenizer/fixture)" -- \
+    "$GEARBOX" sample "$WORK/hf.gbk" --vocab "$SRC/tests/tokenizer/fixture/encoder.json"
+touch "$WORK/a_file"
+expect_error "prepare's OUTDIR that is a file asks for a folder" 1 \
+    "OUTDIR $WORK/a_file is a file, but prepare writes train.bin and val.bin into a folder: give the path of a folder" -- \
+    "$GEARBOX" prepare "$SRC/examples/data/tinyshakespeare.txt" "$WORK/a_file"
+
+# Greedy decoding is --top-k 1 whatever the seed; a seed repeats its sample.
+sample() { "$GEARBOX" sample "$WORK/hf.gbk" --vocab "$SRC/tests/tokenizer/fixture" --prompt ab --tokens 24 "$@" 2>&1; }
+greedy=$(sample --temperature 0 --seed 1)
+topk1=$(sample --top-k 1 --seed 2)
+[ -n "$greedy" ] && [ "$greedy" = "$topk1" ] &&
+    pass "sample --temperature 0 equals --top-k 1 (greedy)" ||
+    fail "greedy: '$greedy' vs top-k 1: '$topk1'"
+[ "$(sample --seed 5 --top-k 0 --temperature 2)" = "$(sample --seed 5 --top-k 0 --temperature 2)" ] &&
+    [ "$(sample --seed 5 --top-k 0 --temperature 2)" != "$(sample --seed 6 --top-k 0 --temperature 2)" ] &&
+    pass "sample --seed repeats its text, another seed gives another" ||
+    fail "sample --seed: $(sample --seed 5 --top-k 0 --temperature 2)"
+expect_error "an empty prompt starts from <|endoftext|> (here beyond the model's ids)" 1 \
+    "the empty prompt starts from <|endoftext|>, id 556, beyond the model's 200 ids" -- \
+    "$GEARBOX" sample "$WORK/hf.gbk" --vocab "$SRC/tests/tokenizer/fixture" --prompt ""
+
 # The GPT-2 examples: a memory plan even where their CUDA device and data are not.
 for ini in gpt2_124m gpt2_finetune; do
     "$GEARBOX" check "$SRC/examples/$ini.ini" --set run.out_dir="$WORK/out_$ini" \

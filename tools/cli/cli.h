@@ -19,6 +19,8 @@ int gb_cmd_doctor(int argc, char **argv);
 int gb_cmd_ab(int argc, char **argv);
 int gb_cmd_import(int argc, char **argv);
 int gb_cmd_export(int argc, char **argv);
+int gb_cmd_encode(int argc, char **argv);
+int gb_cmd_decode(int argc, char **argv);
 
 #define GB_CLI_MAX_SETS 256
 
@@ -70,18 +72,9 @@ typedef struct gb_sample_args {
     unsigned long long seed;
 } gb_sample_args;
 
-/* Parses sample's arguments (no file is touched). 0, or the exit status after printing
- * the problem (2). */
+/* Parses sample's arguments (no file is touched). 0; -1 after printing --help; or the
+ * exit status after printing the problem (2). */
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a);
-
-/* The hand-rolled parsing of sample, prepare, import and export; both go when those verbs
- * move to option tables (options.h). Value of "--flag VALUE" or "--flag=VALUE" at argv[*i],
- * advancing *i; NULL if argv[*i] is not that flag. *missing is set when the flag has no
- * value. */
-const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, int *missing);
-
-/* 1 when argv holds -h or --help (then `usage` has been printed); see above. */
-int gb_cli_wants_help(int argc, char **argv, const char *usage);
 
 /* Re-executes gearbox with GOMP_SPINCOUNT bounded unless OMP_WAIT_POLICY or
  * GOMP_SPINCOUNT is set (omp_wait.c says why); returns only when it did not. */

@@ -10,28 +10,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bpe.h"
 #include "cli.h"
 #include "data.h"
 #include "fsutil.h"
+#include "options.h"
 
-static const char usage[] =
-    "usage: gearbox prepare [--tokenizer bytes|gpt2] [--vocab PATH] TEXT OUTDIR\n"
-    "\n"
-    "Reads the text file TEXT and writes OUTDIR/train.bin and OUTDIR/val.bin (uint16\n"
-    "little-endian token ids of the first 90% and the last 10% of the text), which\n"
-    "`[data] dir` points at.\n"
-    "\n"
-    "  --tokenizer bytes  one token per distinct byte (the default); the ids' bytes go to\n"
-    "                     OUTDIR/vocab.txt, sorted\n"
-    "  --tokenizer gpt2   GPT-2's BPE (nanoGPT's layout, no vocab.txt); the text is cut at\n"
-    "                     the first character boundary at or after 90% of its bytes and\n"
-    "                     each part encoded apart; <|endoftext|> in the text becomes its\n"
-    "                     id. OUTDIR/tokenizer.txt notes the vocabulary for runs and sample\n"
-    "  --vocab PATH       GPT-2's vocabulary (needed with gpt2): a folder with encoder.json\n"
-    "                     and vocab.bpe, or a tiktoken ranks file such as gpt2.tiktoken\n";
+enum { OPT_TOKENIZER, OPT_VOCAB };
+
+static const gb_cli_option options[] = {
+    [OPT_TOKENIZER] = {"tokenizer", 0, "bytes|gpt2",
+                       "bytes: one token per distinct byte (the default); the\n"
+                       "ids' bytes go to OUTDIR/vocab.txt, sorted.\n"
+                       "gpt2: GPT-2's BPE (nanoGPT's layout, no vocab.txt); the\n"
+                       "text is cut at the first character boundary at or\n"
+                       "after 90% of its bytes and each part encoded apart;\n"
+                       "<|endoftext|> in the text becomes its id.\n"
+                       "OUTDIR/tokenizer.txt notes the vocabulary for runs\n"
+                       "and sample"},
+    [OPT_VOCAB] = {"vocab", 0, "PATH", "GPT-2's vocabulary (needed with gpt2): a folder with\n"
+                   "encoder.json and vocab.bpe, or a tiktoken ranks file\n"
+                   "such as gpt2.tiktoken"},
+    {0}};
+
+static const gb_cli_spec spec = {
+    .verb = "prepare",
+    .usage = "gearbox prepare [--tokenizer bytes|gpt2] [--vocab PATH] TEXT OUTDIR",
+    .about = "Reads the text file TEXT and writes OUTDIR/train.bin and OUTDIR/val.bin (uint16\n"
+             "little-endian token ids of the first 90% and the last 10% of the text), which\n"
+             "`[data] dir` points at.\n",
+    .options = options};
+
+typedef struct prepare_args {
+    const char *tokenizer, *vocab;
+} prepare_args;
+
+static int on_option(void *ctx, int index, const char *value)
+{
+    prepare_args *a = ctx;
+    if (index == OPT_TOKENIZER)
+        a->tokenizer = value;
+    else
+        a->vocab = value;
+    return 0;
+}
 
 static int write_file(const char *dir, const char *name, const void *data, size_t size)
 {
@@ -59,8 +84,16 @@ static int make_out_dir(const char *dir, const char *stale)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, stale);
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "gearbox prepare: OUTDIR %s is a file, but prepare writes train.bin "
+                "and val.bin into a folder: give the path of a folder (created if missing)\n",
+                dir);
+        return -1;
+    }
     if (gb_make_dirs(dir) != 0) {
-        fprintf(stderr, "gearbox prepare: cannot create %s: %s\n", dir, strerror(errno));
+        fprintf(stderr, "gearbox prepare: cannot create %s: %s; give OUTDIR a path "
+                "whose folders you can create\n", dir, strerror(errno));
         return -1;
     }
     if (unlink(path) != 0 && errno != ENOENT) {
@@ -200,41 +233,30 @@ static int prepare_gpt2(const char *text_path, const unsigned char *text, size_t
 
 int gb_cmd_prepare(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
-    const char *tokenizer = "bytes", *vocab = NULL, *paths[2];
-    int n_paths = 0;
-    for (int i = 1; i < argc; i++) {
-        int missing = 0;
-        const char *v;
-        if ((v = gb_cli_flag_value(argc, argv, &i, "--tokenizer", &missing)))
-            tokenizer = v;
-        else if ((v = gb_cli_flag_value(argc, argv, &i, "--vocab", &missing)))
-            vocab = v;
-        else if (missing)
-            return gb_cli_usage_error("prepare", "%s needs a value", argv[i]);
-        else if (argv[i][0] == '-' && argv[i][1])
-            return gb_cli_usage_error("prepare", "unknown option %s", argv[i]);
-        else if (n_paths == 2)
-            return gb_cli_usage_error("prepare", "unexpected argument %s", argv[i]);
-        else
-            paths[n_paths++] = argv[i];
-    }
-    int gpt2 = strcmp(tokenizer, "gpt2") == 0;
-    if (!gpt2 && strcmp(tokenizer, "bytes") != 0)
-        return gb_cli_usage_error("prepare", "--tokenizer %s: expected bytes or gpt2", tokenizer);
-    if (n_paths != 2)
+    prepare_args a = {"bytes", NULL};
+    int first;
+    int rc = gb_cli_parse(&spec, argc, argv, on_option, &a, &first);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    int gpt2 = strcmp(a.tokenizer, "gpt2") == 0;
+    if (!gpt2 && strcmp(a.tokenizer, "bytes") != 0)
+        return gb_cli_usage_error("prepare", "--tokenizer %s: expected bytes or gpt2",
+                                  a.tokenizer);
+    if (argc - first > 2)
+        return gb_cli_usage_error("prepare", "unexpected argument %s", argv[first + 2]);
+    if (argc - first != 2)
         return gb_cli_usage_error("prepare", "expected TEXT and OUTDIR");
-    if (gpt2 != (vocab != NULL))
+    if (gpt2 != (a.vocab != NULL))
         return gb_cli_usage_error("prepare", gpt2 ? "--tokenizer gpt2 needs --vocab PATH (a "
                                   "folder with encoder.json and vocab.bpe, or a tiktoken file)"
                                   : "--vocab goes with --tokenizer gpt2");
+    const char *text_path = argv[first], *out = argv[first + 1];
     size_t n;
-    unsigned char *text = read_text(paths[0], &n);
+    unsigned char *text = read_text(text_path, &n);
     if (!text)
         return 1;
-    int rc = gpt2 ? prepare_gpt2(paths[0], text, n, paths[1], vocab)
-                  : prepare_bytes(paths[0], text, n, paths[1]);
+    rc = gpt2 ? prepare_gpt2(text_path, text, n, out, a.vocab)
+              : prepare_bytes(text_path, text, n, out);
     free(text);
     return rc;
 }

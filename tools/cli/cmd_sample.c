@@ -14,25 +14,36 @@
 #include "checkpoint.h"
 #include "cli.h"
 #include "model.h"
+#include "options.h"
 #include "rng.h"
 #include "runtime.h"
 
-static const char usage[] =
-    "usage: gearbox sample CHECKPOINT [--prompt S] [--tokens N] [--temperature T]\n"
-    "                      [--top-k K] [--seed N] [--vocab PATH] [--plugin-path DIRS]\n"
-    "\n"
-    "Generates text from CHECKPOINT (a .gbk file, or an out_dir: its newest checkpoint),\n"
-    "using the model, vocabulary and plugins recorded in it.\n"
-    "\n"
-    "  --prompt S        text to continue (default: a newline)\n"
-    "  --tokens N        tokens to generate (default 500)\n"
-    "  --temperature T   softmax temperature, > 0 (default 0.8)\n"
-    "  --top-k K         sample among the K likeliest tokens; 0 for all (default 200)\n"
-    "  --seed N          random seed (default 1337)\n"
-    "  --vocab PATH      GPT-2's vocabulary, for a model trained on GPT-2 BPE tokens: a\n"
-    "                    folder with encoder.json and vocab.bpe, or a tiktoken file\n"
-    "                    (default: the run's [data] vocab, or the one `gearbox prepare`\n"
-    "                    noted in its data folder)\n";
+enum { OPT_PROMPT, OPT_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_SEED, OPT_VOCAB,
+       OPT_PLUGIN_PATH };
+
+static const gb_cli_option options[] = {
+    [OPT_PROMPT] = {"prompt", 0, "S", "text to continue (default: a newline); an empty one\n"
+                    "starts from <|endoftext|> with a GPT-2 vocabulary"},
+    [OPT_TOKENS] = {"tokens", 0, "N", "tokens to generate (default 500)"},
+    [OPT_TEMPERATURE] = {"temperature", 0, "T", "softmax temperature (default 0.8); 0 is greedy:\n"
+                         "the likeliest token each time, as --top-k 1"},
+    [OPT_TOP_K] = {"top-k", 0, "K", "sample among the K likeliest tokens; 0 for all\n"
+                   "(default 200)"},
+    [OPT_SEED] = {"seed", 0, "N", "random seed (default 1337)"},
+    [OPT_VOCAB] = {"vocab", 0, "PATH", "GPT-2's vocabulary, for a model trained on GPT-2 BPE\n"
+                   "tokens: a folder with encoder.json and vocab.bpe, or a\n"
+                   "tiktoken file (default: the run's [data] vocab, or the\n"
+                   "one `gearbox prepare` noted in its data folder)"},
+    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    {0}};
+
+static const gb_cli_spec spec = {
+    .verb = "sample",
+    .usage = "gearbox sample CHECKPOINT [OPTIONS]",
+    .about = "Generates text from CHECKPOINT (a .gbk file, or an out_dir: its newest checkpoint),\n"
+             "using the model, vocabulary and plugins recorded in it. The same --seed gives the\n"
+             "same text.\n",
+    .options = options};
 
 static int parse_real(const char *flag, const char *text, double lo, double hi, double *out)
 {
@@ -61,32 +72,25 @@ static int parse_count(const char *flag, const char *text, unsigned long long hi
     return 0;
 }
 
-/* One "--flag VALUE" (or --flag=VALUE) at argv[*i] into a; 2 after a usage error. */
-static int parse_flag(int argc, char **argv, int *i, gb_sample_args *a)
+static int on_option(void *ctx, int index, const char *v)
 {
-    int missing = 0, rc = 0;
-    const char *v;
+    gb_sample_args *a = ctx;
     unsigned long long n = 0;
-    if ((v = gb_cli_flag_value(argc, argv, i, "--prompt", &missing))) {
-        a->prompt = v;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--vocab", &missing))) {
-        a->vocab = v;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--plugin-path", &missing))) {
-        a->plugin_path = v;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--tokens", &missing))) {
+    int rc = 0;
+    switch (index) {
+    case OPT_PROMPT: a->prompt = v; break;
+    case OPT_VOCAB: a->vocab = v; break;
+    case OPT_PLUGIN_PATH: a->plugin_path = v; break;
+    case OPT_TOKENS:
         rc = parse_count("--tokens", v, 1000000000, &n);
         a->tokens = (long)n;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--top-k", &missing))) {
+        break;
+    case OPT_TOP_K:
         rc = parse_count("--top-k", v, 1000000000, &n);
         a->top_k = (long)n;
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--seed", &missing))) {
-        rc = parse_count("--seed", v, ULLONG_MAX, &a->seed);
-    } else if ((v = gb_cli_flag_value(argc, argv, i, "--temperature", &missing))) {
-        rc = parse_real("--temperature", v, 1e-6, 1e6, &a->temperature);
-    } else if (missing) {
-        rc = gb_cli_usage_error("sample", "%s needs a value", argv[*i]);
-    } else {
-        rc = gb_cli_usage_error("sample", "unknown option %s", argv[*i]);
+        break;
+    case OPT_SEED: rc = parse_count("--seed", v, ULLONG_MAX, &a->seed); break;
+    case OPT_TEMPERATURE: rc = parse_real("--temperature", v, 0.0, 1e6, &a->temperature); break;
     }
     return rc ? 2 : 0;
 }
@@ -94,17 +98,14 @@ static int parse_flag(int argc, char **argv, int *i, gb_sample_args *a)
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a)
 {
     *a = (gb_sample_args){NULL, "\n", NULL, NULL, 500, 200, 0.8, 1337};
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-') {
-            int rc = parse_flag(argc, argv, &i, a);
-            if (rc)
-                return rc;
-        } else if (a->checkpoint) {
-            return gb_cli_usage_error("sample", "unexpected argument %s", argv[i]);
-        } else {
-            a->checkpoint = argv[i];
-        }
-    }
+    int first;
+    int rc = gb_cli_parse(&spec, argc, argv, on_option, a, &first);
+    if (rc)
+        return rc;
+    if (first < argc)
+        a->checkpoint = argv[first];
+    if (first + 1 < argc)
+        return gb_cli_usage_error("sample", "unexpected argument %s", argv[first + 1]);
     if (!a->checkpoint)
         return gb_cli_usage_error("sample", "missing CHECKPOINT");
     return 0;
@@ -116,9 +117,22 @@ static int descending(const void *x, const void *y)
     return (a < b) - (a > b);
 }
 
-/* Draws a token from logits (V) with temperature and top-k. */
+/* The likeliest token; the lowest id among equals. */
+static int likeliest(const float *logits, int64_t V)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (logits[i] > logits[best])
+            best = i;
+    return (int)best;
+}
+
+/* Draws a token from logits (V) with temperature and top-k; temperature 0 and top-k 1
+ * are greedy, drawing nothing. */
 static int draw(float *logits, int64_t V, const gb_sample_args *a, gb_rng *rng)
 {
+    if (a->temperature == 0.0 || a->top_k == 1)
+        return likeliest(logits, V);
     double max = -INFINITY;
     for (int64_t i = 0; i < V; i++) {
         logits[i] = (float)(logits[i] / a->temperature);
@@ -210,8 +224,14 @@ static int generate(gb_model *m, const gb_model_config *mc, const text_codec *co
     int rc = -1;
     if (!ids || !logits || encode_prompt(codec, a->prompt, mc->vocab_size, &ids, &n, &cap))
         goto out;
-    if (n == 0)
-        ids[n++] = 0;
+    if (n == 0)   /* GPT-2 starts a text after <|endoftext|> */
+        ids[n++] = codec->bpe ? gb_bpe_end_of_text(codec->bpe) : 0;
+    if (ids[0] >= mc->vocab_size) {
+        fprintf(stderr, "gearbox sample: the empty prompt starts from <|endoftext|>, id %d, "
+                "beyond the model's %lld ids: give a --prompt\n", ids[0],
+                (long long)mc->vocab_size);
+        goto out;
+    }
     fputs(a->prompt, stdout);
     gb_rng rng = gb_rng_stream(a->seed, GB_RNG_SAMPLE, 0, 0);
     for (long i = 0; i < a->tokens; i++) {
@@ -281,12 +301,10 @@ static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *
 
 int gb_cmd_sample(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, usage))
-        return 0;
     gb_sample_args a;
     int rc = gb_cli_parse_sample(argc, argv, &a);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     struct stat st;
     char *path = stat(a.checkpoint, &st) == 0 && S_ISDIR(st.st_mode)
                      ? gb_checkpoint_latest(a.checkpoint) : strdup(a.checkpoint);

@@ -5,39 +5,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "options.h"
 #include "weights.h"
 
-static const char import_usage[] =
-    "usage: gearbox import SOURCE CHECKPOINT [--padded-vocab-size N]\n"
-    "\n"
+static const gb_cli_option import_options[] = {
+    {"padded-vocab-size", 0, "N", "pad the token embedding to N rows, as llm.c does (GPT-2:\n"
+     "50304); the extra rows are never predicted"},
+    {0}};
+
+static const gb_cli_spec import_spec = {
+    .verb = "import",
+    .usage = "gearbox import SOURCE CHECKPOINT [--padded-vocab-size N]",
+    .about =
     "Writes the GPT-2 weights of SOURCE as the gearbox checkpoint CHECKPOINT (.gbk), which\n"
     "[train] init_from fine-tunes from (step 0, a fresh optimizer) and `gearbox sample`\n"
-    "reads. SOURCE is one of\n"
+    "reads; a CHECKPOINT that is a folder or ends in '/' gets CHECKPOINT/ckpt-000000.gbk,\n"
+    "and the folders missing on its path are created. SOURCE is one of\n"
     "  - a Hugging Face GPT-2 folder: model.safetensors and config.json (as\n"
     "    GPT2LMHeadModel.save_pretrained writes them, or as the model hub has them);\n"
     "  - a model.safetensors file, with its config.json beside it;\n"
     "  - llm.c's gpt2_124M.bin (f32) or gpt2_124M_bf16.bin (its padded vocabulary kept).\n"
-    "\n"
-    "  --padded-vocab-size N   pad the token embedding to N rows, as llm.c does (GPT-2:\n"
-    "                          50304); the extra rows are never predicted\n"
-    "\n"
     "The checkpoint's [model] section is the config a fine-tuning run must repeat;\n"
-    "`gearbox check` on it shows the memory plan.\n";
+    "`gearbox check` on it shows the memory plan.\n",
+    .options = import_options};
 
-static const char export_usage[] =
-    "usage: gearbox export CHECKPOINT DEST [--format hf|llm.c]\n"
-    "\n"
-    "Writes the weights of a gearbox checkpoint (a .gbk file, or an out_dir: its newest)\n"
-    "for other programs:\n"
-    "  --format hf     (default) DEST is a folder: model.safetensors and config.json that\n"
-    "                  transformers' GPT2LMHeadModel.from_pretrained(DEST) loads (the real\n"
-    "                  vocabulary rows only; activation_function gelu_new for [model]\n"
-    "                  gelu = tanh, gelu for erf). A model without biases is refused.\n"
-    "  --format llm.c  DEST is a file in llm.c's layout (version 3, f32); llm.c runs only\n"
-    "                  GPT-2 with biases and GELU's tanh form.\n";
+static const gb_cli_option export_options[] = {
+    {"format", 0, "hf|llm.c", "hf (the default): DEST is a folder: model.safetensors and\n"
+     "config.json that transformers' GPT2LMHeadModel\n"
+     ".from_pretrained(DEST) loads (the real vocabulary rows only;\n"
+     "activation_function gelu_new for [model] gelu = tanh, gelu\n"
+     "for erf; bos/eos_token_id <|endoftext|>, the last id, for\n"
+     "GPT-2 BPE tokens). A model without biases is refused.\n"
+     "llm.c: DEST is a file in llm.c's layout (version 3, f32);\n"
+     "llm.c runs only GPT-2 with biases and GELU's tanh form"},
+    {0}};
+
+static const gb_cli_spec export_spec = {
+    .verb = "export",
+    .usage = "gearbox export CHECKPOINT DEST [--format hf|llm.c]",
+    .about = "Writes the weights of a gearbox checkpoint (a .gbk file, or an out_dir: its newest)\n"
+             "for other programs.\n",
+    .options = export_options};
 
 /* N of "--padded-vocab-size N": 1 to 2^20. */
 static int parse_padding(const char *text, int64_t *out)
@@ -52,28 +64,31 @@ static int parse_padding(const char *text, int64_t *out)
     return 0;
 }
 
-/* The two positional arguments and the one flag of a verb. 0, or 2 after a usage error. */
-static int parse_args(int argc, char **argv, const char *verb, const char *flag,
-                      const char *pos[2], const char **value)
+static int keep_value(void *ctx, int index, const char *value)
 {
-    int n = 0, missing = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = gb_cli_flag_value(argc, argv, &i, flag, &missing);
-        if (v)
-            *value = v;
-        else if (missing)
-            return gb_cli_usage_error(verb, "%s needs a value", flag);
-        else if (argv[i][0] == '-')
-            return gb_cli_usage_error(verb, "unknown option %s", argv[i]);
-        else if (n == 2)
-            return gb_cli_usage_error(verb, "unexpected argument %s", argv[i]);
-        else
-            pos[n++] = argv[i];
-    }
-    if (n < 2)
+    (void)index;
+    *(const char **)ctx = value;
+    return 0;
+}
+
+/* The two positional arguments and the one option of a verb. 0; -1 after --help; 2 after
+ * a usage error. */
+static int parse_args(int argc, char **argv, const gb_cli_spec *spec, const char *pos[2],
+                      const char **value)
+{
+    const char *verb = spec->verb;
+    int first;
+    int rc = gb_cli_parse(spec, argc, argv, keep_value, value, &first);
+    if (rc)
+        return rc;
+    if (argc - first > 2)
+        return gb_cli_usage_error(verb, "unexpected argument %s", argv[first + 2]);
+    if (argc - first < 2)
         return gb_cli_usage_error(verb, "expected two arguments, %s",
                                   strcmp(verb, "import") == 0 ? "SOURCE and CHECKPOINT"
                                                               : "CHECKPOINT and DEST");
+    pos[0] = argv[first];
+    pos[1] = argv[first + 1];
     return 0;
 }
 
@@ -89,43 +104,76 @@ static void describe(const char *verb, const char *path, const gb_weights *w)
            c->gelu_tanh ? "tanh" : "erf");
 }
 
+/* Where import writes: CHECKPOINT, or CHECKPOINT/ckpt-000000.gbk for a folder (one that
+ * exists, or a path ending in '/'), as `gearbox sample` and init_from read out_dirs. */
+static char *import_target(const char *checkpoint)
+{
+    struct stat st;
+    size_t n = strlen(checkpoint);
+    int folder = (n && checkpoint[n - 1] == '/') ||
+                 (stat(checkpoint, &st) == 0 && S_ISDIR(st.st_mode));
+    char *path = malloc(n + 32);
+    if (path)
+        snprintf(path, n + 32, folder ? "%s%sckpt-000000.gbk" : "%s", checkpoint,
+                 n && checkpoint[n - 1] == '/' ? "" : "/");
+    return path;
+}
+
+/* The weights of SOURCE, told apart by llm.c's magic number first: any other file is
+ * read as safetensors, whose refusal would not say that an llm.c file was the wrong one. */
+static int read_source(const char *source, const char *padding, int64_t padded, gb_weights *w,
+                       gb_diag *diag)
+{
+    const char *other = NULL;
+    int llmc = gb_weights_llmc_kind(source, &other);
+    if (llmc < 0) {
+        gb_diag_add(diag, "%s is %s, not a model: import takes llm.c's gpt2_124M.bin (or "
+                    "gpt2_124M_bf16.bin), or a Hugging Face folder", source, other);
+        return -1;
+    }
+    if (llmc && padding) {
+        gb_diag_add(diag, "%s is llm.c's model file, which gives its padding itself: drop "
+                    "--padded-vocab-size", source);
+        return -1;
+    }
+    size_t n = strlen(source);   /* a .bin is llm.c's: say what its magic is not */
+    if (llmc || (n > 4 && strcmp(source + n - 4, ".bin") == 0))
+        return gb_weights_read_llmc(source, w, diag);
+    return gb_weights_read_hf(source, padded, w, diag);
+}
+
 int gb_cmd_import(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, import_usage))
-        return 0;
     const char *pos[2] = {NULL, NULL}, *padding = NULL;
     int64_t padded = 0;
-    int rc = parse_args(argc, argv, "import", "--padded-vocab-size", pos, &padding);
-    if (rc || (padding && parse_padding(padding, &padded)))
+    int rc = parse_args(argc, argv, &import_spec, pos, &padding);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (padding && parse_padding(padding, &padded))
         return 2;
     gb_weights w;
     gb_diag diag = {0};
-    if (gb_weights_is_llmc(pos[0]) && padding)
-        rc = gb_cli_usage_error("import", "%s is llm.c's file, which gives its padding itself",
-                                pos[0]);
-    else if (gb_weights_is_llmc(pos[0]))
-        rc = gb_weights_read_llmc(pos[0], &w, &diag) ? 1 : 0;
-    else
-        rc = gb_weights_read_hf(pos[0], padded, &w, &diag) ? 1 : 0;
+    char *target = import_target(pos[1]);
+    rc = !target || read_source(pos[0], padding, padded, &w, &diag) ? 1 : 0;
     if (rc == 0) {
-        rc = gb_cli_make_parents("import", pos[1]) ||
-             gb_weights_write_checkpoint(pos[1], &w, &diag) ? 1 : 0;
+        rc = gb_cli_make_parents("import", target) ||
+             gb_weights_write_checkpoint(target, &w, &diag) ? 1 : 0;
         if (rc == 0)
-            describe("import", pos[1], &w);
+            describe("import", target, &w);
         gb_weights_free(&w);
     }
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
+    free(target);
     return rc;
 }
 
 int gb_cmd_export(int argc, char **argv)
 {
-    if (gb_cli_wants_help(argc, argv, export_usage))
-        return 0;
     const char *pos[2] = {NULL, NULL}, *format = "hf";
-    if (parse_args(argc, argv, "export", "--format", pos, &format))
-        return 2;
+    int parsed = parse_args(argc, argv, &export_spec, pos, &format);
+    if (parsed)
+        return parsed < 0 ? 0 : parsed;
     int llmc = strcmp(format, "llm.c") == 0;
     if (!llmc && strcmp(format, "hf") != 0)
         return gb_cli_usage_error("export", "--format %s: expected hf or llm.c", format);

@@ -2,8 +2,10 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fsutil.h"
@@ -31,33 +33,6 @@ int gb_cli_usage_error(const char *verb, const char *fmt, ...)
     fprintf(stderr, "gearbox%s%s: %s\n(see `gearbox%s%s --help`)\n", space, verb, shown, space,
             verb);
     return 2;
-}
-
-int gb_cli_wants_help(int argc, char **argv, const char *usage)
-{
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(usage, stdout);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-const char *gb_cli_flag_value(int argc, char **argv, int *i, const char *flag, int *missing)
-{
-    size_t n = strlen(flag);
-    if (strncmp(argv[*i], flag, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 /* One of the run options set, plugin-path and resume into run: 0, 1 when `name` is

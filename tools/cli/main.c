@@ -17,6 +17,11 @@ static const char verbs_text[] =
     "  sample CHECKPOINT [--prompt S] [--tokens N] [--temperature T] [--top-k K] [--seed N]\n"
     "         [--vocab PATH]\n"
     "                                  generate text from a checkpoint\n"
+    "  encode --vocab PATH [TEXT | --input FILE] [--output FILE]\n"
+    "                                  GPT-2 BPE ids of a text or file, as numbers or a\n"
+    "                                  token file\n"
+    "  decode --vocab PATH [ID... | --input FILE] [--dtype D]\n"
+    "                                  the bytes of GPT-2 BPE ids\n"
     "  import SOURCE CHECKPOINT        GPT-2 weights from Hugging Face (model.safetensors +\n"
     "                                  config.json) or llm.c (.bin) into a checkpoint\n"
     "  export CHECKPOINT DEST [--format hf|llm.c]\n"
@@ -80,6 +85,7 @@ int main(int argc, char **argv)
         {"sample", gb_cmd_sample},   {"plugins", gb_cmd_plugins}, {"bench", gb_cmd_bench},
         {"doctor", gb_cmd_doctor},
         {"ab", gb_cmd_ab},           {"import", gb_cmd_import},   {"export", gb_cmd_export},
+        {"encode", gb_cmd_encode},   {"decode", gb_cmd_decode},
         {"new-plugin", gb_cmd_new_plugin}, {"test-plugin", gb_cmd_test_plugin},
     };
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)

@@ -184,3 +184,28 @@ void gb_cli_help(const gb_cli_spec *spec, FILE *f)
     if (spec->notes)
         fprintf(f, "\n%s", spec->notes);
 }
+
+int gb_cli_parse(const gb_cli_spec *spec, int argc, char **argv,
+                 int (*on_option)(void *ctx, int index, const char *value), void *ctx,
+                 int *first)
+{
+    char **operands = malloc((size_t)argc * sizeof *operands);
+    if (!operands)
+        return gb_cli_usage_error(spec->verb, "out of memory");
+    gb_cli_parser p;
+    gb_cli_begin(&p, spec, argc, argv);
+    int n = 0, rc = 0;
+    for (int opt; rc == 0 && (opt = gb_cli_next(&p)) != GB_CLI_END;) {
+        if (opt == GB_CLI_OPERAND)
+            operands[n++] = (char *)p.value;
+        else if (opt == GB_CLI_EXIT)
+            rc = p.status ? p.status : -1;
+        else
+            rc = on_option(ctx, opt, p.value);
+    }
+    *first = argc - n;
+    if (rc == 0)
+        memcpy(argv + *first, operands, (size_t)n * sizeof *operands);
+    free(operands);
+    return rc;
+}

@@ -87,4 +87,13 @@ int gb_cli_next(gb_cli_parser *p);
 /* Writes spec's --help text to f. */
 void gb_cli_help(const gb_cli_spec *spec, FILE *f);
 
+/* For a verb whose operands are a plain list: runs the parse, handing each option to
+ * on_option(ctx, index, value) in command-line order, and moves the operands, in their
+ * order, to the end of argv, from argv[*first] on (where getopt_long's default ordering
+ * leaves them). 0; -1 after printing --help; else the exit status after printing the
+ * problem (2), on_option's included. */
+int gb_cli_parse(const gb_cli_spec *spec, int argc, char **argv,
+                 int (*on_option)(void *ctx, int index, const char *value), void *ctx,
+                 int *first);
+
 #endif
