@@ -1,4 +1,4 @@
-/* Fuzz target: the safetensors reader (engine/safetensors.c, gb_safetensors_parse) and
+/* Fuzz target: the safetensors reader (tools/weights/safetensors.c, gb_safetensors_parse) and
  * the widening of what it accepts to f32. A file it accepts must keep every tensor
  * inside the data section, which the widening then reads whole. */
 #include <stdlib.h>

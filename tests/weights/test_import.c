@@ -1,4 +1,4 @@
-/* GPT-2 weights in and out (engine/weights.c) against the files make_fixtures.py made
+/* GPT-2 weights in and out (tools/weights/weights.c) against the files make_fixtures.py made
  * with Hugging Face's transformers:
  * - the Hugging Face folder and llm.c's .bin give PyTorch's logits and loss through the
  *   real plugins (device/cpu with GELU's tanh form, attn/math), logits within 1e-4 of

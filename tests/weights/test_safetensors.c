@@ -1,4 +1,4 @@
-/* The safetensors reader and writer (engine/safetensors.c): each file of the fuzz corpus
+/* The safetensors reader and writer (tools/weights/safetensors.c): each file of the fuzz corpus
  * (tests/fuzz/corpus/safetensors) is accepted or refused with the message it deserves,
  * and what the writer writes reads back bit for bit, metadata included.
  *

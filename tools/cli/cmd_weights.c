@@ -1,6 +1,6 @@
 /* `gearbox import` and `gearbox export`: GPT-2 weights between gearbox checkpoints and
  * Hugging Face's (model.safetensors + config.json) or llm.c's (gpt2_124M.bin) files
- * (engine/weights.c). Nothing is downloaded: the user points gearbox at the files. */
+ * (tools/weights/weights.c). Nothing is downloaded: the user points gearbox at the files. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
