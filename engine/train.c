@@ -354,20 +354,21 @@ static int start_from(gb_trainer *t, const gb_train_options *opts)
 
 /* ---- one step ------------------------------------------------------------------------ */
 
-/* Forward over training micro-step `index`: the batch prefetched for it, or drawn now. */
-static int forward_training_batch(gb_trainer *t, uint64_t index)
+/* Forward over training micro-step `index`: the batch prefetched for it, or drawn now;
+ * dloss is what backward will be given. */
+static int forward_training_batch(gb_trainer *t, uint64_t index, float dloss)
 {
     int64_t T = t->s->block_size;
     if (t->prefetch)
         return gb_prefetch_load(t->prefetch, index) ||
-               gb_model_forward_loaded(t->model, t->rows, T);
+               gb_model_forward_loaded(t->model, t->rows, T, dloss);
     double start = gb_now_ms();
     if (draw_batch(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, index))
         return -1;
     if (t->profile)
         t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - start;
     return gb_model_load_batch(t->model, t->tokens, t->targets, t->rows, T) ||
-           gb_model_forward_loaded(t->model, t->rows, T);
+           gb_model_forward_loaded(t->model, t->rows, T, dloss);
 }
 
 /* With prefetch, micro-step `index` goes out while the one before it computes; none
@@ -390,7 +391,8 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
         uint64_t index = (uint64_t)(it * accum + micro);
         if (micro == accum - 1)
             gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
-        if (forward_training_batch(t, index) || gb_model_stage_loss(t->model, micro) ||
+        if (forward_training_batch(t, index, 1.0f / (float)accum) ||
+            gb_model_stage_loss(t->model, micro) ||
             gb_model_backward(t->model, 1.0f / (float)accum) ||
             send_next_batch(t, index + 1))
             return -1;

@@ -318,6 +318,17 @@ typedef struct gb_device_ops {
     gb_status (*graph_end)(void *self, void **graph);
     gb_status (*graph_launch)(void *self, void *graph);
     void (*graph_destroy)(void *self, void *graph);
+
+    /* ---- ABI 1.5: the residual add fused into the LayerNorm after it (optional; NULL:
+     *      the core calls add, then layernorm_forward) ---- */
+    /* sum = a + b, rounded to dtype, then out = layernorm_forward of that rounded sum, in
+     * one pass over each row: the bits of add followed by layernorm_forward.
+     * sum, a, b act (N, C); sum may alias a or b; out act (N, C); the rest as
+     * layernorm_forward. */
+    gb_status (*add_layernorm_forward)(void *self, gb_dtype dtype, void *sum, void *out,
+                                       float *mean, float *rstd, const void *a, const void *b,
+                                       const float *weight, const float *bias, int64_t N,
+                                       int64_t C, float eps);
 } gb_device_ops;
 
 /* Whether the device vtable `ops` has the optional `entry`: within its struct_size (a

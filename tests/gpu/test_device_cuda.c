@@ -467,6 +467,60 @@ static void test_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bias, 
                 (char *)want + 2 * act, (size_t)(2 * N + 2 * C));
 }
 
+/* The residual add fused into the LayerNorm after it (ABI 1.5): add_layernorm_forward on
+ * the GPU, with the sum written over its first input as the model does, against the CPU's
+ * add then layernorm_forward (the CPU has no fused entry): the same bits. */
+static void run_add_layernorm(device *d, const void *p, void *out)
+{
+    const ln_ctx *c = p;
+    const size_t NC = (size_t)(c->N * c->C), act = act_bytes(c->dtype, NC);
+    const size_t C4 = sizeof(float) * (size_t)c->C, N4 = sizeof(float) * (size_t)c->N;
+    void *a = dev_up(d, c->x, act), *b = dev_up(d, c->dout, act), *y = dev_alloc(d, act);
+    float *w = dev_up(d, c->weight, C4), *bias = c->with_bias ? dev_up(d, c->bias, C4) : NULL;
+    float *mean = dev_alloc(d, N4), *rstd = dev_alloc(d, N4);
+    if (d == &gpu) {
+        kt_expect(GB_DEVICE_HAS(d->ops, add_layernorm_forward),
+                  "device/cuda has add_layernorm_forward (ABI 1.5)");
+        if (GB_DEVICE_HAS(d->ops, add_layernorm_forward))
+            expect_ok(d->ops->add_layernorm_forward(d->self, c->dtype, a, y, mean, rstd, a, b,
+                                                    w, bias, c->N, c->C, 1e-5f),
+                      d, "add_layernorm_forward");
+    } else {
+        expect_ok(d->ops->add(d->self, c->dtype, a, a, b, (int64_t)NC), d, "add");
+        expect_ok(d->ops->layernorm_forward(d->self, c->dtype, y, mean, rstd, a, w, bias, c->N,
+                                            c->C, 1e-5f), d, "layernorm_forward");
+    }
+    char *h = out;
+    dev_down(d, h, a, act);
+    dev_down(d, h + act, y, act);
+    dev_down(d, h + 2 * act, mean, N4);
+    dev_down(d, h + 2 * act + N4, rstd, N4);
+}
+
+static void test_add_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bias, kt_rng *rng)
+{
+    const size_t NC = (size_t)(N * C);
+    ln_ctx c = {dtype, N, C, with_bias, act_random(rng, dtype, NC, -2, 3),
+                act_random(rng, dtype, NC, -1, 1), NULL, kt_floats((size_t)C),
+                kt_floats((size_t)C), NULL, NULL};
+    kt_fill(rng, (float *)c.weight, (size_t)C, 0.5, 1.5);
+    kt_fill(rng, (float *)c.bias, (size_t)C, -1, 1);
+    const size_t act = act_bytes(dtype, NC);
+    const size_t bytes = 2 * act + sizeof(float) * (size_t)(2 * N);
+    void *want = kt_floats(bytes / 4 + 1), *got = kt_floats(bytes / 4 + 1);
+    memset(want, 0, bytes);
+    memset(got, 0, bytes);
+    char what[96];
+    snprintf(what, sizeof what, "add_layernorm %s N=%lld C=%lld%s", gb_dtype_name(dtype),
+             (long long)N, (long long)C, with_bias ? " bias" : "");
+    run_both(what, run_add_layernorm, &c, want, got, bytes);
+    printf("  %s\n", what);
+    expect_bits("  sum (in place of a)", dtype, got, want, NC);
+    expect_bits("  out", dtype, (char *)got + act, (char *)want + act, NC);
+    expect_bits("  mean, rstd", GB_F32, (char *)got + 2 * act, (char *)want + 2 * act,
+                (size_t)(2 * N));
+}
+
 /* The element-wise kernels: add, GELU and GELU-tanh, the same bits on both devices. */
 typedef struct pointwise_ctx {
     gb_dtype dtype;
@@ -802,6 +856,13 @@ static void test_matmul(kt_rng *rng)
                          epilogues[e], 2, 0, rng);
         }
     check_matmul(12, 8, 0, 0, 0, 0, GB_F32, GB_F32, 1, 0, 1, GB_EPILOGUE_GELU, 0, 0, rng);
+    /* a linear layer's weight gradient as the model asks for it with [train]
+     * fuse_bias_grad: dout^T @ in accumulated into an f32 dW, the bias gradient from
+     * cuBLASLt's BGRADB epilogue */
+    for (size_t y = 0; y < sizeof types / sizeof types[0]; y++)
+        if (types[y][1] == GB_F32)
+            check_matmul(96, 40, 72, 1, 0, 0, types[y][0], GB_F32, 1, 1, 0,
+                         GB_EPILOGUE_BIAS_GRAD, 0, 0, rng);
 }
 
 /* ---- the tests ------------------------------------------------------------------------ */
@@ -818,6 +879,8 @@ static void test_kernels(void)
         test_embed(dtype, 8, 64, 768, 50, &rng);
         test_layernorm(dtype, 37, 77, 1, &rng);
         test_layernorm(dtype, 130, 768, 0, &rng);
+        test_add_layernorm(dtype, 37, 77, 1, &rng);
+        test_add_layernorm(dtype, 130, 768, 0, &rng);
         test_pointwise(dtype, 100003, &rng);
         test_reductions(dtype, 200, 50, 300007, &rng);
         test_reductions(dtype, 1, 3072, 5, &rng);

@@ -21,9 +21,13 @@
  *   bias) is written where the pre-activation belongs and an element-wise kernel applies
  *   GELU or multiplies by its derivative (epilogue.cu). Either way the choice is made once
  *   per shape.
- * - BIAS_GRAD: the product as usual, and bias_grad += the sums of op(A) by the
- *   deterministic column sums of reduce.cu (cuBLASLt's BGRAD epilogues overwrite instead of
- *   accumulating and do not state their summation order).
+ * - BIAS_GRAD: cuBLASLt's BGRADB epilogue (gearbox's A is cuBLASLt's B) writes the sums
+ *   of op(A) into scratch, since it overwrites instead of accumulating, and a kernel adds
+ *   them to bias_grad: one pass over A instead of two. For a single product with an f32 C
+ *   (the sums have D's type) where cuBLASLt has an algorithm for it; otherwise the product
+ *   as usual and the deterministic column sums of reduce.cu. Either way one choice per
+ *   shape, so the same bits run after run; cuBLASLt does not state its summation order,
+ *   so the two ways differ in rounding.
  * GELU and DGELU forms take beta = 0; DGELU forms take no bias. k == 0 never reaches
  * cuBLASLt (epilogue.cu fills C). Left out: FP8, split-K tuning beyond the heuristic's
  * first answer, and algorithm search by timing.
@@ -426,6 +430,23 @@ static gb_status product_into(cuda_device *dev, lt_call *c, void *d)
     return run_lt_required(dev, c);
 }
 
+/* The BIAS_GRAD epilogue inside cuBLASLt (BGRADB into scratch, then bias_grad += scratch);
+ * GB_ERR_UNSUPPORTED, having queued nothing, where the call or cuBLASLt does not allow it. */
+static gb_status bias_grad_in_lt(cuda_device *dev, lt_call *c, const matmul_extras *x)
+{
+    const gb_matmul_args *a = c->args;
+    if (x->batch != 1 || a->dtype_c != GB_F32 || c->bias ||
+        (size_t)a->m * sizeof(float) > dev->scratch_bytes)
+        return GB_ERR_UNSUPPORTED;
+    c->epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    c->bias = dev->scratch;
+    gb_status st = run_lt(dev, c);
+    c->bias = NULL;
+    if (st != GB_OK)
+        return st;
+    return cuda_add(dev, GB_F32, x->bias_grad, x->bias_grad, dev->scratch, a->m);
+}
+
 /* cuBLASLt's GELU aux matrix needs a leading dimension (and batch stride) that is a
  * multiple of 8; otherwise the element-wise form runs. */
 static int aux_fits_lt(const gb_matmul_args *a, const matmul_extras *x)
@@ -481,6 +502,9 @@ gb_status cuda_matmul(void *self, const gb_matmul_args *args)
         return cuda_dgelu_after_matmul(dev, tanh_form, args->c, x.aux, args->dtype_c, args->m,
                                        args->n, args->ldc, x.batch, x.stride_c);
     case GB_EPILOGUE_BIAS_GRAD:
+        if ((st = bias_grad_in_lt(dev, &c, &x)) != GB_ERR_UNSUPPORTED)
+            return st;
+        break;
     case GB_EPILOGUE_DEFAULT:
         break;
     }
