@@ -1059,6 +1059,8 @@ static int linear_forward_ep(gb_model *m, void *out, int64_t ld, const void *in,
         .c = out, .ldc = ld, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f, .bias = bias, .allow_tf32 = m->tf32,
         .epilogue = epilogue, .aux = aux,
+        /* the optimizer's 16-bit copy: no cast of the bias before the product */
+        .bias_lowp = bias && m->params_lowp ? working(m, bias) : NULL,
     };
     TIMED_CALL(m, GB_PHASE_FWD_MATMUL, &m->rt->inst[GB_KIND_DEVICE], "matmul",
                m->rt->dev->matmul(m->dev, &a));

@@ -136,6 +136,14 @@ typedef struct gb_matmul_args {
     void *aux;                  /* (m, n) act, ldc: GELU's pre-activation, or NULL */
     float *bias_grad;           /* (m) f32 += for GB_EPILOGUE_BIAS_GRAD */
     int32_t allow_tf32;         /* 1: f32 inputs may be rounded to TF32 in the product */
+
+    /* ---- ABI 1.5 (NULL keeps 1.4's meaning) ---- */
+    const void *bias_lowp;      /* (n) of dtype_c, or NULL: with a 16-bit C, `bias` already
+                                   in C's type (the weights' low-precision copy), for a
+                                   device that adds the bias in C's type: it adds these
+                                   values instead of rounding `bias` in a kernel of its own
+                                   before the product. `bias` is still set, for devices
+                                   that add it in f32 or predate the field */
 } gb_matmul_args;
 
 /* A dynamic loss scaler (PyTorch GradScaler's rule, with a floor) as plain data in device

@@ -665,6 +665,7 @@ static void run_matmul(device *d, const void *p, void *out)
     g.b = dev_up(d, c->args.b, c->b_bytes);
     g.c = dev_up(d, c->args.c, c->c_bytes);
     g.bias = c->args.bias ? dev_up(d, c->args.bias, sizeof(float) * (size_t)c->args.n) : NULL;
+    g.bias_lowp = c->args.bias_lowp ? dev_up(d, c->args.bias_lowp, 2 * (size_t)c->args.n) : NULL;
     g.aux = c->args.aux ? dev_up(d, c->args.aux, c->c_bytes) : NULL;
     g.bias_grad = c->args.bias_grad ? dev_up(d, c->args.bias_grad, sizeof(float) * (size_t)c->args.m)
                                     : NULL;
@@ -865,6 +866,41 @@ static void test_matmul(kt_rng *rng)
                          GB_EPILOGUE_BIAS_GRAD, 0, 0, rng);
 }
 
+/* A linear layer with a 16-bit C given its bias in C's type as well (bias_lowp, ABI 1.5,
+ * the weights' low-precision copy, which spares the kernel that rounds the bias before the
+ * product): the same bits as from the f32 bias alone. */
+static void test_matmul_lowp_bias(kt_rng *rng)
+{
+    kt_section("matmul: the bias in C's type (bias_lowp) against the f32 bias");
+    static const gb_dtype types[] = {GB_BF16, GB_F16};
+    for (size_t y = 0; y < sizeof types / sizeof types[0]; y++) {
+        const gb_dtype t = types[y];
+        const int64_t m = 24, n = 40, k = 56;
+        float *bias = kt_floats((size_t)n);
+        kt_fill(rng, bias, (size_t)n, -1, 1);
+        uint16_t *lowp = calloc((size_t)n, sizeof *lowp);
+        for (int64_t j = 0; j < n; j++)
+            lowp[j] = t == GB_BF16 ? gb_bf16_from_f32(bias[j]) : gb_f16_from_f32(bias[j]);
+        mm_ctx c = {.args = {.struct_size = sizeof(gb_matmul_args), .m = m, .n = n, .k = k,
+                             .a = act_random(rng, t, (size_t)(m * k), -1, 1), .lda = k,
+                             .dtype_a = t, .b = act_random(rng, t, (size_t)(n * k), -1, 1),
+                             .ldb = k, .trans_b = 1, .dtype_b = t,
+                             .c = act_random(rng, t, (size_t)(m * n), -1, 1), .ldc = n,
+                             .dtype_c = t, .alpha = 1.0f, .bias = bias},
+                    .a_bytes = act_bytes(t, (size_t)(m * k)), .b_bytes = act_bytes(t, (size_t)(n * k)),
+                    .c_bytes = act_bytes(t, (size_t)(m * n))};
+        void *want = kt_floats((size_t)(m * n)), *got = kt_floats((size_t)(m * n));
+        run_matmul(&gpu, &c, want);
+        dev_release(&gpu);
+        c.args.bias_lowp = lowp;
+        run_matmul(&gpu, &c, got);
+        dev_release(&gpu);
+        expect_bits(t == GB_BF16 ? "  bf16 C, bias_lowp" : "  f16 C, bias_lowp", t, got, want,
+                    (size_t)(m * n));
+        free(lowp);
+    }
+}
+
 /* ---- the tests ------------------------------------------------------------------------ */
 
 static void test_kernels(void)
@@ -890,6 +926,7 @@ static void test_kernels(void)
         test_cross_entropy(dtype, 5, 65, 65, 0, &rng);
     }
     test_matmul(&rng);
+    test_matmul_lowp_bias(&rng);
 }
 
 static int check_descriptor(const gb_plugin_desc *d)

@@ -13,8 +13,9 @@
  *
  * Epilogues, as device.h defines them:
  * - bias: cuBLASLt's BIAS epilogue (added after alpha, as device.h says). The bias must
- *   have D's type there, so for a 16-bit C it is first rounded to that type in scratch (as
- *   PyTorch's autocast rounds a linear layer's bias).
+ *   have D's type there: for a 16-bit C the caller's bias_lowp (ABI 1.5, the weights'
+ *   low-precision copy) when it is 16-byte aligned, else the bias rounded to that type in
+ *   scratch by a kernel (as PyTorch's autocast rounds a linear layer's bias).
  * - GELU_TANH, DGELU_TANH: cuBLASLt's GELU_AUX[_BIAS] and DGELU epilogues, whose GELU is
  *   the tanh form, when cuBLASLt has an algorithm for them (its aux leading dimension must
  *   be a multiple of 8); otherwise, like the exact forms always, the product (with its
@@ -340,6 +341,7 @@ typedef struct matmul_extras {
     void *aux;
     float *bias_grad;
     int tf32;
+    const void *bias_lowp;      /* ABI 1.5 */
 } matmul_extras;
 
 static void read_extras(const gb_matmul_args *a, matmul_extras *x)
@@ -358,6 +360,8 @@ static void read_extras(const gb_matmul_args *a, matmul_extras *x)
         x->bias_grad = a->bias_grad;
     }
     x->tf32 = HAS(a, allow_tf32) && a->allow_tf32 && a->dtype_a == GB_F32;
+    if (HAS(a, bias_lowp))
+        x->bias_lowp = a->bias_lowp;
 }
 
 static gb_status refuse(cuda_device *dev, gb_status st, const char *what,
@@ -398,12 +402,19 @@ static gb_status check_args(cuda_device *dev, const gb_matmul_args *a, const mat
     return GB_OK;
 }
 
-/* The bias as cuBLASLt needs it: D's type, so a 16-bit copy in scratch for a 16-bit C. */
-static gb_status bias_for_lt(cuda_device *dev, const gb_matmul_args *a, const void **out)
+/* The bias as cuBLASLt needs it: D's type, so for a 16-bit C the caller's copy in that
+ * type when it gave one aligned as cuBLASLt's bias epilogue wants (16 bytes), else a copy
+ * rounded into scratch by a kernel. */
+static gb_status bias_for_lt(cuda_device *dev, const gb_matmul_args *a, const matmul_extras *x,
+                             const void **out)
 {
     *out = a->bias;
     if (!a->bias || a->dtype_c == GB_F32)
         return GB_OK;
+    if (x->bias_lowp && (uintptr_t)x->bias_lowp % 16 == 0) {
+        *out = x->bias_lowp;
+        return GB_OK;
+    }
     if ((size_t)a->n * 2 > dev->scratch_bytes)
         return refuse(dev, GB_ERR_UNSUPPORTED, "a 16-bit C with a bias longer than the "
                       "scratch holds", a);
@@ -470,7 +481,7 @@ gb_status cuda_matmul(void *self, const gb_matmul_args *args)
     lt_call c = {.args = args, .batch = x.batch, .stride_a = x.stride_a,
                  .stride_b = x.stride_b, .stride_c = x.stride_c, .tf32 = x.tf32,
                  .d = args->c, .beta = args->beta};
-    if ((st = bias_for_lt(dev, args, &c.bias)) != GB_OK)
+    if ((st = bias_for_lt(dev, args, &x, &c.bias)) != GB_OK)
         return st;
     const int tanh_form = x.epilogue == GB_EPILOGUE_GELU_TANH ||
                           x.epilogue == GB_EPILOGUE_DGELU_TANH;
