@@ -10,7 +10,8 @@
 #   sanitize  compute-sanitizer: memcheck over 3 training steps; racecheck, synccheck and
 #             initcheck over each CUDA attention plugin's conformance shapes and the
 #             device-op test
-#   bench     short benchmarks: `gearbox bench attn`, bench/sdpa_attn.py, bench/compare_gpu.py
+#   bench     short benchmarks: `gearbox bench attn`, `gearbox ab` of the [train] fuse_*
+#             settings on GPT-2 124M's shape, bench/sdpa_attn.py, bench/compare_gpu.py
 # Each stage writes its logs into OUT/STAGE/ and its lines, ending with "stage result",
 # into OUT/summary.txt (a rerun of a stage replaces its lines); later stages use the build
 # the build stage left in BUILD. docs/gpu.md ("Building on a GPU machine") is the guide.
@@ -483,7 +484,7 @@ stage_sanitize() {
 # bench_detail FILE: the summary's words for a benchmark's output: the ratio line of
 # compare_gpu.py, else the last T of an attention table as "T=4096: NAME MS ms TFLOPS TF/s, ..."
 bench_detail() {
-    grep -m1 '^gearbox/PyTorch' "$1" ||
+    grep -m1 '^gearbox/PyTorch' "$1" || grep -m1 '^unfused: ' "$1" ||
         awk '/^T = / { t = $3; sub(":", "", t); row = "" }
              /^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ / {
                  row = row (row == "" ? "" : ", ") $1 " " $4 " ms " $5 " TF/s" }
@@ -507,6 +508,25 @@ bench() {
     fi
 }
 
+# The fusions ([train] fuse_*, docs/gpu.md) on and off, GPT-2 124M's shape in bf16 on the
+# train stage's characters (vocab_size 50257 keeps the classifier GPT-2's size).
+bench_fusions() {
+    local data=$work/data/shakespeare_char attn=flash off=""
+    if [ ! -f "$data/train.bin" ]; then
+        record "bench-fusions" SKIP "no $data: the train stage prepares it"
+        return
+    fi
+    [ -f "$build/plugins/attn/cudnn/attn-cudnn-cuda.so" ] && attn=cudnn
+    for key in classifier gelu bias_grad residual_norm; do
+        off+="${off:+,}train.fuse_$key=false"
+    done
+    bench "bench-fusions" 100 "$gearbox" ab examples/gpt2_124m.ini --set data.dir="$data" \
+        --set data.tokens_per_step=0 --set data.gradient_accumulation_steps=1 \
+        --set data.batch_size=8 --set attn.plugin="$attn" --set run.eval_iters=2 \
+        --variant fused: --variant "unfused:$off" --steps 20 --warmup 5 --repeats 2 \
+        --out "$log/ab-fusions"
+}
+
 stage_bench() {
     if [ "$emulated" = 1 ]; then
         record "benchmarks" SKIP "emulated: the emulator's speed says nothing about a GPU's"
@@ -527,6 +547,7 @@ stage_bench() {
         bench "bench-attn-cuda" 100 "$gearbox" bench attn --device cuda \
             --dtype bf16 --T 1024,4096 --repeats 3 --max-seconds 10 --plugins "$attn_plugins"
     fi
+    bench_fusions
     if [ -z "$py" ] || ! "$py" -c 'import torch' > /dev/null 2>&1; then
         record "bench sdpa/compare_gpu" SKIP "no PyTorch in ${PYTHON:-python3} (set PYTHON)"
         return
