@@ -524,7 +524,7 @@ bench_fusions() {
         --set data.tokens_per_step=0 --set data.gradient_accumulation_steps=1 \
         --set data.batch_size=8 --set attn.plugin="$attn" --set run.eval_iters=2 \
         --variant fused: --variant "unfused:$off" --steps 20 --warmup 5 --repeats 2 \
-        --out "$log/ab-fusions"
+        --tolerance 0.02 --out "$log/ab-fusions"
 }
 
 stage_bench() {
