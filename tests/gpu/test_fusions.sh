@@ -4,9 +4,10 @@
 # - device/cuda (the gpu suite sets GEARBOX_TEST_DEVICE=cuda), a tiny GPT with biases in
 #   fp32 and bf16, GELU's tanh form (cuBLASLt's GELU epilogues) and erf form (element-wise
 #   after the product): every fusion on against every fusion off, 20 losses each, within
-#   1e-4 in fp32 (the bias gradients' sums run in cuBLASLt's order, not reduce.cu's) and
-#   0.02 in bf16 (the epilogues apply GELU before the pre-activation is rounded to bf16);
-#   the plan names the fusions in effect.
+#   1e-3 in fp32 (gpu-train's allowance against the CPU: on a GPU cuBLASLt computes GELU
+#   and the bias gradients' sums its own way; the emulator's curves agree to about 1e-6)
+#   and 0.02 in bf16 (the epilogues apply GELU before the pre-activation is rounded to
+#   bf16; about 6e-3 in the emulator); the plan names the fusions in effect.
 # - the fused path's own bits hold where the engine reorders work around it: recompute =
 #   block (recomputed blocks add and normalise apart) and CUDA graphs with gradient
 #   accumulation (the loss gradient moves into the recorded forward) give the plain fused
@@ -42,7 +43,7 @@ distance() {
 }
 
 for precision in fp32 bf16; do
-    tol=$([ "$precision" = fp32 ] && echo 1e-4 || echo 0.02)
+    tol=$([ "$precision" = fp32 ] && echo 1e-3 || echo 0.02)
     for gelu in tanh erf; do
         off="$WORK/$precision-$gelu-off" on="$WORK/$precision-$gelu-on"
         train "$WORK/gpu.ini" "$off" false "$precision" "$gelu" &&
