@@ -387,13 +387,13 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
     int64_t accum = s->gradient_accumulation_steps;
     if (gb_model_zero_grads(t->model))
         return -1;
+    const float dloss = 1.0f / (float)accum;   /* forward's too, for the fused classifier */
     for (int64_t micro = 0; micro < accum; micro++) {
         uint64_t index = (uint64_t)(it * accum + micro);
         if (micro == accum - 1)
             gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
-        if (forward_training_batch(t, index, 1.0f / (float)accum) ||
-            gb_model_stage_loss(t->model, micro) ||
-            gb_model_backward(t->model, 1.0f / (float)accum) ||
+        if (forward_training_batch(t, index, dloss) || gb_model_stage_loss(t->model, micro) ||
+            gb_model_backward(t->model, dloss) ||
             send_next_batch(t, index + 1))
             return -1;
     }
