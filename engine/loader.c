@@ -279,6 +279,10 @@ static const abi_sizes abi_versions[] = {
     {4, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, graph_destroy), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
+    /* 1.5 appended the device's add_layernorm_forward (optional) */
+    {5, END_OF(gb_plugin_desc, caps),
+     {0, END_OF(gb_device_ops, add_layernorm_forward), sizeof(gb_attn_ops),
+      sizeof(gb_optim_ops), END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
 };
 #define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))
 

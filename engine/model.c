@@ -57,6 +57,8 @@ typedef struct model_graph {
     void *graph;            /* NULL until recorded */
     int64_t n;
     float scalar;
+    int variant;            /* which calls the work makes (backward: whether it has the
+                               loss gradient to compute) */
     int ran;                /* the piece has run once without recording */
 } model_graph;
 
@@ -127,6 +129,10 @@ struct gb_model {
 
     int64_t last_B, last_T;         /* shape of the last forward */
     int last_has_targets;
+    unsigned fused;                 /* the gb_fusion bits in effect (wanted and possible) */
+    int dlogits_ready;              /* the last forward left dlogits in place of the logits
+                                       (GB_FUSE_CLASSIFIER) ... */
+    float dlogits_scale;            /* ... for this dlogit scale */
 
     void **allocations;
     int n_allocations;
@@ -287,6 +293,10 @@ gb_model_config gb_model_config_of(const gb_settings *s, int64_t data_vocab)
         .block_size = s->block_size, .vocab_size = s->vocab_size ? s->vocab_size : data_vocab,
         .bias = s->bias, .recompute = (gb_recompute)s->recompute,
         .padded_vocab_size = s->padded_vocab_size, .gelu_tanh = s->gelu_tanh,
+        .fuse = (s->fuse_classifier ? GB_FUSE_CLASSIFIER : 0u) |
+                (s->fuse_gelu ? GB_FUSE_GELU : 0u) |
+                (s->fuse_bias_grad ? GB_FUSE_BIAS_GRAD : 0u) |
+                (s->fuse_residual_norm ? GB_FUSE_RESIDUAL_NORM : 0u),
     };
 }
 
@@ -547,6 +557,64 @@ static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
     return -1;
 }
 
+static const struct {
+    gb_fusion bit;
+    const char *key;
+} fusion_keys[] = {
+    {GB_FUSE_CLASSIFIER, "fuse_classifier"},
+    {GB_FUSE_GELU, "fuse_gelu"},
+    {GB_FUSE_BIAS_GRAD, "fuse_bias_grad"},
+    {GB_FUSE_RESIDUAL_NORM, "fuse_residual_norm"},
+};
+
+/* Why fusion f cannot apply to model m on its device, or NULL when it can. */
+static const char *fusion_obstacle(const gb_model *m, gb_fusion f)
+{
+    const gb_runtime *rt = m->rt;
+    int epilogues = (gb_plugin_caps(rt->inst[GB_KIND_DEVICE].plugin->desc) &
+                     GB_CAP_MATMUL_EPILOGUES) != 0;
+    if (!m->train)
+        return "not training";
+    switch (f) {
+    case GB_FUSE_CLASSIFIER:
+        return NULL;
+    case GB_FUSE_GELU:
+        if (!epilogues)
+            return "the device's matmul has no epilogues (GB_CAP_MATMUL_EPILOGUES)";
+        return m->cfg.recompute == GB_RECOMPUTE_NORM_GELU
+                   ? "recompute = norm_gelu recomputes GELU with its own kernel"
+                   : NULL;
+    case GB_FUSE_BIAS_GRAD:
+        if (!m->cfg.bias)
+            return "the model has no biases";
+        return epilogues ? NULL : "the device's matmul has no epilogues (GB_CAP_MATMUL_EPILOGUES)";
+    case GB_FUSE_RESIDUAL_NORM:
+        return GB_DEVICE_HAS(rt->dev, add_layernorm_forward)
+                   ? NULL
+                   : "the device has no add_layernorm_forward (ABI 1.5)";
+    }
+    return "unknown fusion";
+}
+
+/* The plan's line on fusions: those in effect, and why each wanted one is not. */
+static void print_fusions(const gb_model *m, FILE *out, const char *prefix)
+{
+    fprintf(out, "%sfusions:", prefix);
+    const char *sep = " ";
+    for (size_t i = 0; i < sizeof fusion_keys / sizeof fusion_keys[0]; i++)
+        if (m->fused & fusion_keys[i].bit) {
+            fprintf(out, "%s%s", sep, fusion_keys[i].key);
+            sep = ", ";
+        }
+    if (!m->fused)
+        fprintf(out, " none");
+    for (size_t i = 0; i < sizeof fusion_keys / sizeof fusion_keys[0]; i++)
+        if ((m->cfg.fuse & ~m->fused) & fusion_keys[i].bit)
+            fprintf(out, "; %s off: %s", fusion_keys[i].key,
+                    fusion_obstacle(m, fusion_keys[i].bit));
+    fprintf(out, "\n");
+}
+
 /* A model whose tensors are laid out and whose buffers are sized, and allocated unless
  * planning_only: creation and planning share every size computation. NULL on failure. */
 static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train,
@@ -567,6 +635,9 @@ static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t bat
     /* logits rows a padded vocabulary apart where the device takes them (ABI 1.3) */
     m->logits_ld = GB_DEVICE_HAS(rt->dev, cross_entropy_ld) ? gb_model_table_rows(cfg)
                                                             : cfg->vocab_size;
+    for (unsigned f = 1; f <= GB_FUSE_RESIDUAL_NORM; f <<= 1)
+        if ((cfg->fuse & f) && !fusion_obstacle(m, (gb_fusion)f))
+            m->fused |= f;
     plan_tensors(m);
     if (!m->tensors || plan_attention(m) || allocate_parameters(m) || allocate_activations(m)) {
         gb_model_free(m);
@@ -802,6 +873,8 @@ void gb_model_print_memory(const gb_model *m, FILE *out, const char *prefix)
     gb_memory_plan_print(&m->plan, out, prefix);
     if (m->train && m->cfg.recompute != GB_RECOMPUTE_NONE)
         print_recompute_savings(m, out, prefix);
+    if (m->train)
+        print_fusions(m, out, prefix);
 }
 
 const gb_param_tensor *gb_model_tensors(const gb_model *m, int *count)
@@ -973,9 +1046,11 @@ int gb_model_init(gb_model *m, uint64_t seed)
 
 /* ---- forward ------------------------------------------------------------------------- */
 
-/* out (N, OC), rows ld apart, = in (N, IC) @ W (OC, IC)^T + bias (OC) */
-static int linear_forward_ld(gb_model *m, void *out, int64_t ld, const void *in, const float *W,
-                             const float *bias, int64_t N, int64_t IC, int64_t OC)
+/* out (N, OC), rows ld apart, = epilogue(in (N, IC) @ W (OC, IC)^T + bias (OC)), the
+ * pre-activation into aux (N, OC) for a GELU epilogue */
+static int linear_forward_ep(gb_model *m, void *out, int64_t ld, const void *in, const float *W,
+                             const float *bias, int64_t N, int64_t IC, int64_t OC,
+                             gb_matmul_epilogue epilogue, void *aux)
 {
     gb_matmul_args a = {
         .struct_size = sizeof a, .m = N, .n = OC, .k = IC,
@@ -983,6 +1058,9 @@ static int linear_forward_ld(gb_model *m, void *out, int64_t ld, const void *in,
         .b = working(m, W), .ldb = IC, .trans_b = 1, .dtype_b = m->act,
         .c = out, .ldc = ld, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f, .bias = bias, .allow_tf32 = m->tf32,
+        .epilogue = epilogue, .aux = aux,
+        /* the optimizer's 16-bit copy: no cast of the bias before the product */
+        .bias_lowp = bias && m->params_lowp ? working(m, bias) : NULL,
     };
     TIMED_CALL(m, GB_PHASE_FWD_MATMUL, &m->rt->inst[GB_KIND_DEVICE], "matmul",
                m->rt->dev->matmul(m->dev, &a));
@@ -994,22 +1072,26 @@ static int linear_forward_ld(gb_model *m, void *out, int64_t ld, const void *in,
 static int linear_forward(gb_model *m, void *out, const void *in, const float *W,
                           const float *bias, int64_t N, int64_t IC, int64_t OC)
 {
-    return linear_forward_ld(m, out, OC, in, W, bias, N, IC, OC);
+    return linear_forward_ep(m, out, OC, in, W, bias, N, IC, OC, GB_EPILOGUE_DEFAULT, NULL);
 }
 
-/* dinp (N, IC) = dout (N, OC) @ W (OC, IC); dW (OC, IC) += dout^T @ in; dbias += sum(dout);
- * dout's rows are ld apart (only OC without a bias) */
-static int linear_backward_ld(gb_model *m, void *dinp, float *dW, float *dbias,
+/* dinp (N, IC) = dx_epilogue(dout (N, OC) @ W (OC, IC)), reading dx_aux (N, IC) for a
+ * DGELU epilogue; dW (OC, IC) += dout^T @ in; dbias += sum(dout), in the dW product's
+ * epilogue under GB_FUSE_BIAS_GRAD; dout's rows are ld apart (only OC without a bias) */
+static int linear_backward_ep(gb_model *m, void *dinp, float *dW, float *dbias,
                               const void *dout, int64_t ld, const void *in, const float *W,
-                              int64_t N, int64_t IC, int64_t OC)
+                              int64_t N, int64_t IC, int64_t OC, gb_matmul_epilogue dx_epilogue,
+                              void *dx_aux)
 {
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    int fused_bias = dbias && (m->fused & GB_FUSE_BIAS_GRAD);
     gb_matmul_args dx = {
         .struct_size = sizeof dx, .m = N, .n = IC, .k = OC,
         .a = dout, .lda = ld, .trans_a = 0, .dtype_a = m->act,
         .b = working(m, W), .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dinp, .ldc = IC, .dtype_c = m->act,
         .alpha = 1.0f, .beta = 0.0f, .allow_tf32 = m->tf32,
+        .epilogue = dx_epilogue, .aux = dx_aux,
     };
     gb_matmul_args dw = {
         .struct_size = sizeof dw, .m = OC, .n = IC, .k = N,
@@ -1017,12 +1099,14 @@ static int linear_backward_ld(gb_model *m, void *dinp, float *dW, float *dbias,
         .b = in, .ldb = IC, .trans_b = 0, .dtype_b = m->act,
         .c = dW, .ldc = IC, .dtype_c = GB_F32,
         .alpha = 1.0f, .beta = 1.0f, .allow_tf32 = m->tf32,
+        .epilogue = fused_bias ? GB_EPILOGUE_BIAS_GRAD : GB_EPILOGUE_DEFAULT,
+        .bias_grad = fused_bias ? dbias : NULL,
     };
     TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DX, dev, "matmul", m->rt->dev->matmul(m->dev, &dx));
     TIMED_CALL(m, GB_PHASE_BWD_MATMUL_DW, dev, "matmul", m->rt->dev->matmul(m->dev, &dw));
     count_flops(m, GB_PHASE_BWD_MATMUL_DX, matmul_flops(&dx));
     count_flops(m, GB_PHASE_BWD_MATMUL_DW, matmul_flops(&dw));
-    if (dbias)
+    if (dbias && !fused_bias)
         TIMED_CALL(m, GB_PHASE_BWD_BIAS, dev, "bias_backward",
                    m->rt->dev->bias_backward(m->dev, m->act, dbias, dout, N, OC));
     return 0;
@@ -1031,7 +1115,8 @@ static int linear_backward_ld(gb_model *m, void *dinp, float *dW, float *dbias,
 static int linear_backward(gb_model *m, void *dinp, float *dW, float *dbias, const void *dout,
                            const void *in, const float *W, int64_t N, int64_t IC, int64_t OC)
 {
-    return linear_backward_ld(m, dinp, dW, dbias, dout, OC, in, W, N, IC, OC);
+    return linear_backward_ep(m, dinp, dW, dbias, dout, OC, in, W, N, IC, OC,
+                              GB_EPILOGUE_DEFAULT, NULL);
 }
 
 /* Softmax cross-entropy over the logits' V real columns, with its gradient into dlogits
@@ -1110,28 +1195,70 @@ static int gelu_forward(gb_model *m, void *out, const void *x, int64_t n)
     return 0;
 }
 
+/* sum = a + b and out = LayerNorm(sum) with weight w and bias b: one kernel under
+ * GB_FUSE_RESIDUAL_NORM (the same bits), else the add and then the LayerNorm. */
+static int add_layernorm_forward(gb_model *m, void *sum, void *out, float *mean, float *rstd,
+                                 const void *a, const void *b, const float *w,
+                                 const float *bias, int64_t N)
+{
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    const gb_device_ops *ops = m->rt->dev;
+    int64_t C = m->cfg.n_embd;
+    if (!(m->fused & GB_FUSE_RESIDUAL_NORM)) {
+        TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
+                   ops->add(m->dev, m->act, sum, a, b, N * C));
+        return layernorm_forward(m, out, mean, rstd, sum, w, bias, N);
+    }
+    TIMED_CALL(m, GB_PHASE_FWD_LAYERNORM, dev, "add_layernorm_forward",
+               ops->add_layernorm_forward(m->dev, m->act, sum, out, mean, rstd, a, b, w, bias,
+                                          N, C, 1e-5f));
+    return 0;
+}
+
+/* The MLP's first linear layer and GELU: fch, the pre-activation, and fch_gelu; one matmul
+ * with a GELU epilogue under GB_FUSE_GELU. */
+static int mlp_up_forward(gb_model *m, layer_acts *a, const layer_params *p, int64_t N)
+{
+    int64_t C = m->cfg.n_embd;
+    if (m->fused & GB_FUSE_GELU)
+        return linear_forward_ep(m, a->fch_gelu, 4 * C, a->ln2, p->fcw, p->fcb, N, C, 4 * C,
+                                 m->cfg.gelu_tanh ? GB_EPILOGUE_GELU_TANH : GB_EPILOGUE_GELU,
+                                 a->fch);
+    return linear_forward(m, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C) ||
+           gelu_forward(m, a->fch_gelu, a->fch, N * 4 * C);
+}
+
+/* Block l over `residual`. Under GB_FUSE_RESIDUAL_NORM the forward pass (not a
+ * recomputation) leaves ln1 to the block before, whose last residual add also normalises
+ * into this block's ln1, and this block's into the next's ln1 or the final LayerNorm. */
 static int block_forward(gb_model *m, int64_t l, const void *residual, int64_t B, int64_t T)
 {
-    const gb_device_ops *ops = m->rt->dev;
-    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     layer_params *p = &m->p.layers[l];
     layer_acts *a = &m->acts[l];
     int64_t N = B * T, C = m->cfg.n_embd;
-    if (layernorm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, p->ln1w, p->ln1b, N) ||
-        linear_forward(m, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C) ||
+    int chain = (m->fused & GB_FUSE_RESIDUAL_NORM) && !m->recomputing;
+    if (!(chain && l > 0) &&
+        layernorm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, residual, p->ln1w, p->ln1b, N))
+        return -1;
+    if (linear_forward(m, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C) ||
         attention_forward(m, a, B, T) ||
-        linear_forward(m, m->proj, a->atty, p->projw, p->projb, N, C, C))
-        return -1;
-    TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
-               ops->add(m->dev, m->act, a->res2, residual, m->proj, N * C));
-    if (layernorm_forward(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p->ln2w, p->ln2b, N) ||
-        linear_forward(m, a->fch, a->ln2, p->fcw, p->fcb, N, C, 4 * C))
-        return -1;
-    if (gelu_forward(m, a->fch_gelu, a->fch, N * 4 * C) ||
+        linear_forward(m, m->proj, a->atty, p->projw, p->projb, N, C, C) ||
+        add_layernorm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, residual, m->proj,
+                              p->ln2w, p->ln2b, N) ||
+        mlp_up_forward(m, a, p, N) ||
         linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C))
         return -1;
-    TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, dev, "add",
-               ops->add(m->dev, m->act, a->res3, a->res2, m->proj, N * C));
+    if (chain && l + 1 < m->cfg.n_layer) {
+        layer_acts *next = &m->acts[l + 1];
+        layer_params *np = &m->p.layers[l + 1];
+        return add_layernorm_forward(m, a->res3, next->ln1, next->ln1_mean, next->ln1_rstd,
+                                     a->res2, m->proj, np->ln1w, np->ln1b, N);
+    }
+    if (chain)
+        return add_layernorm_forward(m, a->res3, m->lnf, m->lnf_mean, m->lnf_rstd, a->res2,
+                                     m->proj, m->p.lnfw, m->p.lnfb, N);
+    TIMED_CALL(m, GB_PHASE_FWD_RESIDUAL, &m->rt->inst[GB_KIND_DEVICE], "add",
+               m->rt->dev->add(m->dev, m->act, a->res3, a->res2, m->proj, N * C));
     return 0;
 }
 
@@ -1156,9 +1283,11 @@ static int check_batch_shape(const gb_model *m, int64_t B, int64_t T)
     return -1;
 }
 
-/* Forward over the batch in m->tokens (and m->targets when has_targets). */
+/* Forward over the batch in m->tokens (and m->targets when has_targets); with_grad: the
+ * loss pass also leaves the loss gradient, scaled by dlogit_scale, in place of the logits
+ * (GB_FUSE_CLASSIFIER). */
 static int forward_on_device(gb_model *m, int64_t B, int64_t T, int has_targets,
-                             float *mean_loss)
+                             float *mean_loss, int with_grad, float dlogit_scale)
 {
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
@@ -1172,17 +1301,24 @@ static int forward_on_device(gb_model *m, int64_t B, int64_t T, int has_targets,
             return -1;
         residual = m->acts[l].res3;
     }
-    if (layernorm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, residual, m->p.lnfw, m->p.lnfb,
-                          N) ||
-        linear_forward_ld(m, m->logits, m->logits_ld, m->lnf, m->p.wte, NULL, N, C, V))
+    /* the last block normalised its output already when it chained the LayerNorms */
+    if ((!(m->fused & GB_FUSE_RESIDUAL_NORM) &&
+         layernorm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, residual, m->p.lnfw, m->p.lnfb,
+                           N)) ||
+        linear_forward_ep(m, m->logits, m->logits_ld, m->lnf, m->p.wte, NULL, N, C, V,
+                          GB_EPILOGUE_DEFAULT, NULL))
         return -1;
     m->last_B = B;
     m->last_T = T;
     m->last_has_targets = has_targets;
+    m->dlogits_ready = 0;
     if (!has_targets)
         return 0;
     double start = phase_begin(m);
-    GB_CALL(dev, "cross_entropy", cross_entropy(m, NULL, N, 0.0f));
+    if (with_grad)
+        GB_CALL(dev, "cross_entropy", scaled_cross_entropy(m, N, dlogit_scale));
+    else
+        GB_CALL(dev, "cross_entropy", cross_entropy(m, NULL, N, 0.0f));
     if (mean_loss && read_mean_loss(m, N, mean_loss))
         return -1;
     phase_end(m, GB_PHASE_FWD_LOSS, start);
@@ -1207,7 +1343,7 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
 {
     if (check_batch_shape(m, B, T) || copy_batch(m, tokens, targets, B, T))
         return -1;
-    return forward_on_device(m, B, T, targets != NULL, mean_loss);
+    return forward_on_device(m, B, T, targets != NULL, mean_loss, 0, 0.0f);
 }
 
 int gb_model_load_batch(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
@@ -1231,13 +1367,14 @@ typedef int (*graph_work)(gb_model *m, float scalar);
  * and the recording launched, from then on by launching it, and recorded again when n or
  * the scalar change. With a profile attached, which times each call on its own, it runs
  * as it is. */
-static int run_recorded(gb_model *m, model_graph *g, int64_t n, float scalar, graph_work work)
+static int run_recorded(gb_model *m, model_graph *g, int64_t n, float scalar, int variant,
+                        graph_work work)
 {
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     const gb_device_ops *ops = m->rt->dev;
     if (!m->use_graphs || m->profile)
         return work(m, scalar);
-    if (!(g->graph && g->n == n && g->scalar == scalar)) {
+    if (!(g->graph && g->n == n && g->scalar == scalar && g->variant == variant)) {
         if (!g->ran) {
             g->ran = 1;
             return work(m, scalar);
@@ -1256,6 +1393,7 @@ static int run_recorded(gb_model *m, model_graph *g, int64_t n, float scalar, gr
         }
         g->n = n;
         g->scalar = scalar;
+        g->variant = variant;
         m->graph_recordings++;
     }
     GB_CALL(dev, "graph_launch", ops->graph_launch(m->dev, g->graph));
@@ -1263,21 +1401,37 @@ static int run_recorded(gb_model *m, model_graph *g, int64_t n, float scalar, gr
     return 0;
 }
 
-static int forward_work(gb_model *m, float unused)
+/* d(loss)/d(each row's loss) for a micro-batch of n rows whose mean loss has gradient
+ * dloss, times the loss scale when the host keeps it (the device's scaler has the kernel
+ * read its scale). */
+static float dlogit_scale_of(const gb_model *m, float dloss, int64_t n)
 {
-    (void)unused;
-    return forward_on_device(m, m->last_B, m->last_T, 1, NULL);
+    float scale = dloss / (float)n;
+    if (!m->scaler)   /* the host's scale is a scalar of the work (a graph records it) */
+        scale *= gb_model_loss_scale(m);
+    return scale;
 }
 
-int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T)
+/* Training forward; `scalar` is the dlogit scale when the classifier is fused. */
+static int forward_work(gb_model *m, float scalar)
+{
+    int fused = (m->fused & GB_FUSE_CLASSIFIER) != 0;
+    return forward_on_device(m, m->last_B, m->last_T, 1, NULL, fused, scalar);
+}
+
+int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T, float dloss)
 {
     if (check_batch_shape(m, B, T))
         return -1;
     m->last_B = B;
     m->last_T = T;
-    if (run_recorded(m, &m->graphs[GRAPH_FORWARD], B * T, 0.0f, forward_work))
+    int fused = (m->fused & GB_FUSE_CLASSIFIER) != 0;
+    float scale = fused ? dlogit_scale_of(m, dloss, B * T) : 0.0f;
+    if (run_recorded(m, &m->graphs[GRAPH_FORWARD], B * T, scale, fused, forward_work))
         return -1;
     m->last_has_targets = 1;
+    m->dlogits_ready = fused;
+    m->dlogits_scale = scale;
     return 0;
 }
 
@@ -1386,25 +1540,36 @@ static int recompute_for_backward(gb_model *m, int64_t l, const void *residual, 
     return rc;
 }
 
+/* dx = dout * GELU'(x) in place of dout, in the model's form. */
+static int gelu_backward(gb_model *m, void *dx, const void *x, int64_t n)
+{
+    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
+    const gb_device_ops *ops = m->rt->dev;
+    if (m->cfg.gelu_tanh)
+        TIMED_CALL(m, GB_PHASE_BWD_GELU, dev, "gelu_tanh_backward",
+                   ops->gelu_tanh_backward(m->dev, m->act, dx, x, dx, n));
+    else
+        TIMED_CALL(m, GB_PHASE_BWD_GELU, dev, "gelu_backward",
+                   ops->gelu_backward(m->dev, m->act, dx, x, dx, n));
+    return 0;
+}
+
 /* m->dres holds d(loss)/d(res3) on entry and d(loss)/d(residual) on return. */
 static int block_backward(gb_model *m, int64_t l, const void *residual, int64_t B, int64_t T)
 {
     layer_params *p = &m->p.layers[l], *g = &m->g.layers[l];
     layer_acts *a = &m->acts[l];
     int64_t N = B * T, C = m->cfg.n_embd;
+    /* under GB_FUSE_GELU the input gradient's matmul multiplies by GELU' itself */
+    int fused = (m->fused & GB_FUSE_GELU) != 0;
+    gb_matmul_epilogue dgelu = !fused ? GB_EPILOGUE_DEFAULT
+                               : m->cfg.gelu_tanh ? GB_EPILOGUE_DGELU_TANH : GB_EPILOGUE_DGELU;
     if (recompute_for_backward(m, l, residual, B, T, RECOMPUTE_MLP_INPUTS) ||
-        linear_backward(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, a->fch_gelu, p->fcprojw, N,
-                        4 * C, C))
+        linear_backward_ep(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, C, a->fch_gelu,
+                           p->fcprojw, N, 4 * C, C, dgelu, fused ? a->fch : NULL))
         return -1;
-    const gb_device_ops *ops = m->rt->dev;
-    gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
-    if (m->cfg.gelu_tanh)
-        TIMED_CALL(m, GB_PHASE_BWD_GELU, dev, "gelu_tanh_backward",
-                   ops->gelu_tanh_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
-    else
-        TIMED_CALL(m, GB_PHASE_BWD_GELU, dev, "gelu_backward",
-                   ops->gelu_backward(m->dev, m->act, m->d4C, a->fch, m->d4C, N * 4 * C));
-    if (linear_backward(m, m->dC, g->fcw, g->fcb, m->d4C, a->ln2, p->fcw, N, C, 4 * C) ||
+    if ((!fused && gelu_backward(m, m->d4C, a->fch, N * 4 * C)) ||
+        linear_backward(m, m->dC, g->fcw, g->fcb, m->d4C, a->ln2, p->fcw, N, C, 4 * C) ||
         layernorm_backward(m, g->ln2w, g->ln2b, m->dC, a->res2, p->ln2w, a->ln2_mean,
                            a->ln2_rstd, N) ||
         linear_backward(m, m->dC, g->projw, g->projb, m->dres, a->atty, p->projw, N, C, C) ||
@@ -1429,19 +1594,19 @@ static int grads_ready_from(gb_model *m, const float *first)
     return m->grads_ready ? m->grads_ready(m->grads_ready_ctx, first - m->grads) : 0;
 }
 
-/* Backward's device work; `dlogit_scale` is d(loss)/d(each row's loss), times the loss
- * scale when the host keeps it (the device's scaler has the kernel read its scale). */
+/* Backward's device work; `dlogit_scale` is dlogit_scale_of()'s. */
 static int backward_work(gb_model *m, float dlogit_scale)
 {
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     int64_t B = m->last_B, T = m->last_T, N = B * T, C = m->cfg.n_embd, V = m->cfg.vocab_size;
-    /* logits become dlogits in place */
-    TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
-               scaled_cross_entropy(m, N, dlogit_scale));
+    /* logits become dlogits in place, unless the fused classifier did it in forward */
+    if (!m->dlogits_ready)
+        TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
+                   scaled_cross_entropy(m, N, dlogit_scale));
     const void *last = m->acts[m->cfg.n_layer - 1].res3;
-    if (linear_backward_ld(m, m->dC, m->g.wte, NULL, m->logits, m->logits_ld, m->lnf, m->p.wte,
-                           N, C, V))
+    if (linear_backward_ep(m, m->dC, m->g.wte, NULL, m->logits, m->logits_ld, m->lnf, m->p.wte,
+                           N, C, V, GB_EPILOGUE_DEFAULT, NULL))
         return -1;
     TIMED_CALL(m, GB_PHASE_ZERO_GRADS, dev, "memset_zero",
                ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * m->act_size));
@@ -1469,12 +1634,19 @@ int gb_model_backward(gb_model *m, float dloss)
                 "with targets\n");
         return -1;
     }
-    float dlogit_scale = dloss / (float)N;
-    if (!m->scaler)   /* the host's scale is a scalar of the work (a graph records it) */
-        dlogit_scale *= gb_model_loss_scale(m);
-    if (run_recorded(m, &m->graphs[GRAPH_BACKWARD], N, dlogit_scale, backward_work))
+    float dlogit_scale = dlogit_scale_of(m, dloss, N);
+    if (m->dlogits_ready && dlogit_scale != m->dlogits_scale) {
+        fprintf(stderr, "gearbox: error: backward's loss gradient %g differs from the %g "
+                "forward computed dlogits for ([train] fuse_classifier); pass backward's "
+                "dloss to gb_model_forward_loaded\n", (double)dlogit_scale,
+                (double)m->dlogits_scale);
+        return -1;
+    }
+    if (run_recorded(m, &m->graphs[GRAPH_BACKWARD], N, dlogit_scale, m->dlogits_ready,
+                     backward_work))
         return -1;
     m->last_has_targets = 0; /* logits were consumed */
+    m->dlogits_ready = 0;
     return grads_ready_from(m, m->grads);
 }
 

@@ -28,6 +28,15 @@ typedef enum gb_recompute {
     GB_RECOMPUTE_BLOCK = 2,     /* everything but each block's input: one more forward */
 } gb_recompute;
 
+/* Kernels fused for training ([train] fuse_*): each changes only how the same math is
+ * scheduled, and applies where the device can (gb_model_fusions says which did). */
+typedef enum gb_fusion {
+    GB_FUSE_CLASSIFIER = 1 << 0,    /* the loss gradient in training forward's loss pass */
+    GB_FUSE_GELU = 1 << 1,          /* GELU and its derivative as matmul epilogues */
+    GB_FUSE_BIAS_GRAD = 1 << 2,     /* bias gradients as the dW matmuls' epilogue */
+    GB_FUSE_RESIDUAL_NORM = 1 << 3, /* residual add and LayerNorm in one kernel */
+} gb_fusion;
+
 typedef struct gb_model_config {
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;
     int bias;
@@ -38,6 +47,7 @@ typedef struct gb_model_config {
      * cross_entropy_ld the logits' rows lie this many apart, each starting aligned. */
     int64_t padded_vocab_size;
     int gelu_tanh;          /* 1: GELU's tanh form (GPT-2's); 0: the exact erf form */
+    unsigned fuse;          /* gb_fusion bits wanted */
 } gb_model_config;
 
 /* The model a run's settings describe; `data_vocab` is the data's vocabulary size, used
@@ -114,8 +124,10 @@ void gb_model_batch_buffers(gb_model *m, int32_t **tokens, int32_t **targets);
 int gb_model_load_batch(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,
                         int64_t T);
 /* gb_model_forward over the (B, T) batch with targets already queued into the batch
- * buffers; reads nothing back. */
-int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T);
+ * buffers, for training: reads nothing back, and where GB_FUSE_CLASSIFIER is in effect
+ * also computes the loss gradient (replacing the logits) with dloss, the value the
+ * gb_model_backward that follows must be given. */
+int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T, float dloss);
 /* From now on gb_model_forward_loaded and gb_model_backward run as device graphs (ABI
  * 1.4's graph entries, which the device must have): each recorded once (after one run as
  * it is) and launched from then on, recorded again when the tokens per micro-batch or the
@@ -126,7 +138,8 @@ int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T);
 void gb_model_use_graphs(gb_model *m);
 /* How many graphs were recorded and launched so far. */
 void gb_model_graph_counts(const gb_model *m, int64_t *recorded, int64_t *launched);
-/* Logits of the last forward pass, (B, T, V) f32, copied to host. */
+/* Logits of the last forward pass, (B, T, V) f32, copied to host (not after
+ * gb_model_forward_loaded, which may have replaced them with their gradient). */
 int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T);
 /* Zeroes the parameter gradients (start of an optimizer step). */
 int gb_model_zero_grads(gb_model *m);

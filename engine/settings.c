@@ -109,7 +109,8 @@ static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 
                                           "the most sequences that fit [run] memory_budget"};
 
 enum { TRAIN_LR, TRAIN_MIN_LR, TRAIN_WARMUP, TRAIN_DECAY_ITERS, TRAIN_DECAY_LR, TRAIN_CLIP,
-       TRAIN_BUCKET_CAP_MB, TRAIN_DDP_ALWAYS, TRAIN_RECOMPUTE, TRAIN_INIT_FROM };
+       TRAIN_BUCKET_CAP_MB, TRAIN_DDP_ALWAYS, TRAIN_RECOMPUTE, TRAIN_INIT_FROM,
+       TRAIN_FUSE_CLASSIFIER, TRAIN_FUSE_GELU, TRAIN_FUSE_BIAS_GRAD, TRAIN_FUSE_RESIDUAL_NORM };
 static const gb_option train_options[] = {
     [TRAIN_LR] = {"learning_rate", GB_OPT_FLOAT, "1e-3", 0, 10, NULL, "peak learning rate"},
     [TRAIN_MIN_LR] = {"min_lr", GB_OPT_FLOAT, "1e-4", 0, 10, NULL,
@@ -136,6 +137,21 @@ static const gb_option train_options[] = {
                          "a checkpoint (e.g. from `gearbox import`) whose weights start the "
                          "run at step 0 with a fresh optimizer (relative to the config "
                          "file; empty: random initialisation)"},
+    [TRAIN_FUSE_CLASSIFIER] = {"fuse_classifier", GB_OPT_BOOL, "true", 0, 0, NULL,
+                               "training forward writes the loss gradient over the logits in "
+                               "the pass that computes the loss (llm.c's fused classifier); "
+                               "false: backward reads the logits a second time"},
+    [TRAIN_FUSE_GELU] = {"fuse_gelu", GB_OPT_BOOL, "true", 0, 0, NULL,
+                         "GELU and its derivative in the MLP matmuls' epilogues, where the "
+                         "device has epilogues (cuda) and recompute is not norm_gelu; false: "
+                         "GELU kernels of their own"},
+    [TRAIN_FUSE_BIAS_GRAD] = {"fuse_bias_grad", GB_OPT_BOOL, "true", 0, 0, NULL,
+                              "bias gradients in the weight-gradient matmuls' epilogues, where "
+                              "the device has epilogues (cuda); false: a bias_backward kernel"},
+    [TRAIN_FUSE_RESIDUAL_NORM] = {"fuse_residual_norm", GB_OPT_BOOL, "true", 0, 0, NULL,
+                                  "each residual add and the LayerNorm after it in one kernel, "
+                                  "where the device has add_layernorm_forward (ABI 1.5: cuda); "
+                                  "false: an add kernel, then LayerNorm"},
 };
 
 /* Processes of this job on this machine, as the launcher (mpirun, torchrun) states it. */
@@ -428,6 +444,10 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->bucket_bytes = (size_t)(train[TRAIN_BUCKET_CAP_MB].f * 1024.0 * 1024.0);
     s->ddp_always = (int)train[TRAIN_DDP_ALWAYS].i;
     s->recompute = (int)train[TRAIN_RECOMPUTE].i;
+    s->fuse_classifier = (int)train[TRAIN_FUSE_CLASSIFIER].i;
+    s->fuse_gelu = (int)train[TRAIN_FUSE_GELU].i;
+    s->fuse_bias_grad = (int)train[TRAIN_FUSE_BIAS_GRAD].i;
+    s->fuse_residual_norm = (int)train[TRAIN_FUSE_RESIDUAL_NORM].i;
     if (*train[TRAIN_INIT_FROM].s)
         s->init_from = gb_config_resolve_path(cfg, "train", "init_from", train[TRAIN_INIT_FROM].s);
     problems += resolve_plugin_names(cfg, s, diag);

@@ -51,6 +51,7 @@ typedef struct gb_settings {
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
     int decay_lr;
     int recompute;            /* gb_recompute (model.h) */
+    int fuse_classifier, fuse_gelu, fuse_bias_grad, fuse_residual_norm;  /* wanted fusions */
     const char *init_from;    /* absolute checkpoint path, or NULL */
     /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind;
      * a name, or an absolute path (held in plugin_files) */

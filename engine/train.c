@@ -367,20 +367,21 @@ static int start_from(gb_trainer *t, const gb_train_options *opts)
 
 /* ---- one step ------------------------------------------------------------------------ */
 
-/* Forward over training micro-step `index`: the batch prefetched for it, or drawn now. */
-static int forward_training_batch(gb_trainer *t, uint64_t index)
+/* Forward over training micro-step `index`: the batch prefetched for it, or drawn now;
+ * dloss is what backward will be given. */
+static int forward_training_batch(gb_trainer *t, uint64_t index, float dloss)
 {
     int64_t T = t->s->block_size;
     if (t->prefetch)
         return gb_prefetch_load(t->prefetch, index) ||
-               gb_model_forward_loaded(t->model, t->rows, T);
+               gb_model_forward_loaded(t->model, t->rows, T, dloss);
     double start = gb_now_ms();
     if (draw_batch(t, GB_SPLIT_TRAIN, GB_RNG_TRAIN_BATCH, index))
         return -1;
     if (t->profile)
         t->profile->ms[GB_PHASE_DATA] += gb_now_ms() - start;
     return gb_model_load_batch(t->model, t->tokens, t->targets, t->rows, T) ||
-           gb_model_forward_loaded(t->model, t->rows, T);
+           gb_model_forward_loaded(t->model, t->rows, T, dloss);
 }
 
 /* With prefetch, micro-step `index` goes out while the one before it computes; none
@@ -399,12 +400,13 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
     int64_t accum = s->gradient_accumulation_steps;
     if (gb_model_zero_grads(t->model))
         return -1;
+    const float dloss = 1.0f / (float)accum;   /* forward's too, for the fused classifier */
     for (int64_t micro = 0; micro < accum; micro++) {
         uint64_t index = (uint64_t)(it * accum + micro);
         if (micro == accum - 1)
             gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
-        if (forward_training_batch(t, index) || gb_model_stage_loss(t->model, micro) ||
-            gb_model_backward(t->model, 1.0f / (float)accum) ||
+        if (forward_training_batch(t, index, dloss) || gb_model_stage_loss(t->model, micro) ||
+            gb_model_backward(t->model, dloss) ||
             send_next_batch(t, index + 1))
             return -1;
     }

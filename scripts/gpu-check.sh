@@ -12,7 +12,8 @@
 #             device-op test
 #   bench     short benchmarks: bench/compare_gpu.py (GPT-2 124M against PyTorch, alone and
 #             beside a process polling the GPU), `gearbox bench step --profile`, `gearbox
-#             bench attn` and bench/sdpa_attn.py; then one page of it all, bench-summary.md
+#             bench attn` and bench/sdpa_attn.py; then one page of it all, bench-summary.md;
+#             last a `gearbox ab` of the [train] fuse_* settings on GPT-2 124M's shape
 # Each stage writes its logs into OUT/STAGE/ and its lines, ending with "stage result",
 # into OUT/summary.txt (a rerun of a stage replaces its lines); later stages use the build
 # the build stage left in BUILD. docs/gpu.md ("Building on a GPU machine") is the guide.
@@ -491,10 +492,11 @@ stage_sanitize() {
 # not judge: one FAILs only when it does not run to the end. The full settings are in
 # bench/README.md (run them by hand, one command each).
 # bench_detail FILE: the summary's words for a benchmark's output: the ratio line of
-# compare_gpu.py, the profile's total, else the last T of an attention table as
+# compare_gpu.py, the profile's total, the fusions' ab verdict, else the last T of an
+# attention table as
 # "T=4096: NAME MS ms TFLOPS TF/s, ..."
 bench_detail() {
-    sed -n -E '/^ *gearbox\/PyTorch|^profile:/ { s/^ *//; p; q }' "$1" | grep . ||
+    sed -n -E '/^ *gearbox\/PyTorch|^profile:|^unfused: / { s/^ *//; p; q }' "$1" | grep . ||
         awk '/^T = / { t = $3; sub(":", "", t); row = "" }
              /^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ / {
                  row = row (row == "" ? "" : ", ") $1 " " $4 " ms " $5 " TF/s" }
@@ -516,6 +518,25 @@ bench() {
     else
         record "$name" FAIL "exit status $rc: $(first_error "$log/$name.txt") ($name.txt)"
     fi
+}
+
+# The fusions ([train] fuse_*, docs/gpu.md) on and off, GPT-2 124M's shape in bf16 on the
+# train stage's characters (vocab_size 50257 keeps the classifier GPT-2's size).
+bench_fusions() {
+    local data=$work/data/shakespeare_char attn=flash off=""
+    if [ ! -f "$data/train.bin" ]; then
+        record "bench-fusions" SKIP "no $data: the train stage prepares it"
+        return
+    fi
+    [ -f "$build/plugins/attn/cudnn/attn-cudnn-cuda.so" ] && attn=cudnn
+    for key in classifier gelu bias_grad residual_norm; do
+        off+="${off:+,}train.fuse_$key=false"
+    done
+    bench "bench-fusions" 100 "$gearbox" ab examples/gpt2_124m.ini --set data.dir="$data" \
+        --set data.tokens_per_step=0 --set data.gradient_accumulation_steps=1 \
+        --set data.batch_size=8 --set attn.plugin="$attn" --set run.eval_iters=2 \
+        --variant fused: --variant "unfused:$off" --steps 20 --warmup 5 --repeats 2 \
+        --tolerance 0.02 --out "$log/ab-fusions"
 }
 
 stage_bench() {
@@ -557,6 +578,7 @@ stage_bench() {
         --repeats 3 --json "$log/bench-sdpa.json"
     python3 bench/gpu_summary.py --logs "$log" --out "$log/bench-summary.md" > /dev/null &&
         record "bench summary" PASS "one page: bench-summary.md"
+    bench_fusions
 }
 
 # ---- the stages asked for -------------------------------------------------------------------------

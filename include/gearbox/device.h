@@ -136,6 +136,14 @@ typedef struct gb_matmul_args {
     void *aux;                  /* (m, n) act, ldc: GELU's pre-activation, or NULL */
     float *bias_grad;           /* (m) f32 += for GB_EPILOGUE_BIAS_GRAD */
     int32_t allow_tf32;         /* 1: f32 inputs may be rounded to TF32 in the product */
+
+    /* ---- ABI 1.5 (NULL keeps 1.4's meaning) ---- */
+    const void *bias_lowp;      /* (n) of dtype_c, or NULL: with a 16-bit C, `bias` already
+                                   in C's type (the weights' low-precision copy), for a
+                                   device that adds the bias in C's type: it adds these
+                                   values instead of rounding `bias` in a kernel of its own
+                                   before the product. `bias` is still set, for devices
+                                   that add it in f32 or predate the field */
 } gb_matmul_args;
 
 /* A dynamic loss scaler (PyTorch GradScaler's rule, with a floor) as plain data in device
@@ -318,6 +326,17 @@ typedef struct gb_device_ops {
     gb_status (*graph_end)(void *self, void **graph);
     gb_status (*graph_launch)(void *self, void *graph);
     void (*graph_destroy)(void *self, void *graph);
+
+    /* ---- ABI 1.5: the residual add fused into the LayerNorm after it (optional; NULL:
+     *      the core calls add, then layernorm_forward) ---- */
+    /* sum = a + b, rounded to dtype, then out = layernorm_forward of that rounded sum, in
+     * one pass over each row: the bits of add followed by layernorm_forward.
+     * sum, a, b act (N, C); sum may alias a or b; out act (N, C); the rest as
+     * layernorm_forward. */
+    gb_status (*add_layernorm_forward)(void *self, gb_dtype dtype, void *sum, void *out,
+                                       float *mean, float *rstd, const void *a, const void *b,
+                                       const float *weight, const float *bias, int64_t N,
+                                       int64_t C, float eps);
 } gb_device_ops;
 
 /* Whether the device vtable `ops` has the optional `entry`: within its struct_size (a

@@ -33,4 +33,13 @@ static __device__ __forceinline__ void gb_act_store(void *p, gb_dtype dtype, int
         ((uint16_t *)p)[i] = dtype == GB_BF16 ? gb_bf16_from_f32(v) : gb_f16_from_f32(v);
 }
 
+/* v as an element of dtype holds it: what gb_act_load returns after gb_act_store(v). */
+static __device__ __forceinline__ float gb_act_round(gb_dtype dtype, float v)
+{
+    if (dtype == GB_F32)
+        return v;
+    return dtype == GB_BF16 ? gb_f32_from_bf16(gb_bf16_from_f32(v))
+                            : gb_f32_from_f16(gb_f16_from_f32(v));
+}
+
 #endif /* GEARBOX_KERNELS_CUDA_ACT_CUH */

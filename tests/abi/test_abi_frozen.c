@@ -442,6 +442,28 @@ SIZE_NOW(4, gb_precision_policy, 32);
 SIZE_NOW(4, gb_precision_ops, 96);
 SIZE_NOW(4, gb_comm_ops, 72);
 
+/* ---- ABI 1.5 ------------------------------------------------------------------------ */
+/* 1.4's device vtable ends where 1.5 appends add_layernorm_forward */
+END(gb_device_ops, graph_destroy, 336);
+END(gb_matmul_args, allow_tf32, 180);
+FIELD(gb_matmul_args, bias_lowp, 184);
+ENTRY(gb_device_ops, add_layernorm_forward, 336,
+      gb_status (*)(void *, gb_dtype, void *, void *, float *, float *, const void *,
+                    const void *, const float *, const float *, int64_t, int64_t, float));
+SIZE_NOW(5, gb_host, 72);
+SIZE_NOW(5, gb_plugin_desc, 80);
+SIZE_NOW(5, gb_device_ctx, 56);
+SIZE_NOW(5, gb_device_info, 528);
+SIZE_NOW(5, gb_matmul_args, 192);
+SIZE_NOW(5, gb_device_ops, 344);
+SIZE_NOW(5, gb_attn_problem, 56);
+SIZE_NOW(5, gb_attn_ops, 56);
+SIZE_NOW(5, gb_optim_step_args, 120);
+SIZE_NOW(5, gb_optim_ops, 48);
+SIZE_NOW(5, gb_precision_policy, 32);
+SIZE_NOW(5, gb_precision_ops, 96);
+SIZE_NOW(5, gb_comm_ops, 72);
+
 int main(void)
 {
     if (!FROZEN) {

@@ -57,8 +57,9 @@ ab accumulation-in-line 2 34 --set run.steps=6 --set data.gradient_accumulation_
 # The scale doubles after every third step without overflow (and halves after one). With
 # the scaler on the device (the default) backward reads the scale from device memory and
 # is recorded once; with the host's scaler ([precision] device_update = false) the scale is
-# a scalar of the recorded work, so backward is recorded at step 2 and again at every later
-# step whose scale, the one the step before logged, differs from its predecessor's.
+# a scalar of the recorded work, so forward (whose loss pass writes the scaled loss
+# gradient, [train] fuse_classifier) and backward are recorded at step 2 and again at every
+# later step whose scale, the one the step before logged, differs from its predecessor's.
 fp16=(--set run.steps=8 --set precision.plugin=fp16 --set precision.growth_interval=3
       --set optim.plugin=adamw_fused)
 ab fp16-scale-on-device 2 14 "${fp16[@]}"
@@ -66,7 +67,7 @@ fp16+=(--set precision.device_update=false)
 if train fp16-scale-moving-calls "${fp16[@]}"; then
     recorded=$(grep -o '"loss_scale": [0-9.]*' "$WORK/fp16-scale-moving-calls/metrics.jsonl" | sed 's/.*: //' |
         awk 'NR >= 2 && NR <= 7 && $1 != prev { n++ } { prev = $1 }
-             END { print 2 + n }')
+             END { print 2 + 2 * n }')
     scales=$(grep -o '"loss_scale": [0-9.]*' "$WORK/fp16-scale-moving-calls/metrics.jsonl" |
         sort -u | wc -l)
     [ "$scales" -ge 2 ] && pass "fp16: the loss scale took $scales values" ||

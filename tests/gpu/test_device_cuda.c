@@ -467,6 +467,60 @@ static void test_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bias, 
                 (char *)want + 2 * act, (size_t)(2 * N + 2 * C));
 }
 
+/* The residual add fused into the LayerNorm after it (ABI 1.5): add_layernorm_forward on
+ * the GPU, with the sum written over its first input as the model does, against the CPU's
+ * add then layernorm_forward (the CPU has no fused entry): the same bits. */
+static void run_add_layernorm(device *d, const void *p, void *out)
+{
+    const ln_ctx *c = p;
+    const size_t NC = (size_t)(c->N * c->C), act = act_bytes(c->dtype, NC);
+    const size_t C4 = sizeof(float) * (size_t)c->C, N4 = sizeof(float) * (size_t)c->N;
+    void *a = dev_up(d, c->x, act), *b = dev_up(d, c->dout, act), *y = dev_alloc(d, act);
+    float *w = dev_up(d, c->weight, C4), *bias = c->with_bias ? dev_up(d, c->bias, C4) : NULL;
+    float *mean = dev_alloc(d, N4), *rstd = dev_alloc(d, N4);
+    if (d == &gpu) {
+        kt_expect(GB_DEVICE_HAS(d->ops, add_layernorm_forward),
+                  "device/cuda has add_layernorm_forward (ABI 1.5)");
+        if (GB_DEVICE_HAS(d->ops, add_layernorm_forward))
+            expect_ok(d->ops->add_layernorm_forward(d->self, c->dtype, a, y, mean, rstd, a, b,
+                                                    w, bias, c->N, c->C, 1e-5f),
+                      d, "add_layernorm_forward");
+    } else {
+        expect_ok(d->ops->add(d->self, c->dtype, a, a, b, (int64_t)NC), d, "add");
+        expect_ok(d->ops->layernorm_forward(d->self, c->dtype, y, mean, rstd, a, w, bias, c->N,
+                                            c->C, 1e-5f), d, "layernorm_forward");
+    }
+    char *h = out;
+    dev_down(d, h, a, act);
+    dev_down(d, h + act, y, act);
+    dev_down(d, h + 2 * act, mean, N4);
+    dev_down(d, h + 2 * act + N4, rstd, N4);
+}
+
+static void test_add_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bias, kt_rng *rng)
+{
+    const size_t NC = (size_t)(N * C);
+    ln_ctx c = {dtype, N, C, with_bias, act_random(rng, dtype, NC, -2, 3),
+                act_random(rng, dtype, NC, -1, 1), NULL, kt_floats((size_t)C),
+                kt_floats((size_t)C), NULL, NULL};
+    kt_fill(rng, (float *)c.weight, (size_t)C, 0.5, 1.5);
+    kt_fill(rng, (float *)c.bias, (size_t)C, -1, 1);
+    const size_t act = act_bytes(dtype, NC);
+    const size_t bytes = 2 * act + sizeof(float) * (size_t)(2 * N);
+    void *want = kt_floats(bytes / 4 + 1), *got = kt_floats(bytes / 4 + 1);
+    memset(want, 0, bytes);
+    memset(got, 0, bytes);
+    char what[96];
+    snprintf(what, sizeof what, "add_layernorm %s N=%lld C=%lld%s", gb_dtype_name(dtype),
+             (long long)N, (long long)C, with_bias ? " bias" : "");
+    run_both(what, run_add_layernorm, &c, want, got, bytes);
+    printf("  %s\n", what);
+    expect_bits("  sum (in place of a)", dtype, got, want, NC);
+    expect_bits("  out", dtype, (char *)got + act, (char *)want + act, NC);
+    expect_bits("  mean, rstd", GB_F32, (char *)got + 2 * act, (char *)want + 2 * act,
+                (size_t)(2 * N));
+}
+
 /* The element-wise kernels: add, GELU and GELU-tanh, the same bits on both devices. */
 typedef struct pointwise_ctx {
     gb_dtype dtype;
@@ -611,6 +665,7 @@ static void run_matmul(device *d, const void *p, void *out)
     g.b = dev_up(d, c->args.b, c->b_bytes);
     g.c = dev_up(d, c->args.c, c->c_bytes);
     g.bias = c->args.bias ? dev_up(d, c->args.bias, sizeof(float) * (size_t)c->args.n) : NULL;
+    g.bias_lowp = c->args.bias_lowp ? dev_up(d, c->args.bias_lowp, 2 * (size_t)c->args.n) : NULL;
     g.aux = c->args.aux ? dev_up(d, c->args.aux, c->c_bytes) : NULL;
     g.bias_grad = c->args.bias_grad ? dev_up(d, c->args.bias_grad, sizeof(float) * (size_t)c->args.m)
                                     : NULL;
@@ -802,6 +857,48 @@ static void test_matmul(kt_rng *rng)
                          epilogues[e], 2, 0, rng);
         }
     check_matmul(12, 8, 0, 0, 0, 0, GB_F32, GB_F32, 1, 0, 1, GB_EPILOGUE_GELU, 0, 0, rng);
+    /* a linear layer's weight gradient as the model asks for it with [train]
+     * fuse_bias_grad: dout^T @ in accumulated into an f32 dW, the bias gradient from
+     * cuBLASLt's BGRADB epilogue */
+    for (size_t y = 0; y < sizeof types / sizeof types[0]; y++)
+        if (types[y][1] == GB_F32)
+            check_matmul(96, 40, 72, 1, 0, 0, types[y][0], GB_F32, 1, 1, 0,
+                         GB_EPILOGUE_BIAS_GRAD, 0, 0, rng);
+}
+
+/* A linear layer with a 16-bit C given its bias in C's type as well (bias_lowp, ABI 1.5,
+ * the weights' low-precision copy, which spares the kernel that rounds the bias before the
+ * product): the same bits as from the f32 bias alone. */
+static void test_matmul_lowp_bias(kt_rng *rng)
+{
+    kt_section("matmul: the bias in C's type (bias_lowp) against the f32 bias");
+    static const gb_dtype types[] = {GB_BF16, GB_F16};
+    for (size_t y = 0; y < sizeof types / sizeof types[0]; y++) {
+        const gb_dtype t = types[y];
+        const int64_t m = 24, n = 40, k = 56;
+        float *bias = kt_floats((size_t)n);
+        kt_fill(rng, bias, (size_t)n, -1, 1);
+        uint16_t *lowp = calloc((size_t)n, sizeof *lowp);
+        for (int64_t j = 0; j < n; j++)
+            lowp[j] = t == GB_BF16 ? gb_bf16_from_f32(bias[j]) : gb_f16_from_f32(bias[j]);
+        mm_ctx c = {.args = {.struct_size = sizeof(gb_matmul_args), .m = m, .n = n, .k = k,
+                             .a = act_random(rng, t, (size_t)(m * k), -1, 1), .lda = k,
+                             .dtype_a = t, .b = act_random(rng, t, (size_t)(n * k), -1, 1),
+                             .ldb = k, .trans_b = 1, .dtype_b = t,
+                             .c = act_random(rng, t, (size_t)(m * n), -1, 1), .ldc = n,
+                             .dtype_c = t, .alpha = 1.0f, .bias = bias},
+                    .a_bytes = act_bytes(t, (size_t)(m * k)), .b_bytes = act_bytes(t, (size_t)(n * k)),
+                    .c_bytes = act_bytes(t, (size_t)(m * n))};
+        void *want = kt_floats((size_t)(m * n)), *got = kt_floats((size_t)(m * n));
+        run_matmul(&gpu, &c, want);
+        dev_release(&gpu);
+        c.args.bias_lowp = lowp;
+        run_matmul(&gpu, &c, got);
+        dev_release(&gpu);
+        expect_bits(t == GB_BF16 ? "  bf16 C, bias_lowp" : "  f16 C, bias_lowp", t, got, want,
+                    (size_t)(m * n));
+        free(lowp);
+    }
 }
 
 /* ---- the tests ------------------------------------------------------------------------ */
@@ -818,6 +915,8 @@ static void test_kernels(void)
         test_embed(dtype, 8, 64, 768, 50, &rng);
         test_layernorm(dtype, 37, 77, 1, &rng);
         test_layernorm(dtype, 130, 768, 0, &rng);
+        test_add_layernorm(dtype, 37, 77, 1, &rng);
+        test_add_layernorm(dtype, 130, 768, 0, &rng);
         test_pointwise(dtype, 100003, &rng);
         test_reductions(dtype, 200, 50, 300007, &rng);
         test_reductions(dtype, 1, 3072, 5, &rng);
@@ -827,6 +926,7 @@ static void test_kernels(void)
         test_cross_entropy(dtype, 5, 65, 65, 0, &rng);
     }
     test_matmul(&rng);
+    test_matmul_lowp_bias(&rng);
 }
 
 static int check_descriptor(const gb_plugin_desc *d)

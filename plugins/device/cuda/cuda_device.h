@@ -72,6 +72,10 @@ gb_status cuda_embed_backward(void *self, gb_dtype dtype, float *dwte, float *dw
 gb_status cuda_layernorm_forward(void *self, gb_dtype dtype, void *out, float *mean,
                                  float *rstd, const void *x, const float *weight,
                                  const float *bias, int64_t N, int64_t C, float eps);
+gb_status cuda_add_layernorm_forward(void *self, gb_dtype dtype, void *sum, void *out,
+                                     float *mean, float *rstd, const void *a, const void *b,
+                                     const float *weight, const float *bias, int64_t N,
+                                     int64_t C, float eps);
 gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *dweight,
                                   float *dbias, const void *dout, const void *x,
                                   const float *weight, const float *mean, const float *rstd,

@@ -614,6 +614,7 @@ static const gb_device_ops cuda_ops = {
     .graph_end = cuda_graph_end,
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
+    .add_layernorm_forward = cuda_add_layernorm_forward,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cuda", "1.2.0",

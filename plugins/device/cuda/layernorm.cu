@@ -1,5 +1,5 @@
-/* LayerNorm on the CUDA device, forward and backward (biased variance, as PyTorch and
- * llm.c; the formulas of kernels/common/layernorm.h).
+/* LayerNorm on the CUDA device, forward (alone, or after the residual add it follows) and
+ * backward (biased variance, as PyTorch and llm.c; the formulas of kernels/common/layernorm.h).
  *
  * Each row gets a group of 16 lanes (half a warp, lanes.cuh): lane j reads columns j,
  * j + 16, ... and the row's sums fold as kernels/common/reduce_order.h says, so the mean,
@@ -17,20 +17,15 @@
 /* Rows per block: one per group of 16 lanes. */
 #define ROWS_PER_BLOCK (CUDA_BLOCK / GB_ROW_LANES)
 
+/* LayerNorm of one row given its sum (each lane's share, before the fold): the lanes of
+ * the row's group finish the mean, then rstd and the outputs. */
 // out, x (N, C) act; weight (C); bias (C) or NULL; mean, rstd (N)
-static __global__ void layernorm_forward_kernel(gb_dtype dtype, void *out, float *mean,
-                                                float *rstd, const void *x,
-                                                const float *weight, const float *bias,
-                                                int64_t N, int64_t C, float eps)
+static __device__ void layernorm_row(gb_dtype dtype, void *out, float *mean, float *rstd,
+                                     const void *x, const float *weight, const float *bias,
+                                     int64_t row, int64_t C, float eps, float lane_sum)
 {
-    const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / GB_ROW_LANES;
-    if (row >= N)
-        return;
     const int64_t base = row * C;
-    float sum = 0.0f;
-    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES)
-        sum += gb_act_load(x, dtype, base + c);
-    const float m = gb_lanes_fold_f32(sum) / (float)C;
+    const float m = gb_lanes_fold_f32(lane_sum) / (float)C;
     float sq = 0.0f;
     for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
         const float d = gb_act_load(x, dtype, base + c) - m;
@@ -45,6 +40,45 @@ static __global__ void layernorm_forward_kernel(gb_dtype dtype, void *out, float
         mean[row] = m;
         rstd[row] = s;
     }
+}
+
+// out, x (N, C) act; weight (C); bias (C) or NULL; mean, rstd (N)
+static __global__ void layernorm_forward_kernel(gb_dtype dtype, void *out, float *mean,
+                                                float *rstd, const void *x,
+                                                const float *weight, const float *bias,
+                                                int64_t N, int64_t C, float eps)
+{
+    const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / GB_ROW_LANES;
+    if (row >= N)
+        return;
+    float sum = 0.0f;
+    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES)
+        sum += gb_act_load(x, dtype, row * C + c);
+    layernorm_row(dtype, out, mean, rstd, x, weight, bias, row, C, eps, sum);
+}
+
+/* The residual add and the LayerNorm after it: each lane adds its columns, stores the sum
+ * rounded to dtype and adds that rounded value to the row's sum, so the statistics and
+ * outputs are layernorm_forward_kernel's of the stored sum. The later passes read the sum
+ * back from the columns the same thread wrote. */
+// sum, a, b, out (N, C) act (sum may alias a or b); weight (C); bias (C) or NULL; mean, rstd (N)
+static __global__ void add_layernorm_forward_kernel(gb_dtype dtype, void *sum, void *out,
+                                                    float *mean, float *rstd, const void *a,
+                                                    const void *b, const float *weight,
+                                                    const float *bias, int64_t N, int64_t C,
+                                                    float eps)
+{
+    const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / GB_ROW_LANES;
+    if (row >= N)
+        return;
+    float lane_sum = 0.0f;
+    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
+        const int64_t i = row * C + c;
+        const float v = gb_act_round(dtype, gb_act_load(a, dtype, i) + gb_act_load(b, dtype, i));
+        gb_act_store(sum, dtype, i, v);
+        lane_sum += v;
+    }
+    layernorm_row(dtype, out, mean, rstd, sum, weight, bias, row, C, eps, lane_sum);
 }
 
 // dx (N, C) act +=; dout, x (N, C) act; weight (C); mean, rstd (N)
@@ -115,6 +149,24 @@ extern "C" gb_status cuda_layernorm_forward(void *self, gb_dtype dtype, void *ou
     layernorm_forward_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(dtype, out, mean, rstd, x,
                                                                      weight, bias, N, C, eps);
     GB_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+    return GB_OK;
+}
+
+extern "C" gb_status cuda_add_layernorm_forward(void *self, gb_dtype dtype, void *sum,
+                                                void *out, float *mean, float *rstd,
+                                                const void *a, const void *b,
+                                                const float *weight, const float *bias,
+                                                int64_t N, int64_t C, float eps)
+{
+    cuda_device *dev = (cuda_device *)self;
+    const gb_host *host = dev->host;
+    gb_status st = cuda_begin(dev, "add_layernorm_forward", dtype, N, C);
+    if (st != GB_OK || N == 0 || C == 0)
+        return st;
+    const unsigned blocks = (unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+    add_layernorm_forward_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(
+        dtype, sum, out, mean, rstd, a, b, weight, bias, N, C, eps);
+    GB_CUDA_CHECK_LAUNCH("add_layernorm_forward_kernel");
     return GB_OK;
 }
 

@@ -13,17 +13,22 @@
  *
  * Epilogues, as device.h defines them:
  * - bias: cuBLASLt's BIAS epilogue (added after alpha, as device.h says). The bias must
- *   have D's type there, so for a 16-bit C it is first rounded to that type in scratch (as
- *   PyTorch's autocast rounds a linear layer's bias).
+ *   have D's type there: for a 16-bit C the caller's bias_lowp (ABI 1.5, the weights'
+ *   low-precision copy) when it is 16-byte aligned, else the bias rounded to that type in
+ *   scratch by a kernel (as PyTorch's autocast rounds a linear layer's bias).
  * - GELU_TANH, DGELU_TANH: cuBLASLt's GELU_AUX[_BIAS] and DGELU epilogues, whose GELU is
  *   the tanh form, when cuBLASLt has an algorithm for them (its aux leading dimension must
  *   be a multiple of 8); otherwise, like the exact forms always, the product (with its
  *   bias) is written where the pre-activation belongs and an element-wise kernel applies
  *   GELU or multiplies by its derivative (epilogue.cu). Either way the choice is made once
  *   per shape.
- * - BIAS_GRAD: the product as usual, and bias_grad += the sums of op(A) by the
- *   deterministic column sums of reduce.cu (cuBLASLt's BGRAD epilogues overwrite instead of
- *   accumulating and do not state their summation order).
+ * - BIAS_GRAD: cuBLASLt's BGRADB epilogue (gearbox's A is cuBLASLt's B) writes the sums
+ *   of op(A) into scratch, since it overwrites instead of accumulating, and a kernel adds
+ *   them to bias_grad: one pass over A instead of two. For a single product with an f32 C
+ *   (the sums have D's type) where cuBLASLt has an algorithm for it; otherwise the product
+ *   as usual and the deterministic column sums of reduce.cu. Either way one choice per
+ *   shape, so the same bits run after run; cuBLASLt does not state its summation order,
+ *   so the two ways differ in rounding.
  * GELU and DGELU forms take beta = 0; DGELU forms take no bias. k == 0 never reaches
  * cuBLASLt (epilogue.cu fills C). Left out: FP8, split-K tuning beyond the heuristic's
  * first answer, and algorithm search by timing.
@@ -336,6 +341,7 @@ typedef struct matmul_extras {
     void *aux;
     float *bias_grad;
     int tf32;
+    const void *bias_lowp;      /* ABI 1.5 */
 } matmul_extras;
 
 static void read_extras(const gb_matmul_args *a, matmul_extras *x)
@@ -354,6 +360,8 @@ static void read_extras(const gb_matmul_args *a, matmul_extras *x)
         x->bias_grad = a->bias_grad;
     }
     x->tf32 = HAS(a, allow_tf32) && a->allow_tf32 && a->dtype_a == GB_F32;
+    if (HAS(a, bias_lowp))
+        x->bias_lowp = a->bias_lowp;
 }
 
 static gb_status refuse(cuda_device *dev, gb_status st, const char *what,
@@ -394,12 +402,19 @@ static gb_status check_args(cuda_device *dev, const gb_matmul_args *a, const mat
     return GB_OK;
 }
 
-/* The bias as cuBLASLt needs it: D's type, so a 16-bit copy in scratch for a 16-bit C. */
-static gb_status bias_for_lt(cuda_device *dev, const gb_matmul_args *a, const void **out)
+/* The bias as cuBLASLt needs it: D's type, so for a 16-bit C the caller's copy in that
+ * type when it gave one aligned as cuBLASLt's bias epilogue wants (16 bytes), else a copy
+ * rounded into scratch by a kernel. */
+static gb_status bias_for_lt(cuda_device *dev, const gb_matmul_args *a, const matmul_extras *x,
+                             const void **out)
 {
     *out = a->bias;
     if (!a->bias || a->dtype_c == GB_F32)
         return GB_OK;
+    if (x->bias_lowp && (uintptr_t)x->bias_lowp % 16 == 0) {
+        *out = x->bias_lowp;
+        return GB_OK;
+    }
     if ((size_t)a->n * 2 > dev->scratch_bytes)
         return refuse(dev, GB_ERR_UNSUPPORTED, "a 16-bit C with a bias longer than the "
                       "scratch holds", a);
@@ -426,6 +441,23 @@ static gb_status product_into(cuda_device *dev, lt_call *c, void *d)
     return run_lt_required(dev, c);
 }
 
+/* The BIAS_GRAD epilogue inside cuBLASLt (BGRADB into scratch, then bias_grad += scratch);
+ * GB_ERR_UNSUPPORTED, having queued nothing, where the call or cuBLASLt does not allow it. */
+static gb_status bias_grad_in_lt(cuda_device *dev, lt_call *c, const matmul_extras *x)
+{
+    const gb_matmul_args *a = c->args;
+    if (x->batch != 1 || a->dtype_c != GB_F32 || c->bias ||
+        (size_t)a->m * sizeof(float) > dev->scratch_bytes)
+        return GB_ERR_UNSUPPORTED;
+    c->epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    c->bias = dev->scratch;
+    gb_status st = run_lt(dev, c);
+    c->bias = NULL;
+    if (st != GB_OK)
+        return st;
+    return cuda_add(dev, GB_F32, x->bias_grad, x->bias_grad, dev->scratch, a->m);
+}
+
 /* cuBLASLt's GELU aux matrix needs a leading dimension (and batch stride) that is a
  * multiple of 8; otherwise the element-wise form runs. */
 static int aux_fits_lt(const gb_matmul_args *a, const matmul_extras *x)
@@ -449,7 +481,7 @@ gb_status cuda_matmul(void *self, const gb_matmul_args *args)
     lt_call c = {.args = args, .batch = x.batch, .stride_a = x.stride_a,
                  .stride_b = x.stride_b, .stride_c = x.stride_c, .tf32 = x.tf32,
                  .d = args->c, .beta = args->beta};
-    if ((st = bias_for_lt(dev, args, &c.bias)) != GB_OK)
+    if ((st = bias_for_lt(dev, args, &x, &c.bias)) != GB_OK)
         return st;
     const int tanh_form = x.epilogue == GB_EPILOGUE_GELU_TANH ||
                           x.epilogue == GB_EPILOGUE_DGELU_TANH;
@@ -481,6 +513,9 @@ gb_status cuda_matmul(void *self, const gb_matmul_args *args)
         return cuda_dgelu_after_matmul(dev, tanh_form, args->c, x.aux, args->dtype_c, args->m,
                                        args->n, args->ldc, x.batch, x.stride_c);
     case GB_EPILOGUE_BIAS_GRAD:
+        if ((st = bias_grad_in_lt(dev, &c, &x)) != GB_ERR_UNSUPPORTED)
+            return st;
+        break;
     case GB_EPILOGUE_DEFAULT:
         break;
     }
