@@ -49,10 +49,11 @@ typedef struct cuda_device {
 /* Threads per block of the element-wise kernels. */
 #define CUDA_BLOCK 256
 
-/* ---- helpers (device_cuda.c) ---- */
-/* Makes the instance's GPU current on the calling thread and checks a kernel's dtype and
- * sizes; GB_OK, or the error with its message set. Every vtable entry that queues work
- * starts with it. */
+/* ---- helpers (calls.c) ---- */
+/* Makes the instance's GPU current on the calling thread (a no-op when it already is). */
+gb_status cuda_enter(cuda_device *dev);
+/* cuda_enter after checking a kernel's dtype and sizes; GB_OK, or the error with its
+ * message set. Every vtable entry that queues a kernel starts with it. */
 gb_status cuda_begin(cuda_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
                      int64_t cols);
 /* Blocks for a 1-D launch over n elements, capped (kernels stride over the rest). */

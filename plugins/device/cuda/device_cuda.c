@@ -26,43 +26,6 @@
 
 /* ---- helpers -------------------------------------------------------------------------- */
 
-/* The instance's GPU as the calling thread's current device (a no-op when it already is:
- * the core, a data thread or another plugin's thread may call in). */
-static gb_status cuda_enter(cuda_device *dev)
-{
-    const gb_host *host = dev->host;
-    int current = -1;
-    GB_CUDA_CHECK(cudaGetDevice(&current));
-    if (current != dev->ordinal)
-        GB_CUDA_CHECK(cudaSetDevice(dev->ordinal));
-    return GB_OK;
-}
-
-gb_status cuda_begin(cuda_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
-                     int64_t cols)
-{
-    const gb_host *host = dev->host;
-    if (dtype != GB_F32 && dtype != GB_BF16 && dtype != GB_F16) {
-        host->set_error(host, "%s on the cuda device takes f32, bf16 or f16 activations; this "
-                        "call asks for %s", kernel, gb_dtype_name(dtype));
-        return GB_ERR_UNSUPPORTED;
-    }
-    if (rows < 0 || cols < 0) {
-        host->set_error(host, "%s: negative size (%lld, %lld)", kernel, (long long)rows,
-                        (long long)cols);
-        return GB_ERR_INVALID_ARG;
-    }
-    return cuda_enter(dev);
-}
-
-unsigned cuda_blocks(int64_t n)
-{
-    /* enough blocks to fill the largest GPUs several times over; kernels stride beyond */
-    const int64_t most = 65536;
-    int64_t blocks = (n + CUDA_BLOCK - 1) / CUDA_BLOCK;
-    return (unsigned)(blocks < 1 ? 1 : blocks > most ? most : blocks);
-}
-
 /* The first failure of queued host work, which waits return (device.h). */
 static gb_status host_work_status(cuda_device *dev)
 {
