@@ -11,6 +11,8 @@ read in a minute, each figure beside the goal it answers (docs/gpu.md):
                        goals: flash >= 0.5x SDPA's flash, flash never slower than math
   bench-profile.txt    `gearbox bench step --profile`: where a step goes, the phases by time,
                        and the matmul phases' TFLOP/s against the goal of 550
+  bench-matmul.txt     `gearbox bench matmul G --device cuda --dtype bf16 --epilogues`: each
+                       of GPT-2's products alone, and those under 550 TFLOP/s
 A file that is missing is named as not run. Prints the page, and writes it to --out.
 
 usage: bench/gpu_summary.py --logs DIR [--out FILE]
@@ -124,6 +126,22 @@ def profile_section(text):
     return lines
 
 
+def matmul_section(text):
+    if text is None:
+        return ['not run (no bench-matmul.txt)']
+    rows = []
+    for line in text.splitlines():
+        m = re.match(r'  ([a-z_.]+ (?:forward|d input|d weight)) .*? ([0-9.]+) +([0-9.]+) +[0-9]+%$', line)
+        if m:
+            rows.append((m.group(1), float(m.group(2)), float(m.group(3)) / 1e3))
+    if not rows:
+        return ['bench matmul printed no table']
+    slow = [f'{n} {tf:.0f}' for n, _, tf in rows if tf < MATMUL_GOAL_TFLOPS]
+    return [f'- {len(rows)} products, {len(rows) - len(slow)} at >= {MATMUL_GOAL_TFLOPS:.0f} TFLOP/s '
+            f'(goal: all): {verdict(not slow)}',
+            '- under it (TFLOP/s): ' + (', '.join(slow) or 'none')]
+
+
 def page(folder):
     out = ['# gpu-check: benchmarks', '',
            '## GPT-2 124M, batch 16, bf16: gearbox against PyTorch 2 (torch.compile)', '']
@@ -132,6 +150,8 @@ def page(folder):
     out += attn_section(read(folder, 'bench-attn-cuda.txt'), read(folder, 'bench-sdpa.json'))
     out += ['', '## Where a gearbox step goes (bench step --profile, the ten largest phases)', '']
     out += profile_section(read(folder, 'bench-profile.txt'))
+    out += ['', '## GPT-2\'s products alone, bf16, with their epilogues (bench matmul G)', '']
+    out += matmul_section(read(folder, 'bench-matmul.txt'))
     return '\n'.join(out) + '\n'
 
 

@@ -416,14 +416,30 @@ static float *device_pattern(const gb_device_ops *ops, void *dev, size_t count)
     return buf;
 }
 
+int gb_time_matmul_call(const gb_device_ops *ops, void *dev, const gb_matmul_args *call,
+                        int reps, gb_timing *out)
+{
+    double *ms = calloc((size_t)reps + 1, sizeof *ms);
+    int rc = ms && reps > 0 ? 0 : -1;
+    for (int i = 0; rc == 0 && i <= reps; i++) {
+        double t0 = gb_now_ms();
+        if (ops->matmul(dev, call) != GB_OK || ops->sync(dev) != GB_OK)
+            rc = -1;
+        if (i > 0)
+            ms[i - 1] = gb_now_ms() - t0;
+    }
+    if (rc == 0)
+        *out = gb_timing_of(ms, reps);
+    free(ms);
+    return rc;
+}
+
 int gb_time_matmul(const gb_device_ops *ops, void *dev, gb_matmul_args shape, int reps,
                    gb_timing *out)
 {
     float *a = device_pattern(ops, dev, (size_t)(shape.m * shape.k));
     float *b = device_pattern(ops, dev, (size_t)(shape.k * shape.n));
     float *c = device_pattern(ops, dev, (size_t)(shape.m * shape.n));
-    double *ms = calloc((size_t)reps + 1, sizeof *ms);
-    int rc = a && b && c && ms && reps > 0 ? 0 : -1;
     shape.struct_size = sizeof shape;
     shape.a = a;
     shape.lda = shape.trans_a ? shape.m : shape.k;
@@ -432,16 +448,7 @@ int gb_time_matmul(const gb_device_ops *ops, void *dev, gb_matmul_args shape, in
     shape.c = c;
     shape.ldc = shape.n;
     shape.dtype_a = shape.dtype_b = shape.dtype_c = GB_F32;
-    for (int i = 0; rc == 0 && i <= reps; i++) {
-        double t0 = gb_now_ms();
-        if (ops->matmul(dev, &shape) != GB_OK || ops->sync(dev) != GB_OK)
-            rc = -1;
-        if (i > 0)
-            ms[i - 1] = gb_now_ms() - t0;
-    }
-    if (rc == 0)
-        *out = gb_timing_of(ms, reps);
-    free(ms);
+    int rc = a && b && c ? gb_time_matmul_call(ops, dev, &shape, reps, out) : -1;
     if (a)
         ops->free(dev, a);
     if (b)

@@ -80,6 +80,11 @@ typedef struct gb_timing {
 /* The timing of `n` >= 1 measurements in ms (sorts them in place). */
 gb_timing gb_timing_of(double *ms, int n);
 
+/* Times the matmul `call` as given (pointers, dtypes and epilogue set by the caller) on
+ * the device instance `dev`: one warm-up call, then `reps` calls each followed by sync.
+ * 0, or -1 when the device refused (its message is in its instance's error). */
+int gb_time_matmul_call(const gb_device_ops *ops, void *dev, const gb_matmul_args *call,
+                        int reps, gb_timing *out);
 /* Times `shape` (its m, n, k, trans_a, trans_b, alpha and beta; the pointers and leading
  * dimensions are filled here) as f32 on the device instance `dev`: one warm-up call, then
  * `reps` calls each followed by sync. Buffers are allocated on the device and freed

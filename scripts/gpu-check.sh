@@ -12,7 +12,8 @@
 #             device-op test
 #   bench     short benchmarks: bench/compare_gpu.py (GPT-2 124M against PyTorch, alone and
 #             beside a process polling the GPU), `gearbox bench step --profile`, `gearbox
-#             bench attn` and bench/sdpa_attn.py; then one page of it all, bench-summary.md;
+#             bench matmul G` (each GPT-2 product with its epilogue), `gearbox bench attn`
+#             and bench/sdpa_attn.py; then one page of it all, bench-summary.md;
 #             last a `gearbox ab` of the [train] fuse_* settings on GPT-2 124M's shape
 # Each stage writes its logs into OUT/STAGE/ and its lines, ending with "stage result",
 # into OUT/summary.txt (a rerun of a stage replaces its lines); later stages use the build
@@ -492,11 +493,11 @@ stage_sanitize() {
 # not judge: one FAILs only when it does not run to the end. The full settings are in
 # bench/README.md (run them by hand, one command each).
 # bench_detail FILE: the summary's words for a benchmark's output: the ratio line of
-# compare_gpu.py, the profile's total, the fusions' ab verdict, else the last T of an
+# compare_gpu.py, the profile's total, bench matmul's total, the fusions' ab verdict, else the last T of an
 # attention table as
 # "T=4096: NAME MS ms TFLOPS TF/s, ..."
 bench_detail() {
-    sed -n -E '/^ *gearbox\/PyTorch|^profile:|^unfused: / { s/^ *//; p; q }' "$1" | grep . ||
+    sed -n -E '/^ *gearbox\/PyTorch|^profile:|^unfused: |^  all of the above/ { s/^ *//; s/  +/ /g; p; q }' "$1" | grep . ||
         awk '/^T = / { t = $3; sub(":", "", t); row = "" }
              /^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ / {
                  row = row (row == "" ? "" : ", ") $1 " " $4 " ms " $5 " TF/s" }
@@ -559,22 +560,25 @@ stage_bench() {
             "$tokens"
     fi
     # the step, alone and beside a process polling the GPU as a torch-importing harness does
-    [ -n "$py" ] && bench "bench-compare-gpu" 240 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
+    [ -n "$py" ] && bench "bench-compare-gpu" 200 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
         --python "$py" --data "$tokens" --steps 10 --warmup 3 --repeats 1 --neighbors none,cuda \
-        --timeout 110 --logs "$log/compare-gpu" --json "$log/compare-gpu.json"
-    [ -n "$py" ] && bench "bench-profile" 60 "$gearbox" bench step examples/gpt2_124m.ini --steps 5 \
+        --timeout 90 --logs "$log/compare-gpu" --json "$log/compare-gpu.json"
+    [ -n "$py" ] && bench "bench-profile" 50 "$gearbox" bench step examples/gpt2_124m.ini --steps 5 \
         --warmup 2 --profile --set data.dir="$tokens" --set data.tokens_per_step=0 \
         --set data.gradient_accumulation_steps=1 --set data.batch_size=16 --set device.plugin=cuda \
         --set precision.plugin=bf16 --set optim.plugin=adamw_fused --set attn.plugin=cudnn
+    # every GPT-2 matmul alone, with its epilogue: which products run below the rate
+    bench "bench-matmul" 40 "$gearbox" bench matmul G --device cuda --dtype bf16 --epilogues \
+        --repeats 5
     attn_plugins=$(find "$build/plugins/attn" -name 'attn-*-cuda.so' |
         sed 's|.*/attn-\(.*\)-cuda\.so$|\1|' | sort | paste -sd, -)
     if [ -z "$attn_plugins" ]; then
         record "bench attn (cuda)" SKIP "no attention plugin built for cuda"
     else
-        bench "bench-attn-cuda" 70 "$gearbox" bench attn --device cuda \
+        bench "bench-attn-cuda" 60 "$gearbox" bench attn --device cuda \
             --dtype bf16 --T 1024,4096 --repeats 3 --max-seconds 10 --plugins "$attn_plugins"
     fi
-    [ -n "$py" ] && bench "bench-sdpa" 60 "$py" bench/sdpa_attn.py --T 1024,4096 \
+    [ -n "$py" ] && bench "bench-sdpa" 50 "$py" bench/sdpa_attn.py --T 1024,4096 \
         --repeats 3 --json "$log/bench-sdpa.json"
     python3 bench/gpu_summary.py --logs "$log" --out "$log/bench-summary.md" > /dev/null &&
         record "bench summary" PASS "one page: bench-summary.md"

@@ -3,7 +3,8 @@
 # dtype it is asked for (its [precision] plugin follows --dtype, so a 16-bit-only plugin
 # such as cudnn is not refused for computing no f32), takes --set like the other verbs and
 # refuses a --set that makes the precision compute in another dtype; bench/compare_gpu.py
-# takes its interpreter by name (found on PATH) and names one it cannot find.
+# takes its interpreter by name (found on PATH) and names one it cannot find; `gearbox bench
+# matmul` times a run's products in its dtype and with GPT-2's epilogues.
 source "$(dirname "$0")/../cli/lib.sh"
 attn() { "$GEARBOX" bench attn --plugins math --T 32 --heads 2 --head-dim 16 --repeats 1 "$@"; }
 
@@ -29,6 +30,20 @@ expect_error "bench attn: a malformed --set" 2 "expected section.key=value" -- \
     attn --set threads
 "$GEARBOX" bench attn --help | grep -q -- "--set K=V" &&
     pass "bench attn --help lists --set" || fail "bench attn --help lacks --set"
+
+# bench matmul in a dtype, with the epilogues a GPT-2 run gives each product
+matmul() { "$GEARBOX" bench matmul 32,16,2 --repeats 1 --threads 1 "$@"; }
+if matmul --dtype bf16 --epilogues > "$WORK/matmul.txt" 2>&1; then
+    for want in "1 threads, bf16 with GPT-2's epilogues" "mlp.c_fc forward .* bias+gelu" \
+                "mlp.c_proj d input .* dgelu" "attn.c_attn d weight .* bgrad" "lm_head forward .* B^T  "; do
+        grep -q -- "$want" "$WORK/matmul.txt" && pass "bench matmul --dtype bf16 --epilogues: $want" ||
+            fail "bench matmul --dtype bf16 --epilogues lacks '$want': $(cat "$WORK/matmul.txt")"
+    done
+else
+    fail "bench matmul --dtype bf16 --epilogues: $(cat "$WORK/matmul.txt")"
+fi
+expect_error "bench matmul: an unknown --dtype" 2 "--dtype f64: expected f32, bf16 or f16" -- \
+    matmul --dtype f64
 
 # compare_gpu.py without running anything (--dry-run), on a token folder of its own
 make_data
