@@ -1,7 +1,8 @@
 /* `gearbox bench step`: milliseconds per training step and tokens/s for a config, with
  * the model FLOPs of a step (nanoGPT's count), MFU, the FLOPs the step executes (counted
- * from the calls it makes), and the machine's limits beside them (the stated peak MFU
- * divides by, on the CPU the measured FMA peak, and STREAM triad bandwidth).
+ * from the calls it makes), and the machine's limits beside them (the peak MFU divides
+ * by, on the CPU the measured FMA peak and a 16-bit dtype's own, and STREAM triad
+ * bandwidth).
  *
  * The steps are `gearbox train`'s own (gb_trainer_step: data, forward, backward, clip,
  * optimizer update), on the config's model, plugins and batch, so the figure is what a
@@ -30,9 +31,11 @@ static const char usage[] =
     "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
     "folder) and prints the median ms per step, tokens/s, model FLOPs per step and MFU,\n"
     "the FLOPs a step executes (matmuls by shape, attention over the causal triangle),\n"
-    "next to the stated peak of the dtype the matmuls compute in (what MFU divides by),\n"
-    "on the CPU the measured FMA peak (vector FMAs on every thread, no memory traffic:\n"
-    "what no matmul can beat) and the triad bandwidth.\n"
+    "next to the peak of the dtype the matmuls compute in (what MFU divides by: a GPU's\n"
+    "stated one, on the CPU the larger of the rated and the measured), on the CPU the\n"
+    "measured FMA peak (vector FMAs on every thread, no memory traffic: what no matmul\n"
+    "can beat) and for bf16 or f16 that dtype's own (AVX512_BF16 dot products, AVX512_FP16\n"
+    "FMAs), and the triad bandwidth.\n"
     "Nothing is written.\n"
     "\n"
     "  --steps N    timed steps (default 10)\n"
@@ -116,21 +119,36 @@ static int run_steps(gb_trainer *t, long warmup, long steps, double *ms, double 
     return 0;
 }
 
-/* The limits a step's figures stand against: on the CPU its measured FMA peak (what no
- * matmul can beat) beside the stated peak MFU divides by; the triad bandwidth. */
+/* The measured limit of `compute` ("f32", "bf16"...) on `threads` threads, printed as
+ * " | LABEL X GFLOP/s (measured: ISA, N threads) -> executed FLOPs at P% of it". */
+static void report_measured(const char *label, const char *compute, double executed,
+                            double median, long long threads)
+{
+    gb_compute c = GB_COMPUTE_F32;
+    while (c < GB_COMPUTE_F16 && strcmp(gb_compute_name(c), compute) != 0)
+        c++;
+    const char *isa;
+    double limit = gb_measure_compute_flops(c, (int)threads, &isa);
+    if (limit > 0)
+        printf(" | %s %.1f GFLOP/s (measured: %s, %lld threads) -> executed FLOPs at %.1f%% "
+               "of it", label, limit / 1e9, isa, threads,
+               100.0 * executed / (median / 1e3) / limit);
+}
+
+/* The limits a step's figures stand against: the peak MFU divides by and where it comes
+ * from; on the CPU the measured FMA peak (what no f32 matmul can beat) and, for a 16-bit
+ * run, the measured limit of its dtype's instructions; the triad bandwidth. */
 static void report_limits(double peak, const char *source, const char *compute,
                           double executed, double median, long long threads)
 {
     int cpu = strcmp(source, "device") != 0;
-    printf("limits: %s peak %.1f GFLOP/s (stated by the %s)", compute, peak / 1e9,
-           cpu ? "CPU" : "device");
+    printf("limits: %s peak %.1f GFLOP/s (%s%s, what MFU divides by)", compute, peak / 1e9,
+           cpu ? "" : "stated by the ", source);
     if (cpu) {
-        const char *isa;
-        double fma = gb_measure_fma_flops((int)threads, &isa);
-        if (fma > 0)
-            printf(" | FMA peak %.1f GFLOP/s (measured: %s, %lld threads) -> executed FLOPs "
-                   "at %.1f%% of it", fma / 1e9, isa, threads,
-                   100.0 * executed / (median / 1e3) / fma);
+        report_measured("FMA peak", "f32", executed, median, threads);
+        if (strcmp(compute, "bf16") == 0 || strcmp(compute, "f16") == 0)
+            report_measured(strcmp(compute, "bf16") == 0 ? "bf16 peak" : "f16 peak", compute,
+                            executed, median, threads);
     }
     printf(" | triad %.1f GB/s (STREAM, %lld threads)\n", gb_measure_triad_gbs((int)threads),
            threads);
