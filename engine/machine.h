@@ -158,14 +158,19 @@ double gb_measure_fma_flops(int threads, const char **isa);
 /* The same limit for `c`: bf16 with AVX512_BF16's dot products (vdpbf16ps, two products
  * and two sums per f32 lane: twice the f32 rate), f16 with AVX512_FP16's 32-lane FMAs;
  * a dtype the CPU has no instructions for is computed as f32 and gets the f32 loop.
- * AMX is not measured (its rated figure stands). */
-double gb_measure_compute_flops(gb_compute c, int threads, const char **isa);
+ * AMX is not measured (its rated figure stands). `per_cpu_s` (may be NULL) gets the rate
+ * per second of CPU time each thread spent, times the threads: on a machine shared with
+ * other programs the wall rate falls with the time they take, this one far less, so it
+ * compares with work timed the same way (`gearbox bench step`'s CPU time per step). */
+double gb_measure_compute_flops(gb_compute c, int threads, const char **isa,
+                                double *per_cpu_s);
 /* The measured peak MFU weighs: a short pass of gb_measure_compute_flops's loop (a few
  * ms) at each call, raised to the best measured so far for this compute, thread count and
  * CPU model, in this process and in the cache file ${XDG_CACHE_HOME:-~/.cache}/gearbox/
  * cpu-peaks (lines "GFLOP/s compute threads model", rewritten when a better figure is
- * seen; delete it to start over). The cache keeps a run on a busy machine from reading
- * a low peak. 0 where gb_measure_compute_flops is. */
+ * seen; delete it to start over). Each measurement counts as the larger of its wall and
+ * CPU-time rates, and the cache keeps a run on a busy machine from reading a low peak.
+ * 0 where gb_measure_compute_flops is. */
 double gb_cpu_measured_peak(gb_compute c, int threads, const char **isa);
 
 /* STREAM's triad a[i] = b[i] + s * c[i] over three f32 arrays of GB_TRIAD_ELEMENTS

@@ -21,7 +21,7 @@ write_config "$WORK/run.ini"
 "$GEARBOX" bench step "$WORK/run.ini" --steps 3 --warmup 1 --set run.threads=1 \
     > "$WORK/step.txt" 2>&1 ||
     fail "bench step: $(cat "$WORK/step.txt")"
-grep -qE "^step: median [0-9.]+ ms \(min [0-9.]+, max [0-9.]+ over 3 steps\) \| 64 tokens per step \| [0-9]+ tok/s$" "$WORK/step.txt" &&
+grep -qE "^step: median [0-9.]+ ms \(min [0-9.]+, max [0-9.]+ over 3 steps\) \| 64 tokens per step \| [0-9]+ tok/s \| CPU time [0-9.]+ ms per step \(all threads\)$" "$WORK/step.txt" &&
     grep -qE "^model FLOPs: [0-9.e+-]+ GFLOP per step .* \| MFU [0-9.]+%$" "$WORK/step.txt" &&
     grep -qE "^limits: f32 peak [0-9.]+ GFLOP/s .* \| triad [0-9.]+ GB/s" "$WORK/step.txt" &&
     pass "bench step: median ms, tok/s, MFU and the limits" ||
