@@ -760,7 +760,8 @@ static double time_loop(chain_loop loop, double flop_per_iter, int threads, int 
             sink += r;
         }
         double rate = flops / ((gb_now_ms() - t0) * 1e-3);
-        double per_cpu = flops * team / ((gb_cpu_ms() - cpu0) * 1e-3);
+        double cpu_ms = gb_cpu_ms() - cpu0;
+        double per_cpu = cpu_ms > 0 ? flops * team / (cpu_ms * 1e-3) : 0.0;
         best = rate > best ? rate : best;
         *per_cpu_s = per_cpu > *per_cpu_s ? per_cpu : *per_cpu_s;
     }
