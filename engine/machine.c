@@ -6,6 +6,7 @@
  * report, in gb_device_info.libraries. */
 #include "machine.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <omp.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #endif
 
 #include "clock.h"
+#include "fsutil.h"
 
 /* ---- CPU ----------------------------------------------------------------------------- */
 
@@ -552,10 +554,29 @@ double gb_cpu_peak_flops_of(const gb_cpu_features *f, int cores, double ghz, gb_
     return f32;
 }
 
+/* oneDNN's matmuls use AMX only where ONEDNN_MAX_CPU_ISA (or its older name
+ * DNNL_MAX_CPU_ISA) lets them: unset, ALL or an ISA whose name has AMX in it. */
+static int onednn_may_use_amx(void)
+{
+    const char *isa = getenv("ONEDNN_MAX_CPU_ISA");
+    if (!isa || !*isa)
+        isa = getenv("DNNL_MAX_CPU_ISA");
+    if (!isa || !*isa)
+        return 1;
+    char upper[64];
+    size_t i = 0;
+    for (; isa[i] && i + 1 < sizeof upper; i++)
+        upper[i] = (char)toupper((unsigned char)isa[i]);
+    upper[i] = '\0';
+    return strcmp(upper, "ALL") == 0 || strstr(upper, "AMX") != NULL;
+}
+
 double gb_cpu_peak_flops(gb_compute c, char *how, size_t cap)
 {
     gb_cpu_features f;
     gb_cpu_detect_hardware(&f);
+    if (!onednn_may_use_amx())
+        f.amx_tile = f.amx_bf16 = 0;
     return gb_cpu_peak_flops_of(&f, gb_online_cpus(), cpu_clock_ghz(f.model), c, how, cap);
 }
 
@@ -576,8 +597,11 @@ double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, g
         return stated;
     }
     if (source)
-        *source = "stated CPU";
-    return (device_bit & GB_DEVICE_CPU) ? gb_cpu_peak_flops(c, NULL, 0) : 0.0;
+        *source = "rated CPU";
+    if (!(device_bit & GB_DEVICE_CPU))
+        return 0.0;
+    return gb_larger_peak(gb_cpu_peak_flops(c, NULL, 0), gb_cpu_measured_peak(c, 0, NULL),
+                          source);
 }
 
 double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev)
@@ -592,13 +616,19 @@ double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev)
     return measured;
 }
 
-/* ---- the FMA limit ------------------------------------------------------------------ */
+/* ---- the measured limits -------------------------------------------------------------- */
 
-/* Each thread runs chains of vector FMAs into independent accumulators, more chains than
- * latency x FMA units (4 x 2 on the CPUs seen), so the units never wait on a result: the
- * loop then runs at the FMA throughput and nothing else (no loads, no stores). Built for
- * the widest unit with target attributes, so a portable build measures it too. */
+/* Each thread runs chains of vector FMAs (or dot products) into independent accumulators,
+ * more chains than latency x units (4 x 2 on the CPUs seen), so the units never wait on a
+ * result: the loop then runs at the instruction's throughput and nothing else (no loads,
+ * no stores). Built for each unit with target attributes, so a portable build measures it
+ * too. */
 #define FMA_ITERS ((int64_t)1 << 24)
+/* Start-up measurements (gb_cpu_measured_peak) are shorter: a few ms per pass. */
+#define QUICK_ITERS ((int64_t)1 << 21)
+#define QUICK_RUNS 3
+
+typedef float (*chain_loop)(int64_t iters, float seed);
 
 #if defined(__x86_64__)
 #define FMA_CHAINS 12
@@ -638,39 +668,254 @@ __attribute__((target("avx512f"))) static float fma_chains_avx512(int64_t iters,
         sum = _mm512_add_ps(sum, acc[j]);
     return _mm512_reduce_add_ps(sum);
 }
+
+/* vdpbf16ps: each f32 lane adds two bf16 products, 4 FLOP. The operands are small, so the
+ * sums stay finite and normal over any number of iterations. */
+__attribute__((target("avx512f,avx512bf16"))) static float dpbf16_chains(int64_t iters,
+                                                                          float seed)
+{
+    __m512 acc[FMA_CHAINS];
+    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(seed), _mm512_set1_ps(1e-3f));
+    const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(seed));
+    for (int j = 0; j < FMA_CHAINS; j++)
+        acc[j] = _mm512_set1_ps((float)j);
+    for (int64_t i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < FMA_CHAINS; j++)
+            acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+    }
+    __m512 sum = acc[0];
+    for (int j = 1; j < FMA_CHAINS; j++)
+        sum = _mm512_add_ps(sum, acc[j]);
+    return _mm512_reduce_add_ps(sum);
+}
+
+/* vfmadd on 32 f16 lanes; the chains settle at add / (1 - mul), well inside f16's range. */
+__attribute__((target("avx512f,avx512fp16"))) static float fma_chains_fp16(int64_t iters,
+                                                                            float seed)
+{
+    __m512h acc[FMA_CHAINS];
+    const __m512h mul = _mm512_set1_ph((_Float16)0.5f), add = _mm512_set1_ph((_Float16)seed);
+    for (int j = 0; j < FMA_CHAINS; j++)
+        acc[j] = _mm512_set1_ph((_Float16)j);
+    for (int64_t i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < FMA_CHAINS; j++)
+            acc[j] = _mm512_fmadd_ph(acc[j], mul, add);
+    }
+    __m512h sum = acc[0];
+    for (int j = 1; j < FMA_CHAINS; j++)
+        sum = _mm512_add_ph(sum, acc[j]);
+    return (float)_mm512_reduce_add_ph(sum);
+}
 #endif
 
-double gb_measure_fma_flops(int threads, const char **isa)
+/* The loop that measures `c` on a CPU with features `f`, its FLOP per iteration and the
+ * unit's name; NULL (and "not measured") where there is none. A 16-bit dtype without
+ * instructions of its own is computed as f32, so it gets the f32 loop. */
+static chain_loop limit_loop(const gb_cpu_features *f, gb_compute c, double *flop_per_iter,
+                             const char **isa)
 {
-    gb_cpu_features f;
-    gb_cpu_detect_hardware(&f);
-    int lanes = 0;
+    *isa = "not measured";
 #if defined(__x86_64__)
-    lanes = f.avx512f ? 16 : f.avx2 && f.fma ? 8 : 0;
+    if (c == GB_COMPUTE_BF16 && f->avx512_bf16) {
+        *flop_per_iter = FMA_CHAINS * 16 * 4.0;
+        *isa = "AVX512_BF16 dot products";
+        return dpbf16_chains;
+    }
+    if (c == GB_COMPUTE_F16 && f->avx512_fp16) {
+        *flop_per_iter = FMA_CHAINS * 32 * 2.0;
+        *isa = "AVX512_FP16 FMA";
+        return fma_chains_fp16;
+    }
+    if (f->avx512f) {
+        *flop_per_iter = FMA_CHAINS * 16 * 2.0;
+        *isa = "AVX-512 FMA";
+        return fma_chains_avx512;
+    }
+    if (f->avx2 && f->fma) {
+        *flop_per_iter = FMA_CHAINS * 8 * 2.0;
+        *isa = "AVX2 FMA";
+        return fma_chains_avx2;
+    }
+#else
+    (void)f;
+    (void)c;
+    (void)flop_per_iter;
 #endif
-    if (isa)
-        *isa = lanes == 16 ? "AVX-512 FMA" : lanes == 8 ? "AVX2 FMA" : "not measured";
-    if (lanes == 0)
-        return 0.0;
+    return NULL;
+}
+
+/* The best of `runs` passes of `loop` on `threads` threads (0: the pool's default), in
+ * FLOP/s of wall time; *per_cpu_s gets the best in FLOP per second of the process's CPU
+ * time, times the team (what each thread does while it runs, whatever else the machine
+ * runs). */
+static double time_loop(chain_loop loop, double flop_per_iter, int threads, int runs,
+                        int64_t iters, double *per_cpu_s)
+{
     int team = threads > 0 ? threads : omp_get_max_threads();
     double best = 0.0;
     volatile float sink = 0.0f;   /* keeps the chains' results alive */
-    for (int run = 0; run < GB_FMA_RUNS; run++) {
-        double t0 = gb_now_ms();
+    const double flops = (double)team * (double)iters * flop_per_iter;
+    *per_cpu_s = 0.0;
+    for (int run = 0; run < runs; run++) {
+        double t0 = gb_now_ms(), cpu0 = gb_cpu_ms();
 #pragma omp parallel num_threads(team)
         {
-            float seed = 1e-7f * (float)(omp_get_thread_num() + 1), r = 0.0f;
-#if defined(__x86_64__)
-            r = lanes == 16 ? fma_chains_avx512(FMA_ITERS, seed) : fma_chains_avx2(FMA_ITERS, seed);
-#endif
+            float r = loop(iters, 1e-7f * (float)(omp_get_thread_num() + 1));
 #pragma omp atomic
             sink += r;
         }
-        double flops = (double)team * FMA_ITERS * FMA_CHAINS * lanes * 2.0;
         double rate = flops / ((gb_now_ms() - t0) * 1e-3);
+        double cpu_ms = gb_cpu_ms() - cpu0;
+        double per_cpu = cpu_ms > 0 ? flops * team / (cpu_ms * 1e-3) : 0.0;
         best = rate > best ? rate : best;
+        *per_cpu_s = per_cpu > *per_cpu_s ? per_cpu : *per_cpu_s;
     }
     return best;
+}
+
+/* The best rate of each compute measured in this process, by thread count: what the
+ * cache file is raised to and gb_peak_flops never goes below. */
+#define MEMO_THREADS 1024
+static double memo_best[GB_COMPUTE_F16 + 1][MEMO_THREADS];
+
+static int team_size(int threads)
+{
+    int team = threads > 0 ? threads : omp_get_max_threads();
+    return team < MEMO_THREADS ? team : MEMO_THREADS - 1;
+}
+
+static double measure_limit(gb_compute c, int threads, int runs, int64_t iters,
+                            const char **isa, double *per_cpu_s)
+{
+    gb_cpu_features f;
+    gb_cpu_detect_hardware(&f);
+    double flop_per_iter = 0.0;
+    const char *name;
+    chain_loop loop = limit_loop(&f, c, &flop_per_iter, &name);
+    if (isa)
+        *isa = name;
+    double cpu_rate = 0.0;
+    if (per_cpu_s)
+        *per_cpu_s = 0.0;
+    if (!loop)
+        return 0.0;
+    double *cpu = per_cpu_s ? per_cpu_s : &cpu_rate;
+    double rate = time_loop(loop, flop_per_iter, threads, runs, iters, cpu);
+    /* the CPU-time rate is what the hardware did while it ran: on a busy machine it is
+     * the better estimate of the peak, and no step can beat it either */
+    double best = rate > *cpu ? rate : *cpu;
+    double *memo = &memo_best[c][team_size(threads)];
+    *memo = best > *memo ? best : *memo;
+    return rate;
+}
+
+double gb_measure_compute_flops(gb_compute c, int threads, const char **isa,
+                                double *per_cpu_s)
+{
+    return measure_limit(c, threads, GB_FMA_RUNS, FMA_ITERS, isa, per_cpu_s);
+}
+
+double gb_measure_fma_flops(int threads, const char **isa)
+{
+    return gb_measure_compute_flops(GB_COMPUTE_F32, threads, isa, NULL);
+}
+
+/* ---- the measured peaks, kept per machine ---------------------------------------------- */
+
+#define PEAK_PATH_MAX 4096
+
+/* ${XDG_CACHE_HOME:-$HOME/.cache}/gearbox/cpu-peaks into buf; 0, or -1 when neither is set. */
+static int peak_cache_path(char *buf, size_t cap, int make_folder)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char folder[PEAK_PATH_MAX - 16];
+    if (xdg && *xdg)
+        snprintf(folder, sizeof folder, "%s/gearbox", xdg);
+    else if (home && *home)
+        snprintf(folder, sizeof folder, "%s/.cache/gearbox", home);
+    else
+        return -1;
+    if (make_folder && gb_make_dirs(folder) != 0)
+        return -1;
+    snprintf(buf, cap, "%s/cpu-peaks", folder);
+    return 0;
+}
+
+/* The cache's key of a measurement: "bf16 2 Intel(R) Xeon(R) Processor" (compute, threads,
+ * the CPU's brand string). */
+static void peak_key(gb_compute c, int threads, char *buf, size_t cap)
+{
+    gb_cpu_features f;
+    gb_cpu_detect_hardware(&f);
+    snprintf(buf, cap, "%s %d %s", gb_compute_name(c), team_size(threads), f.model);
+}
+
+/* Lines of the cache are "GFLOP/s KEY". The value cached for `key`, 0 when none. */
+static double read_cached_peak(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    char line[512];
+    double found = 0.0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *rest;
+        double v = strtod(line, &rest);
+        if (rest != line && *rest == ' ' && strcmp(rest + 1, key) == 0)
+            found = v * 1e9;
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* Rewrites the cache with `key` at `flops`, every other line kept; written to a file of
+ * its own and renamed over the cache, so a reader never sees half a file. Best effort: a
+ * cache that cannot be written only costs the next run its memory of the best. */
+static void write_cached_peak(const char *path, const char *key, double flops)
+{
+    char tmp[PEAK_PATH_MAX + 32], line[512];
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out)
+        return;
+    FILE *in = fopen(path, "r");
+    while (in && fgets(line, sizeof line, in)) {
+        const char *at = strchr(line, ' ');
+        if (!at || strncmp(at + 1, key, strlen(key)) != 0 || at[1 + strlen(key)] != '\n')
+            fputs(line, out);
+    }
+    if (in)
+        fclose(in);
+    fprintf(out, "%.1f %s\n", flops / 1e9, key);
+    if (fclose(out) != 0 || rename(tmp, path) != 0)
+        remove(tmp);
+}
+
+double gb_cpu_measured_peak(gb_compute c, int threads, const char **isa)
+{
+    double now = measure_limit(c, threads, QUICK_RUNS, QUICK_ITERS, isa, NULL);
+    if (now <= 0)
+        return 0.0;
+    double best = memo_best[c][team_size(threads)];
+    char path[PEAK_PATH_MAX], key[160];
+    peak_key(c, threads, key, sizeof key);
+    if (peak_cache_path(path, sizeof path, 0) == 0) {
+        double cached = read_cached_peak(path, key);
+        if (cached > best)
+            best = cached;
+        else if (best > cached * 1.001 && peak_cache_path(path, sizeof path, 1) == 0)
+            write_cached_peak(path, key, best);
+    }
+    return best;
+}
+
+double gb_larger_peak(double rated, double measured, const char **source)
+{
+    if (source)
+        *source = measured > rated ? "measured CPU" : "rated CPU";
+    return measured > rated ? measured : rated;
 }
 
 double gb_measure_triad_gbs(int threads)

@@ -8,8 +8,8 @@
  * limits to print figures against, not benchmarks in their own right. Nothing here knows
  * about GPUs beyond asking their libraries for version numbers and how NVIDIA's tensor
  * cores rate f16 and TF32 against bf16 (gb_device_peak_flops). MFU is reported against
- * the stated peak of the dtype the run computes in (gb_peak_flops), never against a
- * measurement.
+ * the peak of the dtype the run computes in (gb_peak_flops): a GPU's stated one, on a CPU
+ * the larger of the rated peak and the best the FMA loop of that dtype ever measured here.
  */
 #ifndef GB_CORE_MACHINE_H
 #define GB_CORE_MACHINE_H
@@ -118,12 +118,17 @@ double gb_device_peak_flops(const gb_device_info *info, uint32_t device_bit, gb_
 
 /* The peak against which MFU is reported, in FLOP/s, for a run computing in `c`: what
  * the device states (gb_device_peak_flops; a GPU's figure from its SM count and clock),
- * else for a CPU device (device_bit GB_DEVICE_CPU) the CPU's stated peak,
- * gb_cpu_peak_flops. Never a measurement: a peak measured on a busy machine makes MFU
- * meaningless (above 100%). `source` (may be NULL) is set to "device" or "stated CPU".
- * 0 when neither is known. */
+ * else for a CPU device (device_bit GB_DEVICE_CPU) the larger of the CPU's rated peak
+ * (gb_cpu_peak_flops) and its measured one (gb_cpu_measured_peak): a virtual machine may
+ * report a clock far below the one its cores run at (a Zen 5 said 2.60 GHz and ran at
+ * 4.3, and MFU read 120%), and a measurement taken while the machine is busy reads low,
+ * which the rated figure and the best measurement kept make up for. `source` (may be
+ * NULL) is set to "device", "rated CPU" or "measured CPU". 0 when none is known. */
 double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, gb_compute c,
                      const char **source);
+/* max(rated, measured), `source` (may be NULL) "measured CPU" when the measured one is
+ * larger, else "rated CPU". */
+double gb_larger_peak(double rated, double measured, const char **source);
 /* The stated peak of a CPU with features `f`, `cores` cores at `ghz` for `c`:
  * - f32 (and TF32, which a CPU computes as f32): cores x f32 lanes of its widest vector
  *   unit (16 with AVX-512, 8 with AVX2/FMA, else 4) x 2 FMA units x 2 FLOP per FMA x ghz;
@@ -131,7 +136,9 @@ double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, g
  *   f32 rate with AVX512_BF16 (a dot product of two bf16 pairs per f32 lane), else the
  *   f32 rate (bf16 converted to f32);
  * - f16: twice the f32 rate with AVX512_FP16 (32 f16 lanes), else the f32 rate.
- * `how` (may be NULL) gets the product in words. 0 when ghz is 0. */
+ * `how` (may be NULL) gets the product in words. 0 when ghz is 0. gb_cpu_peak_flops
+ * counts AMX only where oneDNN may use it: not with ONEDNN_MAX_CPU_ISA (or
+ * DNNL_MAX_CPU_ISA) set to an ISA below AVX512_CORE_AMX, such as AVX512_CORE_BF16. */
 double gb_cpu_peak_flops_of(const gb_cpu_features *f, int cores, double ghz, gb_compute c,
                             char *how, size_t cap);
 /* gb_cpu_peak_flops_of for this machine: the features the CPU really has, its online
@@ -153,6 +160,23 @@ double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev);
  * without AVX2 and FMA. */
 #define GB_FMA_RUNS 5
 double gb_measure_fma_flops(int threads, const char **isa);
+/* The same limit for `c`: bf16 with AVX512_BF16's dot products (vdpbf16ps, two products
+ * and two sums per f32 lane: twice the f32 rate), f16 with AVX512_FP16's 32-lane FMAs;
+ * a dtype the CPU has no instructions for is computed as f32 and gets the f32 loop.
+ * AMX is not measured (its rated figure stands). `per_cpu_s` (may be NULL) gets the rate
+ * per second of CPU time each thread spent, times the threads: on a machine shared with
+ * other programs the wall rate falls with the time they take, this one far less, so it
+ * compares with work timed the same way (`gearbox bench step`'s CPU time per step). */
+double gb_measure_compute_flops(gb_compute c, int threads, const char **isa,
+                                double *per_cpu_s);
+/* The measured peak MFU weighs: a short pass of gb_measure_compute_flops's loop (a few
+ * ms) at each call, raised to the best measured so far for this compute, thread count and
+ * CPU model, in this process and in the cache file ${XDG_CACHE_HOME:-~/.cache}/gearbox/
+ * cpu-peaks (lines "GFLOP/s compute threads model", rewritten when a better figure is
+ * seen; delete it to start over). Each measurement counts as the larger of its wall and
+ * CPU-time rates, and the cache keeps a run on a busy machine from reading a low peak.
+ * 0 where gb_measure_compute_flops is. */
+double gb_cpu_measured_peak(gb_compute c, int threads, const char **isa);
 
 /* STREAM's triad a[i] = b[i] + s * c[i] over three f32 arrays of GB_TRIAD_ELEMENTS
  * (128 MiB each, far beyond any cache) with `threads` OpenMP threads (0: the pool's

@@ -4,9 +4,10 @@
  *
  * Observability lives here too: the progress line (progress.h), metrics.jsonl with MFU
  * and memory figures per logged step and a summary line at the end, and manifest.json
- * (manifest.h). MFU follows nanoGPT's estimate_mfu and is measured against the stated
- * peak of the dtype the run's matmuls compute in (f32, TF32, bf16 or f16): the device's,
- * or where it states none (the cpu device) the CPU's (gb_peak_flops).
+ * (manifest.h). MFU follows nanoGPT's estimate_mfu and is measured against the peak of
+ * the dtype the run's matmuls compute in (f32, TF32, bf16 or f16): the device's stated
+ * one, or where it states none (the cpu device) the larger of the CPU's rated and
+ * measured peaks (gb_peak_flops).
  */
 #include "train.h"
 
@@ -57,7 +58,7 @@ struct gb_trainer {
     double train_loss, val_loss; /* last evaluation; NAN before the first */
     double flops_per_step;       /* nanoGPT's estimate, for MFU */
     double peak_flops;           /* what MFU divides by; 0 when unknown */
-    const char *peak_source;     /* "device" or "stated CPU" */
+    const char *peak_source;     /* "device", "rated CPU" or "measured CPU" */
     gb_compute compute;          /* the dtype of that peak: what the matmuls compute in */
     char last_checkpoint[4200];  /* written or resumed from by this run; "" before any */
     int64_t last_checkpoint_step;

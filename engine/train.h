@@ -43,8 +43,8 @@ void gb_trainer_set_profile(gb_trainer *t, gb_profile *profile);
 const gb_settings *gb_trainer_settings(const gb_trainer *t);
 /* Model FLOPs of one optimizer step as nanoGPT's estimate_mfu counts them. */
 double gb_trainer_flops_per_step(const gb_trainer *t);
-/* The FLOP/s MFU is measured against (see gb_peak_flops), its source ("device" or "stated
- * CPU") and the dtype it is the peak of ("f32", "tf32", "bf16" or "f16"); either out
+/* The FLOP/s MFU is measured against (see gb_peak_flops), its source ("device", "rated
+ * CPU" or "measured CPU") and the dtype it is the peak of ("f32", "tf32", "bf16" or "f16"); either out
  * pointer may be NULL. */
 double gb_trainer_peak_flops(const gb_trainer *t, const char **source, const char **compute);
 

@@ -186,6 +186,25 @@ static int open_device(gb_loader *loader, gb_config *cfg, const char *name, int 
     return rc;
 }
 
+/* The CPU's rated and measured peak of each compute side by side, and which of the two
+ * MFU divides by (gb_peak_flops: the larger). */
+static void cpu_peaks(int threads)
+{
+    static const gb_compute computes[] = {GB_COMPUTE_F32, GB_COMPUTE_BF16, GB_COMPUTE_F16};
+    for (size_t i = 0; i < sizeof computes / sizeof computes[0]; i++) {
+        char label[32], how[160];
+        const char *isa, *source;
+        double rated = gb_cpu_peak_flops(computes[i], how, sizeof how);
+        double measured = gb_cpu_measured_peak(computes[i], threads, &isa);
+        if (gb_larger_peak(rated, measured, &source) <= 0)
+            continue;
+        snprintf(label, sizeof label, "cpu peak %s", gb_compute_name(computes[i]));
+        item(label, "rated %.1f GFLOP/s (%s) | measured %.1f GFLOP/s (%s, %d threads, the "
+             "best seen) | MFU divides by the %s peak", rated / 1e9,
+             rated > 0 ? how : "clock unknown", measured / 1e9, isa, threads, source);
+    }
+}
+
 /* `inst`: the device opened by open_device, or one whose self is NULL. */
 static void measure_speed(gb_instance *inst, const char *device, int threads, warnings *w)
 {
@@ -197,12 +216,8 @@ static void measure_speed(gb_instance *inst, const char *device, int threads, wa
             item("device", "%s: %s, %.1f GiB%s", device, info.name,
                  (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0),
                  info.peak_flops_f32 > 0 ? "" : ", no stated f32 peak (MFU uses the CPU's)");
-        char how[160];
-        double cpu_peak = gb_cpu_peak_flops_f32(how, sizeof how);
-        if (info.peak_flops_f32 <= 0 && cpu_peak > 0 &&
-            (inst->plugin->desc->devices & GB_DEVICE_CPU))
-            item("cpu peak", "%.1f GFLOP/s f32, stated: %s (what MFU is reported against)",
-                 cpu_peak / 1e9, how);
+        if (info.peak_flops_f32 <= 0 && (inst->plugin->desc->devices & GB_DEVICE_CPU))
+            cpu_peaks(threads);
         gb_matmul_args shape = {.m = 1024, .n = 1024, .k = 1024, .alpha = 1.0f};
         gb_timing t;
         if (gb_time_matmul(ops, inst->self, shape, 5, &t) == 0)

@@ -6,11 +6,13 @@
  * instead. Creating a primitive costs far more than running a small one, so each
  * instance keeps the primitives it has built, keyed by everything that shapes them, in a
  * small table with least-recently-used replacement; a training step's few dozen distinct
- * matmuls are then served without creating anything. One operand is copied: oneDNN's
- * gemm runs a transposed A (the weight gradients, dW = dout^T in) well below its speed on
- * a plain one when A has few rows (a fifth slower at 512 x 128 x 768), so such an A is
- * first transposed, 8 x 8 blocks at a time, into a plain one in scratch the cache keeps
- * (grown at the first call that needs more). oneDNN runs on the same OpenMP runtime as
+ * matmuls are then served without creating anything. One operand may be copied: on
+ * CPUs below AVX-512 oneDNN's gemm runs a transposed A (the weight gradients,
+ * dW = dout^T in) well below its speed on a plain one when A has few rows (a fifth slower
+ * at 512 x 128 x 768), so there such an A is first transposed, 8 x 8 blocks at a time,
+ * into a plain one in scratch the cache keeps (grown at the first call that needs more).
+ * With AVX-512 oneDNN's brgemm kernels take the transposed A as fast or faster (a plain
+ * A of 384 x 2048 against B 2048 x 1536 ran at half the speed), so nothing is copied. oneDNN runs on the same OpenMP runtime as
  * the other kernels; no second thread pool is created.
  *
  * bf16 and f16: A and B share a dtype; C is that dtype or f32 (the weight gradients,
@@ -32,6 +34,13 @@
 #include "cpu_device.h"
 #include "dtype_rows.h"
 #include "matmul_args.h"
+
+/* Below AVX-512, a transposed A with at most this many rows is copied into a plain one
+ * first. Measured with oneDNN 2.6 on AVX2 for the weight gradients of configs S and M
+ * (k = 768, 2048): 7-20% faster up to 512 rows, where oneDNN packs a transposed A slowly;
+ * from 1152 rows on, the copy (megabytes, out of cache) costs as much as it saves or
+ * more. With AVX-512 (brgemm) no size gains: see the file's comment. */
+#define UNTRANSPOSE_MAX_M 512
 
 /* Distinct matmuls of a GPT step: four linear layers forward and two products each
  * backward, plus the LM head, with a margin for evaluation shapes. */
@@ -63,6 +72,7 @@ struct cpu_matmul_cache {
     float *plain_a;             /* A copied out of its transposed layout */
     size_t plain_a_floats;
     int no_native[GB_F16 + 1];  /* by dtype: oneDNN has no primitive of it on this CPU */
+    int64_t untranspose_max_m;  /* a transposed f32 A of at most this many rows is copied */
     float *wide_a, *wide_b, *wide_c;   /* 16-bit operands widened to f32 */
     size_t wide_a_floats, wide_b_floats, wide_c_floats;
 };
@@ -93,6 +103,10 @@ gb_status cpu_matmul_open(cpu_device *dev)
     const dnnl_version_t *v = dnnl_version();
     dev->host->log(dev->host, GB_LOG_DEBUG, "oneDNN %d.%d.%d (%.12s)", v->major, v->minor,
                    v->patch, v->hash);
+    /* the ISAs are bit sets: avx2_vnni (0x407) is numerically above avx512_core (0x27) */
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    cache->untranspose_max_m =
+        (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core ? 0 : UNTRANSPOSE_MAX_M;
     dev->matmul = cache;
     return GB_OK;
 }
@@ -337,11 +351,6 @@ static void matmul_without_k(const gb_matmul_args *a)
         }
 }
 
-/* A transposed A with at most this many rows is copied into a plain one first. Measured
- * with oneDNN 2.6 on AVX2 for the weight gradients of configs S and M (k = 768, 2048):
- * 7-20% faster up to 512 rows, where oneDNN packs a transposed A slowly; from 1152 rows
- * on, the copy (megabytes, out of cache) costs as much as it saves or more. */
-#define UNTRANSPOSE_MAX_M 512
 
 /* Rows of the transposed copy each thread takes at a time. */
 #define TRANSPOSE_ROWS 64
@@ -400,7 +409,7 @@ static gb_status execute(cpu_device *dev, const gb_matmul_args *call)
 {
     gb_status status;
     gb_matmul_args plain = *call;
-    if (plain.trans_a && plain.dtype_a == GB_F32 && plain.m <= UNTRANSPOSE_MAX_M &&
+    if (plain.trans_a && plain.dtype_a == GB_F32 && plain.m <= dev->matmul->untranspose_max_m &&
         (status = untranspose_a(dev, &plain)) != GB_OK)
         return status;
     const gb_matmul_args *args = &plain;
