@@ -1,35 +1,42 @@
 /* attn/flash on CUDA: FlashAttention-2 (Dao, 2023) with kernels of our own. The (T, T)
- * scores never exist: a block holds a tile of rows in shared memory and streams tiles of
- * the other side past it, with the online softmax in forward and the probabilities
- * recomputed from the saved log-sum-exps in backward.
+ * scores never exist: a block owns a tile of rows, keeps what it accumulates for them in
+ * registers, and streams tiles of the other side past them through shared memory, with
+ * the online softmax in forward and the probabilities recomputed from the saved
+ * log-sum-exps in backward.
  *
- * Forward: a block per (batch, head, tile of ROWS queries), a warp per 16 queries. For
- * each tile of COLS keys up to the causal diagonal (tiles above it are never loaded) a
- * warp computes S = Q K^T, takes each row's new maximum, rescales its running sum and its
- * output (f32 in shared memory) and adds P V. Saved: the base-2 log-sum-exp of each row,
- * B*H*T f32 (attn_flash_math.h has every per-element step, tested on the CPU).
+ * Forward: a block per (batch, head, tile of ROWS queries), a warp per 16 queries holding
+ * its Q (16, D) and its output (16, D) f32 in registers (WMMA fragments). K and V tiles
+ * (COLS, D) up to the causal diagonal (tiles above it are never loaded) stream through
+ * two shared buffers each: tile i + 1 is copied by cp.async (__pipeline_memcpy_async)
+ * while the block computes on tile i (stream_tiles). Per tile a warp computes S = Q K^T,
+ * the online-softmax step (its row maxima and sums, P in the dtype, each row's rescale
+ * factor), rescales its output rows in registers and adds P V. Saved: the base-2
+ * log-sum-exp of each row, B*H*T f32 (attn_flash_math.h has every per-element step,
+ * tested on the CPU).
  * Backward: D = rowsum(dO * O) first (a warp per row, workspace B*H*T f32), then two
  * kernels that each own what they write, so nothing is summed with atomics: a block per
- * tile of ROWS keys walks the query tiles that see it and keeps dK and dV in registers; a
- * block per tile of ROWS queries walks the key tiles it sees and keeps dQ. Q K^T and
- * dO V^T are computed twice, once in each, which is the price of no atomics. Every sum
- * has a fixed order: the same inputs give the same bits run after run.
+ * tile of ROWS keys keeps dK and dV in registers while the query tiles that see it stream
+ * past (Q, dO, lse2, D; double-buffered), and a block per tile of ROWS queries keeps dQ
+ * while the key tiles it sees stream past. Q K^T and dO V^T are computed twice, once in
+ * each, which is the price of no atomics: every sum has a fixed order, and the same
+ * inputs give the same bits run after run.
  *
  * Tensor cores through WMMA (nvcuda::wmma, 16x16x16, f32 accumulators) rather than
  * mma.sync PTX: WMMA leaves the fragment layout to the compiler, so no register index
  * can be wrong, at the cost of sending each S tile through shared memory for the
- * softmax; this code was written without a GPU to run it on, and correctness came
- * first. bf16 and f16 tiles go to the tensor cores, and P and dS are rounded to the
- * dtype before their products (as FlashAttention-2 does); f32 runs the same tiling with
- * FMAs on CUDA cores (lanes own fixed rows and columns), so f32 gives f32 results.
+ * softmax. Rows of an accumulator are rescaled in registers through a map of which row
+ * each register holds, read once from a fragment loaded with row numbers (row_map).
+ * bf16 and f16 tiles go to the tensor cores, and P and dS are rounded to the dtype
+ * before their products (as FlashAttention-2 does); f32 runs the same structure with FMAs
+ * on CUDA cores (lanes own fixed rows and columns), so f32 gives f32 results.
  *
  * Shapes: any T (partial tiles are zero-filled and masked), head_dim up to 128 (padded
  * with zeros to 32, 64, 80, 96 or 128 columns, one compiled configuration each), any
- * strides with head_dim contiguous. Tiles: 64 rows (4 warps) for 16-bit with 64 columns
- * up to head_dim 64 and 32 beyond; 32 x 32 (2 warps) for f32; at most 89 KiB of shared
+ * strides with head_dim contiguous (cp.async when every view's rows start on 16 bytes,
+ * element loads otherwise). Tiles: fwd_tiles and bwd_tiles; at most 97 KiB of shared
  * memory per block, so every GPU of compute capability 8.0 or newer runs them.
- * Everything is queued on ctx->stream. No options. Not yet run on a GPU: its conformance
- * test (attn-conformance-cuda, suite gpu) needs one.
+ * Everything is queued on ctx->stream. No options. Its speed is unmeasured until a GPU
+ * runs scripts/gpu-check.sh bench; the emulator checks its values and CUDA's rules.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -867,7 +874,7 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
         cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device->ordinal);
     if (err != cudaSuccess) {
         host->set_error(host, PLUGIN " cannot read the shared memory limit of GPU %d: %s (%s); "
-                        "check the GPU with nvidia-smi, or use attn/mem_efficient",
+                        "check the GPU with nvidia-smi, or use attn/math",
                         (int)device->ordinal, cudaGetErrorString(err), cudaGetErrorName(err));
         return GB_ERR_DEVICE;
     }
@@ -898,8 +905,8 @@ static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, si
     if (p->head_dim > MAX_HEAD_DIM) {
         snprintf(reason, reason_cap, PLUGIN " on cuda supports head_dim up to %d (tiles of 32, "
                  "64, 80, 96 or 128 columns, smaller head_dims padded with zeros); this run "
-                 "asks for %lld (use attn/mem_efficient, up to 256)", MAX_HEAD_DIM,
-                 (long long)p->head_dim);
+                 "asks for head_dim %lld: use attn/math (any head_dim) or attn/cudnn (bf16 "
+                 "and f16, head_dim up to 256 on Hopper)", MAX_HEAD_DIM, (long long)p->head_dim);
         return 0;
     }
     const int64_t rows = tile_rows(p->dtype);
@@ -914,7 +921,7 @@ static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, si
     if (f && need > (size_t)f->shared_limit) {
         snprintf(reason, reason_cap, PLUGIN " on cuda needs %zu bytes of shared memory per "
                  "block for head_dim %lld in %s, and this GPU offers %d (use "
-                 "attn/mem_efficient)", need, (long long)p->head_dim, gb_dtype_name(p->dtype),
+                 "attn/math)", need, (long long)p->head_dim, gb_dtype_name(p->dtype),
                  f->shared_limit);
         return 0;
     }
@@ -1031,7 +1038,7 @@ static const gb_attn_ops flash_ops = {
 
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.0.0",
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.1.0",
                       "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
                       "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                       "bf16, f16",
