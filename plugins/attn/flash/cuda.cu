@@ -452,7 +452,10 @@ static __device__ void write_rows(const head_view &v, int64_t head,
 {
     const int lane = threadIdx.x % WARP, r = lane / 2, c0 = (lane % 2) * 8;
     const int64_t t = t0 + r;
-    for (int n = 0; n < DP / 16 && 16 * n < s.D; n++) {
+#pragma unroll   // a constant n indexes the fragments, which keeps them in registers
+    for (int n = 0; n < DP / 16; n++) {
+        if (16 * n >= s.D)
+            break;
         __syncwarp();   // the last chunk's reads are done
         warp_math<E, DP, tl>::chunk(scratch, x, n);
         __syncwarp();
