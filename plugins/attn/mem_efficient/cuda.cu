@@ -19,8 +19,8 @@
 #include "gearbox/attn.h"
 
 #define PLUGIN "attn/mem_efficient"
-#define REFUSAL PLUGIN " does not run on cuda: its CUDA-core kernel was slower than " \
-                "attn/math at every T; use attn/flash (f32, bf16, f16, head_dim up to 128) " \
+#define REFUSAL PLUGIN " does not run on cuda: its CUDA-core kernel cannot beat attn/math " \
+                "at any T; use attn/flash (f32, bf16, f16, head_dim up to 128) " \
                 "or attn/cudnn (bf16, f16) for memory linear in T, or attn/math for any shape"
 
 typedef struct attn_mem_efficient_cuda {
@@ -109,7 +109,7 @@ static const gb_attn_ops mem_efficient_ops = {
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "mem_efficient", "1.1.0",
-                      "refuses every problem on cuda (slower than attn/math at every T): "
+                      "refuses every problem on cuda (it cannot beat attn/math at any T): "
                       "use attn/flash or attn/cudnn",
                       GB_DEVICE_CUDA,
                       GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
