@@ -860,7 +860,7 @@ void async_copy_issue(const char *file, int line, void *dst, const void *src, si
     if ((uintptr_t)d % bytes || (uintptr_t)s % bytes)
         fail_at(file, line, "__pipeline_memcpy_async of %zu bytes: destination %p and source "
                 "%p must both be %zu-byte aligned", bytes, dst, src, bytes);
-    if (b.copy_state.empty())
+    if (b.copy_state.size() != b.shared.size() / COPY_GRAIN)   // first copy of this launch size
         b.copy_state.assign(b.shared.size() / COPY_GRAIN, 0u);
     const async_copy c{(size_t)(d - base), bytes, zfill, src, file, line};
     for (size_t g = c.offset / COPY_GRAIN; g < (c.offset + bytes) / COPY_GRAIN; g++)
