@@ -218,13 +218,15 @@ struct block {
     size_t shared_used = 0;        /* dynamic, then static objects */
     std::vector<static_slot> statics;
     /* Asynchronous copies: per 4 bytes of shared memory, 0 when readable by all, else
-     * COPY_PENDING or COPY_WAITED with the issuing thread's index; the waited copies are
-     * readable by every thread only after the next __syncthreads. */
+     * COPY_PENDING or COPY_WAITED with the issuing thread's index, and COPY_WARP once a
+     * full-warp __syncwarp of the issuer's warp has made a waited copy readable by that
+     * warp; every thread may read it after the next __syncthreads. */
     std::vector<uint32_t> copy_state;
     std::vector<async_copy> copies_waited;
 };
 
-constexpr uint32_t COPY_PENDING = 1u << 30, COPY_WAITED = 2u << 30, COPY_LANE = 0xffff;
+constexpr uint32_t COPY_PENDING = 1u << 30, COPY_WAITED = 2u << 30, COPY_WARP = 1u << 29,
+                   COPY_LANE = 0xffff;
 constexpr size_t COPY_GRAIN = 4;   /* the smallest copy, and every copy's alignment */
 
 thread_local block *current_block = nullptr;
@@ -492,6 +494,16 @@ void complete_shuffle(block &b, int w, rendezvous &g)
     }
 }
 
+/* A full-warp __syncwarp: the copies its lanes waited for become readable by the warp. */
+void publish_to_warp(block &b, int w)
+{
+    for (const async_copy &c : b.copies_waited) {
+        const uint32_t st = b.copy_state[c.offset / COPY_GRAIN];
+        if ((st & COPY_WAITED) && (int)(st & COPY_LANE) / 32 == w)
+            mark_copy(b, c, st | COPY_WARP);
+    }
+}
+
 void complete_group(block &b, int w, rendezvous &g)
 {
     if (g.op == warp_op::collective) {
@@ -501,6 +513,8 @@ void complete_group(block &b, int w, rendezvous &g)
         (*g.action)(lanes);
     } else if (g.op != warp_op::syncwarp) {
         complete_shuffle(b, w, g);
+    } else if (g.mask == existing_lanes(b, w)) {
+        publish_to_warp(b, w);
     }
     for (int i = 0; i < 32; i++)
         if (g.mask >> i & 1)
@@ -915,10 +929,12 @@ void shared_read(const char *file, int line, const char *what, const void *p, si
             fail_at(file, line, "%s reads shared memory (offset %zu) that an asynchronous copy "
                     "of thread %u still fills: __pipeline_wait_prior, then __syncthreads, "
                     "must come before the read", what, g * COPY_GRAIN, st & COPY_LANE);
-        if (st & COPY_WAITED)
+        if ((st & COPY_WAITED) && !((st & COPY_WARP) && (int)(st & COPY_LANE) / 32 ==
+                                                          b.running->index / 32))
             fail_at(file, line, "%s reads shared memory (offset %zu) whose asynchronous copy "
-                    "thread %u waited for, but no __syncthreads has made it visible to the "
-                    "other threads yet", what, g * COPY_GRAIN, st & COPY_LANE);
+                    "thread %u waited for, but no __syncthreads (nor, within the copying "
+                    "warp, a full-warp __syncwarp) has made it visible to the other threads "
+                    "yet", what, g * COPY_GRAIN, st & COPY_LANE);
     }
 }
 

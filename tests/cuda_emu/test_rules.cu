@@ -164,7 +164,7 @@ static __global__ void wmma_tile(float *out, const __half *a, const __half *b, i
 /* A 16x16 f16 tile into shared memory by cp.async, 16 bytes a lane, then a WMMA product.
  * mode: 0 correct, 1 no wait before the WMMA load, 2 a wait but no __syncthreads before
  * it, 3 a 12-byte copy, 4 lane 0 reads its destination before the wait (gets NaN), 5 the
- * threads exit without waiting */
+ * threads exit without waiting, 6 a __syncwarp instead of the __syncthreads (one warp) */
 static __global__ void async_tile(float *out, const __half *a, const __half *b, int mode)
 {
     __shared__ __align__(32) __half tile[16 * 16];
@@ -177,7 +177,9 @@ static __global__ void async_tile(float *out, const __half *a, const __half *b, 
         return;
     if (mode != 1)
         __pipeline_wait_prior(0);
-    if (mode != 1 && mode != 2)
+    if (mode == 6)
+        __syncwarp();
+    else if (mode != 1 && mode != 2)
         __syncthreads();
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
@@ -376,6 +378,9 @@ static void async_copy_rules()
             right = right && c[(size_t)(i * 16 + j)] == want;
         }
     emu_check(right, "cp.async, wait, __syncthreads, then WMMA: the 16x16 product");
+    async_tile<<<1, 32>>>(out, a, b, 6);
+    emu_check(host_copy(out, 256) == c, "a one-warp block: wait, __syncwarp, then WMMA: the "
+              "same product");
     async_tile<<<1, 32>>>(out, a, b, 4);
     c = host_copy(out, 1);
     emu_check(std::isnan(c[0]), "a read of a cp.async destination before the wait gives NaN");
