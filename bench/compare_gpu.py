@@ -81,7 +81,7 @@ def parse_args(argv):
     p.add_argument('--tokens', type=at_least(1 << 16), default=4 << 20,
                    help='random tokens in train.bin when there is no --data (default 4194304)')
     p.add_argument('--attn', default='cudnn',
-                   help="gearbox's attention plugin: cudnn (default), flash, math, mem_efficient or auto")
+                   help="gearbox's attention plugin: cudnn (default), flash, math or auto (mem_efficient refuses cuda)")
     p.add_argument('--batch', type=at_least(1), default=16, help='sequences per step (default 16)')
     p.add_argument('--steps', type=at_least(1), default=20, help='timed steps per run (default 20)')
     p.add_argument('--warmup', type=at_least(1), default=5,

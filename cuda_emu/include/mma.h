@@ -6,6 +6,9 @@
  * stops with the .cu line. Pointers must be 32-byte aligned and ldm a multiple of 8
  * elements for 16-bit types and 4 for float, as the CUDA guide requires.
  *
+ * A load from shared memory that an asynchronous copy (cuda_pipeline.h) has not finished
+ * filling for every thread stops the kernel (gb_emu::shared_read).
+ *
  * Which lane holds which element of a fragment is unspecified in CUDA; here it is a
  * permutation drawn per process from GEARBOX_CUDA_EMU_SEED, so code that indexes a
  * fragment's x[] by position gets garbage instead of working by luck. Products of
@@ -113,6 +116,9 @@ void load(const char *file, int line, const char *call, Frag &f, const T *p, uns
     check_operand<T>(file, line, call, p, ldm);
     ::gb_emu::warp_collective(file, line, call, ::gb_emu::collective_key{p, ldm, layout}, &f,
                               [&](void *const *lanes) {
+                                  for (int i = 0; i < 16; i++)   // rows, or columns
+                                      ::gb_emu::shared_read(file, line, call, p + (size_t)i * ldm,
+                                                            16 * sizeof(T));
                                   for (int r = 0; r < 16; r++)
                                       for (int c = 0; c < 16; c++) {
                                           const int e = r * 16 + c;

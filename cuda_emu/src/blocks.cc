@@ -13,7 +13,9 @@
  * thread and the .cu line: threads of a block at different __syncthreads calls, a thread
  * that exits while others wait at (or will reach) a barrier, a warp collective whose lanes
  * disagree on the call, the mask or the width, a mask without the caller, overlapping
- * masks, shared memory above the launch's limit.
+ * masks, shared memory above the launch's limit, a WMMA load of shared memory that an
+ * asynchronous copy (cp.async) is still filling, a thread that exits with copies it never
+ * waited for.
  */
 #include "blocks.h"
 
@@ -118,6 +120,15 @@ thread_local stack_pool stacks;
 
 enum class lane_state { fresh, ready, at_barrier, at_warp, done };
 
+/* One __pipeline_memcpy_async: `bytes` into shared memory at `offset` from the block's
+ * base, the last `zfill` of them zeros, the rest from `src`. */
+struct async_copy {
+    size_t offset, bytes, zfill;
+    const void *src;
+    const char *file;
+    int line;
+};
+
 struct lane {
     thread_view view;
     int index = 0;                 /* linear thread index in the block */
@@ -130,6 +141,8 @@ struct lane {
     uint64_t bits = 0, result = 0; /* a shuffle's value and answer */
     int arg = 0;
     void *mine = nullptr;          /* a collective's per-lane data */
+    std::vector<async_copy> copies_open;              /* issued, not yet committed */
+    std::deque<std::vector<async_copy>> copy_groups;  /* committed, not yet waited for */
 };
 
 enum class warp_op { shuffle_idx, shuffle_up, shuffle_down, shuffle_xor, syncwarp, collective };
@@ -204,7 +217,17 @@ struct block {
     std::vector<unsigned char> shared;
     size_t shared_used = 0;        /* dynamic, then static objects */
     std::vector<static_slot> statics;
+    /* Asynchronous copies: per 4 bytes of shared memory, 0 when readable by all, else
+     * COPY_PENDING or COPY_WAITED with the issuing thread's index, and COPY_WARP once a
+     * full-warp __syncwarp of the issuer's warp has made a waited copy readable by that
+     * warp; every thread may read it after the next __syncthreads. */
+    std::vector<uint32_t> copy_state;
+    std::vector<async_copy> copies_waited;
 };
+
+constexpr uint32_t COPY_PENDING = 1u << 30, COPY_WAITED = 2u << 30, COPY_WARP = 1u << 29,
+                   COPY_LANE = 0xffff;
+constexpr size_t COPY_GRAIN = 4;   /* the smallest copy, and every copy's alignment */
 
 thread_local block *current_block = nullptr;
 
@@ -285,6 +308,17 @@ void suspend(block &b)
     b.scheduler = t.fctx;
 }
 
+/* A copy the lane issued and has not waited for (empty groups aside), or null. */
+const async_copy *unwaited_copy(const lane &l)
+{
+    if (!l.copies_open.empty())
+        return &l.copies_open.front();
+    for (const std::vector<async_copy> &group : l.copy_groups)
+        if (!group.empty())
+            return &group.front();
+    return nullptr;
+}
+
 void lane_main(ctx::transfer_t t)
 {
     block &b = *static_cast<block *>(t.data);
@@ -295,6 +329,10 @@ void lane_main(ctx::transfer_t t)
         fail_at(b.barrier_file, b.barrier_line, "thread %s exited without reaching this "
                 "__syncthreads, which other threads of its block wait at (every thread "
                 "that has not exited must reach the same barrier)", tid(l).c_str());
+    if (const async_copy *c = unwaited_copy(l))
+        fail_at(c->file, c->line, "thread %s exited with asynchronous copies it never waited "
+                "for, this one among them (__pipeline_commit and __pipeline_wait_prior(0) "
+                "before the thread ends)", tid(l).c_str());
     warp &wp = b.warps[(size_t)(l.index / 32)];
     if (wp.busy >> (l.index % 32) & 1)
         each_open(wp, [&](const rendezvous &g) {
@@ -343,8 +381,18 @@ void run_block(block &b)
 
 /* ---- barriers ------------------------------------------------------------------------ */
 
+/* Marks the 4-byte grains of `c`'s destination. */
+void mark_copy(block &b, const async_copy &c, uint32_t state)
+{
+    for (size_t g = c.offset / COPY_GRAIN; g < (c.offset + c.bytes) / COPY_GRAIN; g++)
+        b.copy_state[g] = state;
+}
+
 void release_barrier(block &b)
 {
+    for (const async_copy &c : b.copies_waited)
+        mark_copy(b, c, 0);
+    b.copies_waited.clear();
     for (lane &l : b.lanes)
         if (l.state == lane_state::at_barrier) {
             l.barriers++;
@@ -446,6 +494,16 @@ void complete_shuffle(block &b, int w, rendezvous &g)
     }
 }
 
+/* A full-warp __syncwarp: the copies its lanes waited for become readable by the warp. */
+void publish_to_warp(block &b, int w)
+{
+    for (const async_copy &c : b.copies_waited) {
+        const uint32_t st = b.copy_state[c.offset / COPY_GRAIN];
+        if ((st & COPY_WAITED) && (int)(st & COPY_LANE) / 32 == w)
+            mark_copy(b, c, st | COPY_WARP);
+    }
+}
+
 void complete_group(block &b, int w, rendezvous &g)
 {
     if (g.op == warp_op::collective) {
@@ -455,6 +513,8 @@ void complete_group(block &b, int w, rendezvous &g)
         (*g.action)(lanes);
     } else if (g.op != warp_op::syncwarp) {
         complete_shuffle(b, w, g);
+    } else if (g.mask == existing_lanes(b, w)) {
+        publish_to_warp(b, w);
     }
     for (int i = 0; i < 32; i++)
         if (g.mask >> i & 1)
@@ -564,6 +624,8 @@ void setup_block(block &b, const kernel_run &run, uint64_t linear)
     b.shared_used = (run.dynamic_bytes + 255) & ~(size_t)255;
     std::memset(shared_base(b), 0xff, b.shared_used);
     b.statics.clear();
+    std::fill(b.copy_state.begin(), b.copy_state.end(), 0u);
+    b.copies_waited.clear();
 }
 
 
@@ -787,6 +849,93 @@ void device_violation(const char *file, int line, const char *fmt, ...)
     va_end(ap);
     this_block("device code");
     fail_at(file, line, "%s", msg);
+}
+
+/* ---- asynchronous copies ----------------------------------------------------------- */
+
+void async_copy_issue(const char *file, int line, void *dst, const void *src, size_t bytes,
+                      size_t zfill)
+{
+    block &b = this_block("__pipeline_memcpy_async");
+    lane &l = *b.running;
+    const char *base = shared_base(b), *d = static_cast<const char *>(dst);
+    const char *s = static_cast<const char *>(src);
+    if (bytes != 4 && bytes != 8 && bytes != 16)
+        fail_at(file, line, "__pipeline_memcpy_async of %zu bytes: it copies 4, 8 or 16", bytes);
+    if (zfill > bytes)
+        fail_at(file, line, "__pipeline_memcpy_async: zfill %zu is more than the %zu bytes "
+                "copied", zfill, bytes);
+    if (d < base || d + bytes > base + b.shared_used)
+        fail_at(file, line, "__pipeline_memcpy_async: destination %p is not in the block's "
+                "shared memory (%p, %zu bytes)", dst, (const void *)base, b.shared_used);
+    if (s + bytes > base && s < base + b.shared.size())
+        fail_at(file, line, "__pipeline_memcpy_async: source %p is shared memory; it copies "
+                "from global memory", src);
+    if ((uintptr_t)d % bytes || (uintptr_t)s % bytes)
+        fail_at(file, line, "__pipeline_memcpy_async of %zu bytes: destination %p and source "
+                "%p must both be %zu-byte aligned", bytes, dst, src, bytes);
+    if (b.copy_state.size() != b.shared.size() / COPY_GRAIN)   // first copy of this launch size
+        b.copy_state.assign(b.shared.size() / COPY_GRAIN, 0u);
+    const async_copy c{(size_t)(d - base), bytes, zfill, src, file, line};
+    for (size_t g = c.offset / COPY_GRAIN; g < (c.offset + bytes) / COPY_GRAIN; g++)
+        if (b.copy_state[g] & COPY_PENDING)
+            fail_at(file, line, "__pipeline_memcpy_async into shared memory that thread %u's "
+                    "copy still fills (offset %zu): wait for it first", b.copy_state[g] &
+                    COPY_LANE, g * COPY_GRAIN);
+    std::memset(dst, 0xff, bytes);   // undefined until waited for: NaN, as a GPU may show
+    mark_copy(b, c, COPY_PENDING | (uint32_t)l.index);
+    l.copies_open.push_back(c);
+}
+
+void async_commit(const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    lane &l = *this_block("__pipeline_commit").running;
+    l.copy_groups.push_back(std::move(l.copies_open));
+    l.copies_open.clear();
+}
+
+void async_wait_prior(const char *file, int line, size_t prior)
+{
+    (void)file;
+    (void)line;
+    block &b = this_block("__pipeline_wait_prior");
+    lane &l = *b.running;
+    char *base = shared_base(b);
+    while (l.copy_groups.size() > prior) {
+        for (const async_copy &c : l.copy_groups.front()) {
+            std::memcpy(base + c.offset, c.src, c.bytes - c.zfill);
+            std::memset(base + c.offset + c.bytes - c.zfill, 0, c.zfill);
+            mark_copy(b, c, COPY_WAITED | (uint32_t)l.index);
+            b.copies_waited.push_back(c);
+        }
+        l.copy_groups.pop_front();
+    }
+}
+
+void shared_read(const char *file, int line, const char *what, const void *p, size_t bytes)
+{
+    block &b = this_block(what);
+    const char *base = shared_base(b), *at = static_cast<const char *>(p);
+    if (b.copy_state.empty() || at < base || at >= base + b.shared_used)
+        return;
+    const size_t from = (size_t)(at - base) / COPY_GRAIN;
+    const size_t to = std::min(((size_t)(at - base) + bytes + COPY_GRAIN - 1) / COPY_GRAIN,
+                               b.copy_state.size());
+    for (size_t g = from; g < to; g++) {
+        const uint32_t st = b.copy_state[g];
+        if (st & COPY_PENDING)
+            fail_at(file, line, "%s reads shared memory (offset %zu) that an asynchronous copy "
+                    "of thread %u still fills: __pipeline_wait_prior, then __syncthreads, "
+                    "must come before the read", what, g * COPY_GRAIN, st & COPY_LANE);
+        if ((st & COPY_WAITED) && !((st & COPY_WARP) && (int)(st & COPY_LANE) / 32 ==
+                                                          b.running->index / 32))
+            fail_at(file, line, "%s reads shared memory (offset %zu) whose asynchronous copy "
+                    "thread %u waited for, but no __syncthreads (nor, within the copying "
+                    "warp, a full-warp __syncwarp) has made it visible to the other threads "
+                    "yet", what, g * COPY_GRAIN, st & COPY_LANE);
+    }
 }
 
 void *dynamic_shared_base()

@@ -1,10 +1,11 @@
 /* The CUDA rules the emulator asserts, each with a small kernel that breaks it: barriers,
- * warp shuffles and __syncwarp, WMMA, launch limits and shared memory. Every broken kernel
+ * warp shuffles and __syncwarp, WMMA, asynchronous copies, launch limits and shared memory. Every broken kernel
  * must be stopped with a message that names the rule and this file's line; the correct
  * kernels beside them must give the right answer in every resume order.
  *
  * Written as CUDA (it is compiled through cu2cc.py like the plugins' .cu files).
  */
+#include <cuda_pipeline.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <mma.h>
@@ -156,6 +157,39 @@ static __global__ void wmma_tile(float *out, const __half *a, const __half *b, i
         return;
     }
     wmma::store_matrix_sync(out, fc, 16, wmma::mem_row_major);   // STORE
+}
+
+/* ---- kernels: asynchronous copies ------------------------------------------------------ */
+
+/* A 16x16 f16 tile into shared memory by cp.async, 16 bytes a lane, then a WMMA product.
+ * mode: 0 correct, 1 no wait before the WMMA load, 2 a wait but no __syncthreads before
+ * it, 3 a 12-byte copy, 4 lane 0 reads its destination before the wait (gets NaN), 5 the
+ * threads exit without waiting, 6 a __syncwarp instead of the __syncthreads (one warp) */
+static __global__ void async_tile(float *out, const __half *a, const __half *b, int mode)
+{
+    __shared__ __align__(32) __half tile[16 * 16];
+    const int lane = threadIdx.x % 32;
+    __pipeline_memcpy_async(tile + 8 * lane, a + 8 * lane, mode == 3 ? 12 : 16);   // COPY
+    __pipeline_commit();
+    if (mode == 4 && lane == 0)
+        out[0] = __half2float(tile[0]);
+    if (mode == 5)
+        return;
+    if (mode != 1)
+        __pipeline_wait_prior(0);
+    if (mode == 6)
+        __syncwarp();
+    else if (mode != 1 && mode != 2)
+        __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, tile, 16);   // READ_TILE
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    if (mode != 4)
+        wmma::store_matrix_sync(out, fc, 16, wmma::mem_row_major);
 }
 
 /* ---- host side ------------------------------------------------------------------------ */
@@ -324,6 +358,52 @@ static void wmma_rules()
     cudaFree(out);
 }
 
+static void async_copy_rules()
+{
+    std::vector<__half> ha(256), hb(256);
+    for (int i = 0; i < 256; i++) {
+        ha[(size_t)i] = __float2half((float)(i % 7) - 3.0f);
+        hb[(size_t)i] = __float2half((float)(i % 5) - 2.0f);
+    }
+    __half *a = device_array<__half>(256, ha.data()), *b = device_array<__half>(256, hb.data());
+    float *out = device_array<float>(256);
+    async_tile<<<1, 32>>>(out, a, b, 0);
+    std::vector<float> c = host_copy(out, 256);
+    bool right = true;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float want = 0;
+            for (int k = 0; k < 16; k++)
+                want += __half2float(ha[(size_t)(i * 16 + k)]) * __half2float(hb[(size_t)(k * 16 + j)]);
+            right = right && c[(size_t)(i * 16 + j)] == want;
+        }
+    emu_check(right, "cp.async, wait, __syncthreads, then WMMA: the 16x16 product");
+    async_tile<<<1, 32>>>(out, a, b, 6);
+    emu_check(host_copy(out, 256) == c, "a one-warp block: wait, __syncwarp, then WMMA: the "
+              "same product");
+    async_tile<<<1, 32>>>(out, a, b, 4);
+    c = host_copy(out, 1);
+    emu_check(std::isnan(c[0]), "a read of a cp.async destination before the wait gives NaN");
+    const struct {
+        int mode;
+        const char *what, *marker, *rule;
+    } broken[] = {
+        {1, "a WMMA load of a cp.async destination before the wait", "READ_TILE", "still fills"},
+        {2, "a WMMA load of other threads' waited copies without __syncthreads", "READ_TILE",
+         "no __syncthreads"},
+        {3, "a cp.async of 12 bytes", "COPY", "it copies 4, 8 or 16"},
+        {5, "threads that exit with copies not waited for", "COPY", "never waited"},
+    };
+    for (const auto &k : broken)
+        stop_at(k.what, [&] {
+            async_tile<<<1, 32>>>(out, a, b, k.mode);
+            cudaDeviceSynchronize();
+        }, k.marker, k.rule);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(out);
+}
+
 static void launch_rules()
 {
     float *out = device_array<float>(64);
@@ -353,6 +433,7 @@ int main()
     barrier_rules();
     shuffle_rules();
     wmma_rules();
+    async_copy_rules();
     launch_rules();
     return emu_finish("test_rules");
 }

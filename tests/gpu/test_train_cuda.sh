@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Training on device/cuda with every CUDA attention plugin in every precision: 20 steps of
-# a tiny GPT whose loss curve must follow the CPU's fp32 run, step by step, within the
-# precision's tolerance (fp32 1e-3: cuBLASLt sums in its own order; tf32 0.03; bf16 and
+# Training on device/cuda with attn/math and attn/flash in every precision (attn/mem_efficient
+# must refuse, naming the plugins to use): 20 steps of a tiny GPT whose loss curve must
+# follow the CPU's fp32 run, step by step, within the precision's tolerance (fp32 1e-3: cuBLASLt sums in its own order; tf32 0.03; bf16 and
 # fp16 0.05, as tests/cli/test_precision.sh allows them against fp32 on the CPU), and tf32
 # must not give fp32's bits: its products round their inputs (the engine once forgot to
 # pass the policy's tf32 to the matmuls, and tf32 trained as fp32).
@@ -21,7 +21,16 @@ train() { # CONFIG OUT_DIR PRECISION ATTN
 
 train "$WORK/cpu.ini" "$WORK/cpu" fp32 math || { fail "the CPU run: $(tail -n 3 "$WORK/cpu.log")"; finish; }
 losses "$WORK/cpu" > "$WORK/cpu.losses"
-for attn in math mem_efficient flash; do
+# attn/mem_efficient's CUDA object refuses every problem, naming attn/flash and attn/cudnn
+out="$WORK/mem_efficient"
+if train "$WORK/cuda.ini" "$out" bf16 mem_efficient; then
+    fail "mem_efficient on $device: trained, but its CUDA object refuses every problem"
+elif grep -q "attn/mem_efficient does not run on cuda.*attn/flash.*attn/cudnn" "$out.log"; then
+    pass "mem_efficient on $device: refused, naming attn/flash and attn/cudnn"
+else
+    fail "mem_efficient on $device: failed without the refusal: $(grep -v warning "$out.log" | tail -n 3)"
+fi
+for attn in math flash; do
     for precision in fp32 tf32 bf16 fp16; do
         out="$WORK/$attn-$precision"
         if ! train "$WORK/cuda.ini" "$out" "$precision" "$attn"; then

@@ -99,6 +99,21 @@ template <class T> T &block_shared(const void *site, const char *file = __builti
     return *static_cast<T *>(block_static(site, sizeof(T), alignof(T), file, line));
 }
 
+/* ---- asynchronous copies (cp.async; cuda_pipeline.h) ---------------------------------- */
+
+/* __pipeline_memcpy_async: checked (4, 8 or 16 bytes, both ends aligned, shared memory
+ * from global), and the destination reads as 0xff bytes (NaN) until the copying thread's
+ * __pipeline_wait_prior performs it; the bytes become readable by other threads at the
+ * next __syncthreads (by the copying warp's threads at a full-warp __syncwarp). */
+void async_copy_issue(const char *file, int line, void *dst, const void *src, size_t bytes,
+                      size_t zfill);
+void async_commit(const char *file, int line);
+void async_wait_prior(const char *file, int line, size_t prior);
+/* Stops the kernel when `bytes` of shared memory at p, read by `what` (a WMMA load), are
+ * the destination of an asynchronous copy not yet waited for, or waited for by its thread
+ * with no __syncthreads since (nor a full-warp __syncwarp, for a reader in its warp). Memory outside the block's shared memory is not checked. */
+void shared_read(const char *file, int line, const char *what, const void *p, size_t bytes);
+
 /* ---- barriers and warp collectives --------------------------------------------------- */
 
 void syncthreads(const char *file, int line);

