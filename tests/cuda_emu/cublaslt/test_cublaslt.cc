@@ -103,6 +103,14 @@ size_t dtype_bytes(dtype t)
     return t == F32 ? 4 : 2;
 }
 
+/* The compiler's binary16, a reference independent of gearbox/convert.h: _Float16, or on
+ * clang before 15, which has no _Float16 on x86, __fp16 (the same conversions, storage only). */
+#if defined(__clang__) && __clang_major__ < 15
+typedef __fp16 ref_f16;
+#else
+typedef _Float16 ref_f16;
+#endif
+
 /* Significant bits kept, implicit bit included. */
 int precision_bits(dtype t)
 {
@@ -125,7 +133,7 @@ float round_to(dtype t, float x)
     switch (t) {
     case F32: return x;
     case BF16: return round_significand(x, 8);
-    case F16: return (float)(_Float16)x;
+    case F16: return (float)(ref_f16)x;
     }
     return x;
 }
@@ -143,7 +151,7 @@ void encode(dtype t, float x, unsigned char *out)
         uint16_t h = (uint16_t)(bits >> 16);
         memcpy(out, &h, 2);
     } else {
-        _Float16 h = (_Float16)x;
+        ref_f16 h = (ref_f16)x;
         memcpy(out, &h, 2);
     }
 }
@@ -163,7 +171,7 @@ float decode(dtype t, const unsigned char *in)
         memcpy(&x, &bits, 4);
         return x;
     }
-    _Float16 h;
+    ref_f16 h;
     memcpy(&h, in, 2);
     return (float)h;
 }
