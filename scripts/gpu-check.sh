@@ -245,7 +245,7 @@ first_error() {
     grep -m1 -i 'error' "$1" | sed 's/^gearbox: error: //; s| ([^ ]*\.so)||' | cut -c1-150
 }
 
-no_cpu_device_note="device/cpu is not built (no oneDNN), so the gpu-suite tests that compare with it are left out (gpu-needs-device-cpu says so); $(carry_hint libdnnl-dev)"
+no_cpu_device_note="device/cpu is not built (no oneDNN), so the gpu-suite tests that compare with it skip, each saying so; $(carry_hint libdnnl-dev)"
 
 # ---- stage build ------------------------------------------------------------------------------
 # links_with HEADER LIB PKG: whether a program including HEADER links with -lLIB, as meson

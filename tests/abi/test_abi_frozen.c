@@ -467,7 +467,7 @@ SIZE_NOW(5, gb_comm_ops, 72);
 int main(void)
 {
     if (!FROZEN) {
-        printf("the frozen layout is stated for LP64 Linux only; skipped\n");
+        printf("SKIP: the frozen layout is stated for LP64 Linux only\n");
         return 77;
     }
     if (strcmp(GB_PLUGIN_ENTRY_NAME, "gearbox_plugin_entry") != 0) {

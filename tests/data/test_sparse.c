@@ -37,7 +37,7 @@ static int make_sparse(const char *path, long long bytes)
     int failed = ftruncate(fd, (off_t)bytes) != 0 || fstat(fd, &st) != 0;
     close(fd);
     if (failed || (long long)st.st_blocks * 512 > 64 * 1024 * 1024) {
-        printf("skipped: %s cannot hold a sparse %lld-byte file (%s)\n", folder, bytes,
+        printf("SKIP: %s cannot hold a sparse %lld-byte file (%s)\n", folder, bytes,
                failed ? strerror(errno) : "blocks were allocated");
         return 77;
     }

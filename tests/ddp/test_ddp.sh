@@ -8,12 +8,37 @@
 source "$(dirname "$0")/../cli/lib.sh"
 MPIRUN=$4
 COMPARE=$5
+# The mpirun jobs this test started and the ranks found under them: whatever happens to a
+# check, none outlives the test. Only these PIDs are ended, never processes by name.
+started=()
+# descendants PID: the processes under PID (its children, theirs, ...).
+descendants() {
+    local kid
+    for kid in $(ps -e -o pid= -o ppid= | awk -v p="$1" '$2 == p { print $1 }'); do
+        echo "$kid"
+        descendants "$kid"
+    done
+}
+# Records a job and the processes under it now (its ranks), so they are ended at exit.
+track() { started+=("$1" $(descendants "$1")); }
+# A PID is ended only while its command line still names this test's folder: one that
+# ended may have been reused by another process since.
+end_started() {
+    local pid
+    for pid in "${started[@]}"; do
+        grep -qF "$WORK/" "/proc/$pid/cmdline" 2> /dev/null && kill -KILL "$pid" 2> /dev/null
+    done
+    return 0
+}
+trap 'end_started; rm -rf "$WORK"' EXIT
 # --oversubscribe: two ranks may be more than the machine's cores; root is allowed
-# because CI containers run as root.
-mpirun2() { "$MPIRUN" --allow-run-as-root --oversubscribe -np 2 "$@"; }
-# Whatever happens to a check, no rank of this test's jobs outlives it.
-kill_jobs() { pkill -KILL -f "run.out_dir=$WORK/" 2> /dev/null || true; }
-trap 'kill_jobs; rm -rf "$WORK"' EXIT
+# because CI containers run as root. mpirun goes in the background so its PID is known.
+mpirun2() {
+    "$MPIRUN" --allow-run-as-root --oversubscribe -np 2 "$@" &
+    local job=$!
+    started+=("$job")
+    wait "$job"
+}
 
 make_data
 write_config "$WORK/run.ini"
@@ -76,9 +101,9 @@ expect_error "a global batch that does not divide among the ranks" 2 \
     mpirun2 "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/odd" \
     --set comm.plugin=mpi --set data.batch_size=3
 
-# rank_pid: the pid of rank 1 of the gearbox job writing to $1 (found by its environment).
+# rank1_pid JOB: the pid of rank 1 of the mpirun job JOB (found under it by its environment).
 rank1_pid() {
-    for pid in $(pgrep -f "run.out_dir=$1"); do
+    for pid in $(descendants "$1"); do
         if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" &&
            grep -q gearbox "/proc/$pid/cmdline" 2> /dev/null; then
             echo "$pid"
@@ -96,17 +121,19 @@ fault() {
         --set run.out_dir="$WORK/$name" --set comm.plugin=mpi --set comm.timeout_s=$timeout_s \
         --set run.steps=1000000 --set run.log_every=1 > "$WORK/$name.log" 2>&1 &
     local job=$! pid=""
+    started+=("$job")
     for _ in $(seq 600); do
-        grep -q "^step " "$WORK/$name.log" 2> /dev/null && pid=$(rank1_pid "$WORK/$name")
+        grep -q "^step " "$WORK/$name.log" 2> /dev/null && pid=$(rank1_pid "$job")
         [ -n "$pid" ] && break
         sleep 0.1
     done
     if [ -z "$pid" ]; then
         fail "$name: the job did not start training; log: $(head -c 600 "$WORK/$name.log")"
-        kill -KILL "$job" 2> /dev/null
-        kill_jobs
+        track "$job"
+        end_started
         return
     fi
+    track "$job"
     local start=$SECONDS
     kill "-$signal" "$pid"
     local waited=0
@@ -116,8 +143,7 @@ fault() {
     done
     if kill -0 "$job" 2> /dev/null; then
         fail "$name: the job still runs $((SECONDS - start)) s after SIG$signal to rank 1"
-        kill -KILL "$pid" "$job" 2> /dev/null
-        kill_jobs
+        end_started
         return
     fi
     local rc=0

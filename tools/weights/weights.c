@@ -69,7 +69,8 @@ static int is_conv1d(const char *name)
 static void hf_name(char *out, size_t cap, const char *name)
 {
     int embedding = strcmp(name, "wte") == 0 || strcmp(name, "wpe") == 0;
-    snprintf(out, cap, "%s%s", name, embedding ? ".weight" : "");
+    /* the guard: gcc 12 with -fsanitize=undefined sees a null name past strcmp's check */
+    snprintf(out, cap, "%s%s", name ? name : "", embedding ? ".weight" : "");
 }
 
 /* The rows a gearbox tensor has in Hugging Face's files: wte's real rows only. */

@@ -35,6 +35,9 @@
 #ifdef GB_TEST_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #endif
+#if defined(__clang__) && __clang_major__ < 15
+#include <immintrin.h>   // F16C: ref_f16_bits
+#endif
 
 namespace {
 
@@ -103,6 +106,34 @@ size_t dtype_bytes(dtype t)
     return t == F32 ? 4 : 2;
 }
 
+/* binary16 from the compiler or the CPU, a reference independent of gearbox/convert.h:
+ * _Float16, or on clang before 15, which has no _Float16 on x86, F16C's conversions
+ * (round to nearest even, as _Float16's). */
+#if defined(__clang__) && __clang_major__ < 15
+__attribute__((target("f16c"))) uint16_t ref_f16_bits(float x)
+{
+    return (uint16_t)_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT);
+}
+__attribute__((target("f16c"))) float ref_f16_value(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+#else
+uint16_t ref_f16_bits(float x)
+{
+    _Float16 h = (_Float16)x;
+    uint16_t bits;
+    memcpy(&bits, &h, 2);
+    return bits;
+}
+float ref_f16_value(uint16_t bits)
+{
+    _Float16 h;
+    memcpy(&h, &bits, 2);
+    return (float)h;
+}
+#endif
+
 /* Significant bits kept, implicit bit included. */
 int precision_bits(dtype t)
 {
@@ -125,7 +156,7 @@ float round_to(dtype t, float x)
     switch (t) {
     case F32: return x;
     case BF16: return round_significand(x, 8);
-    case F16: return (float)(_Float16)x;
+    case F16: return ref_f16_value(ref_f16_bits(x));
     }
     return x;
 }
@@ -143,7 +174,7 @@ void encode(dtype t, float x, unsigned char *out)
         uint16_t h = (uint16_t)(bits >> 16);
         memcpy(out, &h, 2);
     } else {
-        _Float16 h = (_Float16)x;
+        uint16_t h = ref_f16_bits(x);
         memcpy(out, &h, 2);
     }
 }
@@ -163,9 +194,9 @@ float decode(dtype t, const unsigned char *in)
         memcpy(&x, &bits, 4);
         return x;
     }
-    _Float16 h;
+    uint16_t h;
     memcpy(&h, in, 2);
-    return (float)h;
+    return ref_f16_value(h);
 }
 
 /* ---- device buffers ------------------------------------------------------------------- */
