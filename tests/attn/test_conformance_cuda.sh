@@ -63,4 +63,6 @@ for plugin in math flash $cudnn mem_efficient; do
         worst=$rc
     fi
 done
+[ "$worst" -eq 77 ] &&
+    echo "SKIP: no usable GPU: gearbox test-plugin --device cuda found none, nor does nvidia-smi"
 exit "$worst"

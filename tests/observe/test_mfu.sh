@@ -42,7 +42,7 @@ if "$GEARBOX" ab run.ini --variant fp32:precision.plugin=fp32 \
         --variant bf16:precision.plugin=bf16,optim.plugin=adamw_fused \
         --steps 4 --warmup 1 --repeats 1 --out ab > ab.txt 2>&1; then
     cells=$(awk -F'|' '/^\| (fp32|bf16) / { gsub(/ /, "", $5); print $5 }' ab.txt)
-    if [ "$(echo "$cells" | grep -cE '^[0-9.]+%$')" = 2 ] &&
+    if [ "$(echo "$cells" | grep -cE '^[0-9.]+(e-?[0-9]+)?%$')" = 2 ] &&
        echo "$cells" | awk '{ v = $1 + 0; if (!(v > 0 && v <= 100)) bad = 1 } END { exit bad }'; then
         pass "gearbox ab: MFU $(echo $cells) for fp32 and bf16"
     else

@@ -33,7 +33,7 @@ typedef struct cpu_device {
  * more than the work. */
 #define CPU_PARALLEL_MIN 16384
 
-/* ---- helpers (device_cpu.c) ---- */
+/* ---- helpers (calls.c) ---- */
 gb_status cpu_fail(cpu_device *dev, gb_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* GB_OK when dtype is f32, bf16 or f16 and both sizes are >= 0; otherwise says which is
