@@ -19,8 +19,10 @@ step() {
     finish
 }
 
+# CUDA left out: its plugins install by the same rule as the CPU ones, and nvcc would
+# double the time this takes (attn/flash's kernels alone take a minute per architecture)
 step "configure into $PREFIX" meson setup "$WORK/build" "$SRC" --prefix="$PREFIX" -Dtests=false \
-    -Dgpu_emu=disabled
+    -Dgpu_emu=disabled -Dcuda=disabled
 step "build" ninja -C "$WORK/build"
 step "install" meson install -C "$WORK/build"
 GEARBOX=$PREFIX/bin/gearbox

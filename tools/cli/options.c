@@ -151,9 +151,10 @@ static void print_option(FILE *f, const gb_cli_option *o, int column)
         fprintf(f, "%s\n%*s", label, column, "");
     else
         fprintf(f, "%-*s", column, label);
-    for (const char *line = o->help ? o->help : ""; *line;) {
+    for (const char *line = o->help; *line;) {
         size_t len = strcspn(line, "\n");
-        fprintf(f, "%.*s\n", (int)len, line);
+        fwrite(line, 1, len, f);
+        fputc('\n', f);
         line += len;
         if (*line == '\n' && *++line)
             fprintf(f, "%*s", column, "");
