@@ -21,6 +21,7 @@
 #endif
 
 #include "clock.h"
+#include "gearbox/convert.h"
 #include "fsutil.h"
 
 /* ---- CPU ----------------------------------------------------------------------------- */
@@ -398,17 +399,20 @@ gb_timing gb_timing_of(double *ms, int n)
     return (gb_timing){ms[0], n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]), ms[n - 1]};
 }
 
-/* A device buffer of `count` floats holding a small repeating pattern (no zeros, no
- * denormals, so no kernel takes a shortcut). */
-static float *device_pattern(const gb_device_ops *ops, void *dev, size_t count)
+void *gb_device_pattern(const gb_device_ops *ops, void *dev, gb_dtype dtype, size_t count)
 {
-    float *host = malloc(count * sizeof *host);
+    size_t size = gb_dtype_size(dtype);
+    unsigned char *host = malloc(count * size);
     void *buf = NULL;
     if (host) {
-        for (size_t i = 0; i < count; i++)
-            host[i] = 0.25f + (float)(i % 61) / 128.0f;
-        if (ops->alloc(dev, count * sizeof *host, &buf) != GB_OK ||
-            ops->copy(dev, buf, host, count * sizeof *host, GB_COPY_HOST_TO_DEVICE) != GB_OK) {
+        for (size_t i = 0; i < count; i++) {
+            float v = 0.25f + (float)(i % 61) / 128.0f;
+            uint16_t half = dtype == GB_BF16 ? gb_bf16_from_f32(v) : gb_f16_from_f32(v);
+            memcpy(host + i * size, dtype == GB_F32 ? (const void *)&v : (const void *)&half,
+                   size);
+        }
+        if (ops->alloc(dev, count * size, &buf) != GB_OK ||
+            ops->copy(dev, buf, host, count * size, GB_COPY_HOST_TO_DEVICE) != GB_OK) {
             if (buf)
                 ops->free(dev, buf);
             buf = NULL;
@@ -439,9 +443,9 @@ int gb_time_matmul_call(const gb_device_ops *ops, void *dev, const gb_matmul_arg
 int gb_time_matmul(const gb_device_ops *ops, void *dev, gb_matmul_args shape, int reps,
                    gb_timing *out)
 {
-    float *a = device_pattern(ops, dev, (size_t)(shape.m * shape.k));
-    float *b = device_pattern(ops, dev, (size_t)(shape.k * shape.n));
-    float *c = device_pattern(ops, dev, (size_t)(shape.m * shape.n));
+    void *a = gb_device_pattern(ops, dev, GB_F32, (size_t)(shape.m * shape.k));
+    void *b = gb_device_pattern(ops, dev, GB_F32, (size_t)(shape.k * shape.n));
+    void *c = gb_device_pattern(ops, dev, GB_F32, (size_t)(shape.m * shape.n));
     shape.struct_size = sizeof shape;
     shape.a = a;
     shape.lda = shape.trans_a ? shape.m : shape.k;

@@ -80,6 +80,10 @@ typedef struct gb_timing {
 /* The timing of `n` >= 1 measurements in ms (sorts them in place). */
 gb_timing gb_timing_of(double *ms, int n);
 
+/* A device buffer of `count` elements of `dtype` (f32, bf16 or f16) holding a small
+ * repeating pattern (no zeros, no subnormals, so no kernel takes a shortcut); NULL when
+ * the device refused. The caller frees it with ops->free. */
+void *gb_device_pattern(const gb_device_ops *ops, void *dev, gb_dtype dtype, size_t count);
 /* Times the matmul `call` as given (pointers, dtypes and epilogue set by the caller) on
  * the device instance `dev`: one warm-up call, then `reps` calls each followed by sync.
  * 0, or -1 when the device refused (its message is in its instance's error). */

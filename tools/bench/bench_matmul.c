@@ -25,7 +25,6 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
-#include "gearbox/convert.h"
 #include "machine.h"
 #include "runtime.h"
 
@@ -172,24 +171,12 @@ typedef struct call_buffers {
     int n;
 } call_buffers;
 
-/* `count` elements of `dtype` on the device holding a small repeating pattern (no zeros,
- * no subnormals, so no kernel takes a shortcut); NULL when the device refused. */
+/* gb_device_pattern, remembered in bufs for freeing. */
 static void *typed_pattern(gb_runtime *rt, call_buffers *bufs, gb_dtype dtype, size_t count)
 {
-    size_t size = gb_dtype_size(dtype);
-    unsigned char *host = malloc(count * size);
-    void *dev = rt->inst[GB_KIND_DEVICE].self, *buf = NULL;
-    for (size_t i = 0; host && i < count; i++) {
-        float v = 0.25f + (float)(i % 61) / 128.0f;
-        uint16_t half = dtype == GB_BF16 ? gb_bf16_from_f32(v) : gb_f16_from_f32(v);
-        memcpy(host + i * size, dtype == GB_F32 ? (const void *)&v : (const void *)&half, size);
-    }
-    if (host && rt->dev->alloc(dev, count * size, &buf) == GB_OK) {
+    void *buf = gb_device_pattern(rt->dev, rt->inst[GB_KIND_DEVICE].self, dtype, count);
+    if (buf)
         bufs->ptr[bufs->n++] = buf;
-        if (rt->dev->copy(dev, buf, host, count * size, GB_COPY_HOST_TO_DEVICE) != GB_OK)
-            buf = NULL;
-    }
-    free(host);
     return buf;
 }
 
