@@ -1,4 +1,4 @@
-/* The training loop; see train.h. Only rank 0 of the comm plugin prints and writes;
+/* The training loop; see train.h. Only rank 0 of the comm plugin reports and writes;
  * with more than one rank, ddp.h shares out the rows of every batch and averages the
  * gradients and the reported losses.
  *
