@@ -963,7 +963,7 @@ void gb_trainer_close(gb_trainer *t)
 {
     if (!t)
         return;
-    if (t->metrics)
+    if (t->metrics != NULL)
         fclose(t->metrics);
     gb_ddp_free(t->ddp);
     gb_prefetch_free(t->prefetch);
