@@ -3,8 +3,9 @@
  * Every line the engine would print (errors, warnings, a run's plan, evaluations,
  * checkpoints, the progress line, the plugins' log lines) and every logged step's figures
  * reach one reporter, a function the program sets with gb_engine_set_reporter. Without
- * one, gb_report_print prints them as the gearbox program shows them: errors, warnings
- * and notes on stderr, the run's account on stdout, the progress line only on a terminal.
+ * one, gb_report_print prints them as the gearbox program shows them (errors, warnings
+ * and notes on stderr, the run's account on stdout, the progress line only on a
+ * terminal), so a program that sets none sees what the engine always printed.
  *
  * A report is one line of text (no trailing newline), and may carry a record: the figures
  * of a training step, an evaluation or a finished run, of which the line is the printed
@@ -12,12 +13,24 @@
  *
  * The reporter is called on the thread that reports (the training loop's, or the data
  * prefetcher's for a batch it could not draw), one report at a time: the engine holds a
- * lock around each call, so a reporter must not itself call the engine back. */
+ * lock around each call, so a reporter must not report or call the engine itself (it may
+ * hand the report on to gb_report_print). */
 #ifndef GB_ENGINE_REPORT_H
 #define GB_ENGINE_REPORT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* gb_report's format checked as printf's where the compiler can */
+#if defined(__GNUC__) || defined(__clang__)
+#define GB_REPORT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define GB_REPORT_PRINTF(fmt, args)
+#endif
 
 typedef enum gb_report_level {
     GB_REPORT_ERROR = 0,    /* the call or the run fails (stderr) */
@@ -25,11 +38,13 @@ typedef enum gb_report_level {
     GB_REPORT_NOTE = 2,     /* a side remark: the plugins' own info and debug lines (stderr) */
     GB_REPORT_INFO = 3,     /* the run's account: plan, choices, steps, evaluations (stdout) */
     GB_REPORT_PROGRESS = 4, /* the progress line, redrawn in place on a terminal; "" ends
-                             * it. Droppable: every figure it shows is in a step record. */
+                             * it. A program may drop it: logged steps come as records. */
 } gb_report_level;
 
 typedef enum gb_record_kind {
-    GB_RECORD_STEP = 1, /* a logged training step: step .. peak_rss_bytes */
+    GB_RECORD_STEP = 1, /* a logged training step: step, steps, loss, lr, ms, tokens_per_s,
+                         * grad_norm, mfu, loss_scale and skipped_steps (with a loss
+                         * scaler), rss_bytes, peak_rss_bytes */
     GB_RECORD_EVAL = 2, /* an evaluation after `step`: train_loss, val_loss */
     GB_RECORD_DONE = 3, /* the run's end: `step` steps run in `ms`, tokens_per_s, mfu,
                          * train_loss, val_loss (the last evaluation), peak_rss_bytes,
@@ -81,6 +96,10 @@ void gb_report_print(const gb_report_entry *report, void *user);
 
 /* Reports one formatted line from `source` (a program's own lines reach the same place). */
 void gb_report(gb_report_level level, const char *source, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    GB_REPORT_PRINTF(3, 4);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
