@@ -274,8 +274,8 @@ static int check_params_finite(const gb_trainer *t, const float *params, int64_t
             if (isfinite(v))
                 continue;
             gb_report(GB_REPORT_ERROR, "train", "gearbox: error: step %lld: parameter %s[%lld] "
-                      "is %g; no checkpoint written, training stopped", (long long)step, tensors[i].name,
-                    (long long)k, (double)v);
+                      "is %g; no checkpoint written, training stopped", (long long)step,
+                      tensors[i].name, (long long)k, (double)v);
             print_last_good_checkpoint(t);
             return -1;
         }
@@ -591,7 +591,7 @@ static void print_prefetch(gb_trainer *t)
     else if (t->s->prefetch)
         say(t, "data: prefetch off: [device] plugin = %s has no pinned memory, "
             "streams and events (ABI 1.2); batches are drawn and copied in line",
-                t->s->plugin[GB_KIND_DEVICE]);
+            t->s->plugin[GB_KIND_DEVICE]);
 }
 
 /* gb_model_print_memory's lines: the plan, what recomputation saves, the fusions. */
@@ -610,17 +610,17 @@ static void print_plan(gb_trainer *t)
     int n;
     gb_model_tensors(t->model, &n);
     say(t, "model: %lld parameters in %d tensors | n_layer %lld, n_head %lld, n_embd %lld, "
-           "block_size %lld, vocab %lld", (long long)gb_model_num_params(t->model), n,
-           (long long)t->s->n_layer, (long long)t->s->n_head, (long long)t->s->n_embd,
-           (long long)t->s->block_size, (long long)t->data->vocab.size);
-    say(t, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld "
-            "threads", t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4],
-            t->s->plugin[5], (long long)t->s->threads);
+        "block_size %lld, vocab %lld", (long long)gb_model_num_params(t->model), n,
+        (long long)t->s->n_layer, (long long)t->s->n_head, (long long)t->s->n_embd,
+        (long long)t->s->block_size, (long long)t->data->vocab.size);
+    say(t, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld threads",
+        t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4], t->s->plugin[5],
+        (long long)t->s->threads);
     if (t->ddp)
         say(t, "data parallel: %d ranks x %lld rows of each batch of %lld | %zu bytes "
-                "all-reduced per step in %d buckets ([train] bucket_cap_mb)", t->world,
-                (long long)t->rows, (long long)t->s->batch_size,
-                gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
+            "all-reduced per step in %d buckets ([train] bucket_cap_mb)", t->world,
+            (long long)t->rows, (long long)t->s->batch_size, gb_ddp_bytes_per_step(t->ddp),
+            gb_ddp_buckets(t->ddp));
     const char *scaler = gb_model_scaler_where(t->model);
     if (scaler)
         say(t, "loss scaler: %s", scaler);
@@ -628,22 +628,21 @@ static void print_plan(gb_trainer *t)
     print_prefetch(t);
     if (t->s->cuda_graphs)
         say(t, "cuda graphs: on: each micro-step's forward and backward are recorded "
-                "once as graphs and launched from then on; zeroing the gradients, the batch "
-                "copies, the figures, the gradient norm and the optimizer step are queued as "
-                "calls");
+            "once as graphs and launched from then on; zeroing the gradients, the batch "
+            "copies, the figures, the gradient norm and the optimizer step are queued as "
+            "calls");
     if (t->gpu)
         say(t, "gpu monitor: %s (NVML, driver %s): memory, utilisation, power and "
-                "temperature in each logged step", gb_gpu_monitor_name(t->gpu),
-                gb_gpu_monitor_driver(t->gpu));
+            "temperature in each logged step", gb_gpu_monitor_name(t->gpu),
+            gb_gpu_monitor_driver(t->gpu));
     else if (t->gpu_off[0])
         say(t, "gpu monitor: off: %s", t->gpu_off);
     if (t->peak_flops > 0)
         say(t, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s %s peak of "
-                "%.1f GFLOP/s", t->flops_per_step / 1e9, t->peak_source,
-                gb_compute_name(t->compute), t->peak_flops / 1e9);
+            "%.1f GFLOP/s", t->flops_per_step / 1e9, t->peak_source,
+            gb_compute_name(t->compute), t->peak_flops / 1e9);
     else
-        say(t, "mfu: not reported: the device states no %s peak",
-                gb_compute_name(t->compute));
+        say(t, "mfu: not reported: the device states no %s peak", gb_compute_name(t->compute));
 }
 
 static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
@@ -710,7 +709,7 @@ static int stop_if_not_finite(gb_trainer *t, const gb_step_figures *fig, int che
         return 0;
     gb_report(GB_REPORT_ERROR, "train", "gearbox: error: step %lld: the loss is %g and the "
               "gradient norm %g; training stopped rather than go on with non-finite weights",
-            (long long)fig->step, fig->loss, (double)fig->grad_norm);
+              (long long)fig->step, fig->loss, (double)fig->grad_norm);
     print_last_good_checkpoint(t);
     return 1;
 }
@@ -788,8 +787,7 @@ static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t star
         return 0;
     if (gb_make_dirs(t->s->out_dir)) {
         gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] out_dir = %s: cannot create "
-                  "it: %s",
-                t->s->out_dir, strerror(errno));
+                  "it: %s", t->s->out_dir, strerror(errno));
         return -1;
     }
     char path[4200];
@@ -848,8 +846,8 @@ static int share_out_rows(gb_trainer *t)
     if (s->batch_size % t->world != 0) {
         gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [data] batch_size = %lld (the "
                   "global batch) does not divide among the %d ranks of [comm] plugin = %s; use "
-                  "a multiple of %d",
-                (long long)s->batch_size, t->world, s->plugin[GB_KIND_COMM], t->world);
+                  "a multiple of %d", (long long)s->batch_size, t->world,
+                  s->plugin[GB_KIND_COMM], t->world);
         return -1;
     }
     t->rows = s->batch_size / t->world;
@@ -885,8 +883,7 @@ static int enable_graphs(gb_trainer *t)
         gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true: [device] "
                   "plugin = %s (%s) records no graphs (ABI 1.4's graph_begin, graph_end, "
                   "graph_launch and graph_destroy); use [device] plugin = cuda, or set "
-                  "cuda_graphs = false",
-                dev->desc->name, dev->path);
+                  "cuda_graphs = false", dev->desc->name, dev->path);
         return -1;
     }
     if (t->ddp) {
