@@ -35,7 +35,7 @@ typedef struct heard {
     char first_error[512];
 } heard;
 
-static void listen(const gb_report_entry *r, void *user)
+static void on_report(const gb_report_entry *r, void *user)
 {
     heard *h = user;
     h->reports++;
@@ -180,7 +180,7 @@ int main(int argc, char **argv)
     }
 
     heard h = {.done_steps = -1};
-    gb_engine_set_reporter(listen, &h);
+    gb_engine_set_reporter(on_report, &h);
     int saved[2];
     if (capture(dir, saved)) {
         perror("capturing stdout and stderr");
