@@ -519,8 +519,8 @@ static double mfu(const gb_trainer *t, double steps, double ms)
     return t->flops_per_step * steps / (ms / 1e3) / t->peak_flops;
 }
 
-/* The GPU's figures now, into the step's line and the progress line's tail. */
-static void log_gpu(gb_trainer *t, json_t *line)
+/* The GPU's figures now, into the step's line, its record and the progress line's tail. */
+static void log_gpu(gb_trainer *t, json_t *line, gb_report_metrics *m)
 {
     gb_gpu_sample g;
     t->progress.tail[0] = '\0';
@@ -531,6 +531,8 @@ static void log_gpu(gb_trainer *t, json_t *line)
         json_object_set_new(line, "gpu_memory_used_bytes", json_integer((json_int_t)g.memory_used));
         json_object_set_new(line, "gpu_memory_total_bytes",
                             json_integer((json_int_t)g.memory_total));
+        m->gpu_memory_used_bytes = g.memory_used;
+        m->gpu_memory_total_bytes = g.memory_total;
     }
     if (g.has_utilization)
         json_object_set_new(line, "gpu_utilization_percent", json_integer(g.utilization));
@@ -547,22 +549,6 @@ static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figu
     double tok_s = tokens_per_step(t) / (ms / 1e3);
     uint64_t rss, peak_rss;
     gb_rss_bytes(&rss, &peak_rss);
-    json_t *line = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I}",
-                             "step", (json_int_t)step, "loss", json_number(loss),
-                             "lr", json_number(lr), "ms", json_number(rounded(ms, 3)),
-                             "tokens_per_s", json_number(rounded(tok_s, 1)),
-                             "grad_norm", json_number(fig->grad_norm),
-                             "mfu", json_number(mfu(t, 1.0, ms)), "rss_bytes", (json_int_t)rss,
-                             "peak_rss_bytes", (json_int_t)peak_rss);
-    if (line && t->rt.precision->loss_scale) {
-        json_object_set_new(line, "loss_scale", json_number(fig->loss_scale));
-        json_object_set_new(line, "skipped_steps", json_integer(fig->skipped_steps));
-    }
-    if (line)
-        log_gpu(t, line);
-    write_metrics_line(t, line);
-    if (t->rank != 0)
-        return;
     gb_report_metrics m = gb_report_metrics_of(GB_RECORD_STEP);
     m.step = step;
     m.steps = s->steps;
@@ -578,9 +564,24 @@ static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figu
     }
     m.rss_bytes = rss;
     m.peak_rss_bytes = peak_rss;
-    gb_report_record("train", &m, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | %.0f "
-                     "tok/s%s", (long long)step, (long long)s->steps, loss, lr, ms, tok_s,
-                     t->progress.tail);
+    json_t *line = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I}",
+                             "step", (json_int_t)step, "loss", json_number(loss),
+                             "lr", json_number(lr), "ms", json_number(rounded(ms, 3)),
+                             "tokens_per_s", json_number(rounded(tok_s, 1)),
+                             "grad_norm", json_number(fig->grad_norm),
+                             "mfu", json_number(mfu(t, 1.0, ms)), "rss_bytes", (json_int_t)rss,
+                             "peak_rss_bytes", (json_int_t)peak_rss);
+    if (line && t->rt.precision->loss_scale) {
+        json_object_set_new(line, "loss_scale", json_number(fig->loss_scale));
+        json_object_set_new(line, "skipped_steps", json_integer(fig->skipped_steps));
+    }
+    if (line)
+        log_gpu(t, line, &m);
+    write_metrics_line(t, line);
+    if (t->rank == 0)
+        gb_report_record("train", &m, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | %.0f "
+                         "tok/s%s", (long long)step, (long long)s->steps, loss, lr, ms, tok_s,
+                         t->progress.tail);
 }
 
 static void print_prefetch(gb_trainer *t)

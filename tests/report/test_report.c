@@ -53,7 +53,7 @@ static void on_report(const gb_report_entry *r, void *user)
         return;
     }
     const gb_report_metrics *m = r->metrics;
-    if (m->struct_size != sizeof *m || !GB_REPORT_HAS(m, planned_bytes))
+    if (m->struct_size != sizeof *m || !GB_REPORT_HAS(m, gpu_memory_total_bytes))
         return;
     if (m->record == GB_RECORD_STEP && h->n_steps < STEPS + 1) {
         h->steps[h->n_steps++] = (int)m->step;

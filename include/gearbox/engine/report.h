@@ -44,7 +44,7 @@ typedef enum gb_report_level {
 typedef enum gb_record_kind {
     GB_RECORD_STEP = 1, /* a logged training step: step, steps, loss, lr, ms, tokens_per_s,
                          * grad_norm, mfu, loss_scale and skipped_steps (with a loss
-                         * scaler), rss_bytes, peak_rss_bytes */
+                         * scaler), rss_bytes, peak_rss_bytes, the GPU's memory */
     GB_RECORD_EVAL = 2, /* an evaluation after `step`: train_loss, val_loss */
     GB_RECORD_DONE = 3, /* the run's end: `step` steps run in `ms`, tokens_per_s, mfu,
                          * train_loss, val_loss (the last evaluation), peak_rss_bytes,
@@ -69,6 +69,8 @@ typedef struct gb_report_metrics {
     double train_loss, val_loss;  /* EVAL and DONE: mean loss over [train] eval_iters batches */
     uint64_t rss_bytes, peak_rss_bytes;  /* the process's resident memory, now and at most */
     uint64_t planned_bytes;              /* DONE: the model's planned memory */
+    uint64_t gpu_memory_used_bytes, gpu_memory_total_bytes; /* STEP on a GPU, from NVML;
+                                                             * 0 when not known */
 } gb_report_metrics;
 
 /* Whether metrics `m` has `field`: the engine that filled it knew of it. */
