@@ -12,6 +12,7 @@
 #include "gearbox/convert.h"
 #include "attn_auto.h"
 #include "instance.h"
+#include "report.h"
 #include "rng.h"
 #include "runtime.h"
 
@@ -138,18 +139,20 @@ static void try_candidate(gb_runtime *rt, const gb_attn_problem *p, candidate *c
 
 static void report(const gb_attn_problem *p, const candidate *c, int n, int best)
 {
-    printf("attn auto: chose %s for B %lld, heads %lld, T %lld, head_dim %lld, %s: "
-           "forward+backward %.3f ms, the fastest eligible\n", c[best].plugin->desc->name,
-           (long long)p->batch, (long long)p->heads, (long long)p->seq_len,
-           (long long)p->head_dim, gb_dtype_name(p->dtype), c[best].ms);
+    gb_report(GB_REPORT_INFO, "attn", "attn auto: chose %s for B %lld, heads %lld, T %lld, "
+              "head_dim %lld, %s: forward+backward %.3f ms, the fastest eligible",
+              c[best].plugin->desc->name, (long long)p->batch, (long long)p->heads,
+              (long long)p->seq_len, (long long)p->head_dim, gb_dtype_name(p->dtype),
+              c[best].ms);
     for (int i = 0; i < n; i++) {
         if (i == best)
             continue;
         if (c[i].ms >= 0)
-            printf("attn auto:   passed over %s: %.3f ms, %.2fx slower\n",
-                   c[i].plugin->desc->name, c[i].ms, c[i].ms / c[best].ms);
+            gb_report(GB_REPORT_INFO, "attn", "attn auto:   passed over %s: %.3f ms, %.2fx "
+                      "slower", c[i].plugin->desc->name, c[i].ms, c[i].ms / c[best].ms);
         else
-            printf("attn auto:   passed over %s: %s\n", c[i].plugin->desc->name, c[i].reason);
+            gb_report(GB_REPORT_INFO, "attn", "attn auto:   passed over %s: %s",
+                      c[i].plugin->desc->name, c[i].reason);
     }
 }
 

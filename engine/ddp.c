@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "report.h"
+
 typedef struct bucket {
     int64_t begin, end;          /* elements of the flat gradient buffer */
     gb_comm_request request;
@@ -56,7 +58,8 @@ gb_ddp *gb_ddp_create(gb_runtime *rt, gb_model *model, size_t bucket_bytes, int 
         if (make_buckets(d, bucket_bytes) == 0)
             return d;
     }
-    fprintf(stderr, "gearbox: error: out of memory setting up the gradient all-reduce\n");
+    gb_report(GB_REPORT_ERROR, "ddp", "gearbox: error: out of memory setting up the gradient "
+              "all-reduce");
     gb_ddp_free(d);
     *failed = 1;
     return NULL;

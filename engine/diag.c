@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report.h"
 #include "text.h"
 
 void gb_diag_add(gb_diag *diag, const char *fmt, ...)
@@ -33,6 +34,12 @@ void gb_diag_print(const gb_diag *diag, FILE *out)
 {
     for (int i = 0; i < diag->count; i++)
         fprintf(out, "gearbox: error: %s\n", diag->messages[i]);
+}
+
+void gb_diag_report(const gb_diag *diag, const char *source)
+{
+    for (int i = 0; i < diag->count; i++)
+        gb_report(GB_REPORT_ERROR, source, "gearbox: error: %s", diag->messages[i]);
 }
 
 void gb_diag_clear(gb_diag *diag)

@@ -17,6 +17,8 @@ typedef struct gb_diag {
 void gb_diag_add(gb_diag *diag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Writes every message as "gearbox: error: MESSAGE\n" to `out`. */
 void gb_diag_print(const gb_diag *diag, FILE *out);
+/* Reports every message as "gearbox: error: MESSAGE" from `source` (report.h). */
+void gb_diag_report(const gb_diag *diag, const char *source);
 void gb_diag_clear(gb_diag *diag);
 
 #endif

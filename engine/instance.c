@@ -6,9 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report.h"
+
 static gb_instance *instance_of(const gb_host *host)
 {
     return (gb_instance *)host->core_private;
+}
+
+/* A plugin as the source of a report: "kind/name". */
+typedef struct plugin_source {
+    char text[320];
+} plugin_source;
+
+static plugin_source source_of(const gb_plugin *p)
+{
+    plugin_source s;
+    snprintf(s.text, sizeof s.text, "%s/%s", gb_kind_name(p->desc->kind), p->desc->name);
+    return s;
+}
+
+/* A plugin's errors and warnings are the run's; its info and debug lines are notes. */
+static gb_report_level report_level(gb_log_level level)
+{
+    return level == GB_LOG_ERROR ? GB_REPORT_ERROR
+           : level == GB_LOG_WARN ? GB_REPORT_WARNING : GB_REPORT_NOTE;
 }
 
 static void host_log(const gb_host *host, gb_log_level level, const char *fmt, ...)
@@ -22,8 +43,9 @@ static void host_log(const gb_host *host, gb_log_level level, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "gearbox: %s: %s/%s: %s\n", levels[level <= GB_LOG_DEBUG ? level : 3],
-            gb_kind_name(inst->plugin->desc->kind), inst->plugin->desc->name, line);
+    plugin_source source = source_of(inst->plugin);
+    gb_report(report_level(level), source.text, "gearbox: %s: %s: %s",
+              levels[level <= GB_LOG_DEBUG ? level : 3], source.text, line);
 }
 
 /* The newest message a plugin set and not yet shown. Work a plugin queues on the device
@@ -61,15 +83,16 @@ static void host_free(const gb_host *host, void *ptr)
 
 int gb_call_failed(const gb_instance *inst, gb_status status, const char *what)
 {
-    const gb_plugin_desc *d = inst->plugin->desc;
-    fprintf(stderr, "gearbox: error: plugin %s/%s (%s): %s failed (%s): %s\n",
-            gb_kind_name(d->kind), d->name, inst->plugin->path, what, gb_status_name(status),
-            inst->error[0] ? inst->error : "the plugin gave no message");
+    plugin_source source = source_of(inst->plugin);
+    gb_report(GB_REPORT_ERROR, source.text, "gearbox: error: plugin %s (%s): %s failed (%s): %s",
+              source.text, inst->plugin->path, what, gb_status_name(status),
+              inst->error[0] ? inst->error : "the plugin gave no message");
     const gb_instance *cause = unshown_error;
-    if (cause && cause != inst && cause->plugin)
-        fprintf(stderr, "gearbox: error: it failed in queued work of plugin %s/%s (%s): %s\n",
-                gb_kind_name(cause->plugin->desc->kind), cause->plugin->desc->name,
-                cause->plugin->path, cause->error);
+    if (cause && cause != inst && cause->plugin) {
+        source = source_of(cause->plugin);
+        gb_report(GB_REPORT_ERROR, source.text, "gearbox: error: it failed in queued work of "
+                  "plugin %s (%s): %s", source.text, cause->plugin->path, cause->error);
+    }
     unshown_error = NULL;
     return -1;
 }

@@ -31,8 +31,8 @@ const gb_value *gb_instance_options(const gb_instance *inst);
 /* Frees what gb_instance_bind allocated (the caller destroys inst->self first). */
 void gb_instance_unbind(gb_instance *inst);
 
-/* Reports a failed plugin call ("plugin attn/math (PATH): forward failed: MESSAGE") on
- * stderr, with the message of another plugin set since the last report (the queued work
+/* Reports a failed plugin call ("plugin attn/math (PATH): forward failed: MESSAGE") as an
+ * error (report.h), with the message of another plugin set since the last report (the queued work
  * that made a device call fail), and returns -1, so callers can
  * `return gb_call_failed(...)`. */
 int gb_call_failed(const gb_instance *inst, gb_status status, const char *what);

@@ -25,6 +25,7 @@
 #include "gearbox/optim.h"
 #include "gearbox/precision.h"
 #include "config.h"
+#include "report.h"
 
 struct gb_loader {
     char **dirs;
@@ -682,9 +683,9 @@ static void report_shadowed(const gb_loader *loader, gb_kind kind, const char *n
                 continue;
             char *real = realpath(path, NULL);
             if (real && strcmp(real, used) != 0)
-                fprintf(stderr, "gearbox: warning: [%s] plugin = %s: using %s, the first on "
-                        "the search path; %s has the same name and is not loaded\n",
-                        gb_kind_name(kind), name, used, real);
+                gb_report(GB_REPORT_WARNING, "loader", "gearbox: warning: [%s] plugin = %s: "
+                          "using %s, the first on the search path; %s has the same name and is "
+                          "not loaded", gb_kind_name(kind), name, used, real);
             free(real);
         }
     }

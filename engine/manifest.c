@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "machine.h"
+#include "report.h"
 
 int gb_manifest_sha256_file(const char *path, char hex[65])
 {
@@ -162,15 +163,16 @@ int gb_manifest_write(const char *path, const gb_runtime *rt, const char *config
 {
     json_t *doc = manifest(rt, config_ini, start);
     if (!doc) {
-        fprintf(stderr, "gearbox: error: cannot write %s: out of memory\n", path);
+        gb_report(GB_REPORT_ERROR, "manifest", "gearbox: error: cannot write %s: out of memory",
+                  path);
         return -1;
     }
     errno = 0;
     int rc = json_dump_file(doc, path, JSON_INDENT(2));
     json_decref(doc);
     if (rc != 0) {
-        fprintf(stderr, "gearbox: error: cannot write %s: %s\n", path,
-                errno ? strerror(errno) : "write failed");
+        gb_report(GB_REPORT_ERROR, "manifest", "gearbox: error: cannot write %s: %s", path,
+                  errno ? strerror(errno) : "write failed");
         return -1;
     }
     return 0;

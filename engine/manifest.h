@@ -20,7 +20,7 @@ int gb_manifest_sha256_file(const char *path, char hex[65]);
 
 /* Writes the manifest of the started runtime `rt` (batch already resolved) to `path`;
  * `config_ini` is the effective configuration as gb_config_write prints it. 0, or -1
- * after printing why on stderr. */
+ * after reporting why. */
 int gb_manifest_write(const char *path, const gb_runtime *rt, const char *config_ini,
                       time_t start);
 

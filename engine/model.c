@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "loader.h"
+#include "report.h"
 #include "rng.h"
 
 typedef struct layer_params {
@@ -322,10 +323,11 @@ static int plan_attention(gb_model *m)
     gb_attn_problem prob = attn_problem(m, m->B, m->cfg.block_size);
     char reason[512] = "";
     if (!m->rt->attn->eligible(inst->self, &prob, reason, sizeof reason)) {
-        fprintf(stderr, "gearbox: error: [attn] plugin = %s cannot run this model (B %lld, "
-                "heads %lld, T %lld, head_dim %lld, %s): %s\n", inst->plugin->desc->name,
-                (long long)prob.batch, (long long)prob.heads, (long long)prob.seq_len,
-                (long long)prob.head_dim, gb_dtype_name(prob.dtype), reason);
+        gb_report(GB_REPORT_ERROR, "model", "gearbox: error: [attn] plugin = %s cannot run this "
+                  "model (B %lld, heads %lld, T %lld, head_dim %lld, %s): %s",
+                  inst->plugin->desc->name, (long long)prob.batch, (long long)prob.heads,
+                  (long long)prob.seq_len, (long long)prob.head_dim, gb_dtype_name(prob.dtype),
+                  reason);
         return -1;
     }
     GB_CALL(inst, "memory", m->rt->attn->memory(inst->self, &prob, &m->attn_saved_bytes,
@@ -543,17 +545,18 @@ static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
     const gb_device_ops *ops = rt->dev;
     const gb_plugin *dev = rt->inst[GB_KIND_DEVICE].plugin;
     if (gb_model_table_rows(cfg) < cfg->vocab_size) {
-        fprintf(stderr, "gearbox: error: [model] padded_vocab_size = %lld is smaller than the "
-                "vocabulary (%lld ids); pad up or set 0\n", (long long)cfg->padded_vocab_size,
-                (long long)cfg->vocab_size);
+        gb_report(GB_REPORT_ERROR, "model", "gearbox: error: [model] padded_vocab_size = %lld "
+                  "is smaller than the vocabulary (%lld ids); pad up or set 0",
+                  (long long)cfg->padded_vocab_size, (long long)cfg->vocab_size);
         return -1;
     }
     if (!cfg->gelu_tanh ||
         (GB_DEVICE_HAS(ops, gelu_tanh_forward) && GB_DEVICE_HAS(ops, gelu_tanh_backward)))
         return 0;
-    fprintf(stderr, "gearbox: error: [model] gelu = tanh: [device] plugin = %s (%s) has no "
-            "kernels for GELU's tanh form (gelu_tanh_forward/backward, GB_CAP_GELU_TANH); use "
-            "gelu = erf, or a device that has them (cpu, cuda)\n", dev->desc->name, dev->path);
+    gb_report(GB_REPORT_ERROR, "model", "gearbox: error: [model] gelu = tanh: [device] plugin = "
+              "%s (%s) has no kernels for GELU's tanh form (gelu_tanh_forward/backward, "
+              "GB_CAP_GELU_TANH); use gelu = erf, or a device that has them (cpu, cuda)",
+              dev->desc->name, dev->path);
     return -1;
 }
 
@@ -664,9 +667,9 @@ gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t ba
         return NULL;
     gb_model *m = lay_out(rt, cfg, batch, train, 0);
     if (!m || finish_creation(m)) {
-        fprintf(stderr, "gearbox: error: could not allocate the model (batch %lld, "
-                "block_size %lld) on the %s device\n", (long long)batch,
-                (long long)cfg->block_size, gb_device_name(rt->device_bit));
+        gb_report(GB_REPORT_ERROR, "model", "gearbox: error: could not allocate the model "
+                  "(batch %lld, block_size %lld) on the %s device", (long long)batch,
+                  (long long)cfg->block_size, gb_device_name(rt->device_bit));
         gb_model_free(m);
         return NULL;
     }
@@ -751,8 +754,8 @@ int gb_model_stage_loss(gb_model *m, int64_t micro)
     figure_slot *f = &m->figures[m->next_figures];
     int64_t n = m->last_B * m->last_T;
     if (micro >= m->figures_micro || !m->last_has_targets) {
-        fprintf(stderr, "gearbox: internal error: the loss of micro-step %lld staged without "
-                "room or targets\n", (long long)micro);
+        gb_report(GB_REPORT_ERROR, "model", "gearbox: internal error: the loss of micro-step "
+                  "%lld staged without room or targets", (long long)micro);
         return -1;
     }
     f->n_tokens = n;
@@ -799,7 +802,8 @@ int gb_model_step_figures(gb_model *m, int newest, gb_step_figures *out)
     if (!newest && f->event && !m->rt->ctx.host_access && older->step)
         f = older;
     if (!f->step) {
-        fprintf(stderr, "gearbox: internal error: step figures read before any step\n");
+        gb_report(GB_REPORT_ERROR, "model", "gearbox: internal error: step figures read before "
+                  "any step");
         return -1;
     }
     if (f->event)
@@ -1277,9 +1281,9 @@ static int check_batch_shape(const gb_model *m, int64_t B, int64_t T)
 {
     if (B >= 1 && B <= m->B && T >= 1 && T <= m->cfg.block_size)
         return 0;
-    fprintf(stderr, "gearbox: error: forward of (B %lld, T %lld) exceeds the planned "
-            "(B %lld, T %lld)\n", (long long)B, (long long)T, (long long)m->B,
-            (long long)m->cfg.block_size);
+    gb_report(GB_REPORT_ERROR, "model", "gearbox: error: forward of (B %lld, T %lld) exceeds "
+              "the planned (B %lld, T %lld)", (long long)B, (long long)T, (long long)m->B,
+              (long long)m->cfg.block_size);
     return -1;
 }
 
@@ -1630,16 +1634,16 @@ int gb_model_backward(gb_model *m, float dloss)
 {
     int64_t N = m->last_B * m->last_T;
     if (!m->train || !m->last_has_targets) {
-        fprintf(stderr, "gearbox: error: backward needs a training model and a forward pass "
-                "with targets\n");
+        gb_report(GB_REPORT_ERROR, "model", "gearbox: error: backward needs a training model "
+                  "and a forward pass with targets");
         return -1;
     }
     float dlogit_scale = dlogit_scale_of(m, dloss, N);
     if (m->dlogits_ready && dlogit_scale != m->dlogits_scale) {
-        fprintf(stderr, "gearbox: error: backward's loss gradient %g differs from the %g "
-                "forward computed dlogits for ([train] fuse_classifier); pass backward's "
-                "dloss to gb_model_forward_loaded\n", (double)dlogit_scale,
-                (double)m->dlogits_scale);
+        gb_report(GB_REPORT_ERROR, "model", "gearbox: error: backward's loss gradient %g "
+                  "differs from the %g forward computed dlogits for ([train] fuse_classifier); "
+                  "pass backward's dloss to gb_model_forward_loaded", (double)dlogit_scale,
+                  (double)m->dlogits_scale);
         return -1;
     }
     if (run_recorded(m, &m->graphs[GRAPH_BACKWARD], N, dlogit_scale, m->dlogits_ready,

@@ -8,6 +8,7 @@
 
 #include "attn_auto.h"
 #include "machine.h"
+#include "report.h"
 
 int32_t gb_runtime_device_ordinal(const gb_runtime *rt)
 {
@@ -43,8 +44,9 @@ static const char *lowp_refused(const gb_runtime *rt, gb_dtype dtype, char *why,
 
 /* `[precision] plugin = auto`: bf16 where the device computes it natively, else fp16 with
  * loss scaling where it computes that natively, else fp32; a 16-bit choice the optimizer or
- * the device would refuse falls back to fp32. The choice and everything it weighed go to
- * stdout. CUDA devices count as bf16-capable: gearbox's CUDA path targets sm_80+. */
+ * the device would refuse falls back to fp32. The choice and everything it weighed are
+ * reported (stdout by default). CUDA devices count as bf16-capable: gearbox's CUDA path
+ * targets sm_80+. */
 static const char *choose_precision(const gb_runtime *rt)
 {
     const char *choice, *why;
@@ -56,7 +58,7 @@ static const char *choose_precision(const gb_runtime *rt)
         gb_cpu_features f;
         char bad[256];
         if (!gb_cpu_features_override(bad, sizeof bad) && bad[0])
-            fprintf(stderr, "gearbox: warning: %s\n", bad);
+            gb_report(GB_REPORT_WARNING, "runtime", "gearbox: warning: %s", bad);
         gb_cpu_detect(&f);
         snprintf(features, sizeof features, " (%s: avx512_bf16 %s, amx_bf16 %s, avx512_fp16 %s%s)",
                  f.model, f.avx512_bf16 ? "yes" : "no", f.amx_bf16 ? "yes" : "no",
@@ -76,11 +78,11 @@ static const char *choose_precision(const gb_runtime *rt)
     }
     gb_dtype dtype = strcmp(choice, "bf16") == 0 ? GB_BF16 : GB_F16;
     if (strcmp(choice, "fp32") != 0 && lowp_refused(rt, dtype, refused, sizeof refused)) {
-        printf("precision: auto chose fp32: %s would pay (%s%s), but %s\n", choice, why,
-               features, refused);
+        gb_report(GB_REPORT_INFO, "runtime", "precision: auto chose fp32: %s would pay (%s%s), "
+                  "but %s", choice, why, features, refused);
         return "fp32";
     }
-    printf("precision: auto chose %s: %s%s\n", choice, why, features);
+    gb_report(GB_REPORT_INFO, "runtime", "precision: auto chose %s: %s%s", choice, why, features);
     return choice;
 }
 

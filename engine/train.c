@@ -1,4 +1,4 @@
-/* The training loop; see train.h. Only rank 0 of the comm plugin prints and writes;
+/* The training loop; see train.h. Only rank 0 of the comm plugin reports and writes;
  * with more than one rank, ddp.h shares out the rows of every batch and averages the
  * gradients and the reported losses.
  *
@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "model.h"
 #include "prefetch.h"
 #include "progress.h"
+#include "report.h"
 #include "rng.h"
 #include "runtime.h"
 
@@ -50,9 +52,8 @@ struct gb_trainer {
     gb_prefetch *prefetch;       /* training batches sent ahead ([data] prefetch), or NULL */
     gb_gpu_monitor *gpu;         /* NVML's figures of the run's GPU, or NULL */
     char gpu_off[400];           /* why there are none on a GPU run; "" elsewhere */
-    FILE *out;                   /* stdout on rank 0, /dev/null on the others */
     gb_profile *profile;         /* --profile: time by phase, or NULL */
-    FILE *metrics;
+    FILE *metrics;               /* rank 0's metrics.jsonl; NULL on the others */
     gb_progress progress;
     int64_t first_step;          /* 0, or the checkpoint's step when resuming */
     double train_loss, val_loss; /* last evaluation; NAN before the first */
@@ -70,6 +71,18 @@ static void on_interrupt(int sig)
 {
     (void)sig;
     interrupted = 1;
+}
+
+/* The run's account, from rank 0 alone (every rank reports its own errors). */
+static void say(const gb_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const gb_trainer *t, const char *fmt, ...)
+{
+    if (t->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    gb_reportv(GB_REPORT_INFO, "train", fmt, ap);
+    va_end(ap);
 }
 
 static char *effective_config(const gb_config *cfg)
@@ -102,6 +115,10 @@ static double rounded(double v, int decimals)
  * run keeps every line it logged. */
 static void write_metrics_line(gb_trainer *t, json_t *line)
 {
+    if (!t->metrics) {
+        json_decref(line);
+        return;
+    }
     if (line && json_dumpf(line, t->metrics, JSON_REAL_PRECISION(9)) == 0)
         fputc('\n', t->metrics);
     json_decref(line);
@@ -117,7 +134,7 @@ static int draw_rows(gb_trainer *t, gb_split split, int purpose, uint64_t index,
     gb_diag diag = {0};
     int rc = gb_data_batch(t->data, split, (uint64_t)t->s->seed, purpose, index, t->first_row,
                            t->first_row + t->rows, t->s->block_size, tokens, targets, &diag);
-    gb_diag_print(&diag, stderr);
+    gb_diag_report(&diag, "train");
     gb_diag_clear(&diag);
     return rc;
 }
@@ -163,8 +180,14 @@ static int evaluate(gb_trainer *t, int64_t step)
         return -1;
     t->train_loss = losses[0];
     t->val_loss = losses[1];
-    gb_progress_print(&t->progress, "step %lld: train loss %.4f, val loss %.4f",
-                      (long long)step, t->train_loss, t->val_loss);
+    gb_report_metrics m = gb_report_metrics_of(GB_RECORD_EVAL);
+    m.step = step;
+    m.steps = t->s->steps;
+    m.train_loss = t->train_loss;
+    m.val_loss = t->val_loss;
+    if (t->rank == 0)
+        gb_report_record("train", &m, "step %lld: train loss %.4f, val loss %.4f",
+                         (long long)step, t->train_loss, t->val_loss);
     write_metrics_line(t, json_pack("{s:I, s:o, s:o}", "step", (json_int_t)step, "train_loss",
                                     json_number(t->train_loss), "val_loss",
                                     json_number(t->val_loss)));
@@ -200,8 +223,8 @@ static int load_scaler_state(gb_trainer *t, const gb_checkpoint *ck, const char 
     if (!p->load_state)
         return 0;
     if (ck->precision_bytes == 0) {
-        fprintf(t->out, "note: %s holds no loss-scaler state; [precision] plugin = %s starts "
-                "from its init_scale\n", path, t->s->plugin[GB_KIND_PRECISION]);
+        say(t, "note: %s holds no loss-scaler state; [precision] plugin = %s starts "
+            "from its init_scale", path, t->s->plugin[GB_KIND_PRECISION]);
         return 0;
     }
     if (ck->precision_bytes != p->state_bytes(inst->self)) {
@@ -230,12 +253,13 @@ static void remember_checkpoint(gb_trainer *t, const char *path, int64_t step)
 static void print_last_good_checkpoint(const gb_trainer *t)
 {
     if (t->last_checkpoint[0])
-        fprintf(stderr, "gearbox: the last good checkpoint is %s (step %lld): resume from it "
-                "with a lower learning rate or a larger [optim] eps, or a fixed config\n",
-                t->last_checkpoint, (long long)t->last_checkpoint_step);
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: the last good checkpoint is %s (step "
+                  "%lld): resume from it with a lower learning rate or a larger [optim] eps, "
+                  "or a fixed config", t->last_checkpoint, (long long)t->last_checkpoint_step);
     else
-        fprintf(stderr, "gearbox: no checkpoint of this run was written before it; start again "
-                "with a lower learning rate or a larger [optim] eps, or a fixed config\n");
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: no checkpoint of this run was written "
+                  "before it; start again with a lower learning rate or a larger [optim] eps, "
+                  "or a fixed config");
 }
 
 /* 0 when every parameter is finite; else says which is not and returns -1, so no
@@ -249,9 +273,9 @@ static int check_params_finite(const gb_trainer *t, const float *params, int64_t
             float v = params[tensors[i].offset + k];
             if (isfinite(v))
                 continue;
-            fprintf(stderr, "gearbox: error: step %lld: parameter %s[%lld] is %g; no checkpoint "
-                    "written, training stopped\n", (long long)step, tensors[i].name,
-                    (long long)k, (double)v);
+            gb_report(GB_REPORT_ERROR, "train", "gearbox: error: step %lld: parameter %s[%lld] "
+                      "is %g; no checkpoint written, training stopped", (long long)step,
+                      tensors[i].name, (long long)k, (double)v);
             print_last_good_checkpoint(t);
             return -1;
         }
@@ -282,10 +306,10 @@ static int save_checkpoint(gb_trainer *t, int64_t step)
         !check_params_finite(t, ck.params, step))
         rc = gb_checkpoint_write(path, &ck, &diag);
     if (rc == 0) {
-        gb_progress_print(&t->progress, "checkpoint: %s", path);
+        say(t, "checkpoint: %s", path);
         remember_checkpoint(t, path, step);
     }
-    gb_diag_print(&diag, stderr);
+    gb_diag_report(&diag, "train");
     gb_diag_clear(&diag);
     free(ck.config_text);
     free(ck.params);
@@ -330,9 +354,9 @@ static int resume_from(gb_trainer *t, const char *path)
     if (rc == 0) {
         t->first_step = ck.step;
         remember_checkpoint(t, path, ck.step);
-        fprintf(t->out, "resumed from %s at step %lld\n", path, (long long)ck.step);
+        say(t, "resumed from %s at step %lld", path, (long long)ck.step);
     }
-    gb_diag_print(&diag, stderr);
+    gb_diag_report(&diag, "train");
     gb_diag_clear(&diag);
     gb_checkpoint_free(&ck);
     return rc;
@@ -348,11 +372,11 @@ static int init_from(gb_trainer *t, const char *path)
     if (rc == 0)
         rc = gb_model_set_params(t->model, ck.params);
     if (rc == 0)
-        fprintf(t->out, "weights from %s ([train] init_from; fresh optimizer, step 0)\n", path);
+        say(t, "weights from %s ([train] init_from; fresh optimizer, step 0)", path);
     else
         gb_diag_add(&diag, "[train] init_from = %s: not used; fix the checkpoint or the "
                     "[model] section", path);
-    gb_diag_print(&diag, stderr);
+    gb_diag_report(&diag, "train");
     gb_diag_clear(&diag);
     gb_checkpoint_free(&ck);
     return rc;
@@ -495,8 +519,8 @@ static double mfu(const gb_trainer *t, double steps, double ms)
     return t->flops_per_step * steps / (ms / 1e3) / t->peak_flops;
 }
 
-/* The GPU's figures now, into the step's line and the progress line's tail. */
-static void log_gpu(gb_trainer *t, json_t *line)
+/* The GPU's figures now, into the step's line, its record and the progress line's tail. */
+static void log_gpu(gb_trainer *t, json_t *line, gb_report_metrics *m)
 {
     gb_gpu_sample g;
     t->progress.tail[0] = '\0';
@@ -507,6 +531,8 @@ static void log_gpu(gb_trainer *t, json_t *line)
         json_object_set_new(line, "gpu_memory_used_bytes", json_integer((json_int_t)g.memory_used));
         json_object_set_new(line, "gpu_memory_total_bytes",
                             json_integer((json_int_t)g.memory_total));
+        m->gpu_memory_used_bytes = g.memory_used;
+        m->gpu_memory_total_bytes = g.memory_total;
     }
     if (g.has_utilization)
         json_object_set_new(line, "gpu_utilization_percent", json_integer(g.utilization));
@@ -523,6 +549,21 @@ static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figu
     double tok_s = tokens_per_step(t) / (ms / 1e3);
     uint64_t rss, peak_rss;
     gb_rss_bytes(&rss, &peak_rss);
+    gb_report_metrics m = gb_report_metrics_of(GB_RECORD_STEP);
+    m.step = step;
+    m.steps = s->steps;
+    m.loss = loss;
+    m.lr = lr;
+    m.ms = ms;
+    m.tokens_per_s = tok_s;
+    m.grad_norm = fig->grad_norm;
+    m.mfu = mfu(t, 1.0, ms);
+    if (t->rt.precision->loss_scale) {
+        m.loss_scale = fig->loss_scale;
+        m.skipped_steps = fig->skipped_steps;
+    }
+    m.rss_bytes = rss;
+    m.peak_rss_bytes = peak_rss;
     json_t *line = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:I}",
                              "step", (json_int_t)step, "loss", json_number(loss),
                              "lr", json_number(lr), "ms", json_number(rounded(ms, 3)),
@@ -535,64 +576,74 @@ static void log_step(gb_trainer *t, int64_t step, float loss, const gb_step_figu
         json_object_set_new(line, "skipped_steps", json_integer(fig->skipped_steps));
     }
     if (line)
-        log_gpu(t, line);
+        log_gpu(t, line, &m);
     write_metrics_line(t, line);
-    if (!t->progress.tty)
-        gb_progress_print(&t->progress, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | "
-                          "%.0f tok/s%s", (long long)step, (long long)s->steps, loss, lr, ms,
-                          tok_s, t->progress.tail);
+    if (t->rank == 0)
+        gb_report_record("train", &m, "step %5lld/%lld | loss %.4f | lr %.2e | %.1f ms | %.0f "
+                         "tok/s%s", (long long)step, (long long)s->steps, loss, lr, ms, tok_s,
+                         t->progress.tail);
 }
 
 static void print_prefetch(gb_trainer *t)
 {
     if (t->prefetch)
-        fprintf(t->out, "data: prefetch on: the next batch is drawn into pinned memory and "
-                "copied on a stream of its own while the current one computes\n");
+        say(t, "data: prefetch on: the next batch is drawn into pinned memory and "
+            "copied on a stream of its own while the current one computes");
     else if (t->s->prefetch)
-        fprintf(t->out, "data: prefetch off: [device] plugin = %s has no pinned memory, "
-                "streams and events (ABI 1.2); batches are drawn and copied in line\n",
-                t->s->plugin[GB_KIND_DEVICE]);
+        say(t, "data: prefetch off: [device] plugin = %s has no pinned memory, "
+            "streams and events (ABI 1.2); batches are drawn and copied in line",
+            t->s->plugin[GB_KIND_DEVICE]);
+}
+
+/* gb_model_print_memory's lines: the plan, what recomputation saves, the fusions. */
+static void say_memory_plan(const gb_trainer *t)
+{
+    gb_report_buffer text;
+    FILE *out = t->rank == 0 ? gb_report_buffer_open(&text) : NULL;
+    if (!out)
+        return;
+    gb_model_print_memory(t->model, out, "");
+    gb_report_buffer_close(&text, GB_REPORT_INFO, "train");
 }
 
 static void print_plan(gb_trainer *t)
 {
     int n;
     gb_model_tensors(t->model, &n);
-    fprintf(t->out, "model: %lld parameters in %d tensors | n_layer %lld, n_head %lld, n_embd %lld, "
-           "block_size %lld, vocab %lld\n", (long long)gb_model_num_params(t->model), n,
-           (long long)t->s->n_layer, (long long)t->s->n_head, (long long)t->s->n_embd,
-           (long long)t->s->block_size, (long long)t->data->vocab.size);
-    fprintf(t->out, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld "
-            "threads\n", t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4],
-            t->s->plugin[5], (long long)t->s->threads);
+    say(t, "model: %lld parameters in %d tensors | n_layer %lld, n_head %lld, n_embd %lld, "
+        "block_size %lld, vocab %lld", (long long)gb_model_num_params(t->model), n,
+        (long long)t->s->n_layer, (long long)t->s->n_head, (long long)t->s->n_embd,
+        (long long)t->s->block_size, (long long)t->data->vocab.size);
+    say(t, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld threads",
+        t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4], t->s->plugin[5],
+        (long long)t->s->threads);
     if (t->ddp)
-        fprintf(t->out, "data parallel: %d ranks x %lld rows of each batch of %lld | %zu bytes "
-                "all-reduced per step in %d buckets ([train] bucket_cap_mb)\n", t->world,
-                (long long)t->rows, (long long)t->s->batch_size,
-                gb_ddp_bytes_per_step(t->ddp), gb_ddp_buckets(t->ddp));
+        say(t, "data parallel: %d ranks x %lld rows of each batch of %lld | %zu bytes "
+            "all-reduced per step in %d buckets ([train] bucket_cap_mb)", t->world,
+            (long long)t->rows, (long long)t->s->batch_size, gb_ddp_bytes_per_step(t->ddp),
+            gb_ddp_buckets(t->ddp));
     const char *scaler = gb_model_scaler_where(t->model);
     if (scaler)
-        fprintf(t->out, "loss scaler: %s\n", scaler);
-    gb_model_print_memory(t->model, t->out, "");
+        say(t, "loss scaler: %s", scaler);
+    say_memory_plan(t);
     print_prefetch(t);
     if (t->s->cuda_graphs)
-        fprintf(t->out, "cuda graphs: on: each micro-step's forward and backward are recorded "
-                "once as graphs and launched from then on; zeroing the gradients, the batch "
-                "copies, the figures, the gradient norm and the optimizer step are queued as "
-                "calls\n");
+        say(t, "cuda graphs: on: each micro-step's forward and backward are recorded "
+            "once as graphs and launched from then on; zeroing the gradients, the batch "
+            "copies, the figures, the gradient norm and the optimizer step are queued as "
+            "calls");
     if (t->gpu)
-        fprintf(t->out, "gpu monitor: %s (NVML, driver %s): memory, utilisation, power and "
-                "temperature in each logged step\n", gb_gpu_monitor_name(t->gpu),
-                gb_gpu_monitor_driver(t->gpu));
+        say(t, "gpu monitor: %s (NVML, driver %s): memory, utilisation, power and "
+            "temperature in each logged step", gb_gpu_monitor_name(t->gpu),
+            gb_gpu_monitor_driver(t->gpu));
     else if (t->gpu_off[0])
-        fprintf(t->out, "gpu monitor: off: %s\n", t->gpu_off);
+        say(t, "gpu monitor: off: %s", t->gpu_off);
     if (t->peak_flops > 0)
-        fprintf(t->out, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s %s peak of "
-                "%.1f GFLOP/s\n", t->flops_per_step / 1e9, t->peak_source,
-                gb_compute_name(t->compute), t->peak_flops / 1e9);
+        say(t, "mfu: %.3g GFLOP per step (nanoGPT's count) against a %s %s peak of "
+            "%.1f GFLOP/s", t->flops_per_step / 1e9, t->peak_source,
+            gb_compute_name(t->compute), t->peak_flops / 1e9);
     else
-        fprintf(t->out, "mfu: not reported: the device states no %s peak\n",
-                gb_compute_name(t->compute));
+        say(t, "mfu: not reported: the device states no %s peak", gb_compute_name(t->compute));
 }
 
 static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
@@ -602,13 +653,27 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
     gb_rss_bytes(&rss, &peak_rss);
     double tok_s = (double)steps_done * tokens_per_step(t) / (total_ms / 1e3);
     double run_mfu = mfu(t, (double)steps_done, total_ms);
-    fprintf(t->out, "done: %lld steps in %.1f s | train loss %.4f, val loss %.4f | %.0f tok/s",
-           (long long)steps_done, total_ms / 1e3, t->train_loss, t->val_loss, tok_s);
+    char mfu_text[32] = "";
     if (!isnan(run_mfu))
-        fprintf(t->out, " | MFU %.1f%%", 100.0 * run_mfu);
-    fprintf(t->out, " | peak memory: planned %.1f MiB, process RSS %.1f MiB\n",
-           (double)gb_memory_plan_total(&p) / (1024.0 * 1024.0),
-           (double)peak_rss / (1024.0 * 1024.0));
+        snprintf(mfu_text, sizeof mfu_text, " | MFU %.1f%%", 100.0 * run_mfu);
+    gb_report_metrics m = gb_report_metrics_of(GB_RECORD_DONE);
+    m.step = steps_done;
+    m.steps = t->s->steps;
+    m.ms = total_ms;
+    m.tokens_per_s = tok_s;
+    m.mfu = run_mfu;
+    m.train_loss = t->train_loss;
+    m.val_loss = t->val_loss;
+    m.rss_bytes = rss;
+    m.peak_rss_bytes = peak_rss;
+    m.planned_bytes = gb_memory_plan_total(&p);
+    if (t->rank == 0)
+        gb_report_record("train", &m, "done: %lld steps in %.1f s | train loss %.4f, val loss "
+                         "%.4f | %.0f tok/s%s | peak memory: planned %.1f MiB, process RSS "
+                         "%.1f MiB", (long long)steps_done, total_ms / 1e3, t->train_loss,
+                         t->val_loss, tok_s, mfu_text,
+                         (double)gb_memory_plan_total(&p) / (1024.0 * 1024.0),
+                         (double)peak_rss / (1024.0 * 1024.0));
     json_t *line = json_pack("{s:b, s:I, s:o, s:o, s:o, s:o, s:o, s:I, "
                              "s:{s:I, s:I, s:I, s:I, s:I}}", "summary", 1, "steps", (json_int_t)steps_done,
                              "seconds", json_number(rounded(total_ms / 1e3, 3)),
@@ -643,9 +708,9 @@ static int stop_if_not_finite(gb_trainer *t, const gb_step_figures *fig, int che
         return 0;
     if (isfinite(fig->grad_norm) && (!check_loss || isfinite(fig->loss)))
         return 0;
-    fprintf(stderr, "gearbox: error: step %lld: the loss is %g and the gradient norm %g; "
-            "training stopped rather than go on with non-finite weights\n",
-            (long long)fig->step, fig->loss, (double)fig->grad_norm);
+    gb_report(GB_REPORT_ERROR, "train", "gearbox: error: step %lld: the loss is %g and the "
+              "gradient norm %g; training stopped rather than go on with non-finite weights",
+              (long long)fig->step, fig->loss, (double)fig->grad_norm);
     print_last_good_checkpoint(t);
     return 1;
 }
@@ -667,11 +732,9 @@ static int run_loop(gb_trainer *t)
     const gb_settings *s = t->s;
     double start = gb_now_ms();
     int64_t step = t->first_step;
-    gb_progress_start(&t->progress, t->out, t->first_step, s->steps);
     /* mpirun hands every rank a pseudo-terminal even when its own output goes to a file:
      * plain lines keep such logs readable */
-    if (t->ddp)
-        t->progress.tty = 0;
+    gb_progress_start(&t->progress, t->rank == 0 && !t->ddp, t->first_step, s->steps);
     while (step < s->steps && !interrupted) {
         int64_t it = step;
         /* logged steps wait for their own figures (the loss averaged over ranks, which
@@ -710,38 +773,36 @@ static int run_loop(gb_trainer *t)
     }
     gb_progress_finish(&t->progress);
     if (interrupted) {
-        fprintf(stderr, "gearbox: interrupted at step %lld; saving a checkpoint\n",
-                (long long)step);
+        gb_report(GB_REPORT_WARNING, "train", "gearbox: interrupted at step %lld; saving a "
+                  "checkpoint", (long long)step);
         return save_checkpoint(t, step) ? 1 : 130;
     }
     write_summary(t, step - t->first_step, gb_now_ms() - start);
     return 0;
 }
 
-/* metrics.jsonl (appended to on resume) and manifest.json in out_dir, on rank 0; the
- * other ranks write their metrics to the same place as their output. */
+/* metrics.jsonl (appended to on resume) and manifest.json in out_dir, on rank 0 alone. */
 static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t start)
 {
-    if (t->rank != 0) {
-        t->metrics = t->out;
+    if (t->rank != 0)
         return 0;
-    }
     if (gb_make_dirs(t->s->out_dir)) {
-        fprintf(stderr, "gearbox: error: [run] out_dir = %s: cannot create it: %s\n",
-                t->s->out_dir, strerror(errno));
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] out_dir = %s: cannot create "
+                  "it: %s", t->s->out_dir, strerror(errno));
         return -1;
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", t->s->out_dir);
     gb_diag diag = {0};
     if (opts->resume && gb_metrics_rewind(path, t->first_step, &diag)) {
-        gb_diag_print(&diag, stderr);
+        gb_diag_report(&diag, "train");
         gb_diag_clear(&diag);
         return -1;
     }
     t->metrics = fopen(path, opts->resume ? "a" : "w");
     if (!t->metrics) {
-        fprintf(stderr, "gearbox: error: cannot write %s: %s\n", path, strerror(errno));
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: cannot write %s: %s", path,
+                  strerror(errno));
         return -1;
     }
     snprintf(path, sizeof path, "%s/manifest.json", t->s->out_dir);
@@ -764,7 +825,7 @@ static int prepare(gb_trainer *t, gb_config *cfg, const char *plugin_path)
     }
     if (!problems)
         problems += gb_runtime_start(&t->rt, &diag) != 0;
-    gb_diag_print(&diag, stderr);
+    gb_diag_report(&diag, "train");
     gb_diag_clear(&diag);
     return problems;
 }
@@ -778,14 +839,16 @@ static int share_out_rows(gb_trainer *t)
     t->rank = t->rt.comm->rank(comm->self);
     t->world = t->rt.comm->world(comm->self);
     if (t->world > 1 && s->batch_auto) {
-        fprintf(stderr, "gearbox: error: [data] batch_size = auto is not available for "
-                "data-parallel runs (%d ranks); set the global batch_size\n", t->world);
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [data] batch_size = auto is not "
+                  "available for data-parallel runs (%d ranks); set the global batch_size",
+                  t->world);
         return -1;
     }
     if (s->batch_size % t->world != 0) {
-        fprintf(stderr, "gearbox: error: [data] batch_size = %lld (the global batch) does not "
-                "divide among the %d ranks of [comm] plugin = %s; use a multiple of %d\n",
-                (long long)s->batch_size, t->world, s->plugin[GB_KIND_COMM], t->world);
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [data] batch_size = %lld (the "
+                  "global batch) does not divide among the %d ranks of [comm] plugin = %s; use "
+                  "a multiple of %d", (long long)s->batch_size, t->world,
+                  s->plugin[GB_KIND_COMM], t->world);
         return -1;
     }
     t->rows = s->batch_size / t->world;
@@ -818,17 +881,17 @@ static int enable_graphs(gb_trainer *t)
         return 0;
     if (!GB_DEVICE_HAS(ops, graph_begin) || !GB_DEVICE_HAS(ops, graph_end) ||
         !GB_DEVICE_HAS(ops, graph_launch) || !GB_DEVICE_HAS(ops, graph_destroy)) {
-        fprintf(stderr, "gearbox: error: [run] cuda_graphs = true: [device] plugin = %s (%s) "
-                "records no graphs (ABI 1.4's graph_begin, graph_end, graph_launch and "
-                "graph_destroy); use [device] plugin = cuda, or set cuda_graphs = false\n",
-                dev->desc->name, dev->path);
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true: [device] "
+                  "plugin = %s (%s) records no graphs (ABI 1.4's graph_begin, graph_end, "
+                  "graph_launch and graph_destroy); use [device] plugin = cuda, or set "
+                  "cuda_graphs = false", dev->desc->name, dev->path);
         return -1;
     }
     if (t->ddp) {
-        fprintf(stderr, "gearbox: error: [run] cuda_graphs = true is not available for "
-                "data-parallel runs (%d ranks): the host starts each gradient bucket's "
-                "all-reduce during backward, which a graph cannot record; set cuda_graphs = "
-                "false\n", t->world);
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true is not "
+                  "available for data-parallel runs (%d ranks): the host starts each gradient "
+                  "bucket's all-reduce during backward, which a graph cannot record; set "
+                  "cuda_graphs = false", t->world);
         return -1;
     }
     gb_model_use_graphs(t->model);
@@ -853,8 +916,11 @@ static int build_model(gb_trainer *t)
     const gb_settings *s = t->s;
     gb_model_config mc = gb_model_config_of(s, t->data->vocab.size);
     gb_diag diag = {0};
-    int rc = gb_batch_auto(&t->rt, &mc, stdout, &diag);
-    gb_diag_print(&diag, stderr);
+    gb_report_buffer choice;
+    FILE *out = gb_report_buffer_open(&choice);
+    int rc = !out || gb_batch_auto(&t->rt, &mc, out, &diag);
+    gb_report_buffer_close(&choice, GB_REPORT_INFO, "train");
+    gb_diag_report(&diag, "train");
     gb_diag_clear(&diag);
     if (rc || share_out_rows(t))
         return -1;
@@ -877,27 +943,13 @@ static int build_model(gb_trainer *t)
     return 0;
 }
 
-static int quiet_other_ranks(gb_trainer *t)
-{
-    if (t->rank == 0)
-        return 0;
-    t->out = fopen("/dev/null", "w");
-    if (!t->out) {
-        fprintf(stderr, "gearbox: error: rank %d: cannot open /dev/null: %s\n", t->rank,
-                strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 gb_trainer *gb_trainer_open(gb_config *cfg, const char *plugin_path)
 {
     gb_trainer *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     *t = (gb_trainer){.cfg = cfg, .train_loss = NAN, .val_loss = NAN};
-    t->out = stdout;
-    if (prepare(t, cfg, plugin_path) || build_model(t) || quiet_other_ranks(t)) {
+    if (prepare(t, cfg, plugin_path) || build_model(t)) {
         gb_trainer_close(t);
         return NULL;
     }
@@ -909,10 +961,8 @@ void gb_trainer_close(gb_trainer *t)
 {
     if (!t)
         return;
-    if (t->metrics && t->metrics != t->out)
+    if (t->metrics != NULL)
         fclose(t->metrics);
-    if (t->out && t->out != stdout)
-        fclose(t->out);
     gb_ddp_free(t->ddp);
     gb_prefetch_free(t->prefetch);
     gb_gpu_monitor_close(t->gpu);

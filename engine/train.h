@@ -26,14 +26,14 @@ void gb_train_catch_signals(void);
 
 /* What `gearbox train` steps, shared with `gearbox bench step` so both measure the
  * same work: the runtime, the data, the model (batch_size = auto resolved) and the
- * batch buffers, with the plan printed on stdout. */
+ * batch buffers, with the plan reported (report.h). */
 typedef struct gb_trainer gb_trainer;
 
-/* NULL after printing why (the config, data or plugins were refused). */
+/* NULL after reporting why (the config, data or plugins were refused). */
 gb_trainer *gb_trainer_open(gb_config *cfg, const char *plugin_path);
 void gb_trainer_close(gb_trainer *t);
 /* One optimizer step at 0-based iteration `it`; *loss (when not NULL) gets the mean
- * loss of its micro-batches. 0, or -1 after printing why. */
+ * loss of its micro-batches. 0, or -1 after reporting why. */
 int gb_trainer_step(gb_trainer *t, int64_t it, float *loss);
 /* Waits until the device has run all the work queued so far (timing a step needs it: on a
  * device with a queue gb_trainer_step returns once its work is queued). */

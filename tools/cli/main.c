@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gearbox/engine/report.h"
 #include "gearbox/plugin.h"
 #include "cli.h"
 
@@ -60,6 +61,8 @@ static const gb_cli_spec spec = {
 int main(int argc, char **argv)
 {
     gb_cli_bound_openmp_spin(argv);
+    /* what the engine reports reaches the screen as the engine's default printer writes it */
+    gb_engine_set_reporter(gb_report_print, NULL);
     gb_cli_parser p;
     gb_cli_begin(&p, &spec, argc, argv);
     int opt = gb_cli_next(&p);
