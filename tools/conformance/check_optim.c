@@ -227,6 +227,17 @@ static int override(const gb_kit *kit, const char *key, double value, char *buf,
     return 1;
 }
 
+/* Steps 1..3 of run_tested from `start` with weight_decay = `decay` where the plugin has
+ * that key (*has_key says whether it did). */
+static float *run_with_decay(gb_kit *kit, optim_run *r, const char *check, double decay,
+                             const float *start, const plan *pl, int *has_key)
+{
+    char wd[64];
+    const char *overrides[] = {wd};
+    *has_key = override(kit, "weight_decay", decay, wd, sizeof wd);
+    return run_tested(kit, r, check, overrides, *has_key, start, NULL, 1, 3, pl);
+}
+
 /* The first half of a run, whose state is copied out after step 3 before the instance
  * goes and its buffers turn to NaN (a plugin that kept a pointer to them shows). Returns
  * the parameters after step 3 and sets *state; NULL after reporting `check`. */
@@ -279,12 +290,10 @@ static void check_state_round_trip(gb_kit *kit, const float *start)
 static void check_zero_lr(gb_kit *kit, const float *start)
 {
     const char *check = "lr 0, weight decay 0: params unchanged";
-    char wd[64];
-    const char *overrides[] = {wd};
-    int n = override(kit, "weight_decay", 0.0, wd, sizeof wd);
     optim_run r;
     const plan pl = {.lr = 0.0f, .fold = 1, .lowp = GB_F32};
-    float *got = run_tested(kit, &r, check, overrides, n, start, NULL, 1, 3, &pl);
+    int n;
+    float *got = run_with_decay(kit, &r, check, 0.0, start, &pl, &n);
     if (!got)
         return;
     size_t moved = gb_kit_bits_differ(got, start, N);
@@ -301,12 +310,10 @@ static void check_zero_lr(gb_kit *kit, const float *start)
 static void check_decay_groups(gb_kit *kit, const float *start)
 {
     const char *check = "weight decay only where group.decay";
-    char wd[64];
-    const char *overrides[] = {wd};
-    int n = override(kit, "weight_decay", 0.1, wd, sizeof wd);
     optim_run r;
     const plan pl = {.lr = 1e-2f, .fold = 1, .zero_groups = 1u << 1 | 1u << 2, .lowp = GB_F32};
-    float *got = run_tested(kit, &r, check, overrides, n, start, NULL, 1, 3, &pl);
+    int n;
+    float *got = run_with_decay(kit, &r, check, 0.1, start, &pl, &n);
     if (!got)
         return;
     const gb_param_group *keep = &groups[1], *shrink = &groups[2];
