@@ -122,25 +122,13 @@ static float max_row_avx512(const float *x, int64_t n)
     return _mm512_reduce_max_ps(m);
 }
 
-// out, x (n)
-static void gelu_forward_avx512(float *out, const float *x, int64_t n)
-{
-    gelu_forward_loop(out, x, n);
-}
-
-// dx, x, dout (n)
-static void gelu_backward_avx512(float *dx, const float *x, const float *dout, int64_t n)
-{
-    gelu_backward_loop(dx, x, dout, n);
-}
-
 const cpu_kernels cpu_kernels_avx512 = {
     .name = "avx512",
     .gemm_rows = GEMM_ROWS,
     .gemm = gemm_row_blocks,
     .exp_row = exp_row_avx512,
     .max_row = max_row_avx512,
-    .gelu_forward = gelu_forward_avx512,
-    .gelu_backward = gelu_backward_avx512,
+    .gelu_forward = gelu_forward_loop,     /* compiled here, for AVX-512 */
+    .gelu_backward = gelu_backward_loop,
     .transpose = cpu_transpose_avx2,
 };

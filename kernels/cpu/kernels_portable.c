@@ -65,24 +65,6 @@ static float exp_row_portable(float *x, int64_t n, int64_t width, float shift)
     return row_sum(x, width);
 }
 
-// x (n)
-static float max_row_portable(const float *x, int64_t n)
-{
-    return row_max(x, n);
-}
-
-// out, x (n)
-static void gelu_forward_portable(float *out, const float *x, int64_t n)
-{
-    gelu_forward_loop(out, x, n);
-}
-
-// dx, x, dout (n)
-static void gelu_backward_portable(float *dx, const float *x, const float *dout, int64_t n)
-{
-    gelu_backward_loop(dx, x, dout, n);
-}
-
 /* Square blocks of 16: each row of a block is one cache line of dst, and the 16 lines of
  * src it reads stay in L1 while the block is written. */
 // dst (rows, cols); src (cols, rows)
@@ -105,9 +87,9 @@ const cpu_kernels cpu_kernels_portable = {
     .gemm_rows = GEMM_ROWS,
     .gemm = gemm_row_blocks,
     .exp_row = exp_row_portable,
-    .max_row = max_row_portable,
-    .gelu_forward = gelu_forward_portable,
-    .gelu_backward = gelu_backward_portable,
+    .max_row = row_max,
+    .gelu_forward = gelu_forward_loop,
+    .gelu_backward = gelu_backward_loop,
     .transpose = transpose_portable,
 };
 
