@@ -347,8 +347,7 @@ static gb_status cuda_stream_create(void *self, void **stream)
 
 static void cuda_stream_destroy(void *self, void *stream)
 {
-    cuda_device *dev = self;
-    log_release_failure(dev, stream ? cudaStreamDestroy((cudaStream_t)stream) : cudaSuccess,
+    log_release_failure(self, stream ? cudaStreamDestroy((cudaStream_t)stream) : cudaSuccess,
                         "cudaStreamDestroy");
 }
 
@@ -363,8 +362,7 @@ static gb_status cuda_event_create(void *self, void **event)
 
 static void cuda_event_destroy(void *self, void *event)
 {
-    cuda_device *dev = self;
-    log_release_failure(dev, event ? cudaEventDestroy((cudaEvent_t)event) : cudaSuccess,
+    log_release_failure(self, event ? cudaEventDestroy((cudaEvent_t)event) : cudaSuccess,
                         "cudaEventDestroy");
 }
 
@@ -498,8 +496,7 @@ static gb_status cuda_graph_launch(void *self, void *graph)
 
 static void cuda_graph_destroy(void *self, void *graph)
 {
-    cuda_device *dev = self;
-    log_release_failure(dev, graph ? cudaGraphExecDestroy((cudaGraphExec_t)graph) : cudaSuccess,
+    log_release_failure(self, graph ? cudaGraphExecDestroy((cudaGraphExec_t)graph) : cudaSuccess,
                         "cudaGraphExecDestroy");
 }
 
