@@ -897,6 +897,18 @@ void gb_config_write(const gb_config *cfg, FILE *out)
     }
 }
 
+char *gb_config_text(const gb_config *cfg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    gb_config_write(cfg, f);
+    fclose(f);
+    return text;
+}
+
 /* ---- suggestions --------------------------------------------------------------------- */
 
 /* Levenshtein distance in which swapping two adjacent characters counts as one edit

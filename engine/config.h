@@ -66,6 +66,8 @@ int gb_config_set_effective(gb_config *cfg, const char *section, const char *key
  * order, every key with its resolved value (defaults included), as "key = value", or
  * "key=value" where only that fits a line, so that it always reads back. */
 void gb_config_write(const gb_config *cfg, FILE *out);
+/* What gb_config_write writes, as a string to free(); NULL when out of memory. */
+char *gb_config_text(const gb_config *cfg);
 
 /* Levenshtein-nearest of `word` among `candidates` when it is close enough to be a
  * plausible typo, else NULL. */

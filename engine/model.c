@@ -203,12 +203,18 @@ static void add_tensor(gb_model *m, const char *name, int64_t rows, int64_t cols
     m->n_params += t->numel;
 }
 
-static void add_layer_tensor(gb_model *m, int64_t l, const char *suffix, int64_t rows,
-                             int64_t cols)
+/* Block l's `module`.weight of (rows, cols), then its .bias of bias_len when the model
+ * has biases. */
+static void add_block_module(gb_model *m, int64_t l, const char *module, int64_t rows,
+                             int64_t cols, int64_t bias_len)
 {
     char name[64];
-    snprintf(name, sizeof name, "h.%lld.%s", (long long)l, suffix);
+    snprintf(name, sizeof name, "h.%lld.%s.weight", (long long)l, module);
     add_tensor(m, name, rows, cols);
+    if (m->cfg.bias) {
+        snprintf(name, sizeof name, "h.%lld.%s.bias", (long long)l, module);
+        add_tensor(m, name, 1, bias_len);
+    }
 }
 
 /* nanoGPT's parameter order; biases only when the model has them. */
@@ -222,24 +228,12 @@ static void plan_tensors(gb_model *m)
     add_tensor(m, "wte", gb_model_table_rows(c), C);
     add_tensor(m, "wpe", c->block_size, C);
     for (int64_t l = 0; l < c->n_layer; l++) {
-        add_layer_tensor(m, l, "ln_1.weight", 1, C);
-        if (c->bias)
-            add_layer_tensor(m, l, "ln_1.bias", 1, C);
-        add_layer_tensor(m, l, "attn.c_attn.weight", 3 * C, C);
-        if (c->bias)
-            add_layer_tensor(m, l, "attn.c_attn.bias", 1, 3 * C);
-        add_layer_tensor(m, l, "attn.c_proj.weight", C, C);
-        if (c->bias)
-            add_layer_tensor(m, l, "attn.c_proj.bias", 1, C);
-        add_layer_tensor(m, l, "ln_2.weight", 1, C);
-        if (c->bias)
-            add_layer_tensor(m, l, "ln_2.bias", 1, C);
-        add_layer_tensor(m, l, "mlp.c_fc.weight", 4 * C, C);
-        if (c->bias)
-            add_layer_tensor(m, l, "mlp.c_fc.bias", 1, 4 * C);
-        add_layer_tensor(m, l, "mlp.c_proj.weight", C, 4 * C);
-        if (c->bias)
-            add_layer_tensor(m, l, "mlp.c_proj.bias", 1, C);
+        add_block_module(m, l, "ln_1", 1, C, C);
+        add_block_module(m, l, "attn.c_attn", 3 * C, C, 3 * C);
+        add_block_module(m, l, "attn.c_proj", C, C, C);
+        add_block_module(m, l, "ln_2", 1, C, C);
+        add_block_module(m, l, "mlp.c_fc", 4 * C, C, 4 * C);
+        add_block_module(m, l, "mlp.c_proj", C, 4 * C, C);
     }
     add_tensor(m, "ln_f.weight", 1, C);
     if (c->bias)

@@ -85,18 +85,6 @@ static void say(const gb_trainer *t, const char *fmt, ...)
     va_end(ap);
 }
 
-static char *effective_config(const gb_config *cfg)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
-    gb_config_write(cfg, f);
-    fclose(f);
-    return text;
-}
-
 /* A JSON number, or null for NaN and infinities (which JSON cannot hold). */
 static json_t *json_number(double v)
 {
@@ -288,7 +276,7 @@ static int save_checkpoint(gb_trainer *t, int64_t step)
         return 0; /* every rank holds the same parameters and optimizer state */
     gb_checkpoint ck = {0};
     gb_diag diag = {0};
-    ck.config_text = effective_config(t->cfg);
+    ck.config_text = gb_config_text(t->cfg);
     ck.vocab = &t->data->vocab;
     ck.step = step;
     ck.n_params = gb_model_num_params(t->model);
@@ -806,7 +794,7 @@ static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t star
         return -1;
     }
     snprintf(path, sizeof path, "%s/manifest.json", t->s->out_dir);
-    char *ini = effective_config(t->cfg);
+    char *ini = gb_config_text(t->cfg);
     int rc = ini ? gb_manifest_write(path, &t->rt, ini, start) : -1;
     free(ini);
     return rc;

@@ -20,94 +20,33 @@
 
 #include "hostdevice.h"
 
-GB_HD_FN float gb_fmul_rn(float a, float b)
-{
+/* One operation in `type`: the device's round-to-nearest intrinsic, or the host's operator
+ * (or sqrtf/sqrt). Every function below is one of these two shapes. */
 #ifdef __CUDA_ARCH__
-    return __fmul_rn(a, b);
+#define GB_RN_BINARY(type, name, intrinsic, op) \
+    GB_HD_FN type name(type a, type b) { return intrinsic(a, b); }
+#define GB_RN_SQRT(type, name, intrinsic, host_sqrt) \
+    GB_HD_FN type name(type a) { return intrinsic(a); }
 #else
-    return a * b;
+#define GB_RN_BINARY(type, name, intrinsic, op) \
+    GB_HD_FN type name(type a, type b) { return a op b; }
+#define GB_RN_SQRT(type, name, intrinsic, host_sqrt) \
+    GB_HD_FN type name(type a) { return host_sqrt(a); }
 #endif
-}
 
-GB_HD_FN float gb_fadd_rn(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
+GB_RN_BINARY(float, gb_fmul_rn, __fmul_rn, *)
+GB_RN_BINARY(float, gb_fadd_rn, __fadd_rn, +)
+GB_RN_BINARY(float, gb_fsub_rn, __fsub_rn, -)
+GB_RN_BINARY(float, gb_fdiv_rn, __fdiv_rn, /)
+GB_RN_SQRT(float, gb_fsqrt_rn, __fsqrt_rn, sqrtf)
 
-GB_HD_FN float gb_fsub_rn(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
+GB_RN_BINARY(double, gb_dmul_rn, __dmul_rn, *)
+GB_RN_BINARY(double, gb_dadd_rn, __dadd_rn, +)
+GB_RN_BINARY(double, gb_dsub_rn, __dsub_rn, -)
+GB_RN_BINARY(double, gb_ddiv_rn, __ddiv_rn, /)
+GB_RN_SQRT(double, gb_dsqrt_rn, __dsqrt_rn, sqrt)
 
-GB_HD_FN float gb_fdiv_rn(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-
-GB_HD_FN float gb_fsqrt_rn(float a)
-{
-#ifdef __CUDA_ARCH__
-    return __fsqrt_rn(a);
-#else
-    return sqrtf(a);
-#endif
-}
-
-GB_HD_FN double gb_dmul_rn(double a, double b)
-{
-#ifdef __CUDA_ARCH__
-    return __dmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-
-GB_HD_FN double gb_dadd_rn(double a, double b)
-{
-#ifdef __CUDA_ARCH__
-    return __dadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-
-GB_HD_FN double gb_dsub_rn(double a, double b)
-{
-#ifdef __CUDA_ARCH__
-    return __dsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-
-GB_HD_FN double gb_ddiv_rn(double a, double b)
-{
-#ifdef __CUDA_ARCH__
-    return __ddiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-
-GB_HD_FN double gb_dsqrt_rn(double a)
-{
-#ifdef __CUDA_ARCH__
-    return __dsqrt_rn(a);
-#else
-    return sqrt(a);
-#endif
-}
+#undef GB_RN_BINARY
+#undef GB_RN_SQRT
 
 #endif /* GEARBOX_KERNELS_ROUNDED_H */

@@ -46,35 +46,8 @@ static inline __attribute__((always_inline)) void gemm_block(int rows, int64_t k
             _mm256_storeu_ps(c + r * ldc + 8 * v, acc[r][v]);
 }
 
-/* The columns of `rows` rows. */
-static inline __attribute__((always_inline)) void gemm_rows(int rows, int64_t n, int64_t k,
-                                                            const float *a, int64_t a_row,
-                                                            int64_t a_col, const float *b,
-                                                            int64_t ldb, float *c, int64_t ldc,
-                                                            int accumulate)
-{
-    for (int64_t x = 0; x < n; x += CPU_VEC)
-        gemm_block(rows, k, a, a_row, a_col, b + x, ldb, c + x, ldc, accumulate);
-}
-
-// c (m, n); a (m, k); b (k, n)
-static void gemm_avx2(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row,
-                      int64_t a_col, const float *b, int64_t ldb, float *c, int64_t ldc,
-                      int accumulate)
-{
-    for (int64_t i = 0; i < m; i += GEMM_ROWS) {
-        const float *a_i = a + i * a_row;
-        float *c_i = c + i * ldc;
-        switch (m - i < GEMM_ROWS ? m - i : GEMM_ROWS) {
-        case 1: gemm_rows(1, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 2: gemm_rows(2, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 3: gemm_rows(3, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 4: gemm_rows(4, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 5: gemm_rows(5, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        default: gemm_rows(6, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        }
-    }
-}
+#define GEMM_BLOCK_COLS CPU_VEC
+#include "gemm_blocks.h"
 
 static inline __m256 splat(float f)
 {
@@ -300,7 +273,7 @@ void cpu_transpose_avx2(float *dst, int64_t ldd, const float *src, int64_t lds, 
 const cpu_kernels cpu_kernels_avx2 = {
     .name = "avx2",
     .gemm_rows = GEMM_ROWS,
-    .gemm = gemm_avx2,
+    .gemm = gemm_row_blocks,
     .exp_row = exp_row_avx2,
     .max_row = max_row_avx2,
     .gelu_forward = gelu_forward_avx2,

@@ -61,24 +61,7 @@ static inline __attribute__((always_inline)) void gemm_rows(int rows, int64_t n,
         gemm_block(rows, 1, k, a, a_row, a_col, b + x, ldb, c + x, ldc, accumulate);
 }
 
-// c (m, n); a (m, k); b (k, n)
-static void gemm_avx512(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row,
-                        int64_t a_col, const float *b, int64_t ldb, float *c, int64_t ldc,
-                        int accumulate)
-{
-    for (int64_t i = 0; i < m; i += GEMM_ROWS) {
-        const float *a_i = a + i * a_row;
-        float *c_i = c + i * ldc;
-        switch (m - i < GEMM_ROWS ? m - i : GEMM_ROWS) {
-        case 1: gemm_rows(1, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 2: gemm_rows(2, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 3: gemm_rows(3, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 4: gemm_rows(4, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 5: gemm_rows(5, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        default: gemm_rows(6, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        }
-    }
-}
+#include "gemm_blocks.h"
 
 /* gb_exp_fast (exp.h) on 16 lanes: the same clamps, reduction and polynomial. */
 static inline __m512 exp512(__m512 x)
@@ -139,25 +122,13 @@ static float max_row_avx512(const float *x, int64_t n)
     return _mm512_reduce_max_ps(m);
 }
 
-// out, x (n)
-static void gelu_forward_avx512(float *out, const float *x, int64_t n)
-{
-    gelu_forward_loop(out, x, n);
-}
-
-// dx, x, dout (n)
-static void gelu_backward_avx512(float *dx, const float *x, const float *dout, int64_t n)
-{
-    gelu_backward_loop(dx, x, dout, n);
-}
-
 const cpu_kernels cpu_kernels_avx512 = {
     .name = "avx512",
     .gemm_rows = GEMM_ROWS,
-    .gemm = gemm_avx512,
+    .gemm = gemm_row_blocks,
     .exp_row = exp_row_avx512,
     .max_row = max_row_avx512,
-    .gelu_forward = gelu_forward_avx512,
-    .gelu_backward = gelu_backward_avx512,
+    .gelu_forward = gelu_forward_loop,     /* compiled here, for AVX-512 */
+    .gelu_backward = gelu_backward_loop,
     .transpose = cpu_transpose_avx2,
 };

@@ -52,34 +52,8 @@ static inline __attribute__((always_inline)) void gemm_block(int rows, int64_t k
             c[r * ldc + x] = acc[r][x];
 }
 
-/* The columns of `rows` rows starting at row i. */
-static inline __attribute__((always_inline)) void gemm_rows(int rows, int64_t n, int64_t k,
-                                                            const float *a, int64_t a_row,
-                                                            int64_t a_col, const float *b,
-                                                            int64_t ldb, float *c, int64_t ldc,
-                                                            int accumulate)
-{
-    for (int64_t x = 0; x < n; x += CPU_VEC)
-        gemm_block(rows, k, a, a_row, a_col, b + x, ldb, c + x, ldc, accumulate);
-}
-
-// c (m, n); a (m, k); b (k, n)
-static void gemm_portable(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row,
-                          int64_t a_col, const float *b, int64_t ldb, float *c, int64_t ldc,
-                          int accumulate)
-{
-    for (int64_t i = 0; i < m; i += GEMM_ROWS) {
-        const float *a_i = a + i * a_row;
-        float *c_i = c + i * ldc;
-        switch (m - i < GEMM_ROWS ? m - i : GEMM_ROWS) {
-        case 1: gemm_rows(1, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 2: gemm_rows(2, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 3: gemm_rows(3, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        case 4: gemm_rows(4, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        default: gemm_rows(5, n, k, a_i, a_row, a_col, b, ldb, c_i, ldc, accumulate); break;
-        }
-    }
-}
+#define GEMM_BLOCK_COLS CPU_VEC
+#include "gemm_blocks.h"
 
 // x (width)
 static float exp_row_portable(float *x, int64_t n, int64_t width, float shift)
@@ -89,24 +63,6 @@ static float exp_row_portable(float *x, int64_t n, int64_t width, float shift)
     for (int64_t j = n; j < width; j++)
         x[j] = 0.0f;
     return row_sum(x, width);
-}
-
-// x (n)
-static float max_row_portable(const float *x, int64_t n)
-{
-    return row_max(x, n);
-}
-
-// out, x (n)
-static void gelu_forward_portable(float *out, const float *x, int64_t n)
-{
-    gelu_forward_loop(out, x, n);
-}
-
-// dx, x, dout (n)
-static void gelu_backward_portable(float *dx, const float *x, const float *dout, int64_t n)
-{
-    gelu_backward_loop(dx, x, dout, n);
 }
 
 /* Square blocks of 16: each row of a block is one cache line of dst, and the 16 lines of
@@ -129,11 +85,11 @@ static void transpose_portable(float *dst, int64_t ldd, const float *src, int64_
 const cpu_kernels cpu_kernels_portable = {
     .name = "portable",
     .gemm_rows = GEMM_ROWS,
-    .gemm = gemm_portable,
+    .gemm = gemm_row_blocks,
     .exp_row = exp_row_portable,
-    .max_row = max_row_portable,
-    .gelu_forward = gelu_forward_portable,
-    .gelu_backward = gelu_backward_portable,
+    .max_row = row_max,
+    .gelu_forward = gelu_forward_loop,
+    .gelu_backward = gelu_backward_loop,
     .transpose = transpose_portable,
 };
 

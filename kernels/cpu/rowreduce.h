@@ -19,19 +19,39 @@
 
 #define ROW_LANES GB_ROW_LANES
 
+/* `step` for every k in [0, n), with j = k % ROW_LANES the lane whose partial result
+ * element k goes to: whole groups of ROW_LANES first (one vector step each), then the
+ * tail. Every reduction below is this loop around its own step. */
+#define ROW_EACH_ELEMENT(n, j, k, step)                                                    \
+    do {                                                                                   \
+        int64_t group_ = 0;                                                                \
+        for (; group_ + ROW_LANES <= (n); group_ += ROW_LANES)                             \
+            for (int j = 0; j < ROW_LANES; j++) {                                          \
+                const int64_t k = group_ + j;                                              \
+                step;                                                                      \
+            }                                                                              \
+        for (int j = 0; group_ + j < (n); j++) {                                           \
+            const int64_t k = group_ + j;                                                  \
+            step;                                                                          \
+        }                                                                                  \
+    } while (0)
+
+/* The fixed tree the lanes fold in: lane j takes in lane j + w, for w = ROW_LANES / 2
+ * down to 1; the result is in lane 0. */
+#define ROW_FOLD_LANES(j, w, step)                                                         \
+    for (int w = ROW_LANES / 2; w > 0; w /= 2)                                             \
+        for (int j = 0; j < w; j++)                                                        \
+            step
+
 static inline float fold_lanes_f32(float *acc)
 {
-    for (int width = ROW_LANES / 2; width > 0; width /= 2)
-        for (int j = 0; j < width; j++)
-            acc[j] += acc[j + width];
+    ROW_FOLD_LANES(j, w, acc[j] += acc[j + w]);
     return acc[0];
 }
 
 static inline double fold_lanes_f64(double *acc)
 {
-    for (int width = ROW_LANES / 2; width > 0; width /= 2)
-        for (int j = 0; j < width; j++)
-            acc[j] += acc[j + width];
+    ROW_FOLD_LANES(j, w, acc[j] += acc[j + w]);
     return acc[0];
 }
 
@@ -39,12 +59,7 @@ static inline double fold_lanes_f64(double *acc)
 static inline float row_sum(const float *x, int64_t n)
 {
     float acc[ROW_LANES] = {0};
-    int64_t i = 0;
-    for (; i + ROW_LANES <= n; i += ROW_LANES)
-        for (int j = 0; j < ROW_LANES; j++)
-            acc[j] += x[i + j];
-    for (int j = 0; i + j < n; j++)
-        acc[j] += x[i + j];
+    ROW_EACH_ELEMENT(n, j, k, acc[j] += x[k]);
     return fold_lanes_f32(acc);
 }
 
@@ -53,16 +68,10 @@ static inline float row_sum(const float *x, int64_t n)
 static inline float row_sum_sq_dev(const float *x, float shift, int64_t n)
 {
     float acc[ROW_LANES] = {0};
-    int64_t i = 0;
-    for (; i + ROW_LANES <= n; i += ROW_LANES)
-        for (int j = 0; j < ROW_LANES; j++) {
-            float d = x[i + j] - shift;
-            acc[j] = fmaf(d, d, acc[j]);
-        }
-    for (int j = 0; i + j < n; j++) {
-        float d = x[i + j] - shift;
+    ROW_EACH_ELEMENT(n, j, k, {
+        const float d = x[k] - shift;
         acc[j] = fmaf(d, d, acc[j]);
-    }
+    });
     return fold_lanes_f32(acc);
 }
 
@@ -70,12 +79,7 @@ static inline float row_sum_sq_dev(const float *x, float shift, int64_t n)
 static inline float row_dot(const float *a, const float *b, int64_t n)
 {
     float acc[ROW_LANES] = {0};
-    int64_t i = 0;
-    for (; i + ROW_LANES <= n; i += ROW_LANES)
-        for (int j = 0; j < ROW_LANES; j++)
-            acc[j] = fmaf(a[i + j], b[i + j], acc[j]);
-    for (int j = 0; i + j < n; j++)
-        acc[j] = fmaf(a[i + j], b[i + j], acc[j]);
+    ROW_EACH_ELEMENT(n, j, k, acc[j] = fmaf(a[k], b[k], acc[j]));
     return fold_lanes_f32(acc);
 }
 
@@ -86,15 +90,8 @@ static inline float row_max(const float *x, int64_t n)
     float acc[ROW_LANES];
     for (int j = 0; j < ROW_LANES; j++)
         acc[j] = -INFINITY;
-    int64_t i = 0;
-    for (; i + ROW_LANES <= n; i += ROW_LANES)
-        for (int j = 0; j < ROW_LANES; j++)
-            acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-    for (int j = 0; i + j < n; j++)
-        acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-    for (int width = ROW_LANES / 2; width > 0; width /= 2)
-        for (int j = 0; j < width; j++)
-            acc[j] = acc[j + width] > acc[j] ? acc[j + width] : acc[j];
+    ROW_EACH_ELEMENT(n, j, k, acc[j] = x[k] > acc[j] ? x[k] : acc[j]);
+    ROW_FOLD_LANES(j, w, acc[j] = acc[j + w] > acc[j] ? acc[j + w] : acc[j]);
     return acc[0];
 }
 
@@ -104,12 +101,7 @@ static inline float row_max(const float *x, int64_t n)
 static inline double row_sum_f64(const float *x, int64_t n)
 {
     double acc[ROW_LANES] = {0};
-    int64_t i = 0;
-    for (; i + ROW_LANES <= n; i += ROW_LANES)
-        for (int j = 0; j < ROW_LANES; j++)
-            acc[j] += (double)x[i + j];
-    for (int j = 0; i + j < n; j++)
-        acc[j] += (double)x[i + j];
+    ROW_EACH_ELEMENT(n, j, k, acc[j] += (double)x[k]);
     return fold_lanes_f64(acc);
 }
 
@@ -117,16 +109,7 @@ static inline double row_sum_f64(const float *x, int64_t n)
 static inline double row_sum_sq_f64(const float *x, int64_t n)
 {
     double acc[ROW_LANES] = {0};
-    int64_t i = 0;
-    for (; i + ROW_LANES <= n; i += ROW_LANES)
-        for (int j = 0; j < ROW_LANES; j++) {
-            double v = (double)x[i + j];
-            acc[j] = fma(v, v, acc[j]);
-        }
-    for (int j = 0; i + j < n; j++) {
-        double v = (double)x[i + j];
-        acc[j] = fma(v, v, acc[j]);
-    }
+    ROW_EACH_ELEMENT(n, j, k, acc[j] = fma((double)x[k], (double)x[k], acc[j]));
     return fold_lanes_f64(acc);
 }
 

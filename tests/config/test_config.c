@@ -150,18 +150,6 @@ static char *read_text(const char *path)
     return text;
 }
 
-static char *written_config(const gb_config *cfg)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    if (!out)
-        return NULL;
-    gb_config_write(cfg, out);
-    fclose(out);
-    return text;
-}
-
 /* ---- golden files -------------------------------------------------------------------- */
 
 /* Loads NAME.ini as the core would and compares what gearbox prints with NAME.expected. */
@@ -451,7 +439,7 @@ static void check_write_round_trip(void)
     CHECK(gb_config_validate_section(cfg, "model", model_options, 4, NULL, 0, first[1],
                                      &diag) == 0);
     CHECK_NO_MESSAGES(&diag);
-    char *written = written_config(cfg);
+    char *written = gb_config_text(cfg);
     char *expected = read_text("good.effective");
     if (!CHECK(written && expected))
         goto out;
@@ -463,7 +451,7 @@ static void check_write_round_trip(void)
         CHECK(validate_all(reread, second, &diag) == 0);
         CHECK_NO_MESSAGES(&diag);
         CHECK(same_values(first, second));
-        char *rewritten = written_config(reread);
+        char *rewritten = gb_config_text(reread);
         CHECK_TEXT(rewritten, written);
         free(rewritten);
         gb_config_free(reread);
@@ -488,7 +476,7 @@ static void check_long_value_round_trip(void)
     gb_diag diag = {0};
     gb_config *cfg = gb_config_load_string(text, "long.ini", "/base", &diag);
     schema_values values;
-    char *written = cfg && validate_all(cfg, values, &diag) == 0 ? written_config(cfg) : NULL;
+    char *written = cfg && validate_all(cfg, values, &diag) == 0 ? gb_config_text(cfg) : NULL;
     gb_config *reread = written ? gb_config_load_string(written, "saved", "/base", &diag) : NULL;
     CHECK_NO_MESSAGES(&diag);
     if (CHECK(reread))

@@ -207,6 +207,25 @@ static void run_dir(const gb_ab_plan *p, const gb_ab_variant *v, int repeat, cha
     snprintf(buf, cap, "%s/%s/r%d", p->out_dir, v->name, repeat + 1);
 }
 
+/* Creates `dir` and runs the variant's `gearbox VERB` with the run folder rdir, its output
+ * into out_path and err_path: 0 with the child's exit status in *status (-1 when it could
+ * not be started), or -1 after marking the variant failed when `dir` cannot be made. */
+static int spawn_in(const gb_ab_plan *p, gb_ab_variant *v, const char *verb, const char *dir,
+                    const char *rdir, const char *out_path, const char *err_path, int *status)
+{
+    if (gb_make_dirs(dir) != 0) {
+        char what[4400];
+        snprintf(what, sizeof what, "cannot create %s: %s", dir, strerror(errno));
+        mark_failed(v, 1, what, err_path);
+        return -1;
+    }
+    child_args a;
+    variant_args(p, v, verb, rdir, &a);
+    *status = a.argv ? spawn_and_wait(a.argv, out_path, err_path) : -1;
+    free(a.argv);
+    return 0;
+}
+
 /* `gearbox check` with the first run's settings: fails fast on a bad variant, and its
  * output is the variant's effective config and memory plan. */
 static void check_variant(const gb_ab_plan *p, gb_ab_variant *v)
@@ -216,15 +235,9 @@ static void check_variant(const gb_ab_plan *p, gb_ab_variant *v)
     run_dir(p, v, 0, rdir, sizeof rdir);
     snprintf(out_path, sizeof out_path, "%s/config.ini", dir);
     snprintf(err_path, sizeof err_path, "%s/check.log", dir);
-    if (gb_make_dirs(dir) != 0) {
-        snprintf(what, sizeof what, "cannot create the folder: %s", strerror(errno));
-        mark_failed(v, 1, what, err_path);
+    int status;
+    if (spawn_in(p, v, "check", dir, rdir, out_path, err_path, &status))
         return;
-    }
-    child_args a;
-    variant_args(p, v, "check", rdir, &a);
-    int status = a.argv ? spawn_and_wait(a.argv, out_path, err_path) : -1;
-    free(a.argv);
     if (status != 0) {
         describe_exit(what, sizeof what, "gearbox check", status);
         mark_failed(v, status, what, err_path);
@@ -240,15 +253,9 @@ static void train_run(const gb_ab_plan *p, gb_ab_variant *v, int repeat)
     snprintf(out_path, sizeof out_path, "%s/train.log", dir);
     snprintf(err_path, sizeof err_path, "%s/stderr.log", dir);
     snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
-    if (gb_make_dirs(dir) != 0) {
-        snprintf(what, sizeof what, "cannot create %s: %s", dir, strerror(errno));
-        mark_failed(v, 1, what, err_path);
+    int status;
+    if (spawn_in(p, v, "train", dir, dir, out_path, err_path, &status))
         return;
-    }
-    child_args a;
-    variant_args(p, v, "train", dir, &a);
-    int status = a.argv ? spawn_and_wait(a.argv, out_path, err_path) : -1;
-    free(a.argv);
     remove_checkpoints(dir);
     gb_ab_run *run = &v->runs[repeat];
     char who[64];

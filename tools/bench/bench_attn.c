@@ -170,17 +170,6 @@ static int parse_seconds(const char *text, double *out)
     return 0;
 }
 
-static int parse_dtype(const char *text, gb_dtype *out)
-{
-    static const gb_dtype choices[] = {GB_F32, GB_BF16, GB_F16};
-    for (size_t k = 0; k < sizeof choices / sizeof choices[0]; k++)
-        if (strcmp(text, gb_dtype_name(choices[k])) == 0) {
-            *out = choices[k];
-            return 0;
-        }
-    return gb_cli_usage_error("bench attn", "--dtype %s: expected f32, bf16 or f16", text);
-}
-
 static int parse_device(const char *text, char *out)
 {
     if (!*text || strlen(text) >= GB_BENCH_NAME_CAP || strcspn(text, " \t\n[]=;#") != strlen(text))
@@ -191,8 +180,9 @@ static int parse_device(const char *text, char *out)
 }
 
 /* One option with its value into a: 0, or the exit status of a usage error. */
-static int parse_option(int opt, const char *val, bench_args *a)
+static int parse_option(void *ctx, int opt, const char *val)
 {
+    bench_args *a = ctx;
     const char *flag = options[opt].name;
     switch (opt) {
     case OPT_T:
@@ -213,7 +203,7 @@ static int parse_option(int opt, const char *val, bench_args *a)
     case OPT_DEVICE:
         return parse_device(val, a->device);
     case OPT_DTYPE:
-        return parse_dtype(val, &a->dtype);
+        return gb_bench_parse_dtype("bench attn", val, &a->dtype);
     case OPT_MAX_SECONDS:
         return parse_seconds(val, &a->max_seconds);
     case OPT_SET:
@@ -236,17 +226,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         gb_bench_parse_names("bench attn", "plugins", "math,mem_efficient,flash", a->plugins,
                              MAX_ITEMS, &a->n_plugins))
         return 2;
-    gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
-    for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
-        if (opt == GB_CLI_EXIT)
-            return p.status ? p.status : -1;
-        if (opt == GB_CLI_OPERAND)
-            return gb_cli_usage_error("bench attn", "unexpected argument %s", p.value);
-        if ((rc = parse_option(opt, p.value, a)))
-            return rc;
-    }
-    return 0;
+    return gb_bench_parse_options(&spec, argc, argv, parse_option, a);
 }
 
 /* ---- plugins and buffers ------------------------------------------------------------- */
@@ -284,35 +264,18 @@ static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
     char text[512];
     snprintf(text, sizeof text, "[device]\nplugin = %s\n[attn]\nplugin = %s\n[run]\n"
              "threads = %ld\n%s", a->device, name, a->threads, precision_section(a->dtype));
-    gb_diag diag = {0};
     p->name = name;
-    p->cfg = gb_config_load_string(text, "gearbox bench attn", "/", &diag);
-    for (int k = 0; p->cfg && k < a->n_sets; k++)
-        if (gb_config_set(p->cfg, a->sets[k], &diag))
-            break;
-    p->started = p->cfg && !diag.count &&
-                 !gb_runtime_resolve(&p->rt, p->cfg, a->plugin_path, &diag) &&
-                 !gb_runtime_start(&p->rt, &diag);
-    gb_diag_print(&diag, stderr);
-    gb_diag_clear(&diag);
+    p->started = !gb_bench_start(text, "gearbox bench attn", a->sets, a->n_sets,
+                                 a->plugin_path, &p->cfg, &p->rt);
     if (!p->started)
         return -1;
     return check_precision(p, a) ? -1 : 0;
 }
 
-static void stop_plugin(bench_plugin *p)
-{
-    gb_runtime_free(&p->rt);
-    gb_config_free(p->cfg);
-}
-
 static void free_buffers(gb_runtime *rt, bench_buffers *b)
 {
-    void *self = rt->inst[GB_KIND_DEVICE].self;
     void *const ptrs[] = {b->qkv, b->dqkv, b->out, b->dout, b->saved, b->workspace};
-    for (size_t k = 0; k < sizeof ptrs / sizeof ptrs[0]; k++)
-        if (ptrs[k])
-            rt->dev->free(self, ptrs[k]);
+    gb_bench_free_buffers(rt, ptrs, sizeof ptrs / sizeof ptrs[0]);
     memset(b, 0, sizeof *b);
 }
 
@@ -583,7 +546,7 @@ int gb_bench_attn(int argc, char **argv)
     for (int k = 0; k < a.n_plugins; k++)
         if (start_plugin(a.plugins[k], &a, &plugins[k])) {
             for (int j = 0; j <= k; j++)
-                stop_plugin(&plugins[j]);
+                gb_bench_stop(plugins[j].cfg, &plugins[j].rt);
             return 2;
         }
     print_header(&a, &plugins[0]);
@@ -616,6 +579,6 @@ int gb_bench_attn(int argc, char **argv)
         fflush(stdout);
     }
     for (int k = 0; k < a.n_plugins; k++)
-        stop_plugin(&plugins[k]);
+        gb_bench_stop(plugins[k].cfg, &plugins[k].rt);
     return rc ? 1 : 0;
 }

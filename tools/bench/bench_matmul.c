@@ -100,18 +100,6 @@ static int parse_model(const char *text, bench_args *a)
     return 0;
 }
 
-static int parse_dtype(const char *text, gb_dtype *out)
-{
-    static const struct { const char *name; gb_dtype dtype; } known[] = {
-        {"f32", GB_F32}, {"bf16", GB_BF16}, {"f16", GB_F16}};
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-        if (strcmp(text, known[i].name) == 0) {
-            *out = known[i].dtype;
-            return 0;
-        }
-    return gb_cli_usage_error("bench matmul", "--dtype %s: expected f32, bf16 or f16", text);
-}
-
 /* 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -128,7 +116,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         else if (opt == OPT_DEVICE)
             a->device = p.value;
         else if (opt == OPT_DTYPE)
-            rc = parse_dtype(p.value, &a->dtype);
+            rc = gb_bench_parse_dtype("bench matmul", p.value, &a->dtype);
         else if (opt == OPT_EPILOGUES)
             a->epilogues = 1;
         else if (opt == OPT_REPEATS)
@@ -312,13 +300,7 @@ static int start_device(const bench_args *a, gb_config **cfg, gb_runtime *rt)
     char text[160];
     snprintf(text, sizeof text, "[run]\nthreads = %ld\n[device]\nplugin = %s\n", a->threads,
              a->device);
-    gb_diag diag = {0};
-    *cfg = gb_config_load_string(text, "gearbox bench matmul", "/", &diag);
-    int started = *cfg && !gb_runtime_resolve(rt, *cfg, a->plugin_path, &diag) &&
-                  !gb_runtime_start(rt, &diag);
-    gb_diag_print(&diag, stderr);
-    gb_diag_clear(&diag);
-    return started ? 0 : -1;
+    return gb_bench_start(text, "gearbox bench matmul", NULL, 0, a->plugin_path, cfg, rt);
 }
 
 int gb_bench_matmul(int argc, char **argv)
@@ -343,7 +325,6 @@ int gb_bench_matmul(int argc, char **argv)
         for (int i = 0; rc == 0 && i < a.n_models; i++)
             rc = bench_model(&rt, &a.models[i], &a, peak);
     }
-    gb_runtime_free(&rt);
-    gb_config_free(cfg);
+    gb_bench_stop(cfg, &rt);
     return rc ? 1 : 0;
 }

@@ -133,8 +133,9 @@ static int parse_params(const char *text, bench_args *a)
 }
 
 /* One option with its value into a: 0, or the exit status of a usage error. */
-static int parse_option(int opt, const char *val, bench_args *a)
+static int parse_option(void *ctx, int opt, const char *val)
 {
+    bench_args *a = ctx;
     const char *flag = options[opt].name;
     switch (opt) {
     case OPT_PARAMS:
@@ -165,17 +166,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         gb_bench_parse_names("bench optim", "plugins", "adamw,adamw_fused", a->plugins,
                              MAX_ITEMS, &a->n_plugins))
         return 2;
-    gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
-    for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
-        if (opt == GB_CLI_EXIT)
-            return p.status ? p.status : -1;
-        if (opt == GB_CLI_OPERAND)
-            return gb_cli_usage_error("bench optim", "unexpected argument %s", p.value);
-        if ((rc = parse_option(opt, p.value, a)))
-            return rc;
-    }
-    return 0;
+    return gb_bench_parse_options(&spec, argc, argv, parse_option, a);
 }
 
 /* ---- plugins and buffers ------------------------------------------------------------- */
@@ -185,23 +176,8 @@ static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
     char text[256];
     snprintf(text, sizeof text, "[optim]\nplugin = %s\n[run]\nthreads = %ld\n", name,
              a->threads);
-    gb_diag diag = {0};
-    p->cfg = gb_config_load_string(text, "gearbox bench optim", "/", &diag);
-    for (int k = 0; p->cfg && k < a->n_sets; k++)
-        if (gb_config_set(p->cfg, a->sets[k], &diag))
-            break;
-    int started = p->cfg && !diag.count &&
-                  !gb_runtime_resolve(&p->rt, p->cfg, a->plugin_path, &diag) &&
-                  !gb_runtime_start(&p->rt, &diag);
-    gb_diag_print(&diag, stderr);
-    gb_diag_clear(&diag);
-    return started ? 0 : -1;
-}
-
-static void stop_plugin(bench_plugin *p)
-{
-    gb_runtime_free(&p->rt);
-    gb_config_free(p->cfg);
+    return gb_bench_start(text, "gearbox bench optim", a->sets, a->n_sets, a->plugin_path,
+                          &p->cfg, &p->rt);
 }
 
 static void *device_alloc(gb_runtime *rt, size_t bytes)
@@ -217,11 +193,8 @@ static void *device_alloc(gb_runtime *rt, size_t bytes)
 
 static void free_buffers(gb_runtime *rt, bench_buffers *b)
 {
-    void *self = rt->inst[GB_KIND_DEVICE].self;
     void *const ptrs[] = {b->params, b->grads, b->norm_sq, b->state};
-    for (size_t k = 0; k < sizeof ptrs / sizeof ptrs[0]; k++)
-        if (ptrs[k])
-            rt->dev->free(self, ptrs[k]);
+    gb_bench_free_buffers(rt, ptrs, sizeof ptrs / sizeof ptrs[0]);
     memset(b, 0, sizeof *b);
 }
 
@@ -455,6 +428,6 @@ int gb_bench_optim(int argc, char **argv)
     }
     for (int k = 0; k < a.n_plugins; k++)
         if (plugins[k].cfg)
-            stop_plugin(&plugins[k]);
+            gb_bench_stop(plugins[k].cfg, &plugins[k].rt);
     return rc ? 1 : 0;
 }

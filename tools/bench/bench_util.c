@@ -2,6 +2,7 @@
 #include "bench_util.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,4 +47,54 @@ int gb_bench_parse_names(const char *verb, const char *flag, const char *text,
         p += len + (p[len] == ',');
     }
     return *count ? 0 : gb_cli_usage_error(verb, "--%s is empty", flag);
+}
+
+int gb_bench_parse_dtype(const char *verb, const char *text, gb_dtype *out)
+{
+    static const gb_dtype choices[] = {GB_F32, GB_BF16, GB_F16};
+    for (size_t k = 0; k < sizeof choices / sizeof choices[0]; k++)
+        if (strcmp(text, gb_dtype_name(choices[k])) == 0) {
+            *out = choices[k];
+            return 0;
+        }
+    return gb_cli_usage_error(verb, "--dtype %s: expected f32, bf16 or f16", text);
+}
+
+int gb_bench_parse_options(const gb_cli_spec *spec, int argc, char **argv,
+                           int (*on_option)(void *ctx, int index, const char *value), void *ctx)
+{
+    int first;
+    int rc = gb_cli_parse(spec, argc, argv, on_option, ctx, &first);
+    if (rc == 0 && first < argc)
+        return gb_cli_usage_error(spec->verb, "unexpected argument %s", argv[first]);
+    return rc;
+}
+
+int gb_bench_start(const char *text, const char *source, const char *const *sets, int n_sets,
+                   const char *plugin_path, gb_config **cfg, gb_runtime *rt)
+{
+    gb_diag diag = {0};
+    *cfg = gb_config_load_string(text, source, "/", &diag);
+    for (int k = 0; *cfg && k < n_sets; k++)
+        if (gb_config_set(*cfg, sets[k], &diag))
+            break;
+    int started = *cfg && !diag.count && !gb_runtime_resolve(rt, *cfg, plugin_path, &diag) &&
+                  !gb_runtime_start(rt, &diag);
+    gb_diag_print(&diag, stderr);
+    gb_diag_clear(&diag);
+    return started ? 0 : -1;
+}
+
+void gb_bench_stop(gb_config *cfg, gb_runtime *rt)
+{
+    gb_runtime_free(rt);
+    gb_config_free(cfg);
+}
+
+void gb_bench_free_buffers(gb_runtime *rt, void *const *ptrs, size_t n)
+{
+    void *self = rt->inst[GB_KIND_DEVICE].self;
+    for (size_t k = 0; k < n; k++)
+        if (ptrs[k])
+            rt->dev->free(self, ptrs[k]);
 }

@@ -1,7 +1,13 @@
-/* What the microbenchmarks share: the median of repeated timings and the parsing of their
- * numeric and list options, with messages that name the benchmark and the flag. */
+/* What the microbenchmarks share: the median of repeated timings, the parsing of their
+ * options, with messages that name the benchmark and the flag, and the runs they time
+ * plugins in. */
 #ifndef GB_BENCH_UTIL_H
 #define GB_BENCH_UTIL_H
+
+#include <stddef.h>
+
+#include "cli.h"
+#include "runtime.h"
 
 #define GB_BENCH_NAME_CAP 64
 
@@ -17,5 +23,24 @@ int gb_bench_parse_long(const char *verb, const char *flag, const char *text, lo
  * after a usage message naming the option `flag` (without "--"). */
 int gb_bench_parse_names(const char *verb, const char *flag, const char *text,
                          char (*names)[GB_BENCH_NAME_CAP], int max, int *count);
+
+/* One of the activation dtypes f32, bf16, f16 by name into *out: 0, or 2 after a usage
+ * message naming --dtype. */
+int gb_bench_parse_dtype(const char *verb, const char *text, gb_dtype *out);
+
+/* gb_cli_parse for a benchmark that takes options only: an operand is a usage error.
+ * 0, -1 after --help, or the exit status of a usage error. */
+int gb_bench_parse_options(const gb_cli_spec *spec, int argc, char **argv,
+                           int (*on_option)(void *ctx, int index, const char *value), void *ctx);
+
+/* The run of the config `text` (called `source` in messages) with sets[0 .. n_sets)
+ * applied over it, resolved against plugin_path and started: 0, or -1 after printing
+ * the problems. gb_bench_stop frees it, started or not. */
+int gb_bench_start(const char *text, const char *source, const char *const *sets, int n_sets,
+                   const char *plugin_path, gb_config **cfg, gb_runtime *rt);
+void gb_bench_stop(gb_config *cfg, gb_runtime *rt);
+
+/* Frees each of the n device buffers ptrs[] that is not NULL on rt's device. */
+void gb_bench_free_buffers(gb_runtime *rt, void *const *ptrs, size_t n);
 
 #endif

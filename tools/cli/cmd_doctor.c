@@ -380,21 +380,9 @@ static void print_warnings(const warnings *w)
 static int parse_args(int argc, char **argv, const char **config_path,
                       const char **plugin_path)
 {
-    *config_path = *plugin_path = NULL;
-    gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
-    for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
-        if (opt == GB_CLI_EXIT)
-            return p.status ? p.status : -1;
-        if (opt != GB_CLI_OPERAND)
-            *plugin_path = p.value;
-        else if (!*config_path)
-            *config_path = p.value;
-        else
-            return gb_cli_usage_error("doctor", "unexpected argument %s (one CONFIG only)",
-                                      p.value);
-    }
-    return 0;
+    *plugin_path = NULL;
+    return gb_cli_parse_operands(&spec, argc, argv, gb_cli_keep_value, plugin_path, 0, 1,
+                                 "[CONFIG]", config_path);
 }
 
 int gb_cmd_doctor(int argc, char **argv)

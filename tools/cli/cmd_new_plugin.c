@@ -158,26 +158,17 @@ static void plan_files(scaffold_plan *plan, const char *kind, const char *name, 
 
 /* --cuda into *cuda and the three operands into operands[]: 0, -1 after --help, or the
  * exit status of a usage error. */
+static int set_cuda(void *cuda, int index, const char *value)
+{
+    (void)index, (void)value;
+    *(int *)cuda = 1;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, int *cuda, const char *operands[3])
 {
-    int n = 0;
-    gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
-    for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
-        if (opt == GB_CLI_EXIT)
-            return p.status ? p.status : -1;
-        if (opt != GB_CLI_OPERAND)
-            *cuda = 1;
-        else if (n < 3)
-            operands[n++] = p.value;
-        else
-            return gb_cli_usage_error("new-plugin", "unexpected argument %s (expected KIND "
-                                      "NAME DIR)", p.value);
-    }
-    if (n < 3)
-        return gb_cli_usage_error("new-plugin", "expected KIND NAME DIR, got %d argument%s", n,
-                                  n == 1 ? "" : "s");
-    return 0;
+    return gb_cli_parse_operands(&spec, argc, argv, set_cuda, cuda, 3, 3, "KIND NAME DIR",
+                                 operands);
 }
 
 int gb_cmd_new_plugin(int argc, char **argv)

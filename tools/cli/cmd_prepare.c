@@ -234,23 +234,20 @@ static int prepare_gpt2(const char *text_path, const unsigned char *text, size_t
 int gb_cmd_prepare(int argc, char **argv)
 {
     prepare_args a = {"bytes", NULL};
-    int first;
-    int rc = gb_cli_parse(&spec, argc, argv, on_option, &a, &first);
+    const char *operands[2];
+    int rc = gb_cli_parse_operands(&spec, argc, argv, on_option, &a, 2, 2, "TEXT OUTDIR",
+                                   operands);
     if (rc)
         return rc < 0 ? 0 : rc;
     int gpt2 = strcmp(a.tokenizer, "gpt2") == 0;
     if (!gpt2 && strcmp(a.tokenizer, "bytes") != 0)
         return gb_cli_usage_error("prepare", "--tokenizer %s: expected bytes or gpt2",
                                   a.tokenizer);
-    if (argc - first > 2)
-        return gb_cli_usage_error("prepare", "unexpected argument %s", argv[first + 2]);
-    if (argc - first != 2)
-        return gb_cli_usage_error("prepare", "expected TEXT and OUTDIR");
     if (gpt2 != (a.vocab != NULL))
         return gb_cli_usage_error("prepare", gpt2 ? "--tokenizer gpt2 needs --vocab PATH (a "
                                   "folder with encoder.json and vocab.bpe, or a tiktoken file)"
                                   : "--vocab goes with --tokenizer gpt2");
-    const char *text_path = argv[first], *out = argv[first + 1];
+    const char *text_path = operands[0], *out = operands[1];
     size_t n;
     unsigned char *text = read_text(text_path, &n);
     if (!text)

@@ -98,17 +98,8 @@ static int on_option(void *ctx, int index, const char *v)
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a)
 {
     *a = (gb_sample_args){NULL, "\n", NULL, NULL, 500, 200, 0.8, 1337};
-    int first;
-    int rc = gb_cli_parse(&spec, argc, argv, on_option, a, &first);
-    if (rc)
-        return rc;
-    if (first < argc)
-        a->checkpoint = argv[first];
-    if (first + 1 < argc)
-        return gb_cli_usage_error("sample", "unexpected argument %s", argv[first + 1]);
-    if (!a->checkpoint)
-        return gb_cli_usage_error("sample", "missing CHECKPOINT");
-    return 0;
+    return gb_cli_parse_operands(&spec, argc, argv, on_option, a, 1, 1, "CHECKPOINT",
+                                 &a->checkpoint);
 }
 
 static int descending(const void *x, const void *y)

@@ -61,8 +61,9 @@ typedef struct test_args {
 } test_args;
 
 /* One option with its value into a: 0, or the exit status of a usage error. */
-static int parse_option(int opt, const char *value, test_args *a)
+static int parse_option(void *ctx, int opt, const char *value)
 {
+    test_args *a = ctx;
     char *end;
     switch (opt) {
     case OPT_PLUGIN_PATH:
@@ -91,22 +92,8 @@ static int parse_option(int opt, const char *value, test_args *a)
 /* 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, test_args *a)
 {
-    gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
-    for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
-        if (opt == GB_CLI_EXIT)
-            return p.status ? p.status : -1;
-        if (opt == GB_CLI_OPERAND && a->path)
-            return gb_cli_usage_error("test-plugin", "unexpected argument %s (one PLUGIN.so "
-                                      "only)", p.value);
-        if (opt == GB_CLI_OPERAND)
-            a->path = p.value;
-        else if ((rc = parse_option(opt, p.value, a)))
-            return rc;
-    }
-    if (!a->path)
-        return gb_cli_usage_error("test-plugin", "missing PLUGIN.so (the plugin file to check)");
-    return 0;
+    return gb_cli_parse_operands(&spec, argc, argv, parse_option, a, 1, 1, "PLUGIN.so",
+                                 &a->path);
 }
 
 int gb_cmd_test_plugin(int argc, char **argv)

@@ -64,32 +64,14 @@ static int parse_padding(const char *text, int64_t *out)
     return 0;
 }
 
-static int keep_value(void *ctx, int index, const char *value)
-{
-    (void)index;
-    *(const char **)ctx = value;
-    return 0;
-}
-
 /* The two positional arguments and the one option of a verb. 0; -1 after --help; 2 after
  * a usage error. */
 static int parse_args(int argc, char **argv, const gb_cli_spec *spec, const char *pos[2],
                       const char **value)
 {
-    const char *verb = spec->verb;
-    int first;
-    int rc = gb_cli_parse(spec, argc, argv, keep_value, value, &first);
-    if (rc)
-        return rc;
-    if (argc - first > 2)
-        return gb_cli_usage_error(verb, "unexpected argument %s", argv[first + 2]);
-    if (argc - first < 2)
-        return gb_cli_usage_error(verb, "expected two arguments, %s",
-                                  strcmp(verb, "import") == 0 ? "SOURCE and CHECKPOINT"
-                                                              : "CHECKPOINT and DEST");
-    pos[0] = argv[first];
-    pos[1] = argv[first + 1];
-    return 0;
+    const char *names = strcmp(spec->verb, "import") == 0 ? "SOURCE CHECKPOINT"
+                                                           : "CHECKPOINT DEST";
+    return gb_cli_parse_operands(spec, argc, argv, gb_cli_keep_value, value, 2, 2, names, pos);
 }
 
 /* One line on what was converted, for the user to check against the source. */

@@ -210,3 +210,30 @@ int gb_cli_parse(const gb_cli_spec *spec, int argc, char **argv,
     free(operands);
     return rc;
 }
+
+int gb_cli_parse_operands(const gb_cli_spec *spec, int argc, char **argv,
+                          int (*on_option)(void *ctx, int index, const char *value), void *ctx,
+                          int min, int max, const char *names, const char **operands)
+{
+    int first;
+    int rc = gb_cli_parse(spec, argc, argv, on_option, ctx, &first);
+    const int given = argc - first;
+    if (rc)
+        return rc;
+    if (given > max)
+        return gb_cli_usage_error(spec->verb, "unexpected argument %s (expected %s)",
+                                  argv[first + max], names);
+    if (given < min)
+        return gb_cli_usage_error(spec->verb, "missing %s (%d of %d given)", names, given,
+                                  min);
+    for (int i = 0; i < max; i++)
+        operands[i] = i < given ? argv[first + i] : NULL;
+    return 0;
+}
+
+int gb_cli_keep_value(void *ctx, int index, const char *value)
+{
+    (void)index;
+    *(const char **)ctx = value;
+    return 0;
+}

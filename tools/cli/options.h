@@ -96,4 +96,15 @@ int gb_cli_parse(const gb_cli_spec *spec, int argc, char **argv,
                  int (*on_option)(void *ctx, int index, const char *value), void *ctx,
                  int *first);
 
+/* gb_cli_parse for a verb of `min` to `max` operands, which messages name as `names`
+ * (its usage's words: "TEXT OUTDIR"): operands[0 .. max) get them in order, NULL past
+ * the last one given. 0; -1 after --help; else the exit status after printing the
+ * problem (2): an operand too many, or too few. */
+int gb_cli_parse_operands(const gb_cli_spec *spec, int argc, char **argv,
+                          int (*on_option)(void *ctx, int index, const char *value), void *ctx,
+                          int min, int max, const char *names, const char **operands);
+
+/* An on_option for a verb whose one option takes a value: *(const char **)ctx = value. */
+int gb_cli_keep_value(void *ctx, int index, const char *value);
+
 #endif

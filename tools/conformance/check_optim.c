@@ -199,6 +199,20 @@ static float *run_from(gb_kit *kit, optim_run *r, const gb_kit_instance *ki, int
     return end;
 }
 
+/* run_from on a new instance of the plugin under test (with `overrides`), on the device,
+ * destroyed after: the parameters it ends with, NULL after reporting `check`. */
+static float *run_tested(gb_kit *kit, optim_run *r, const char *check,
+                         const char *const *overrides, int n_overrides, const float *params,
+                         const void *state, int64_t first, int64_t last, const plan *pl)
+{
+    gb_kit_instance ki;
+    if (gb_kit_create_tested(kit, &ki, check, overrides, n_overrides))
+        return NULL;
+    float *end = run_from(kit, r, &ki, 1, params, state, first, last, pl, check);
+    gb_kit_destroy(&ki);
+    return end;
+}
+
 /* "key=value" for the plugin under test's float `key` when it has one and `value` lies in
  * its range; returns how many overrides were written (0 or 1). */
 static int override(const gb_kit *kit, const char *key, double value, char *buf, size_t cap)
@@ -213,18 +227,25 @@ static int override(const gb_kit *kit, const char *key, double value, char *buf,
     return 1;
 }
 
+/* Steps 1..3 of run_tested from `start` with weight_decay = `decay` where the plugin has
+ * that key (*has_key says whether it did). */
+static float *run_with_decay(gb_kit *kit, optim_run *r, const char *check, double decay,
+                             const float *start, const plan *pl, int *has_key)
+{
+    char wd[64];
+    const char *overrides[] = {wd};
+    *has_key = override(kit, "weight_decay", decay, wd, sizeof wd);
+    return run_tested(kit, r, check, overrides, *has_key, start, NULL, 1, 3, pl);
+}
+
 /* The first half of a run, whose state is copied out after step 3 before the instance
  * goes and its buffers turn to NaN (a plugin that kept a pointer to them shows). Returns
  * the parameters after step 3 and sets *state; NULL after reporting `check`. */
 static float *first_half(gb_kit *kit, const float *start, const plan *pl, const char *check,
                          void **state)
 {
-    gb_kit_instance ki;
-    if (gb_kit_create_tested(kit, &ki, check, NULL, 0))
-        return NULL;
     optim_run r;
-    float *params = run_from(kit, &r, &ki, 1, start, NULL, 1, 3, pl, check);
-    gb_kit_destroy(&ki);
+    float *params = run_tested(kit, &r, check, NULL, 0, start, NULL, 1, 3, pl);
     if (!params)
         return NULL;
     size_t poison = r.state_bytes / sizeof(float) > N ? r.state_bytes / sizeof(float) : N;
@@ -248,18 +269,11 @@ static void check_state_round_trip(gb_kit *kit, const float *start)
 {
     const char *check = "state save/load round trip (resume)";
     const plan pl = {.lr = 1e-2f, .fold = 1, .lowp = GB_F32};
-    gb_kit_instance whole, second;
     optim_run a, c;
-    if (gb_kit_create_tested(kit, &whole, check, NULL, 0))
-        return;
-    float *want = run_from(kit, &a, &whole, 1, start, NULL, 1, 6, &pl, check);
-    gb_kit_destroy(&whole);
+    float *want = run_tested(kit, &a, check, NULL, 0, start, NULL, 1, 6, &pl);
     void *state = NULL;
     float *middle = want ? first_half(kit, start, &pl, check, &state) : NULL;
-    if (!middle || gb_kit_create_tested(kit, &second, check, NULL, 0))
-        return;
-    float *got = run_from(kit, &c, &second, 1, middle, state, 4, 6, &pl, check);
-    gb_kit_destroy(&second);
+    float *got = middle ? run_tested(kit, &c, check, NULL, 0, middle, state, 4, 6, &pl) : NULL;
     if (!got)
         return;
     size_t differ = gb_kit_bits_differ(got, want, N);
@@ -276,16 +290,10 @@ static void check_state_round_trip(gb_kit *kit, const float *start)
 static void check_zero_lr(gb_kit *kit, const float *start)
 {
     const char *check = "lr 0, weight decay 0: params unchanged";
-    char wd[64];
-    const char *overrides[] = {wd};
-    int n = override(kit, "weight_decay", 0.0, wd, sizeof wd);
-    gb_kit_instance ki;
-    if (gb_kit_create_tested(kit, &ki, check, overrides, n))
-        return;
     optim_run r;
     const plan pl = {.lr = 0.0f, .fold = 1, .lowp = GB_F32};
-    float *got = run_from(kit, &r, &ki, 1, start, NULL, 1, 3, &pl, check);
-    gb_kit_destroy(&ki);
+    int n;
+    float *got = run_with_decay(kit, &r, check, 0.0, start, &pl, &n);
     if (!got)
         return;
     size_t moved = gb_kit_bits_differ(got, start, N);
@@ -302,16 +310,10 @@ static void check_zero_lr(gb_kit *kit, const float *start)
 static void check_decay_groups(gb_kit *kit, const float *start)
 {
     const char *check = "weight decay only where group.decay";
-    char wd[64];
-    const char *overrides[] = {wd};
-    int n = override(kit, "weight_decay", 0.1, wd, sizeof wd);
-    gb_kit_instance ki;
-    if (gb_kit_create_tested(kit, &ki, check, overrides, n))
-        return;
     optim_run r;
     const plan pl = {.lr = 1e-2f, .fold = 1, .zero_groups = 1u << 1 | 1u << 2, .lowp = GB_F32};
-    float *got = run_from(kit, &r, &ki, 1, start, NULL, 1, 3, &pl, check);
-    gb_kit_destroy(&ki);
+    int n;
+    float *got = run_with_decay(kit, &r, check, 0.1, start, &pl, &n);
     if (!got)
         return;
     const gb_param_group *keep = &groups[1], *shrink = &groups[2];
@@ -340,16 +342,9 @@ static void check_scale_and_clip(gb_kit *kit, const float *start)
     const char *check = "loss scale and clipping folded into step";
     const plan fold = {.lr = 1e-2f, .vary_scale = 1, .fold = 1, .lowp = GB_F32};
     const plan before = {.lr = 1e-2f, .vary_scale = 1, .fold = 0, .lowp = GB_F32};
-    gb_kit_instance folded, plain;
     optim_run a, b;
-    if (gb_kit_create_tested(kit, &folded, check, NULL, 0))
-        return;
-    float *got = run_from(kit, &a, &folded, 1, start, NULL, 1, 4, &fold, check);
-    gb_kit_destroy(&folded);
-    if (!got || gb_kit_create_tested(kit, &plain, check, NULL, 0))
-        return;
-    float *want = run_from(kit, &b, &plain, 1, start, NULL, 1, 4, &before, check);
-    gb_kit_destroy(&plain);
+    float *got = run_tested(kit, &a, check, NULL, 0, start, NULL, 1, 4, &fold);
+    float *want = got ? run_tested(kit, &b, check, NULL, 0, start, NULL, 1, 4, &before) : NULL;
     if (!want)
         return;
     char detail[256];
@@ -381,12 +376,9 @@ static void check_against_adamw(gb_kit *kit, const float *start)
         }
     }
     const plan pl = {.lr = 1e-2f, .vary_scale = 1, .fold = 1, .lowp = GB_F32};
-    gb_kit_instance ki, ref;
+    gb_kit_instance ref;
     optim_run a, b;
-    if (gb_kit_create_tested(kit, &ki, check, NULL, 0))
-        return;
-    float *got = run_from(kit, &a, &ki, 1, start, NULL, 1, 8, &pl, check);
-    gb_kit_destroy(&ki);
+    float *got = run_tested(kit, &a, check, NULL, 0, start, NULL, 1, 8, &pl);
     if (!got ||
         gb_kit_create_reference(kit, &ref, GB_KIND_OPTIM, "adamw", check, overrides, n))
         return;
@@ -429,12 +421,8 @@ static void check_lowp(gb_kit *kit, const float *start, gb_dtype dtype)
              gb_dtype_name(dtype));
     const plan lowp = {.lr = 1e-2f, .fold = 1, .lowp = dtype};
     const plan f32 = {.lr = 1e-2f, .fold = 1, .lowp = GB_F32};
-    gb_kit_instance with, without;
     optim_run a, b;
-    if (gb_kit_create_tested(kit, &with, check, NULL, 0))
-        return;
-    float *got = run_from(kit, &a, &with, 1, start, NULL, 1, 1, &lowp, check);
-    gb_kit_destroy(&with);
+    float *got = run_tested(kit, &a, check, NULL, 0, start, NULL, 1, 1, &lowp);
     uint16_t *copy = gb_kit_host_alloc(kit, N * sizeof(uint16_t));
     if (!got)
         return;
@@ -442,10 +430,7 @@ static void check_lowp(gb_kit *kit, const float *start, gb_dtype dtype)
         gb_kit_report_memory(kit, check);
         return;
     }
-    if (gb_kit_create_tested(kit, &without, check, NULL, 0))
-        return;
-    float *want = run_from(kit, &b, &without, 1, start, NULL, 1, 1, &f32, check);
-    gb_kit_destroy(&without);
+    float *want = run_tested(kit, &b, check, NULL, 0, start, NULL, 1, 1, &f32);
     if (!want)
         return;
     /* half an ulp is the rounding error; a whole one leaves room for truncation */

@@ -134,19 +134,15 @@ static int update(gb_kit *kit, const gb_kit_instance *ki, int found_inf, int *sk
     return 0;
 }
 
-static void check_backoff(gb_kit *kit)
+static void check_backoff(gb_kit *kit, const gb_kit_instance *ki, const char *check)
 {
-    const char *check = "scaler: an inf skips the step, scale drops";
-    gb_kit_instance ki;
-    if (gb_kit_create_tested(kit, &ki, check, NULL, 0))
-        return;
-    const gb_precision_ops *ops = ki.ops;
-    float before = ops->loss_scale(ki.inst.self);
+    const gb_precision_ops *ops = ki->ops;
+    float before = ops->loss_scale(ki->inst.self);
     int skip_inf, skip_clean;
-    if (update(kit, &ki, 1, &skip_inf, check) == 0) {
-        float after_inf = ops->loss_scale(ki.inst.self);
-        if (update(kit, &ki, 0, &skip_clean, check) == 0) {
-            float after_clean = ops->loss_scale(ki.inst.self);
+    if (update(kit, ki, 1, &skip_inf, check) == 0) {
+        float after_inf = ops->loss_scale(ki->inst.self);
+        if (update(kit, ki, 0, &skip_clean, check) == 0) {
+            float after_clean = ops->loss_scale(ki->inst.self);
             char problems[512] = "";
             if (!(before > 0) || !isfinite(before))
                 gb_kit_append(problems, sizeof problems, "initial scale %g", (double)before);
@@ -168,30 +164,22 @@ static void check_backoff(gb_kit *kit)
                               (double)after_inf);
         }
     }
-    gb_kit_destroy(&ki);
 }
 
-static void check_growth(gb_kit *kit)
+static void check_growth(gb_kit *kit, const gb_kit_instance *ki, const char *check)
 {
-    const char *check = "scaler: grows after clean steps";
-    gb_kit_instance ki;
-    if (gb_kit_create_tested(kit, &ki, check, NULL, 0))
-        return;
-    const gb_precision_ops *ops = ki.ops;
-    float start = ops->loss_scale(ki.inst.self), scale = start;
+    const gb_precision_ops *ops = ki->ops;
+    float start = ops->loss_scale(ki->inst.self), scale = start;
     int64_t steps = 0;
     int skip = 0;
     while (steps < GROWTH_LIMIT && scale <= start) {
-        if (update(kit, &ki, 0, &skip, check)) {
-            gb_kit_destroy(&ki);
+        if (update(kit, ki, 0, &skip, check))
             return;
-        }
         steps++;
-        float now = ops->loss_scale(ki.inst.self);
+        float now = ops->loss_scale(ki->inst.self);
         if (skip != 0 || now < scale) {
             gb_kit_report(kit, check, GB_KIT_FAIL, "clean step %lld %s", (long long)steps,
                           skip != 0 ? "was skipped" : "lowered the scale");
-            gb_kit_destroy(&ki);
             return;
         }
         scale = now;
@@ -202,7 +190,6 @@ static void check_growth(gb_kit *kit)
     else
         gb_kit_report(kit, check, GB_KIT_FAIL, "the scale stayed at %g for %d clean steps",
                       (double)start, GROWTH_LIMIT);
-    gb_kit_destroy(&ki);
 }
 
 /* Step i of a fixed sequence of clean and inf/nan steps. */
@@ -267,6 +254,18 @@ static void check_state(gb_kit *kit)
     gb_kit_destroy(&a);
 }
 
+/* check(kit, ki, name) on a new instance of the plugin under test, destroyed after; one
+ * that cannot be created is reported as `name`. */
+static void on_new_instance(gb_kit *kit, const char *name,
+                            void (*check)(gb_kit *, const gb_kit_instance *, const char *))
+{
+    gb_kit_instance ki;
+    if (gb_kit_create_tested(kit, &ki, name, NULL, 0))
+        return;
+    check(kit, &ki, name);
+    gb_kit_destroy(&ki);
+}
+
 void gb_kit_check_precision(gb_kit *kit)
 {
     gb_kit_instance ki;
@@ -276,8 +275,8 @@ void gb_kit_check_precision(gb_kit *kit)
     check_policy(kit, &ki);
     gb_kit_destroy(&ki);
     if (has_scaler(kit, kit->plugin->desc->ops)) {
-        check_backoff(kit);
-        check_growth(kit);
+        on_new_instance(kit, "scaler: an inf skips the step, scale drops", check_backoff);
+        on_new_instance(kit, "scaler: grows after clean steps", check_growth);
         check_state(kit);
     }
 }

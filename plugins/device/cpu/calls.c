@@ -66,3 +66,10 @@ gb_status cpu_row_scratch(cpu_device *dev, const char *kernel, gb_dtype dtype, i
     *rows = dev->rows;
     return GB_OK;
 }
+
+gb_status cpu_check_rows(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
+                         int64_t cols, int64_t floats, float **scratch)
+{
+    gb_status status = cpu_check_call(dev, kernel, dtype, rows, cols);
+    return status == GB_OK ? cpu_row_scratch(dev, kernel, dtype, floats, scratch) : status;
+}

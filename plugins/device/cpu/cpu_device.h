@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include "cpu_kernels.h"
+#include "device_kernels.h"
 #include "dtype_rows.h"
 #include "gearbox/device.h"
 #include "queue.h"
@@ -49,6 +50,10 @@ double *cpu_scratch(cpu_device *dev, const char *kernel, size_t count);
  * and grown by the first call that needs more. */
 gb_status cpu_row_scratch(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t floats,
                           float **rows);
+/* cpu_check_call(), then cpu_row_scratch(): the checks and the scratch rows of a kernel
+ * over rows x cols. */
+gb_status cpu_check_rows(cpu_device *dev, const char *kernel, gb_dtype dtype, int64_t rows,
+                         int64_t cols, int64_t floats, float **scratch);
 /* Float `offset` of the calling thread's `floats` of the scratch cpu_row_scratch() handed
  * out; NULL for f32. */
 static inline float *cpu_thread_rows(float *rows, int64_t floats, int64_t offset)
@@ -72,35 +77,6 @@ void cpu_matmul_close(cpu_device *dev);
 /* "oneDNN 2.6.3 (git 52b5f107, OpenMP runtime, kernels for avx2)", for gb_device_info's
  * libraries, from dnnl_version() and dnnl_get_effective_cpu_isa(). */
 void cpu_matmul_library(char *buf, size_t cap);
-gb_status cpu_matmul(void *self, const gb_matmul_args *args);
-
-gb_status cpu_embed_forward(void *self, gb_dtype dtype, void *out, const int32_t *tokens,
-                            const float *wte, const float *wpe, int64_t B, int64_t T,
-                            int64_t C);
-gb_status cpu_embed_backward(void *self, gb_dtype dtype, float *dwte, float *dwpe,
-                             const void *dout, const int32_t *tokens, int64_t B, int64_t T,
-                             int64_t C);
-gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out, float *mean,
-                                float *rstd, const void *x, const float *weight,
-                                const float *bias, int64_t N, int64_t C, float eps);
-gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *dweight,
-                                 float *dbias, const void *dout, const void *x,
-                                 const float *weight, const float *mean, const float *rstd,
-                                 int64_t N, int64_t C);
-gb_status cpu_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n);
-gb_status cpu_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
-                            const void *dout, int64_t n);
-gb_status cpu_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
-                                int64_t n);
-gb_status cpu_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
-                                 const void *dout, int64_t n);
-gb_status cpu_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
-                  int64_t n);
-gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void *dout,
-                            int64_t N, int64_t C);
-gb_status cpu_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void *dlogits,
-                               const void *logits, int64_t ld, const int32_t *targets,
-                               int64_t N, int64_t V, float dloss);
-gb_status cpu_sum_squares(void *self, float *out, const float *x, int64_t n);
+GB_DEVICE_KERNELS(cpu);
 
 #endif /* GB_DEVICE_CPU_H */

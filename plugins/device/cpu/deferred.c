@@ -123,77 +123,65 @@ gb_status cpu_q_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *
     return cpu_submit(self, NULL, run_layernorm_backward, &w, sizeof w);
 }
 
-/* GELU forward and backward (both forms), and add: elementwise over n. */
+/* GELU forward and backward (both forms), and add: elementwise over n, out = unary(a)
+ * or binary(a, b). */
+typedef gb_status (*unary_kernel)(void *self, gb_dtype dtype, void *out, const void *a,
+                                  int64_t n);
+typedef gb_status (*binary_kernel)(void *self, gb_dtype dtype, void *out, const void *a,
+                                   const void *b, int64_t n);
 typedef struct pointwise_work {
     cpu_device *dev;
     gb_dtype dtype;
     void *out;
     const void *a, *b;
     int64_t n;
+    unary_kernel unary;
+    binary_kernel binary;
 } pointwise_work;
 
-static gb_status run_gelu_forward(void *arg)
+static gb_status run_pointwise(void *arg)
 {
     pointwise_work *w = arg;
-    return cpu_gelu_forward(w->dev, w->dtype, w->out, w->a, w->n);
+    return w->binary ? w->binary(w->dev, w->dtype, w->out, w->a, w->b, w->n)
+                     : w->unary(w->dev, w->dtype, w->out, w->a, w->n);
+}
+
+static gb_status submit_pointwise(pointwise_work w)
+{
+    return cpu_submit(w.dev, NULL, run_pointwise, &w, sizeof w);
 }
 
 gb_status cpu_q_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n)
 {
-    pointwise_work w = {self, dtype, out, x, NULL, n};
-    return cpu_submit(self, NULL, run_gelu_forward, &w, sizeof w);
-}
-
-static gb_status run_gelu_backward(void *arg)
-{
-    pointwise_work *w = arg;
-    return cpu_gelu_backward(w->dev, w->dtype, w->out, w->a, w->b, w->n);
+    return submit_pointwise(
+        (pointwise_work){self, dtype, out, x, NULL, n, cpu_gelu_forward, NULL});
 }
 
 gb_status cpu_q_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                               const void *dout, int64_t n)
 {
-    pointwise_work w = {self, dtype, dx, x, dout, n};
-    return cpu_submit(self, NULL, run_gelu_backward, &w, sizeof w);
-}
-
-static gb_status run_gelu_tanh_forward(void *arg)
-{
-    pointwise_work *w = arg;
-    return cpu_gelu_tanh_forward(w->dev, w->dtype, w->out, w->a, w->n);
+    return submit_pointwise(
+        (pointwise_work){self, dtype, dx, x, dout, n, NULL, cpu_gelu_backward});
 }
 
 gb_status cpu_q_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
                                   int64_t n)
 {
-    pointwise_work w = {self, dtype, out, x, NULL, n};
-    return cpu_submit(self, NULL, run_gelu_tanh_forward, &w, sizeof w);
-}
-
-static gb_status run_gelu_tanh_backward(void *arg)
-{
-    pointwise_work *w = arg;
-    return cpu_gelu_tanh_backward(w->dev, w->dtype, w->out, w->a, w->b, w->n);
+    return submit_pointwise(
+        (pointwise_work){self, dtype, out, x, NULL, n, cpu_gelu_tanh_forward, NULL});
 }
 
 gb_status cpu_q_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                                    const void *dout, int64_t n)
 {
-    pointwise_work w = {self, dtype, dx, x, dout, n};
-    return cpu_submit(self, NULL, run_gelu_tanh_backward, &w, sizeof w);
-}
-
-static gb_status run_add(void *arg)
-{
-    pointwise_work *w = arg;
-    return cpu_add(w->dev, w->dtype, w->out, w->a, w->b, w->n);
+    return submit_pointwise(
+        (pointwise_work){self, dtype, dx, x, dout, n, NULL, cpu_gelu_tanh_backward});
 }
 
 gb_status cpu_q_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
                     int64_t n)
 {
-    pointwise_work w = {self, dtype, out, a, b, n};
-    return cpu_submit(self, NULL, run_add, &w, sizeof w);
+    return submit_pointwise((pointwise_work){self, dtype, out, a, b, n, NULL, cpu_add});
 }
 
 typedef struct reduce_work {

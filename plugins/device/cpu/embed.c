@@ -21,10 +21,8 @@ gb_status cpu_embed_forward(void *self, gb_dtype dtype, void *out_, const int32_
                             int64_t C)
 {
     cpu_device *dev = self;
-    gb_status status = cpu_check_call(dev, "embed_forward", dtype, B * T, C);
     float *rows;   // (threads, C) when 16-bit
-    if (status == GB_OK)
-        status = cpu_row_scratch(dev, "embed_forward", dtype, C, &rows);
+    gb_status status = cpu_check_rows(dev, "embed_forward", dtype, B * T, C, C, &rows);
     if (status != GB_OK)
         return status;
     // out_ (B, T, C) act
@@ -46,10 +44,8 @@ gb_status cpu_embed_backward(void *self, gb_dtype dtype, float *dwte, float *dwp
                              int64_t C)
 {
     cpu_device *dev = self;
-    gb_status status = cpu_check_call(dev, "embed_backward", dtype, B * T, C);
     float *rows;   // (threads, C) when 16-bit
-    if (status == GB_OK)
-        status = cpu_row_scratch(dev, "embed_backward", dtype, C, &rows);
+    gb_status status = cpu_check_rows(dev, "embed_backward", dtype, B * T, C, C, &rows);
     if (status != GB_OK)
         return status;
     // dout_ (B, T, C) act

@@ -22,10 +22,8 @@ gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out_, float *m
                                 const float *bias, int64_t N, int64_t C, float eps)
 {
     cpu_device *dev = self;
-    gb_status status = cpu_check_call(dev, "layernorm_forward", dtype, N, C);
     float *rows;   // (threads, 2C) when 16-bit: x, out
-    if (status == GB_OK && C > 0)
-        status = cpu_row_scratch(dev, "layernorm_forward", dtype, 2 * C, &rows);
+    gb_status status = cpu_check_rows(dev, "layernorm_forward", dtype, N, C, 2 * C, &rows);
     if (status != GB_OK || C == 0)
         return status;
     // out_, x_ (N, C) act
@@ -83,10 +81,8 @@ gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *d
                                  int64_t N, int64_t C)
 {
     cpu_device *dev = self;
-    gb_status status = cpu_check_call(dev, "layernorm_backward", dtype, N, C);
     float *rows;   // (threads, 3C) when 16-bit: dx, dout, x
-    if (status == GB_OK && C > 0)
-        status = cpu_row_scratch(dev, "layernorm_backward", dtype, 3 * C, &rows);
+    gb_status status = cpu_check_rows(dev, "layernorm_backward", dtype, N, C, 3 * C, &rows);
     if (status != GB_OK || C == 0)
         return status;
     // dx_, dout_, x_ (N, C) act

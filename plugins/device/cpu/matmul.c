@@ -34,6 +34,7 @@
 #include "cpu_device.h"
 #include "dtype_rows.h"
 #include "matmul_args.h"
+#include "plan_cache.h"
 
 /* Below AVX-512, a transposed A with at most this many rows is copied into a plain one
  * first. Measured with oneDNN 2.6 on AVX2 for the weight gradients of configs S and M
@@ -49,25 +50,23 @@
 /* Everything a primitive is specialised for. All int64 so the struct has no padding and
  * can be compared with memcmp. */
 typedef struct matmul_key {
-    int64_t m, n, k;
-    int64_t lda, ldb, ldc;
-    int64_t trans_a, trans_b, has_bias;
-    int64_t alpha_bits, beta_bits;
-    int64_t dtype_ab, dtype_c;
+    gb_matmul_shape shape;
+    int64_t has_bias, alpha_bits, beta_bits;
 } matmul_key;
 
 typedef struct matmul_slot {
+    gb_plan_head head;
     matmul_key key;
-    uint64_t last_use;          /* 0: empty */
     dnnl_primitive_t primitive;
     dnnl_memory_t src, weights, bias, dst;   /* descriptors without data; set per call */
     int bias_arg;                            /* execution argument index of the bias */
 } matmul_slot;
+GB_PLAN_KEY_AFTER_HEAD(matmul_slot);
 
 struct cpu_matmul_cache {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
-    uint64_t clock;
+    gb_plan_cache plans;        /* over slots */
     matmul_slot slots[MATMUL_CACHE_SLOTS];
     float *plain_a;             /* A copied out of its transposed layout */
     size_t plain_a_floats;
@@ -83,12 +82,16 @@ static gb_status dnnl_fail(cpu_device *dev, const char *what, dnnl_status_t stat
                     dnnl_status2str(status));
 }
 
+static void slot_release(void *plan);
+
 gb_status cpu_matmul_open(cpu_device *dev)
 {
     cpu_matmul_cache *cache = dev->host->alloc(dev->host, sizeof *cache);
     if (!cache)
         return cpu_fail(dev, GB_ERR_NO_MEMORY, "cannot allocate the matmul cache");
     memset(cache, 0, sizeof *cache);
+    gb_plan_cache_init(&cache->plans, cache->slots, sizeof cache->slots[0], MATMUL_CACHE_SLOTS,
+                       sizeof(matmul_key), slot_release);
     dnnl_status_t st = dnnl_engine_create(&cache->engine, dnnl_cpu, 0);
     if (st == dnnl_success) {
         st = dnnl_stream_create(&cache->stream, cache->engine, dnnl_stream_default_flags);
@@ -111,9 +114,10 @@ gb_status cpu_matmul_open(cpu_device *dev)
     return GB_OK;
 }
 
-static void slot_release(matmul_slot *slot)
+static void slot_release(void *plan)
 {
-    if (!slot->last_use)
+    matmul_slot *slot = plan;
+    if (!slot->head.last_use)
         return;
     dnnl_primitive_destroy(slot->primitive);
     dnnl_memory_destroy(slot->src);
@@ -154,8 +158,7 @@ void cpu_matmul_close(cpu_device *dev)
     cpu_matmul_cache *cache = dev->matmul;
     if (!cache)
         return;
-    for (int i = 0; i < MATMUL_CACHE_SLOTS; i++)
-        slot_release(&cache->slots[i]);
+    gb_plan_cache_clear(&cache->plans);
     dev->host->free(dev->host, cache->plain_a);
     dev->host->free(dev->host, cache->wide_a);
     dev->host->free(dev->host, cache->wide_b);
@@ -177,19 +180,10 @@ static matmul_key key_of(const gb_matmul_args *a)
 {
     matmul_key key;
     memset(&key, 0, sizeof key);
-    key.m = a->m;
-    key.n = a->n;
-    key.k = a->k;
-    key.lda = a->lda;
-    key.ldb = a->ldb;
-    key.ldc = a->ldc;
-    key.trans_a = a->trans_a != 0;
-    key.trans_b = a->trans_b != 0;
+    key.shape = gb_matmul_shape_of(a);
     key.has_bias = a->bias != NULL;
     key.alpha_bits = float_bits(a->alpha);
     key.beta_bits = float_bits(a->beta);
-    key.dtype_ab = a->dtype_a;
-    key.dtype_c = a->dtype_c;
     return key;
 }
 
@@ -252,18 +246,28 @@ static dnnl_status_t build_attr(dnnl_primitive_attr_t *attr, const matmul_key *k
     return st;
 }
 
-/* Builds the primitive and its four memory objects for `key` into an empty slot.
- * GB_ERR_UNSUPPORTED, with no message, when oneDNN has no primitive for 16-bit operands
- * on this CPU. */
-static gb_status slot_build(cpu_device *dev, matmul_slot *slot, const matmul_key *key,
-                            float alpha, float beta)
+/* What slot_build needs beyond the slot's key. */
+typedef struct matmul_build {
+    cpu_device *dev;
+    float alpha, beta;
+} matmul_build;
+
+/* The cache's build hook: the primitive and its four memory objects for the key of an
+ * empty slot. GB_ERR_UNSUPPORTED, with no message, when oneDNN has no primitive for
+ * 16-bit operands on this CPU. */
+static gb_status slot_build(void *build, void *plan)
 {
+    cpu_device *dev = ((matmul_build *)build)->dev;
+    const float alpha = ((matmul_build *)build)->alpha, beta = ((matmul_build *)build)->beta;
+    matmul_slot *slot = plan;
+    const matmul_key *key = &slot->key;
     dnnl_engine_t engine = dev->matmul->engine;
     dnnl_memory_desc_t src_md, weights_md, bias_md, dst_md;
-    matrix_desc(&src_md, key->m, key->k, key->lda, key->trans_a, key->dtype_ab);
-    matrix_desc(&weights_md, key->k, key->n, key->ldb, key->trans_b, key->dtype_ab);
-    matrix_desc(&bias_md, 1, key->n, key->n, 0, GB_F32);
-    matrix_desc(&dst_md, key->m, key->n, key->ldc, 0, key->dtype_c);
+    const gb_matmul_shape *s = &key->shape;
+    matrix_desc(&src_md, s->m, s->k, s->lda, s->trans_a, s->dtype_ab);
+    matrix_desc(&weights_md, s->k, s->n, s->ldb, s->trans_b, s->dtype_ab);
+    matrix_desc(&bias_md, 1, s->n, s->n, 0, GB_F32);
+    matrix_desc(&dst_md, s->m, s->n, s->ldc, 0, s->dtype_c);
 
     int builtin_bias = key->has_bias && !bias_is_post_op(key);
     dnnl_matmul_desc_t desc;
@@ -279,7 +283,7 @@ static gb_status slot_build(cpu_device *dev, matmul_slot *slot, const matmul_key
     dnnl_primitive_desc_t pd;
     st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
     dnnl_primitive_attr_destroy(attr);
-    if (st == dnnl_unimplemented && key->dtype_ab != GB_F32)
+    if (st == dnnl_unimplemented && s->dtype_ab != GB_F32)
         return GB_ERR_UNSUPPORTED;
     if (st != dnnl_success)
         return dnnl_fail(dev, "primitive_desc_create", st);
@@ -288,44 +292,28 @@ static gb_status slot_build(cpu_device *dev, matmul_slot *slot, const matmul_key
     if (st != dnnl_success)
         return dnnl_fail(dev, "primitive_create", st);
 
-    slot->last_use = 1;   // from here on slot_release() owns what exists
+    slot->head.last_use = 1;   // from here on slot_release() owns what exists
     if ((st = create_memory(&slot->src, &src_md, engine)) != dnnl_success ||
         (st = create_memory(&slot->weights, &weights_md, engine)) != dnnl_success ||
         (st = create_memory(&slot->bias, &bias_md, engine)) != dnnl_success ||
         (st = create_memory(&slot->dst, &dst_md, engine)) != dnnl_success) {
-        slot_release(slot);
         return dnnl_fail(dev, "memory_create", st);
     }
     // The bias post-op is the last one: index 1 after a sum, else 0.
     slot->bias_arg = builtin_bias
         ? DNNL_ARG_BIAS : DNNL_ARG_ATTR_MULTIPLE_POST_OP(beta != 0.0f) | DNNL_ARG_SRC_1;
-    slot->key = *key;
     return GB_OK;
 }
 
-/* The slot holding `key`, building it (over the least recently used slot) if needed. */
+/* The slot for `args`, built over the least recently used one if new. */
 static gb_status slot_for(cpu_device *dev, const gb_matmul_args *args, matmul_slot **out)
 {
-    cpu_matmul_cache *cache = dev->matmul;
     matmul_key key = key_of(args);
-    matmul_slot *victim = &cache->slots[0];
-    for (int i = 0; i < MATMUL_CACHE_SLOTS; i++) {
-        matmul_slot *slot = &cache->slots[i];
-        if (slot->last_use && memcmp(&slot->key, &key, sizeof key) == 0) {
-            slot->last_use = ++cache->clock;
-            *out = slot;
-            return GB_OK;
-        }
-        if (slot->last_use < victim->last_use)
-            victim = slot;
-    }
-    slot_release(victim);
-    gb_status status = slot_build(dev, victim, &key, args->alpha, args->beta);
-    if (status != GB_OK)
-        return status;
-    victim->last_use = ++cache->clock;
-    *out = victim;
-    return GB_OK;
+    matmul_build build = {dev, args->alpha, args->beta};
+    void *slot = NULL;
+    gb_status status = gb_plan_cache_get(&dev->matmul->plans, &key, slot_build, &build, &slot);
+    *out = slot;
+    return status;
 }
 
 static gb_status check_args(cpu_device *dev, const gb_matmul_args *a)

@@ -38,10 +38,8 @@ gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void
                             int64_t N, int64_t C)
 {
     cpu_device *dev = self;
-    gb_status status = cpu_check_call(dev, "bias_backward", dtype, N, C);
     float *rows;   // (threads, C) when 16-bit
-    if (status == GB_OK && C > 0)
-        status = cpu_row_scratch(dev, "bias_backward", dtype, C, &rows);
+    gb_status status = cpu_check_rows(dev, "bias_backward", dtype, N, C, C, &rows);
     if (status != GB_OK || C == 0)
         return status;
     // dout_ (N, C) act

@@ -14,6 +14,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "device_kernels.h"
 #include "gearbox/device.h"
 
 #ifdef __cplusplus
@@ -62,47 +63,12 @@ unsigned cuda_blocks(int64_t n);
 /* ---- kernels: the gb_device_ops entries (one .cu file each) ---- */
 gb_status cuda_matmul_open(cuda_device *dev);
 void cuda_matmul_close(cuda_device *dev);
-gb_status cuda_matmul(void *self, const gb_matmul_args *args);
-
-gb_status cuda_embed_forward(void *self, gb_dtype dtype, void *out, const int32_t *tokens,
-                             const float *wte, const float *wpe, int64_t B, int64_t T,
-                             int64_t C);
-gb_status cuda_embed_backward(void *self, gb_dtype dtype, float *dwte, float *dwpe,
-                              const void *dout, const int32_t *tokens, int64_t B, int64_t T,
-                              int64_t C);
-gb_status cuda_layernorm_forward(void *self, gb_dtype dtype, void *out, float *mean,
-                                 float *rstd, const void *x, const float *weight,
-                                 const float *bias, int64_t N, int64_t C, float eps);
+GB_DEVICE_KERNELS(cuda);
+GB_DEVICE_LOSS_KERNELS(cuda);
 gb_status cuda_add_layernorm_forward(void *self, gb_dtype dtype, void *sum, void *out,
                                      float *mean, float *rstd, const void *a, const void *b,
                                      const float *weight, const float *bias, int64_t N,
                                      int64_t C, float eps);
-gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *dweight,
-                                  float *dbias, const void *dout, const void *x,
-                                  const float *weight, const float *mean, const float *rstd,
-                                  int64_t N, int64_t C);
-gb_status cuda_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n);
-gb_status cuda_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
-                             const void *dout, int64_t n);
-gb_status cuda_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
-                                 int64_t n);
-gb_status cuda_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
-                                  const void *dout, int64_t n);
-gb_status cuda_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
-                   int64_t n);
-gb_status cuda_bias_backward(void *self, gb_dtype dtype, float *dbias, const void *dout,
-                             int64_t N, int64_t C);
-gb_status cuda_cross_entropy(void *self, gb_dtype dtype, float *losses, void *dlogits,
-                             const void *logits, const int32_t *targets, int64_t N, int64_t V,
-                             float dloss);
-gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void *dlogits,
-                                const void *logits, int64_t ld, const int32_t *targets,
-                                int64_t N, int64_t V, float dloss);
-gb_status cuda_sum_squares(void *self, float *out, const float *x, int64_t n);
-gb_status cuda_cross_entropy_scaled(void *self, gb_dtype dtype, float *losses, void *dlogits,
-                                    const void *logits, int64_t ld, const int32_t *targets,
-                                    int64_t N, int64_t V, float dloss, const float *dloss_scale);
-gb_status cuda_loss_scaler_update(void *self, gb_loss_scaler *scaler, const float *norm_sq);
 
 /* ---- the column sums behind bias and LayerNorm gradients (reduce.cu) ---- */
 /* dst[c] += the sum over the rows r of src[r, c], for `rows` rows of `cols` columns with

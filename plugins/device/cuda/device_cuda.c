@@ -37,6 +37,25 @@ static cudaStream_t stream_of(cuda_device *dev, void *stream)
     return stream ? (cudaStream_t)stream : dev->compute;
 }
 
+/* Releases return nothing to the core: a failure is logged. */
+static void log_release_failure(const cuda_device *dev, cudaError_t err, const char *call)
+{
+    if (err != cudaSuccess)
+        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: %s failed: %s", call,
+                       cudaGetErrorString(err));
+}
+
+/* The body of an entry that is one CUDA runtime call on the instance's GPU: cuda_enter,
+ * then `call`, returning the status of whichever fails. */
+#define ENTER_AND_CALL(dev, call)                                                           \
+    do {                                                                                    \
+        const gb_host *host = (dev)->host;                                                  \
+        gb_status entered_ = cuda_enter(dev);                                               \
+        if (entered_ != GB_OK)                                                              \
+            return entered_;                                                                \
+        GB_CUDA_CHECK(call);                                                                \
+    } while (0)
+
 /* ---- lifetime ------------------------------------------------------------------------- */
 
 static void cuda_destroy(void *self)
@@ -227,11 +246,7 @@ static gb_status cuda_alloc(void *self, size_t bytes, void **ptr)
 
 static void cuda_free(void *self, void *ptr)
 {
-    cuda_device *dev = self;
-    cudaError_t err = ptr ? cudaFree(ptr) : cudaSuccess;
-    if (err != cudaSuccess)
-        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: cudaFree failed: %s",
-                       cudaGetErrorString(err));
+    log_release_failure(self, ptr ? cudaFree(ptr) : cudaSuccess, "cudaFree");
 }
 
 static gb_status copy_kind(cuda_device *dev, gb_copy_kind kind, enum cudaMemcpyKind *out)
@@ -287,33 +302,21 @@ static gb_status cuda_memset_zero(void *self, void *ptr, size_t bytes)
 static gb_status cuda_sync(void *self)
 {
     cuda_device *dev = self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_enter(dev);
-    if (st != GB_OK)
-        return st;
-    GB_CUDA_CHECK(cudaDeviceSynchronize());
+    ENTER_AND_CALL(dev, cudaDeviceSynchronize());
     return host_work_status(dev);
 }
 
 static gb_status cuda_alloc_host(void *self, size_t bytes, void **ptr)
 {
     cuda_device *dev = self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_enter(dev);
-    if (st != GB_OK)
-        return st;
     *ptr = NULL;
-    GB_CUDA_CHECK(cudaMallocHost(ptr, bytes ? bytes : 1));   /* page-aligned */
+    ENTER_AND_CALL(dev, cudaMallocHost(ptr, bytes ? bytes : 1));   /* page-aligned */
     return GB_OK;
 }
 
 static void cuda_free_host(void *self, void *ptr)
 {
-    cuda_device *dev = self;
-    cudaError_t err = ptr ? cudaFreeHost(ptr) : cudaSuccess;
-    if (err != cudaSuccess)
-        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: cudaFreeHost failed: %s",
-                       cudaGetErrorString(err));
+    log_release_failure(self, ptr ? cudaFreeHost(ptr) : cudaSuccess, "cudaFreeHost");
 }
 
 static gb_status cuda_copy_async(void *self, void *dst, const void *src, size_t bytes,
@@ -336,70 +339,44 @@ static gb_status cuda_copy_async(void *self, void *dst, const void *src, size_t 
 static gb_status cuda_stream_create(void *self, void **stream)
 {
     cuda_device *dev = self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_enter(dev);
-    if (st != GB_OK)
-        return st;
     cudaStream_t s = NULL;
-    GB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    ENTER_AND_CALL(dev, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     *stream = s;
     return GB_OK;
 }
 
-/* Releases return nothing to the core: a failure is logged. */
-static void log_release_failure(const cuda_device *dev, cudaError_t err, const char *call)
-{
-    if (err != cudaSuccess)
-        dev->host->log(dev->host, GB_LOG_ERROR, "device/cuda: %s failed: %s", call,
-                       cudaGetErrorString(err));
-}
-
 static void cuda_stream_destroy(void *self, void *stream)
 {
-    cuda_device *dev = self;
-    log_release_failure(dev, stream ? cudaStreamDestroy((cudaStream_t)stream) : cudaSuccess,
+    log_release_failure(self, stream ? cudaStreamDestroy((cudaStream_t)stream) : cudaSuccess,
                         "cudaStreamDestroy");
 }
 
 static gb_status cuda_event_create(void *self, void **event)
 {
     cuda_device *dev = self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_enter(dev);
-    if (st != GB_OK)
-        return st;
     cudaEvent_t e = NULL;
-    GB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    ENTER_AND_CALL(dev, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     *event = e;
     return GB_OK;
 }
 
 static void cuda_event_destroy(void *self, void *event)
 {
-    cuda_device *dev = self;
-    log_release_failure(dev, event ? cudaEventDestroy((cudaEvent_t)event) : cudaSuccess,
+    log_release_failure(self, event ? cudaEventDestroy((cudaEvent_t)event) : cudaSuccess,
                         "cudaEventDestroy");
 }
 
 static gb_status cuda_event_record(void *self, void *event, void *stream)
 {
     cuda_device *dev = self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_enter(dev);
-    if (st != GB_OK)
-        return st;
-    GB_CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, stream_of(dev, stream)));
+    ENTER_AND_CALL(dev, cudaEventRecord((cudaEvent_t)event, stream_of(dev, stream)));
     return GB_OK;
 }
 
 static gb_status cuda_stream_wait_event(void *self, void *stream, void *event)
 {
     cuda_device *dev = self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_enter(dev);
-    if (st != GB_OK)
-        return st;
-    GB_CUDA_CHECK(cudaStreamWaitEvent(stream_of(dev, stream), (cudaEvent_t)event, 0));
+    ENTER_AND_CALL(dev, cudaStreamWaitEvent(stream_of(dev, stream), (cudaEvent_t)event, 0));
     return GB_OK;
 }
 
@@ -481,11 +458,7 @@ static gb_status cuda_enqueue_host(void *self, void *stream, gb_host_fn fn, cons
 static gb_status cuda_graph_begin(void *self)
 {
     cuda_device *dev = self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_enter(dev);
-    if (st != GB_OK)
-        return st;
-    GB_CUDA_CHECK(cudaStreamBeginCapture(dev->compute, cudaStreamCaptureModeThreadLocal));
+    ENTER_AND_CALL(dev, cudaStreamBeginCapture(dev->compute, cudaStreamCaptureModeThreadLocal));
     dev->recording = 1;
     return GB_OK;
 }
@@ -517,18 +490,13 @@ static gb_status cuda_graph_end(void *self, void **graph)
 static gb_status cuda_graph_launch(void *self, void *graph)
 {
     cuda_device *dev = self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_enter(dev);
-    if (st != GB_OK)
-        return st;
-    GB_CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)graph, dev->compute));
+    ENTER_AND_CALL(dev, cudaGraphLaunch((cudaGraphExec_t)graph, dev->compute));
     return GB_OK;
 }
 
 static void cuda_graph_destroy(void *self, void *graph)
 {
-    cuda_device *dev = self;
-    log_release_failure(dev, graph ? cudaGraphExecDestroy((cudaGraphExec_t)graph) : cudaSuccess,
+    log_release_failure(self, graph ? cudaGraphExecDestroy((cudaGraphExec_t)graph) : cudaSuccess,
                         "cudaGraphExecDestroy");
 }
 

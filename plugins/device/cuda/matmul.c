@@ -40,6 +40,7 @@
 #include "cuda_status.h"
 #include "lt_layout.h"
 #include "matmul_args.h"
+#include "plan_cache.h"
 
 /* Distinct matmuls of a GPT step (four linear layers forward, two products each backward,
  * the LM head, attention's batched products) with a margin for evaluation shapes and the
@@ -48,26 +49,28 @@
 
 /* Everything a plan is specialised for; all int64 so it compares with memcmp. */
 typedef struct plan_key {
-    int64_t m, n, k, lda, ldb, ldc;
-    int64_t trans_a, trans_b, dtype_ab, dtype_c;
+    gb_matmul_shape shape;
     int64_t batch, stride_a, stride_b, stride_c;
     int64_t lt_epilogue, tf32, has_aux;
     int64_t align_a, align_b, align_d, align_bias, align_aux;
 } plan_key;
 
 typedef struct plan_slot {
+    gb_plan_head head;
     plan_key key;
-    uint64_t last_use;          /* 0: empty */
     int usable;                 /* 0: cuBLASLt has no algorithm for it */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;   /* cuBLASLt's A, B, and C = D */
     cublasLtMatmulAlgo_t algo;
 } plan_slot;
+GB_PLAN_KEY_AFTER_HEAD(plan_slot);
 
 struct cuda_matmul_cache {
-    uint64_t clock;
+    gb_plan_cache plans;   /* over slots */
     plan_slot slots[PLAN_SLOTS];
 };
+
+static void slot_release(void *plan);
 
 gb_status cuda_matmul_open(cuda_device *dev)
 {
@@ -77,11 +80,14 @@ gb_status cuda_matmul_open(cuda_device *dev)
         return GB_ERR_NO_MEMORY;
     }
     memset(dev->matmul, 0, sizeof *dev->matmul);
+    gb_plan_cache_init(&dev->matmul->plans, dev->matmul->slots, sizeof dev->matmul->slots[0],
+                       PLAN_SLOTS, sizeof(plan_key), slot_release);
     return GB_OK;
 }
 
-static void slot_release(plan_slot *slot)
+static void slot_release(void *plan)
 {
+    plan_slot *slot = plan;
     if (slot->desc)
         cublasLtMatmulDescDestroy(slot->desc);
     if (slot->la)
@@ -97,8 +103,7 @@ void cuda_matmul_close(cuda_device *dev)
 {
     if (!dev->matmul)
         return;
-    for (int i = 0; i < PLAN_SLOTS; i++)
-        slot_release(&dev->matmul->slots[i]);
+    gb_plan_cache_clear(&dev->matmul->plans);
     dev->host->free(dev->host, dev->matmul);
     dev->matmul = NULL;
 }
@@ -138,16 +143,7 @@ static plan_key key_of(const lt_call *c)
     const int batched = c->batch > 1;
     plan_key key;
     memset(&key, 0, sizeof key);
-    key.m = a->m;
-    key.n = a->n;
-    key.k = a->k;
-    key.lda = a->lda;
-    key.ldb = a->ldb;
-    key.ldc = a->ldc;
-    key.trans_a = a->trans_a != 0;
-    key.trans_b = a->trans_b != 0;
-    key.dtype_ab = a->dtype_a;
-    key.dtype_c = a->dtype_c;
+    key.shape = gb_matmul_shape_of(a);
     key.batch = c->batch;
     key.stride_a = batched ? c->stride_a : 0;
     key.stride_b = batched ? c->stride_b : 0;
@@ -205,17 +201,25 @@ static gb_status set_pointers(cuda_device *dev, plan_slot *slot, const lt_call *
     return st;
 }
 
-/* Builds the descriptor and layouts of `c` into an empty slot and asks the heuristic for
- * an algorithm; slot->usable stays 0 when there is none. */
-static gb_status slot_build(cuda_device *dev, plan_slot *slot, const lt_call *c,
-                            const plan_key *key)
+/* What slot_build needs beyond the slot's key. */
+typedef struct lt_build {
+    cuda_device *dev;
+    const lt_call *c;
+} lt_build;
+
+/* The cache's build hook: the descriptor and layouts of the call into an empty slot, and
+ * the heuristic's algorithm; slot->usable stays 0 when there is none. */
+static gb_status slot_build(void *build, void *plan)
 {
+    cuda_device *dev = ((lt_build *)build)->dev;
+    const lt_call *c = ((lt_build *)build)->c;
+    plan_slot *slot = plan;
+    const plan_key *key = &slot->key;
     const gb_host *host = dev->host;
     const gb_matmul_args *a = c->args;
     lt_problem p;
     lt_problem_of(a, c->batch, key->stride_a, key->stride_b, key->stride_c, &p);
-    slot->key = *key;
-    slot->last_use = 1;   /* from here on slot_release() owns what exists */
+    slot->head.last_use = 1;   /* from here on slot_release() owns what exists */
     cublasComputeType_t compute = c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     GB_CUDA_LIB_CHECK(cublasStatus_t, cublasLtMatmulDescCreate(&slot->desc, compute, CUDA_R_32F),
                       cublasLtGetStatusString);
@@ -284,28 +288,12 @@ static gb_status slot_build(cuda_device *dev, plan_slot *slot, const lt_call *c,
 /* The plan of `c`, built over the least recently used slot when new. */
 static gb_status plan_for(cuda_device *dev, const lt_call *c, plan_slot **out)
 {
-    cuda_matmul_cache *cache = dev->matmul;
     plan_key key = key_of(c);
-    plan_slot *victim = &cache->slots[0];
-    for (int i = 0; i < PLAN_SLOTS; i++) {
-        plan_slot *slot = &cache->slots[i];
-        if (slot->last_use && memcmp(&slot->key, &key, sizeof key) == 0) {
-            slot->last_use = ++cache->clock;
-            *out = slot;
-            return GB_OK;
-        }
-        if (slot->last_use < victim->last_use)
-            victim = slot;
-    }
-    slot_release(victim);
-    gb_status st = slot_build(dev, victim, c, &key);
-    if (st != GB_OK) {
-        slot_release(victim);
-        return st;
-    }
-    victim->last_use = ++cache->clock;
-    *out = victim;
-    return GB_OK;
+    lt_build build = {dev, c};
+    void *slot = NULL;
+    gb_status st = gb_plan_cache_get(&dev->matmul->plans, &key, slot_build, &build, &slot);
+    *out = slot;
+    return st;
 }
 
 /* Runs `c` on cuBLASLt. GB_ERR_UNSUPPORTED without a message when cuBLASLt has no
