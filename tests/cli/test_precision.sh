@@ -115,8 +115,9 @@ auto_on() { # FEATURES OPTIM EXPECTED TEXT
         pass "precision = auto on $1 with $2: $3 ($(grep '^precision: auto' "$out" | cut -c1-160))" ||
         fail "precision = auto on $1 with $2, expected $3: $(head -c 600 "$out")"
 }
-auto_on avx2,fma,avx512f,avx512_bf16 adamw fp32 "adamw does not write the bf16 weight copy"
-auto_on avx2,fma,avx512f,avx512_bf16 adamw_fused bf16 "avx512_bf16 yes.*GEARBOX_CPU_FEATURES"
+auto_on avx2,fma,avx512f,avx512_bf16,amx_tile,amx_bf16 adamw fp32 "adamw does not write the bf16 weight copy"
+auto_on avx2,fma,avx512f,avx512_bf16,amx_tile,amx_bf16 adamw_fused bf16 "AMX.*amx_bf16 yes.*GEARBOX_CPU_FEATURES"
+auto_on avx2,fma,avx512f,avx512_bf16 adamw_fused fp32 "without AMX.*avx512_bf16 yes"
 auto_on avx2,fma,avx512f,avx512_fp16 adamw_fused fp16 "fp16 natively"
 auto_on avx2,fma adamw_fused fp32 "no bf16 or fp16 arithmetic"
 GEARBOX_CPU_FEATURES=avx2,fma,avx512_bf16 "$GEARBOX" doctor > "$WORK/doctor.txt" 2>&1

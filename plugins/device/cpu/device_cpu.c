@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include "cpu_device.h"
 #include "deferred.h"
 #include "gearbox/plugin.h"
@@ -120,6 +122,69 @@ static gb_status cpu_info(void *self, gb_device_info *out)
     return GB_OK;
 }
 
+/* Whether GEARBOX_CPU_FEATURES, the feature list tests inject in place of the CPU's own
+ * (engine/machine.h reads it for `gearbox doctor`), names `feature`; -1 where it is unset.
+ * A list the engine refuses (it warns) reads here as one without 16-bit arithmetic. */
+static int injected_feature(const char *feature)
+{
+    const char *list = getenv("GEARBOX_CPU_FEATURES");
+    if (!list || !*list)
+        return -1;
+    size_t n = strlen(feature);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, feature, n) == 0)
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+/* What the matmuls of this process compute natively: AMX and AVX512_BF16 as oneDNN uses
+ * them (ONEDNN_MAX_CPU_ISA may hold it below the CPU's best), AVX512_FP16 as the CPU has it. */
+static void cpu_native(int *amx_bf16, int *avx512_bf16, int *avx512_fp16)
+{
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    *amx_bf16 = injected_feature("amx_bf16");
+    *avx512_bf16 = injected_feature("avx512_bf16");
+    *avx512_fp16 = injected_feature("avx512_fp16");
+    if (*amx_bf16 < 0) {
+        *amx_bf16 = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+        *avx512_bf16 = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+        *avx512_fp16 = __builtin_cpu_supports("avx512fp16") != 0;
+    }
+}
+
+/* bf16 only where oneDNN multiplies it on AMX tiles: with AVX512_BF16 alone its bf16
+ * matmul is no faster than f32 (docs/precision.md), so 16 bits would only cost accuracy.
+ * fp16 where the CPU computes it natively (AVX512_FP16), with loss scaling. */
+static gb_status cpu_describe(const gb_host *host, gb_device_desc *out)
+{
+    (void)host;
+    int amx_bf16, avx512_bf16, avx512_fp16;
+    cpu_native(&amx_bf16, &avx512_bf16, &avx512_fp16);
+    char model[96];
+    read_cpu_model(model, sizeof model);
+    snprintf(out->family, sizeof out->family, "cpu");
+    out->memory = GB_MEMORY_HOST;
+    out->native_dtypes = GB_DTYPE_BIT(GB_F32) |
+                         (amx_bf16 || avx512_bf16 ? GB_DTYPE_BIT(GB_BF16) : 0u) |
+                         (avx512_fp16 ? GB_DTYPE_BIT(GB_F16) : 0u);
+    out->asynchronous = 1; /* its GPU-like mode queues work */
+    const char *choice = amx_bf16 ? "bf16" : avx512_fp16 ? "fp16" : "fp32";
+    const char *why = amx_bf16 ? "oneDNN multiplies bf16 on AMX tiles"
+                      : avx512_fp16 ? "this CPU computes fp16 natively, with loss scaling"
+                      : avx512_bf16 ? "without AMX, oneDNN's bf16 matmul is no faster than f32"
+                                    : "no bf16 or fp16 arithmetic: 16-bit types would only be "
+                                      "converted in software";
+    snprintf(out->preferred_precision, sizeof out->preferred_precision, "%s", choice);
+    snprintf(out->preferred_why, sizeof out->preferred_why,
+             "%s (%.60s: amx_bf16 %s, avx512_bf16 %s, avx512_fp16 %s%s)", why, model,
+             amx_bf16 ? "yes" : "no", avx512_bf16 ? "yes" : "no", avx512_fp16 ? "yes" : "no",
+             getenv("GEARBOX_CPU_FEATURES") ? ", from GEARBOX_CPU_FEATURES" : "");
+    return GB_OK;
+}
+
 static const gb_device_ops cpu_ops = {
     .struct_size = sizeof(gb_device_ops),
     .create = cpu_create,
@@ -159,6 +224,7 @@ static const gb_device_ops cpu_ops = {
     .cross_entropy_ld = cpu_q_cross_entropy_ld,
     .cross_entropy_scaled = cpu_q_cross_entropy_scaled,
     .loss_scaler_update = cpu_q_loss_scaler_update,
+    .describe = cpu_describe,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.3.0",
