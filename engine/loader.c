@@ -413,8 +413,9 @@ gb_device_ops *gb_device_ops_for_core(const gb_plugin *p, const gb_device_desc *
         gb_diag_add(diag, "out of memory");
         return NULL;
     }
-    memcpy(ops, d->ops, have < sizeof *ops ? have : sizeof *ops);
-    ops->struct_size = sizeof *ops;
+    have = have < sizeof *ops ? have : sizeof *ops;
+    memcpy(ops, d->ops, have);
+    ops->struct_size = have; /* so GB_DEVICE_HAS answers by the plugin's minor */
     if (ops->enqueue_host)
         return ops; /* the loader checked that the group is whole */
     if (device->memory != GB_MEMORY_HOST || device->asynchronous) {
@@ -434,6 +435,8 @@ gb_device_ops *gb_device_ops_for_core(const gb_plugin *p, const gb_device_desc *
     ops->event_record = ops->stream_wait_event = sync_order;
     ops->event_query = ops->event_sync = sync_event_done;
     ops->enqueue_host = sync_enqueue_host;
+    if (ops->struct_size < END_OF(gb_device_ops, enqueue_host))
+        ops->struct_size = END_OF(gb_device_ops, enqueue_host); /* a 1.0 or 1.1 device */
     return ops;
 }
 
