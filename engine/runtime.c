@@ -72,6 +72,7 @@ static int describe_device(gb_runtime *rt, gb_diag *diag)
         fprintf(stderr, "gearbox: warning: %s\n", bad);
     if (d->abi_minor < 6) {
         gb_device_describe_fixed(d->devices, &rt->device);
+        rt->device.asynchronous = d->abi_minor >= 2; /* 1.0 and 1.1 knew no queues */
     } else {
         const gb_device_ops *ops = d->ops;
         gb_status st = ops->describe(&inst->host, &rt->device);

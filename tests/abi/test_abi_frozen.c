@@ -464,6 +464,40 @@ SIZE_NOW(5, gb_precision_policy, 32);
 SIZE_NOW(5, gb_precision_ops, 96);
 SIZE_NOW(5, gb_comm_ops, 72);
 
+/* ---- ABI 1.6 ------------------------------------------------------------------------ */
+/* 1.5's device vtable ends where 1.6 appends describe; its context where memory begins */
+END(gb_device_ops, add_layernorm_forward, 344);
+END(gb_device_ctx, caps, 56);
+VALUE(GB_DEVICE_CPU, 1u);
+VALUE(GB_DEVICE_CUDA, 2u);
+VALUE(GB_DEVICE_ANY_HOST, 1u << 16);
+VALUE(GB_MEMORY_UNSTATED, 0);
+VALUE(GB_MEMORY_HOST, 1);
+VALUE(GB_MEMORY_DEVICE, 2);
+FIELD(gb_device_ctx, memory, 56);
+FIELD(gb_device_desc, struct_size, 0);
+FIELD(gb_device_desc, family, 8);
+FIELD(gb_device_desc, memory, 40);
+FIELD(gb_device_desc, native_dtypes, 44);
+FIELD(gb_device_desc, preferred_precision, 48);
+FIELD(gb_device_desc, preferred_why, 64);
+FIELD(gb_device_desc, asynchronous, 256);
+ENTRY(gb_device_ops, describe, 344, gb_status (*)(const gb_host *, gb_device_desc *));
+SIZE_NOW(6, gb_host, 72);
+SIZE_NOW(6, gb_plugin_desc, 80);
+SIZE_NOW(6, gb_device_ctx, 64);
+SIZE_NOW(6, gb_device_desc, 264);
+SIZE_NOW(6, gb_device_info, 528);
+SIZE_NOW(6, gb_matmul_args, 192);
+SIZE_NOW(6, gb_device_ops, 352);
+SIZE_NOW(6, gb_attn_problem, 56);
+SIZE_NOW(6, gb_attn_ops, 56);
+SIZE_NOW(6, gb_optim_step_args, 120);
+SIZE_NOW(6, gb_optim_ops, 48);
+SIZE_NOW(6, gb_precision_policy, 32);
+SIZE_NOW(6, gb_precision_ops, 96);
+SIZE_NOW(6, gb_comm_ops, 72);
+
 int main(void)
 {
     if (!FROZEN) {

@@ -4,8 +4,11 @@
  * every stream and event entry NULL and the core supplies them. The CPU plugins of the
  * other kinds run on it because its buffers are host memory (GB_DEVICE_ANY_HOST).
  *
- * Built twice for tests/device_toy: as device-toy.so, and with TOY_PARTIAL_STREAMS as
- * device-toy_partial.so, which fills two of the twelve stream entries and must be refused.
+ * Built three times for tests/device_toy: as device-toy.so; with TOY_PARTIAL_STREAMS as
+ * device-toy_partial.so, which fills two of the twelve stream entries and must be refused;
+ * and against ABI 1.0's frozen headers (tests/abi/v1.0) as device-toy_abi10.so, a device
+ * from before descriptions, streams and capabilities, which declares the CPU's fixed bit
+ * and must still train (the core supplies what 1.0 lacked).
  */
 #include <math.h>
 #include <stddef.h>
@@ -55,6 +58,7 @@ static gb_status toy_context(void *self, gb_device_ctx *out)
     out->device = 0; /* a family of its own: no fixed bit */
     out->ordinal = 0;
     out->stream = NULL;
+#if GB_ABI_MINOR >= 2
     if (out->struct_size < offsetof(gb_device_ctx, caps) + sizeof out->caps)
         return GB_OK; /* a caller built before 1.2 */
     out->ops = &toy_ops;
@@ -62,6 +66,9 @@ static gb_status toy_context(void *self, gb_device_ctx *out)
     out->host_access = 1;
     out->cc_major = out->cc_minor = 0;
     out->caps = GB_CAP_DETERMINISTIC;
+#else
+    (void)self;
+#endif
     return GB_OK;
 }
 
@@ -74,6 +81,7 @@ static gb_status toy_info(void *self, gb_device_info *out)
     return GB_OK;
 }
 
+#if GB_ABI_MINOR >= 6
 static gb_status toy_describe(const gb_host *host, gb_device_desc *out)
 {
     (void)host;
@@ -85,6 +93,7 @@ static gb_status toy_describe(const gb_host *host, gb_device_desc *out)
     out->asynchronous = 0;
     return GB_OK;
 }
+#endif
 
 static gb_status toy_alloc(void *self, size_t bytes, void **ptr)
 {
@@ -141,15 +150,11 @@ static void product(const gb_matmul_args *m, const float *a, const float *b, flo
 static gb_status toy_matmul(void *self, const gb_matmul_args *m)
 {
     toy *t = self;
-    if (m->dtype_a != GB_F32 || m->dtype_b != GB_F32 || m->dtype_c != GB_F32 ||
-        m->epilogue != GB_EPILOGUE_DEFAULT) {
-        t->host->set_error(t->host, "toy: matmul computes f32 without epilogues only");
+    if (m->dtype_a != GB_F32 || m->dtype_b != GB_F32 || m->dtype_c != GB_F32) {
+        t->host->set_error(t->host, "toy: matmul computes f32 only");
         return GB_ERR_UNSUPPORTED;
     }
-    int64_t batch = m->batch > 1 ? m->batch : 1;
-    for (int64_t i = 0; i < batch; i++)
-        product(m, (const float *)m->a + i * m->stride_a, (const float *)m->b + i * m->stride_b,
-                (float *)m->c + i * m->stride_c);
+    product(m, m->a, m->b, m->c); /* no batch or epilogue: its caps declare neither */
     return GB_OK;
 }
 
@@ -306,7 +311,7 @@ static gb_status toy_sum_squares(void *self, float *out, const float *x, int64_t
     return GB_OK;
 }
 
-#ifdef TOY_PARTIAL_STREAMS
+#if defined(TOY_PARTIAL_STREAMS)
 /* Two of the twelve stream entries, which ABI 1.6 refuses: the group is all or none. */
 static gb_status toy_alloc_host(void *self, size_t bytes, void **ptr)
 {
@@ -314,6 +319,9 @@ static gb_status toy_alloc_host(void *self, size_t bytes, void **ptr)
 }
 #define TOY_NAME "toy_partial"
 #define TOY_STREAMS .alloc_host = toy_alloc_host, .free_host = toy_free,
+#elif GB_ABI_MINOR < 6
+#define TOY_NAME "toy_abi10"
+#define TOY_STREAMS
 #else
 #define TOY_NAME "toy"
 #define TOY_STREAMS
@@ -342,10 +350,18 @@ static const gb_device_ops toy_ops = {
     .cross_entropy = toy_cross_entropy,
     .sum_squares = toy_sum_squares,
     TOY_STREAMS
+#if GB_ABI_MINOR >= 6
     .describe = toy_describe,
+#endif
 };
 
+#if GB_ABI_MINOR >= 6
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, TOY_NAME, "1.0.0",
                       "a test device of its own family: plain f32 loops on host memory, "
                       "synchronous, no stream or event entries",
                       0u, GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC, GB_NO_OPTIONS, toy_ops)
+#else /* before 1.6 a device is known by its fixed bit: host memory is the CPU's */
+GB_PLUGIN_DEFINE(GB_KIND_DEVICE, TOY_NAME, "1.0.0",
+                 "the toy device built for ABI 1.0: plain f32 loops on host memory",
+                 GB_DEVICE_CPU, GB_NO_OPTIONS, toy_ops)
+#endif

@@ -32,6 +32,21 @@ grep -q '"family": "toy"' toy/manifest.json && grep -q '"memory": "host"' toy/ma
     pass "manifest.json names the toy device" ||
     fail "manifest.json: $(grep -A4 '"device"' toy/manifest.json)"
 
+# the same device built against ABI 1.0's headers: known by the CPU's fixed bit, no
+# description, no stream entries; the core describes it from the bit and supplies the rest
+"$GEARBOX" train run.ini --plugin-path "$TOY" --set device.plugin=toy_abi10 \
+    --set precision.plugin=auto --set run.steps=30 --set run.out_dir=toy10 > train10.txt 2>&1 ||
+    fail "train on the ABI 1.0 toy device: $(tail -n 5 train10.txt)"
+grep -q "^precision: auto chose fp32: the cpu device prefers it: a device built before ABI 1.6" \
+    train10.txt && grep -q "^data: prefetch on" train10.txt &&
+    grep -q '"family": "cpu"' toy10/manifest.json &&
+    pass "a device built for ABI 1.0 is described by its fixed bit and gets the core's streams" ||
+    fail "the ABI 1.0 toy device: $(grep '^precision\|^data: prefetch' train10.txt)"
+last10=$(sed -n 's/.*step *30\/30 | loss \([0-9.]*\).*/\1/p' train10.txt)
+[ -n "$last10" ] && [ "$last10" = "$last" ] &&
+    pass "the ABI 1.0 build computes the 1.6 build's bits (final loss $last10)" ||
+    fail "the ABI 1.0 toy device ended at loss '$last10', the 1.6 one at $last"
+
 expect_error "a 16-bit policy on the f32-only toy device" 2 \
     "[device] plugin = toy does not compute in bf16" -- \
     "$GEARBOX" check run.ini --plugin-path "$TOY" --set device.plugin=toy \
