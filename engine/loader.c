@@ -81,6 +81,8 @@ void gb_device_list(uint32_t bits, char *buf, size_t cap)
                                      fixed_devices[i].family);
     if ((bits & GB_DEVICE_ANY_HOST) && used < cap)
         snprintf(buf + used, cap - used, "%shost-memory", used ? "," : "");
+    if (!bits)  /* a 1.6 device of a family of its own */
+        snprintf(buf, cap, "its own family");
 }
 
 uint32_t gb_device_match_bits(uint32_t device_bits, const gb_device_desc *device)
@@ -949,10 +951,9 @@ const gb_plugin *gb_loader_find_for(gb_loader *loader, gb_kind kind, const char 
                                 ? find_any_host(loader, kind, name, device) : NULL;
     if (host)
         return host;
-    char tried[400];
+    char tried[300];
     if (n_files == 2)
-        snprintf(tried, sizeof tried, "%s or %s%s", files[0], files[1],
-                 (device & GB_DEVICE_ANY_HOST) ? ", or any host-memory build of it" : "");
+        snprintf(tried, sizeof tried, "%s or %s", files[0], files[1]);
     else
         snprintf(tried, sizeof tried, "%s", files[0]);
     explain_not_found(loader, kind, name, tried, diag);

@@ -47,6 +47,12 @@ last10=$(sed -n 's/.*step *30\/30 | loss \([0-9.]*\).*/\1/p' train10.txt)
     pass "the ABI 1.0 build computes the 1.6 build's bits (final loss $last10)" ||
     fail "the ABI 1.0 toy device ended at loss '$last10', the 1.6 one at $last"
 
+"$GEARBOX" test-plugin "$TOY/device-toy.so" > kit.txt 2>&1 &&
+    grep -q "^describe (ABI 1.6) *PASS *family toy, host memory, synchronous, prefers fp32; stream and event entries: the core's" kit.txt &&
+    grep -q "^context *PASS *a family of its own" kit.txt &&
+    pass "the conformance kit passes the toy device ($(tail -n 1 kit.txt))" ||
+    fail "gearbox test-plugin device-toy.so: $(grep -v PASS kit.txt | head -c 600)"
+
 expect_error "a 16-bit policy on the f32-only toy device" 2 \
     "[device] plugin = toy does not compute in bf16" -- \
     "$GEARBOX" check run.ini --plugin-path "$TOY" --set device.plugin=toy \
