@@ -405,19 +405,33 @@ static gb_status sync_enqueue_host(void *self, void *stream, gb_host_fn fn, cons
     return st;
 }
 
+/* The largest vtable of each kind this core knows. */
+static const size_t vtable_sizes[N_KINDS + 1] = {
+    0, sizeof(gb_device_ops), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+    sizeof(gb_precision_ops), sizeof(gb_comm_ops)};
+
+void *gb_loader_vtable(const gb_plugin *p)
+{
+    const gb_plugin_desc *d = p->desc;
+    size_t whole = vtable_sizes[d->kind], have = sizes_for(d->abi_minor)->ops[d->kind];
+    have = have < whole ? have : whole;
+    void *ops = calloc(1, whole);
+    if (!ops)
+        return NULL;
+    memcpy(ops, d->ops, have);
+    memcpy(ops, &have, sizeof have); /* struct_size: what the plugin's minor made it */
+    return ops;
+}
+
 gb_device_ops *gb_device_ops_for_core(const gb_plugin *p, const gb_device_desc *device,
                                       gb_diag *diag)
 {
     const gb_plugin_desc *d = p->desc;
-    size_t have = sizes_for(d->abi_minor)->ops[GB_KIND_DEVICE];
-    gb_device_ops *ops = calloc(1, sizeof *ops);
+    gb_device_ops *ops = gb_loader_vtable(p);
     if (!ops) {
         gb_diag_add(diag, "out of memory");
         return NULL;
     }
-    have = have < sizeof *ops ? have : sizeof *ops;
-    memcpy(ops, d->ops, have);
-    ops->struct_size = have; /* so GB_DEVICE_HAS answers by the plugin's minor */
     if (ops->enqueue_host)
         return ops; /* the loader checked that the group is whole */
     if (device->memory != GB_MEMORY_HOST || device->asynchronous) {

@@ -64,6 +64,10 @@ const gb_plugin *gb_loader_find_for(gb_loader *loader, gb_kind kind, const char 
 uint32_t gb_device_match_bits(uint32_t device_bits, const gb_device_desc *device);
 /* What a device built before ABI 1.6 says of itself, from its fixed bit (docs/abi.md). */
 void gb_device_describe_fixed(uint32_t device_bits, gb_device_desc *out);
+/* A copy of a plugin's vtable holding exactly the entries its ABI minor has (zero beyond,
+ * struct_size that minor's size), so that the minor alone decides which entries exist.
+ * NULL when out of memory; free() it. */
+void *gb_loader_vtable(const gb_plugin *plugin);
 /* A copy of a device plugin's vtable as the core calls it: exactly the entries its ABI
  * minor has (zero beyond), with the core's stream group for a synchronous device whose
  * buffers are host memory. NULL, with the reason in diag, for a device that leaves the

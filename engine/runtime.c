@@ -151,7 +151,11 @@ int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_pa
     rt->dev = rt->dev_core;
     rt->attn = rt->inst[GB_KIND_ATTN].plugin ? rt->inst[GB_KIND_ATTN].plugin->desc->ops : NULL;
     rt->optim = rt->inst[GB_KIND_OPTIM].plugin->desc->ops;
-    rt->precision = rt->inst[GB_KIND_PRECISION].plugin->desc->ops;
+    rt->precision = rt->precision_core = gb_loader_vtable(rt->inst[GB_KIND_PRECISION].plugin);
+    if (!rt->precision) {
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
     rt->comm = rt->inst[GB_KIND_COMM].plugin->desc->ops;
     return 0;
 }
@@ -312,5 +316,6 @@ void gb_runtime_free(gb_runtime *rt)
     gb_loader_free(rt->loader);
     gb_settings_free(&rt->settings);
     free(rt->dev_core);
+    free(rt->precision_core);
     memset(rt, 0, sizeof *rt);
 }

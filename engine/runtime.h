@@ -25,6 +25,7 @@ typedef struct gb_runtime {
     gb_device_desc device;    /* what the device says it is (describe(), ABI 1.6; from its
                                  fixed bit for a device built before) */
     gb_device_ops *dev_core;  /* the device's vtable as the core calls it (owned; `dev`) */
+    gb_precision_ops *precision_core;  /* the precision plugin's, by its minor (owned) */
     gb_instance inst[6];  /* indexed by gb_kind */
     gb_device_ctx ctx;
     gb_precision_policy policy;
