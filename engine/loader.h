@@ -9,7 +9,9 @@
  * further down the path is reported as not loaded. A plugin file, or a folder from its
  * own up to the search directory, that others than its owner may write is refused.
  *
- * File names follow one scheme: <kind>-<name>-<device>.so for code built per device,
+ * File names follow one scheme: <kind>-<name>-<family>.so for code built per device
+ * family (a device's family is what it describes itself as, ABI 1.6; code built for any
+ * host-memory device is also found under another family's name, see gb_loader_find_for),
  * <kind>-<name>.so for device-independent plugins, and device-<name>.so for devices.
  * A config may also name a plugin by path (`plugin = /opt/x/attn-mine-cpu.so`).
  */
