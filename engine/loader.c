@@ -51,15 +51,20 @@ gb_kind gb_kind_from_name(const char *name)
     return (gb_kind)0;
 }
 
-/* What the fixed device bits mean (frozen for ABI 1): the family each names, and its
- * memory kind, which is all a device built before 1.6 says of itself. */
+/* What the fixed device bits mean (frozen for ABI 1): all a device built before 1.6 says of
+ * itself, and so its description. */
+#define DTYPES_16 (GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16))
 static const struct {
     uint32_t bit;
     const char *family;
     gb_memory_kind memory;
+    uint32_t native_dtypes;
+    const char *preferred, *why;
 } fixed_devices[] = {
-    {GB_DEVICE_CPU, "cpu", GB_MEMORY_HOST},
-    {GB_DEVICE_CUDA, "cuda", GB_MEMORY_DEVICE},
+    {GB_DEVICE_CPU, "cpu", GB_MEMORY_HOST, GB_DTYPE_BIT(GB_F32), "fp32",
+     "a device built before ABI 1.6 does not say which 16-bit types it computes natively"},
+    {GB_DEVICE_CUDA, "cuda", GB_MEMORY_DEVICE, GB_DTYPE_BIT(GB_F32) | DTYPES_16, "bf16",
+     "gearbox's CUDA path targets sm_80 and later, whose tensor cores multiply bf16"},
 };
 #define N_FIXED_DEVICES (sizeof fixed_devices / sizeof fixed_devices[0])
 
@@ -322,25 +327,18 @@ static const abi_sizes *sizes_for(uint16_t minor)
 
 void gb_device_describe_fixed(uint32_t bits, gb_device_desc *out)
 {
-    size_t size = out->struct_size;
+    size_t size = out->struct_size, row = 0;
     memset(out, 0, size);
     out->struct_size = size;
+    while (row + 1 < N_FIXED_DEVICES && !(bits & fixed_devices[row].bit))
+        row++; /* the lowest bit set decides; none: the first row's host memory */
     snprintf(out->family, sizeof out->family, "%s", gb_device_name(bits));
-    out->memory = GB_MEMORY_HOST;
-    out->native_dtypes = GB_DTYPE_BIT(GB_F32);
+    out->memory = fixed_devices[row].memory;
+    out->native_dtypes = fixed_devices[row].native_dtypes;
     out->asynchronous = 1;
-    snprintf(out->preferred_precision, sizeof out->preferred_precision, "fp32");
-    snprintf(out->preferred_why, sizeof out->preferred_why, "a device built before ABI 1.6 "
-             "does not say which 16-bit types it computes natively");
-    for (size_t i = 0; i < N_FIXED_DEVICES; i++)
-        if (bits & fixed_devices[i].bit)
-            out->memory = fixed_devices[i].memory;
-    if (out->memory == GB_MEMORY_DEVICE) { /* gearbox's CUDA path has targeted sm_80+ */
-        out->native_dtypes |= GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16);
-        snprintf(out->preferred_precision, sizeof out->preferred_precision, "bf16");
-        snprintf(out->preferred_why, sizeof out->preferred_why, "a GPU device built before ABI "
-                 "1.6: CUDA tensor cores (sm_80 and later) multiply bf16 natively");
-    }
+    snprintf(out->preferred_precision, sizeof out->preferred_precision, "%s",
+             fixed_devices[row].preferred);
+    snprintf(out->preferred_why, sizeof out->preferred_why, "%s", fixed_devices[row].why);
 }
 
 /* The core's stream group for a synchronous device whose buffers are host memory: every

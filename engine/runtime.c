@@ -48,9 +48,10 @@ static const char *choose_precision(const gb_runtime *rt)
 {
     const char *choice = rt->device.preferred_precision, *why = rt->device.preferred_why;
     char refused[256];
-    gb_dtype dtype = strcmp(choice, "bf16") == 0 ? GB_BF16 : GB_F16;
-    if ((dtype == GB_BF16 || strcmp(choice, "fp16") == 0) &&
-        lowp_refused(rt, dtype, refused, sizeof refused)) {
+    gb_dtype dtype = strcmp(choice, "bf16") == 0   ? GB_BF16
+                     : strcmp(choice, "fp16") == 0 ? GB_F16
+                                                   : GB_F32;
+    if (dtype != GB_F32 && lowp_refused(rt, dtype, refused, sizeof refused)) {
         printf("precision: auto chose fp32: the %s device prefers %s (%s), but %s\n",
                rt->device.family, choice, why, refused);
         return "fp32";
@@ -58,6 +59,23 @@ static const char *choose_precision(const gb_runtime *rt)
     printf("precision: auto chose %s: the %s device prefers it: %s\n", choice,
            rt->device.family, why);
     return choice;
+}
+
+/* Whether a description is data the core can decide from; 0, or 1 with the reason. */
+static int check_description(const gb_runtime *rt, gb_diag *diag)
+{
+    const gb_plugin *p = rt->inst[GB_KIND_DEVICE].plugin;
+    const gb_device_desc *d = &rt->device;
+    size_t family = strlen(d->family);
+    if (family && strspn(d->family, "abcdefghijklmnopqrstuvwxyz0123456789_") == family &&
+        (d->memory == GB_MEMORY_HOST || d->memory == GB_MEMORY_DEVICE) &&
+        d->preferred_precision[0])
+        return 0;
+    gb_diag_add(diag, "[device] plugin = %s (%s): describe() gave family '%s', memory %u and "
+                "preferred precision '%s'; it must give a lower-case family name, "
+                "GB_MEMORY_HOST or GB_MEMORY_DEVICE, and a precision plugin name",
+                p->desc->name, p->path, d->family, d->memory, d->preferred_precision);
+    return 1;
 }
 
 /* Asks the device what it is (describe(), ABI 1.6; a device built before is known by its
@@ -74,8 +92,7 @@ static int describe_device(gb_runtime *rt, gb_diag *diag)
         gb_device_describe_fixed(d->devices, &rt->device);
         rt->device.asynchronous = d->abi_minor >= 2; /* 1.0 and 1.1 knew no queues */
     } else {
-        const gb_device_ops *ops = d->ops;
-        gb_status st = ops->describe(&inst->host, &rt->device);
+        gb_status st = ((const gb_device_ops *)d->ops)->describe(&inst->host, &rt->device);
         if (st != GB_OK) {
             gb_diag_add(diag, "[device] plugin = %s (%s): describe() failed (%s): %s", d->name,
                         inst->plugin->path, gb_status_name(st),
@@ -85,17 +102,8 @@ static int describe_device(gb_runtime *rt, gb_diag *diag)
         rt->device.family[sizeof rt->device.family - 1] = '\0';
         rt->device.preferred_precision[sizeof rt->device.preferred_precision - 1] = '\0';
         rt->device.preferred_why[sizeof rt->device.preferred_why - 1] = '\0';
-        if (!rt->device.family[0] || strspn(rt->device.family, "abcdefghijklmnopqrstuvwxyz"
-                                            "0123456789_") != strlen(rt->device.family) ||
-            (rt->device.memory != GB_MEMORY_HOST && rt->device.memory != GB_MEMORY_DEVICE) ||
-            !rt->device.preferred_precision[0]) {
-            gb_diag_add(diag, "[device] plugin = %s (%s): describe() gave family '%s', memory "
-                        "%u and preferred precision '%s'; it must give a lower-case family "
-                        "name, GB_MEMORY_HOST or GB_MEMORY_DEVICE, and a precision plugin name",
-                        d->name, inst->plugin->path, rt->device.family, rt->device.memory,
-                        rt->device.preferred_precision);
+        if (check_description(rt, diag))
             return 1;
-        }
     }
     rt->device_bits = gb_device_match_bits(d->devices, &rt->device);
     rt->dev_core = gb_device_ops_for_core(inst->plugin, &rt->device, diag);

@@ -13,7 +13,7 @@ failures=0
 
 allowed() { # FILE LINE: whether the line is one of the reasons above
     case "$1" in
-    engine/loader.c) [[ $2 =~ ^[[:space:]]*\{GB_DEVICE_(CPU|CUDA),\ \"(cpu|cuda)\",\ GB_MEMORY_[A-Z]+\},$ ]] ;;
+    engine/loader.c) [[ $2 =~ ^[[:space:]]*\{GB_DEVICE_(CPU|CUDA),\ \"(cpu|cuda)\",\ GB_MEMORY_[A-Z]+, ]] ;;
     engine/settings.c) [[ $2 =~ default_plugins\[\]\ =\ \{NULL,\ \"cpu\", ]] ;;
     engine/manifest.c) [[ $2 =~ \"cpu\",\ cpu_object\(\) ]] ;;
     *) false ;;
