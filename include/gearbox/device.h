@@ -126,8 +126,8 @@ typedef struct gb_device_desc {
     size_t struct_size;
     char family[32];             /* the device's own family name, lower case: "cpu",
                                     "cuda", "toy". Plugin files built for it are named
-                                    <kind>-<name>-<family>.so; messages, manifest.json and
-                                    metrics.jsonl name the device by it */
+                                    <kind>-<name>-<family>.so; messages and manifest.json
+                                    name the device by it */
     uint32_t memory;             /* gb_memory_kind of alloc()'s buffers */
     uint32_t native_dtypes;      /* GB_DTYPE_BIT() of each dtype its arithmetic computes in
                                     natively, not widened to f32 in software */

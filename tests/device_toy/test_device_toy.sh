@@ -53,6 +53,12 @@ last10=$(sed -n 's/.*step *30\/30 | loss \([0-9.]*\).*/\1/p' train10.txt)
     pass "the conformance kit passes the toy device ($(tail -n 1 kit.txt))" ||
     fail "gearbox test-plugin device-toy.so: $(grep -v PASS kit.txt | head -c 600)"
 
+"$GEARBOX" test-plugin --device toy --plugin-path "$TOY" \
+    "$(dirname "$GEARBOX")/../plugins/attn/math/attn-math-cpu.so" > kit-attn.txt 2>&1 &&
+    grep -q "^[0-9]* passed, 0 failed" kit-attn.txt &&
+    pass "the conformance kit checks attn/math (cpu) on the toy device ($(tail -n 1 kit-attn.txt))" ||
+    fail "test-plugin --device toy attn-math-cpu.so: $(grep -v PASS kit-attn.txt | head -c 600)"
+
 expect_error "a 16-bit policy on the f32-only toy device" 2 \
     "[device] plugin = toy does not compute in bf16" -- \
     "$GEARBOX" check run.ini --plugin-path "$TOY" --set device.plugin=toy \
