@@ -389,17 +389,21 @@ static gb_status sync_event_done(void *self, void *event)
     return GB_OK;
 }
 
-/* fn gets its own copy of the argument, as from a device that queues it. */
+/* fn gets its own copy of the argument, as from a device that queues it (on the stack
+ * for the small ones plugins pass every step). */
 static gb_status sync_enqueue_host(void *self, void *stream, gb_host_fn fn, const void *arg,
                                    size_t arg_bytes)
 {
     (void)self, (void)stream;
-    void *copy = malloc(arg_bytes ? arg_bytes : 1);
+    _Alignas(max_align_t) unsigned char small[512];
+    void *copy = arg_bytes <= sizeof small ? small : malloc(arg_bytes);
     if (!copy)
         return GB_ERR_NO_MEMORY;
-    memcpy(copy, arg, arg_bytes);
+    if (arg_bytes)
+        memcpy(copy, arg, arg_bytes);
     gb_status st = fn(copy);
-    free(copy);
+    if (copy != small)
+        free(copy);
     return st;
 }
 
