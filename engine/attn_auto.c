@@ -209,7 +209,7 @@ int gb_attn_auto(gb_runtime *rt, gb_diag *diag)
     candidate *c = calloc((size_t)n + 1, sizeof *c);
     int best = -1, kept = 0;
     for (int i = 0; c && i < n; i++) {
-        if (!(found[i]->desc->devices & rt->device_bit))
+        if (!(found[i]->desc->devices & rt->device_bits))
             continue;
         c[kept].plugin = found[i];
         try_candidate(rt, &p, &c[kept]);
@@ -227,7 +227,7 @@ int gb_attn_auto(gb_runtime *rt, gb_diag *diag)
         gb_diag_add(diag, "[attn] plugin = auto: no attention plugin on the search path %s "
                     "can run B %lld, heads %lld, T %lld, head_dim %lld on %s%s",
                     gb_loader_path_string(rt->loader), (long long)p.batch, (long long)p.heads,
-                    (long long)p.seq_len, (long long)p.head_dim, gb_device_name(rt->device_bit),
+                    (long long)p.seq_len, (long long)p.head_dim, rt->device.family,
                     kept ? ":" : "");
         for (int i = 0; i < kept; i++)
             gb_diag_add(diag, "  %s: %s", c[i].plugin->desc->name, c[i].reason);

@@ -27,13 +27,14 @@ static int memory_budget(gb_runtime *rt, uint64_t *budget, char *source, size_t 
     gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
     if (rt->dev->info(dev->self, &info) != GB_OK || info.memory_bytes == 0) {
         gb_diag_add(diag, "[data] batch_size = auto: the %s device does not say how much "
-                    "memory it has; set [run] memory_budget", gb_device_name(rt->device_bit));
+                    "memory it has; set [run] memory_budget", rt->device.family);
         return -1;
     }
-    if (rt->device_bit == GB_DEVICE_CPU) {
-        gb_diag_add(diag, "[data] batch_size = auto on the cpu device needs [run] "
-                    "memory_budget (e.g. 2GiB): the cpu device's memory is all %.1f GiB of "
-                    "RAM, shared with everything else", (double)info.memory_bytes / (MIB * 1024));
+    if (rt->device.memory == GB_MEMORY_HOST) { /* the host's RAM is no device's own */
+        gb_diag_add(diag, "[data] batch_size = auto on the %s device needs [run] "
+                    "memory_budget (e.g. 2GiB): its buffers are host memory, all %.1f GiB of "
+                    "RAM, shared with everything else", rt->device.family,
+                    (double)info.memory_bytes / (MIB * 1024));
         return -1;
     }
     if (info.free_bytes > 0) {   /* what is free now, after the plugins' own allocations */
@@ -105,7 +106,7 @@ static int check_fixed_batch_fits(gb_runtime *rt, const gb_model_config *mc, gb_
                 "device has %.2f GiB: lower batch_size or block_size, or shrink the model "
                 "(`gearbox check` with a smaller batch prints the plan by category)",
                 (double)bytes / (MIB * 1024), (long long)rt->settings.batch_size,
-                world > 1 ? " (this rank's share)" : "", gb_device_name(rt->device_bit),
+                world > 1 ? " (this rank's share)" : "", rt->device.family,
                 (double)info.memory_bytes / (MIB * 1024));
     return -1;
 }

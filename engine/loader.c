@@ -52,21 +52,50 @@ gb_kind gb_kind_from_name(const char *name)
     return (gb_kind)0;
 }
 
+/* What the fixed device bits mean (frozen for ABI 1): all a device built before 1.6 says of
+ * itself, and so its description. */
+#define DTYPES_16 (GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16))
+static const struct {
+    uint32_t bit;
+    const char *family;
+    gb_memory_kind memory;
+    uint32_t native_dtypes;
+    const char *preferred, *why;
+} fixed_devices[] = {
+    {GB_DEVICE_CPU, "cpu", GB_MEMORY_HOST, GB_DTYPE_BIT(GB_F32), "fp32",
+     "a device built before ABI 1.6 does not say which 16-bit types it computes natively"},
+    {GB_DEVICE_CUDA, "cuda", GB_MEMORY_DEVICE, GB_DTYPE_BIT(GB_F32) | DTYPES_16, "bf16",
+     "gearbox's CUDA path targets sm_80 and later, whose tensor cores multiply bf16"},
+};
+#define N_FIXED_DEVICES (sizeof fixed_devices / sizeof fixed_devices[0])
+
 const char *gb_device_name(uint32_t bits)
 {
-    if (bits & GB_DEVICE_CPU)
-        return "cpu";
-    if (bits & GB_DEVICE_CUDA)
-        return "cuda";
-    return "none";
+    for (size_t i = 0; i < N_FIXED_DEVICES; i++)
+        if (bits & fixed_devices[i].bit)
+            return fixed_devices[i].family;
+    return (bits & GB_DEVICE_ANY_HOST) ? "host-memory" : "none";
 }
 
 void gb_device_list(uint32_t bits, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s%s%s", (bits & GB_DEVICE_CPU) ? "cpu" : "",
-             (bits & GB_DEVICE_CPU) && (bits & GB_DEVICE_CUDA) ? "," : "",
-             (bits & GB_DEVICE_CUDA) ? "cuda" : "");
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < N_FIXED_DEVICES && used < cap; i++)
+        if (bits & fixed_devices[i].bit)
+            used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? "," : "",
+                                     fixed_devices[i].family);
+    if ((bits & GB_DEVICE_ANY_HOST) && used < cap)
+        snprintf(buf + used, cap - used, "%shost-memory", used ? "," : "");
+    if (!bits)  /* a 1.6 device of a family of its own */
+        snprintf(buf, cap, "its own family");
 }
+
+uint32_t gb_device_match_bits(uint32_t device_bits, const gb_device_desc *device)
+{
+    return device_bits | (device->memory == GB_MEMORY_HOST ? GB_DEVICE_ANY_HOST : 0u);
+}
+
 
 const char *gb_status_name(gb_status status)
 {
@@ -193,15 +222,18 @@ const char *gb_loader_path_string(gb_loader *loader)
 }
 
 /* The entries of a kind's vtable that may not be NULL, each with the minor version that
- * added it (an entry is checked only for plugins built for that version or later). */
+ * added it (an entry is checked only for plugins built for that version or later) and, for
+ * the device's stream group, the minor from which it is optional (0: never). */
 typedef struct mandatory_entry {
     size_t offset;
     const char *name;
     uint16_t since_minor;
+    uint16_t optional_from;
 } mandatory_entry;
 
-#define ENTRY(type, field) {offsetof(type, field), #field, 0}
-#define ENTRY_1_2(type, field) {offsetof(type, field), #field, 2}
+#define ENTRY(type, field) {offsetof(type, field), #field, 0, 0}
+#define STREAM_ENTRY(field) {offsetof(gb_device_ops, field), #field, 2, 6}
+#define ENTRY_1_6(type, field) {offsetof(type, field), #field, 6, 0}
 static const mandatory_entry device_entries[] = {
     ENTRY(gb_device_ops, create), ENTRY(gb_device_ops, destroy), ENTRY(gb_device_ops, context),
     ENTRY(gb_device_ops, info), ENTRY(gb_device_ops, alloc), ENTRY(gb_device_ops, free),
@@ -211,13 +243,11 @@ static const mandatory_entry device_entries[] = {
     ENTRY(gb_device_ops, layernorm_backward), ENTRY(gb_device_ops, gelu_forward),
     ENTRY(gb_device_ops, gelu_backward), ENTRY(gb_device_ops, add),
     ENTRY(gb_device_ops, bias_backward), ENTRY(gb_device_ops, cross_entropy),
-    ENTRY(gb_device_ops, sum_squares), ENTRY_1_2(gb_device_ops, alloc_host),
-    ENTRY_1_2(gb_device_ops, free_host), ENTRY_1_2(gb_device_ops, copy_async),
-    ENTRY_1_2(gb_device_ops, stream_create), ENTRY_1_2(gb_device_ops, stream_destroy),
-    ENTRY_1_2(gb_device_ops, event_create), ENTRY_1_2(gb_device_ops, event_destroy),
-    ENTRY_1_2(gb_device_ops, event_record), ENTRY_1_2(gb_device_ops, stream_wait_event),
-    ENTRY_1_2(gb_device_ops, event_query), ENTRY_1_2(gb_device_ops, event_sync),
-    ENTRY_1_2(gb_device_ops, enqueue_host)};
+    ENTRY(gb_device_ops, sum_squares), STREAM_ENTRY(alloc_host), STREAM_ENTRY(free_host),
+    STREAM_ENTRY(copy_async), STREAM_ENTRY(stream_create), STREAM_ENTRY(stream_destroy),
+    STREAM_ENTRY(event_create), STREAM_ENTRY(event_destroy), STREAM_ENTRY(event_record),
+    STREAM_ENTRY(stream_wait_event), STREAM_ENTRY(event_query), STREAM_ENTRY(event_sync),
+    STREAM_ENTRY(enqueue_host), ENTRY_1_6(gb_device_ops, describe)};
 static const mandatory_entry attn_entries[] = {
     ENTRY(gb_attn_ops, create), ENTRY(gb_attn_ops, destroy), ENTRY(gb_attn_ops, eligible),
     ENTRY(gb_attn_ops, memory), ENTRY(gb_attn_ops, forward), ENTRY(gb_attn_ops, backward)};
@@ -284,6 +314,10 @@ static const abi_sizes abi_versions[] = {
     {5, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, add_layernorm_forward), sizeof(gb_attn_ops),
       sizeof(gb_optim_ops), END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
+    /* 1.6 appended the device's describe (mandatory; its stream group became optional) */
+    {6, END_OF(gb_plugin_desc, caps),
+     {0, END_OF(gb_device_ops, describe), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+      END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
 };
 #define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))
 
@@ -292,14 +326,148 @@ static const abi_sizes *sizes_for(uint16_t minor)
     return &abi_versions[minor < N_ABI_VERSIONS ? minor : N_ABI_VERSIONS - 1];
 }
 
+void gb_device_describe_fixed(uint32_t bits, gb_device_desc *out)
+{
+    size_t size = out->struct_size, row = 0;
+    memset(out, 0, size);
+    out->struct_size = size;
+    while (row + 1 < N_FIXED_DEVICES && !(bits & fixed_devices[row].bit))
+        row++; /* the lowest bit set decides; none: the first row's host memory */
+    snprintf(out->family, sizeof out->family, "%s", gb_device_name(bits));
+    out->memory = fixed_devices[row].memory;
+    out->native_dtypes = fixed_devices[row].native_dtypes;
+    out->asynchronous = 1;
+    snprintf(out->preferred_precision, sizeof out->preferred_precision, "%s",
+             fixed_devices[row].preferred);
+    snprintf(out->preferred_why, sizeof out->preferred_why, "%s", fixed_devices[row].why);
+}
+
+/* The core's stream group for a synchronous device whose buffers are host memory: every
+ * call has finished when it returns, so ordering is free and queued work runs inline. */
+static char sync_token; /* the one stream and event handle: nothing to tell apart */
+
+static gb_status sync_alloc_host(void *self, size_t bytes, void **ptr)
+{
+    (void)self;
+    return posix_memalign(ptr, 64, bytes ? bytes : 64) == 0 ? GB_OK : GB_ERR_NO_MEMORY;
+}
+
+static void sync_free_host(void *self, void *ptr)
+{
+    (void)self;
+    free(ptr);
+}
+
+static gb_status sync_copy_async(void *self, void *dst, const void *src, size_t bytes,
+                                 gb_copy_kind kind, void *stream)
+{
+    (void)self, (void)kind, (void)stream;
+    memcpy(dst, src, bytes);
+    return GB_OK;
+}
+
+static gb_status sync_handle_create(void *self, void **handle)
+{
+    (void)self;
+    *handle = &sync_token;
+    return GB_OK;
+}
+
+static void sync_handle_destroy(void *self, void *handle)
+{
+    (void)self, (void)handle;
+}
+
+static gb_status sync_order(void *self, void *a, void *b)
+{
+    (void)self, (void)a, (void)b;
+    return GB_OK;
+}
+
+static gb_status sync_event_done(void *self, void *event)
+{
+    (void)self, (void)event;
+    return GB_OK;
+}
+
+/* fn gets its own copy of the argument, as from a device that queues it (on the stack
+ * for the small ones plugins pass every step). */
+static gb_status sync_enqueue_host(void *self, void *stream, gb_host_fn fn, const void *arg,
+                                   size_t arg_bytes)
+{
+    (void)self, (void)stream;
+    _Alignas(max_align_t) unsigned char small[512];
+    void *copy = arg_bytes <= sizeof small ? small : malloc(arg_bytes);
+    if (!copy)
+        return GB_ERR_NO_MEMORY;
+    if (arg_bytes)
+        memcpy(copy, arg, arg_bytes);
+    gb_status st = fn(copy);
+    if (copy != small)
+        free(copy);
+    return st;
+}
+
+/* The largest vtable of each kind this core knows. */
+static const size_t vtable_sizes[N_KINDS + 1] = {
+    0, sizeof(gb_device_ops), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+    sizeof(gb_precision_ops), sizeof(gb_comm_ops)};
+
+void *gb_loader_vtable(const gb_plugin *p)
+{
+    const gb_plugin_desc *d = p->desc;
+    size_t whole = vtable_sizes[d->kind], have = sizes_for(d->abi_minor)->ops[d->kind];
+    have = have < whole ? have : whole;
+    void *ops = calloc(1, whole);
+    if (!ops)
+        return NULL;
+    memcpy(ops, d->ops, have);
+    memcpy(ops, &have, sizeof have); /* struct_size: what the plugin's minor made it */
+    return ops;
+}
+
+gb_device_ops *gb_device_ops_for_core(const gb_plugin *p, const gb_device_desc *device,
+                                      gb_diag *diag)
+{
+    const gb_plugin_desc *d = p->desc;
+    gb_device_ops *ops = gb_loader_vtable(p);
+    if (!ops) {
+        gb_diag_add(diag, "out of memory");
+        return NULL;
+    }
+    if (ops->enqueue_host)
+        return ops; /* the loader checked that the group is whole */
+    if (device->memory != GB_MEMORY_HOST || device->asynchronous) {
+        gb_diag_add(diag, "[device] plugin = %s (%s) gives no stream and event entries, which "
+                    "only a synchronous device whose buffers are host memory may leave out "
+                    "(it says: %s, %s); fill them (device.h, ABI 1.2)", d->name, p->path,
+                    device->memory == GB_MEMORY_HOST ? "host memory" : "not host memory",
+                    device->asynchronous ? "asynchronous" : "synchronous");
+        free(ops);
+        return NULL;
+    }
+    ops->alloc_host = sync_alloc_host;
+    ops->free_host = sync_free_host;
+    ops->copy_async = sync_copy_async;
+    ops->stream_create = ops->event_create = sync_handle_create;
+    ops->stream_destroy = ops->event_destroy = sync_handle_destroy;
+    ops->event_record = ops->stream_wait_event = sync_order;
+    ops->event_query = ops->event_sync = sync_event_done;
+    ops->enqueue_host = sync_enqueue_host;
+    if (ops->struct_size < END_OF(gb_device_ops, enqueue_host))
+        ops->struct_size = END_OF(gb_device_ops, enqueue_host); /* a 1.0 or 1.1 device */
+    return ops;
+}
+
+/* abi_minor decides which fields exist (the loader has checked struct_size against it). */
 uint32_t gb_plugin_caps(const gb_plugin_desc *d)
 {
-    return d->struct_size >= END_OF(gb_plugin_desc, caps) ? d->caps : GB_CAPS_UNDECLARED;
+    return d->abi_minor >= 2 ? d->caps : GB_CAPS_UNDECLARED;
 }
 
 uint32_t gb_plugin_dtypes(const gb_plugin_desc *d)
 {
-    return d->struct_size >= END_OF(gb_plugin_desc, caps) ? d->dtypes : 0;
+    return d->abi_minor >= 2 ? d->dtypes : 0;
 }
 
 static int check_option_table(const gb_plugin_desc *d, const char *path, gb_diag *diag)
@@ -312,6 +480,49 @@ static int check_option_table(const gb_plugin_desc *d, const char *path, gb_diag
                         "(key, default, help and, for enums, choices are required)", path, i);
             return -1;
         }
+    }
+    return 0;
+}
+
+static void *entry_at(const gb_plugin_desc *d, size_t offset)
+{
+    void *fn;
+    memcpy(&fn, (const char *)d->ops + offset, sizeof fn);
+    return fn;
+}
+
+/* Every entry mandatory in the plugin's version is set, and a group that is optional in
+ * it (a 1.6 device's streams and events) is given whole or not at all. */
+static int check_entries(const gb_plugin_desc *d, const char *path, const char *kind,
+                         gb_diag *diag)
+{
+    char missing[512] = "";
+    int group_set = 0, group_unset = 0;
+    for (int i = 0; i < mandatory[d->kind].n; i++) {
+        const mandatory_entry *e = &mandatory[d->kind].entries[i];
+        if (e->since_minor > d->abi_minor)
+            continue;
+        int set = entry_at(d, e->offset) != NULL;
+        if (e->optional_from && d->abi_minor >= e->optional_from) {
+            group_set += set;
+            group_unset += !set;
+            if (!set) {
+                size_t used = strlen(missing);
+                snprintf(missing + used, sizeof missing - used, "%s%s", used ? ", " : "",
+                         e->name);
+            }
+        } else if (!set) {
+            gb_diag_add(diag, "plugin %s (%s/%s): mandatory vtable entry %s is NULL", path,
+                        kind, d->name, e->name);
+            return -1;
+        }
+    }
+    if (group_set && group_unset) {
+        gb_diag_add(diag, "plugin %s (%s/%s): fills %d of the %d stream and event entries "
+                    "(ABI 1.6: all or none); missing: %s. Fill them all, or leave them all NULL "
+                    "for a synchronous device", path, kind, d->name, group_set,
+                    group_set + group_unset, missing);
+        return -1;
     }
     return 0;
 }
@@ -334,19 +545,7 @@ static int check_sizes_and_entries(const gb_plugin_desc *d, const char *path, co
                     path, kind, d->name, kind, ops_size, d->abi_minor, want->ops[d->kind]);
         return -1;
     }
-    for (int i = 0; i < mandatory[d->kind].n; i++) {
-        const mandatory_entry *e = &mandatory[d->kind].entries[i];
-        void *fn;
-        if (e->since_minor > d->abi_minor)
-            continue;
-        memcpy(&fn, (const char *)d->ops + e->offset, sizeof fn);
-        if (!fn) {
-            gb_diag_add(diag, "plugin %s (%s/%s): mandatory vtable entry %s is NULL", path,
-                        kind, d->name, e->name);
-            return -1;
-        }
-    }
-    return 0;
+    return check_entries(d, path, kind, diag);
 }
 
 static int validate_descriptor(const gb_plugin_desc *d, const char *path, gb_diag *diag)
@@ -377,9 +576,9 @@ static int validate_descriptor(const gb_plugin_desc *d, const char *path, gb_dia
         gb_diag_add(diag, "plugin %s: descriptor lacks a name, version or description", path);
         return -1;
     }
-    if (!(d->devices & (GB_DEVICE_CPU | GB_DEVICE_CUDA))) {
-        gb_diag_add(diag, "plugin %s (%s/%s): declares no device it runs on", path, kind,
-                    d->name);
+    if (!d->devices && !(d->kind == GB_KIND_DEVICE && d->abi_minor >= 6)) {
+        gb_diag_add(diag, "plugin %s (%s/%s): declares no device it runs on (GB_DEVICE_* "
+                    "bits, or GB_DEVICE_ANY_HOST since ABI 1.6)", path, kind, d->name);
         return -1;
     }
     if (d->n_options && !d->options) {
@@ -647,14 +846,13 @@ static void explain_not_found(gb_loader *loader, gb_kind kind, const char *name,
 }
 
 /* The file names a plugin of `kind` called `name` may have, most specific first. */
-static int plugin_files(gb_kind kind, const char *name, uint32_t device, char files[2][128])
+static int plugin_files(gb_kind kind, const char *name, const char *family, char files[2][128])
 {
     if (kind == GB_KIND_DEVICE) {
         snprintf(files[0], sizeof files[0], "device-%s.so", name);
         return 1;
     }
-    snprintf(files[0], sizeof files[0], "%s-%s-%s.so", gb_kind_name(kind), name,
-             gb_device_name(device));
+    snprintf(files[0], sizeof files[0], "%s-%s-%s.so", gb_kind_name(kind), name, family);
     snprintf(files[1], sizeof files[1], "%s-%s.so", gb_kind_name(kind), name);
     return 2;
 }
@@ -692,8 +890,8 @@ static void report_shadowed(const gb_loader *loader, gb_kind kind, const char *n
 }
 
 /* A found file must be the plugin its name says, for the run's device. */
-static int check_found(const gb_plugin *p, gb_kind kind, const char *name, uint32_t device,
-                       gb_diag *diag)
+static int check_found(const gb_plugin *p, gb_kind kind, const char *name, const char *family,
+                       uint32_t device, gb_diag *diag)
 {
     const char *kind_name = gb_kind_name(kind);
     if (p->desc->kind != kind || strcmp(p->desc->name, name) != 0) {
@@ -706,14 +904,45 @@ static int check_found(const gb_plugin *p, gb_kind kind, const char *name, uint3
         char devs[32];
         gb_device_list(p->desc->devices, devs, sizeof devs);
         gb_diag_add(diag, "[%s] plugin = %s: %s runs on %s, not on this run's device %s",
-                    kind_name, name, p->path, devs, gb_device_name(device));
+                    kind_name, name, p->path, devs, family);
         return -1;
     }
     return 0;
 }
 
-const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *name,
-                                uint32_t device, gb_diag *diag)
+/* For a device whose buffers are host memory: the first `<kind>-<name>-*.so` on the search
+ * path, in KIND/NAME/ or at a folder's top, that runs on any host-memory device (the cpu
+ * plugins serve a device of another family that way). */
+static const gb_plugin *find_any_host(gb_loader *loader, gb_kind kind, const char *name,
+                                      uint32_t device)
+{
+    char prefix[160], sub[PATH_MAX];
+    snprintf(prefix, sizeof prefix, "%s-%s-", gb_kind_name(kind), name);
+    const gb_plugin *found = NULL;
+    for (int i = 0; i < loader->n_dirs && !found; i++) {
+        char **files = NULL;
+        int n = 0;
+        list_files(loader->dirs[i], prefix, &files, &n);
+        if (snprintf(sub, sizeof sub, "%s/%s/%s", loader->dirs[i], gb_kind_name(kind), name) <
+            (int)sizeof sub)
+            list_files(sub, prefix, &files, &n);
+        for (int f = 0; f < n; f++) {
+            gb_diag ignored = {0};  /* files for other devices may not load here */
+            const gb_plugin *p = found ? NULL : open_plugin(loader, files[f], loader->dirs[i],
+                                                            &ignored);
+            gb_diag_clear(&ignored);
+            if (p && p->desc->kind == kind && strcmp(p->desc->name, name) == 0 &&
+                (p->desc->devices & device & GB_DEVICE_ANY_HOST))
+                found = p;
+            free(files[f]);
+        }
+        free(files);
+    }
+    return found;
+}
+
+const gb_plugin *gb_loader_find_for(gb_loader *loader, gb_kind kind, const char *name,
+                                    const char *family, uint32_t device, gb_diag *diag)
 {
     const char *kind_name = gb_kind_name(kind);
     if (strchr(name, '/')) {
@@ -726,15 +955,19 @@ const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *nam
         return p;
     }
     char files[2][128], path[PATH_MAX];
-    int n_files = plugin_files(kind, name, device, files);
+    int n_files = plugin_files(kind, name, family, files);
     int dir = find_first(loader, kind, name, files, n_files, path, sizeof path);
     if (dir >= 0) {
         const gb_plugin *p = open_plugin(loader, path, loader->dirs[dir], diag);
-        if (!p || check_found(p, kind, name, device, diag))
+        if (!p || check_found(p, kind, name, family, device, diag))
             return NULL;
         report_shadowed(loader, kind, name, files, n_files, p->path);
         return p;
     }
+    const gb_plugin *host = kind != GB_KIND_DEVICE && (device & GB_DEVICE_ANY_HOST)
+                                ? find_any_host(loader, kind, name, device) : NULL;
+    if (host)
+        return host;
     char tried[300];
     if (n_files == 2)
         snprintf(tried, sizeof tried, "%s or %s", files[0], files[1]);
@@ -742,4 +975,13 @@ const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *nam
         snprintf(tried, sizeof tried, "%s", files[0]);
     explain_not_found(loader, kind, name, tried, diag);
     return NULL;
+}
+
+const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *name,
+                                uint32_t device, gb_diag *diag)
+{
+    gb_device_desc fixed = {.struct_size = sizeof fixed};
+    gb_device_describe_fixed(device, &fixed);
+    return gb_loader_find_for(loader, kind, name, gb_device_name(device),
+                              gb_device_match_bits(device, &fixed), diag);
 }

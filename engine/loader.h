@@ -9,13 +9,16 @@
  * further down the path is reported as not loaded. A plugin file, or a folder from its
  * own up to the search directory, that others than its owner may write is refused.
  *
- * File names follow one scheme: <kind>-<name>-<device>.so for code built per device,
+ * File names follow one scheme: <kind>-<name>-<family>.so for code built per device
+ * family (a device's family is what it describes itself as, ABI 1.6; code built for any
+ * host-memory device is also found under another family's name, see gb_loader_find_for),
  * <kind>-<name>.so for device-independent plugins, and device-<name>.so for devices.
  * A config may also name a plugin by path (`plugin = /opt/x/attn-mine-cpu.so`).
  */
 #ifndef GB_CORE_LOADER_H
 #define GB_CORE_LOADER_H
 
+#include "gearbox/device.h"
 #include "gearbox/plugin.h"
 #include "diag.h"
 
@@ -51,6 +54,29 @@ const gb_plugin *gb_loader_open(gb_loader *loader, const char *path, gb_diag *di
 const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *name,
                                 uint32_t device, gb_diag *diag);
 
+/* The same for a device described as data (ABI 1.6): plugin files for it are named
+ * <kind>-<name>-<family>.so; `device` is what plugins' `devices` bits are matched against
+ * (gb_device_match_bits). Where neither file name is found and the device's buffers are
+ * host memory, a `<kind>-<name>-*.so` declaring GB_DEVICE_ANY_HOST is taken. */
+const gb_plugin *gb_loader_find_for(gb_loader *loader, gb_kind kind, const char *name,
+                                    const char *family, uint32_t device, gb_diag *diag);
+
+/* What plugins' `devices` bits are matched against for a device: its own fixed bits, and
+ * GB_DEVICE_ANY_HOST when its buffers are host memory. */
+uint32_t gb_device_match_bits(uint32_t device_bits, const gb_device_desc *device);
+/* What a device built before ABI 1.6 says of itself, from its fixed bit (docs/abi.md). */
+void gb_device_describe_fixed(uint32_t device_bits, gb_device_desc *out);
+/* A copy of a plugin's vtable holding exactly the entries its ABI minor has (zero beyond,
+ * struct_size that minor's size), so that the minor alone decides which entries exist.
+ * NULL when out of memory; free() it. */
+void *gb_loader_vtable(const gb_plugin *plugin);
+/* A copy of a device plugin's vtable as the core calls it: exactly the entries its ABI
+ * minor has (zero beyond), with the core's stream group for a synchronous device whose
+ * buffers are host memory. NULL, with the reason in diag, for a device that leaves the
+ * group out but may not. free() it. */
+gb_device_ops *gb_device_ops_for_core(const gb_plugin *device, const gb_device_desc *desc,
+                                      gb_diag *diag);
+
 /* Loads every plugin file on the search path (of `kind`, or all kinds when kind is 0).
  * Files that fail to load are reported into `diag` and skipped. */
 int gb_loader_scan(gb_loader *loader, gb_kind kind, const gb_plugin ***out, gb_diag *diag);
@@ -65,7 +91,8 @@ uint32_t gb_plugin_dtypes(const gb_plugin_desc *desc);
 const char *gb_kind_name(gb_kind kind);
 /* GB_KIND_* for a name, or 0. */
 gb_kind gb_kind_from_name(const char *name);
-/* "cpu", "cuda"; the lowest set bit decides. "none" for 0. */
+/* The family a fixed device bit names ("cpu", "cuda"; the lowest set bit decides),
+ * "host-memory" for GB_DEVICE_ANY_HOST alone, "none" for 0. */
 const char *gb_device_name(uint32_t device_bits);
 /* Writes a ','-separated list of the device names in `bits` into buf. */
 void gb_device_list(uint32_t bits, char *buf, size_t cap);

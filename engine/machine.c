@@ -515,16 +515,19 @@ const char *gb_compute_name(gb_compute c)
     return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "f32";
 }
 
-double gb_device_peak_flops(const gb_device_info *info, uint32_t device_bit, gb_compute c)
+double gb_device_peak_flops(const gb_device_info *info, const gb_device_desc *device,
+                            gb_compute c)
 {
-    const int cuda = (device_bit & GB_DEVICE_CUDA) != 0;
+    const uint32_t tensor_cores = GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16);
+    const int rated_alike = device->memory == GB_MEMORY_DEVICE &&
+                            (device->native_dtypes & tensor_cores) == tensor_cores;
     switch (c) {
     case GB_COMPUTE_BF16:
         return info->peak_flops_bf16;
     case GB_COMPUTE_F16:
-        return cuda ? info->peak_flops_bf16 : 0.0;
+        return rated_alike ? info->peak_flops_bf16 : 0.0;
     case GB_COMPUTE_TF32:
-        return cuda ? info->peak_flops_bf16 / 2.0 : 0.0;
+        return rated_alike ? info->peak_flops_bf16 / 2.0 : 0.0;
     case GB_COMPUTE_F32:
         break;
     }
@@ -589,12 +592,12 @@ double gb_cpu_peak_flops_f32(char *how, size_t cap)
     return gb_cpu_peak_flops(GB_COMPUTE_F32, how, cap);
 }
 
-double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, gb_compute c,
-                     const char **source)
+double gb_peak_flops(const gb_device_ops *ops, void *dev, const gb_device_desc *device,
+                     gb_compute c, const char **source)
 {
     gb_device_info info = {.struct_size = sizeof info};
     const double stated = ops->info(dev, &info) == GB_OK
-                              ? gb_device_peak_flops(&info, device_bit, c) : 0.0;
+                              ? gb_device_peak_flops(&info, device, c) : 0.0;
     if (stated > 0) {
         if (source)
             *source = "device";
@@ -602,7 +605,7 @@ double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, g
     }
     if (source)
         *source = "rated CPU";
-    if (!(device_bit & GB_DEVICE_CPU))
+    if (device->memory != GB_MEMORY_HOST)  /* host memory: it computes on this CPU */
         return 0.0;
     return gb_larger_peak(gb_cpu_peak_flops(c, NULL, 0), gb_cpu_measured_peak(c, 0, NULL),
                           source);

@@ -113,23 +113,24 @@ const char *gb_compute_name(gb_compute c);
 
 /* The dense peak a device's info states for `c`, in FLOP/s; 0 when it states none.
  * f32: peak_flops_f32. bf16: peak_flops_bf16. f16: the bf16 figure, and TF32: half of it,
- * on a CUDA device (device_bit GB_DEVICE_CUDA), as NVIDIA's tensor cores rate them from
- * Ampere on (A100: 312 TFLOP/s bf16 and f16, 156 TF32; H100 SXM: 989, 989, 495); on
- * any other device 0 for f16 and TF32 (TF32 exists only on CUDA; [precision] tf32
- * refuses other devices). Never another dtype's figure: a bf16 run divided by the f32
- * peak read MFU 283.6% on an H100. */
-double gb_device_peak_flops(const gb_device_info *info, uint32_t device_bit, gb_compute c);
+ * on a device with memory of its own that computes bf16 and f16 natively (gb_device_desc),
+ * as NVIDIA's tensor cores rate them from Ampere on (A100: 312 TFLOP/s bf16 and f16, 156
+ * TF32; H100 SXM: 989, 989, 495); on any other device 0 for f16 and TF32. Never another
+ * dtype's figure: a bf16 run divided by the f32 peak read MFU 283.6% on an H100. */
+double gb_device_peak_flops(const gb_device_info *info, const gb_device_desc *device,
+                            gb_compute c);
 
 /* The peak against which MFU is reported, in FLOP/s, for a run computing in `c`: what
  * the device states (gb_device_peak_flops; a GPU's figure from its SM count and clock),
- * else for a CPU device (device_bit GB_DEVICE_CPU) the larger of the CPU's rated peak
- * (gb_cpu_peak_flops) and its measured one (gb_cpu_measured_peak): a virtual machine may
- * report a clock far below the one its cores run at (a Zen 5 said 2.60 GHz and ran at
- * 4.3, and MFU read 120%), and a measurement taken while the machine is busy reads low,
- * which the rated figure and the best measurement kept make up for. `source` (may be
- * NULL) is set to "device", "rated CPU" or "measured CPU". 0 when none is known. */
-double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, gb_compute c,
-                     const char **source);
+ * else for a device whose buffers are host memory (it computes on this CPU) the larger of
+ * the CPU's rated peak (gb_cpu_peak_flops) and its measured one (gb_cpu_measured_peak): a
+ * virtual machine may report a clock far below the one its cores run at (a Zen 5 said
+ * 2.60 GHz and ran at 4.3, and MFU read 120%), and a measurement taken while the machine
+ * is busy reads low, which the rated figure and the best measurement kept make up for.
+ * `source` (may be NULL) is set to "device", "rated CPU" or "measured CPU". 0 when none is
+ * known. */
+double gb_peak_flops(const gb_device_ops *ops, void *dev, const gb_device_desc *device,
+                     gb_compute c, const char **source);
 /* max(rated, measured), `source` (may be NULL) "measured CPU" when the measured one is
  * larger, else "rated CPU". */
 double gb_larger_peak(double rated, double measured, const char **source);

@@ -121,7 +121,9 @@ static json_t *device_object(const gb_runtime *rt)
     /* The libraries it computes with: ABI 1.2, left empty by a plugin built before. */
     int libraries = known && info.libraries[0] &&
                     info.struct_size >= offsetof(gb_device_info, libraries) + sizeof info.libraries;
-    return json_pack("{s:o, s:o, s:I, s:f, s:f}",
+    return json_pack("{s:s, s:s, s:o, s:o, s:I, s:f, s:f}",
+                     "family", rt->device.family,
+                     "memory", rt->device.memory == GB_MEMORY_HOST ? "host" : "device",
                      "name", string_or_null(known ? info.name : NULL),
                      "libraries", string_or_null(libraries ? info.libraries : NULL),
                      "memory_bytes", (json_int_t)(known ? info.memory_bytes : 0),

@@ -663,7 +663,7 @@ gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t ba
     if (!m || finish_creation(m)) {
         gb_report(GB_REPORT_ERROR, "model", "gearbox: error: could not allocate the model "
                   "(batch %lld, block_size %lld) on the %s device", (long long)batch,
-                  (long long)cfg->block_size, gb_device_name(rt->device_bit));
+                  (long long)cfg->block_size, rt->device.family);
         gb_model_free(m);
         return NULL;
     }

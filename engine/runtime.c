@@ -42,48 +42,74 @@ static const char *lowp_refused(const gb_runtime *rt, gb_dtype dtype, char *why,
     return NULL;
 }
 
-/* `[precision] plugin = auto`: bf16 where the device computes it natively, else fp16 with
- * loss scaling where it computes that natively, else fp32; a 16-bit choice the optimizer or
- * the device would refuse falls back to fp32. The choice and everything it weighed are
- * reported (stdout by default). CUDA devices count as bf16-capable: gearbox's CUDA path
- * targets sm_80+. */
+/* `[precision] plugin = auto`: the precision the device prefers (gb_device_desc), unless
+ * the optimizer or the device would refuse that 16-bit policy, then fp32. The choice and
+ * the device's reason are reported (stdout by default). */
 static const char *choose_precision(const gb_runtime *rt)
 {
-    const char *choice, *why;
-    char features[192] = "", refused[256];
-    if (rt->device_bit & GB_DEVICE_CUDA) {
-        choice = "bf16";
-        why = "CUDA tensor cores (sm_80 and later) multiply bf16 natively";
-    } else {
-        gb_cpu_features f;
-        char bad[256];
-        if (!gb_cpu_features_override(bad, sizeof bad) && bad[0])
-            gb_report(GB_REPORT_WARNING, "runtime", "gearbox: warning: %s", bad);
-        gb_cpu_detect(&f);
-        snprintf(features, sizeof features, " (%s: avx512_bf16 %s, amx_bf16 %s, avx512_fp16 %s%s)",
-                 f.model, f.avx512_bf16 ? "yes" : "no", f.amx_bf16 ? "yes" : "no",
-                 f.avx512_fp16 ? "yes" : "no",
-                 gb_cpu_features_override(NULL, 0) ? ", from GEARBOX_CPU_FEATURES" : "");
-        if (f.avx512_bf16 || f.amx_bf16) {
-            choice = "bf16";
-            why = "this CPU multiplies bf16 natively";
-        } else if (f.avx512_fp16) {
-            choice = "fp16";
-            why = "this CPU computes fp16 natively but not bf16; fp16 runs with loss scaling";
-        } else {
-            choice = "fp32";
-            why = "this CPU has no bf16 or fp16 arithmetic, so 16-bit types would only be "
-                  "converted in software, costing time to save memory";
-        }
-    }
-    gb_dtype dtype = strcmp(choice, "bf16") == 0 ? GB_BF16 : GB_F16;
-    if (strcmp(choice, "fp32") != 0 && lowp_refused(rt, dtype, refused, sizeof refused)) {
-        gb_report(GB_REPORT_INFO, "runtime", "precision: auto chose fp32: %s would pay (%s%s), "
-                  "but %s", choice, why, features, refused);
+    const char *choice = rt->device.preferred_precision, *why = rt->device.preferred_why;
+    char refused[256];
+    gb_dtype dtype = strcmp(choice, "bf16") == 0   ? GB_BF16
+                     : strcmp(choice, "fp16") == 0 ? GB_F16
+                                                   : GB_F32;
+    if (dtype != GB_F32 && lowp_refused(rt, dtype, refused, sizeof refused)) {
+        gb_report(GB_REPORT_INFO, "runtime",
+                  "precision: auto chose fp32: the %s device prefers %s (%s), but %s",
+                  rt->device.family, choice, why, refused);
         return "fp32";
     }
-    gb_report(GB_REPORT_INFO, "runtime", "precision: auto chose %s: %s%s", choice, why, features);
+    gb_report(GB_REPORT_INFO, "runtime", "precision: auto chose %s: the %s device prefers it: %s",
+              choice, rt->device.family, why);
     return choice;
+}
+
+/* Whether a description is data the core can decide from; 0, or 1 with the reason. */
+static int check_description(const gb_runtime *rt, gb_diag *diag)
+{
+    const gb_plugin *p = rt->inst[GB_KIND_DEVICE].plugin;
+    const gb_device_desc *d = &rt->device;
+    size_t family = strlen(d->family);
+    if (family && strspn(d->family, "abcdefghijklmnopqrstuvwxyz0123456789_") == family &&
+        (d->memory == GB_MEMORY_HOST || d->memory == GB_MEMORY_DEVICE) &&
+        d->preferred_precision[0])
+        return 0;
+    gb_diag_add(diag, "[device] plugin = %s (%s): describe() gave family '%s', memory %u and "
+                "preferred precision '%s'; it must give a lower-case family name, "
+                "GB_MEMORY_HOST or GB_MEMORY_DEVICE, and a precision plugin name",
+                p->desc->name, p->path, d->family, d->memory, d->preferred_precision);
+    return 1;
+}
+
+/* Asks the device what it is (describe(), ABI 1.6; a device built before is known by its
+ * fixed bit), and builds the vtable the core calls it through. */
+static int describe_device(gb_runtime *rt, gb_diag *diag)
+{
+    gb_instance *inst = &rt->inst[GB_KIND_DEVICE];
+    const gb_plugin_desc *d = inst->plugin->desc;
+    rt->device.struct_size = sizeof rt->device;
+    char bad[256];  /* a device on this CPU may read the injected feature list */
+    if (!gb_cpu_features_override(bad, sizeof bad) && bad[0])
+        gb_report(GB_REPORT_WARNING, "runtime", "gearbox: warning: %s", bad);
+    if (d->abi_minor < 6) {
+        gb_device_describe_fixed(d->devices, &rt->device);
+        rt->device.asynchronous = d->abi_minor >= 2; /* 1.0 and 1.1 knew no queues */
+    } else {
+        gb_status st = ((const gb_device_ops *)d->ops)->describe(&inst->host, &rt->device);
+        if (st != GB_OK) {
+            gb_diag_add(diag, "[device] plugin = %s (%s): describe() failed (%s): %s", d->name,
+                        inst->plugin->path, gb_status_name(st),
+                        inst->error[0] ? inst->error : "the plugin gave no message");
+            return 1;
+        }
+        rt->device.family[sizeof rt->device.family - 1] = '\0';
+        rt->device.preferred_precision[sizeof rt->device.preferred_precision - 1] = '\0';
+        rt->device.preferred_why[sizeof rt->device.preferred_why - 1] = '\0';
+        if (check_description(rt, diag))
+            return 1;
+    }
+    rt->device_bits = gb_device_match_bits(d->devices, &rt->device);
+    rt->dev_core = gb_device_ops_for_core(inst->plugin, &rt->device, diag);
+    return rt->dev_core ? 0 : 1;
 }
 
 static int resolve_plugin(gb_runtime *rt, gb_config *cfg, gb_kind kind, gb_diag *diag)
@@ -92,12 +118,13 @@ static int resolve_plugin(gb_runtime *rt, gb_config *cfg, gb_kind kind, gb_diag 
     if (kind == GB_KIND_ATTN && strcmp(name, "auto") == 0)
         return 0; /* chosen at start, when the device can measure the candidates */
     if (kind == GB_KIND_PRECISION && strcmp(name, "auto") == 0) {
-        const gb_plugin *p = gb_loader_find(rt->loader, kind, choose_precision(rt),
-                                            rt->device_bit, diag);
+        const gb_plugin *p = gb_loader_find_for(rt->loader, kind, choose_precision(rt),
+                                                rt->device.family, rt->device_bits, diag);
         return !p || gb_instance_bind(&rt->inst[kind], p, cfg, "auto", (int)rt->settings.threads,
                                       diag);
     }
-    const gb_plugin *p = gb_loader_find(rt->loader, kind, name, rt->device_bit, diag);
+    const gb_plugin *p = gb_loader_find_for(rt->loader, kind, name, rt->device.family,
+                                            rt->device_bits, diag);
     if (!p)
         return 1;
     return gb_instance_bind(&rt->inst[kind], p, cfg, name, (int)rt->settings.threads, diag);
@@ -123,17 +150,22 @@ int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_pa
     if (problems)
         return problems;
     problems += resolve_plugin(rt, cfg, GB_KIND_DEVICE, diag);
+    if (!problems)
+        problems += describe_device(rt, diag);
     if (problems)
         return problems; /* the other kinds are chosen per device */
-    rt->device_bit = rt->inst[GB_KIND_DEVICE].plugin->desc->devices;
     for (int k = GB_KIND_ATTN; k <= GB_KIND_COMM; k++)
         problems += resolve_plugin(rt, cfg, (gb_kind)k, diag);
     if (problems)
         return problems;
-    rt->dev = rt->inst[GB_KIND_DEVICE].plugin->desc->ops;
+    rt->dev = rt->dev_core;
     rt->attn = rt->inst[GB_KIND_ATTN].plugin ? rt->inst[GB_KIND_ATTN].plugin->desc->ops : NULL;
     rt->optim = rt->inst[GB_KIND_OPTIM].plugin->desc->ops;
-    rt->precision = rt->inst[GB_KIND_PRECISION].plugin->desc->ops;
+    rt->precision = rt->precision_core = gb_loader_vtable(rt->inst[GB_KIND_PRECISION].plugin);
+    if (!rt->precision) {
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
     rt->comm = rt->inst[GB_KIND_COMM].plugin->desc->ops;
     return 0;
 }
@@ -251,6 +283,10 @@ int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
     rt->ctx.struct_size = sizeof rt->ctx;
     if ((st = rt->dev->context(dev->self, &rt->ctx)) != GB_OK)
         return create_failed(dev, st, diag);
+    /* the other kinds see the device as the core does: its memory kind and whole vtable */
+    rt->ctx.memory = rt->device.memory;
+    rt->ctx.ops = rt->dev;
+    rt->ctx.self = dev->self;
 
     if (start_precision(rt, diag))
         return -1;
@@ -289,5 +325,7 @@ void gb_runtime_free(gb_runtime *rt)
     }
     gb_loader_free(rt->loader);
     gb_settings_free(&rt->settings);
+    free(rt->dev_core);
+    free(rt->precision_core);
     memset(rt, 0, sizeof *rt);
 }

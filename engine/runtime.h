@@ -19,7 +19,13 @@ typedef struct gb_runtime {
     gb_config *cfg;       /* not owned */
     gb_loader *loader;
     gb_settings settings;
-    uint32_t device_bit;
+    uint32_t device_bits;     /* what plugins' `devices` bits are matched against: the
+                                 device's fixed bit, if any, and GB_DEVICE_ANY_HOST when its
+                                 buffers are host memory (gb_device_match_bits) */
+    gb_device_desc device;    /* what the device says it is (describe(), ABI 1.6; from its
+                                 fixed bit for a device built before) */
+    gb_device_ops *dev_core;  /* the device's vtable as the core calls it (owned; `dev`) */
+    gb_precision_ops *precision_core;  /* the precision plugin's, by its minor (owned) */
     gb_instance inst[6];  /* indexed by gb_kind */
     gb_device_ctx ctx;
     gb_precision_policy policy;

@@ -844,10 +844,12 @@ static int share_out_rows(gb_trainer *t)
     return 0;
 }
 
-/* NVML's view of the run's GPU (gpu_monitor.h); a run without it goes on. */
+/* NVML's view of the run's GPU (gpu_monitor.h), for a device whose memory is its own and
+ * that names an NVIDIA GPU (a CUDA compute capability or a PCI address); a run without it
+ * goes on. */
 static void open_gpu_monitor(gb_trainer *t)
 {
-    if (t->rt.device_bit != GB_DEVICE_CUDA)
+    if (t->rt.device.memory != GB_MEMORY_DEVICE)
         return;
     gb_device_info info = {.struct_size = sizeof info};
     gb_instance *dev = &t->rt.inst[GB_KIND_DEVICE];
@@ -856,6 +858,8 @@ static void open_gpu_monitor(gb_trainer *t)
                  "GPU: %.200s", t->s->plugin[GB_KIND_DEVICE], dev->error);
         return;
     }
+    if (info.cc_major <= 0 && !info.pci_bus_id[0])
+        return;
     t->gpu = gb_gpu_monitor_open(info.pci_bus_id, t->rt.ctx.ordinal, t->gpu_off,
                                  sizeof t->gpu_off);
 }
@@ -926,7 +930,7 @@ static int build_model(gb_trainer *t)
     open_gpu_monitor(t);
     t->flops_per_step = estimate_flops_per_step(t);
     t->compute = gb_compute_of(t->rt.policy.matmul_dtype, t->rt.policy.tf32);
-    t->peak_flops = gb_peak_flops(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self, t->rt.device_bit,
+    t->peak_flops = gb_peak_flops(t->rt.dev, t->rt.inst[GB_KIND_DEVICE].self, &t->rt.device,
                                   t->compute, &t->peak_source);
     return 0;
 }

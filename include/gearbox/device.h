@@ -41,6 +41,18 @@
  *   compute stream; the only order between two streams is what event_record() on one and
  *   stream_wait_event() on the other establish.
  * - sync() waits for every stream of the device.
+ *
+ * The device as data (ABI 1.6)
+ * - describe() says, before create() and without an instance, what the device is: its
+ *   family name, the memory kind of its buffers, the dtypes it computes natively, the
+ *   precision `[precision] plugin = auto` takes on it and whether it is asynchronous
+ *   (gb_device_desc). The core decides from that data, never from a device's name or bit.
+ * - The stream and event entries (alloc_host to enqueue_host) are optional as a group. A
+ *   synchronous device (every call has finished when it returns) whose buffers are host
+ *   memory leaves all twelve NULL; the core then gives its callers the obvious defaults:
+ *   pinned memory is ordinary host memory, copy_async is a memcpy, streams and events are
+ *   tokens whose waits return at once, and enqueue_host runs the function inline. A device
+ *   that fills some but not all of them is refused, naming the missing entries.
  */
 #ifndef GEARBOX_DEVICE_H
 #define GEARBOX_DEVICE_H
@@ -59,7 +71,8 @@ struct gb_device_ops;
  * queued work through the device instead of opening a BLAS handle or stream of its own. */
 typedef struct gb_device_ctx {
     size_t struct_size;
-    uint32_t device;     /* exactly one GB_DEVICE_* bit */
+    uint32_t device;     /* the device's fixed GB_DEVICE_* bit (one at most); 0 for a
+                            device of a family of its own (1.6: see `memory`) */
     int32_t ordinal;     /* device index within its kind (0 on the CPU) */
     void *stream;        /* the compute stream: cudaStream_t on CUDA; on the CPU NULL, or
                             the device's own queue handle in its GPU-like mode */
@@ -71,6 +84,9 @@ typedef struct gb_device_ctx {
                                0: only queued work may (GPU, GPU-like CPU mode) */
     int32_t cc_major, cc_minor;       /* CUDA compute capability; 0.0 elsewhere */
     uint32_t caps;                    /* the device's GB_CAP_* bits (descriptor data) */
+
+    /* ---- ABI 1.6 (set by the core from gb_device_desc; a device may leave it) ---- */
+    uint32_t memory;                  /* gb_memory_kind of the device's buffers */
 } gb_device_ctx;
 
 /* What the device says about itself (for the memory plan, metrics and `gearbox doctor`). */
@@ -93,6 +109,35 @@ typedef struct gb_device_info {
                                     nvidia-smi find it whatever CUDA numbers it); "" where
                                     there is none */
 } gb_device_info;
+
+/* Where a device's buffers live (ABI 1.6). */
+typedef enum gb_memory_kind {
+    GB_MEMORY_UNSTATED = 0,  /* a device built before 1.6: its fixed bit says (the CPU's
+                                buffers are host memory, CUDA's are not) */
+    GB_MEMORY_HOST = 1,      /* host memory: host code ordered with gb_device_run_host may
+                                read and write it; plugins declaring GB_DEVICE_ANY_HOST run
+                                on the device */
+    GB_MEMORY_DEVICE = 2     /* memory only the device's own kernels touch (a GPU's) */
+} gb_memory_kind;
+
+/* What a device is, as data the core decides from (ABI 1.6): the output of describe().
+ * The caller zeroes it and sets struct_size; the device writes the fields within it. */
+typedef struct gb_device_desc {
+    size_t struct_size;
+    char family[32];             /* the device's own family name, lower case: "cpu",
+                                    "cuda", "toy". Plugin files built for it are named
+                                    <kind>-<name>-<family>.so; messages and manifest.json
+                                    name the device by it */
+    uint32_t memory;             /* gb_memory_kind of alloc()'s buffers */
+    uint32_t native_dtypes;      /* GB_DTYPE_BIT() of each dtype its arithmetic computes in
+                                    natively, not widened to f32 in software */
+    char preferred_precision[16];  /* the precision plugin `[precision] plugin = auto`
+                                      takes on it: "fp32", "bf16", "fp16", "tf32" */
+    char preferred_why[192];     /* one line: why, e.g. "oneDNN multiplies bf16 on AMX" */
+    uint32_t asynchronous;       /* 1: calls queue work, and the stream and event entries
+                                    are given; 0: every call has finished when it returns,
+                                    and they may be left NULL (the core's defaults run) */
+} gb_device_desc;
 
 typedef enum gb_copy_kind {
     GB_COPY_HOST_TO_DEVICE = 0,
@@ -258,7 +303,8 @@ typedef struct gb_device_ops {
                                     const void *dout, int64_t n);
 
     /* ---- ABI 1.2: pinned host memory, streams, events, queued host work ----
-     * All mandatory for a 1.2 device. `stream` NULL means the compute stream. */
+     * All mandatory for a device built for 1.2 to 1.5; since 1.6 optional as a group (all
+     * twelve or none, see the opening comment). `stream` NULL means the compute stream. */
     /* Host memory the device copies asynchronously (cudaHostAlloc); 64-byte aligned. */
     gb_status (*alloc_host)(void *self, size_t bytes, void **ptr);
     void (*free_host)(void *self, void *ptr);
@@ -337,6 +383,12 @@ typedef struct gb_device_ops {
                                        float *mean, float *rstd, const void *a, const void *b,
                                        const float *weight, const float *bias, int64_t N,
                                        int64_t C, float eps);
+
+    /* ---- ABI 1.6: the device as data (mandatory for a 1.6 device) ---- */
+    /* Fills `out` (gb_device_desc). Called before create(), with no instance: cheap, no
+     * side effects, the same answer for the life of the process. `host` serves log and
+     * set_error only. */
+    gb_status (*describe)(const gb_host *host, gb_device_desc *out);
 } gb_device_ops;
 
 /* Whether the device vtable `ops` has the optional `entry`: within its struct_size (a
@@ -344,6 +396,17 @@ typedef struct gb_device_ops {
 #define GB_DEVICE_HAS(ops, entry)                                                         \
     ((ops)->struct_size >= offsetof(gb_device_ops, entry) + sizeof((ops)->entry) &&      \
      (ops)->entry != NULL)
+
+/* Whether the buffers of the device of `ctx` are host memory (GB_MEMORY_HOST), which a
+ * plugin declaring GB_DEVICE_ANY_HOST needs: the memory kind where the core stated it
+ * (1.6), else the fixed bit's meaning (only the CPU device's buffers are host memory). */
+static inline int gb_device_memory_is_host(const gb_device_ctx *ctx)
+{
+    if (ctx->struct_size >= offsetof(gb_device_ctx, memory) + sizeof ctx->memory &&
+        ctx->memory != GB_MEMORY_UNSTATED)
+        return ctx->memory == GB_MEMORY_HOST;
+    return ctx->device == GB_DEVICE_CPU;
+}
 
 /* Runs fn(arg) in stream order on the device of `ctx`: through enqueue_host on a 1.2
  * device, at once on an older device (whose memory the host may touch and whose work has

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GB_ABI_MAJOR 1
-#define GB_ABI_MINOR 5
+#define GB_ABI_MINOR 6
 
 /* The symbol the core looks up with dlsym(); its type is gb_plugin_entry_fn. */
 #define GB_PLUGIN_ENTRY_NAME "gearbox_plugin_entry"
@@ -60,9 +60,17 @@ typedef enum gb_kind {
     GB_KIND_COMM = 5         /* gearbox/comm.h */
 } gb_kind;
 
-/* Device bits, for gb_plugin_desc.devices and gb_device_ctx.device. */
+/* Device bits, for gb_plugin_desc.devices and gb_device_ctx.device. The two fixed bits name
+ * the devices gearbox ships (their meaning is frozen for ABI 1); since 1.6 a device is
+ * described by data (device.h: gb_device_desc, its own family name and memory kind), so a
+ * device of another family needs no bit of its own and sets none. */
 #define GB_DEVICE_CPU  (1u << 0)
 #define GB_DEVICE_CUDA (1u << 1)
+/* ABI 1.6, for plugins of the other kinds: runs on any device whose buffers are host
+ * memory (gb_device_desc.memory is GB_MEMORY_HOST), touching them only from work ordered
+ * with gb_device_run_host() (device.h). A plugin that needs one device's memory (CUDA)
+ * declares that device's bit instead. A device plugin never declares it. */
+#define GB_DEVICE_ANY_HOST (1u << 16)
 
 /* ---- capabilities (ABI 1.2) ---------------------------------------------------------- */
 
@@ -170,7 +178,8 @@ typedef struct gb_plugin_desc {
     const char *name;           /* what `[kind] plugin = NAME` selects, e.g. "math" */
     const char *version;        /* the plugin's own version, e.g. "1.0.0" */
     const char *description;    /* one line */
-    uint32_t devices;           /* GB_DEVICE_* bits this object runs on */
+    uint32_t devices;           /* GB_DEVICE_* bits this object runs on; a device plugin:
+                                   its own fixed bit, or (1.6) 0 for a family of its own */
     const gb_option *options;   /* the config schema; may be NULL when n_options is 0 */
     size_t n_options;
     const void *ops;            /* the kind's vtable, e.g. const gb_attn_ops *; starts with

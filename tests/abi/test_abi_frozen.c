@@ -6,7 +6,7 @@
  * and for each enum its values. Growing a struct by appending is allowed in a minor
  * version: the 1.0 `== size` checks hold only while GB_ABI_MINOR is 0, and each later
  * version's block states where the older parts end (END) and its own exact sizes
- * (SIZE_NOW), so the bump that appends must add a block of its own here. Anything else that
+ * (SIZES_NOW), so the bump that appends must add a block of its own here. Anything else that
  * breaks a check here is a change of major version.
  *
  * The numbers are those of LP64 Linux (x86-64, AArch64), the platforms gearbox builds
@@ -50,6 +50,23 @@
 #define SIZE_NOW(minor, type, bytes)                                                       \
     _Static_assert(GB_ABI_MINOR != (minor) || sizeof(type) == (bytes),                      \
                    #type " changed size without a minor version bump")
+
+/* The exact sizes of every struct and vtable in one version, in the order of its block. */
+#define SIZES_NOW(minor, host, desc, ctx, info, matmul, device_ops, attn_problem, attn_ops,  \
+                  step_args, optim_ops, policy, precision_ops, comm_ops)                     \
+    SIZE_NOW(minor, gb_host, host);                                                         \
+    SIZE_NOW(minor, gb_plugin_desc, desc);                                                  \
+    SIZE_NOW(minor, gb_device_ctx, ctx);                                                    \
+    SIZE_NOW(minor, gb_device_info, info);                                                  \
+    SIZE_NOW(minor, gb_matmul_args, matmul);                                                \
+    SIZE_NOW(minor, gb_device_ops, device_ops);                                             \
+    SIZE_NOW(minor, gb_attn_problem, attn_problem);                                         \
+    SIZE_NOW(minor, gb_attn_ops, attn_ops);                                                 \
+    SIZE_NOW(minor, gb_optim_step_args, step_args);                                         \
+    SIZE_NOW(minor, gb_optim_ops, optim_ops);                                               \
+    SIZE_NOW(minor, gb_precision_policy, policy);                                           \
+    SIZE_NOW(minor, gb_precision_ops, precision_ops);                                       \
+    SIZE_NOW(minor, gb_comm_ops, comm_ops)
 
 /* ---- plugin.h ---- */
 VALUE(GB_ABI_MAJOR, 1);
@@ -383,19 +400,7 @@ END(gb_device_ops, enqueue_host, 280);
 ENTRY(gb_device_ops, cross_entropy_ld, 280,
       gb_status (*)(void *, gb_dtype, float *, void *, const void *, int64_t, const int32_t *,
                     int64_t, int64_t, float));
-SIZE_NOW(3, gb_host, 72);
-SIZE_NOW(3, gb_plugin_desc, 80);
-SIZE_NOW(3, gb_device_ctx, 56);
-SIZE_NOW(3, gb_device_info, 496);
-SIZE_NOW(3, gb_matmul_args, 184);
-SIZE_NOW(3, gb_device_ops, 288);
-SIZE_NOW(3, gb_attn_problem, 56);
-SIZE_NOW(3, gb_attn_ops, 56);
-SIZE_NOW(3, gb_optim_step_args, 112);
-SIZE_NOW(3, gb_optim_ops, 48);
-SIZE_NOW(3, gb_precision_policy, 32);
-SIZE_NOW(3, gb_precision_ops, 80);
-SIZE_NOW(3, gb_comm_ops, 72);
+SIZES_NOW(3, 72, 80, 56, 496, 184, 288, 56, 56, 112, 48, 32, 80, 72);
 
 /* ---- ABI 1.4 ------------------------------------------------------------------------ */
 /* 1.3's device description and vtable, and every earlier precision vtable, end where 1.4
@@ -428,19 +433,7 @@ ENTRY(gb_device_ops, graph_destroy, 328, void (*)(void *, void *));
 FIELD(gb_optim_step_args, loss_scale, 112);
 ENTRY(gb_precision_ops, scaler_get, 80, gb_status (*)(void *, gb_loss_scaler *));
 ENTRY(gb_precision_ops, scaler_set, 88, gb_status (*)(void *, const gb_loss_scaler *));
-SIZE_NOW(4, gb_host, 72);
-SIZE_NOW(4, gb_plugin_desc, 80);
-SIZE_NOW(4, gb_device_ctx, 56);
-SIZE_NOW(4, gb_device_info, 528);
-SIZE_NOW(4, gb_matmul_args, 184);
-SIZE_NOW(4, gb_device_ops, 336);
-SIZE_NOW(4, gb_attn_problem, 56);
-SIZE_NOW(4, gb_attn_ops, 56);
-SIZE_NOW(4, gb_optim_step_args, 120);
-SIZE_NOW(4, gb_optim_ops, 48);
-SIZE_NOW(4, gb_precision_policy, 32);
-SIZE_NOW(4, gb_precision_ops, 96);
-SIZE_NOW(4, gb_comm_ops, 72);
+SIZES_NOW(4, 72, 80, 56, 528, 184, 336, 56, 56, 120, 48, 32, 96, 72);
 
 /* ---- ABI 1.5 ------------------------------------------------------------------------ */
 /* 1.4's device vtable ends where 1.5 appends add_layernorm_forward */
@@ -450,19 +443,29 @@ FIELD(gb_matmul_args, bias_lowp, 184);
 ENTRY(gb_device_ops, add_layernorm_forward, 336,
       gb_status (*)(void *, gb_dtype, void *, void *, float *, float *, const void *,
                     const void *, const float *, const float *, int64_t, int64_t, float));
-SIZE_NOW(5, gb_host, 72);
-SIZE_NOW(5, gb_plugin_desc, 80);
-SIZE_NOW(5, gb_device_ctx, 56);
-SIZE_NOW(5, gb_device_info, 528);
-SIZE_NOW(5, gb_matmul_args, 192);
-SIZE_NOW(5, gb_device_ops, 344);
-SIZE_NOW(5, gb_attn_problem, 56);
-SIZE_NOW(5, gb_attn_ops, 56);
-SIZE_NOW(5, gb_optim_step_args, 120);
-SIZE_NOW(5, gb_optim_ops, 48);
-SIZE_NOW(5, gb_precision_policy, 32);
-SIZE_NOW(5, gb_precision_ops, 96);
-SIZE_NOW(5, gb_comm_ops, 72);
+SIZES_NOW(5, 72, 80, 56, 528, 192, 344, 56, 56, 120, 48, 32, 96, 72);
+
+/* ---- ABI 1.6 ------------------------------------------------------------------------ */
+/* 1.5's device vtable ends where 1.6 appends describe; its context where memory begins */
+END(gb_device_ops, add_layernorm_forward, 344);
+END(gb_device_ctx, caps, 56);
+VALUE(GB_DEVICE_CPU, 1u);
+VALUE(GB_DEVICE_CUDA, 2u);
+VALUE(GB_DEVICE_ANY_HOST, 1u << 16);
+VALUE(GB_MEMORY_UNSTATED, 0);
+VALUE(GB_MEMORY_HOST, 1);
+VALUE(GB_MEMORY_DEVICE, 2);
+FIELD(gb_device_ctx, memory, 56);
+FIELD(gb_device_desc, struct_size, 0);
+FIELD(gb_device_desc, family, 8);
+FIELD(gb_device_desc, memory, 40);
+FIELD(gb_device_desc, native_dtypes, 44);
+FIELD(gb_device_desc, preferred_precision, 48);
+FIELD(gb_device_desc, preferred_why, 64);
+FIELD(gb_device_desc, asynchronous, 256);
+ENTRY(gb_device_ops, describe, 344, gb_status (*)(const gb_host *, gb_device_desc *));
+SIZES_NOW(6, 72, 80, 64, 528, 192, 352, 56, 56, 120, 48, 32, 96, 72);
+SIZE_NOW(6, gb_device_desc, 264);
 
 int main(void)
 {

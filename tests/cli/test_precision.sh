@@ -115,10 +115,21 @@ auto_on() { # FEATURES OPTIM EXPECTED TEXT
         pass "precision = auto on $1 with $2: $3 ($(grep '^precision: auto' "$out" | cut -c1-160))" ||
         fail "precision = auto on $1 with $2, expected $3: $(head -c 600 "$out")"
 }
-auto_on avx2,fma,avx512f,avx512_bf16 adamw fp32 "adamw does not write the bf16 weight copy"
-auto_on avx2,fma,avx512f,avx512_bf16 adamw_fused bf16 "avx512_bf16 yes.*GEARBOX_CPU_FEATURES"
-auto_on avx2,fma,avx512f,avx512_fp16 adamw_fused fp16 "fp16 natively"
+auto_on avx2,fma,avx512f,avx512_bf16,amx_tile,amx_bf16 adamw fp32 "adamw does not write the bf16 weight copy"
+auto_on avx2,fma,avx512f,avx512_bf16,amx_tile,amx_bf16 adamw_fused bf16 "AMX.*amx_bf16 yes.*GEARBOX_CPU_FEATURES"
+auto_on avx2,fma,avx512f,avx512_bf16 adamw_fused bf16 "without AMX.*avx512_bf16 yes"
+auto_on avx2,fma,avx512f,avx512_fp16 adamw_fused fp32 "f16 matmul is slower.*avx512_fp16 yes"
 auto_on avx2,fma adamw_fused fp32 "no bf16 or fp16 arithmetic"
+# an AMX CPU with oneDNN held off AMX: its AVX512_BF16 is slower than f32, so fp32
+if grep -qw amx_bf16 /proc/cpuinfo; then
+    ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 "$GEARBOX" check "$WORK/run.ini" \
+        --set precision.plugin=auto --set optim.plugin=adamw_fused > "$WORK/noamx.txt" 2>&1 &&
+        grep -q "^precision: auto chose fp32: .*held off AMX" "$WORK/noamx.txt" &&
+        pass "precision = auto with oneDNN held off AMX: fp32" ||
+        fail "precision = auto with ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16: $(head -c 600 "$WORK/noamx.txt")"
+else
+    echo "ok: precision = auto with oneDNN held off AMX not checked: this CPU has no AMX (SKIP)"
+fi
 GEARBOX_CPU_FEATURES=avx2,fma,avx512_bf16 "$GEARBOX" doctor > "$WORK/doctor.txt" 2>&1
 grep -q "choices assume.*avx512_bf16 yes.*GEARBOX_CPU_FEATURES=avx2,fma,avx512_bf16" "$WORK/doctor.txt" &&
     pass "doctor shows the injected CPU features" ||

@@ -304,7 +304,8 @@ static int run_timeout(const fixture *f, double timeout_s)
 
 static int check_schema(const gb_plugin_desc *desc)
 {
-    int failures = gb_test_check_descriptor(desc, GB_KIND_COMM, "mpi", GB_DEVICE_CPU,
+    int failures = gb_test_check_descriptor(desc, GB_KIND_COMM, "mpi",
+                                            GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
                                             sizeof(gb_comm_ops));
     failures += gb_test_check_option(desc, "timeout_s", GB_OPT_FLOAT, "300");
     const gb_comm_ops *ops = desc->ops;

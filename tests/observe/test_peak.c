@@ -8,9 +8,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "loader.h"
 #include "machine.h"
 
 static int failures;
+
+/* What the shipped devices built before ABI 1.6 say of themselves, from their fixed bit. */
+static const gb_device_desc *fixed_device(uint32_t bit)
+{
+    static gb_device_desc cpu, cuda;
+    gb_device_desc *d = bit == GB_DEVICE_CUDA ? &cuda : &cpu;
+    d->struct_size = sizeof *d;
+    gb_device_describe_fixed(bit, d);
+    return d;
+}
 
 #define CHECK(cond, ...)                                  \
     do {                                                  \
@@ -47,7 +58,7 @@ static void check_compute_of(void)
 
 static void check_gpu(void)
 {
-    const uint32_t cuda = GB_DEVICE_CUDA;
+    const gb_device_desc *cuda = fixed_device(GB_DEVICE_CUDA);
     CHECK(near(gb_device_peak_flops(&h100, cuda, GB_COMPUTE_F32), 66.90816e12),
           "f32 on the H100: %.1f TFLOP/s",
           gb_device_peak_flops(&h100, cuda, GB_COMPUTE_F32) / 1e12);
@@ -70,8 +81,8 @@ static void check_gpu(void)
               gb_device_peak_flops(&unknown, cuda, GB_COMPUTE_TF32) == 0.0 &&
               gb_device_peak_flops(&unknown, cuda, GB_COMPUTE_F16) == 0.0,
           "a GPU that states no bf16 peak has none for 16-bit or TF32 runs (not its f32 one)");
-    CHECK(gb_device_peak_flops(&h100, GB_DEVICE_CPU, GB_COMPUTE_F16) == 0.0 &&
-              gb_device_peak_flops(&h100, GB_DEVICE_CPU, GB_COMPUTE_TF32) == 0.0,
+    CHECK(gb_device_peak_flops(&h100, fixed_device(GB_DEVICE_CPU), GB_COMPUTE_F16) == 0.0 &&
+              gb_device_peak_flops(&h100, fixed_device(GB_DEVICE_CPU), GB_COMPUTE_TF32) == 0.0,
           "tensor-core ratios apply to CUDA devices only");
 }
 
@@ -123,13 +134,13 @@ static void check_peak_flops(void)
     const gb_device_info none = {.struct_size = sizeof none};
     const char *source = NULL;
     stated = &h100;
-    double p = gb_peak_flops(&ops, NULL, GB_DEVICE_CUDA, GB_COMPUTE_BF16, &source);
+    double p = gb_peak_flops(&ops, NULL, fixed_device(GB_DEVICE_CUDA), GB_COMPUTE_BF16, &source);
     CHECK(near(p, h100.peak_flops_bf16) && strcmp(source, "device") == 0,
           "a GPU's bf16 run: the device's bf16 figure");
     stated = &none;
-    p = gb_peak_flops(&ops, NULL, GB_DEVICE_CUDA, GB_COMPUTE_BF16, &source);
+    p = gb_peak_flops(&ops, NULL, fixed_device(GB_DEVICE_CUDA), GB_COMPUTE_BF16, &source);
     CHECK(p == 0.0, "a GPU that states nothing: no MFU (not the host CPU's peak)");
-    p = gb_peak_flops(&ops, NULL, GB_DEVICE_CPU, GB_COMPUTE_BF16, &source);
+    p = gb_peak_flops(&ops, NULL, fixed_device(GB_DEVICE_CPU), GB_COMPUTE_BF16, &source);
     const double rated = gb_cpu_peak_flops(GB_COMPUTE_BF16, NULL, 0);
     CHECK(p >= rated && (strcmp(source, "rated CPU") == 0 || strcmp(source, "measured CPU") == 0),
           "the cpu device: the CPU's own bf16 peak, %.1f GFLOP/s (%s; rated %.1f)", p / 1e9,
@@ -161,7 +172,7 @@ static void check_never_above_measured(void)
         const char *isa;
         double per_cpu_s;
         double work = gb_measure_compute_flops(computes[i], 0, &isa, &per_cpu_s);
-        double peak = gb_peak_flops(&ops, NULL, GB_DEVICE_CPU, computes[i], NULL);
+        double peak = gb_peak_flops(&ops, NULL, fixed_device(GB_DEVICE_CPU), computes[i], NULL);
         if (work <= 0) {
             printf("skip: %s: no vector unit measured on this CPU (%s)\n",
                    gb_compute_name(computes[i]), isa);

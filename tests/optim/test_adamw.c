@@ -111,7 +111,8 @@ static int create_default(const gb_plugin_desc *desc, double weight_decay, test_
 
 static int check_schema(const expected *e, const gb_plugin_desc *desc)
 {
-    int failures = gb_test_check_descriptor(desc, GB_KIND_OPTIM, e->name, GB_DEVICE_CPU,
+    int failures = gb_test_check_descriptor(desc, GB_KIND_OPTIM, e->name,
+                                            GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
                                             sizeof(gb_optim_ops));
     failures += gb_test_check_option(desc, "beta1", GB_OPT_FLOAT, "0.9");
     failures += gb_test_check_option(desc, "beta2", GB_OPT_FLOAT, "0.95");

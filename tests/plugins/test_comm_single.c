@@ -99,7 +99,8 @@ int main(int argc, char **argv)
     if (!desc)
         return 1;
     int failures = gb_test_check_descriptor(desc, GB_KIND_COMM, "single",
-                                            GB_DEVICE_CPU | GB_DEVICE_CUDA, sizeof(gb_comm_ops));
+                                            GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
+                                            sizeof(gb_comm_ops));
     GB_TEST_CHECK(failures, desc->n_options == 0, "%zu options, expected none",
                   desc->n_options);
     const gb_comm_ops *ops = desc->ops;

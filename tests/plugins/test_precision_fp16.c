@@ -119,7 +119,7 @@ static blob_fields saved_fields(const scaler *s)
 static int check_schema(const gb_plugin_desc *desc)
 {
     int failures = gb_test_check_descriptor(desc, GB_KIND_PRECISION, "fp16",
-                                            GB_DEVICE_CPU | GB_DEVICE_CUDA,
+                                            GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
                                             sizeof(gb_precision_ops));
     GB_TEST_CHECK(failures, desc->n_options == 7, "%zu options, expected 7", desc->n_options);
     failures += gb_test_check_option(desc, "init_scale", GB_OPT_FLOAT, "65536");

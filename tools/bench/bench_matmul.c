@@ -317,7 +317,7 @@ int gb_bench_matmul(int argc, char **argv)
         gb_instance *dev = &rt.inst[GB_KIND_DEVICE];
         gb_compute compute = a.dtype == GB_BF16 ? GB_COMPUTE_BF16
                              : a.dtype == GB_F16 ? GB_COMPUTE_F16 : GB_COMPUTE_F32;
-        double peak = gb_peak_flops(rt.dev, dev->self, rt.device_bit, compute, &source);
+        double peak = gb_peak_flops(rt.dev, dev->self, &rt.device, compute, &source);
         printf("gearbox bench matmul: device/%s, %lld threads, %s%s, median of %ld calls after "
                "one warm-up\n", dev->plugin->desc->name, (long long)rt.settings.threads,
                gb_dtype_name(a.dtype), a.epilogues ? " with GPT-2's epilogues" : "", a.repeats);

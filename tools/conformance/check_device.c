@@ -1,6 +1,8 @@
 /* Conformance checks of device plugins: memory, self-description, and the base kernels
  * against device/cpu.
  *
+ * The device's description (ABI 1.6) must be usable data that agrees with its vtable: a
+ * device without stream and event entries says it is synchronous, with host memory.
  * Memory is checked for alignment and exact round trips (host to device, device to
  * device, back to the host) and memset_zero. Each kernel family then runs on small odd
  * shapes twice: on the plugin under test, with inputs uploaded into its memory, and on
@@ -142,12 +144,70 @@ static void check_context(gb_kit *kit)
         gb_kit_report_call(kit, check, &kit->device, "context", st);
     else if (ctx.struct_size != sizeof ctx)
         gb_kit_report(kit, check, GB_KIT_FAIL, "context() changed struct_size");
-    else if (bit == 0 || (bit & (bit - 1)) || !(bit & kit->plugin->desc->devices))
+    else if (bit ? (bit & (bit - 1)) || !(bit & kit->plugin->desc->devices)
+                 : kit->plugin->desc->devices != 0)
         gb_kit_report(kit, check, GB_KIT_FAIL, "device bits 0x%x: one of the descriptor's "
-                      "devices expected", bit);
+                      "devices 0x%x expected (0 only for a family of its own, ABI 1.6)", bit,
+                      kit->plugin->desc->devices);
     else
-        gb_kit_report(kit, check, GB_KIT_PASS, "%s, ordinal %d", gb_device_name(bit),
-                      ctx.ordinal);
+        gb_kit_report(kit, check, GB_KIT_PASS, "%s, ordinal %d",
+                      bit ? gb_device_name(bit) : "a family of its own", ctx.ordinal);
+}
+
+/* The stream and event entries of ABI 1.2, optional as a group since 1.6. */
+static int stream_group(const gb_device_ops *ops)
+{
+    void (*const entries[])(void) = {
+        (void (*)(void))ops->alloc_host, (void (*)(void))ops->free_host,
+        (void (*)(void))ops->copy_async, (void (*)(void))ops->stream_create,
+        (void (*)(void))ops->stream_destroy, (void (*)(void))ops->event_create,
+        (void (*)(void))ops->event_destroy, (void (*)(void))ops->event_record,
+        (void (*)(void))ops->stream_wait_event, (void (*)(void))ops->event_query,
+        (void (*)(void))ops->event_sync, (void (*)(void))ops->enqueue_host};
+    int set = 0;
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
+        set += entries[i] != NULL;
+    return set;
+}
+
+/* ABI 1.6: what describe() says is usable data, and agrees with the vtable: a device that
+ * leaves the stream group out is synchronous, with host memory. */
+static void check_describe(gb_kit *kit)
+{
+    const char *check = "describe (ABI 1.6)";
+    const gb_plugin_desc *d = kit->plugin->desc;
+    if (d->abi_minor < 6) {
+        gb_kit_report(kit, check, GB_KIT_UNSUPPORTED, "built for ABI 1.%u: the core describes "
+                      "it from its device bit", d->abi_minor);
+        return;
+    }
+    gb_device_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.struct_size = sizeof desc;
+    gb_status st = kit->dev->describe(&kit->device.inst.host, &desc);
+    size_t family = strnlen(desc.family, sizeof desc.family);
+    int streams = stream_group(kit->dev);
+    if (st != GB_OK)
+        gb_kit_report_call(kit, check, &kit->device, "describe", st);
+    else if (!family || family == sizeof desc.family ||
+             strspn(desc.family, "abcdefghijklmnopqrstuvwxyz0123456789_") != family)
+        gb_kit_report(kit, check, GB_KIT_FAIL, "family must be a lower-case name");
+    else if (desc.memory != GB_MEMORY_HOST && desc.memory != GB_MEMORY_DEVICE)
+        gb_kit_report(kit, check, GB_KIT_FAIL, "memory %u is no gb_memory_kind", desc.memory);
+    else if (!desc.preferred_precision[0] || !(desc.native_dtypes & GB_DTYPE_BIT(GB_F32)))
+        gb_kit_report(kit, check, GB_KIT_FAIL, "a preferred precision and f32 among the "
+                      "native dtypes expected");
+    else if (!streams && (desc.asynchronous || desc.memory != GB_MEMORY_HOST))
+        gb_kit_report(kit, check, GB_KIT_FAIL, "no stream and event entries, but it says it is "
+                      "%s with %s memory; only a synchronous host-memory device may leave them",
+                      desc.asynchronous ? "asynchronous" : "synchronous",
+                      desc.memory == GB_MEMORY_HOST ? "host" : "its own");
+    else
+        gb_kit_report(kit, check, GB_KIT_PASS, "family %s, %s memory, %s, prefers %s; stream "
+                      "and event entries: %s", desc.family,
+                      desc.memory == GB_MEMORY_HOST ? "host" : "device",
+                      desc.asynchronous ? "asynchronous" : "synchronous",
+                      desc.preferred_precision, streams ? "given" : "the core's");
 }
 
 static void check_info(gb_kit *kit)
@@ -498,6 +558,7 @@ static void check_sum_squares(gb_kit *kit, const gb_kit_instance *ref, gb_rng *r
 void gb_kit_check_device(gb_kit *kit)
 {
     check_context(kit);
+    check_describe(kit);
     check_info(kit);
     gb_rng rng = gb_rng_stream(19, 0, 0, 0);
     check_memory(kit, &rng);

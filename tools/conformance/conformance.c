@@ -143,6 +143,33 @@ static int check_create(gb_kit *kit)
     return st == GB_OK ? 0 : -1;
 }
 
+/* Whether the plugin under test runs on the started device `dev`, as a run decides it: by
+ * the device's description (ABI 1.6; its fixed bit's meaning before), which also gives the
+ * context its memory kind. 0, or -1 with the device destroyed. */
+static int match_device(gb_kit *kit, const gb_plugin *dev, const char *name, const char *check)
+{
+    gb_device_desc desc = {.struct_size = sizeof desc};
+    gb_status st = GB_OK;
+    if (dev->desc->abi_minor >= 6)
+        st = kit->dev->describe(&kit->device.inst.host, &desc);
+    else
+        gb_device_describe_fixed(dev->desc->devices, &desc);
+    uint32_t devices = kit->plugin->desc->devices;
+    if (st == GB_OK && (devices & gb_device_match_bits(dev->desc->devices, &desc))) {
+        kit->ctx.memory = desc.memory;
+        return 0;
+    }
+    char list[32];
+    gb_device_list(devices, list, sizeof list);
+    if (st != GB_OK)
+        gb_kit_report_call(kit, check, &kit->device, "describe", st);
+    else
+        gb_kit_report(kit, check, GB_KIT_FAIL, "the plugin runs on %s, not on the device %s; "
+                      "choose one with --device", list, name);
+    gb_kit_destroy(&kit->device);
+    return -1;
+}
+
 /* The device the plugin under test runs on, for its memory and its context: the device
  * plugin `name`, or by default cpu when the plugin runs there, else its own device.
  * 0, -1 after a failure, or 1 when the device is not available on this machine. */
@@ -166,13 +193,6 @@ static int start_device(gb_kit *kit, const char *name)
             gb_diag_clear(&diag);
             return untestable ? 1 : -1;
         }
-        if (!(p->desc->devices & devices)) {
-            char list[32];
-            gb_device_list(devices, list, sizeof list);
-            gb_kit_report(kit, check, GB_KIT_FAIL, "the plugin runs on %s, not on the device "
-                          "%s; choose one with --device", list, name);
-            return -1;
-        }
     }
     gb_status st = gb_kit_create(kit, &kit->device, p, NULL, NULL, 0);
     /* a device plugin under test has its context checked among its own checks */
@@ -191,7 +211,7 @@ static int start_device(gb_kit *kit, const char *name)
         return missing ? 1 : -1;
     }
     kit->dev = kit->device.ops;
-    return 0;
+    return p == kit->plugin ? 0 : match_device(kit, p, name, check);
 }
 
 static void run_kind_checks(gb_kit *kit)

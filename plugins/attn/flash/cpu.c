@@ -91,9 +91,10 @@ static gb_status choose_kernels(const gb_host *host, int64_t isa, const cpu_kern
 static gb_status flash_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
-    if (!device || device->device != GB_DEVICE_CPU) {
-        host->set_error(host, PLUGIN "-cpu runs on the cpu device only; this run's device is "
-                              "not the cpu (use the plugin built for it)");
+    if (!device || !gb_device_memory_is_host(device)) {
+        host->set_error(host, PLUGIN "-cpu runs on devices whose buffers are host "
+                              "memory; this run's device has memory of its own (use the "
+                              "plugin built for it)");
         return GB_ERR_UNSUPPORTED;
     }
     const int64_t block_k = options[OPT_BLOCK_K].i;
@@ -656,6 +657,6 @@ static const gb_attn_ops flash_ops = {
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.0.0",
                       "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
                       "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
-                      GB_DEVICE_CPU,
+                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
                       GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                       GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(flash_options), flash_ops)

@@ -55,9 +55,10 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
                              const gb_device_ctx *device, void **self)
 {
     (void)options;
-    if (!device || device->device != GB_DEVICE_CPU) {
-        host->set_error(host, PLUGIN "-cpu runs on the cpu device only; this run's device "
-                              "is not the cpu (use the plugin built for it)");
+    if (!device || !gb_device_memory_is_host(device)) {
+        host->set_error(host, PLUGIN "-cpu runs on devices whose buffers are host "
+                              "memory; this run's device has memory of its own (use the "
+                              "plugin built for it)");
         return GB_ERR_UNSUPPORTED;
     }
     attn_math *attn = host->alloc(host, sizeof *attn);
@@ -429,6 +430,6 @@ static const gb_attn_ops math_ops = {
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "math", "1.0.0",
                       "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
-                      GB_DEVICE_CPU,
+                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
                       GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                       GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, math_ops)

@@ -530,7 +530,7 @@ static gb_status mpi_create(const gb_host *host, const gb_value *options,
 {
     if (!host || !options || !self)
         return GB_ERR_INVALID_ARG;
-    if (device && device->device != GB_DEVICE_CPU) {
+    if (device && !gb_device_memory_is_host(device)) {
         host->set_error(host, "comm/mpi reduces host memory; device = cuda needs "
                               "[comm] plugin = nccl");
         return GB_ERR_UNSUPPORTED;
@@ -835,5 +835,5 @@ static const gb_comm_ops mpi_ops = {
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "mpi", "1.0.0",
                       "Open MPI collectives on host memory, with a timeout that names the rank "
                       "at fault",
-                      GB_DEVICE_CPU, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_I32),
+                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_I32),
                       GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(mpi_options), mpi_ops)

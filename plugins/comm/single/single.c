@@ -128,6 +128,6 @@ static const gb_comm_ops single_ops = {
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "single", "1.0.0",
                       "one process (rank 0 of 1): every collective is the identity",
-                      GB_DEVICE_CPU | GB_DEVICE_CUDA,
+                      GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
                       GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) | GB_DTYPE_BIT(GB_I32),
                       GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, single_ops)

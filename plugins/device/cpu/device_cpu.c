@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include "cpu_device.h"
 #include "deferred.h"
 #include "gearbox/plugin.h"
@@ -120,6 +122,91 @@ static gb_status cpu_info(void *self, gb_device_info *out)
     return GB_OK;
 }
 
+/* Whether GEARBOX_CPU_FEATURES, the feature list tests inject in place of the CPU's own
+ * (engine/machine.h reads it for `gearbox doctor`), names `feature`; -1 where it is unset.
+ * A list the engine refuses (it warns) reads here as one without 16-bit arithmetic. */
+static int injected_feature(const char *feature)
+{
+    const char *list = getenv("GEARBOX_CPU_FEATURES");
+    if (!list || !*list)
+        return -1;
+    size_t n = strlen(feature);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, feature, n) == 0)
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+/* What this CPU computes natively, and whether oneDNN's matmuls use its AMX tiles
+ * (ONEDNN_MAX_CPU_ISA may hold oneDNN below the CPU's best). */
+typedef struct cpu_native {
+    int amx_bf16, onednn_amx, avx512_bf16, avx512_fp16;
+} cpu_native;
+
+static cpu_native cpu_native_now(void)
+{
+    cpu_native n = {injected_feature("amx_bf16"), 0, injected_feature("avx512_bf16"),
+                    injected_feature("avx512_fp16")};
+    if (n.amx_bf16 >= 0) { /* an injected list: what it names is what oneDNN would use */
+        n.onednn_amx = n.amx_bf16;
+        return n;
+    }
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    n.amx_bf16 = __builtin_cpu_supports("amx-bf16") != 0;
+    n.onednn_amx = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+    n.avx512_bf16 = __builtin_cpu_supports("avx512bf16") != 0;
+    n.avx512_fp16 = __builtin_cpu_supports("avx512fp16") != 0;
+    return n;
+}
+
+/* The precision a run should take here, and why (docs/precision.md has the figures):
+ * bf16 where oneDNN multiplies it on AMX tiles, or with AVX512_BF16 on a CPU without AMX
+ * (Zen 4 and 5, where vdpbf16ps runs at twice the f32 FMA rate); fp32 on an AMX CPU with
+ * oneDNN held off AMX (its vdpbf16ps runs at half that rate: bf16 measured 0.74-0.80x) and
+ * wherever f16 alone is native (fp16 measured 1.6x fp32's time), or nothing is. */
+static const char *cpu_preference(const cpu_native *n, const char **why)
+{
+    if (n->onednn_amx) {
+        *why = "oneDNN multiplies bf16 on AMX tiles";
+        return "bf16";
+    }
+    if (n->avx512_bf16 && !n->amx_bf16) {
+        *why = "AVX512_BF16 multiplies bf16 at twice the f32 rate on a CPU without AMX";
+        return "bf16";
+    }
+    *why = n->amx_bf16 ? "oneDNN is held off AMX, and this CPU's AVX512_BF16 is slower "
+                         "than its f32"
+           : n->avx512_fp16 ? "oneDNN's f16 matmul is slower than f32 on this CPU"
+                            : "no bf16 or fp16 arithmetic: 16-bit types would only be "
+                              "converted in software";
+    return "fp32";
+}
+
+static gb_status cpu_describe(const gb_host *host, gb_device_desc *out)
+{
+    (void)host;
+    cpu_native n = cpu_native_now();
+    char model[96];
+    read_cpu_model(model, sizeof model);
+    snprintf(out->family, sizeof out->family, "cpu");
+    out->memory = GB_MEMORY_HOST;
+    out->native_dtypes = GB_DTYPE_BIT(GB_F32) |
+                         (n.amx_bf16 || n.avx512_bf16 ? GB_DTYPE_BIT(GB_BF16) : 0u) |
+                         (n.avx512_fp16 ? GB_DTYPE_BIT(GB_F16) : 0u);
+    out->asynchronous = 1; /* its GPU-like mode queues work */
+    const char *why, *choice = cpu_preference(&n, &why);
+    snprintf(out->preferred_precision, sizeof out->preferred_precision, "%s", choice);
+    snprintf(out->preferred_why, sizeof out->preferred_why,
+             "%s (%.60s: amx_bf16 %s, avx512_bf16 %s, avx512_fp16 %s%s)", why, model,
+             n.amx_bf16 ? "yes" : "no", n.avx512_bf16 ? "yes" : "no",
+             n.avx512_fp16 ? "yes" : "no",
+             getenv("GEARBOX_CPU_FEATURES") ? ", from GEARBOX_CPU_FEATURES" : "");
+    return GB_OK;
+}
+
 static const gb_device_ops cpu_ops = {
     .struct_size = sizeof(gb_device_ops),
     .create = cpu_create,
@@ -159,6 +246,7 @@ static const gb_device_ops cpu_ops = {
     .cross_entropy_ld = cpu_q_cross_entropy_ld,
     .cross_entropy_scaled = cpu_q_cross_entropy_scaled,
     .loss_scaler_update = cpu_q_loss_scaler_update,
+    .describe = cpu_describe,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.3.0",

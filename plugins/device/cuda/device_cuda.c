@@ -220,6 +220,21 @@ static gb_status cuda_info(void *self, gb_device_info *out)
     return GB_OK;
 }
 
+/* Said without opening a GPU (describe() runs before create()): gearbox's CUDA path needs
+ * sm_80 or later, whose tensor cores multiply bf16 and f16 natively. */
+static gb_status cuda_describe(const gb_host *host, gb_device_desc *out)
+{
+    (void)host;
+    snprintf(out->family, sizeof out->family, "cuda");
+    out->memory = GB_MEMORY_DEVICE;
+    out->native_dtypes = GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16);
+    out->asynchronous = 1;
+    snprintf(out->preferred_precision, sizeof out->preferred_precision, "bf16");
+    snprintf(out->preferred_why, sizeof out->preferred_why,
+             "CUDA tensor cores (sm_80 and later) multiply bf16 natively");
+    return GB_OK;
+}
+
 /* ---- memory --------------------------------------------------------------------------- */
 
 static gb_status cuda_alloc(void *self, size_t bytes, void **ptr)
@@ -546,6 +561,7 @@ static const gb_device_ops cuda_ops = {
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
     .add_layernorm_forward = cuda_add_layernorm_forward,
+    .describe = cuda_describe,
 };
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cuda", "1.2.0",

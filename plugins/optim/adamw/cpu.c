@@ -30,8 +30,8 @@ static gb_status adamw_create(const gb_host *host, const gb_value *options,
 {
     if (!host || !options || !self)
         return GB_ERR_INVALID_ARG;
-    if (device && device->device != GB_DEVICE_CPU) {
-        host->set_error(host, "adamw (cpu) runs on the CPU device only");
+    if (device && !gb_device_memory_is_host(device)) {
+        host->set_error(host, "adamw (cpu) runs on devices whose buffers are host memory");
         return GB_ERR_UNSUPPORTED;
     }
     adamw_hparams h;
@@ -154,5 +154,5 @@ static const gb_optim_ops adamw_ops = {
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw", "1.0.0",
                       "AdamW (torch.optim.AdamW math), readable reference: one pass per term",
-                      GB_DEVICE_CPU, 0u,
+                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, 0u,
                       GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(adamw_options), adamw_ops)

@@ -56,8 +56,8 @@ static gb_status fused_create(const gb_host *host, const gb_value *options,
 {
     if (!host || !options || !self)
         return GB_ERR_INVALID_ARG;
-    if (device && device->device != GB_DEVICE_CPU) {
-        host->set_error(host, "adamw_fused (cpu) runs on the CPU device only");
+    if (device && !gb_device_memory_is_host(device)) {
+        host->set_error(host, "adamw_fused (cpu) runs on devices whose buffers are host memory");
         return GB_ERR_UNSUPPORTED;
     }
     adamw_hparams h;
@@ -231,7 +231,7 @@ static const gb_optim_ops fused_ops = {
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
                       "AdamW in one pass over memory (AVX-512 or portable, OpenMP), bit-identical "
                       "to adamw",
-                      GB_DEVICE_CPU, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                       GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
                           GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
                       GB_OPTIONS(adamw_options), fused_ops)

@@ -66,5 +66,5 @@ static const gb_precision_ops bf16_ops = {
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "bf16", "1.0.0",
                       "bf16 activations, matmuls and weights, f32 master weights; no loss scaling",
-                      GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16),
+                      GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_BF16),
                       GB_CAP_DETERMINISTIC, GB_OPTIONS(bf16_options), bf16_ops)

@@ -172,5 +172,5 @@ static const gb_precision_ops fp16_ops = {
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "fp16", "1.0.0",
                       "f16 compute, f32 master weights, dynamic loss scaling (PyTorch GradScaler)",
-                      GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F16),
+                      GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_F16),
                       GB_CAP_DETERMINISTIC, GB_OPTIONS(fp16_options), fp16_ops)

@@ -39,5 +39,5 @@ static const gb_precision_ops fp32_ops = {
 
 GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "fp32", "1.0.0",
                       "f32 activations, matmuls and weights; no loss scaling",
-                      GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F32),
+                      GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_F32),
                       GB_CAP_DETERMINISTIC, GB_NO_OPTIONS, fp32_ops)
