@@ -330,15 +330,9 @@ static int check_cuda_refused(const gb_comm_ops *ops, const gb_value *values)
 int main(int argc, char **argv)
 {
     int timeout_mode = argc == 4 && strcmp(argv[3], "timeout") == 0;
-    if (argc != 3 && !timeout_mode) {
-        fprintf(stderr, "usage: %s comm-mpi.so WORLD [timeout]\n", argv[0]);
-        return 2;
-    }
+    gb_test_usage_unless(argc == 3 || timeout_mode, argv[0], "comm-mpi.so WORLD [timeout]");
     const int want_world = atoi(argv[2]);
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     int failures = check_schema(desc);
     if (failures)
         return 1;

@@ -482,14 +482,9 @@ static int check_multi_gpu(const char *plugin, int world)
 int main(int argc, char **argv)
 {
     const char *mode = argc == 3 ? argv[2] : "";
-    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(mode, "gpu") && strcmp(mode, "rank"))) {
-        fprintf(stderr, "usage: %s comm-nccl.so [gpu]\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    const int mode_ok = !strcmp(mode, "") || !strcmp(mode, "gpu") || !strcmp(mode, "rank");
+    gb_test_usage_unless(argc >= 2 && argc <= 3 && mode_ok, argv[0], "comm-nccl.so [gpu]");
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     if (strcmp(mode, "rank") == 0)
         return run_rank(desc);
 

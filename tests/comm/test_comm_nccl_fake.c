@@ -420,10 +420,8 @@ static int check_mpi_rank(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "mpi") != 0)) {
-        fprintf(stderr, "usage: LD_PRELOAD=fake-nccl.so %s comm-nccl.so [mpi]\n", argv[0]);
-        return 2;
-    }
+    gb_test_usage_unless(argc == 2 || (argc == 3 && strcmp(argv[2], "mpi") == 0), argv[0],
+                         "comm-nccl.so [mpi], with LD_PRELOAD=fake-nccl.so");
     fake_nccl_log_fn get_log;
     /* The object-to-function pointer cast POSIX guarantees for dlsym(). */
     *(void **)&get_log = dlsym(RTLD_DEFAULT, FAKE_NCCL_LOG_SYMBOL);
@@ -432,10 +430,7 @@ int main(int argc, char **argv)
         return 1;
     }
     fake = get_log();
-    void *handle;
-    desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    desc = gb_test_load_plugin(argv[1]);
     ops = desc->ops;
     if (gb_test_option_index(desc, "timeout_s") < 0 || desc->n_options > 4) {
         printf("FAIL: comm-nccl has no timeout_s option, or more options than expected\n");

@@ -99,6 +99,23 @@ const gb_plugin_desc *gb_test_open_plugin(const char *path, void **handle)
     return desc;
 }
 
+void gb_test_usage_unless(int args_ok, const char *prog, const char *args)
+{
+    if (args_ok)
+        return;
+    fprintf(stderr, "usage: %s %s\n", prog, args);
+    exit(2);
+}
+
+const gb_plugin_desc *gb_test_load_plugin(const char *path)
+{
+    void *handle;
+    const gb_plugin_desc *desc = gb_test_open_plugin(path, &handle);
+    if (!desc)
+        exit(1);
+    return desc;
+}
+
 int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,
                              uint32_t devices, size_t ops_size)
 {

@@ -25,6 +25,12 @@ const gb_device_ctx *gb_test_cpu_ctx(void);
  * *handle receives the handle for dlclose(). */
 const gb_plugin_desc *gb_test_open_plugin(const char *path, void **handle);
 
+/* For a test's main(): prints "usage: PROG ARGS" and exits with status 2 unless args_ok. */
+void gb_test_usage_unless(int args_ok, const char *prog, const char *args);
+/* gb_test_open_plugin() for a test's main(): exits with status 1 when `path` does not
+ * load. The plugin stays loaded until the test exits. */
+const gb_plugin_desc *gb_test_load_plugin(const char *path);
+
 /* Checks the descriptor's ABI version, size, kind, name and devices, that every option
  * has a key, a default and a help line, and that the vtable's struct_size is ops_size. */
 int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,

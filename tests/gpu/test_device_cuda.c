@@ -950,14 +950,8 @@ static int check_descriptor(const gb_plugin_desc *d)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc != 2 && argc != 4) {
-        fprintf(stderr, "usage: %s CUDA_PLUGIN [CPU_PLUGIN ops]\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    gb_test_usage_unless(argc == 2 || argc == 4, argv[0], "CUDA_PLUGIN [CPU_PLUGIN ops]");
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     gpu.ops = desc->ops;
     kt_section("descriptor of %s", argv[1]);
     kt_expect(check_descriptor(desc) == 0, "the descriptor is not device/cuda's");
@@ -986,10 +980,7 @@ int main(int argc, char **argv)
               strstr(info.libraries, "cuBLASLt") && info.driver[0],
               "info does not describe the GPU");
     if (argc == 4) {
-        const gb_plugin_desc *cdesc = gb_test_open_plugin(argv[2], &handle);
-        if (!cdesc)
-            return 1;
-        cpu.ops = cdesc->ops;
+        cpu.ops = gb_test_load_plugin(argv[2])->ops;
         gb_value emulate = {.i = 0};
         expect_ok(cpu.ops->create(&host, &emulate, &cpu.self), &cpu, "create");
         test_memory();

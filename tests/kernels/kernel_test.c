@@ -52,9 +52,8 @@ const gb_plugin_desc *kt_load_plugin(const char *path, gb_kind kind, const char 
                                      size_t ops_size)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);   // keeps results and FAIL lines in order in logs
-    void *handle;
-    const gb_plugin_desc *d = gb_test_open_plugin(path, &handle);
-    if (!d || !d->ops)
+    const gb_plugin_desc *d = gb_test_load_plugin(path);
+    if (!d->ops)
         exit(1);
     kt_section("descriptor of %s", path);
     failures += gb_test_check_descriptor(d, kind, name, GB_DEVICE_CPU, ops_size);

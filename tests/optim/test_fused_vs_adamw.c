@@ -71,15 +71,9 @@ static long double sum_squares_ref(const float *x, int64_t n)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s optim-adamw-cpu.so optim-adamw_fused-cpu.so\n", argv[0]);
-        return 2;
-    }
-    void *h1, *h2;
-    const gb_plugin_desc *adamw = gb_test_open_plugin(argv[1], &h1);
-    const gb_plugin_desc *fused = gb_test_open_plugin(argv[2], &h2);
-    if (!adamw || !fused)
-        return 1;
+    gb_test_usage_unless(argc == 3, argv[0], "optim-adamw-cpu.so optim-adamw_fused-cpu.so");
+    const gb_plugin_desc *adamw = gb_test_load_plugin(argv[1]);
+    const gb_plugin_desc *fused = gb_test_load_plugin(argv[2]);
     int failures = 0;
 
     gb_host one_thread = *gb_test_host(), three_threads = *gb_test_host();

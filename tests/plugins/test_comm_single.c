@@ -90,14 +90,8 @@ static int check_broadcast_and_barrier(const gb_comm_ops *ops, void *self)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s comm-single.so\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    gb_test_usage_unless(argc == 2, argv[0], "comm-single.so");
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     int failures = gb_test_check_descriptor(desc, GB_KIND_COMM, "single",
                                             GB_DEVICE_CPU | GB_DEVICE_CUDA, sizeof(gb_comm_ops));
     GB_TEST_CHECK(failures, desc->n_options == 0, "%zu options, expected none",
