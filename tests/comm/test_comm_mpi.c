@@ -307,12 +307,7 @@ static int check_schema(const gb_plugin_desc *desc)
     int failures = gb_test_check_descriptor(desc, GB_KIND_COMM, "mpi", GB_DEVICE_CPU,
                                             sizeof(gb_comm_ops));
     failures += gb_test_check_option(desc, "timeout_s", GB_OPT_FLOAT, "300");
-    const gb_comm_ops *ops = desc->ops;
-    GB_TEST_CHECK(failures, ops->create && ops->destroy && ops->rank && ops->world &&
-                                ops->all_reduce_start && ops->all_reduce_wait &&
-                                ops->broadcast && ops->barrier,
-                  "vtable has NULL entries");
-    return failures;
+    return failures + gb_test_check_comm_entries(desc->ops);
 }
 
 static int check_cuda_refused(const gb_comm_ops *ops, const gb_value *values)

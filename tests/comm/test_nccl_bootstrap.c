@@ -136,21 +136,6 @@ static int check_launch_env(void)
 
 /* ---- tcp_bootstrap --------------------------------------------------------------------- */
 
-/* A TCP port nobody listens on right now (the kernel's choice for port 0). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
-        getsockname(fd, (struct sockaddr *)&a, &len)) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void fill_blob(unsigned char *blob)
 {
     for (int i = 0; i < BLOB_BYTES; i++)
@@ -229,7 +214,7 @@ static int run_rank(const void *arg)
 /* Three ranks, one of them finding rank 0 as "localhost" (IPv6 or IPv4 alike). */
 static int check_exchange(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     const rank_job jobs[3] = {{"127.0.0.1", port, 0, 3, 10.0}, {"127.0.0.1", port, 1, 3, 10.0},
                               {"localhost", port, 2, 3, 10.0}};
     pid_t pids[3];
@@ -245,7 +230,7 @@ static int check_exchange(void)
 
 static int check_nobody_serves(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     unsigned char blob[BLOB_BYTES];
     gb_test_clear_error();
     double start = monotonic_s();
@@ -265,7 +250,7 @@ static int check_nobody_serves(void)
 
 static int check_missing_rank(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     const rank_job rank1 = {"127.0.0.1", port, 1, 3, 10.0};
     pid_t pid = spawn(run_rank, &rank1);
     unsigned char blob[BLOB_BYTES];
@@ -296,7 +281,7 @@ static int expect_fetch_refused(const void *arg)
 
 static int check_world_mismatch(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     const rank_job stranger = {"127.0.0.1", port, 1, 3, 5.0};
     pid_t pid = spawn(expect_fetch_refused, &stranger);
     unsigned char blob[BLOB_BYTES];
@@ -314,7 +299,7 @@ static int check_world_mismatch(void)
 
 static int check_port_taken(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     int holder = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_ANY)};
@@ -354,7 +339,7 @@ static int send_junk(const void *arg)
 
 static int check_stray_connection(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     const rank_job job = {"127.0.0.1", port, 1, 2, 10.0};
     pid_t junk = spawn(send_junk, &job);
     sleep_ms(100);

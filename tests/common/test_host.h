@@ -9,6 +9,7 @@
 #ifndef GEARBOX_TESTS_TEST_HOST_H
 #define GEARBOX_TESTS_TEST_HOST_H
 
+#include "gearbox/comm.h"
 #include "gearbox/device.h"
 #include "gearbox/plugin.h"
 
@@ -43,6 +44,19 @@ int gb_test_check_option(const gb_plugin_desc *desc, const char *key, gb_option_
 /* Option values parallel to the schema, each parsed from its default (INT, FLOAT, BOOL;
  * other types are left zero). `values` holds at least desc->n_options entries. */
 void gb_test_default_values(const gb_plugin_desc *desc, gb_value *values);
+
+/* Checks that a comm vtable has every entry. */
+int gb_test_check_comm_entries(const gb_comm_ops *ops);
+/* A comm plugin's request bookkeeping: GB_COMM_MAX_INFLIGHT all-reduces in flight with
+ * distinct ids, one more refused, waits out of order, a second wait and an unknown id
+ * refused, then unsupported dtypes, reduce ops and a NULL buffer. `buf` holds
+ * 16 * GB_COMM_MAX_INFLIGHT floats the plugin can reduce in place (device memory for a
+ * GPU plugin). */
+int gb_test_check_requests(const gb_comm_ops *ops, void *self, float *buf);
+
+/* A TCP port nobody listens on right now (the kernel's choice for port 0); exits with
+ * status 1 when there is none. */
+int gb_test_free_port(void);
 
 /* Prints "FAIL: <message>" and counts one failure when cond is false. */
 #define GB_TEST_CHECK(failures, cond, ...)                                                   \

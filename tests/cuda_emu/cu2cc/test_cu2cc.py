@@ -78,42 +78,31 @@ class LaunchTest(PassTest):
         body = self.convert('void f() {\n    %s;\n}\n' % call)
         return body.split('\n')[1].strip()[:-1]
 
-    def test_four_arguments(self):
-        self.assertEqual(self.launch('k<<<g, b, 64, s>>>(x, y)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, b, 64, s)(x, y)')
+    # one-line launches and their rewrites after '::gb_emu::launch(__FILE__, __LINE__, ':
+    # four arguments, the defaults, spaces around the brackets, qualified names, template ids,
+    # and a template call right before the closing brackets
+    REWRITES = [
+        ('k<<<g, b, 64, s>>>(x, y)', '"k", k, g, b, 64, s)(x, y)'),
+        ('k<<<g, b>>>()', '"k", k, g, b, 0, 0)()'),
+        ('k<<<g, b, n * 4>>>(x)', '"k", k, g, b, n * 4, 0)(x)'),
+        ('k <<< g, b >>> (x)', '"k", k, g, b, 0, 0) (x)'),
+        ('ns::k<<<1, 2>>>()', '"ns::k", ns::k, 1, 2, 0, 0)()'),
+        ('::k<<<1, 2>>>()', '"::k", ::k, 1, 2, 0, 0)()'),
+        ('a::B<int>::k<<<1, 2>>>()', '"a::B<int>::k", a::B<int>::k, 1, 2, 0, 0)()'),
+        ('forward_kernel<E, DP><<<grid, 128, bytes, st>>>(a)',
+         '"forward_kernel<E, DP>", forward_kernel<E, DP>, grid, 128, bytes, st)(a)'),
+        ('k<pair<int, float>, T<U<int>>><<<1, 2>>>()',
+         '"k<pair<int, float>, T<U<int>>>", k<pair<int, float>, T<U<int>>>, 1, 2, 0, 0)()'),
+        ('k<(A > B), N<<1><<<1, 2>>>()', '"k<(A > B), N<<1>", k<(A > B), N<<1>, 1, 2, 0, 0)()'),
+        ('ns::k<float>  <<<1, 2>>>()', '"ns::k<float>", ns::k<float>, 1, 2, 0, 0)()'),
+        ('k<<<g, f<int>>>>(x)', '"k", k, g, f<int>, 0, 0)(x)'),
+    ]
 
-    def test_defaults(self):
-        self.assertEqual(self.launch('k<<<g, b>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, b, 0, 0)()')
-        self.assertEqual(self.launch('k<<<g, b, n * 4>>>(x)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, b, n * 4, 0)(x)')
-
-    def test_spaces_around_brackets(self):
-        self.assertEqual(self.launch('k <<< g, b >>> (x)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, b, 0, 0) (x)')
-
-    def test_qualified_names(self):
-        self.assertEqual(self.launch('ns::k<<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "ns::k", ns::k, 1, 2, 0, 0)()')
-        self.assertEqual(self.launch('::k<<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "::k", ::k, 1, 2, 0, 0)()')
-        self.assertEqual(self.launch('a::B<int>::k<<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "a::B<int>::k", a::B<int>::k, '
-                         '1, 2, 0, 0)()')
-
-    def test_template_ids(self):
-        self.assertEqual(self.launch('forward_kernel<E, DP><<<grid, 128, bytes, st>>>(a)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "forward_kernel<E, DP>", '
-                         'forward_kernel<E, DP>, grid, 128, bytes, st)(a)')
-        self.assertEqual(self.launch('k<pair<int, float>, T<U<int>>><<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k<pair<int, float>, T<U<int>>>", '
-                         'k<pair<int, float>, T<U<int>>>, 1, 2, 0, 0)()')
-        self.assertEqual(self.launch('k<(A > B), N<<1><<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k<(A > B), N<<1>", '
-                         'k<(A > B), N<<1>, 1, 2, 0, 0)()')
-        self.assertEqual(self.launch('ns::k<float>  <<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "ns::k<float>", ns::k<float>, '
-                         '1, 2, 0, 0)()')
+    def test_rewrites(self):
+        for call, rewrite in self.REWRITES:
+            with self.subTest(call=call):
+                self.assertEqual(self.launch(call),
+                                 '::gb_emu::launch(__FILE__, __LINE__, ' + rewrite)
 
     def test_config_expressions(self):
         cases = [
@@ -129,10 +118,6 @@ class LaunchTest(PassTest):
                 self.assertEqual(self.launch(call),
                                  '::gb_emu::launch(__FILE__, __LINE__, "k", k, %s, %s, %s, %s)(z)'
                                  % (grid, block, shmem, stream))
-
-    def test_template_call_right_before_the_end(self):
-        self.assertEqual(self.launch('k<<<g, f<int>>>>(x)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, f<int>, 0, 0)(x)')
 
     def test_multi_line_launch_keeps_lines(self):
         src = ('void f() {\n'
