@@ -244,6 +244,9 @@ static int check_world_of_one(const gb_plugin_desc *desc)
     cudaMalloc(&dev, 16 * GB_COMM_MAX_INFLIGHT * sizeof(float) + 4096);
     failures += check_identity(ops, self, sc.stream, dev);
     failures += gb_test_check_requests(ops, self, dev);
+    gb_comm_request req;
+    st = ops->all_reduce_start(self, dev, 1, GB_U16, GB_REDUCE_SUM, &req);
+    GB_TEST_CHECK(failures, st == GB_ERR_UNSUPPORTED, "u16 all-reduce returned %d", st);
     failures += check_broadcast_and_barrier(ops, self, sc.stream, dev);
     ops->destroy(self);
     cudaFree(dev);

@@ -1,12 +1,14 @@
 /* The checks of the tests that call a module's functions directly (no plugin loaded):
  * CHECK(cond) prints "FILE:LINE: check failed: cond" and counts a failure (CHECK_NEAR and
- * CHECK_TEXT likewise for a number within a tolerance and a string); check_exit() turns
+ * CHECK_TEXT likewise for a number within a tolerance and a string, check_that with a
+ * message of its own); check_exit() turns
  * the count into main()'s status. One translation unit a test, single-threaded.
  */
 #ifndef GEARBOX_TESTS_CHECK_H
 #define GEARBOX_TESTS_CHECK_H
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,6 +51,22 @@ static inline int check_text_at(const char *actual, const char *expected, const 
 /* CHECK_TEXT(actual, expected): the same string, else a failure printing both. */
 #define CHECK_TEXT(actual, expected)                                                         \
     check_text_at((actual), (expected), #actual, __FILE_NAME__, __LINE__)
+
+/* check_that(ok, fmt, ...): else prints "FAIL: <message>" and counts a failure. */
+static inline int check_that(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int check_that(int ok, const char *fmt, ...)
+{
+    if (ok)
+        return 1;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL: ");
+    vprintf(fmt, ap);
+    putchar('\n');
+    va_end(ap);
+    check_failures++;
+    return 0;
+}
 
 /* 1 after a failed check, saying how many under `name`; else 0, saying all passed. */
 static inline int check_exit(const char *name)

@@ -49,7 +49,7 @@ void gb_test_default_values(const gb_plugin_desc *desc, gb_value *values);
 int gb_test_check_comm_entries(const gb_comm_ops *ops);
 /* A comm plugin's request bookkeeping: GB_COMM_MAX_INFLIGHT all-reduces in flight with
  * distinct ids, one more refused, waits out of order, a second wait and an unknown id
- * refused, then unsupported dtypes, reduce ops and a NULL buffer. `buf` holds
+ * refused, then unknown dtypes, reduce ops and a NULL buffer. `buf` holds
  * 16 * GB_COMM_MAX_INFLIGHT floats the plugin can reduce in place (device memory for a
  * GPU plugin). */
 int gb_test_check_requests(const gb_comm_ops *ops, void *self, float *buf);
