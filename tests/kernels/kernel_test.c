@@ -61,6 +61,17 @@ const gb_plugin_desc *kt_load_plugin(const char *path, gb_kind kind, const char 
     return d;
 }
 
+void *kt_cpu_device(const gb_device_ops *ops, const gb_host *host)
+{
+    const gb_value plain[] = {{.i = 0}};
+    void *dev = NULL;
+    if (ops->create(host, plain, &dev) != GB_OK) {
+        fprintf(stderr, "FAIL: create: %s\n", kt_last_error());
+        exit(1);
+    }
+    return dev;
+}
+
 gb_host kt_host(int num_threads)
 {
     gb_host host = *gb_test_host();
@@ -106,6 +117,21 @@ double *kt_doubles(size_t n)
 int32_t *kt_ints(size_t n)
 {
     return tracked_alloc(n * sizeof(int32_t));
+}
+
+float *kt_copy(const float *x, size_t n)
+{
+    float *y = kt_floats(n);
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+double *kt_widen(const float *x, size_t n)
+{
+    double *y = kt_doubles(n);
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+    return y;
 }
 
 void kt_free_all(void)

@@ -18,6 +18,7 @@
 
 #include "gearbox/attn.h"
 #include "kernel_test.h"
+#include "test_host.h"
 
 #define ATOL 1e-5
 #define RTOL 1e-4
@@ -339,10 +340,7 @@ static void test_refusals(kt_rng *rng)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s path/to/attn-math-cpu.so\n", argv[0]);
-        return 2;
-    }
+    gb_test_usage_unless(argc == 2, argv[0], "path/to/attn-math-cpu.so");
     const gb_plugin_desc *desc = kt_load_plugin(argv[1], GB_KIND_ATTN, "math",
                                                 sizeof(gb_attn_ops));
     ops = desc->ops;
