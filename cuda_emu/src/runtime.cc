@@ -104,6 +104,12 @@ static cudaError_t refuse(cudaError_t err, const char *fmt, ...)
     return set_last_error(err);
 }
 
+/* The refusal of `call` given a handle that is not a live stream or event (`what`). */
+static cudaError_t not_live(const char *call, const void *handle, const char *what)
+{
+    return refuse(cudaErrorInvalidResourceHandle, "%s(%p): not %s", call, handle, what);
+}
+
 /* ---- state ------------------------------------------------------------------------- */
 
 namespace {
@@ -1169,8 +1175,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
     API("cudaMemcpyAsync");
     stream_state *st = stream_of(stream);
     if (!st)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: unknown stream %p",
-                      (void *)stream);
+        return not_live("cudaMemcpyAsync", stream, "a stream");
     if (bytes == 0)
         return cudaSuccess;
     const place to = place_of(dst), from = place_of(src);
@@ -1230,8 +1235,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
     API("cudaMemsetAsync");
     stream_state *st = stream_of(stream);
     if (!st)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: unknown stream %p",
-                      (void *)stream);
+        return not_live("cudaMemsetAsync", stream, "a stream");
     if (bytes == 0)
         return cudaSuccess;
     cudaError_t e = check_device_range("cudaMemsetAsync", ptr, bytes);
@@ -1278,8 +1282,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
     API("cudaStreamDestroy");
     stream_state *s = stream_of(stream);
     if (!s || s == &default_stream)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p): not a stream",
-                      (void *)stream);
+        return not_live("cudaStreamDestroy", stream, "a stream");
     complete_stream(s, s->next_seq - 1);   /* its work still runs, as on a GPU */
     streams.erase(s);
     delete s;
@@ -1291,8 +1294,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
     API("cudaStreamSynchronize");
     stream_state *s = stream_of(stream);
     if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize(%p): not a "
-                      "stream", (void *)stream);
+        return not_live("cudaStreamSynchronize", stream, "a stream");
     if (cudaError_t e = refuse_on_capturing(s, cudaErrorStreamCaptureUnsupported,
                                             "cudaStreamSynchronize", "its work is not run"))
         return e;
@@ -1305,8 +1307,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
     API("cudaStreamQuery");
     stream_state *s = stream_of(stream);
     if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamQuery(%p): not a stream",
-                      (void *)stream);
+        return not_live("cudaStreamQuery", stream, "a stream");
     if (cudaError_t e = refuse_on_capturing(s, cudaErrorStreamCaptureUnsupported,
                                             "cudaStreamQuery", "its work is not run"))
         return e;
@@ -1343,8 +1344,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
     API("cudaLaunchHostFunc");
     stream_state *s = stream_of(stream);
     if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaLaunchHostFunc: unknown stream %p",
-                      (void *)stream);
+        return not_live("cudaLaunchHostFunc", stream, "a stream");
     op o;
     o.what = "a host function (cudaLaunchHostFunc)";
     o.run = [fn, data] { fn(data); };
@@ -1374,8 +1374,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
     API("cudaEventDestroy");
     event_state *e = event_of(event);
     if (!e)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaEventDestroy(%p): not an event",
-                      (void *)event);
+        return not_live("cudaEventDestroy", event, "an event");
     events.erase(e);   /* its pending record stays in its stream (shared) */
     captured_events.erase(e);
     delete e;
@@ -1410,8 +1409,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
     API("cudaEventQuery");
     event_state *e = event_of(event);
     if (!e)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaEventQuery(%p): not an event",
-                      (void *)event);
+        return not_live("cudaEventQuery", event, "an event");
     if (captured_events.count(e))
         return refuse_captured_event("cudaEventQuery", e);
     if (!e->last || e->last->done)
@@ -1427,8 +1425,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
     API("cudaEventSynchronize");
     event_state *e = event_of(event);
     if (!e)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaEventSynchronize(%p): not an "
-                      "event", (void *)event);
+        return not_live("cudaEventSynchronize", event, "an event");
     if (captured_events.count(e))
         return refuse_captured_event("cudaEventSynchronize", e);
     if (e->last && !e->last->done)
@@ -1443,8 +1440,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
     API("cudaStreamBeginCapture");
     stream_state *s = stream_of(stream);
     if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture(%p): not a "
-                      "stream", (void *)stream);
+        return not_live("cudaStreamBeginCapture", stream, "a stream");
     if (s == &default_stream)
         return refuse(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy "
                       "default stream cannot be captured; capture a stream of your own");
@@ -1485,8 +1481,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
     API("cudaStreamIsCapturing");
     stream_state *s = stream_of(stream);
     if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamIsCapturing(%p): not a "
-                      "stream", (void *)stream);
+        return not_live("cudaStreamIsCapturing", stream, "a stream");
     capture_state *c = capture_of(s);
     *status = !c ? cudaStreamCaptureStatusNone
                  : c->broken_by.empty() ? cudaStreamCaptureStatusActive

@@ -305,33 +305,41 @@ static void shuffle_rules()
     emu_check(!aborted && err.find("not in the mask") != std::string::npos,
               "with GEARBOX_CUDA_EMU_ON_ERROR=continue a read of an inactive lane is "
               "reported and yields NaN");
-    cudaFree(up);
-    cudaFree(down);
-    cudaFree(idx);
-    cudaFree(half);
-    cudaFree(out);
+    emu_free(up, down, idx, half, out);
 }
 
-static void wmma_rules()
+/* n halves cycling through the small integers around 0 (period `period`): exact products. */
+static std::vector<__half> tile_input(int n, int period)
 {
-    std::vector<__half> ha(512), hb(256);
-    for (int i = 0; i < 512; i++)
-        ha[(size_t)i] = __float2half((float)(i % 7) - 3.0f);
-    for (int i = 0; i < 256; i++)
-        hb[(size_t)i] = __float2half((float)(i % 5) - 2.0f);
-    __half *a = device_array<__half>(512, ha.data()), *b = device_array<__half>(256, hb.data());
-    float *out = device_array<float>(256);
-    wmma_tile<<<1, 32>>>(out, a, b, 0);
-    std::vector<float> c = host_copy(out, 256);
-    bool right = true;
+    std::vector<__half> h((size_t)n);
+    for (int i = 0; i < n; i++)
+        h[(size_t)i] = __float2half((float)(i % period - period / 2));
+    return h;
+}
+
+/* Whether c holds the 16x16 product of the row-major 16x16 tiles at the start of a and b. */
+static bool is_tile_product(const std::vector<float> &c, const std::vector<__half> &a,
+                            const std::vector<__half> &b)
+{
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) {
             float want = 0;
             for (int k = 0; k < 16; k++)
-                want += __half2float(ha[(size_t)(i * 16 + k)]) * __half2float(hb[(size_t)(k * 16 + j)]);
-            right = right && c[(size_t)(i * 16 + j)] == want;
+                want += __half2float(a[(size_t)(i * 16 + k)]) * __half2float(b[(size_t)(k * 16 + j)]);
+            if (c[(size_t)(i * 16 + j)] != want)
+                return false;
         }
-    emu_check(right, "wmma load, mma and store give the 16x16 product");
+    return true;
+}
+
+static void wmma_rules()
+{
+    std::vector<__half> ha = tile_input(512, 7), hb = tile_input(256, 5);
+    __half *a = device_array<__half>(512, ha.data()), *b = device_array<__half>(256, hb.data());
+    float *out = device_array<float>(256);
+    wmma_tile<<<1, 32>>>(out, a, b, 0);
+    std::vector<float> c = host_copy(out, 256);
+    emu_check(is_tile_product(c, ha, hb), "wmma load, mma and store give the 16x16 product");
     const struct {
         int mode;
         const char *what, *marker, *rule;
@@ -353,31 +361,17 @@ static void wmma_rules()
         naive += x[(size_t)l] == c[(size_t)((l / 2) * 16 + 8 * (l % 2))];
     emu_check(naive < 16, "a fragment's elements are scrambled: indexing x[] by position "
               "does not give the element a fixed layout would");
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(out);
+    emu_free(a, b, out);
 }
 
 static void async_copy_rules()
 {
-    std::vector<__half> ha(256), hb(256);
-    for (int i = 0; i < 256; i++) {
-        ha[(size_t)i] = __float2half((float)(i % 7) - 3.0f);
-        hb[(size_t)i] = __float2half((float)(i % 5) - 2.0f);
-    }
+    std::vector<__half> ha = tile_input(256, 7), hb = tile_input(256, 5);
     __half *a = device_array<__half>(256, ha.data()), *b = device_array<__half>(256, hb.data());
     float *out = device_array<float>(256);
     async_tile<<<1, 32>>>(out, a, b, 0);
     std::vector<float> c = host_copy(out, 256);
-    bool right = true;
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            float want = 0;
-            for (int k = 0; k < 16; k++)
-                want += __half2float(ha[(size_t)(i * 16 + k)]) * __half2float(hb[(size_t)(k * 16 + j)]);
-            right = right && c[(size_t)(i * 16 + j)] == want;
-        }
-    emu_check(right, "cp.async, wait, __syncthreads, then WMMA: the 16x16 product");
+    emu_check(is_tile_product(c, ha, hb), "cp.async, wait, __syncthreads, then WMMA: the 16x16 product");
     async_tile<<<1, 32>>>(out, a, b, 6);
     emu_check(host_copy(out, 256) == c, "a one-warp block: wait, __syncwarp, then WMMA: the "
               "same product");
@@ -399,9 +393,7 @@ static void async_copy_rules()
             async_tile<<<1, 32>>>(out, a, b, k.mode);
             cudaDeviceSynchronize();
         }, k.marker, k.rule);
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(out);
+    emu_free(a, b, out);
 }
 
 static void launch_rules()

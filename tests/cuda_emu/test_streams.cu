@@ -161,12 +161,8 @@ static void lazy_streams()
               "cudaStreamWaitEvent(B), B's copy gives A's 1.0");
     cudaDeviceSynchronize();
     cudaEventDestroy(e);
-    cudaFree(x);
-    cudaFree(y);
-    cudaFree(x2);
-    cudaFree(y2);
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
+    emu_free(x, y, x2, y2);
+    emu_destroy_streams(a, b);
 }
 
 /* 2. cudaEventQuery: not ready while the work is pending, and polling makes progress. */
@@ -238,11 +234,8 @@ static void event_captures_record()
     cudaMemcpyAsync(hz.data(), z, BYTES, cudaMemcpyDeviceToHost, b);
     emu_check(all_equal(hz, 2.0f), "cudaEventSynchronize of the re-recorded event ran K2");
     cudaEventDestroy(e);
-    cudaFree(x);
-    cudaFree(y);
-    cudaFree(z);
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
+    emu_free(x, y, z);
+    emu_destroy_streams(a, b);
 }
 
 /* 4 and 5. Pageable host memory: a source is staged, a destination filled, at the call. */
@@ -377,8 +370,7 @@ static void device_memory()
         read_at<<<1, 1>>>(x, out, 64);   // PAST_END
         cudaDeviceSynchronize();
     }, {past.c_str(), "kernel read_at (launched at", site.c_str()});
-    cudaFree(out);
-    cudaFree(x);
+    emu_free(out, x);
 }
 
 /* The same fault where a real program meets it: a process that never forked, whose kernel
@@ -482,8 +474,7 @@ static void refused_calls()
     emu_check(all_equal(host_copy(x, N), 1.0f) && all_equal(host_copy(y, N), 2.0f),
               "the refused copies queued nothing");
     cudaGetLastError();
-    cudaFree(x);
-    cudaFree(y);
+    emu_free(x, y);
     cudaStreamDestroy(a);
 }
 
@@ -535,10 +526,8 @@ static void interleaving()
     std::string what = "the two streams ran interleaved (" + std::to_string(switches) +
                        " switches between them in 32 host functions)";
     emu_check(switches > 1, what.c_str());
-    cudaFree(x);
-    cudaFree(y);
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
+    emu_free(x, y);
+    emu_destroy_streams(a, b);
 }
 
 int main(int argc, char **argv)
