@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,8 +54,8 @@ static inline int check_text_at(const char *actual, const char *expected, const 
     check_text_at((actual), (expected), #actual, __FILE_NAME__, __LINE__)
 
 /* check_that(ok, fmt, ...): else prints "FAIL: <message>" and counts a failure. */
-static inline int check_that(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static inline int check_that(int ok, const char *fmt, ...)
+static inline int check_that(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline int check_that(bool ok, const char *fmt, ...)
 {
     if (ok)
         return 1;

@@ -36,6 +36,19 @@ expect_error() {
     fi
 }
 
+# expect_refusals COMMAND... <<TABLE: each line "NAME | TEXT | ARGUMENTS" is a case of
+# expect_error NAME 2 TEXT -- COMMAND ARGUMENTS (ARGUMENTS split at spaces).
+expect_refusals() {
+    local cases line name text args
+    mapfile -t cases
+    for line in "${cases[@]}"; do
+        IFS='|' read -r name text args <<< "$line"
+        name=${name% } text=${text# } text=${text% } args=${args# }
+        # shellcheck disable=SC2086 # the arguments are split on purpose
+        expect_error "$name" 2 "$text" -- "$@" $args
+    done
+}
+
 finish() {
     if [ "$FAILURES" -ne 0 ]; then
         echo "$FAILURES check(s) failed"

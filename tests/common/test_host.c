@@ -120,6 +120,16 @@ const gb_plugin_desc *gb_test_load_plugin(const char *path)
     return desc;
 }
 
+int gb_test_find_named(const void *table, size_t n, size_t stride, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *const *entry = (const void *)((const char *)table + i * stride);
+        if (strcmp(*entry, name) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
 int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,
                              uint32_t devices, size_t ops_size)
 {

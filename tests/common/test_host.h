@@ -13,6 +13,10 @@
 #include "gearbox/device.h"
 #include "gearbox/plugin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The host table, with num_threads from omp_get_max_threads(). */
 const gb_host *gb_test_host(void);
 /* The message of the last set_error() call since gb_test_clear_error(); "" if none. */
@@ -31,6 +35,12 @@ void gb_test_usage_unless(int args_ok, const char *prog, const char *args);
 /* gb_test_open_plugin() for a test's main(): exits with status 1 when `path` does not
  * load. The plugin stays loaded until the test exits. */
 const gb_plugin_desc *gb_test_load_plugin(const char *path);
+
+/* The index of the entry named `name` in `table`, an array of `n` structs `stride` bytes
+ * apart whose first member is their name (a const char *); -1 when none is. */
+int gb_test_find_named(const void *table, size_t n, size_t stride, const char *name);
+#define GB_TEST_FIND_NAMED(table, name)                                                      \
+    gb_test_find_named((table), sizeof(table) / sizeof((table)[0]), sizeof((table)[0]), (name))
 
 /* Checks the descriptor's ABI version, size, kind, name and devices, that every option
  * has a key, a default and a help line, and that the vtable's struct_size is ops_size. */
@@ -68,5 +78,9 @@ int gb_test_free_port(void);
             (failures)++;                                                                    \
         }                                                                                    \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

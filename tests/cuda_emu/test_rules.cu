@@ -223,6 +223,24 @@ static void stop_at(const char *what, const std::function<void()> &body, const c
     emu_expect_stop(what, body, {where.c_str(), rule});
 }
 
+/* A mode of a test kernel that breaks one rule: the case, the marker of the line the report
+ * must name, and a fragment of the rule it must state. */
+struct broken_mode {
+    int mode;
+    const char *what, *marker, *rule;
+};
+
+/* Each mode, launched by `launch`, is stopped as stop_at expects. */
+static void stop_each(const std::function<void(int)> &launch,
+                      std::initializer_list<broken_mode> modes)
+{
+    for (const broken_mode &b : modes)
+        stop_at(b.what, [&] {
+            launch(b.mode);
+            cudaDeviceSynchronize();
+        }, b.marker, b.rule);
+}
+
 static void barrier_rules()
 {
     float *out = device_array<float>(64);
@@ -263,22 +281,14 @@ static void shuffle_rules()
     shuffles<<<1, 64>>>(out, 0);
     std::vector<float> h = host_copy(out, 64);
     emu_check(h[0] == 496.0f && h[63] == 496.0f, "a butterfly of __shfl_xor_sync sums the warp");
-    const struct {
-        int mode;
-        const char *what, *marker, *rule;
-    } broken[] = {
+    stop_each([&](int mode) { shuffles<<<1, 64>>>(out, mode); }, {
         {1, "a shuffle whose mask lacks the caller", "HALF_MASK", "does not name the calling lane"},
         {2, "lanes of one mask at two different shuffles", "CALL_TWO", "must reach the same call"},
         {3, "a lane that skips a full-mask shuffle", "SKIPPED_LANE", "lane 7"},
         {4, "a shuffle of width 3", "ODD_WIDTH", "width 3"},
         {5, "lanes that pass different masks", "MASKS_DIFFER", "mask 0x7fffffff"},
         {6, "overlapping masks of concurrent __syncwarp", "OVERLAP", "overlaps the mask"},
-    };
-    for (const auto &b : broken)
-        stop_at(b.what, [&] {
-            shuffles<<<1, 64>>>(out, b.mode);
-            cudaDeviceSynchronize();
-        }, b.marker, b.rule);
+    });
     float *up = device_array<float>(32), *down = device_array<float>(32);
     float *idx = device_array<float>(32), *half = device_array<float>(32);
     shuffle_edges<<<1, 32>>>(up, down, idx, half);
@@ -340,20 +350,12 @@ static void wmma_rules()
     wmma_tile<<<1, 32>>>(out, a, b, 0);
     std::vector<float> c = host_copy(out, 256);
     emu_check(is_tile_product(c, ha, hb), "wmma load, mma and store give the 16x16 product");
-    const struct {
-        int mode;
-        const char *what, *marker, *rule;
-    } broken[] = {
+    stop_each([&](int mode) { wmma_tile<<<1, 32>>>(out, a, b, mode); }, {
         {1, "WMMA lanes that pass different pointers", "POINTERS_DIFFER", "all 32 lanes must pass the same"},
         {2, "a misaligned WMMA pointer", "MISALIGNED", "not 32-byte aligned"},
         {3, "an odd WMMA ldm", "ODD_LDM", "ldm 15 is not a multiple of 8"},
         {4, "a WMMA store by 16 lanes", "STORE", "lane 16"},
-    };
-    for (const auto &k : broken)
-        stop_at(k.what, [&] {
-            wmma_tile<<<1, 32>>>(out, a, b, k.mode);
-            cudaDeviceSynchronize();
-        }, k.marker, k.rule);
+    });
     wmma_tile<<<1, 32>>>(out, a, b, 5);
     std::vector<float> x = host_copy(out, 32);
     int naive = 0;   // lane l, slot 0 as row l / 2, column 8 (l % 2): a plausible layout
@@ -378,21 +380,13 @@ static void async_copy_rules()
     async_tile<<<1, 32>>>(out, a, b, 4);
     c = host_copy(out, 1);
     emu_check(std::isnan(c[0]), "a read of a cp.async destination before the wait gives NaN");
-    const struct {
-        int mode;
-        const char *what, *marker, *rule;
-    } broken[] = {
+    stop_each([&](int mode) { async_tile<<<1, 32>>>(out, a, b, mode); }, {
         {1, "a WMMA load of a cp.async destination before the wait", "READ_TILE", "still fills"},
         {2, "a WMMA load of other threads' waited copies without __syncthreads", "READ_TILE",
          "no __syncthreads"},
         {3, "a cp.async of 12 bytes", "COPY", "it copies 4, 8 or 16"},
         {5, "threads that exit with copies not waited for", "COPY", "never waited"},
-    };
-    for (const auto &k : broken)
-        stop_at(k.what, [&] {
-            async_tile<<<1, 32>>>(out, a, b, k.mode);
-            cudaDeviceSynchronize();
-        }, k.marker, k.rule);
+    });
     emu_free(a, b, out);
 }
 

@@ -264,15 +264,22 @@ static void pageable_copies()
     cudaStreamDestroy(a);
 }
 
+/* n floats of pinned host memory (cudaMallocHost) holding from, from + 1, ... */
+static float *pinned_ramp(int n, float from)
+{
+    float *p = nullptr;
+    cudaMallocHost((void **)&p, (size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++)
+        p[i] = from + (float)i;
+    return p;
+}
+
 /* 6. Pinned memory is truly asynchronous: hands off while its copy is pending. */
 static void pinned_copies()
 {
     cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
-    float *p = nullptr;
-    cudaMallocHost((void **)&p, BYTES);
-    for (int i = 0; i < N; i++)
-        p[i] = 10.0f + (float)i;
+    float *p = pinned_ramp(N, 10.0f);
     cudaMemcpyAsync(x, p, BYTES, cudaMemcpyHostToDevice, a);
     emu_expect_stop("a host write to a pinned source while its cudaMemcpyAsync is pending", [&] {
         volatile float *q = p;
@@ -323,10 +330,7 @@ static void pinned_outside_pending_copy()
 {
     cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
-    float *p = nullptr;
-    cudaMallocHost((void **)&p, 2 * BYTES);   /* two halves of 1 KiB in one page */
-    for (int i = 0; i < 2 * N; i++)
-        p[i] = (float)i;
+    float *p = pinned_ramp(2 * N, 0.0f);   /* two halves of 1 KiB in one page */
     cudaMemcpyAsync(x, p, BYTES, cudaMemcpyHostToDevice, a);   /* reads the first half */
     expect_runs("a host write to the other half of a pinned buffer, outside the pending "
                 "copy's bytes, is allowed", [&] {

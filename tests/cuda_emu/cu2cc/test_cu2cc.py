@@ -169,41 +169,56 @@ class LaunchTest(PassTest):
                          '        2, 0, 0)(x);\r\n}\r\n')
 
 
-class LaunchErrorTest(PassTest):
-    def test_one_config_argument(self):
-        self.assertError('void f() {\n  k<<<1>>>(x);\n}\n', 2, '2 to 4 arguments', 'k<<<1>>>')
+class ErrorTest(PassTest):
+    # launches, then __shared__ declarations the pass refuses: (source, the line the error
+    # names, fragments of its message)
+    CASES = [
+        ('void f() {\n  k<<<1>>>(x);\n}\n', 2, '2 to 4 arguments', 'k<<<1>>>'),
+        ('void f() {\n  k<<<1, 2, 3, 4, 5>>>(x);\n}\n', 2, 'has 5'),
+        ('void f() {\n  k<<<1, , 2>>>(x);\n}\n', 2, 'empty argument'),
+        ('void f() {\n  k<<<n > 0, 2>>>(x);\n}\n', 2, 'in parentheses'),
+        ('void f() {\n\n  k<<<1, 2);\n}\n', 3, "'>>>'"),
+        ('void f() {\n\n  k<<<1, 2>(x);\n}\n', 3, 'outside parentheses'),
+        ('void f() {\n  k<<<1, 2>>>;\n}\n', 2, "expected '('"),
+        ('void f() {\n  obj.k<<<1, 2>>>(x);\n}\n', 2, "through '.'"),
+        ('void f() {\n  p->k<<<1, 2>>>(x);\n}\n', 2, "through '->'"),
+        ('void f() {\n  n::template k<int><<<1, 2>>>(x);\n}\n', 2, "through 'template'"),
+        ('void f() {\n  (*p)<<<1, 2>>>(x);\n}\n', 2, "kernel's name"),
+        ('#define LAUNCH(k) k<<<1, 2>>>()\n', 1, 'preprocessor directive'),
+        # a multi-line launch's error names its first line
+        ('void f() {\n  k<<<1,\n     2,\n     3,\n     4,\n     5>>>(x);\n}\n', 2, 'has 5'),
+        # __shared__ declarations
+        ('void f() {}\n__shared__ int s[4];\n', 2, 'at namespace scope'),
+        ('struct S {\n  __shared__ int s[4];\n};\n', 2, 'outside a function body'),
+        ('void f() {\n  __shared__ int s = 0;\n}\n', 2, 'initializer'),
+        ('void f() {\n  __shared__ int s[2] = {0, 1};\n}\n', 2, 'initializer'),
+        ('void f() {\n  __shared__ int s{0};\n}\n', 2, '__shared__ declaration'),
+        ('void f() {\n  __shared__ int s[];\n}\n', 2, 'has no size'),
+        ('void f() {\n  extern __shared__ int s[4];\n}\n', 2, 'unsized'),
+        ('void f() {\n  extern __shared__ int a[], b[];\n}\n', 2, 'one unsized'),
+        ('void f() {\n  extern __shared__ int s;\n}\n', 2, 'unsized'),
+        ('void f() {\n  g(__shared__ x);\n}\n', 2, 'cannot parse'),
+        ('void f() {\n  return sizeof(__shared__ int);\n}\n', 2, 'cannot parse'),
+        ('void f() {\n  __shared__;\n}\n', 2),
+        ('void f() {\n  typedef __shared__ int T;\n}\n', 2, "'typedef'"),
+        ('\n#define SHARED __shared__\n', 2, 'preprocessor directive'),
+        ('#if 1\n#define S \\\n   __shared__\n#endif\n', 3, 'preprocessor directive'),
+        ('void f() {\n /* __shared__\n', 2, 'unterminated'),
+        ('void f() {\n  g("abc);\n}\n', 2, 'unterminated'),
+    ]
 
-    def test_five_config_arguments(self):
-        self.assertError('void f() {\n  k<<<1, 2, 3, 4, 5>>>(x);\n}\n', 2, 'has 5')
+    def test_errors(self):
+        for src, line, *fragments in self.CASES:
+            with self.subTest(src=src):
+                self.assertError(src, line, *fragments)
 
-    def test_empty_argument(self):
-        self.assertError('void f() {\n  k<<<1, , 2>>>(x);\n}\n', 2, 'empty argument')
-
-    def test_bare_comparison(self):
-        self.assertError('void f() {\n  k<<<n > 0, 2>>>(x);\n}\n', 2, 'in parentheses')
-
-    def test_no_end(self):
-        self.assertError('void f() {\n\n  k<<<1, 2);\n}\n', 3, "'>>>'")
-        self.assertError('void f() {\n\n  k<<<1, 2>(x);\n}\n', 3, 'outside parentheses')
-
-    def test_no_arguments_after(self):
-        self.assertError('void f() {\n  k<<<1, 2>>>;\n}\n', 2, "expected '('")
-
-    def test_member_launch(self):
-        self.assertError('void f() {\n  obj.k<<<1, 2>>>(x);\n}\n', 2, "through '.'")
-        self.assertError('void f() {\n  p->k<<<1, 2>>>(x);\n}\n', 2, "through '->'")
-        self.assertError('void f() {\n  n::template k<int><<<1, 2>>>(x);\n}\n', 2,
-                         "through 'template'")
-
-    def test_not_a_name(self):
-        self.assertError('void f() {\n  (*p)<<<1, 2>>>(x);\n}\n', 2, "kernel's name")
-
-    def test_in_directive(self):
-        self.assertError('#define LAUNCH(k) k<<<1, 2>>>()\n', 1, 'preprocessor directive')
-
-    def test_multi_line_error_names_first_line(self):
-        self.assertError('void f() {\n  k<<<1,\n     2,\n     3,\n     4,\n     5>>>(x);\n}\n', 2,
-                         'has 5')
+    def test_extern_at_namespace_scope(self):
+        for prefix in ('', 'namespace a {\n', 'extern "C" {\n'):
+            with self.subTest(prefix=prefix):
+                src = prefix + 'int x;\nextern __shared__ float s[];\n'
+                self.assertError(src, prefix.count('\n') + 2,
+                                 'extern __shared__ at namespace scope is not supported by the '
+                                 'emulator; declare it inside the kernel')
 
 
 class SharedTest(PassTest):
@@ -286,51 +301,6 @@ class SharedTest(PassTest):
         body = self.convert(src).split('\n')
         self.assertTrue(body[2].startswith('    static char gb_emu_site_a;'), body[2])
         self.assertTrue(body[4].startswith('    static char gb_emu_site_b;'), body[4])
-
-
-class SharedErrorTest(PassTest):
-    def test_extern_at_namespace_scope(self):
-        for prefix in ('', 'namespace a {\n', 'extern "C" {\n'):
-            with self.subTest(prefix=prefix):
-                src = prefix + 'int x;\nextern __shared__ float s[];\n'
-                self.assertError(src, prefix.count('\n') + 2,
-                                 'extern __shared__ at namespace scope is not supported by the '
-                                 'emulator; declare it inside the kernel')
-
-    def test_static_at_namespace_scope(self):
-        self.assertError('void f() {}\n__shared__ int s[4];\n', 2, 'at namespace scope')
-
-    def test_in_class(self):
-        self.assertError('struct S {\n  __shared__ int s[4];\n};\n', 2,
-                         'outside a function body')
-
-    def test_initializer(self):
-        self.assertError('void f() {\n  __shared__ int s = 0;\n}\n', 2, 'initializer')
-        self.assertError('void f() {\n  __shared__ int s[2] = {0, 1};\n}\n', 2, 'initializer')
-        self.assertError('void f() {\n  __shared__ int s{0};\n}\n', 2, '__shared__ declaration')
-
-    def test_unsized_static(self):
-        self.assertError('void f() {\n  __shared__ int s[];\n}\n', 2, 'has no size')
-
-    def test_dynamic_forms(self):
-        self.assertError('void f() {\n  extern __shared__ int s[4];\n}\n', 2, 'unsized')
-        self.assertError('void f() {\n  extern __shared__ int a[], b[];\n}\n', 2, 'one unsized')
-        self.assertError('void f() {\n  extern __shared__ int s;\n}\n', 2, 'unsized')
-
-    def test_other_uses(self):
-        self.assertError('void f() {\n  g(__shared__ x);\n}\n', 2, 'cannot parse')
-        self.assertError('void f() {\n  return sizeof(__shared__ int);\n}\n', 2, 'cannot parse')
-        self.assertError('void f() {\n  __shared__;\n}\n', 2)
-        self.assertError('void f() {\n  typedef __shared__ int T;\n}\n', 2, "'typedef'")
-
-    def test_in_directive(self):
-        self.assertError('\n#define SHARED __shared__\n', 2, 'preprocessor directive')
-        self.assertError('#if 1\n#define S \\\n   __shared__\n#endif\n', 3,
-                         'preprocessor directive')
-
-    def test_unterminated(self):
-        self.assertError('void f() {\n /* __shared__\n', 2, 'unterminated')
-        self.assertError('void f() {\n  g("abc);\n}\n', 2, 'unterminated')
 
 
 class CommandLineTest(unittest.TestCase):
