@@ -318,76 +318,86 @@ static void shuffle_rules()
     emu_free(up, down, idx, half, out);
 }
 
-/* n halves cycling through the small integers around 0 (period `period`): exact products. */
-static std::vector<__half> tile_input(int n, int period)
-{
-    std::vector<__half> h((size_t)n);
-    for (int i = 0; i < n; i++)
-        h[(size_t)i] = __float2half((float)(i % period - period / 2));
-    return h;
-}
+/* The tile kernels' inputs on the host and the device, small integers so that every
+ * product is exact (A of `a_halves` halves, B of one 16x16 tile), and their output. */
+struct tiles {
+    std::vector<__half> ha, hb;
+    __half *a, *b;
+    float *out;
 
-/* Whether c holds the 16x16 product of the row-major 16x16 tiles at the start of a and b. */
-static bool is_tile_product(const std::vector<float> &c, const std::vector<__half> &a,
-                            const std::vector<__half> &b)
-{
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            float want = 0;
-            for (int k = 0; k < 16; k++)
-                want += __half2float(a[(size_t)(i * 16 + k)]) * __half2float(b[(size_t)(k * 16 + j)]);
-            if (c[(size_t)(i * 16 + j)] != want)
-                return false;
-        }
-    return true;
-}
+    explicit tiles(int a_halves) : ha(cycle(a_halves, 7)), hb(cycle(256, 5))
+    {
+        a = device_array<__half>(ha.size(), ha.data());
+        b = device_array<__half>(hb.size(), hb.data());
+        out = device_array<float>(256);
+    }
+    ~tiles() { emu_free(a, b, out); }
+
+    /* Whether c holds the 16x16 product of A's first tile and B, row-major. */
+    bool is_product(const std::vector<float> &c) const
+    {
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++) {
+                float want = 0;
+                for (int k = 0; k < 16; k++)
+                    want += __half2float(ha[(size_t)(i * 16 + k)]) *
+                            __half2float(hb[(size_t)(k * 16 + j)]);
+                if (c[(size_t)(i * 16 + j)] != want)
+                    return false;
+            }
+        return true;
+    }
+
+    /* n halves cycling through the integers around 0 with period `period`. */
+    static std::vector<__half> cycle(int n, int period)
+    {
+        std::vector<__half> h((size_t)n);
+        for (int i = 0; i < n; i++)
+            h[(size_t)i] = __float2half((float)(i % period - period / 2));
+        return h;
+    }
+};
 
 static void wmma_rules()
 {
-    std::vector<__half> ha = tile_input(512, 7), hb = tile_input(256, 5);
-    __half *a = device_array<__half>(512, ha.data()), *b = device_array<__half>(256, hb.data());
-    float *out = device_array<float>(256);
-    wmma_tile<<<1, 32>>>(out, a, b, 0);
-    std::vector<float> c = host_copy(out, 256);
-    emu_check(is_tile_product(c, ha, hb), "wmma load, mma and store give the 16x16 product");
-    stop_each([&](int mode) { wmma_tile<<<1, 32>>>(out, a, b, mode); }, {
+    const tiles t(512);
+    wmma_tile<<<1, 32>>>(t.out, t.a, t.b, 0);
+    std::vector<float> c = host_copy(t.out, 256);
+    emu_check(t.is_product(c), "wmma load, mma and store give the 16x16 product");
+    stop_each([&](int mode) { wmma_tile<<<1, 32>>>(t.out, t.a, t.b, mode); }, {
         {1, "WMMA lanes that pass different pointers", "POINTERS_DIFFER", "all 32 lanes must pass the same"},
         {2, "a misaligned WMMA pointer", "MISALIGNED", "not 32-byte aligned"},
         {3, "an odd WMMA ldm", "ODD_LDM", "ldm 15 is not a multiple of 8"},
         {4, "a WMMA store by 16 lanes", "STORE", "lane 16"},
     });
-    wmma_tile<<<1, 32>>>(out, a, b, 5);
-    std::vector<float> x = host_copy(out, 32);
+    wmma_tile<<<1, 32>>>(t.out, t.a, t.b, 5);
+    std::vector<float> x = host_copy(t.out, 32);
     int naive = 0;   // lane l, slot 0 as row l / 2, column 8 (l % 2): a plausible layout
     for (int l = 0; l < 32; l++)
         naive += x[(size_t)l] == c[(size_t)((l / 2) * 16 + 8 * (l % 2))];
     emu_check(naive < 16, "a fragment's elements are scrambled: indexing x[] by position "
               "does not give the element a fixed layout would");
-    emu_free(a, b, out);
 }
 
 static void async_copy_rules()
 {
-    std::vector<__half> ha = tile_input(256, 7), hb = tile_input(256, 5);
-    __half *a = device_array<__half>(256, ha.data()), *b = device_array<__half>(256, hb.data());
-    float *out = device_array<float>(256);
-    async_tile<<<1, 32>>>(out, a, b, 0);
-    std::vector<float> c = host_copy(out, 256);
-    emu_check(is_tile_product(c, ha, hb), "cp.async, wait, __syncthreads, then WMMA: the 16x16 product");
-    async_tile<<<1, 32>>>(out, a, b, 6);
-    emu_check(host_copy(out, 256) == c, "a one-warp block: wait, __syncwarp, then WMMA: the "
+    const tiles t(256);
+    async_tile<<<1, 32>>>(t.out, t.a, t.b, 0);
+    std::vector<float> c = host_copy(t.out, 256);
+    emu_check(t.is_product(c), "cp.async, wait, __syncthreads, then WMMA: the 16x16 product");
+    async_tile<<<1, 32>>>(t.out, t.a, t.b, 6);
+    emu_check(host_copy(t.out, 256) == c, "a one-warp block: wait, __syncwarp, then WMMA: the "
               "same product");
-    async_tile<<<1, 32>>>(out, a, b, 4);
-    c = host_copy(out, 1);
+    async_tile<<<1, 32>>>(t.out, t.a, t.b, 4);
+    c = host_copy(t.out, 1);
     emu_check(std::isnan(c[0]), "a read of a cp.async destination before the wait gives NaN");
-    stop_each([&](int mode) { async_tile<<<1, 32>>>(out, a, b, mode); }, {
+    stop_each([&](int mode) { async_tile<<<1, 32>>>(t.out, t.a, t.b, mode); }, {
         {1, "a WMMA load of a cp.async destination before the wait", "READ_TILE", "still fills"},
         {2, "a WMMA load of other threads' waited copies without __syncthreads", "READ_TILE",
          "no __syncthreads"},
         {3, "a cp.async of 12 bytes", "COPY", "it copies 4, 8 or 16"},
         {5, "threads that exit with copies not waited for", "COPY", "never waited"},
     });
-    emu_free(a, b, out);
 }
 
 static void launch_rules()
