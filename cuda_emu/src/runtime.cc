@@ -444,6 +444,16 @@ struct event_state {
 stream_state default_stream{{}, 1, 0, 0};
 std::set<stream_state *> streams{&default_stream};
 std::set<event_state *> events;
+
+/* A new stream or event, made live and handed out as its handle. */
+template <typename State, typename Handle>
+cudaError_t hand_out(std::set<State *> &live, State *state, Handle *handle)
+{
+    live.insert(state);
+    *handle = reinterpret_cast<Handle>(state);
+    return cudaSuccess;
+}
+
 unsigned next_stream_id = 1;
 uint64_t drain_rng = 0;
 
@@ -590,6 +600,16 @@ void complete(const std::map<stream_state *, uint64_t> &need, int steps = 0)
         set_pinned_open(false);
         set_device_open(false);
     }
+}
+
+/* A query's answer for `s`'s work up to `seq`, not all done at the call: one operation of
+ * progress (polling advances the work), but the answer is the state at the call. */
+cudaError_t not_ready(stream_state *s, uint64_t seq)
+{
+    std::map<stream_state *, uint64_t> need;
+    add_needs(need, s, seq);
+    complete(need, 1);
+    return cudaErrorNotReady;
 }
 
 void complete_stream(stream_state *s, uint64_t seq)
@@ -1267,9 +1287,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
     (void)flags;
     stream_state *s = new stream_state;
     s->id = next_stream_id++;
-    streams.insert(s);
-    *stream = reinterpret_cast<cudaStream_t>(s);
-    return cudaSuccess;
+    return hand_out(streams, s, stream);
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *stream)
@@ -1313,10 +1331,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
         return e;
     if (s->queue.empty())
         return cudaSuccess;
-    std::map<stream_state *, uint64_t> need;
-    add_needs(need, s, s->next_seq - 1);
-    complete(need, 1);   /* progress, but the answer is the state at the call */
-    return cudaErrorNotReady;
+    return not_ready(s, s->next_seq - 1);
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
@@ -1358,10 +1373,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
     API("cudaEventCreateWithFlags");
-    event_state *e = new event_state{nullptr, flags};
-    events.insert(e);
-    *event = reinterpret_cast<cudaEvent_t>(e);
-    return cudaSuccess;
+    return hand_out(events, new event_state{nullptr, flags}, event);
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
@@ -1414,10 +1426,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
         return refuse_captured_event("cudaEventQuery", e);
     if (!e->last || e->last->done)
         return cudaSuccess;
-    std::map<stream_state *, uint64_t> need;
-    add_needs(need, e->last->stream, e->last->seq);
-    complete(need, 1);   /* progress, but the answer is the state at the call */
-    return cudaErrorNotReady;
+    return not_ready(e->last->stream, e->last->seq);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
