@@ -1307,14 +1307,21 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
     return cudaSuccess;
 }
 
+/* The live, uncaptured stream `call` waits for or queries, into *s; else its refusal. */
+static cudaError_t stream_to_wait_for(cudaStream_t stream, const char *call, stream_state **s)
+{
+    *s = stream_of(stream);
+    if (!*s)
+        return not_live(call, stream, "a stream");
+    return refuse_on_capturing(*s, cudaErrorStreamCaptureUnsupported, call,
+                               "its work is not run");
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     API("cudaStreamSynchronize");
-    stream_state *s = stream_of(stream);
-    if (!s)
-        return not_live("cudaStreamSynchronize", stream, "a stream");
-    if (cudaError_t e = refuse_on_capturing(s, cudaErrorStreamCaptureUnsupported,
-                                            "cudaStreamSynchronize", "its work is not run"))
+    stream_state *s = nullptr;
+    if (cudaError_t e = stream_to_wait_for(stream, "cudaStreamSynchronize", &s))
         return e;
     complete_stream(s, s->next_seq - 1);
     return cudaSuccess;
@@ -1323,11 +1330,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
     API("cudaStreamQuery");
-    stream_state *s = stream_of(stream);
-    if (!s)
-        return not_live("cudaStreamQuery", stream, "a stream");
-    if (cudaError_t e = refuse_on_capturing(s, cudaErrorStreamCaptureUnsupported,
-                                            "cudaStreamQuery", "its work is not run"))
+    stream_state *s = nullptr;
+    if (cudaError_t e = stream_to_wait_for(stream, "cudaStreamQuery", &s))
         return e;
     if (s->queue.empty())
         return cudaSuccess;

@@ -72,40 +72,45 @@ train_run() {
 # step_losses METRICS: each step's number, loss and learning rate, a line per step.
 step_losses() { grep -o '^{"step": [0-9]*, "loss": [^,]*, "lr": [^,]*' "$1"; }
 
-# figures NAME: every figure run NAME recorded: each step's loss, gradient norm and loss
+# run_figures NAME: every figure run NAME recorded: each step's loss, gradient norm and loss
 # scale, and the final evaluation.
-figures() {
+run_figures() {
     grep -o '"\(loss\|grad_norm\|train_loss\|val_loss\|loss_scale\)": [^,}]*' "$WORK/$1/metrics.jsonl"
 }
 # figures_diff A B: nothing when runs A and B recorded the same figures, else the first
 # lines of the difference, on one line.
-figures_diff() { diff <(figures "$1") <(figures "$2") | head -n 4 | tr '\n' ' '; }
+figures_diff() { diff <(run_figures "$1") <(run_figures "$2") | head -n 4 | tr '\n' ' '; }
 
-# exact_resume SETTINGS...: 20 steps with a checkpoint at step 10 ($WORK/a), then a run
-# resumed from it ($WORK/b): steps 11-20 log bit-identical losses and learning rates
-# (printed with 9 significant digits, which round-trips a float32), and the final
-# evaluation is identical too.
+# exact_resume NAME SETTINGS...: 20 steps with a checkpoint at step 10 ($WORK/NAME-a), then
+# a run resumed from it ($WORK/NAME-b): steps 11-20 log bit-identical losses and learning
+# rates (printed with 9 significant digits, which round-trips a float32; kept in
+# $WORK/NAME-a.losses), and the final evaluation ($WORK/NAME-a.finals) is identical too.
+# Returns 1 when a run fails or leaves no checkpoint.
 exact_resume() {
-    train_run a "$@" || finish
-    [ -f "$WORK/a/ckpt-000010.gbk" ] && pass "checkpoint at step 10 written" ||
-        { fail "no checkpoint at step 10"; finish; }
-    train_run b --resume "$WORK/a/ckpt-000010.gbk" "$@" || finish
-    grep -q "resumed from $WORK/a/ckpt-000010.gbk at step 10" "$WORK/b.log" &&
-        pass "resume announced" || fail "resume not announced"
-    for run in a b; do
+    local name=$1 run n
+    shift
+    local ckpt=$WORK/$name-a/ckpt-000010.gbk
+    train_run "$name-a" "$@" || return 1
+    [ -f "$ckpt" ] && pass "$name: checkpoint at step 10 written" ||
+        { fail "$name: no checkpoint at step 10"; return 1; }
+    train_run "$name-b" --resume "$ckpt" "$@" || return 1
+    grep -q "resumed from $ckpt at step 10" "$WORK/$name-b.log" &&
+        pass "$name: resume announced" || fail "$name: resume not announced"
+    for run in "$name-a" "$name-b"; do
         step_losses "$WORK/$run/metrics.jsonl" | grep -E '"step": (1[1-9]|20),' > "$WORK/$run.losses"
         grep -E '^\{"step": [0-9]+, "train_loss"' "$WORK/$run/metrics.jsonl" > "$WORK/$run.finals"
     done
-    local n run
-    n=$(wc -l < "$WORK/a.losses")
+    n=$(wc -l < "$WORK/$name-a.losses")
     if [ "$n" -ne 10 ]; then
-        fail "expected 10 logged steps after the checkpoint, found $n"
+        fail "$name: expected 10 logged steps after the checkpoint, found $n"
     else
-        same_lines "steps 11-20: bit-identical losses and learning rates" "$WORK/a.losses" "$WORK/b.losses"
+        same_lines "$name: steps 11-20, bit-identical losses and learning rates" \
+            "$WORK/$name-a.losses" "$WORK/$name-b.losses"
     fi
-    if [ -s "$WORK/a.finals" ]; then
-        same_lines "final train and val loss identical" "$WORK/a.finals" "$WORK/b.finals"
+    if [ -s "$WORK/$name-a.finals" ]; then
+        same_lines "$name: final train and val loss identical" \
+            "$WORK/$name-a.finals" "$WORK/$name-b.finals"
     else
-        fail "no final evaluation"
+        fail "$name: no final evaluation"
     fi
 }

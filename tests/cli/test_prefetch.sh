@@ -19,7 +19,7 @@ same_run() { # NAME REFERENCE WHAT
     if [ -n "$diff" ]; then
         fail "$3: the figures differ from the run without prefetch: $diff"
     else
-        pass "$3: $(figures "$1" | grep -c '"loss"') losses and the evaluation bit for bit as without prefetch"
+        pass "$3: $(run_figures "$1" | grep -c '"loss"') losses and the evaluation bit for bit as without prefetch"
     fi
 }
 

@@ -31,7 +31,7 @@ ab() {
     fi
     local want="\"graphs\": {\"recorded\": $recorded, \"launched\": $launched}"
     if [ "$(graph_counts "$name-graphs")" = "$want" ]; then
-        pass "$name: $(figures "$name-graphs" | grep -c '"loss"') losses, gradient norms and evaluations bit for bit as without graphs ($want)"
+        pass "$name: $(run_figures "$name-graphs" | grep -c '"loss"') losses, gradient norms and evaluations bit for bit as without graphs ($want)"
     else
         fail "$name: the summary says '$(graph_counts "$name-graphs")', expected '$want'"
     fi

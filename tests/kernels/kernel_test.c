@@ -61,6 +61,16 @@ const gb_plugin_desc *kt_load_plugin(const char *path, gb_kind kind, const char 
     return d;
 }
 
+const gb_plugin_desc *kt_load_arg(int argc, char **argv, const char *file, gb_kind kind,
+                                  const char *name, size_t ops_size)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s path/to/%s\n", argv[0], file);
+        exit(2);
+    }
+    return kt_load_plugin(argv[1], kind, name, ops_size);
+}
+
 void *kt_cpu_device(const gb_device_ops *ops, const gb_host *host)
 {
     const gb_value plain[] = {{.i = 0}};

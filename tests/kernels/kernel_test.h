@@ -21,6 +21,11 @@
 const gb_plugin_desc *kt_load_plugin(const char *path, gb_kind kind, const char *name,
                                      size_t ops_size);
 
+/* kt_load_plugin() of the test's only argument, the path of `file`; prints "usage: PROG
+ * path/to/FILE" and exits with status 2 when the test has not exactly one argument. */
+const gb_plugin_desc *kt_load_arg(int argc, char **argv, const char *file, gb_kind kind,
+                                  const char *name, size_t ops_size);
+
 /* device/cpu created with emulate_gpu = false on `host`; exits with status 1, saying why,
  * when it is refused. */
 void *kt_cpu_device(const gb_device_ops *ops, const gb_host *host);

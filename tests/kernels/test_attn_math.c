@@ -18,7 +18,6 @@
 
 #include "gearbox/attn.h"
 #include "kernel_test.h"
-#include "test_host.h"
 
 #define ATOL 1e-5
 #define RTOL 1e-4
@@ -340,9 +339,8 @@ static void test_refusals(kt_rng *rng)
 
 int main(int argc, char **argv)
 {
-    gb_test_usage_unless(argc == 2, argv[0], "path/to/attn-math-cpu.so");
-    const gb_plugin_desc *desc = kt_load_plugin(argv[1], GB_KIND_ATTN, "math",
-                                                sizeof(gb_attn_ops));
+    const gb_plugin_desc *desc =
+        kt_load_arg(argc, argv, "attn-math-cpu.so", GB_KIND_ATTN, "math", sizeof(gb_attn_ops));
     ops = desc->ops;
     kt_expect(ops->create && ops->destroy && ops->eligible && ops->memory && ops->forward &&
               ops->backward, "a gb_attn_ops entry is NULL");

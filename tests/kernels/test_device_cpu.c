@@ -17,7 +17,6 @@
 
 #include "gearbox/device.h"
 #include "kernel_test.h"
-#include "test_host.h"
 
 #define ATOL 1e-5
 #define RTOL 1e-4
@@ -685,9 +684,8 @@ static void test_refusals(void)
 
 int main(int argc, char **argv)
 {
-    gb_test_usage_unless(argc == 2, argv[0], "path/to/device-cpu.so");
-    const gb_plugin_desc *desc = kt_load_plugin(argv[1], GB_KIND_DEVICE, "cpu",
-                                                sizeof(gb_device_ops));
+    const gb_plugin_desc *desc =
+        kt_load_arg(argc, argv, "device-cpu.so", GB_KIND_DEVICE, "cpu", sizeof(gb_device_ops));
     ops = desc->ops;
     kt_expect(ops->create && ops->destroy && ops->context && ops->info && ops->alloc &&
               ops->free && ops->copy && ops->memset_zero && ops->sync && ops->matmul &&

@@ -23,7 +23,6 @@
 #include "gearbox/convert.h"
 #include "gearbox/device.h"
 #include "kernel_test.h"
-#include "test_host.h"
 
 static const gb_device_ops *ops;
 static void *dev;
@@ -356,9 +355,8 @@ static void test_refusals(void)
 
 int main(int argc, char **argv)
 {
-    gb_test_usage_unless(argc == 2, argv[0], "path/to/device-cpu.so");
-    const gb_plugin_desc *desc = kt_load_plugin(argv[1], GB_KIND_DEVICE, "cpu",
-                                                sizeof(gb_device_ops));
+    const gb_plugin_desc *desc =
+        kt_load_arg(argc, argv, "device-cpu.so", GB_KIND_DEVICE, "cpu", sizeof(gb_device_ops));
     ops = desc->ops;
     gb_host host = kt_host(2);
     dev = kt_cpu_device(ops, &host);

@@ -7,5 +7,5 @@
 source "$(dirname "$0")/../cli/lib.sh"
 make_data
 write_config "$WORK/run.ini" "checkpoint_every = 10"
-exact_resume --set optim.plugin=adamw_fused
+exact_resume adamw_fused --set optim.plugin=adamw_fused
 finish
