@@ -36,12 +36,13 @@ static void expect(const sdpa_env *env, gb_attn_problem p, int want, const char 
     char reason[512] = "";
     int got = sdpa_eligible(env, &p, reason, sizeof reason);
     check_that(got == want, "cuDNN %lld, cc %d.%d, %s T %lld D %lld: eligible %d, want %d (%s)",
-          (long long)env->cudnn_version, (int)env->cc_major, (int)env->cc_minor,
-          gb_dtype_name(p.dtype), (long long)p.seq_len, (long long)p.head_dim, got, want, reason);
+               (long long)env->cudnn_version, (int)env->cc_major, (int)env->cc_minor,
+               gb_dtype_name(p.dtype), (long long)p.seq_len, (long long)p.head_dim, got, want,
+               reason);
     if (!want) {
         check_that(strstr(reason, needle), "reason \"%s\" should say \"%s\"", reason, needle);
         check_that(strstr(reason, "attn/"), "reason \"%s\" should name a plugin to use instead",
-              reason);
+                   reason);
     }
 }
 
@@ -90,8 +91,8 @@ static void check_transpose(const sdpa_layout *view, const char *what)
 {
     const sdpa_layout t = sdpa_transposed(*view);
     check_that(t.dims[0] == view->dims[0] && t.dims[1] == view->dims[1] &&
-              t.dims[2] == view->dims[3] && t.dims[3] == view->dims[2],
-          "%s: transposed dims", what);
+                   t.dims[2] == view->dims[3] && t.dims[3] == view->dims[2],
+               "%s: transposed dims", what);
     int64_t bad = 0;
     for (int64_t b = 0; b < view->dims[0]; b++)
         for (int64_t h = 0; h < view->dims[1]; h++)
@@ -101,7 +102,7 @@ static void check_transpose(const sdpa_layout *view, const char *what)
                     bad += offset(view, v) != offset(&t, w);
                 }
     check_that(bad == 0, "%s: %lld elements of the transposed layout miss the view's", what,
-          (long long)bad);
+               (long long)bad);
 }
 
 static gb_tensor view_of(const gb_attn_problem *p, const int64_t strides[4])
@@ -120,15 +121,15 @@ static void check_layouts(void)
     sdpa_contiguous_strides(&p, flat);
     // the core's packed projection: q of (b, t, h) at b*T*3C + t*3C + h*D
     check_that(qkv[0] == 5 * 3 * 24 && qkv[1] == 8 && qkv[2] == 3 * 24 && qkv[3] == 1,
-          "core q/k/v strides");
+               "core q/k/v strides");
     check_that(out[0] == 5 * 24 && out[1] == 8 && out[2] == 24 && out[3] == 1, "core out strides");
     check_that(flat[0] == 3 * 5 * 8 && flat[1] == 5 * 8 && flat[2] == 8 && flat[3] == 1,
-          "contiguous strides");
+               "contiguous strides");
 
     const gb_tensor packed = view_of(&p, qkv), contiguous = view_of(&p, flat);
     const sdpa_layout lp = sdpa_view_layout(&packed), lc = sdpa_view_layout(&contiguous);
     check_that(memcmp(lp.strides, qkv, sizeof qkv) == 0 && lp.dims[2] == 5 && lp.dims[3] == 8,
-          "a view's layout is its own dims and strides");
+               "a view's layout is its own dims and strides");
     check_transpose(&lp, "K^T of the packed projection");
     check_transpose(&lc, "K^T of a contiguous view");
     const sdpa_layout s = sdpa_scores(&p);
@@ -136,10 +137,10 @@ static void check_layouts(void)
 
     const sdpa_layout rows = sdpa_row_stats(&p);
     check_that(rows.dims[2] == 5 && rows.dims[3] == 1 && rows.strides[0] == 15 &&
-              rows.strides[1] == 5 && rows.strides[2] == 1,
-          "row statistics (B, H, T, 1)");
+                   rows.strides[1] == 5 && rows.strides[2] == 1,
+               "row statistics (B, H, T, 1)");
     check_that(fabsf(sdpa_scale(&(gb_attn_problem){.head_dim = 64}) - 0.125f) == 0.0f,
-          "scale 1/sqrt(64)");
+               "scale 1/sqrt(64)");
 }
 
 static void check_keys(void)
@@ -152,17 +153,18 @@ static void check_keys(void)
     const sdpa_key planned = sdpa_planned_key(SDPA_BACKWARD, &p, 1);
     sdpa_key call = sdpa_make_key(SDPA_BACKWARD, &p, (const int64_t(*)[4])strides);
     check_that(memcmp(&planned, &call, sizeof call) == 0,
-          "a backward call on the core's views must find the plan memory() built");
+               "a backward call on the core's views must find the plan memory() built");
     const sdpa_key fwd = sdpa_planned_key(SDPA_FORWARD, &p, 1);
     call = sdpa_make_key(SDPA_FORWARD, &p, (const int64_t(*)[4])strides);
     check_that(memcmp(&fwd, &call, sizeof call) == 0,
-          "forward keys ignore the gradient views' strides");
+               "forward keys ignore the gradient views' strides");
     check_that(memcmp(&fwd, &planned, sizeof fwd) != 0, "forward and backward keys differ");
     const sdpa_key flat = sdpa_planned_key(SDPA_BACKWARD, &p, 0);
     check_that(memcmp(&planned, &flat, sizeof planned) != 0, "packed and contiguous keys differ");
     strides[SDPA_DK][2] += 8;
     call = sdpa_make_key(SDPA_BACKWARD, &p, (const int64_t(*)[4])strides);
-    check_that(memcmp(&planned, &call, sizeof call) != 0, "a different dk stride needs its own plan");
+    check_that(memcmp(&planned, &call, sizeof call) != 0,
+               "a different dk stride needs its own plan");
 }
 
 static void check_workspace(void)
@@ -170,8 +172,8 @@ static void check_workspace(void)
     const gb_attn_problem p = problem(GB_BF16, 128, 64);
     const int64_t rows = 2 * 3 * 128 * (int64_t)sizeof(float);
     check_that(sdpa_rowsum_offset(0) == 0 && sdpa_rowsum_offset(1) == 256 &&
-              sdpa_rowsum_offset(256) == 256 && sdpa_rowsum_offset(257) == 512,
-          "rowsum offsets round up to 256 bytes");
+                   sdpa_rowsum_offset(256) == 256 && sdpa_rowsum_offset(257) == 512,
+               "rowsum offsets round up to 256 bytes");
     check_that(sdpa_workspace_bytes(&p, 0, 1000) == 1024 + rows, "backward needs scratch + rowsum");
     check_that(sdpa_workspace_bytes(&p, 1 << 20, 1000) == 1 << 20, "a larger forward scratch wins");
 }
@@ -179,7 +181,8 @@ static void check_workspace(void)
 static void check_fill_and_alignment(void)
 {
     check_that(sdpa_mask_fill(90500) == -FLT_MAX, "cuDNN < 9.10 masks with the lowest float");
-    check_that(isinf(sdpa_mask_fill(91000)) && sdpa_mask_fill(91000) < 0, "cuDNN 9.10 masks with -inf");
+    check_that(isinf(sdpa_mask_fill(91000)) && sdpa_mask_fill(91000) < 0,
+               "cuDNN 9.10 masks with -inf");
 
     const gb_attn_problem p = problem(GB_BF16, 5, 8);
     int64_t qkv[4], out[4];
@@ -191,15 +194,15 @@ static void check_fill_and_alignment(void)
     check_that(sdpa_view_aligned(&t, "q", reason, sizeof reason), "an aligned view: %s", reason);
     t.data = buffer + 1;
     check_that(!sdpa_view_aligned(&t, "k", reason, sizeof reason) && strstr(reason, "k is not"),
-          "a misaligned k must be refused naming it: %s", reason);
+               "a misaligned k must be refused naming it: %s", reason);
     t.data = buffer;
     t.stride[2] = 12;
     check_that(!sdpa_view_aligned(&t, "v", reason, sizeof reason) && strstr(reason, "stride[2]"),
-          "a row stride of 12 bf16 must be refused naming it: %s", reason);
+               "a row stride of 12 bf16 must be refused naming it: %s", reason);
     check_that(sdpa_buffer_aligned(buffer, "saved", reason, sizeof reason), "an aligned buffer");
     check_that(!sdpa_buffer_aligned((char *)buffer + 4, "saved", reason, sizeof reason) &&
-              strstr(reason, "saved is not"),
-          "a misaligned saved buffer must be refused naming it: %s", reason);
+                   strstr(reason, "saved is not"),
+               "a misaligned saved buffer must be refused naming it: %s", reason);
 }
 
 static void expect_order(const int *determinism, int n, const int *want, int n_want,
@@ -252,7 +255,8 @@ static int cache_lookup(cache_model *c, int id)
 static void check_plan_cache(void)
 {
     check_that(sdpa_victim_slot((const uint64_t[]){5, 0, 3}, 3) == 1, "a free slot first");
-    check_that(sdpa_victim_slot((const uint64_t[]){5, 2, 3}, 3) == 1, "else the least recently used");
+    check_that(sdpa_victim_slot((const uint64_t[]){5, 2, 3}, 3) == 1,
+               "else the least recently used");
 
     /* memory()'s lookups, forward then backward, for many problems through a small cache:
      * the forward plan just fetched must still be in its slot once backward is built (the
@@ -266,7 +270,7 @@ static void check_plan_cache(void)
         evicted += c.ids[at] != fwd;
     }
     check_that(evicted == 0, "building the backward plan evicted the forward plan just fetched "
-          "%d times", evicted);
+               "%d times", evicted);
 
     /* any sequence: what each of the last slots - 1 lookups returned is still in place (a
      * call's plan after memory()'s four lookups, with 5 slots) */
@@ -281,7 +285,7 @@ static void check_plan_cache(void)
             moved += d.ids[slot_of[i - back]] != history[i - back];
     }
     check_that(moved == 0, "%d plans fetched within the last %d lookups were evicted", moved,
-          d.slots - 1);
+               d.slots - 1);
 }
 
 /* The built object: its descriptor, and create() refusing the cpu device. */
@@ -296,16 +300,17 @@ static void check_plugin(const char *path)
     check_failures += gb_test_check_descriptor(desc, GB_KIND_ATTN, "cudnn", GB_DEVICE_CUDA,
                                          sizeof(gb_attn_ops));
     check_that(desc->dtypes == (GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16)),
-          "attn/cudnn declares bf16 and f16 only");
+               "attn/cudnn declares bf16 and f16 only");
     const gb_attn_ops *ops = (const gb_attn_ops *)desc->ops;
     void *self = NULL;
     gb_test_clear_error();
     gb_status st = ops->create(gb_test_host(), NULL, gb_test_cpu_ctx(), &self);
     check_that(st == GB_ERR_UNSUPPORTED && !self, "create on the cpu device: status %d, want %d",
-          (int)st, (int)GB_ERR_UNSUPPORTED);
+               (int)st, (int)GB_ERR_UNSUPPORTED);
     check_that(strstr(gb_test_last_error(), "attn/cudnn") &&
-              strstr(gb_test_last_error(), "cuda device only"),
-          "the refusal should name attn/cudnn and the cuda device: \"%s\"", gb_test_last_error());
+                   strstr(gb_test_last_error(), "cuda device only"),
+               "the refusal should name attn/cudnn and the cuda device: \"%s\"",
+               gb_test_last_error());
 }
 
 int main(int argc, char **argv)

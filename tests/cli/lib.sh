@@ -65,8 +65,10 @@ device_section() {
 train_run() {
     local name=$1
     shift
-    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/$name" "$@" > "$WORK/$name.log" 2>&1 ||
-        { fail "$name: $(grep -v warning "$WORK/$name.log" | tail -n 3)"; return 1; }
+    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/$name" "$@" \
+        > "$WORK/$name.log" 2>&1 && return 0
+    fail "$name: $(grep -v warning "$WORK/$name.log" | tail -n 3)"
+    return 1
 }
 
 # step_losses METRICS: each step's number, loss and learning rate, a line per step.
@@ -75,7 +77,8 @@ step_losses() { grep -o '^{"step": [0-9]*, "loss": [^,]*, "lr": [^,]*' "$1"; }
 # run_figures NAME: every figure run NAME recorded: each step's loss, gradient norm and loss
 # scale, and the final evaluation.
 run_figures() {
-    grep -o '"\(loss\|grad_norm\|train_loss\|val_loss\|loss_scale\)": [^,}]*' "$WORK/$1/metrics.jsonl"
+    grep -o '"\(loss\|grad_norm\|train_loss\|val_loss\|loss_scale\)": [^,}]*' \
+        "$WORK/$1/metrics.jsonl"
 }
 # figures_diff A B: nothing when runs A and B recorded the same figures, else the first
 # lines of the difference, on one line.
@@ -97,7 +100,8 @@ exact_resume() {
     grep -q "resumed from $ckpt at step 10" "$WORK/$name-b.log" &&
         pass "$name: resume announced" || fail "$name: resume not announced"
     for run in "$name-a" "$name-b"; do
-        step_losses "$WORK/$run/metrics.jsonl" | grep -E '"step": (1[1-9]|20),' > "$WORK/$run.losses"
+        step_losses "$WORK/$run/metrics.jsonl" | grep -E '"step": (1[1-9]|20),' \
+            > "$WORK/$run.losses"
         grep -E '^\{"step": [0-9]+, "train_loss"' "$WORK/$run/metrics.jsonl" > "$WORK/$run.finals"
     done
     n=$(wc -l < "$WORK/$name-a.losses")

@@ -9,7 +9,8 @@ exact_resume resume || finish
 # the first run's log must not be spoiled by a resumed one (different out_dir), and a
 # resume beyond the end is refused
 expect_error "resume past the last step" 2 "leaves nothing to train" -- \
-    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/c" --resume "$WORK/resume-a/ckpt-000020.gbk"
+    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/c" \
+    --resume "$WORK/resume-a/ckpt-000020.gbk"
 head -c 100 "$WORK/resume-a/ckpt-000010.gbk" > "$WORK/torn.gbk"
 expect_error "a torn checkpoint is refused" 2 "checksum mismatch; the file is damaged or incomplete" -- \
     "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/d" --resume "$WORK/torn.gbk"

@@ -1,8 +1,8 @@
 /* The checks of the tests that call a module's functions directly (no plugin loaded):
  * CHECK(cond) prints "FILE:LINE: check failed: cond" and counts a failure (CHECK_NEAR and
  * CHECK_TEXT likewise for a number within a tolerance and a string, check_that with a
- * message of its own); check_exit() turns
- * the count into main()'s status. One translation unit a test, single-threaded.
+ * message of its own); check_exit() turns the count into main()'s status. One translation
+ * unit a test, single-threaded.
  */
 #ifndef GEARBOX_TESTS_CHECK_H
 #define GEARBOX_TESTS_CHECK_H

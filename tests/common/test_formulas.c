@@ -35,9 +35,9 @@ static void test_exp(void)
     printf("gb_exp_fast: at most %.2f ulp on [-87, 88.37]\n", worst);
     check_that(worst <= 2.0, "gb_exp_fast is %.2f ulp from exp", worst);
     check_that(gb_exp_fast(-100.0f) == 0.0f && gb_exp_fast(-INFINITY) == 0.0f,
-          "gb_exp_fast below -87 is not 0");
+               "gb_exp_fast below -87 is not 0");
     check_that(isinf(gb_exp_fast(89.0f)) && isinf(gb_exp_fast(INFINITY)),
-          "gb_exp_fast above 88.72 is not +inf");
+               "gb_exp_fast above 88.72 is not +inf");
     check_that(isnan(gb_exp_fast(NAN)), "gb_exp_fast(NaN) is not NaN");
     check_that(gb_exp_fast(0.0f) == 1.0f, "gb_exp_fast(0) = %.9g", gb_exp_fast(0.0f));
 
@@ -90,13 +90,13 @@ static void test_gelu(void)
     check_gelu("gelu tanh", gb_gelu_tanh, gb_gelu_tanh_grad, gelu_tanh_ref);
     /* known values (x = 1): Phi(1), and GPT-2's tanh form */
     check_that(fabs(gb_gelu_erf(1.0f) - 0.8413447460685429) < 1e-7, "gelu_erf(1) = %.9g",
-          gb_gelu_erf(1.0f));
+               gb_gelu_erf(1.0f));
     check_that(fabs(gb_gelu_tanh(1.0f) - 0.8411919906082768) < 1e-7, "gelu_tanh(1) = %.9g",
-          gb_gelu_tanh(1.0f));
+               gb_gelu_tanh(1.0f));
     check_that(gb_gelu_tanh(-20.0f) == 0.0f && gb_gelu_tanh(20.0f) == 20.0f &&
-          gb_gelu_tanh_grad(-20.0f) == 0.0f && gb_gelu_tanh_grad(20.0f) == 1.0f,
-          "gelu tanh saturates wrongly: %g %g %g %g", gb_gelu_tanh(-20.0f),
-          gb_gelu_tanh(20.0f), gb_gelu_tanh_grad(-20.0f), gb_gelu_tanh_grad(20.0f));
+               gb_gelu_tanh_grad(-20.0f) == 0.0f && gb_gelu_tanh_grad(20.0f) == 1.0f,
+               "gelu tanh saturates wrongly: %g %g %g %g", gb_gelu_tanh(-20.0f),
+               gb_gelu_tanh(20.0f), gb_gelu_tanh_grad(-20.0f), gb_gelu_tanh_grad(20.0f));
 }
 
 /* A row of C through the helpers (sums in reduce_order.h's lanes) against double. */
@@ -131,7 +131,7 @@ static void test_layernorm(void)
     for (int c = 0; c < C; c++) {
         double norm = (x[c] - m) * r;
         check_that(fabs(gb_ln_norm(x[c], mean, rstd) - norm) < 1e-5, "norm[%d] %.9g, want %.9g", c,
-              gb_ln_norm(x[c], mean, rstd), norm);
+                   gb_ln_norm(x[c], mean, rstd), norm);
         dnorm_mean += w[c] * dout[c] / C;
         dnorm_norm_mean += w[c] * dout[c] * norm / C;
     }
@@ -141,7 +141,7 @@ static void test_layernorm(void)
         float got = gb_ln_dx(w[c] * dout[c], gb_ln_norm(x[c], mean, rstd), (float)dnorm_mean,
                              (float)dnorm_norm_mean, rstd);
         check_that(fabs(got - want) < 1e-5 + 1e-5 * fabs(want), "dx[%d] %.9g, want %.9g", c, got,
-              want);
+                   want);
     }
     printf("layernorm: a row of %d forward and backward within 1e-5\n", C);
 }
@@ -163,14 +163,15 @@ static void test_cross_entropy(void)
     }
     float loss = gb_ce_loss(sum, max, x[target]);
     double ref_loss = log(ref_sum) + max - x[target];
-    check_that(fabs(loss - ref_loss) < 1e-6 * fabs(ref_loss), "loss %.9g, want %.9g", loss, ref_loss);
+    check_that(fabs(loss - ref_loss) < 1e-6 * fabs(ref_loss),
+               "loss %.9g, want %.9g", loss, ref_loss);
     float inv = gb_ce_inv_sum(sum);
     double dsum = 0.0;
     for (int j = 0; j < V; j++) {
         float d = gb_ce_dlogit(gb_exp_fast(x[j] - max), inv, j == target, 0.5f);
         double want = (exp((double)x[j] - max) / ref_sum - (j == target)) * 0.5;
         check_that(fabs(d - want) < 1e-7 + 1e-6 * fabs(want), "dlogit[%d] %.9g, want %.9g", j, d,
-              want);
+                   want);
         dsum += d;
     }
     check_that(fabs(dsum) < 1e-5, "dlogits sum to %.3g, not 0", dsum);
@@ -180,18 +181,18 @@ static void test_cross_entropy(void)
 static void test_chunks(void)
 {
     check_that(gb_chunk_count(0, 64) == 1 && gb_chunk_count(64, 64) == 1 &&
-          gb_chunk_count(65, 64) == 2 && gb_chunk_count(128, 64) == 2,
-          "gb_chunk_count disagrees with its definition");
+               gb_chunk_count(65, 64) == 2 && gb_chunk_count(128, 64) == 2,
+               "gb_chunk_count disagrees with its definition");
     const int64_t rows = 1000, chunks = gb_chunk_count(rows, 64);
     int64_t covered = 0;
     for (int64_t c = 0; c < chunks; c++) {
         int64_t begin = gb_chunk_begin(rows, c, chunks), end = gb_chunk_begin(rows, c + 1, chunks);
         check_that(begin == covered && end > begin && end - begin <= 64,
-              "chunk %lld is [%lld, %lld)", (long long)c, (long long)begin, (long long)end);
+                   "chunk %lld is [%lld, %lld)", (long long)c, (long long)begin, (long long)end);
         covered = end;
     }
     check_that(covered == rows, "chunks cover %lld of %lld rows", (long long)covered,
-          (long long)rows);
+               (long long)rows);
 }
 
 int main(void)

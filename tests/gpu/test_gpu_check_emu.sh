@@ -47,7 +47,8 @@ n=$(grep -cE '^test +stage result' "$WORK/out/summary.txt")
     fail "rerun of the test stage: exit $rc, $n result lines: $(cat "$WORK/out/summary.txt")"
 
 # a later stage with no build to use
-OUT=$WORK/out2 BUILD=$WORK/nothing "$src/scripts/gpu-check.sh" --emulated train > "$WORK/run.log" 2>&1
+OUT=$WORK/out2 BUILD=$WORK/nothing "$src/scripts/gpu-check.sh" --emulated train \
+    > "$WORK/run.log" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q 'run `scripts/gpu-check.sh build` first' "$WORK/out2/summary.txt" &&
     pass "a stage without a build says to run the build stage" ||
@@ -69,7 +70,8 @@ if [ $rc -eq 1 ] && [ ! -e "$WORK/fresh" ] && [ $((SECONDS - start)) -lt 30 ] &&
    ! grep -q '^test ' "$WORK/out3/summary.txt"; then
     pass "without inih the build stage stops at once, naming the carry command"
 else
-    fail "without inih: exit $rc, $((SECONDS - start)) s, build folder $(ls -d "$WORK/fresh" 2>&1): $(cat "$WORK/run.log")"
+    folder=$(ls -d "$WORK/fresh" 2>&1)
+    fail "without inih: exit $rc, $((SECONDS - start)) s, build folder $folder: $(cat "$WORK/run.log")"
 fi
 
 "$src/scripts/gpu-check.sh" --stage nonsense > "$WORK/run.log" 2>&1

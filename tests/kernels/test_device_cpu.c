@@ -214,7 +214,8 @@ static void test_embed_case(int64_t B, int64_t T, int64_t C, int32_t V, kt_rng *
     float *dwte = kt_floats((size_t)V * C), *dwpe = kt_floats((size_t)T_max * C);
     kt_fill(rng, dwte, (size_t)V * C, -1, 1);
     kt_fill(rng, dwpe, (size_t)T_max * C, -1, 1);
-    double *want_dwte = kt_widen(dwte, (size_t)V * C), *want_dwpe = kt_widen(dwpe, (size_t)T_max * C);
+    double *want_dwte = kt_widen(dwte, (size_t)V * C);
+    double *want_dwpe = kt_widen(dwpe, (size_t)T_max * C);
     for (int64_t bt = 0; bt < B * T; bt++)
         for (int64_t c = 0; c < C; c++) {
             want_dwte[tokens[bt] * C + c] += dout[bt * C + c];
@@ -339,7 +340,8 @@ static void test_layernorm_case(int64_t N, int64_t C, int with_bias, kt_rng *rng
     kt_compare("  mean", d.mean, want_mean, N, ATOL, RTOL);
     kt_compare("  rstd", d.rstd, want_rstd, N, ATOL, RTOL);
 
-    double *want_dx = kt_widen(d.dx, nc), *want_dw = kt_widen(d.dw, C), *want_db = kt_widen(d.db, C);
+    double *want_dx = kt_widen(d.dx, nc), *want_dw = kt_widen(d.dw, C);
+    double *want_db = kt_widen(d.db, C);
     ref_layernorm_backward(want_dx, want_dw, want_db, kt_widen(d.dout, nc), xd, wd, N, C, eps);
     float *dx0 = kt_copy(d.dx, nc), *dw0 = kt_copy(d.dw, C), *db0 = kt_copy(d.db, C);
     expect_status(ops->layernorm_backward(dev, GB_F32, d.dx, d.dw, with_bias ? d.db : NULL,

@@ -53,13 +53,14 @@ static void recomputation_plans(gb_runtime *rt, const gb_model_config *base)
     }
     size_t norm_gelu_saves = (size_t)((L * 6 - 5) * N * C) * sizeof(float);
     size_t block_saves_at_least = (size_t)((L - 1) * (15 * N * C + 4 * N)) * sizeof(float);
-    check_that(plan[0].activations - plan[1].activations == norm_gelu_saves, "%s",
-          "recompute = norm_gelu saves (6 L - 5) N C activations");
+    check_that(plan[0].activations - plan[1].activations == norm_gelu_saves,
+               "recompute = norm_gelu saves (6 L - 5) N C activations");
     check_that(plan[0].activations - plan[2].activations >= block_saves_at_least &&
-          plan[2].activations < plan[1].activations, "%s",
-          "recompute = block saves at least (L - 1) of a block's 15 N C + 4 N, more than norm_gelu");
-    check_that(plan[0].params == plan[2].params && plan[0].workspace == plan[2].workspace, "%s",
-          "recomputation changes only the activations");
+               plan[2].activations < plan[1].activations,
+               "recompute = block saves at least (L - 1) of a block's 15 N C + 4 N, more than "
+               "norm_gelu");
+    check_that(plan[0].params == plan[2].params && plan[0].workspace == plan[2].workspace,
+               "recomputation changes only the activations");
 }
 
 static void planning(void)
@@ -73,7 +74,7 @@ static void planning(void)
                   !gb_runtime_start(&rt, &diag);
     gb_diag_print(&diag, stdout);
     gb_diag_clear(&diag);
-    check_that(started, "%s", "runtime starts from the build tree's plugins");
+    check_that(started, "runtime starts from the build tree's plugins");
     if (started) {
         gb_model_config mc = {.n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16,
                               .vocab_size = 65};
@@ -82,9 +83,10 @@ static void planning(void)
             plan_matches_creation(&rt, &mc, batches[i], 1);
         plan_matches_creation(&rt, &mc, 4, 0);
         gb_memory_plan a, b;
-        check_that(gb_model_plan(&rt, &mc, 4, 1, &a) == 0 && gb_model_plan(&rt, &mc, 5, 1, &b) == 0 &&
-              gb_memory_plan_total(&b) > gb_memory_plan_total(&a),
-              "%s", "the plan grows with the batch");
+        check_that(gb_model_plan(&rt, &mc, 4, 1, &a) == 0 &&
+                       gb_model_plan(&rt, &mc, 5, 1, &b) == 0 &&
+                       gb_memory_plan_total(&b) > gb_memory_plan_total(&a),
+                   "the plan grows with the batch");
         recomputation_plans(&rt, &mc);
     }
     gb_runtime_free(&rt);
@@ -134,17 +136,19 @@ static void memory_budgets(void)
 static void batch_settings(void)
 {
     gb_settings s;
-    check_that(resolve("[data]\nbatch_size = auto\n", &s) == 0 && s.batch_auto && s.batch_size == 1,
-          "%s", "batch_size = auto is accepted (batch 1 until chosen)");
-    check_that(resolve("[data]\nbatch_size = automatic\n", &s) == 1, "%s",
-          "batch_size = automatic is refused");
+    check_that(resolve("[data]\nbatch_size = auto\n", &s) == 0 && s.batch_auto &&
+                   s.batch_size == 1,
+               "batch_size = auto is accepted (batch 1 until chosen)");
+    check_that(resolve("[data]\nbatch_size = automatic\n", &s) == 1,
+               "batch_size = automatic is refused");
     check_that(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = 4\ntokens_per_step = 256\n",
-                  &s) == 0 && s.gradient_accumulation_steps == 4,
-          "%s", "tokens_per_step 256 = 16 sequences of 16 tokens: accumulation 4 of batch 4");
+                       &s) == 0 && s.gradient_accumulation_steps == 4,
+               "tokens_per_step 256 = 16 sequences of 16 tokens: accumulation 4 of batch 4");
     check_that(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = 3\ntokens_per_step = 256\n",
-                  &s) == 1, "%s", "16 sequences per step do not split into batches of 3");
-    check_that(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = auto\ntokens_per_step = 100\n",
-                  &s) == 1, "%s", "tokens_per_step must be a multiple of block_size");
+                       &s) == 1, "16 sequences per step do not split into batches of 3");
+    check_that(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = auto\n"
+                       "tokens_per_step = 100\n", &s) == 1,
+               "tokens_per_step must be a multiple of block_size");
 }
 
 int main(void)
