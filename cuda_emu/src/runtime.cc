@@ -837,6 +837,26 @@ using namespace gb_emu;
 
 /* ---- errors ------------------------------------------------------------------------ */
 
+/* cudaFree and cudaFreeHost: `call` of the block at `ptr` among `blocks`, which `allocator`
+ * hands out (a pointer it did not is refused with `unknown`). Freeing synchronizes the
+ * device; `release` returns the block's memory. */
+template <typename Block, typename Release>
+static cudaError_t free_block(const char *call, const char *allocator, cudaError_t unknown,
+                              std::map<uintptr_t, Block> &blocks, void *ptr, Release release)
+{
+    if (cudaError_t e = refuse_while_capturing(call))
+        return e;
+    if (!ptr)
+        return cudaSuccess;
+    auto it = blocks.find((uintptr_t)ptr);
+    if (it == blocks.end())
+        return refuse(unknown, "%s(%p): not a pointer %s returned", call, ptr, allocator);
+    complete_all();
+    release(it->second);
+    blocks.erase(it);
+    return cudaSuccess;
+}
+
 extern "C" {
 
 cudaError_t cudaGetLastError(void)
@@ -1073,19 +1093,11 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 cudaError_t cudaFree(void *ptr)
 {
     API("cudaFree");
-    if (cudaError_t e = refuse_while_capturing("cudaFree"))
-        return e;
-    if (!ptr)
-        return cudaSuccess;
-    auto it = device_blocks.find((uintptr_t)ptr);
-    if (it == device_blocks.end())
-        return refuse(cudaErrorInvalidDevicePointer, "cudaFree(%p): not a pointer cudaMalloc "
-                      "returned", ptr);
-    complete_all();   /* cudaFree synchronizes the device */
-    device_used -= it->second.a.bytes;
-    munmap(it->second.map, it->second.map_bytes);
-    device_blocks.erase(it);
-    return cudaSuccess;
+    return free_block("cudaFree", "cudaMalloc", cudaErrorInvalidDevicePointer, device_blocks,
+                      ptr, [](device_block &b) {
+                          device_used -= b.a.bytes;
+                          munmap(b.map, b.map_bytes);
+                      });
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes)
@@ -1114,18 +1126,8 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags)
 cudaError_t cudaFreeHost(void *ptr)
 {
     API("cudaFreeHost");
-    if (cudaError_t e = refuse_while_capturing("cudaFreeHost"))
-        return e;
-    if (!ptr)
-        return cudaSuccess;
-    auto it = pinned_blocks.find((uintptr_t)ptr);
-    if (it == pinned_blocks.end())
-        return refuse(cudaErrorInvalidValue, "cudaFreeHost(%p): not a pointer cudaMallocHost "
-                      "returned", ptr);
-    complete_all();
-    munmap(it->second.base, it->second.bytes);
-    pinned_blocks.erase(it);
-    return cudaSuccess;
+    return free_block("cudaFreeHost", "cudaMallocHost", cudaErrorInvalidValue, pinned_blocks,
+                      ptr, [](pinned_block &b) { munmap(b.base, b.bytes); });
 }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
