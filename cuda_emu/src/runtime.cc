@@ -1422,14 +1422,24 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     return cudaSuccess;
 }
 
+/* The live event `call` waits for or queries, recorded outside a capture, into *e; else
+ * its refusal. */
+static cudaError_t event_to_wait_for(cudaEvent_t event, const char *call, event_state **e)
+{
+    *e = event_of(event);
+    if (!*e)
+        return not_live(call, event, "an event");
+    if (captured_events.count(*e))
+        return refuse_captured_event(call, *e);
+    return cudaSuccess;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
     API("cudaEventQuery");
-    event_state *e = event_of(event);
-    if (!e)
-        return not_live("cudaEventQuery", event, "an event");
-    if (captured_events.count(e))
-        return refuse_captured_event("cudaEventQuery", e);
+    event_state *e = nullptr;
+    if (cudaError_t err = event_to_wait_for(event, "cudaEventQuery", &e))
+        return err;
     if (!e->last || e->last->done)
         return cudaSuccess;
     return not_ready(e->last->stream, e->last->seq);
@@ -1438,11 +1448,9 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     API("cudaEventSynchronize");
-    event_state *e = event_of(event);
-    if (!e)
-        return not_live("cudaEventSynchronize", event, "an event");
-    if (captured_events.count(e))
-        return refuse_captured_event("cudaEventSynchronize", e);
+    event_state *e = nullptr;
+    if (cudaError_t err = event_to_wait_for(event, "cudaEventSynchronize", &e))
+        return err;
     if (e->last && !e->last->done)
         complete_stream(e->last->stream, e->last->seq);
     return cudaSuccess;
