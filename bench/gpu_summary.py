@@ -105,14 +105,16 @@ def attn_section(text, sdpa):
     return lines
 
 
+def matching_lines(text, pattern):
+    """The match of `pattern` at the start of each line of `text` it matches, in order."""
+    return [m for m in (re.match(pattern, line) for line in text.splitlines()) if m]
+
+
 def profile_section(text):
     if text is None:
         return ['not run (no bench-profile.txt)']
-    rows = []
-    for line in text.splitlines():
-        m = re.match(r'  (\S.*?) {2,}([0-9.]+) +([0-9.]+)% +([0-9.]+)(?: +([0-9.]+))?$', line)
-        if m:
-            rows.append((m.group(1), float(m.group(2)), float(m.group(3)), m.group(5)))
+    rows = [(m.group(1), float(m.group(2)), float(m.group(3)), m.group(5)) for m in
+            matching_lines(text, r'  (\S.*?) {2,}([0-9.]+) +([0-9.]+)% +([0-9.]+)(?: +([0-9.]+))?$')]
     if not rows:
         return ['bench step --profile printed no profile']
     head = next((l for l in text.splitlines() if l.startswith('profile:')), '')
@@ -129,11 +131,8 @@ def profile_section(text):
 def matmul_section(text):
     if text is None:
         return ['not run (no bench-matmul.txt)']
-    rows = []
-    for line in text.splitlines():
-        m = re.match(r'  ([a-z_.]+ (?:forward|d input|d weight)) .*? ([0-9.]+) +([0-9.]+) +[0-9]+%$', line)
-        if m:
-            rows.append((m.group(1), float(m.group(2)), float(m.group(3)) / 1e3))
+    rows = [(m.group(1), float(m.group(2)), float(m.group(3)) / 1e3) for m in
+            matching_lines(text, r'  ([a-z_.]+ (?:forward|d input|d weight)) .*? ([0-9.]+) +([0-9.]+) +[0-9]+%$')]
     if not rows:
         return ['bench matmul printed no table']
     slow = [f'{n} {tf:.0f}' for n, _, tf in rows if tf < MATMUL_GOAL_TFLOPS]

@@ -1104,17 +1104,25 @@ verdict prepare_matmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const
 
 /* ---- the C API ------------------------------------------------------------------------------ */
 
+/* A new object of kind `k`, its defaults set by `init`, handed out through `out`. */
+template <typename Handle, typename Init>
+static cublasStatus_t create_handle(Handle *out, kind k, Init init)
+{
+    if (!out)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    lt_object *obj = create_object(k);
+    if (!obj)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    init(obj);
+    *out = reinterpret_cast<Handle>(obj);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 extern "C" {
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *lightHandle)
 {
-    if (!lightHandle)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    lt_object *obj = create_object(kind::handle);
-    if (!obj)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    *lightHandle = reinterpret_cast<cublasLtHandle_t>(obj);
-    return CUBLAS_STATUS_SUCCESS;
+    return create_handle(lightHandle, kind::handle, [](lt_object *) {});
 }
 
 cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)
@@ -1181,126 +1189,75 @@ cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int *value)
     return CUBLAS_STATUS_INVALID_VALUE;
 }
 
+/* Destroy, SetAttribute and GetAttribute of one object type: the same for each, on its
+ * own kind and attribute table. */
+#define LT_OBJECT_ENTRIES(Name, Handle, Attribute, Kind, Table)                                 \
+    cublasStatus_t cublasLt##Name##Destroy(Handle object)                                       \
+    {                                                                                           \
+        return destroy_object(object, Kind);                                                    \
+    }                                                                                           \
+    cublasStatus_t cublasLt##Name##SetAttribute(Handle object, Attribute attr, const void *buf, \
+                                                size_t sizeInBytes)                             \
+    {                                                                                           \
+        return set_attribute(find_object(object, Kind), Table, attr, buf, sizeInBytes);         \
+    }                                                                                           \
+    cublasStatus_t cublasLt##Name##GetAttribute(Handle object, Attribute attr, void *buf,       \
+                                                size_t sizeInBytes, size_t *sizeWritten)        \
+    {                                                                                           \
+        return get_attribute(find_object(object, Kind), Table, attr, buf, sizeInBytes,          \
+                             sizeWritten);                                                      \
+    }
+
+LT_OBJECT_ENTRIES(MatmulDesc, cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t,
+                  kind::matmul_desc, kDescAttributes)
+LT_OBJECT_ENTRIES(MatrixLayout, cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t,
+                  kind::layout, kLayoutAttributes)
+LT_OBJECT_ENTRIES(MatmulPreference, cublasLtMatmulPreference_t,
+                  cublasLtMatmulPreferenceAttributes_t, kind::preference, kPreferenceAttributes)
+
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
                                         cublasComputeType_t computeType, cudaDataType_t scaleType)
 {
-    if (!matmulDesc)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    lt_object *obj = create_object(kind::matmul_desc);
-    if (!obj)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, computeType);
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_SCALE_TYPE, scaleType);
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_POINTER_MODE, CUBLASLT_POINTER_MODE_HOST);
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_TRANSC, CUBLAS_OP_N);
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_FILL_MODE, CUBLAS_FILL_MODE_FULL);
-    set_default<uint32_t>(obj, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DEFAULT);
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, -1);
-    set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1);
-    *matmulDesc = reinterpret_cast<cublasLtMatmulDesc_t>(obj);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)
-{
-    return destroy_object(matmulDesc, kind::matmul_desc);
-}
-
-cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
-                                              cublasLtMatmulDescAttributes_t attr,
-                                              const void *buf, size_t sizeInBytes)
-{
-    return set_attribute(find_object(matmulDesc, kind::matmul_desc), kDescAttributes, attr,
-                         buf, sizeInBytes);
-}
-
-cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc,
-                                              cublasLtMatmulDescAttributes_t attr, void *buf,
-                                              size_t sizeInBytes, size_t *sizeWritten)
-{
-    return get_attribute(find_object(matmulDesc, kind::matmul_desc), kDescAttributes, attr,
-                         buf, sizeInBytes, sizeWritten);
+    return create_handle(matmulDesc, kind::matmul_desc, [&](lt_object *obj) {
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, computeType);
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_SCALE_TYPE, scaleType);
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_POINTER_MODE, CUBLASLT_POINTER_MODE_HOST);
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_N);
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_TRANSC, CUBLAS_OP_N);
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_FILL_MODE, CUBLAS_FILL_MODE_FULL);
+        set_default<uint32_t>(obj, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_DEFAULT);
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, -1);
+        set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, -1);
+    });
 }
 
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type,
                                           uint64_t rows, uint64_t cols, int64_t ld)
 {
-    if (!matLayout)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    lt_object *obj = create_object(kind::layout);
-    if (!obj)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    set_default<uint32_t>(obj, CUBLASLT_MATRIX_LAYOUT_TYPE, (uint32_t)type);
-    set_default<int32_t>(obj, CUBLASLT_MATRIX_LAYOUT_ORDER, CUBLASLT_ORDER_COL);
-    set_default<uint64_t>(obj, CUBLASLT_MATRIX_LAYOUT_ROWS, rows);
-    set_default<uint64_t>(obj, CUBLASLT_MATRIX_LAYOUT_COLS, cols);
-    set_default<int64_t>(obj, CUBLASLT_MATRIX_LAYOUT_LD, ld);
-    set_default<int32_t>(obj, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
-    *matLayout = reinterpret_cast<cublasLtMatrixLayout_t>(obj);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)
-{
-    return destroy_object(matLayout, kind::layout);
-}
-
-cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout,
-                                                cublasLtMatrixLayoutAttribute_t attr,
-                                                const void *buf, size_t sizeInBytes)
-{
-    return set_attribute(find_object(matLayout, kind::layout), kLayoutAttributes, attr, buf,
-                         sizeInBytes);
-}
-
-cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout,
-                                                cublasLtMatrixLayoutAttribute_t attr, void *buf,
-                                                size_t sizeInBytes, size_t *sizeWritten)
-{
-    return get_attribute(find_object(matLayout, kind::layout), kLayoutAttributes, attr, buf,
-                         sizeInBytes, sizeWritten);
+    return create_handle(matLayout, kind::layout, [&](lt_object *obj) {
+        set_default<uint32_t>(obj, CUBLASLT_MATRIX_LAYOUT_TYPE, (uint32_t)type);
+        set_default<int32_t>(obj, CUBLASLT_MATRIX_LAYOUT_ORDER, CUBLASLT_ORDER_COL);
+        set_default<uint64_t>(obj, CUBLASLT_MATRIX_LAYOUT_ROWS, rows);
+        set_default<uint64_t>(obj, CUBLASLT_MATRIX_LAYOUT_COLS, cols);
+        set_default<int64_t>(obj, CUBLASLT_MATRIX_LAYOUT_LD, ld);
+        set_default<int32_t>(obj, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 1);
+    });
 }
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
 {
-    if (!pref)
-        return CUBLAS_STATUS_INVALID_VALUE;
-    lt_object *obj = create_object(kind::preference);
-    if (!obj)
-        return CUBLAS_STATUS_ALLOC_FAILED;
-    set_default<uint32_t>(obj, CUBLASLT_MATMUL_PREF_SEARCH_MODE, CUBLASLT_SEARCH_BEST_FIT);
-    set_default<uint32_t>(obj, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                          CUBLASLT_REDUCTION_SCHEME_MASK);
-    for (int id : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-        set_default<uint32_t>(obj, id, kDefaultAlignment);
-    set_default<uint64_t>(obj, CUBLASLT_MATMUL_PREF_IMPL_MASK, ~(uint64_t)0);
-    *pref = reinterpret_cast<cublasLtMatmulPreference_t>(obj);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
-{
-    return destroy_object(pref, kind::preference);
-}
-
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
-                                                    cublasLtMatmulPreferenceAttributes_t attr,
-                                                    const void *buf, size_t sizeInBytes)
-{
-    return set_attribute(find_object(pref, kind::preference), kPreferenceAttributes, attr, buf,
-                         sizeInBytes);
-}
-
-cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref,
-                                                    cublasLtMatmulPreferenceAttributes_t attr,
-                                                    void *buf, size_t sizeInBytes,
-                                                    size_t *sizeWritten)
-{
-    return get_attribute(find_object(pref, kind::preference), kPreferenceAttributes, attr, buf,
-                         sizeInBytes, sizeWritten);
+    return create_handle(pref, kind::preference, [](lt_object *obj) {
+        set_default<uint32_t>(obj, CUBLASLT_MATMUL_PREF_SEARCH_MODE, CUBLASLT_SEARCH_BEST_FIT);
+        set_default<uint32_t>(obj, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                              CUBLASLT_REDUCTION_SCHEME_MASK);
+        for (int id : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+            set_default<uint32_t>(obj, id, kDefaultAlignment);
+        set_default<uint64_t>(obj, CUBLASLT_MATMUL_PREF_IMPL_MASK, ~(uint64_t)0);
+    });
 }
 
 /* One algorithm, needing no workspace, for every problem the double computes; it records

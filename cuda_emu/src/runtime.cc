@@ -104,6 +104,12 @@ static cudaError_t refuse(cudaError_t err, const char *fmt, ...)
     return set_last_error(err);
 }
 
+/* The refusal of `call` given a handle that is not a live stream or event (`what`). */
+static cudaError_t not_live(const char *call, const void *handle, const char *what)
+{
+    return refuse(cudaErrorInvalidResourceHandle, "%s(%p): not %s", call, handle, what);
+}
+
 /* ---- state ------------------------------------------------------------------------- */
 
 namespace {
@@ -438,6 +444,16 @@ struct event_state {
 stream_state default_stream{{}, 1, 0, 0};
 std::set<stream_state *> streams{&default_stream};
 std::set<event_state *> events;
+
+/* A new stream or event, made live and handed out as its handle. */
+template <typename State, typename Handle>
+cudaError_t hand_out(std::set<State *> &live, State *state, Handle *handle)
+{
+    live.insert(state);
+    *handle = reinterpret_cast<Handle>(state);
+    return cudaSuccess;
+}
+
 unsigned next_stream_id = 1;
 uint64_t drain_rng = 0;
 
@@ -584,6 +600,16 @@ void complete(const std::map<stream_state *, uint64_t> &need, int steps = 0)
         set_pinned_open(false);
         set_device_open(false);
     }
+}
+
+/* A query's answer for `s`'s work up to `seq`, not all done at the call: one operation of
+ * progress (polling advances the work), but the answer is the state at the call. */
+cudaError_t not_ready(stream_state *s, uint64_t seq)
+{
+    std::map<stream_state *, uint64_t> need;
+    add_needs(need, s, seq);
+    complete(need, 1);
+    return cudaErrorNotReady;
 }
 
 void complete_stream(stream_state *s, uint64_t seq)
@@ -810,6 +836,26 @@ using namespace gb_emu;
     std::lock_guard<std::recursive_mutex> api_hold_(state_lock)
 
 /* ---- errors ------------------------------------------------------------------------ */
+
+/* cudaFree and cudaFreeHost: `call` of the block at `ptr` among `blocks`, which `allocator`
+ * hands out (a pointer it did not is refused with `unknown`). Freeing synchronizes the
+ * device; `release` returns the block's memory. */
+template <typename Block, typename Release>
+static cudaError_t free_block(const char *call, const char *allocator, cudaError_t unknown,
+                              std::map<uintptr_t, Block> &blocks, void *ptr, Release release)
+{
+    if (cudaError_t e = refuse_while_capturing(call))
+        return e;
+    if (!ptr)
+        return cudaSuccess;
+    auto it = blocks.find((uintptr_t)ptr);
+    if (it == blocks.end())
+        return refuse(unknown, "%s(%p): not a pointer %s returned", call, ptr, allocator);
+    complete_all();
+    release(it->second);
+    blocks.erase(it);
+    return cudaSuccess;
+}
 
 extern "C" {
 
@@ -1047,19 +1093,11 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 cudaError_t cudaFree(void *ptr)
 {
     API("cudaFree");
-    if (cudaError_t e = refuse_while_capturing("cudaFree"))
-        return e;
-    if (!ptr)
-        return cudaSuccess;
-    auto it = device_blocks.find((uintptr_t)ptr);
-    if (it == device_blocks.end())
-        return refuse(cudaErrorInvalidDevicePointer, "cudaFree(%p): not a pointer cudaMalloc "
-                      "returned", ptr);
-    complete_all();   /* cudaFree synchronizes the device */
-    device_used -= it->second.a.bytes;
-    munmap(it->second.map, it->second.map_bytes);
-    device_blocks.erase(it);
-    return cudaSuccess;
+    return free_block("cudaFree", "cudaMalloc", cudaErrorInvalidDevicePointer, device_blocks,
+                      ptr, [](device_block &b) {
+                          device_used -= b.a.bytes;
+                          munmap(b.map, b.map_bytes);
+                      });
 }
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes)
@@ -1088,18 +1126,8 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags)
 cudaError_t cudaFreeHost(void *ptr)
 {
     API("cudaFreeHost");
-    if (cudaError_t e = refuse_while_capturing("cudaFreeHost"))
-        return e;
-    if (!ptr)
-        return cudaSuccess;
-    auto it = pinned_blocks.find((uintptr_t)ptr);
-    if (it == pinned_blocks.end())
-        return refuse(cudaErrorInvalidValue, "cudaFreeHost(%p): not a pointer cudaMallocHost "
-                      "returned", ptr);
-    complete_all();
-    munmap(it->second.base, it->second.bytes);
-    pinned_blocks.erase(it);
-    return cudaSuccess;
+    return free_block("cudaFreeHost", "cudaMallocHost", cudaErrorInvalidValue, pinned_blocks,
+                      ptr, [](pinned_block &b) { munmap(b.base, b.bytes); });
 }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
@@ -1169,8 +1197,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
     API("cudaMemcpyAsync");
     stream_state *st = stream_of(stream);
     if (!st)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaMemcpyAsync: unknown stream %p",
-                      (void *)stream);
+        return not_live("cudaMemcpyAsync", stream, "a stream");
     if (bytes == 0)
         return cudaSuccess;
     const place to = place_of(dst), from = place_of(src);
@@ -1230,8 +1257,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
     API("cudaMemsetAsync");
     stream_state *st = stream_of(stream);
     if (!st)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaMemsetAsync: unknown stream %p",
-                      (void *)stream);
+        return not_live("cudaMemsetAsync", stream, "a stream");
     if (bytes == 0)
         return cudaSuccess;
     cudaError_t e = check_device_range("cudaMemsetAsync", ptr, bytes);
@@ -1263,9 +1289,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
     (void)flags;
     stream_state *s = new stream_state;
     s->id = next_stream_id++;
-    streams.insert(s);
-    *stream = reinterpret_cast<cudaStream_t>(s);
-    return cudaSuccess;
+    return hand_out(streams, s, stream);
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *stream)
@@ -1278,23 +1302,28 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
     API("cudaStreamDestroy");
     stream_state *s = stream_of(stream);
     if (!s || s == &default_stream)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p): not a stream",
-                      (void *)stream);
+        return not_live("cudaStreamDestroy", stream, "a stream");
     complete_stream(s, s->next_seq - 1);   /* its work still runs, as on a GPU */
     streams.erase(s);
     delete s;
     return cudaSuccess;
 }
 
+/* The live, uncaptured stream `call` waits for or queries, into *s; else its refusal. */
+static cudaError_t stream_to_wait_for(cudaStream_t stream, const char *call, stream_state **s)
+{
+    *s = stream_of(stream);
+    if (!*s)
+        return not_live(call, stream, "a stream");
+    return refuse_on_capturing(*s, cudaErrorStreamCaptureUnsupported, call,
+                               "its work is not run");
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     API("cudaStreamSynchronize");
-    stream_state *s = stream_of(stream);
-    if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize(%p): not a "
-                      "stream", (void *)stream);
-    if (cudaError_t e = refuse_on_capturing(s, cudaErrorStreamCaptureUnsupported,
-                                            "cudaStreamSynchronize", "its work is not run"))
+    stream_state *s = nullptr;
+    if (cudaError_t e = stream_to_wait_for(stream, "cudaStreamSynchronize", &s))
         return e;
     complete_stream(s, s->next_seq - 1);
     return cudaSuccess;
@@ -1303,19 +1332,12 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
     API("cudaStreamQuery");
-    stream_state *s = stream_of(stream);
-    if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamQuery(%p): not a stream",
-                      (void *)stream);
-    if (cudaError_t e = refuse_on_capturing(s, cudaErrorStreamCaptureUnsupported,
-                                            "cudaStreamQuery", "its work is not run"))
+    stream_state *s = nullptr;
+    if (cudaError_t e = stream_to_wait_for(stream, "cudaStreamQuery", &s))
         return e;
     if (s->queue.empty())
         return cudaSuccess;
-    std::map<stream_state *, uint64_t> need;
-    add_needs(need, s, s->next_seq - 1);
-    complete(need, 1);   /* progress, but the answer is the state at the call */
-    return cudaErrorNotReady;
+    return not_ready(s, s->next_seq - 1);
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
@@ -1343,8 +1365,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
     API("cudaLaunchHostFunc");
     stream_state *s = stream_of(stream);
     if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaLaunchHostFunc: unknown stream %p",
-                      (void *)stream);
+        return not_live("cudaLaunchHostFunc", stream, "a stream");
     op o;
     o.what = "a host function (cudaLaunchHostFunc)";
     o.run = [fn, data] { fn(data); };
@@ -1358,10 +1379,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
     API("cudaEventCreateWithFlags");
-    event_state *e = new event_state{nullptr, flags};
-    events.insert(e);
-    *event = reinterpret_cast<cudaEvent_t>(e);
-    return cudaSuccess;
+    return hand_out(events, new event_state{nullptr, flags}, event);
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
@@ -1374,8 +1392,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
     API("cudaEventDestroy");
     event_state *e = event_of(event);
     if (!e)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaEventDestroy(%p): not an event",
-                      (void *)event);
+        return not_live("cudaEventDestroy", event, "an event");
     events.erase(e);   /* its pending record stays in its stream (shared) */
     captured_events.erase(e);
     delete e;
@@ -1405,32 +1422,35 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     return cudaSuccess;
 }
 
+/* The live event `call` waits for or queries, recorded outside a capture, into *e; else
+ * its refusal. */
+static cudaError_t event_to_wait_for(cudaEvent_t event, const char *call, event_state **e)
+{
+    *e = event_of(event);
+    if (!*e)
+        return not_live(call, event, "an event");
+    if (captured_events.count(*e))
+        return refuse_captured_event(call, *e);
+    return cudaSuccess;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
     API("cudaEventQuery");
-    event_state *e = event_of(event);
-    if (!e)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaEventQuery(%p): not an event",
-                      (void *)event);
-    if (captured_events.count(e))
-        return refuse_captured_event("cudaEventQuery", e);
+    event_state *e = nullptr;
+    if (cudaError_t err = event_to_wait_for(event, "cudaEventQuery", &e))
+        return err;
     if (!e->last || e->last->done)
         return cudaSuccess;
-    std::map<stream_state *, uint64_t> need;
-    add_needs(need, e->last->stream, e->last->seq);
-    complete(need, 1);   /* progress, but the answer is the state at the call */
-    return cudaErrorNotReady;
+    return not_ready(e->last->stream, e->last->seq);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     API("cudaEventSynchronize");
-    event_state *e = event_of(event);
-    if (!e)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaEventSynchronize(%p): not an "
-                      "event", (void *)event);
-    if (captured_events.count(e))
-        return refuse_captured_event("cudaEventSynchronize", e);
+    event_state *e = nullptr;
+    if (cudaError_t err = event_to_wait_for(event, "cudaEventSynchronize", &e))
+        return err;
     if (e->last && !e->last->done)
         complete_stream(e->last->stream, e->last->seq);
     return cudaSuccess;
@@ -1443,8 +1463,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
     API("cudaStreamBeginCapture");
     stream_state *s = stream_of(stream);
     if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture(%p): not a "
-                      "stream", (void *)stream);
+        return not_live("cudaStreamBeginCapture", stream, "a stream");
     if (s == &default_stream)
         return refuse(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy "
                       "default stream cannot be captured; capture a stream of your own");
@@ -1485,8 +1504,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
     API("cudaStreamIsCapturing");
     stream_state *s = stream_of(stream);
     if (!s)
-        return refuse(cudaErrorInvalidResourceHandle, "cudaStreamIsCapturing(%p): not a "
-                      "stream", (void *)stream);
+        return not_live("cudaStreamIsCapturing", stream, "a stream");
     capture_state *c = capture_of(s);
     *status = !c ? cudaStreamCaptureStatusNone
                  : c->broken_by.empty() ? cudaStreamCaptureStatusActive

@@ -6,31 +6,9 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "check.h"
 #include "ab/stats.h"
 #include "rng.h"
-
-static int failures;
-
-static int check_near(double got, double want, double tol, const char *what, int line)
-{
-    if (fabs(got - want) <= tol)
-        return 1;
-    fprintf(stderr, "test_stats.c:%d: %s = %.9g, expected %.9g (tolerance %g)\n", line, what,
-            got, want, tol);
-    failures++;
-    return 0;
-}
-#define CHECK_NEAR(got, want, tol) check_near((got), (want), (tol), #got, __LINE__)
-
-static int check(int ok, const char *what, int line)
-{
-    if (!ok) {
-        fprintf(stderr, "test_stats.c:%d: check failed: %s\n", line, what);
-        failures++;
-    }
-    return ok;
-}
-#define CHECK(cond) check((cond), #cond, __LINE__)
 
 static int check_interval(const gb_stats_ci *c, double want, double max_width, const char *what,
                           int line)
@@ -42,7 +20,7 @@ static int check_interval(const gb_stats_ci *c, double want, double max_width, c
         fprintf(stderr, "test_stats.c:%d: %s: interval %.6f-%.6f should contain %g, hold the "
                 "estimate %.6f and be at most %g wide\n", line, what, c->lo, c->hi, want,
                 c->estimate, max_width);
-        failures++;
+        check_failures++;
     }
     return ok;
 }
@@ -178,10 +156,5 @@ int main(void)
     check_t_quantiles();
     check_paired_ratio();
     check_bootstrap();
-    if (failures) {
-        fprintf(stderr, "ab stats: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("ab stats: all checks passed\n");
-    return 0;
+    return check_exit("ab stats");
 }

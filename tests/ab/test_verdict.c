@@ -11,42 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "ab/metrics.h"
 #include "ab/verdict.h"
-
-static int failures;
-
-static int check(int ok, const char *what, int line)
-{
-    if (!ok) {
-        fprintf(stderr, "test_verdict.c:%d: check failed: %s\n", line, what);
-        failures++;
-    }
-    return ok;
-}
-#define CHECK(cond) check((cond), #cond, __LINE__)
-
-static void check_text(const char *got, const char *want, int line)
-{
-    if (strcmp(got, want) == 0) {
-        printf("ok: %s\n", got);
-        return;
-    }
-    fprintf(stderr, "test_verdict.c:%d: text differs\n  expected: %s\n  actual:   %s\n", line,
-            want, got);
-    failures++;
-}
-#define CHECK_TEXT(got, want) check_text((got), (want), __LINE__)
-
-static void check_near(double got, double want, double tol, const char *what, int line)
-{
-    if (fabs(got - want) <= tol)
-        return;
-    fprintf(stderr, "test_verdict.c:%d: %s = %.9g, expected %.9g (tolerance %g)\n", line, what,
-            got, want, tol);
-    failures++;
-}
-#define CHECK_NEAR(got, want, tol) check_near((got), (want), (tol), #got, __LINE__)
 
 /* ---- synthetic runs ------------------------------------------------------------------ */
 
@@ -259,10 +226,5 @@ int main(int argc, char **argv)
     check_timing_and_speed();
     check_loss_readings();
     check_sentences();
-    if (failures) {
-        fprintf(stderr, "ab verdict: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("ab verdict: all checks passed\n");
-    return 0;
+    return check_exit("ab verdict");
 }

@@ -19,20 +19,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "sdpa_shapes.h"
 #include "test_host.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            failures++;                                 \
-        }                                               \
-    } while (0)
 
 static gb_attn_problem problem(gb_dtype dtype, int64_t T, int64_t D)
 {
@@ -46,13 +35,14 @@ static void expect(const sdpa_env *env, gb_attn_problem p, int want, const char 
 {
     char reason[512] = "";
     int got = sdpa_eligible(env, &p, reason, sizeof reason);
-    CHECK(got == want, "cuDNN %lld, cc %d.%d, %s T %lld D %lld: eligible %d, want %d (%s)",
-          (long long)env->cudnn_version, (int)env->cc_major, (int)env->cc_minor,
-          gb_dtype_name(p.dtype), (long long)p.seq_len, (long long)p.head_dim, got, want, reason);
+    check_that(got == want, "cuDNN %lld, cc %d.%d, %s T %lld D %lld: eligible %d, want %d (%s)",
+               (long long)env->cudnn_version, (int)env->cc_major, (int)env->cc_minor,
+               gb_dtype_name(p.dtype), (long long)p.seq_len, (long long)p.head_dim, got, want,
+               reason);
     if (!want) {
-        CHECK(strstr(reason, needle), "reason \"%s\" should say \"%s\"", reason, needle);
-        CHECK(strstr(reason, "attn/"), "reason \"%s\" should name a plugin to use instead",
-              reason);
+        check_that(strstr(reason, needle), "reason \"%s\" should say \"%s\"", reason, needle);
+        check_that(strstr(reason, "attn/"), "reason \"%s\" should name a plugin to use instead",
+                   reason);
     }
 }
 
@@ -84,7 +74,7 @@ static void check_eligibility(void)
     char tiny[8];
     memset(tiny, 'x', sizeof tiny);
     sdpa_eligible(&hopper, &p, tiny, sizeof tiny);
-    CHECK(memchr(tiny, '\0', sizeof tiny), "the reason overflowed an 8-byte buffer");
+    check_that(memchr(tiny, '\0', sizeof tiny), "the reason overflowed an 8-byte buffer");
 }
 
 /* Offset (elements) of element `idx` through dims/strides `l`. */
@@ -100,9 +90,9 @@ static int64_t offset(const sdpa_layout *l, const int64_t idx[4])
 static void check_transpose(const sdpa_layout *view, const char *what)
 {
     const sdpa_layout t = sdpa_transposed(*view);
-    CHECK(t.dims[0] == view->dims[0] && t.dims[1] == view->dims[1] &&
-              t.dims[2] == view->dims[3] && t.dims[3] == view->dims[2],
-          "%s: transposed dims", what);
+    check_that(t.dims[0] == view->dims[0] && t.dims[1] == view->dims[1] &&
+                   t.dims[2] == view->dims[3] && t.dims[3] == view->dims[2],
+               "%s: transposed dims", what);
     int64_t bad = 0;
     for (int64_t b = 0; b < view->dims[0]; b++)
         for (int64_t h = 0; h < view->dims[1]; h++)
@@ -111,8 +101,8 @@ static void check_transpose(const sdpa_layout *view, const char *what)
                     const int64_t v[4] = {b, h, i, j}, w[4] = {b, h, j, i};
                     bad += offset(view, v) != offset(&t, w);
                 }
-    CHECK(bad == 0, "%s: %lld elements of the transposed layout miss the view's", what,
-          (long long)bad);
+    check_that(bad == 0, "%s: %lld elements of the transposed layout miss the view's", what,
+               (long long)bad);
 }
 
 static gb_tensor view_of(const gb_attn_problem *p, const int64_t strides[4])
@@ -130,27 +120,27 @@ static void check_layouts(void)
     sdpa_core_strides(&p, qkv, out);
     sdpa_contiguous_strides(&p, flat);
     // the core's packed projection: q of (b, t, h) at b*T*3C + t*3C + h*D
-    CHECK(qkv[0] == 5 * 3 * 24 && qkv[1] == 8 && qkv[2] == 3 * 24 && qkv[3] == 1,
-          "core q/k/v strides");
-    CHECK(out[0] == 5 * 24 && out[1] == 8 && out[2] == 24 && out[3] == 1, "core out strides");
-    CHECK(flat[0] == 3 * 5 * 8 && flat[1] == 5 * 8 && flat[2] == 8 && flat[3] == 1,
-          "contiguous strides");
+    check_that(qkv[0] == 5 * 3 * 24 && qkv[1] == 8 && qkv[2] == 3 * 24 && qkv[3] == 1,
+               "core q/k/v strides");
+    check_that(out[0] == 5 * 24 && out[1] == 8 && out[2] == 24 && out[3] == 1, "core out strides");
+    check_that(flat[0] == 3 * 5 * 8 && flat[1] == 5 * 8 && flat[2] == 8 && flat[3] == 1,
+               "contiguous strides");
 
     const gb_tensor packed = view_of(&p, qkv), contiguous = view_of(&p, flat);
     const sdpa_layout lp = sdpa_view_layout(&packed), lc = sdpa_view_layout(&contiguous);
-    CHECK(memcmp(lp.strides, qkv, sizeof qkv) == 0 && lp.dims[2] == 5 && lp.dims[3] == 8,
-          "a view's layout is its own dims and strides");
+    check_that(memcmp(lp.strides, qkv, sizeof qkv) == 0 && lp.dims[2] == 5 && lp.dims[3] == 8,
+               "a view's layout is its own dims and strides");
     check_transpose(&lp, "K^T of the packed projection");
     check_transpose(&lc, "K^T of a contiguous view");
     const sdpa_layout s = sdpa_scores(&p);
     check_transpose(&s, "P^T of the scores");
 
     const sdpa_layout rows = sdpa_row_stats(&p);
-    CHECK(rows.dims[2] == 5 && rows.dims[3] == 1 && rows.strides[0] == 15 &&
-              rows.strides[1] == 5 && rows.strides[2] == 1,
-          "row statistics (B, H, T, 1)");
-    CHECK(fabsf(sdpa_scale(&(gb_attn_problem){.head_dim = 64}) - 0.125f) == 0.0f,
-          "scale 1/sqrt(64)");
+    check_that(rows.dims[2] == 5 && rows.dims[3] == 1 && rows.strides[0] == 15 &&
+                   rows.strides[1] == 5 && rows.strides[2] == 1,
+               "row statistics (B, H, T, 1)");
+    check_that(fabsf(sdpa_scale(&(gb_attn_problem){.head_dim = 64}) - 0.125f) == 0.0f,
+               "scale 1/sqrt(64)");
 }
 
 static void check_keys(void)
@@ -162,35 +152,37 @@ static void check_keys(void)
         memcpy(strides[i], i == SDPA_O || i == SDPA_DO ? out : qkv, sizeof qkv);
     const sdpa_key planned = sdpa_planned_key(SDPA_BACKWARD, &p, 1);
     sdpa_key call = sdpa_make_key(SDPA_BACKWARD, &p, (const int64_t(*)[4])strides);
-    CHECK(memcmp(&planned, &call, sizeof call) == 0,
-          "a backward call on the core's views must find the plan memory() built");
+    check_that(memcmp(&planned, &call, sizeof call) == 0,
+               "a backward call on the core's views must find the plan memory() built");
     const sdpa_key fwd = sdpa_planned_key(SDPA_FORWARD, &p, 1);
     call = sdpa_make_key(SDPA_FORWARD, &p, (const int64_t(*)[4])strides);
-    CHECK(memcmp(&fwd, &call, sizeof call) == 0,
-          "forward keys ignore the gradient views' strides");
-    CHECK(memcmp(&fwd, &planned, sizeof fwd) != 0, "forward and backward keys differ");
+    check_that(memcmp(&fwd, &call, sizeof call) == 0,
+               "forward keys ignore the gradient views' strides");
+    check_that(memcmp(&fwd, &planned, sizeof fwd) != 0, "forward and backward keys differ");
     const sdpa_key flat = sdpa_planned_key(SDPA_BACKWARD, &p, 0);
-    CHECK(memcmp(&planned, &flat, sizeof planned) != 0, "packed and contiguous keys differ");
+    check_that(memcmp(&planned, &flat, sizeof planned) != 0, "packed and contiguous keys differ");
     strides[SDPA_DK][2] += 8;
     call = sdpa_make_key(SDPA_BACKWARD, &p, (const int64_t(*)[4])strides);
-    CHECK(memcmp(&planned, &call, sizeof call) != 0, "a different dk stride needs its own plan");
+    check_that(memcmp(&planned, &call, sizeof call) != 0,
+               "a different dk stride needs its own plan");
 }
 
 static void check_workspace(void)
 {
     const gb_attn_problem p = problem(GB_BF16, 128, 64);
     const int64_t rows = 2 * 3 * 128 * (int64_t)sizeof(float);
-    CHECK(sdpa_rowsum_offset(0) == 0 && sdpa_rowsum_offset(1) == 256 &&
-              sdpa_rowsum_offset(256) == 256 && sdpa_rowsum_offset(257) == 512,
-          "rowsum offsets round up to 256 bytes");
-    CHECK(sdpa_workspace_bytes(&p, 0, 1000) == 1024 + rows, "backward needs scratch + rowsum");
-    CHECK(sdpa_workspace_bytes(&p, 1 << 20, 1000) == 1 << 20, "a larger forward scratch wins");
+    check_that(sdpa_rowsum_offset(0) == 0 && sdpa_rowsum_offset(1) == 256 &&
+                   sdpa_rowsum_offset(256) == 256 && sdpa_rowsum_offset(257) == 512,
+               "rowsum offsets round up to 256 bytes");
+    check_that(sdpa_workspace_bytes(&p, 0, 1000) == 1024 + rows, "backward needs scratch + rowsum");
+    check_that(sdpa_workspace_bytes(&p, 1 << 20, 1000) == 1 << 20, "a larger forward scratch wins");
 }
 
 static void check_fill_and_alignment(void)
 {
-    CHECK(sdpa_mask_fill(90500) == -FLT_MAX, "cuDNN < 9.10 masks with the lowest float");
-    CHECK(isinf(sdpa_mask_fill(91000)) && sdpa_mask_fill(91000) < 0, "cuDNN 9.10 masks with -inf");
+    check_that(sdpa_mask_fill(90500) == -FLT_MAX, "cuDNN < 9.10 masks with the lowest float");
+    check_that(isinf(sdpa_mask_fill(91000)) && sdpa_mask_fill(91000) < 0,
+               "cuDNN 9.10 masks with -inf");
 
     const gb_attn_problem p = problem(GB_BF16, 5, 8);
     int64_t qkv[4], out[4];
@@ -199,18 +191,18 @@ static void check_fill_and_alignment(void)
     gb_tensor t = view_of(&p, qkv);
     char reason[256] = "";
     t.data = buffer;
-    CHECK(sdpa_view_aligned(&t, "q", reason, sizeof reason), "an aligned view: %s", reason);
+    check_that(sdpa_view_aligned(&t, "q", reason, sizeof reason), "an aligned view: %s", reason);
     t.data = buffer + 1;
-    CHECK(!sdpa_view_aligned(&t, "k", reason, sizeof reason) && strstr(reason, "k is not"),
-          "a misaligned k must be refused naming it: %s", reason);
+    check_that(!sdpa_view_aligned(&t, "k", reason, sizeof reason) && strstr(reason, "k is not"),
+               "a misaligned k must be refused naming it: %s", reason);
     t.data = buffer;
     t.stride[2] = 12;
-    CHECK(!sdpa_view_aligned(&t, "v", reason, sizeof reason) && strstr(reason, "stride[2]"),
-          "a row stride of 12 bf16 must be refused naming it: %s", reason);
-    CHECK(sdpa_buffer_aligned(buffer, "saved", reason, sizeof reason), "an aligned buffer");
-    CHECK(!sdpa_buffer_aligned((char *)buffer + 4, "saved", reason, sizeof reason) &&
-              strstr(reason, "saved is not"),
-          "a misaligned saved buffer must be refused naming it: %s", reason);
+    check_that(!sdpa_view_aligned(&t, "v", reason, sizeof reason) && strstr(reason, "stride[2]"),
+               "a row stride of 12 bf16 must be refused naming it: %s", reason);
+    check_that(sdpa_buffer_aligned(buffer, "saved", reason, sizeof reason), "an aligned buffer");
+    check_that(!sdpa_buffer_aligned((char *)buffer + 4, "saved", reason, sizeof reason) &&
+                   strstr(reason, "saved is not"),
+               "a misaligned saved buffer must be refused naming it: %s", reason);
 }
 
 static void expect_order(const int *determinism, int n, const int *want, int n_want,
@@ -221,7 +213,7 @@ static void expect_order(const int *determinism, int n, const int *want, int n_w
     int same = got == n_want;
     for (int i = 0; same && i < got; i++)
         same = order[i] == want[i];
-    CHECK(same, "%s: %d engines to try, want %d, in the order given", what, got, n_want);
+    check_that(same, "%s: %d engines to try, want %d, in the order given", what, got, n_want);
 }
 
 static void check_engine_order(void)
@@ -262,8 +254,9 @@ static int cache_lookup(cache_model *c, int id)
 
 static void check_plan_cache(void)
 {
-    CHECK(sdpa_victim_slot((const uint64_t[]){5, 0, 3}, 3) == 1, "a free slot first");
-    CHECK(sdpa_victim_slot((const uint64_t[]){5, 2, 3}, 3) == 1, "else the least recently used");
+    check_that(sdpa_victim_slot((const uint64_t[]){5, 0, 3}, 3) == 1, "a free slot first");
+    check_that(sdpa_victim_slot((const uint64_t[]){5, 2, 3}, 3) == 1,
+               "else the least recently used");
 
     /* memory()'s lookups, forward then backward, for many problems through a small cache:
      * the forward plan just fetched must still be in its slot once backward is built (the
@@ -276,8 +269,8 @@ static void check_plan_cache(void)
         cache_lookup(&c, bwd);
         evicted += c.ids[at] != fwd;
     }
-    CHECK(evicted == 0, "building the backward plan evicted the forward plan just fetched "
-          "%d times", evicted);
+    check_that(evicted == 0, "building the backward plan evicted the forward plan just fetched "
+               "%d times", evicted);
 
     /* any sequence: what each of the last slots - 1 lookups returned is still in place (a
      * call's plan after memory()'s four lookups, with 5 slots) */
@@ -291,8 +284,8 @@ static void check_plan_cache(void)
         for (int back = 1; back < d.slots && back <= i; back++)
             moved += d.ids[slot_of[i - back]] != history[i - back];
     }
-    CHECK(moved == 0, "%d plans fetched within the last %d lookups were evicted", moved,
-          d.slots - 1);
+    check_that(moved == 0, "%d plans fetched within the last %d lookups were evicted", moved,
+               d.slots - 1);
 }
 
 /* The built object: its descriptor, and create() refusing the cpu device. */
@@ -301,22 +294,23 @@ static void check_plugin(const char *path)
     void *handle = NULL;
     const gb_plugin_desc *desc = gb_test_open_plugin(path, &handle);
     if (!desc) {
-        failures++;
+        check_failures++;
         return;
     }
-    failures += gb_test_check_descriptor(desc, GB_KIND_ATTN, "cudnn", GB_DEVICE_CUDA,
+    check_failures += gb_test_check_descriptor(desc, GB_KIND_ATTN, "cudnn", GB_DEVICE_CUDA,
                                          sizeof(gb_attn_ops));
-    CHECK(desc->dtypes == (GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16)),
-          "attn/cudnn declares bf16 and f16 only");
+    check_that(desc->dtypes == (GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16)),
+               "attn/cudnn declares bf16 and f16 only");
     const gb_attn_ops *ops = (const gb_attn_ops *)desc->ops;
     void *self = NULL;
     gb_test_clear_error();
     gb_status st = ops->create(gb_test_host(), NULL, gb_test_cpu_ctx(), &self);
-    CHECK(st == GB_ERR_UNSUPPORTED && !self, "create on the cpu device: status %d, want %d",
-          (int)st, (int)GB_ERR_UNSUPPORTED);
-    CHECK(strstr(gb_test_last_error(), "attn/cudnn") &&
-              strstr(gb_test_last_error(), "cuda device only"),
-          "the refusal should name attn/cudnn and the cuda device: \"%s\"", gb_test_last_error());
+    check_that(st == GB_ERR_UNSUPPORTED && !self, "create on the cpu device: status %d, want %d",
+               (int)st, (int)GB_ERR_UNSUPPORTED);
+    check_that(strstr(gb_test_last_error(), "attn/cudnn") &&
+                   strstr(gb_test_last_error(), "cuda device only"),
+               "the refusal should name attn/cudnn and the cuda device: \"%s\"",
+               gb_test_last_error());
 }
 
 int main(int argc, char **argv)
@@ -330,11 +324,6 @@ int main(int argc, char **argv)
     check_plan_cache();
     if (argc > 1)
         check_plugin(argv[1]);
-    if (failures) {
-        printf("%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("ok: attn/cudnn's eligibility, layouts, plan keys, workspace, engine order, plan "
-           "cache and cpu refusal\n");
-    return 0;
+    return check_exit("attn/cudnn's eligibility, layouts, plan keys, workspace, engine order, "
+                      "plan cache and cpu refusal");
 }

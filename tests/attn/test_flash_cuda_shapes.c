@@ -264,15 +264,9 @@ done:
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DEVICE_CUDA_PLUGIN ATTN_FLASH_CUDA_PLUGIN\n", argv[0]);
-        return 2;
-    }
-    void *dev_handle, *attn_handle;
-    const gb_plugin_desc *dev = gb_test_open_plugin(argv[1], &dev_handle);
-    const gb_plugin_desc *attn = gb_test_open_plugin(argv[2], &attn_handle);
-    if (!dev || !attn)
-        return 1;
+    gb_test_usage_unless(argc == 3, argv[0], "DEVICE_CUDA_PLUGIN ATTN_FLASH_CUDA_PLUGIN");
+    const gb_plugin_desc *dev = gb_test_load_plugin(argv[1]);
+    const gb_plugin_desc *attn = gb_test_load_plugin(argv[2]);
     gpu g = {.dev = dev->ops, .ctx = {.struct_size = sizeof g.ctx}, .attn = attn->ops};
     if (g.dev->create(gb_test_host(), NULL, &g.dev_self) != GB_OK) {
         printf("SKIP: device/cuda: %s\n", gb_test_last_error());

@@ -1,15 +1,11 @@
-# Shared by the CLI tests: arguments, a scratch folder, tiny data and config, and checks.
+# Shared by the CLI tests: arguments, tiny data and config, training runs and what they
+# log, over the checks of tests/common/checks.sh.
 # usage (from a test): source lib.sh GEARBOX FIXTURES_DIR SOURCE_ROOT
 set -u
 GEARBOX=$1
 FIXTURES=$2
 SRC=$3
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-FAILURES=0
-
-pass() { echo "ok: $1"; }
-fail() { echo "FAIL: $1"; FAILURES=$((FAILURES + 1)); }
+source "$(dirname "${BASH_SOURCE[0]}")/../common/checks.sh"
 
 # A small token folder made from the first 50,000 bytes of the bundled text.
 make_data() {
@@ -64,26 +60,61 @@ device_section() {
     return 0
 }
 
-# expect_error NAME STATUS TEXT -- COMMAND...: COMMAND exits with STATUS and its stderr
-# contains TEXT (a fixed string).
-expect_error() {
-    local name=$1 status=$2 text=$3
-    shift 4
-    local err="$WORK/stderr" rc=0
-    "$@" > "$WORK/stdout" 2> "$err" || rc=$?
-    if [ "$rc" -ne "$status" ]; then
-        fail "$name: exit status $rc, expected $status; stderr: $(head -c 600 "$err")"
-    elif ! grep -qF -- "$text" "$err"; then
-        fail "$name: stderr lacks '$text'; it says: $(head -c 600 "$err")"
-    else
-        pass "$name ($(head -n 1 "$err" | cut -c1-150))"
-    fi
+# train_run NAME SETTINGS...: trains $WORK/run.ini into $WORK/NAME, its output in
+# $WORK/NAME.log; a run that fails is a failure naming the log's last lines.
+train_run() {
+    local name=$1
+    shift
+    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/$name" "$@" \
+        > "$WORK/$name.log" 2>&1 && return 0
+    fail "$name: $(grep -v warning "$WORK/$name.log" | tail -n 3)"
+    return 1
 }
 
-finish() {
-    if [ "$FAILURES" -ne 0 ]; then
-        echo "$FAILURES check(s) failed"
-        exit 1
+# step_losses METRICS: each step's number, loss and learning rate, a line per step.
+step_losses() { grep -o '^{"step": [0-9]*, "loss": [^,]*, "lr": [^,]*' "$1"; }
+
+# run_figures NAME: every figure run NAME recorded: each step's loss, gradient norm and loss
+# scale, and the final evaluation.
+run_figures() {
+    grep -o '"\(loss\|grad_norm\|train_loss\|val_loss\|loss_scale\)": [^,}]*' \
+        "$WORK/$1/metrics.jsonl"
+}
+# figures_diff A B: nothing when runs A and B recorded the same figures, else the first
+# lines of the difference, on one line.
+figures_diff() { diff <(run_figures "$1") <(run_figures "$2") | head -n 4 | tr '\n' ' '; }
+
+# exact_resume NAME SETTINGS...: 20 steps with a checkpoint at step 10 ($WORK/NAME-a), then
+# a run resumed from it ($WORK/NAME-b): steps 11-20 log bit-identical losses and learning
+# rates (printed with 9 significant digits, which round-trips a float32; kept in
+# $WORK/NAME-a.losses), and the final evaluation ($WORK/NAME-a.finals) is identical too.
+# Returns 1 when a run fails or leaves no checkpoint.
+exact_resume() {
+    local name=$1 run n
+    shift
+    local ckpt=$WORK/$name-a/ckpt-000010.gbk
+    train_run "$name-a" "$@" || return 1
+    [ -f "$ckpt" ] && pass "$name: checkpoint at step 10 written" ||
+        { fail "$name: no checkpoint at step 10"; return 1; }
+    train_run "$name-b" --resume "$ckpt" "$@" || return 1
+    grep -q "resumed from $ckpt at step 10" "$WORK/$name-b.log" &&
+        pass "$name: resume announced" || fail "$name: resume not announced"
+    for run in "$name-a" "$name-b"; do
+        step_losses "$WORK/$run/metrics.jsonl" | grep -E '"step": (1[1-9]|20),' \
+            > "$WORK/$run.losses"
+        grep -E '^\{"step": [0-9]+, "train_loss"' "$WORK/$run/metrics.jsonl" > "$WORK/$run.finals"
+    done
+    n=$(wc -l < "$WORK/$name-a.losses")
+    if [ "$n" -ne 10 ]; then
+        fail "$name: expected 10 logged steps after the checkpoint, found $n"
+    else
+        same_lines "$name: steps 11-20, bit-identical losses and learning rates" \
+            "$WORK/$name-a.losses" "$WORK/$name-b.losses"
     fi
-    echo "all checks passed"
+    if [ -s "$WORK/$name-a.finals" ]; then
+        same_lines "$name: final train and val loss identical" \
+            "$WORK/$name-a.finals" "$WORK/$name-b.finals"
+    else
+        fail "$name: no final evaluation"
+    fi
 }

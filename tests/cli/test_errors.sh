@@ -36,20 +36,15 @@ cp "$CFG" "$WORK/key.ini"
 sed -i 's/^n_layer = 2$/n_layr = 2/' "$WORK/key.ini"
 expect_error "unknown key with did-you-mean" 2 "[model] unknown key 'n_layr'; did you mean 'n_layer'?" -- \
     "$GEARBOX" train "$WORK/key.ini"
-expect_error "unknown plugin key with did-you-mean" 2 "[optim] unknown key 'beta3'; did you mean 'beta1'?" -- \
-    train --set optim.beta3=0.9
-expect_error "wrong type" 2 "n_layer = 'four': expected an integer" -- \
-    train --set model.n_layer=four
-expect_error "wrong type (float)" 2 "learning_rate = 'fast': expected a number" -- \
-    train --set train.learning_rate=fast
-expect_error "out of range" 2 "learning_rate = 50: out of range [0, 10]" -- \
-    train --set train.learning_rate=50
-expect_error "plugin key out of range" 2 "weight_decay = 100: out of range" -- \
-    train --set optim.weight_decay=100
-expect_error "n_embd not a multiple of n_head" 2 "n_embd = 30 is not a multiple of n_head = 4" -- \
-    train --set model.n_embd=30 --set model.n_head=4
-expect_error "malformed --set" 2 "--set 'steps=5': expected section.key=value" -- \
-    train --set steps=5
+expect_refusals train <<'CASES'
+unknown plugin key with did-you-mean | [optim] unknown key 'beta3'; did you mean 'beta1'? | --set optim.beta3=0.9
+wrong type | n_layer = 'four': expected an integer | --set model.n_layer=four
+wrong type (float) | learning_rate = 'fast': expected a number | --set train.learning_rate=fast
+out of range | learning_rate = 50: out of range [0, 10] | --set train.learning_rate=50
+plugin key out of range | weight_decay = 100: out of range | --set optim.weight_decay=100
+n_embd not a multiple of n_head | n_embd = 30 is not a multiple of n_head = 4 | --set model.n_embd=30 --set model.n_head=4
+malformed --set | --set 'steps=5': expected section.key=value | --set steps=5
+CASES
 
 # data
 expect_error "missing data folder" 2 "[data] dir = $WORK/nowhere: No such file or directory" -- \

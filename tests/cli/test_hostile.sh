@@ -69,18 +69,14 @@ summaries=$(grep -c '"summary"' "$WORK/out/metrics.jsonl")
 
 # 8: what train refuses or cannot do, check refuses too
 touch "$WORK/a-file"
-expect_error "check: out_dir under /proc" 2 "[run] out_dir = /proc/gearbox-out: a run could not write there" -- \
-    check --set run.out_dir=/proc/gearbox-out
-expect_error "check: out_dir that is a file" 2 "out_dir = $WORK/a-file: a run could not write there: it is a file" -- \
-    check --set run.out_dir="$WORK/a-file"
-expect_error "check: a memory plan beyond the device" 2 "but the cpu device has" -- \
-    check --set data.batch_size=1048576 --set model.block_size=1024 --set model.n_embd=512
-expect_error "check: eval_iters of 2^31" 2 "[run] eval_iters = 2147483648: out of range" -- \
-    check --set run.eval_iters=2147483648
-expect_error "check: tokens_per_step of 2^31" 2 "[data] tokens_per_step = 2147483648 needs 33554432 micro-steps" -- \
-    check --set data.tokens_per_step=2147483648
-expect_error "check: steps x micro-steps overflow" 2 "[run] steps = 8000000000000 with 1048576 gradient accumulation steps" -- \
-    check --set run.steps=8000000000000 --set data.gradient_accumulation_steps=1048576
+expect_refusals check <<CASES
+check: out_dir under /proc | [run] out_dir = /proc/gearbox-out: a run could not write there | --set run.out_dir=/proc/gearbox-out
+check: out_dir that is a file | out_dir = $WORK/a-file: a run could not write there: it is a file | --set run.out_dir=$WORK/a-file
+check: a memory plan beyond the device | but the cpu device has | --set data.batch_size=1048576 --set model.block_size=1024 --set model.n_embd=512
+check: eval_iters of 2^31 | [run] eval_iters = 2147483648: out of range | --set run.eval_iters=2147483648
+check: tokens_per_step of 2^31 | [data] tokens_per_step = 2147483648 needs 33554432 micro-steps | --set data.tokens_per_step=2147483648
+check: steps x micro-steps overflow | [run] steps = 8000000000000 with 1048576 gradient accumulation steps | --set run.steps=8000000000000 --set data.gradient_accumulation_steps=1048576
+CASES
 
 # 9: messages
 printf '[run]\nsteps = 5\x1b[2J\x07\n' > "$WORK/control.ini"

@@ -12,8 +12,7 @@ STEPS=600
 write_config "$WORK/run.ini" "checkpoint_every = 1"
 sed -i "s/^steps = 20$/steps = $STEPS/; s/^n_layer = 2$/n_layer = 1/; s/^n_embd = 32$/n_embd = 16/" \
     "$WORK/run.ini"
-"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/ref" > "$WORK/ref.log" 2>&1 ||
-    { cat "$WORK/ref.log"; fail "uninterrupted run"; finish; }
+train_run ref || finish
 
 newest() { ls "$WORK/kill"/ckpt-*.gbk 2> /dev/null | sort | tail -n 1; }
 step_of() { [ -n "$1" ] && basename "$1" .gbk | sed 's/^ckpt-0*//; s/^$/0/' || echo 0; }
@@ -59,15 +58,12 @@ wait "$pid" || rc=$?
     pass "20 kills -9 ($torn of them mid-checkpoint), then every resume worked" ||
     fail "$failures of the runs after a kill did not end as expected"
 
-lines() { grep -o '^{"step": [0-9]*, "loss": [^,]*, "lr": [^,]*' "$1"; }
-if cmp -s <(lines "$WORK/kill/metrics.jsonl") <(lines "$WORK/ref/metrics.jsonl"); then
-    pass "the losses of all $STEPS steps are bit-identical to the uninterrupted run"
-else
-    fail "losses after the kills differ:"
-    diff <(lines "$WORK/kill/metrics.jsonl") <(lines "$WORK/ref/metrics.jsonl") | head
-fi
-repeated=$(lines "$WORK/kill/metrics.jsonl" | cut -d, -f1 | sort | uniq -d | wc -l)
-count=$(lines "$WORK/kill/metrics.jsonl" | wc -l)
+step_losses "$WORK/kill/metrics.jsonl" > "$WORK/kill.losses"
+step_losses "$WORK/ref/metrics.jsonl" > "$WORK/ref.losses"
+same_lines "the losses of all $STEPS steps, against the uninterrupted run" \
+    "$WORK/kill.losses" "$WORK/ref.losses"
+repeated=$(cut -d, -f1 "$WORK/kill.losses" | sort | uniq -d | wc -l)
+count=$(wc -l < "$WORK/kill.losses")
 [ "$repeated" -eq 0 ] && [ "$count" -eq "$STEPS" ] &&
     pass "metrics.jsonl: one line for each of the $STEPS steps" ||
     fail "metrics.jsonl: $count step lines, $repeated steps logged more than once"

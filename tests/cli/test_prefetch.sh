@@ -11,33 +11,23 @@ source "$(dirname "$0")/lib.sh"
 make_data
 write_config "$WORK/run.ini"
 
-train() { # NAME SETTINGS...
-    local name=$1
-    shift
-    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/$name" "$@" > "$WORK/$name.log" 2>&1
-}
-
-# every figure a run records: each step's loss and gradient norm, the final evaluation
-figures() {
-    grep -o '"\(loss\|grad_norm\|train_loss\|val_loss\)": [^,}]*' "$WORK/$1/metrics.jsonl"
-}
-
 final_eval() { grep '"val_loss"' "$WORK/$1/metrics.jsonl" | grep -v summary; }
 
 same_run() { # NAME REFERENCE WHAT
-    if ! cmp -s <(figures "$1") <(figures "$2"); then
-        fail "$3: the figures differ from the run without prefetch: $(diff <(figures "$2") <(figures "$1") | head -n 4 | tr '\n' ' ')"
+    local diff
+    diff=$(figures_diff "$2" "$1")
+    if [ -n "$diff" ]; then
+        fail "$3: the figures differ from the run without prefetch: $diff"
     else
-        pass "$3: $(figures "$1" | grep -c '"loss"') losses and the evaluation bit for bit as without prefetch"
+        pass "$3: $(run_figures "$1" | grep -c '"loss"') losses and the evaluation bit for bit as without prefetch"
     fi
 }
 
 run_pair() { # SUFFIX SETTINGS...
     local suffix=$1
     shift
-    train "off$suffix" --set data.prefetch=false "$@" || { fail "prefetch = false$suffix: $(tail -n 3 "$WORK/off$suffix.log")"; return 1; }
-    train "on$suffix" --set data.prefetch=true "$@" || { fail "prefetch = true$suffix: $(grep -v warning "$WORK/on$suffix.log" | tail -n 3)"; return 1; }
-    return 0
+    train_run "off$suffix" --set data.prefetch=false "$@" &&
+        train_run "on$suffix" --set data.prefetch=true "$@"
 }
 
 if run_pair ""; then
@@ -52,13 +42,11 @@ if run_pair "-accum" --set data.gradient_accumulation_steps=3 --set run.steps=8;
     same_run on-accum off-accum "3 micro-steps per step"
 fi
 # steps 1 and 20 logged: the host waits for the device only there and at the evaluation
-if train lazy --set data.prefetch=true --set run.log_every=20; then
+if train_run lazy --set data.prefetch=true --set run.log_every=20; then
     if [ -n "$(final_eval off)" ] && [ "$(final_eval lazy)" = "$(final_eval off)" ]; then
         pass "with two logged steps of 20, the final evaluation as without prefetch: $(final_eval lazy)"
     else
         fail "with two logged steps of 20: '$(final_eval lazy)' against '$(final_eval off)'"
     fi
-else
-    fail "prefetch with two logged steps of 20: $(grep -v warning "$WORK/lazy.log" | tail -n 3)"
 fi
 finish

@@ -48,15 +48,10 @@ fi
 # the run goes on from it as if never stopped (constant learning rate, so the number of
 # steps asked for changes nothing before the end)
 end=$((step + 10))
-"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/a" --set run.steps=$end \
-    --resume "$ckpt" > "$WORK/resume.log" 2>&1 || fail "resume: $(tail -3 "$WORK/resume.log")"
-"$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/ref" --set run.steps=$end \
-    > "$WORK/ref.log" 2>&1 || fail "reference run: $(tail -3 "$WORK/ref.log")"
-losses() { grep -o '^{"step": [0-9]*, "loss": [^,]*' "$1"; }
-if cmp -s <(losses "$WORK/a/metrics.jsonl") <(losses "$WORK/ref/metrics.jsonl"); then
-    pass "after SIGTERM and resume, steps 1-$end are bit-identical to an uninterrupted run"
-else
-    fail "losses differ after SIGTERM:"
-    diff <(losses "$WORK/a/metrics.jsonl") <(losses "$WORK/ref/metrics.jsonl") | head
-fi
+train_run a --set run.steps=$end --resume "$ckpt"
+train_run ref --set run.steps=$end
+step_losses "$WORK/a/metrics.jsonl" > "$WORK/a.losses"
+step_losses "$WORK/ref/metrics.jsonl" > "$WORK/ref.losses"
+same_lines "after SIGTERM and resume, steps 1-$end against an uninterrupted run" \
+    "$WORK/a.losses" "$WORK/ref.losses"
 finish

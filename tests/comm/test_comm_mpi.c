@@ -308,12 +308,7 @@ static int check_schema(const gb_plugin_desc *desc)
                                             GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
                                             sizeof(gb_comm_ops));
     failures += gb_test_check_option(desc, "timeout_s", GB_OPT_FLOAT, "300");
-    const gb_comm_ops *ops = desc->ops;
-    GB_TEST_CHECK(failures, ops->create && ops->destroy && ops->rank && ops->world &&
-                                ops->all_reduce_start && ops->all_reduce_wait &&
-                                ops->broadcast && ops->barrier,
-                  "vtable has NULL entries");
-    return failures;
+    return failures + gb_test_check_comm_entries(desc->ops);
 }
 
 static int check_cuda_refused(const gb_comm_ops *ops, const gb_value *values)
@@ -331,15 +326,9 @@ static int check_cuda_refused(const gb_comm_ops *ops, const gb_value *values)
 int main(int argc, char **argv)
 {
     int timeout_mode = argc == 4 && strcmp(argv[3], "timeout") == 0;
-    if (argc != 3 && !timeout_mode) {
-        fprintf(stderr, "usage: %s comm-mpi.so WORLD [timeout]\n", argv[0]);
-        return 2;
-    }
+    gb_test_usage_unless(argc == 3 || timeout_mode, argv[0], "comm-mpi.so WORLD [timeout]");
     const int want_world = atoi(argv[2]);
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     int failures = check_schema(desc);
     if (failures)
         return 1;

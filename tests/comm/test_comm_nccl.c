@@ -23,10 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,48 +179,6 @@ static int check_identity(const gb_comm_ops *ops, void *self, cudaStream_t strea
     return failures;
 }
 
-static int check_request_bookkeeping(const gb_comm_ops *ops, void *self, float *dev)
-{
-    int failures = 0;
-    gb_comm_request reqs[GB_COMM_MAX_INFLIGHT];
-    for (int i = 0; i < GB_COMM_MAX_INFLIGHT; i++) {
-        gb_status st =
-            ops->all_reduce_start(self, dev + 16 * i, 16, GB_F32, GB_REDUCE_SUM, &reqs[i]);
-        GB_TEST_CHECK(failures, st == GB_OK, "request %d of %d refused: %s", i + 1,
-                      GB_COMM_MAX_INFLIGHT, gb_test_last_error());
-        for (int j = 0; j < i; j++)
-            GB_TEST_CHECK(failures, reqs[j] != reqs[i], "requests %d and %d share an id", j, i);
-    }
-    gb_comm_request extra;
-    gb_test_clear_error();
-    gb_status st = ops->all_reduce_start(self, dev, 1, GB_F32, GB_REDUCE_SUM, &extra);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG && gb_test_last_error()[0],
-                  "request %d beyond the limit returned %d", GB_COMM_MAX_INFLIGHT + 1, st);
-    for (int i = GB_COMM_MAX_INFLIGHT - 1; i >= 0; i -= 2)   /* out of order */
-        GB_TEST_CHECK(failures, ops->all_reduce_wait(self, reqs[i]) == GB_OK,
-                      "wait on request %d failed: %s", i, gb_test_last_error());
-    for (int i = 0; i < GB_COMM_MAX_INFLIGHT; i += 2)
-        GB_TEST_CHECK(failures, ops->all_reduce_wait(self, reqs[i]) == GB_OK,
-                      "wait on request %d failed: %s", i, gb_test_last_error());
-    gb_test_clear_error();
-    st = ops->all_reduce_wait(self, reqs[0]);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG && gb_test_last_error()[0],
-                  "waiting twice on a request returned %d", st);
-    st = ops->all_reduce_wait(self, 123456789);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "wait on an unknown request returned %d", st);
-    st = ops->all_reduce_start(self, dev, 1, GB_U16, GB_REDUCE_SUM, &extra);
-    GB_TEST_CHECK(failures, st == GB_ERR_UNSUPPORTED, "u16 all-reduce returned %d", st);
-    st = ops->all_reduce_start(self, dev, 1, (gb_dtype)99, GB_REDUCE_SUM, &extra);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "unknown dtype returned %d", st);
-    st = ops->all_reduce_start(self, dev, 1, GB_F32, (gb_reduce_op)7, &extra);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "unknown reduce op returned %d", st);
-    st = ops->all_reduce_start(self, NULL, 4, GB_F32, GB_REDUCE_SUM, &extra);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "NULL buffer returned %d", st);
-    printf("request bookkeeping: %d in flight, out-of-order waits, refusals\n",
-           GB_COMM_MAX_INFLIGHT);
-    return failures;
-}
-
 static int check_broadcast_and_barrier(const gb_comm_ops *ops, void *self, cudaStream_t stream,
                                        unsigned char *dev)
 {
@@ -288,7 +243,10 @@ static int check_world_of_one(const gb_plugin_desc *desc)
     void *dev = NULL;
     cudaMalloc(&dev, 16 * GB_COMM_MAX_INFLIGHT * sizeof(float) + 4096);
     failures += check_identity(ops, self, sc.stream, dev);
-    failures += check_request_bookkeeping(ops, self, dev);
+    failures += gb_test_check_requests(ops, self, dev);
+    gb_comm_request req;
+    st = ops->all_reduce_start(self, dev, 1, GB_U16, GB_REDUCE_SUM, &req);
+    GB_TEST_CHECK(failures, st == GB_ERR_UNSUPPORTED, "u16 all-reduce returned %d", st);
     failures += check_broadcast_and_barrier(ops, self, sc.stream, dev);
     ops->destroy(self);
     cudaFree(dev);
@@ -417,25 +375,13 @@ static int run_rank(const gb_plugin_desc *desc)
     return failures ? 1 : 0;
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
-        getsockname(fd, (struct sockaddr *)&a, &len))
-        return 29500;
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* Starts `world` ranks of this binary (one per GPU) and waits for them, killing what is
  * left after a generous deadline. Re-executing keeps CUDA out of forked children. */
 static int check_multi_gpu(const char *plugin, int world)
 {
     int failures = 0;
     char port[16];
-    snprintf(port, sizeof port, "%d", free_port());
+    snprintf(port, sizeof port, "%d", gb_test_free_port());
     pid_t pids[MAX_RANKS];
     fflush(stdout);
     for (int r = 0; r < world; r++) {
@@ -482,14 +428,9 @@ static int check_multi_gpu(const char *plugin, int world)
 int main(int argc, char **argv)
 {
     const char *mode = argc == 3 ? argv[2] : "";
-    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(mode, "gpu") && strcmp(mode, "rank"))) {
-        fprintf(stderr, "usage: %s comm-nccl.so [gpu]\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    const int mode_ok = !strcmp(mode, "") || !strcmp(mode, "gpu") || !strcmp(mode, "rank");
+    gb_test_usage_unless(argc >= 2 && argc <= 3 && mode_ok, argv[0], "comm-nccl.so [gpu]");
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     if (strcmp(mode, "rank") == 0)
         return run_rank(desc);
 
@@ -499,10 +440,7 @@ int main(int argc, char **argv)
     GB_TEST_CHECK(failures, desc->n_options <= 4, "%zu options; the test expects at most 4",
                   desc->n_options);
     const gb_comm_ops *ops = desc->ops;
-    GB_TEST_CHECK(failures, ops->create && ops->destroy && ops->rank && ops->world &&
-                                ops->all_reduce_start && ops->all_reduce_wait &&
-                                ops->broadcast && ops->barrier,
-                  "vtable has NULL entries");
+    failures += gb_test_check_comm_entries(ops);
     if (failures) {
         printf("%s: %d failure(s)\n", argv[0], failures);
         return 1;

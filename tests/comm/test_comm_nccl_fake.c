@@ -17,14 +17,11 @@
  *
  * Usage: LD_PRELOAD=fake-nccl.so test_comm_nccl_fake PLUGIN.so [mpi]
  */
-#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <nccl.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -324,18 +321,6 @@ static int check_peer_errors(void)
     return failures;
 }
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
-        getsockname(fd, (struct sockaddr *)&a, &len))
-        return 29500;
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void set_torchrun_env(int rank, int port)
 {
     char text[16];
@@ -350,7 +335,7 @@ static void set_torchrun_env(int rank, int port)
 /* Rank 1 in a child process sends back the id its communicator was created with. */
 static int check_torchrun_launch(void)
 {
-    int failures = 0, port = free_port(), pipe_fds[2];
+    int failures = 0, port = gb_test_free_port(), pipe_fds[2];
     if (pipe(pipe_fds))
         return 1;
     fflush(stdout);
@@ -420,10 +405,8 @@ static int check_mpi_rank(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "mpi") != 0)) {
-        fprintf(stderr, "usage: LD_PRELOAD=fake-nccl.so %s comm-nccl.so [mpi]\n", argv[0]);
-        return 2;
-    }
+    gb_test_usage_unless(argc == 2 || (argc == 3 && strcmp(argv[2], "mpi") == 0), argv[0],
+                         "comm-nccl.so [mpi], with LD_PRELOAD=fake-nccl.so");
     fake_nccl_log_fn get_log;
     /* The object-to-function pointer cast POSIX guarantees for dlsym(). */
     *(void **)&get_log = dlsym(RTLD_DEFAULT, FAKE_NCCL_LOG_SYMBOL);
@@ -432,10 +415,7 @@ int main(int argc, char **argv)
         return 1;
     }
     fake = get_log();
-    void *handle;
-    desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    desc = gb_test_load_plugin(argv[1]);
     ops = desc->ops;
     if (gb_test_option_index(desc, "timeout_s") < 0 || desc->n_options > 4) {
         printf("FAIL: comm-nccl has no timeout_s option, or more options than expected\n");

@@ -136,21 +136,6 @@ static int check_launch_env(void)
 
 /* ---- tcp_bootstrap --------------------------------------------------------------------- */
 
-/* A TCP port nobody listens on right now (the kernel's choice for port 0). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
-        getsockname(fd, (struct sockaddr *)&a, &len)) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void fill_blob(unsigned char *blob)
 {
     for (int i = 0; i < BLOB_BYTES; i++)
@@ -210,16 +195,22 @@ typedef struct rank_job {
     double timeout_s;
 } rank_job;
 
+/* Rank 0's side: serves the test blob to a world of `world`; 0 or -1 as the call. */
+static int serve_blob(int port, int world, double timeout_s)
+{
+    unsigned char blob[BLOB_BYTES];
+    fill_blob(blob);
+    gb_test_clear_error();
+    return tcp_bootstrap_serve(gb_test_host(), port, world, blob, sizeof blob, timeout_s);
+}
+
 static int run_rank(const void *arg)
 {
     const rank_job *job = arg;
     if (job->rank > 0)
         return fetch_and_compare(job->addr, job->port, job->rank, job->world, job->timeout_s);
     sleep_ms(300);   /* rank 0 comes last: the others must retry */
-    unsigned char blob[BLOB_BYTES];
-    fill_blob(blob);
-    if (tcp_bootstrap_serve(gb_test_host(), job->port, job->world, blob, sizeof blob,
-                            job->timeout_s)) {
+    if (serve_blob(job->port, job->world, job->timeout_s)) {
         printf("FAIL: rank 0: %s\n", gb_test_last_error());
         return 1;
     }
@@ -229,7 +220,7 @@ static int run_rank(const void *arg)
 /* Three ranks, one of them finding rank 0 as "localhost" (IPv6 or IPv4 alike). */
 static int check_exchange(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     const rank_job jobs[3] = {{"127.0.0.1", port, 0, 3, 10.0}, {"127.0.0.1", port, 1, 3, 10.0},
                               {"localhost", port, 2, 3, 10.0}};
     pid_t pids[3];
@@ -245,7 +236,7 @@ static int check_exchange(void)
 
 static int check_nobody_serves(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     unsigned char blob[BLOB_BYTES];
     gb_test_clear_error();
     double start = monotonic_s();
@@ -263,21 +254,26 @@ static int check_nobody_serves(void)
     return failures;
 }
 
+/* Rank 0 serves a world of `world` while `job` runs `run`: serving fails with a message
+ * holding `needle` (the case is named `what`), and the job exits 0. */
+static int expect_serve_refused(int (*run)(const void *), const rank_job *job, int world,
+                                double timeout_s, const char *needle, const char *what)
+{
+    int failures = 0;
+    pid_t pid = spawn(run, job);
+    int status = serve_blob(job->port, world, timeout_s);
+    GB_TEST_CHECK(failures, status == -1 && strstr(gb_test_last_error(), needle),
+                  "%s: status %d, message \"%s\"", what, status, gb_test_last_error());
+    printf("%s: %s\n", what, gb_test_last_error());
+    int code = exit_code_of(pid);
+    GB_TEST_CHECK(failures, code == 0, "%s: rank %d exited with %d", what, job->rank, code);
+    return failures;
+}
+
 static int check_missing_rank(void)
 {
-    int failures = 0, port = free_port();
-    const rank_job rank1 = {"127.0.0.1", port, 1, 3, 10.0};
-    pid_t pid = spawn(run_rank, &rank1);
-    unsigned char blob[BLOB_BYTES];
-    fill_blob(blob);
-    gb_test_clear_error();
-    int status = tcp_bootstrap_serve(gb_test_host(), port, 3, blob, sizeof blob, 1.5);
-    GB_TEST_CHECK(failures, status == -1 && strstr(gb_test_last_error(), "(RANK 2)"),
-                  "rank 0 without rank 2: status %d, message \"%s\"", status, gb_test_last_error());
-    printf("rank 2 never came: %s\n", gb_test_last_error());
-    int code = exit_code_of(pid);
-    GB_TEST_CHECK(failures, code == 0, "rank 1 exited with %d", code);
-    return failures;
+    const rank_job rank1 = {"127.0.0.1", gb_test_free_port(), 1, 3, 10.0};
+    return expect_serve_refused(run_rank, &rank1, 3, 1.5, "(RANK 2)", "rank 2 never came");
 }
 
 static int expect_fetch_refused(const void *arg)
@@ -296,25 +292,14 @@ static int expect_fetch_refused(const void *arg)
 
 static int check_world_mismatch(void)
 {
-    int failures = 0, port = free_port();
-    const rank_job stranger = {"127.0.0.1", port, 1, 3, 5.0};
-    pid_t pid = spawn(expect_fetch_refused, &stranger);
-    unsigned char blob[BLOB_BYTES];
-    fill_blob(blob);
-    gb_test_clear_error();
-    int status = tcp_bootstrap_serve(gb_test_host(), port, 2, blob, sizeof blob, 5.0);
-    GB_TEST_CHECK(failures, status == -1 && strstr(gb_test_last_error(), "WORLD_SIZE"),
-                  "WORLD_SIZE 3 against 2: status %d, message \"%s\"", status,
-                  gb_test_last_error());
-    printf("WORLD_SIZE mismatch: %s\n", gb_test_last_error());
-    int code = exit_code_of(pid);
-    GB_TEST_CHECK(failures, code == 0, "the mismatched rank exited with %d", code);
-    return failures;
+    const rank_job stranger = {"127.0.0.1", gb_test_free_port(), 1, 3, 5.0};
+    return expect_serve_refused(expect_fetch_refused, &stranger, 2, 5.0, "WORLD_SIZE",
+                                "WORLD_SIZE 3 against 2");
 }
 
 static int check_port_taken(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     int holder = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_ANY)};
@@ -322,9 +307,7 @@ static int check_port_taken(void)
         perror("holding a port");
         return 1;
     }
-    unsigned char blob[BLOB_BYTES] = {0};
-    gb_test_clear_error();
-    int status = tcp_bootstrap_serve(gb_test_host(), port, 2, blob, sizeof blob, 1.0);
+    int status = serve_blob(port, 2, 1.0);
     GB_TEST_CHECK(failures, status == -1 && strstr(gb_test_last_error(), "free MASTER_PORT"),
                   "serving on a taken port: status %d, message \"%s\"", status,
                   gb_test_last_error());
@@ -354,14 +337,12 @@ static int send_junk(const void *arg)
 
 static int check_stray_connection(void)
 {
-    int failures = 0, port = free_port();
+    int failures = 0, port = gb_test_free_port();
     const rank_job job = {"127.0.0.1", port, 1, 2, 10.0};
     pid_t junk = spawn(send_junk, &job);
     sleep_ms(100);
     pid_t rank1 = spawn(run_rank, &job);
-    unsigned char blob[BLOB_BYTES];
-    fill_blob(blob);
-    int status = tcp_bootstrap_serve(gb_test_host(), port, 2, blob, sizeof blob, 10.0);
+    int status = serve_blob(port, 2, 10.0);
     GB_TEST_CHECK(failures, status == 0, "a stray connection broke the exchange: %s",
                   gb_test_last_error());
     int code = exit_code_of(rank1);

@@ -7,31 +7,15 @@
  * the gpu suite (tests/gpu), which compares the CUDA device with the CPU device.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "crossentropy.h"
 #include "exp.h"
 #include "gelu.h"
 #include "layernorm.h"
 #include "reduce_order.h"
-
-static int failures;
-
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...)
-{
-    if (ok)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL: ");
-    vprintf(fmt, ap);
-    putchar('\n');
-    va_end(ap);
-    failures++;
-}
 
 /* The distance in representable floats between a and the double b rounded to float. */
 static double ulps(float a, double b)
@@ -49,13 +33,13 @@ static void test_exp(void)
         worst = u > worst ? u : worst;
     }
     printf("gb_exp_fast: at most %.2f ulp on [-87, 88.37]\n", worst);
-    check(worst <= 2.0, "gb_exp_fast is %.2f ulp from exp", worst);
-    check(gb_exp_fast(-100.0f) == 0.0f && gb_exp_fast(-INFINITY) == 0.0f,
-          "gb_exp_fast below -87 is not 0");
-    check(isinf(gb_exp_fast(89.0f)) && isinf(gb_exp_fast(INFINITY)),
-          "gb_exp_fast above 88.72 is not +inf");
-    check(isnan(gb_exp_fast(NAN)), "gb_exp_fast(NaN) is not NaN");
-    check(gb_exp_fast(0.0f) == 1.0f, "gb_exp_fast(0) = %.9g", gb_exp_fast(0.0f));
+    check_that(worst <= 2.0, "gb_exp_fast is %.2f ulp from exp", worst);
+    check_that(gb_exp_fast(-100.0f) == 0.0f && gb_exp_fast(-INFINITY) == 0.0f,
+               "gb_exp_fast below -87 is not 0");
+    check_that(isinf(gb_exp_fast(89.0f)) && isinf(gb_exp_fast(INFINITY)),
+               "gb_exp_fast above 88.72 is not +inf");
+    check_that(isnan(gb_exp_fast(NAN)), "gb_exp_fast(NaN) is not NaN");
+    check_that(gb_exp_fast(0.0f) == 1.0f, "gb_exp_fast(0) = %.9g", gb_exp_fast(0.0f));
 
     /* the fit's 1.2e-7 plus f32 rounding inside (of -z^2 most: erfc's relative error grows
      * with |x|); beyond |x| = 4 the rounding of x itself moves erfc by more than this */
@@ -66,7 +50,7 @@ static void test_exp(void)
         worst_rel = rel > worst_rel ? rel : worst_rel;
     }
     printf("gb_erfc_fast: relative error at most %.3g on [-4, 4]\n", worst_rel);
-    check(worst_rel < 2e-6, "gb_erfc_fast relative error %.3g", worst_rel);
+    check_that(worst_rel < 2e-6, "gb_erfc_fast relative error %.3g", worst_rel);
 }
 
 static double gelu_erf_ref(double x)
@@ -96,8 +80,8 @@ static void check_gelu(const char *name, float (*f)(float), float (*grad)(float)
         worst_grad = err_grad > worst_grad ? err_grad : worst_grad;
     }
     printf("%s: error at most %.3g (1 + |value|), derivative %.3g\n", name, worst, worst_grad);
-    check(worst < 1e-6, "%s error %.3g", name, worst);
-    check(worst_grad < 1e-6, "%s derivative error %.3g", name, worst_grad);
+    check_that(worst < 1e-6, "%s error %.3g", name, worst);
+    check_that(worst_grad < 1e-6, "%s derivative error %.3g", name, worst_grad);
 }
 
 static void test_gelu(void)
@@ -105,14 +89,14 @@ static void test_gelu(void)
     check_gelu("gelu erf", gb_gelu_erf, gb_gelu_erf_grad, gelu_erf_ref);
     check_gelu("gelu tanh", gb_gelu_tanh, gb_gelu_tanh_grad, gelu_tanh_ref);
     /* known values (x = 1): Phi(1), and GPT-2's tanh form */
-    check(fabs(gb_gelu_erf(1.0f) - 0.8413447460685429) < 1e-7, "gelu_erf(1) = %.9g",
-          gb_gelu_erf(1.0f));
-    check(fabs(gb_gelu_tanh(1.0f) - 0.8411919906082768) < 1e-7, "gelu_tanh(1) = %.9g",
-          gb_gelu_tanh(1.0f));
-    check(gb_gelu_tanh(-20.0f) == 0.0f && gb_gelu_tanh(20.0f) == 20.0f &&
-          gb_gelu_tanh_grad(-20.0f) == 0.0f && gb_gelu_tanh_grad(20.0f) == 1.0f,
-          "gelu tanh saturates wrongly: %g %g %g %g", gb_gelu_tanh(-20.0f),
-          gb_gelu_tanh(20.0f), gb_gelu_tanh_grad(-20.0f), gb_gelu_tanh_grad(20.0f));
+    check_that(fabs(gb_gelu_erf(1.0f) - 0.8413447460685429) < 1e-7, "gelu_erf(1) = %.9g",
+               gb_gelu_erf(1.0f));
+    check_that(fabs(gb_gelu_tanh(1.0f) - 0.8411919906082768) < 1e-7, "gelu_tanh(1) = %.9g",
+               gb_gelu_tanh(1.0f));
+    check_that(gb_gelu_tanh(-20.0f) == 0.0f && gb_gelu_tanh(20.0f) == 20.0f &&
+               gb_gelu_tanh_grad(-20.0f) == 0.0f && gb_gelu_tanh_grad(20.0f) == 1.0f,
+               "gelu tanh saturates wrongly: %g %g %g %g", gb_gelu_tanh(-20.0f),
+               gb_gelu_tanh(20.0f), gb_gelu_tanh_grad(-20.0f), gb_gelu_tanh_grad(20.0f));
 }
 
 /* A row of C through the helpers (sums in reduce_order.h's lanes) against double. */
@@ -142,12 +126,12 @@ static void test_layernorm(void)
     for (int c = 0; c < C; c++)
         v += (x[c] - m) * (x[c] - m);
     double r = 1.0 / sqrt(v / C + eps);
-    check(fabs(rstd - r) < 1e-6 * r, "rstd %.9g, want %.9g", rstd, r);
+    check_that(fabs(rstd - r) < 1e-6 * r, "rstd %.9g, want %.9g", rstd, r);
     double dnorm_mean = 0.0, dnorm_norm_mean = 0.0;
     for (int c = 0; c < C; c++) {
         double norm = (x[c] - m) * r;
-        check(fabs(gb_ln_norm(x[c], mean, rstd) - norm) < 1e-5, "norm[%d] %.9g, want %.9g", c,
-              gb_ln_norm(x[c], mean, rstd), norm);
+        check_that(fabs(gb_ln_norm(x[c], mean, rstd) - norm) < 1e-5, "norm[%d] %.9g, want %.9g", c,
+                   gb_ln_norm(x[c], mean, rstd), norm);
         dnorm_mean += w[c] * dout[c] / C;
         dnorm_norm_mean += w[c] * dout[c] * norm / C;
     }
@@ -156,8 +140,8 @@ static void test_layernorm(void)
         double want = (w[c] * dout[c] - dnorm_mean - norm * dnorm_norm_mean) * r;
         float got = gb_ln_dx(w[c] * dout[c], gb_ln_norm(x[c], mean, rstd), (float)dnorm_mean,
                              (float)dnorm_norm_mean, rstd);
-        check(fabs(got - want) < 1e-5 + 1e-5 * fabs(want), "dx[%d] %.9g, want %.9g", c, got,
-              want);
+        check_that(fabs(got - want) < 1e-5 + 1e-5 * fabs(want), "dx[%d] %.9g, want %.9g", c, got,
+                   want);
     }
     printf("layernorm: a row of %d forward and backward within 1e-5\n", C);
 }
@@ -179,35 +163,36 @@ static void test_cross_entropy(void)
     }
     float loss = gb_ce_loss(sum, max, x[target]);
     double ref_loss = log(ref_sum) + max - x[target];
-    check(fabs(loss - ref_loss) < 1e-6 * fabs(ref_loss), "loss %.9g, want %.9g", loss, ref_loss);
+    check_that(fabs(loss - ref_loss) < 1e-6 * fabs(ref_loss),
+               "loss %.9g, want %.9g", loss, ref_loss);
     float inv = gb_ce_inv_sum(sum);
     double dsum = 0.0;
     for (int j = 0; j < V; j++) {
         float d = gb_ce_dlogit(gb_exp_fast(x[j] - max), inv, j == target, 0.5f);
         double want = (exp((double)x[j] - max) / ref_sum - (j == target)) * 0.5;
-        check(fabs(d - want) < 1e-7 + 1e-6 * fabs(want), "dlogit[%d] %.9g, want %.9g", j, d,
-              want);
+        check_that(fabs(d - want) < 1e-7 + 1e-6 * fabs(want), "dlogit[%d] %.9g, want %.9g", j, d,
+                   want);
         dsum += d;
     }
-    check(fabs(dsum) < 1e-5, "dlogits sum to %.3g, not 0", dsum);
+    check_that(fabs(dsum) < 1e-5, "dlogits sum to %.3g, not 0", dsum);
     printf("cross-entropy: a row of %d, loss %.6f\n", V, loss);
 }
 
 static void test_chunks(void)
 {
-    check(gb_chunk_count(0, 64) == 1 && gb_chunk_count(64, 64) == 1 &&
-          gb_chunk_count(65, 64) == 2 && gb_chunk_count(128, 64) == 2,
-          "gb_chunk_count disagrees with its definition");
+    check_that(gb_chunk_count(0, 64) == 1 && gb_chunk_count(64, 64) == 1 &&
+               gb_chunk_count(65, 64) == 2 && gb_chunk_count(128, 64) == 2,
+               "gb_chunk_count disagrees with its definition");
     const int64_t rows = 1000, chunks = gb_chunk_count(rows, 64);
     int64_t covered = 0;
     for (int64_t c = 0; c < chunks; c++) {
         int64_t begin = gb_chunk_begin(rows, c, chunks), end = gb_chunk_begin(rows, c + 1, chunks);
-        check(begin == covered && end > begin && end - begin <= 64,
-              "chunk %lld is [%lld, %lld)", (long long)c, (long long)begin, (long long)end);
+        check_that(begin == covered && end > begin && end - begin <= 64,
+                   "chunk %lld is [%lld, %lld)", (long long)c, (long long)begin, (long long)end);
         covered = end;
     }
-    check(covered == rows, "chunks cover %lld of %lld rows", (long long)covered,
-          (long long)rows);
+    check_that(covered == rows, "chunks cover %lld of %lld rows", (long long)covered,
+               (long long)rows);
 }
 
 int main(void)
@@ -217,10 +202,5 @@ int main(void)
     test_layernorm();
     test_cross_entropy();
     test_chunks();
-    if (failures) {
-        printf("%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("all checks passed\n");
-    return 0;
+    return check_exit("common formulas");
 }

@@ -1,13 +1,17 @@
 /* Host table, plugin loading and descriptor checks for the tests; see test_host.h. */
 #include "test_host.h"
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static char last_error[1024];
 
@@ -99,6 +103,33 @@ const gb_plugin_desc *gb_test_open_plugin(const char *path, void **handle)
     return desc;
 }
 
+void gb_test_usage_unless(int args_ok, const char *prog, const char *args)
+{
+    if (args_ok)
+        return;
+    fprintf(stderr, "usage: %s %s\n", prog, args);
+    exit(2);
+}
+
+const gb_plugin_desc *gb_test_load_plugin(const char *path)
+{
+    void *handle;
+    const gb_plugin_desc *desc = gb_test_open_plugin(path, &handle);
+    if (!desc)
+        exit(1);
+    return desc;
+}
+
+int gb_test_find_named(const void *table, size_t n, size_t stride, const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *const *entry = (const void *)((const char *)table + i * stride);
+        if (strcmp(*entry, name) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
 int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,
                              uint32_t devices, size_t ops_size)
 {
@@ -169,4 +200,68 @@ void gb_test_default_values(const gb_plugin_desc *desc, gb_value *values)
                           !strcasecmp(o->default_value, "on") ||
                           !strcmp(o->default_value, "1");
     }
+}
+
+int gb_test_check_comm_entries(const gb_comm_ops *ops)
+{
+    int failures = 0;
+    GB_TEST_CHECK(failures, ops->create && ops->destroy && ops->rank && ops->world &&
+                                ops->all_reduce_start && ops->all_reduce_wait &&
+                                ops->broadcast && ops->barrier,
+                  "vtable has NULL entries");
+    return failures;
+}
+
+int gb_test_check_requests(const gb_comm_ops *ops, void *self, float *buf)
+{
+    int failures = 0;
+    gb_comm_request reqs[GB_COMM_MAX_INFLIGHT];
+    for (int i = 0; i < GB_COMM_MAX_INFLIGHT; i++) {
+        gb_status st =
+            ops->all_reduce_start(self, buf + 16 * i, 16, GB_F32, GB_REDUCE_SUM, &reqs[i]);
+        GB_TEST_CHECK(failures, st == GB_OK, "request %d of %d refused: %s", i + 1,
+                      GB_COMM_MAX_INFLIGHT, gb_test_last_error());
+        for (int j = 0; j < i; j++)
+            GB_TEST_CHECK(failures, reqs[j] != reqs[i], "requests %d and %d share an id", j, i);
+    }
+    gb_comm_request extra;
+    gb_test_clear_error();
+    gb_status st = ops->all_reduce_start(self, buf, 1, GB_F32, GB_REDUCE_SUM, &extra);
+    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG && gb_test_last_error()[0],
+                  "request %d beyond the limit returned %d", GB_COMM_MAX_INFLIGHT + 1, st);
+    for (int i = GB_COMM_MAX_INFLIGHT - 1; i >= 0; i -= 2)   /* out of order */
+        GB_TEST_CHECK(failures, ops->all_reduce_wait(self, reqs[i]) == GB_OK,
+                      "wait on request %d failed: %s", i, gb_test_last_error());
+    for (int i = 0; i < GB_COMM_MAX_INFLIGHT; i += 2)
+        GB_TEST_CHECK(failures, ops->all_reduce_wait(self, reqs[i]) == GB_OK,
+                      "wait on request %d failed: %s", i, gb_test_last_error());
+    gb_test_clear_error();
+    st = ops->all_reduce_wait(self, reqs[0]);
+    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG && gb_test_last_error()[0],
+                  "waiting twice on a request returned %d", st);
+    st = ops->all_reduce_wait(self, 123456789);
+    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "wait on an unknown request returned %d", st);
+    st = ops->all_reduce_start(self, buf, 1, (gb_dtype)99, GB_REDUCE_SUM, &extra);
+    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "unknown dtype returned %d", st);
+    st = ops->all_reduce_start(self, buf, 1, GB_F32, (gb_reduce_op)7, &extra);
+    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "unknown reduce op returned %d", st);
+    st = ops->all_reduce_start(self, NULL, 4, GB_F32, GB_REDUCE_SUM, &extra);
+    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "NULL buffer returned %d", st);
+    printf("request bookkeeping: %d in flight, out-of-order waits, refusals\n",
+           GB_COMM_MAX_INFLIGHT);
+    return failures;
+}
+
+int gb_test_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
+        getsockname(fd, (struct sockaddr *)&a, &len)) {
+        perror("free_port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
 }

@@ -9,8 +9,13 @@
 #ifndef GEARBOX_TESTS_TEST_HOST_H
 #define GEARBOX_TESTS_TEST_HOST_H
 
+#include "gearbox/comm.h"
 #include "gearbox/device.h"
 #include "gearbox/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The host table, with num_threads from omp_get_max_threads(). */
 const gb_host *gb_test_host(void);
@@ -25,6 +30,18 @@ const gb_device_ctx *gb_test_cpu_ctx(void);
  * *handle receives the handle for dlclose(). */
 const gb_plugin_desc *gb_test_open_plugin(const char *path, void **handle);
 
+/* For a test's main(): prints "usage: PROG ARGS" and exits with status 2 unless args_ok. */
+void gb_test_usage_unless(int args_ok, const char *prog, const char *args);
+/* gb_test_open_plugin() for a test's main(): exits with status 1 when `path` does not
+ * load. The plugin stays loaded until the test exits. */
+const gb_plugin_desc *gb_test_load_plugin(const char *path);
+
+/* The index of the entry named `name` in `table`, an array of `n` structs `stride` bytes
+ * apart whose first member is their name (a const char *); -1 when none is. */
+int gb_test_find_named(const void *table, size_t n, size_t stride, const char *name);
+#define GB_TEST_FIND_NAMED(table, name)                                                      \
+    gb_test_find_named((table), sizeof(table) / sizeof((table)[0]), sizeof((table)[0]), (name))
+
 /* Checks the descriptor's ABI version, size, kind, name and devices, that every option
  * has a key, a default and a help line, and that the vtable's struct_size is ops_size. */
 int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,
@@ -38,6 +55,19 @@ int gb_test_check_option(const gb_plugin_desc *desc, const char *key, gb_option_
  * other types are left zero). `values` holds at least desc->n_options entries. */
 void gb_test_default_values(const gb_plugin_desc *desc, gb_value *values);
 
+/* Checks that a comm vtable has every entry. */
+int gb_test_check_comm_entries(const gb_comm_ops *ops);
+/* A comm plugin's request bookkeeping: GB_COMM_MAX_INFLIGHT all-reduces in flight with
+ * distinct ids, one more refused, waits out of order, a second wait and an unknown id
+ * refused, then unknown dtypes, reduce ops and a NULL buffer. `buf` holds
+ * 16 * GB_COMM_MAX_INFLIGHT floats the plugin can reduce in place (device memory for a
+ * GPU plugin). */
+int gb_test_check_requests(const gb_comm_ops *ops, void *self, float *buf);
+
+/* A TCP port nobody listens on right now (the kernel's choice for port 0); exits with
+ * status 1 when there is none. */
+int gb_test_free_port(void);
+
 /* Prints "FAIL: <message>" and counts one failure when cond is false. */
 #define GB_TEST_CHECK(failures, cond, ...)                                                   \
     do {                                                                                     \
@@ -48,5 +78,9 @@ void gb_test_default_values(const gb_plugin_desc *desc, gb_value *values);
             (failures)++;                                                                    \
         }                                                                                    \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

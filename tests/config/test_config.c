@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "config.h"
 
 /* ---- the schema ---------------------------------------------------------------------- */
@@ -93,39 +94,16 @@ static int validate_all(gb_config *cfg, schema_values values, gb_diag *diag)
 
 /* ---- checking ------------------------------------------------------------------------ */
 
-static int failures;
-
-static bool check(bool ok, const char *what, int line)
-{
-    if (!ok) {
-        fprintf(stderr, "test_config.c:%d: check failed: %s\n", line, what);
-        failures++;
-    }
-    return ok;
-}
-#define CHECK(cond) check((cond), #cond, __LINE__)
-
-static bool check_text(const char *actual, const char *expected, const char *what, int line)
-{
-    if (actual && strcmp(actual, expected) == 0)
-        return true;
-    fprintf(stderr, "test_config.c:%d: %s differs\n  expected: %s\n  actual:   %s\n", line, what,
-            expected, actual ? actual : "(null)");
-    failures++;
-    return false;
-}
-#define CHECK_TEXT(actual, expected) check_text((actual), (expected), #actual, __LINE__)
-
 /* The diagnostics must be exactly `expected`, in order; clears them. */
 static void check_messages(gb_diag *diag, const char *const *expected, int n, int line)
 {
     if (diag->count != n) {
         fprintf(stderr, "test_config.c:%d: %d messages, expected %d:\n", line, diag->count, n);
         gb_diag_print(diag, stderr);
-        failures++;
+        check_failures++;
     } else {
         for (int i = 0; i < n; i++)
-            check_text(diag->messages[i], expected[i], "message", line);
+            check_text_at(diag->messages[i], expected[i], "message", __FILE_NAME__, line);
     }
     gb_diag_clear(diag);
 }
@@ -610,10 +588,5 @@ int main(int argc, char **argv)
     check_suggest();
     check_bad_default();
     check_section_without_keys();
-    if (failures) {
-        fprintf(stderr, "config: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("config: all checks passed\n");
-    return 0;
+    return check_exit("config");
 }

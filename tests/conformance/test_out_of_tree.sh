@@ -15,17 +15,29 @@ build() {
         ninja -C "$1/build" >> "$WORK/build.log" 2>&1
 }
 
+# scaffold KIND DIR MODULE DEVICE [--cuda]: `gearbox new-plugin` writes KIND/mine into
+# DIR, which builds MODULE, and `gearbox plugins` lists it for DEVICE; 1 when a step fails.
+scaffold() {
+    local kind=$1 dir=$2 module=$3 device=$4
+    shift 4
+    local what="new-plugin${1:+ $1} $kind"
+    "$GEARBOX" new-plugin "$@" "$kind" mine "$dir" > "$WORK/new.log" 2>&1 ||
+        { fail "$what: $(cat "$WORK/new.log")"; return 1; }
+    build "$dir" && [ -f "$dir/build/$module" ] && pass "$what builds $module" ||
+        { fail "$what does not build: $(tail -n 30 "$WORK/build.log")"; return 1; }
+    "$GEARBOX" plugins --plugin-path "$dir/build" "$kind" > "$WORK/list" 2>&1
+    grep -qE "^$kind +mine +0.1.0 +$device +$dir/build/$module$" "$WORK/list" &&
+        pass "gearbox plugins lists $kind/mine for $device" ||
+        fail "plugins $kind: $(cat "$WORK/list")"
+}
+
 for kind in device attn optim precision comm; do
     dir=$WORK/$kind
     module=$kind-mine-cpu.so
     [ "$kind" = device ] && module=device-mine.so
-    "$GEARBOX" new-plugin "$kind" mine "$dir" > "$WORK/new.log" 2>&1 ||
-        { fail "new-plugin $kind: $(cat "$WORK/new.log")"; continue; }
-    build "$dir" && [ -f "$dir/build/$module" ] && pass "new-plugin $kind builds $module" ||
-        { fail "new-plugin $kind does not build: $(tail -n 30 "$WORK/build.log")"; continue; }
-    "$GEARBOX" plugins --plugin-path "$dir/build" "$kind" > "$WORK/list" 2>&1
-    grep -qE "^$kind +mine +0.1.0 +(cpu,host-memory|its own family) +$dir/build/$module$" "$WORK/list" &&
-        pass "gearbox plugins lists $kind/mine" || fail "plugins $kind: $(cat "$WORK/list")"
+    devices="cpu,host-memory"
+    [ "$kind" = device ] && devices="its own family"
+    scaffold "$kind" "$dir" "$module" "$devices" || continue
     rc=0
     "$GEARBOX" test-plugin "$dir/build/$module" > "$WORK/table" 2>&1 || rc=$?
     # every entry is a stub: unsupported (or failing) checks and exit status 1, no crash
@@ -47,13 +59,7 @@ for kind in attn optim; do
     fi
     dir=$WORK/cuda-$kind
     module=$kind-mine-cuda.so
-    "$GEARBOX" new-plugin --cuda "$kind" mine "$dir" > "$WORK/new.log" 2>&1 ||
-        { fail "new-plugin --cuda $kind: $(cat "$WORK/new.log")"; continue; }
-    build "$dir" && [ -f "$dir/build/$module" ] && pass "new-plugin --cuda $kind builds $module" ||
-        { fail "new-plugin --cuda $kind does not build: $(tail -n 30 "$WORK/build.log")"; continue; }
-    "$GEARBOX" plugins --plugin-path "$dir/build" "$kind" > "$WORK/list" 2>&1
-    grep -qE "^$kind +mine +0.1.0 +cuda +$dir/build/$module$" "$WORK/list" &&
-        pass "gearbox plugins lists $kind/mine for cuda" || fail "plugins $kind: $(cat "$WORK/list")"
+    scaffold "$kind" "$dir" "$module" cuda --cuda || continue
     rc=0
     "$GEARBOX" test-plugin "$dir/build/$module" > "$WORK/table" 2>&1 || rc=$?
     if grep -q "^load: descriptor, ABI, vtable  *PASS" "$WORK/table" &&

@@ -26,6 +26,19 @@ static void emu_check(bool ok, const char *what)
     emu_failures += !ok;
 }
 
+/* cudaFree() of each device array, then cudaStreamDestroy() of each stream: a test's
+ * cleanup in one call. */
+template <typename... Arrays>
+static void emu_free(Arrays *...arrays)
+{
+    (cudaFree(arrays), ...);
+}
+template <typename... Streams>
+static void emu_destroy_streams(Streams... streams)
+{
+    (cudaStreamDestroy(streams), ...);
+}
+
 /* Runs `body` in a child; returns its stderr and sets *aborted when it died of SIGABRT. */
 static std::string emu_run_child(const std::function<void()> &body, bool *aborted)
 {

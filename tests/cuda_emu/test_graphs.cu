@@ -105,8 +105,7 @@ static void record_and_replay()
     emu_check(hx[0] == 8.0f && hx[N - 1] == 0.0f, "two more launches: the kernel ran twice more "
               "(6.0 to 8.0 where the memset does not reach)");
     emu_check(cudaGraphExecDestroy(exec) == cudaSuccess, "cudaGraphExecDestroy");
-    cudaFree(x);
-    cudaFree(y);
+    emu_free(x, y);
     cudaStreamDestroy(a);
 }
 
@@ -134,8 +133,7 @@ static void launch_in_stream_order()
     cudaGraphExecDestroy(exec);
     cudaEventDestroy(e);
     cudaFree(x);
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
+    emu_destroy_streams(a, b);
 }
 
 /* A capture that `breaking` breaks: the call fails with `code`, cudaStreamEndCapture with
@@ -229,8 +227,7 @@ static void refused_during_capture()
     cudaStreamEndCapture(a, &graph);
     cudaGetLastError();
     cudaEventDestroy(e);
-    cudaFree(x);
-    cudaFree(spare);
+    emu_free(x, spare);
     cudaStreamDestroy(a);
 }
 

@@ -223,6 +223,24 @@ static void stop_at(const char *what, const std::function<void()> &body, const c
     emu_expect_stop(what, body, {where.c_str(), rule});
 }
 
+/* A mode of a test kernel that breaks one rule: the case, the marker of the line the report
+ * must name, and a fragment of the rule it must state. */
+struct broken_mode {
+    int mode;
+    const char *what, *marker, *rule;
+};
+
+/* Each mode, launched by `launch`, is stopped as stop_at expects. */
+static void stop_each(const std::function<void(int)> &launch,
+                      std::initializer_list<broken_mode> modes)
+{
+    for (const broken_mode &b : modes)
+        stop_at(b.what, [&] {
+            launch(b.mode);
+            cudaDeviceSynchronize();
+        }, b.marker, b.rule);
+}
+
 static void barrier_rules()
 {
     float *out = device_array<float>(64);
@@ -263,22 +281,14 @@ static void shuffle_rules()
     shuffles<<<1, 64>>>(out, 0);
     std::vector<float> h = host_copy(out, 64);
     emu_check(h[0] == 496.0f && h[63] == 496.0f, "a butterfly of __shfl_xor_sync sums the warp");
-    const struct {
-        int mode;
-        const char *what, *marker, *rule;
-    } broken[] = {
+    stop_each([&](int mode) { shuffles<<<1, 64>>>(out, mode); }, {
         {1, "a shuffle whose mask lacks the caller", "HALF_MASK", "does not name the calling lane"},
         {2, "lanes of one mask at two different shuffles", "CALL_TWO", "must reach the same call"},
         {3, "a lane that skips a full-mask shuffle", "SKIPPED_LANE", "lane 7"},
         {4, "a shuffle of width 3", "ODD_WIDTH", "width 3"},
         {5, "lanes that pass different masks", "MASKS_DIFFER", "mask 0x7fffffff"},
         {6, "overlapping masks of concurrent __syncwarp", "OVERLAP", "overlaps the mask"},
-    };
-    for (const auto &b : broken)
-        stop_at(b.what, [&] {
-            shuffles<<<1, 64>>>(out, b.mode);
-            cudaDeviceSynchronize();
-        }, b.marker, b.rule);
+    });
     float *up = device_array<float>(32), *down = device_array<float>(32);
     float *idx = device_array<float>(32), *half = device_array<float>(32);
     shuffle_edges<<<1, 32>>>(up, down, idx, half);
@@ -305,103 +315,89 @@ static void shuffle_rules()
     emu_check(!aborted && err.find("not in the mask") != std::string::npos,
               "with GEARBOX_CUDA_EMU_ON_ERROR=continue a read of an inactive lane is "
               "reported and yields NaN");
-    cudaFree(up);
-    cudaFree(down);
-    cudaFree(idx);
-    cudaFree(half);
-    cudaFree(out);
+    emu_free(up, down, idx, half, out);
 }
+
+/* The tile kernels' inputs on the host and the device, small integers so that every
+ * product is exact (A of `a_halves` halves, B of one 16x16 tile), and their output. */
+struct tiles {
+    std::vector<__half> ha, hb;
+    __half *a, *b;
+    float *out;
+
+    explicit tiles(int a_halves) : ha(cycle(a_halves, 7)), hb(cycle(256, 5))
+    {
+        a = device_array<__half>(ha.size(), ha.data());
+        b = device_array<__half>(hb.size(), hb.data());
+        out = device_array<float>(256);
+    }
+    ~tiles() { emu_free(a, b, out); }
+
+    /* Whether c holds the 16x16 product of A's first tile and B, row-major. */
+    bool is_product(const std::vector<float> &c) const
+    {
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 16; j++) {
+                float want = 0;
+                for (int k = 0; k < 16; k++)
+                    want += __half2float(ha[(size_t)(i * 16 + k)]) *
+                            __half2float(hb[(size_t)(k * 16 + j)]);
+                if (c[(size_t)(i * 16 + j)] != want)
+                    return false;
+            }
+        return true;
+    }
+
+    /* n halves cycling through the integers around 0 with period `period`. */
+    static std::vector<__half> cycle(int n, int period)
+    {
+        std::vector<__half> h((size_t)n);
+        for (int i = 0; i < n; i++)
+            h[(size_t)i] = __float2half((float)(i % period - period / 2));
+        return h;
+    }
+};
 
 static void wmma_rules()
 {
-    std::vector<__half> ha(512), hb(256);
-    for (int i = 0; i < 512; i++)
-        ha[(size_t)i] = __float2half((float)(i % 7) - 3.0f);
-    for (int i = 0; i < 256; i++)
-        hb[(size_t)i] = __float2half((float)(i % 5) - 2.0f);
-    __half *a = device_array<__half>(512, ha.data()), *b = device_array<__half>(256, hb.data());
-    float *out = device_array<float>(256);
-    wmma_tile<<<1, 32>>>(out, a, b, 0);
-    std::vector<float> c = host_copy(out, 256);
-    bool right = true;
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            float want = 0;
-            for (int k = 0; k < 16; k++)
-                want += __half2float(ha[(size_t)(i * 16 + k)]) * __half2float(hb[(size_t)(k * 16 + j)]);
-            right = right && c[(size_t)(i * 16 + j)] == want;
-        }
-    emu_check(right, "wmma load, mma and store give the 16x16 product");
-    const struct {
-        int mode;
-        const char *what, *marker, *rule;
-    } broken[] = {
+    const tiles t(512);
+    wmma_tile<<<1, 32>>>(t.out, t.a, t.b, 0);
+    std::vector<float> c = host_copy(t.out, 256);
+    emu_check(t.is_product(c), "wmma load, mma and store give the 16x16 product");
+    stop_each([&](int mode) { wmma_tile<<<1, 32>>>(t.out, t.a, t.b, mode); }, {
         {1, "WMMA lanes that pass different pointers", "POINTERS_DIFFER", "all 32 lanes must pass the same"},
         {2, "a misaligned WMMA pointer", "MISALIGNED", "not 32-byte aligned"},
         {3, "an odd WMMA ldm", "ODD_LDM", "ldm 15 is not a multiple of 8"},
         {4, "a WMMA store by 16 lanes", "STORE", "lane 16"},
-    };
-    for (const auto &k : broken)
-        stop_at(k.what, [&] {
-            wmma_tile<<<1, 32>>>(out, a, b, k.mode);
-            cudaDeviceSynchronize();
-        }, k.marker, k.rule);
-    wmma_tile<<<1, 32>>>(out, a, b, 5);
-    std::vector<float> x = host_copy(out, 32);
+    });
+    wmma_tile<<<1, 32>>>(t.out, t.a, t.b, 5);
+    std::vector<float> x = host_copy(t.out, 32);
     int naive = 0;   // lane l, slot 0 as row l / 2, column 8 (l % 2): a plausible layout
     for (int l = 0; l < 32; l++)
         naive += x[(size_t)l] == c[(size_t)((l / 2) * 16 + 8 * (l % 2))];
     emu_check(naive < 16, "a fragment's elements are scrambled: indexing x[] by position "
               "does not give the element a fixed layout would");
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(out);
 }
 
 static void async_copy_rules()
 {
-    std::vector<__half> ha(256), hb(256);
-    for (int i = 0; i < 256; i++) {
-        ha[(size_t)i] = __float2half((float)(i % 7) - 3.0f);
-        hb[(size_t)i] = __float2half((float)(i % 5) - 2.0f);
-    }
-    __half *a = device_array<__half>(256, ha.data()), *b = device_array<__half>(256, hb.data());
-    float *out = device_array<float>(256);
-    async_tile<<<1, 32>>>(out, a, b, 0);
-    std::vector<float> c = host_copy(out, 256);
-    bool right = true;
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            float want = 0;
-            for (int k = 0; k < 16; k++)
-                want += __half2float(ha[(size_t)(i * 16 + k)]) * __half2float(hb[(size_t)(k * 16 + j)]);
-            right = right && c[(size_t)(i * 16 + j)] == want;
-        }
-    emu_check(right, "cp.async, wait, __syncthreads, then WMMA: the 16x16 product");
-    async_tile<<<1, 32>>>(out, a, b, 6);
-    emu_check(host_copy(out, 256) == c, "a one-warp block: wait, __syncwarp, then WMMA: the "
+    const tiles t(256);
+    async_tile<<<1, 32>>>(t.out, t.a, t.b, 0);
+    std::vector<float> c = host_copy(t.out, 256);
+    emu_check(t.is_product(c), "cp.async, wait, __syncthreads, then WMMA: the 16x16 product");
+    async_tile<<<1, 32>>>(t.out, t.a, t.b, 6);
+    emu_check(host_copy(t.out, 256) == c, "a one-warp block: wait, __syncwarp, then WMMA: the "
               "same product");
-    async_tile<<<1, 32>>>(out, a, b, 4);
-    c = host_copy(out, 1);
+    async_tile<<<1, 32>>>(t.out, t.a, t.b, 4);
+    c = host_copy(t.out, 1);
     emu_check(std::isnan(c[0]), "a read of a cp.async destination before the wait gives NaN");
-    const struct {
-        int mode;
-        const char *what, *marker, *rule;
-    } broken[] = {
+    stop_each([&](int mode) { async_tile<<<1, 32>>>(t.out, t.a, t.b, mode); }, {
         {1, "a WMMA load of a cp.async destination before the wait", "READ_TILE", "still fills"},
         {2, "a WMMA load of other threads' waited copies without __syncthreads", "READ_TILE",
          "no __syncthreads"},
         {3, "a cp.async of 12 bytes", "COPY", "it copies 4, 8 or 16"},
         {5, "threads that exit with copies not waited for", "COPY", "never waited"},
-    };
-    for (const auto &k : broken)
-        stop_at(k.what, [&] {
-            async_tile<<<1, 32>>>(out, a, b, k.mode);
-            cudaDeviceSynchronize();
-        }, k.marker, k.rule);
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(out);
+    });
 }
 
 static void launch_rules()

@@ -161,12 +161,8 @@ static void lazy_streams()
               "cudaStreamWaitEvent(B), B's copy gives A's 1.0");
     cudaDeviceSynchronize();
     cudaEventDestroy(e);
-    cudaFree(x);
-    cudaFree(y);
-    cudaFree(x2);
-    cudaFree(y2);
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
+    emu_free(x, y, x2, y2);
+    emu_destroy_streams(a, b);
 }
 
 /* 2. cudaEventQuery: not ready while the work is pending, and polling makes progress. */
@@ -238,11 +234,8 @@ static void event_captures_record()
     cudaMemcpyAsync(hz.data(), z, BYTES, cudaMemcpyDeviceToHost, b);
     emu_check(all_equal(hz, 2.0f), "cudaEventSynchronize of the re-recorded event ran K2");
     cudaEventDestroy(e);
-    cudaFree(x);
-    cudaFree(y);
-    cudaFree(z);
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
+    emu_free(x, y, z);
+    emu_destroy_streams(a, b);
 }
 
 /* 4 and 5. Pageable host memory: a source is staged, a destination filled, at the call. */
@@ -271,15 +264,22 @@ static void pageable_copies()
     cudaStreamDestroy(a);
 }
 
+/* n floats of pinned host memory (cudaMallocHost) holding from, from + 1, ... */
+static float *pinned_ramp(int n, float from)
+{
+    float *p = nullptr;
+    cudaMallocHost((void **)&p, (size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++)
+        p[i] = from + (float)i;
+    return p;
+}
+
 /* 6. Pinned memory is truly asynchronous: hands off while its copy is pending. */
 static void pinned_copies()
 {
     cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
-    float *p = nullptr;
-    cudaMallocHost((void **)&p, BYTES);
-    for (int i = 0; i < N; i++)
-        p[i] = 10.0f + (float)i;
+    float *p = pinned_ramp(N, 10.0f);
     cudaMemcpyAsync(x, p, BYTES, cudaMemcpyHostToDevice, a);
     emu_expect_stop("a host write to a pinned source while its cudaMemcpyAsync is pending", [&] {
         volatile float *q = p;
@@ -330,10 +330,7 @@ static void pinned_outside_pending_copy()
 {
     cudaStream_t a = emu_new_stream();
     float *x = device_array<float>(N);
-    float *p = nullptr;
-    cudaMallocHost((void **)&p, 2 * BYTES);   /* two halves of 1 KiB in one page */
-    for (int i = 0; i < 2 * N; i++)
-        p[i] = (float)i;
+    float *p = pinned_ramp(2 * N, 0.0f);   /* two halves of 1 KiB in one page */
     cudaMemcpyAsync(x, p, BYTES, cudaMemcpyHostToDevice, a);   /* reads the first half */
     expect_runs("a host write to the other half of a pinned buffer, outside the pending "
                 "copy's bytes, is allowed", [&] {
@@ -377,8 +374,7 @@ static void device_memory()
         read_at<<<1, 1>>>(x, out, 64);   // PAST_END
         cudaDeviceSynchronize();
     }, {past.c_str(), "kernel read_at (launched at", site.c_str()});
-    cudaFree(out);
-    cudaFree(x);
+    emu_free(out, x);
 }
 
 /* The same fault where a real program meets it: a process that never forked, whose kernel
@@ -482,8 +478,7 @@ static void refused_calls()
     emu_check(all_equal(host_copy(x, N), 1.0f) && all_equal(host_copy(y, N), 2.0f),
               "the refused copies queued nothing");
     cudaGetLastError();
-    cudaFree(x);
-    cudaFree(y);
+    emu_free(x, y);
     cudaStreamDestroy(a);
 }
 
@@ -535,10 +530,8 @@ static void interleaving()
     std::string what = "the two streams ran interleaved (" + std::to_string(switches) +
                        " switches between them in 32 host functions)";
     emu_check(switches > 1, what.c_str());
-    cudaFree(x);
-    cudaFree(y);
-    cudaStreamDestroy(a);
-    cudaStreamDestroy(b);
+    emu_free(x, y);
+    emu_destroy_streams(a, b);
 }
 
 int main(int argc, char **argv)

@@ -14,17 +14,6 @@ source "$(dirname "$0")/../cli/lib.sh"
 make_data
 write_config "$WORK/run.ini"
 
-train() { # NAME SETTINGS...
-    local name=$1
-    shift
-    "$GEARBOX" train "$WORK/run.ini" --set run.out_dir="$WORK/$name" "$@" > "$WORK/$name.log" 2>&1 ||
-        { fail "$name: $(grep -v warning "$WORK/$name.log" | tail -n 3)"; return 1; }
-}
-
-figures() {
-    grep -o '"\(loss\|grad_norm\|train_loss\|val_loss\|loss_scale\)": [^,}]*' "$WORK/$1/metrics.jsonl"
-}
-
 graph_counts() { grep -o '"graphs": {"recorded": [0-9]*, "launched": [0-9]*}' "$WORK/$1/metrics.jsonl"; }
 
 # NAME RECORDED LAUNCHED SETTINGS...: the run with graphs against the run without (which
@@ -32,15 +21,17 @@ graph_counts() { grep -o '"graphs": {"recorded": [0-9]*, "launched": [0-9]*}' "$
 ab() {
     local name=$1 recorded=$2 launched=$3
     shift 3
-    { [ -d "$WORK/$name-calls" ] || train "$name-calls" "$@"; } &&
-        train "$name-graphs" --set run.cuda_graphs=true "$@" || return
-    if ! cmp -s <(figures "$name-calls") <(figures "$name-graphs"); then
-        fail "$name: graphs change the figures: $(diff <(figures "$name-calls") <(figures "$name-graphs") | head -n 4 | tr '\n' ' ')"
+    { [ -d "$WORK/$name-calls" ] || train_run "$name-calls" "$@"; } &&
+        train_run "$name-graphs" --set run.cuda_graphs=true "$@" || return
+    local diff
+    diff=$(figures_diff "$name-calls" "$name-graphs")
+    if [ -n "$diff" ]; then
+        fail "$name: graphs change the figures: $diff"
         return
     fi
     local want="\"graphs\": {\"recorded\": $recorded, \"launched\": $launched}"
     if [ "$(graph_counts "$name-graphs")" = "$want" ]; then
-        pass "$name: $(figures "$name-graphs" | grep -c '"loss"') losses, gradient norms and evaluations bit for bit as without graphs ($want)"
+        pass "$name: $(run_figures "$name-graphs" | grep -c '"loss"') losses, gradient norms and evaluations bit for bit as without graphs ($want)"
     else
         fail "$name: the summary says '$(graph_counts "$name-graphs")', expected '$want'"
     fi
@@ -64,7 +55,7 @@ fp16=(--set run.steps=8 --set precision.plugin=fp16 --set precision.growth_inter
       --set optim.plugin=adamw_fused)
 ab fp16-scale-on-device 2 14 "${fp16[@]}"
 fp16+=(--set precision.device_update=false)
-if train fp16-scale-moving-calls "${fp16[@]}"; then
+if train_run fp16-scale-moving-calls "${fp16[@]}"; then
     recorded=$(grep -o '"loss_scale": [0-9.]*' "$WORK/fp16-scale-moving-calls/metrics.jsonl" | sed 's/.*: //' |
         awk 'NR >= 2 && NR <= 7 && $1 != prev { n++ } { prev = $1 }
              END { print 2 + 2 * n }')

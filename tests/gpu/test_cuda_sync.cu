@@ -11,38 +11,12 @@
  * Written as CUDA (compiled through cu2cc.py like the plugins' .cu files).
  */
 #include <cuda_runtime.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "cuda_status.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                  \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-            failures++;                                   \
-        } else {                                          \
-            printf("ok: ");                               \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-        }                                                 \
-    } while (0)
-
-static char last_error[1024];
-
-static void set_error(const gb_host *host, const char *fmt, ...)
-{
-    (void)host;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-}
+#include "test_host.h"
 
 static __global__ void fill(float *x, int n, float v)
 {
@@ -97,10 +71,7 @@ int main(int argc, char **argv)
                gb_cuda_sync_each(), on);
         return 1;
     }
-    gb_host host;
-    memset(&host, 0, sizeof host);
-    host.struct_size = sizeof host;
-    host.set_error = set_error;
+    const gb_host host = *gb_test_host();
     float *x = NULL;
     cudaStream_t stream = NULL;
     if (cudaMalloc((void **)&x, 32 * sizeof(float)) != cudaSuccess ||
@@ -112,38 +83,38 @@ int main(int argc, char **argv)
 
     gb_status st = checked_launch(&host, x, stream, 32);
     cudaError_t queued = cudaStreamQuery(stream);
-    CHECK(st == GB_OK && queued == want, "%s, a checked launch's kernel has %s (cudaStreamQuery: "
-          "%s)", argv[1], on ? "run" : "stayed queued", cudaGetErrorName(queued));
+    check_that(st == GB_OK && queued == want,
+               "%s, a checked launch's kernel has %s (cudaStreamQuery: %s)", argv[1],
+               on ? "run" : "stayed queued", cudaGetErrorName(queued));
     cudaStreamSynchronize(stream);
 
     st = checked_library_call(&host, x, stream);
     queued = cudaStreamQuery(stream);
-    CHECK(st == GB_OK && queued == want, "%s, a checked library call's work has %s "
-          "(cudaStreamQuery: %s)", argv[1], on ? "run" : "stayed queued",
-          cudaGetErrorName(queued));
+    check_that(st == GB_OK && queued == want,
+               "%s, a checked library call's work has %s (cudaStreamQuery: %s)", argv[1],
+               on ? "run" : "stayed queued", cudaGetErrorName(queued));
     cudaStreamSynchronize(stream);
 
-    last_error[0] = '\0';
+    gb_test_clear_error();
     st = checked_launch(&host, x, stream, 2048);
-    CHECK(st == GB_ERR_DEVICE && strstr(last_error, "launch of fill (one block of the threads "
-                                         "asked for) failed"),
-          "a failing launch is named: \"%s\"", last_error);
+    const char *message = gb_test_last_error();
+    check_that(st == GB_ERR_DEVICE &&
+                   strstr(message, "launch of fill (one block of the threads asked for) failed"),
+               "a failing launch is named: \"%s\"", message);
 
-    last_error[0] = '\0';
+    gb_test_clear_error();
     st = unchecked_launch_then_call(&host, x, stream);
     if (on)
-        CHECK(st == GB_ERR_DEVICE && strstr(last_error, "running queue_work(x, stream)") &&
-                  strstr(last_error, "GEARBOX_CUDA_SYNC=1"),
-              "an unchecked failing launch is reported at the next checked call: \"%s\"",
-              last_error);
+        check_that(st == GB_ERR_DEVICE && strstr(message, "running queue_work(x, stream)") &&
+                       strstr(message, "GEARBOX_CUDA_SYNC=1"),
+                   "an unchecked failing launch is reported at the next checked call: \"%s\"",
+                   message);
     else
-        CHECK(st == GB_OK && cudaGetLastError() != cudaSuccess,
-              "without the switch the next call does not look for the unchecked launch's "
-              "error (it stays pending)");
+        check_that(st == GB_OK && cudaGetLastError() != cudaSuccess,
+                   "without the switch the next call does not look for the unchecked launch's "
+                   "error (it stays pending)");
     cudaStreamSynchronize(stream);
     cudaStreamDestroy(stream);
     cudaFree(x);
-    if (failures)
-        printf("%d check(s) failed\n", failures);
-    return failures ? 1 : 0;
+    return check_exit("cuda sync");
 }

@@ -333,6 +333,14 @@ static void test_host_failure(const gb_host *host)
 
 /* ---- kernels: each runs on a device from host inputs to host outputs ------------------- */
 
+/* `bytes` of zeros, 4-byte aligned, freed with the test's other buffers. */
+static void *zeroed(size_t bytes)
+{
+    void *p = kt_floats(bytes / 4 + 1);
+    memset(p, 0, bytes);
+    return p;
+}
+
 /* Runs `run` on the CPU, then twice on the GPU; the GPU's two results must have the same
  * bits. Results go to want (CPU) and got (GPU), `bytes` each. */
 typedef void (*run_fn)(device *d, const void *ctx, void *out);
@@ -440,6 +448,20 @@ static void run_layernorm(device *d, const void *p, void *out)
         dev_down(d, h + 2 * act + 2 * N4 + C4, db, C4);
 }
 
+/* Runs a LayerNorm kernel on both devices (run_both) into zeroed buffers of `bytes`,
+ * printing the case's name. */
+static void run_ln_case(const char *kernel, run_fn run, const ln_ctx *c, size_t bytes,
+                        void **want, void **got)
+{
+    *want = zeroed(bytes);
+    *got = zeroed(bytes);
+    char what[96];
+    snprintf(what, sizeof what, "%s %s N=%lld C=%lld%s", kernel, gb_dtype_name(c->dtype),
+             (long long)c->N, (long long)c->C, c->with_bias ? " bias" : "");
+    run_both(what, run, c, *want, *got, bytes);
+    printf("  %s\n", what);
+}
+
 static void test_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bias, kt_rng *rng)
 {
     const size_t NC = (size_t)(N * C);
@@ -453,14 +475,8 @@ static void test_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bias, 
     kt_fill(rng, (float *)c.db0, (size_t)C, -1, 1);
     const size_t act = act_bytes(dtype, NC);
     const size_t bytes = 2 * act + sizeof(float) * (size_t)(2 * N + 2 * C);
-    void *want = kt_floats(bytes / 4 + 1), *got = kt_floats(bytes / 4 + 1);
-    memset(want, 0, bytes);
-    memset(got, 0, bytes);
-    char what[96];
-    snprintf(what, sizeof what, "layernorm %s N=%lld C=%lld%s", gb_dtype_name(dtype),
-             (long long)N, (long long)C, with_bias ? " bias" : "");
-    run_both(what, run_layernorm, &c, want, got, bytes);
-    printf("  %s\n", what);
+    void *want, *got;
+    run_ln_case("layernorm", run_layernorm, &c, bytes, &want, &got);
     expect_bits("  forward out", dtype, got, want, NC);
     expect_bits("  backward dx", dtype, (char *)got + act, (char *)want + act, NC);
     expect_bits("  mean, rstd, dweight, dbias", GB_F32, (char *)got + 2 * act,
@@ -507,14 +523,8 @@ static void test_add_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bi
     kt_fill(rng, (float *)c.bias, (size_t)C, -1, 1);
     const size_t act = act_bytes(dtype, NC);
     const size_t bytes = 2 * act + sizeof(float) * (size_t)(2 * N);
-    void *want = kt_floats(bytes / 4 + 1), *got = kt_floats(bytes / 4 + 1);
-    memset(want, 0, bytes);
-    memset(got, 0, bytes);
-    char what[96];
-    snprintf(what, sizeof what, "add_layernorm %s N=%lld C=%lld%s", gb_dtype_name(dtype),
-             (long long)N, (long long)C, with_bias ? " bias" : "");
-    run_both(what, run_add_layernorm, &c, want, got, bytes);
-    printf("  %s\n", what);
+    void *want, *got;
+    run_ln_case("add_layernorm", run_add_layernorm, &c, bytes, &want, &got);
     expect_bits("  sum (in place of a)", dtype, got, want, NC);
     expect_bits("  out", dtype, (char *)got + act, (char *)want + act, NC);
     expect_bits("  mean, rstd", GB_F32, (char *)got + 2 * act, (char *)want + 2 * act,
@@ -734,9 +744,7 @@ static void check_matmul(int64_t m, int64_t n, int64_t k, int ta, int tb, int64_
         c.args.bias_grad = bias_grad0;
 
     const size_t out_bytes = 2 * c.c_bytes + sizeof(float) * (size_t)m;
-    void *got = kt_floats(out_bytes / 4 + 1), *again = kt_floats(out_bytes / 4 + 1);
-    memset(got, 0, out_bytes);
-    memset(again, 0, out_bytes);
+    void *got = zeroed(out_bytes), *again = zeroed(out_bytes);
     run_matmul(&gpu, &c, got);
     dev_release(&gpu);
     run_matmul(&gpu, &c, again);
@@ -950,14 +958,8 @@ static int check_descriptor(const gb_plugin_desc *d)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc != 2 && argc != 4) {
-        fprintf(stderr, "usage: %s CUDA_PLUGIN [CPU_PLUGIN ops]\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    gb_test_usage_unless(argc == 2 || argc == 4, argv[0], "CUDA_PLUGIN [CPU_PLUGIN ops]");
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     gpu.ops = desc->ops;
     kt_section("descriptor of %s", argv[1]);
     kt_expect(check_descriptor(desc) == 0, "the descriptor is not device/cuda's");
@@ -986,10 +988,7 @@ int main(int argc, char **argv)
               strstr(info.libraries, "cuBLASLt") && info.driver[0],
               "info does not describe the GPU");
     if (argc == 4) {
-        const gb_plugin_desc *cdesc = gb_test_open_plugin(argv[2], &handle);
-        if (!cdesc)
-            return 1;
-        cpu.ops = cdesc->ops;
+        cpu.ops = gb_test_load_plugin(argv[2])->ops;
         gb_value emulate = {.i = 0};
         expect_ok(cpu.ops->create(&host, &emulate, &cpu.self), &cpu, "create");
         test_memory();

@@ -90,14 +90,8 @@ static void broken_recording(float *x)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s CUDA_PLUGIN\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    gb_test_usage_unless(argc == 2, argv[0], "CUDA_PLUGIN");
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     ops = desc->ops;
     kt_expect(GB_DEVICE_HAS(ops, graph_begin) && GB_DEVICE_HAS(ops, graph_end) &&
                   GB_DEVICE_HAS(ops, graph_launch) && GB_DEVICE_HAS(ops, graph_destroy),

@@ -52,9 +52,8 @@ const gb_plugin_desc *kt_load_plugin(const char *path, gb_kind kind, const char 
                                      size_t ops_size)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);   // keeps results and FAIL lines in order in logs
-    void *handle;
-    const gb_plugin_desc *d = gb_test_open_plugin(path, &handle);
-    if (!d || !d->ops)
+    const gb_plugin_desc *d = gb_test_load_plugin(path);
+    if (!d->ops)
         exit(1);
     kt_section("descriptor of %s", path);
     /* the CPU plugins of other kinds run on any host-memory device (ABI 1.6) */
@@ -62,6 +61,27 @@ const gb_plugin_desc *kt_load_plugin(const char *path, gb_kind kind, const char 
     failures += gb_test_check_descriptor(d, kind, name, devices, ops_size);
     printf("  %s %s: %s\n", d->name, d->version, d->description);
     return d;
+}
+
+const gb_plugin_desc *kt_load_arg(int argc, char **argv, const char *file, gb_kind kind,
+                                  const char *name, size_t ops_size)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s path/to/%s\n", argv[0], file);
+        exit(2);
+    }
+    return kt_load_plugin(argv[1], kind, name, ops_size);
+}
+
+void *kt_cpu_device(const gb_device_ops *ops, const gb_host *host)
+{
+    const gb_value plain[] = {{.i = 0}};
+    void *dev = NULL;
+    if (ops->create(host, plain, &dev) != GB_OK) {
+        fprintf(stderr, "FAIL: create: %s\n", kt_last_error());
+        exit(1);
+    }
+    return dev;
 }
 
 gb_host kt_host(int num_threads)
@@ -109,6 +129,21 @@ double *kt_doubles(size_t n)
 int32_t *kt_ints(size_t n)
 {
     return tracked_alloc(n * sizeof(int32_t));
+}
+
+float *kt_copy(const float *x, size_t n)
+{
+    float *y = kt_floats(n);
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+
+double *kt_widen(const float *x, size_t n)
+{
+    double *y = kt_doubles(n);
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+    return y;
 }
 
 void kt_free_all(void)

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gearbox/device.h"
 #include "gearbox/plugin.h"
 
 /* The descriptor of the plugin at `path`, after the shared descriptor checks
@@ -19,6 +20,15 @@
  * expected vtable size. Exits with status 1 when the plugin cannot be loaded at all. */
 const gb_plugin_desc *kt_load_plugin(const char *path, gb_kind kind, const char *name,
                                      size_t ops_size);
+
+/* kt_load_plugin() of the test's only argument, the path of `file`; prints "usage: PROG
+ * path/to/FILE" and exits with status 2 when the test has not exactly one argument. */
+const gb_plugin_desc *kt_load_arg(int argc, char **argv, const char *file, gb_kind kind,
+                                  const char *name, size_t ops_size);
+
+/* device/cpu created with emulate_gpu = false on `host`; exits with status 1, saying why,
+ * when it is refused. */
+void *kt_cpu_device(const gb_device_ops *ops, const gb_host *host);
 
 /* The shared test host (tests/common/test_host.h) with `num_threads` threads; its
  * set_error remembers the message (kt_last_error) so tests can check that a refusal was
@@ -32,6 +42,9 @@ float *kt_floats(size_t n);
 double *kt_doubles(size_t n);
 int32_t *kt_ints(size_t n);
 void kt_free_all(void);
+/* A kt_floats() copy of x; x widened to a kt_doubles() buffer. */
+float *kt_copy(const float *x, size_t n);
+double *kt_widen(const float *x, size_t n);
 
 /* xorshift64*, seeded per test case so failures reproduce. */
 typedef struct kt_rng {

@@ -339,12 +339,8 @@ static void test_refusals(kt_rng *rng)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s path/to/attn-math-cpu.so\n", argv[0]);
-        return 2;
-    }
-    const gb_plugin_desc *desc = kt_load_plugin(argv[1], GB_KIND_ATTN, "math",
-                                                sizeof(gb_attn_ops));
+    const gb_plugin_desc *desc =
+        kt_load_arg(argc, argv, "attn-math-cpu.so", GB_KIND_ATTN, "math", sizeof(gb_attn_ops));
     ops = desc->ops;
     kt_expect(ops->create && ops->destroy && ops->eligible && ops->memory && ops->forward &&
               ops->backward, "a gb_attn_ops entry is NULL");

@@ -24,21 +24,6 @@
 static const gb_device_ops *ops;
 static void *dev;
 
-static float *copy_of(const float *x, size_t n)
-{
-    float *y = kt_floats(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
-}
-
-static double *widen(const float *x, size_t n)
-{
-    double *y = kt_doubles(n);
-    for (size_t i = 0; i < n; i++)
-        y[i] = x[i];
-    return y;
-}
-
 static void expect_status(gb_status got, gb_status want, const char *call)
 {
     kt_expect(got == want, "%s returned status %d, want %d (%s)", call, (int)got, (int)want,
@@ -133,7 +118,7 @@ static void check_matmul(const matmul_case *mc, int trans_a, int trans_b, float 
     kt_fill(rng, B, b_size, -1, 1);
     kt_fill(rng, C, c_size, -1, 1);
     kt_fill(rng, bias, n, -1, 1);
-    float *c_before = copy_of(C, c_size);
+    float *c_before = kt_copy(C, c_size);
     gb_matmul_args g = {
         .struct_size = sizeof g, .m = m, .n = n, .k = k,
         .a = A, .lda = lda, .trans_a = trans_a, .dtype_a = GB_F32,
@@ -160,7 +145,7 @@ static void check_matmul(const matmul_case *mc, int trans_a, int trans_b, float 
     kt_expect(pad_intact, "%s: wrote into the padding of C", what);
 
     // Run again on the cached primitive: same inputs, same bits.
-    float *first = copy_of(C, c_size);
+    float *first = kt_copy(C, c_size);
     memcpy(C, c_before, c_size * sizeof(float));
     expect_status(ops->matmul(dev, &g), GB_OK, "matmul (cached)");
     kt_expect(memcmp(first, C, c_size * sizeof(float)) == 0, "%s: second run differs", what);
@@ -229,13 +214,14 @@ static void test_embed_case(int64_t B, int64_t T, int64_t C, int32_t V, kt_rng *
     float *dwte = kt_floats((size_t)V * C), *dwpe = kt_floats((size_t)T_max * C);
     kt_fill(rng, dwte, (size_t)V * C, -1, 1);
     kt_fill(rng, dwpe, (size_t)T_max * C, -1, 1);
-    double *want_dwte = widen(dwte, (size_t)V * C), *want_dwpe = widen(dwpe, (size_t)T_max * C);
+    double *want_dwte = kt_widen(dwte, (size_t)V * C);
+    double *want_dwpe = kt_widen(dwpe, (size_t)T_max * C);
     for (int64_t bt = 0; bt < B * T; bt++)
         for (int64_t c = 0; c < C; c++) {
             want_dwte[tokens[bt] * C + c] += dout[bt * C + c];
             want_dwpe[(bt % T) * C + c] += dout[bt * C + c];
         }
-    float *dwte0 = copy_of(dwte, (size_t)V * C), *dwpe0 = copy_of(dwpe, (size_t)T_max * C);
+    float *dwte0 = kt_copy(dwte, (size_t)V * C), *dwpe0 = kt_copy(dwpe, (size_t)T_max * C);
     expect_status(ops->embed_backward(dev, GB_F32, dwte, dwpe, dout, tokens, B, T, C), GB_OK,
                   "embed_backward");
     snprintf(what, sizeof what, "embed_backward dwte (+=) B=%lld T=%lld C=%lld", (long long)B,
@@ -342,7 +328,7 @@ static void test_layernorm_case(int64_t N, int64_t C, int with_bias, kt_rng *rng
     ln_data d = ln_make(N, C, rng);
     size_t nc = (size_t)(N * C);
     double *want = kt_doubles(nc), *want_mean = kt_doubles(N), *want_rstd = kt_doubles(N);
-    double *xd = widen(d.x, nc), *wd = widen(d.w, C), *bd = widen(d.b, C);
+    double *xd = kt_widen(d.x, nc), *wd = kt_widen(d.w, C), *bd = kt_widen(d.b, C);
     ref_layernorm(want, want_mean, want_rstd, xd, wd, with_bias ? bd : NULL, N, C, eps);
     expect_status(ops->layernorm_forward(dev, GB_F32, d.out, d.mean, d.rstd, d.x, d.w,
                                          with_bias ? d.b : NULL, N, C, eps), GB_OK,
@@ -354,9 +340,10 @@ static void test_layernorm_case(int64_t N, int64_t C, int with_bias, kt_rng *rng
     kt_compare("  mean", d.mean, want_mean, N, ATOL, RTOL);
     kt_compare("  rstd", d.rstd, want_rstd, N, ATOL, RTOL);
 
-    double *want_dx = widen(d.dx, nc), *want_dw = widen(d.dw, C), *want_db = widen(d.db, C);
-    ref_layernorm_backward(want_dx, want_dw, want_db, widen(d.dout, nc), xd, wd, N, C, eps);
-    float *dx0 = copy_of(d.dx, nc), *dw0 = copy_of(d.dw, C), *db0 = copy_of(d.db, C);
+    double *want_dx = kt_widen(d.dx, nc), *want_dw = kt_widen(d.dw, C);
+    double *want_db = kt_widen(d.db, C);
+    ref_layernorm_backward(want_dx, want_dw, want_db, kt_widen(d.dout, nc), xd, wd, N, C, eps);
+    float *dx0 = kt_copy(d.dx, nc), *dw0 = kt_copy(d.dw, C), *db0 = kt_copy(d.db, C);
     expect_status(ops->layernorm_backward(dev, GB_F32, d.dx, d.dw, with_bias ? d.db : NULL,
                                           d.dout, d.x, d.w, d.mean, d.rstd, N, C), GB_OK,
                   "layernorm_backward");
@@ -390,8 +377,8 @@ static void test_layernorm_finite_differences(int64_t N, int64_t C, kt_rng *rng)
     expect_status(ops->layernorm_backward(dev, GB_F32, d.dx, d.dw, d.db, d.dout, d.x, d.w,
                                           d.mean, d.rstd, N, C), GB_OK, "layernorm_backward");
 
-    double *x = widen(d.x, nc), *w = widen(d.w, C), *b = widen(d.b, C);
-    double *g = widen(d.dout, nc), *out = kt_doubles(nc);
+    double *x = kt_widen(d.x, nc), *w = kt_widen(d.w, C), *b = kt_widen(d.b, C);
+    double *g = kt_widen(d.dout, nc), *out = kt_doubles(nc);
     double *num_dx = kt_doubles(nc), *num_dw = kt_doubles(C), *num_db = kt_doubles(C);
     double *params[3] = {x, w, b}, *numeric[3] = {num_dx, num_dw, num_db};
     size_t sizes[3] = {nc, (size_t)C, (size_t)C};
@@ -419,12 +406,14 @@ static void test_layernorm_finite_differences(int64_t N, int64_t C, kt_rng *rng)
 static void test_layernorm(void)
 {
     kt_section("layernorm_forward / layernorm_backward");
+    static const struct {
+        int64_t N, C;
+        int with_bias;
+    } shapes[] = {{1, 1, 1}, {3, 7, 1}, {5, 33, 0}, {17, 64, 1},
+                  {64, 768, 1}};   // the last: parallel path, GPT-2 small width
     kt_rng rng = kt_seed(3);
-    test_layernorm_case(1, 1, 1, &rng);
-    test_layernorm_case(3, 7, 1, &rng);
-    test_layernorm_case(5, 33, 0, &rng);
-    test_layernorm_case(17, 64, 1, &rng);
-    test_layernorm_case(64, 768, 1, &rng);   // parallel path, GPT-2 small width
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        test_layernorm_case(shapes[i].N, shapes[i].C, shapes[i].with_bias, &rng);
     test_layernorm_finite_differences(3, 7, &rng);
     test_layernorm_finite_differences(4, 33, &rng);
 }
@@ -519,11 +508,11 @@ static void test_bias_backward_case(int64_t N, int64_t C, kt_rng *rng)
     float *dout = kt_floats(nc), *dbias = kt_floats(C);
     kt_fill(rng, dout, nc, -1, 1);
     kt_fill(rng, dbias, C, -1, 1);
-    double *want = widen(dbias, C);
+    double *want = kt_widen(dbias, C);
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
             want[c] += dout[n * C + c];
-    float *again = copy_of(dbias, C);
+    float *again = kt_copy(dbias, C);
     expect_status(ops->bias_backward(dev, GB_F32, dbias, dout, N, C), GB_OK, "bias_backward");
     char what[128];
     snprintf(what, sizeof what, "bias_backward (+=) N=%lld C=%lld", (long long)N, (long long)C);
@@ -631,13 +620,15 @@ static void test_cross_entropy_ld_case(int64_t N, int64_t V, int64_t ld, kt_rng 
 static void test_cross_entropy(void)
 {
     kt_section("cross_entropy");
+    static const struct {
+        int64_t N, V;
+        double spread;
+    } shapes[] = {{1, 1, 5}, {3, 7, 5}, {5, 65, 5}, {37, 1000, 5},
+                  {4, 50257, 5},   // GPT-2 vocabulary, parallel path
+                  {6, 100, 80}};   // exp would overflow without the shift
     kt_rng rng = kt_seed(6);
-    test_cross_entropy_case(1, 1, 5, &rng);
-    test_cross_entropy_case(3, 7, 5, &rng);
-    test_cross_entropy_case(5, 65, 5, &rng);
-    test_cross_entropy_case(37, 1000, 5, &rng);
-    test_cross_entropy_case(4, 50257, 5, &rng);   // GPT-2 vocabulary, parallel path
-    test_cross_entropy_case(6, 100, 80, &rng);    // exp would overflow without the shift
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        test_cross_entropy_case(shapes[i].N, shapes[i].V, shapes[i].spread, &rng);
 
     test_cross_entropy_ld_case(3, 7, 8, &rng);
     test_cross_entropy_ld_case(5, 200, 256, &rng);
@@ -695,12 +686,8 @@ static void test_refusals(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s path/to/device-cpu.so\n", argv[0]);
-        return 2;
-    }
-    const gb_plugin_desc *desc = kt_load_plugin(argv[1], GB_KIND_DEVICE, "cpu",
-                                                sizeof(gb_device_ops));
+    const gb_plugin_desc *desc =
+        kt_load_arg(argc, argv, "device-cpu.so", GB_KIND_DEVICE, "cpu", sizeof(gb_device_ops));
     ops = desc->ops;
     kt_expect(ops->create && ops->destroy && ops->context && ops->info && ops->alloc &&
               ops->free && ops->copy && ops->memset_zero && ops->sync && ops->matmul &&
@@ -712,11 +699,7 @@ int main(int argc, char **argv)
     gb_host host = kt_host(2);
     kt_expect((desc->caps & GB_CAP_GELU_TANH) != 0, "device/cpu does not declare "
               "GB_CAP_GELU_TANH beside its gelu_tanh kernels");
-    const gb_value plain[] = {{.i = 0}}; /* emulate_gpu = false */
-    if (ops->create(&host, plain, &dev) != GB_OK) {
-        fprintf(stderr, "FAIL: create: %s\n", kt_last_error());
-        return 1;
-    }
+    dev = kt_cpu_device(ops, &host);
     test_memory();
     test_matmul();
     test_embed();

@@ -166,10 +166,7 @@ static void test_case(gb_dtype dtype, int64_t B, int64_t H, int64_t T, int64_t D
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s path/to/attn-NAME-cpu.so...\n", argv[0]);
-        return 2;
-    }
+    gb_test_usage_unless(argc >= 2, argv[0], "path/to/attn-NAME-cpu.so...");
     for (int a = 1; a < argc; a++) {
         const char *name = strstr(argv[a], "attn-math") ? "math"
                          : strstr(argv[a], "attn-mem_efficient") ? "mem_efficient" : "flash";

@@ -67,25 +67,10 @@ static float *random_rounded(kt_rng *rng, gb_dtype dtype, size_t n, double lo, d
     return x;
 }
 
-static float *copy_of(const float *x, size_t n)
-{
-    float *y = kt_floats(n);
-    memcpy(y, x, n * sizeof(float));
-    return y;
-}
-
 static uint16_t *copy16(const uint16_t *x, size_t n)
 {
     uint16_t *y = halves(n);
     memcpy(y, x, n * sizeof(uint16_t));
-    return y;
-}
-
-static double *doubles_of(const float *x, size_t n)
-{
-    double *y = kt_doubles(n);
-    for (size_t i = 0; i < n; i++)
-        y[i] = x[i];
     return y;
 }
 
@@ -96,13 +81,13 @@ static void compare16(const char *what, gb_dtype dtype, const uint16_t *got, con
     float *wide = kt_floats(n);
     for (size_t i = 0; i < n; i++)
         wide[i] = widen1(dtype, got[i]);
-    kt_compare(what, wide, doubles_of(want, n), n, ATOL16, rtol_of(dtype));
+    kt_compare(what, wide, kt_widen(want, n), n, ATOL16, rtol_of(dtype));
 }
 
 /* An f32 output of a 16-bit call against the f32 kernel's. */
 static void compare32(const char *what, const float *got, const float *want, size_t n)
 {
-    kt_compare(what, got, doubles_of(want, n), n, ATOL32, RTOL32);
+    kt_compare(what, got, kt_widen(want, n), n, ATOL32, RTOL32);
 }
 
 static void expect_ok(gb_status status, const char *call)
@@ -138,14 +123,14 @@ static void check_matmul(const matmul_case *mc, gb_dtype dtype, gb_dtype dtype_c
         .struct_size = sizeof g, .m = m, .n = n, .k = k,
         .a = a, .lda = lda, .trans_a = mc->trans_a, .dtype_a = GB_F32,
         .b = b, .ldb = ldb, .trans_b = mc->trans_b, .dtype_b = GB_F32,
-        .c = copy_of(c, c_size), .ldc = ldc, .dtype_c = GB_F32,
+        .c = kt_copy(c, c_size), .ldc = ldc, .dtype_c = GB_F32,
         .alpha = mc->alpha, .beta = mc->beta, .bias = mc->bias ? bias : NULL,
     };
     float *want = g.c;
     expect_ok(ops->matmul(dev, &g), "f32 matmul");
     g.a = a16, g.b = b16, g.dtype_a = g.dtype_b = dtype, g.dtype_c = dtype_c;
     uint16_t *got16 = copy16(c16, c_size);
-    float *got32 = copy_of(c, c_size);
+    float *got32 = kt_copy(c, c_size);
     g.c = dtype_c == GB_F32 ? (void *)got32 : (void *)got16;
     expect_ok(ops->matmul(dev, &g), "16-bit matmul");
 
@@ -163,7 +148,7 @@ static void check_matmul(const matmul_case *mc, gb_dtype dtype, gb_dtype dtype_c
         if ((int64_t)i % ldc >= n)
             pad_intact &= dtype_c == GB_F32 ? got32[i] == c[i] : got16[i] == c16[i];
     }
-    kt_compare(what, got, doubles_of(want, c_size), c_size, atol + ATOL16, rtol);
+    kt_compare(what, got, kt_widen(want, c_size), c_size, atol + ATOL16, rtol);
     kt_expect(pad_intact, "%s: wrote into the padding of C", what);
 }
 
@@ -222,7 +207,7 @@ static void test_embed(gb_dtype dtype, int64_t B, int64_t T, int64_t C, int32_t 
     float *dwte = kt_floats((size_t)V * C), *dwpe = kt_floats((size_t)(T * C));
     kt_fill(rng, dwte, (size_t)V * C, -1, 1);
     kt_fill(rng, dwpe, (size_t)(T * C), -1, 1);
-    float *dwte16 = copy_of(dwte, (size_t)V * C), *dwpe16 = copy_of(dwpe, (size_t)(T * C));
+    float *dwte16 = kt_copy(dwte, (size_t)V * C), *dwpe16 = kt_copy(dwpe, (size_t)(T * C));
     expect_ok(ops->embed_backward(dev, GB_F32, dwte, dwpe, dout, tokens, B, T, C),
               "embed_backward");
     expect_ok(ops->embed_backward(dev, dtype, dwte16, dwpe16, dout16, tokens, B, T, C),
@@ -261,7 +246,7 @@ static void test_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bias, 
     float *dw = kt_floats((size_t)C), *db = kt_floats((size_t)C);
     kt_fill(rng, dw, (size_t)C, -1, 1);
     kt_fill(rng, db, (size_t)C, -1, 1);
-    float *dw16 = copy_of(dw, (size_t)C), *db16 = copy_of(db, (size_t)C);
+    float *dw16 = kt_copy(dw, (size_t)C), *db16 = kt_copy(db, (size_t)C);
     expect_ok(ops->layernorm_backward(dev, GB_F32, dx, dw, with_bias ? db : NULL, dout, x, w,
                                       mean, rstd, N, C), "layernorm_backward");
     expect_ok(ops->layernorm_backward(dev, dtype, dx16, dw16, with_bias ? db16 : NULL, dout16,
@@ -288,7 +273,7 @@ static void test_pointwise(gb_dtype dtype, int64_t n, kt_rng *rng)
     compare16(what, dtype, out16, out, (size_t)n);
 
     // dx aliases dout, as in the model
-    float *d = copy_of(y, (size_t)n);
+    float *d = kt_copy(y, (size_t)n);
     uint16_t *d16 = copy16(y16, (size_t)n);
     expect_ok(ops->gelu_backward(dev, GB_F32, d, x, d, n), "gelu_backward");
     expect_ok(ops->gelu_backward(dev, dtype, d16, x16, d16, n), "gelu_backward");
@@ -316,7 +301,7 @@ static void test_bias_backward(gb_dtype dtype, int64_t N, int64_t C, kt_rng *rng
     float *dout = random_rounded(rng, dtype, (size_t)(N * C), -1, 1, &dout16);
     float *db = kt_floats((size_t)C);
     kt_fill(rng, db, (size_t)C, -1, 1);
-    float *db16 = copy_of(db, (size_t)C);
+    float *db16 = kt_copy(db, (size_t)C);
     expect_ok(ops->bias_backward(dev, GB_F32, db, dout, N, C), "bias_backward");
     expect_ok(ops->bias_backward(dev, dtype, db16, dout16, N, C), "bias_backward");
     char what[128];
@@ -370,19 +355,11 @@ static void test_refusals(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s path/to/device-cpu.so\n", argv[0]);
-        return 2;
-    }
-    const gb_plugin_desc *desc = kt_load_plugin(argv[1], GB_KIND_DEVICE, "cpu",
-                                                sizeof(gb_device_ops));
+    const gb_plugin_desc *desc =
+        kt_load_arg(argc, argv, "device-cpu.so", GB_KIND_DEVICE, "cpu", sizeof(gb_device_ops));
     ops = desc->ops;
     gb_host host = kt_host(2);
-    const gb_value plain[] = {{.i = 0}}; /* emulate_gpu = false */
-    if (ops->create(&host, plain, &dev) != GB_OK) {
-        fprintf(stderr, "FAIL: create: %s\n", kt_last_error());
-        return 1;
-    }
+    dev = kt_cpu_device(ops, &host);
     static const gb_dtype dtypes[] = {GB_BF16, GB_F16};
     kt_rng rng = kt_seed(16);
     for (int i = 0; i < 2; i++) {

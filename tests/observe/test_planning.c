@@ -5,19 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "model.h"
 #include "runtime.h"
 #include "settings.h"
-
-static int failures;
-
-static void check(int ok, const char *fmt, const char *detail)
-{
-    printf("%s: ", ok ? "ok" : "FAIL");
-    printf(fmt, detail);
-    putchar('\n');
-    failures += !ok;
-}
 
 static void print_plan(const char *label, const gb_memory_plan *p)
 {
@@ -38,7 +29,7 @@ static void plan_matches_creation(gb_runtime *rt, const gb_model_config *mc, int
     ok = ok && memcmp(&planned, &created, sizeof planned) == 0;
     char what[64];
     snprintf(what, sizeof what, "batch %lld, %s", (long long)batch, train ? "train" : "sample");
-    check(ok, "gb_model_plan equals gb_model_create's plan (%s)", what);
+    check_that(ok, "gb_model_plan equals gb_model_create's plan (%s)", what);
     if (!ok) {
         print_plan("planned", &planned);
         print_plan("created", &created);
@@ -62,13 +53,14 @@ static void recomputation_plans(gb_runtime *rt, const gb_model_config *base)
     }
     size_t norm_gelu_saves = (size_t)((L * 6 - 5) * N * C) * sizeof(float);
     size_t block_saves_at_least = (size_t)((L - 1) * (15 * N * C + 4 * N)) * sizeof(float);
-    check(plan[0].activations - plan[1].activations == norm_gelu_saves, "%s",
-          "recompute = norm_gelu saves (6 L - 5) N C activations");
-    check(plan[0].activations - plan[2].activations >= block_saves_at_least &&
-          plan[2].activations < plan[1].activations, "%s",
-          "recompute = block saves at least (L - 1) of a block's 15 N C + 4 N, more than norm_gelu");
-    check(plan[0].params == plan[2].params && plan[0].workspace == plan[2].workspace, "%s",
-          "recomputation changes only the activations");
+    check_that(plan[0].activations - plan[1].activations == norm_gelu_saves,
+               "recompute = norm_gelu saves (6 L - 5) N C activations");
+    check_that(plan[0].activations - plan[2].activations >= block_saves_at_least &&
+               plan[2].activations < plan[1].activations,
+               "recompute = block saves at least (L - 1) of a block's 15 N C + 4 N, more than "
+               "norm_gelu");
+    check_that(plan[0].params == plan[2].params && plan[0].workspace == plan[2].workspace,
+               "recomputation changes only the activations");
 }
 
 static void planning(void)
@@ -82,7 +74,7 @@ static void planning(void)
                   !gb_runtime_start(&rt, &diag);
     gb_diag_print(&diag, stdout);
     gb_diag_clear(&diag);
-    check(started, "%s", "runtime starts from the build tree's plugins");
+    check_that(started, "runtime starts from the build tree's plugins");
     if (started) {
         gb_model_config mc = {.n_layer = 2, .n_head = 2, .n_embd = 32, .block_size = 16,
                               .vocab_size = 65};
@@ -91,9 +83,10 @@ static void planning(void)
             plan_matches_creation(&rt, &mc, batches[i], 1);
         plan_matches_creation(&rt, &mc, 4, 0);
         gb_memory_plan a, b;
-        check(gb_model_plan(&rt, &mc, 4, 1, &a) == 0 && gb_model_plan(&rt, &mc, 5, 1, &b) == 0 &&
-              gb_memory_plan_total(&b) > gb_memory_plan_total(&a),
-              "%s", "the plan grows with the batch");
+        check_that(gb_model_plan(&rt, &mc, 4, 1, &a) == 0 &&
+                       gb_model_plan(&rt, &mc, 5, 1, &b) == 0 &&
+                       gb_memory_plan_total(&b) > gb_memory_plan_total(&a),
+                   "the plan grows with the batch");
         recomputation_plans(&rt, &mc);
     }
     gb_runtime_free(&rt);
@@ -132,28 +125,30 @@ static void memory_budgets(void)
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         snprintf(text, sizeof text, "[run]\nmemory_budget = %s\n", good[i].text);
         int ok = resolve(text, &s) == 0 && s.memory_budget == good[i].bytes;
-        check(ok, "memory_budget = %s", good[i].text);
+        check_that(ok, "memory_budget = %s", good[i].text);
     }
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(text, sizeof text, "[run]\nmemory_budget = %s\n", bad[i]);
-        check(resolve(text, &s) == 1, "memory_budget = %s is refused", bad[i]);
+        check_that(resolve(text, &s) == 1, "memory_budget = %s is refused", bad[i]);
     }
 }
 
 static void batch_settings(void)
 {
     gb_settings s;
-    check(resolve("[data]\nbatch_size = auto\n", &s) == 0 && s.batch_auto && s.batch_size == 1,
-          "%s", "batch_size = auto is accepted (batch 1 until chosen)");
-    check(resolve("[data]\nbatch_size = automatic\n", &s) == 1, "%s",
-          "batch_size = automatic is refused");
-    check(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = 4\ntokens_per_step = 256\n",
-                  &s) == 0 && s.gradient_accumulation_steps == 4,
-          "%s", "tokens_per_step 256 = 16 sequences of 16 tokens: accumulation 4 of batch 4");
-    check(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = 3\ntokens_per_step = 256\n",
-                  &s) == 1, "%s", "16 sequences per step do not split into batches of 3");
-    check(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = auto\ntokens_per_step = 100\n",
-                  &s) == 1, "%s", "tokens_per_step must be a multiple of block_size");
+    check_that(resolve("[data]\nbatch_size = auto\n", &s) == 0 && s.batch_auto &&
+                   s.batch_size == 1,
+               "batch_size = auto is accepted (batch 1 until chosen)");
+    check_that(resolve("[data]\nbatch_size = automatic\n", &s) == 1,
+               "batch_size = automatic is refused");
+    check_that(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = 4\ntokens_per_step = 256\n",
+                       &s) == 0 && s.gradient_accumulation_steps == 4,
+               "tokens_per_step 256 = 16 sequences of 16 tokens: accumulation 4 of batch 4");
+    check_that(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = 3\ntokens_per_step = 256\n",
+                       &s) == 1, "16 sequences per step do not split into batches of 3");
+    check_that(resolve("[model]\nblock_size = 16\n[data]\nbatch_size = auto\n"
+                       "tokens_per_step = 100\n", &s) == 1,
+               "tokens_per_step must be a multiple of block_size");
 }
 
 int main(void)
@@ -161,10 +156,5 @@ int main(void)
     planning();
     memory_budgets();
     batch_settings();
-    if (failures) {
-        printf("%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("all checks passed\n");
-    return 0;
+    return check_exit("observe planning");
 }

@@ -49,6 +49,26 @@ gb_optim_step_args test_step_args(float *params, const float *grads, void *state
     };
 }
 
+gb_optim_step_args test_groups_step_args(float *params, const float *grads, void *state,
+                                         int64_t step, float lr)
+{
+    static const gb_param_group groups[] = {
+        {180001, 120006, 1}, {37, 99963, 1}, {0, 37, 0}, {100000, 1, 0},
+        {100001, 50000, 1}, {150001, 29999, 0}, {180000, 1, 1},
+    };
+    return test_step_args(params, grads, state, TEST_GROUPS_N, groups,
+                          sizeof groups / sizeof groups[0], step, lr);
+}
+
+float test_schedule_step(int64_t t, uint64_t *rng, float *grads, int64_t n, float *loss_scale)
+{
+    const float scale = 1e-3f * expf((float)(3.0 * test_uniform(rng) - 1.5));
+    *loss_scale = t % 3 == 0 ? 512.0f : 1.0f;
+    for (int64_t i = 0; i < n; i++)
+        grads[i] = scale * *loss_scale * test_normal(rng);
+    return 1e-3f * (float)(t < 5 ? t / 5.0 : 1.0 - 0.02 * (double)t);
+}
+
 double test_uniform(uint64_t *state)
 {
     *state ^= *state >> 12;

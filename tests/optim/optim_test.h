@@ -35,6 +35,18 @@ gb_optim_step_args test_step_args(float *params, const float *grads, void *state
                                   const gb_param_group *groups, int64_t n_groups,
                                   int64_t step, float lr);
 
+/* The same over TEST_GROUPS_N parameters in seven groups of odd sizes, listed out of order,
+ * one of a single element, some with weight decay and some without. */
+#define TEST_GROUPS_N 300007
+gb_optim_step_args test_groups_step_args(float *params, const float *grads, void *state,
+                                         int64_t step, float lr);
+
+/* Step t of the comparisons' schedule: gradients of a random scale, times the loss scale
+ * (512 every third step, else 1, into *loss_scale), and the learning rate it returns
+ * (warm-up over 5 steps, then a slow decay). */
+float test_schedule_step(int64_t t, uint64_t *rng, float *grads, int64_t n,
+                         float *loss_scale);
+
 /* xorshift64*: uniform in [0, 1) and a rough standard normal (sum of four uniforms). */
 double test_uniform(uint64_t *state);
 float test_normal(uint64_t *state);

@@ -409,18 +409,10 @@ static int check_lowp_on_real_steps(const gb_plugin_desc *desc, gb_dtype dtype)
 
 int main(int argc, char **argv)
 {
-    const expected *e = NULL;
-    for (size_t i = 0; argc == 4 && i < sizeof plugins / sizeof plugins[0]; i++)
-        if (strcmp(argv[1], plugins[i].name) == 0)
-            e = &plugins[i];
-    if (!e) {
-        fprintf(stderr, "usage: %s adamw|adamw_fused optim-NAME-cpu.so adamw.gbt\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[2], &handle);
-    if (!desc)
-        return 1;
+    const int known = argc == 4 ? GB_TEST_FIND_NAMED(plugins, argv[1]) : -1;
+    gb_test_usage_unless(known >= 0, argv[0], "adamw|adamw_fused optim-NAME-cpu.so adamw.gbt");
+    const expected *e = &plugins[known];
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[2]);
     char err[512];
     gbt_file *file = gbt_open(argv[3], err, sizeof err);
     if (!file) {

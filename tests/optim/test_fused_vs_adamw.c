@@ -22,14 +22,8 @@
 #include "optim_test.h"
 #include "test_host.h"
 
-#define N 300007
+#define N TEST_GROUPS_N
 #define STEPS 20
-#define N_GROUPS 7
-
-static const gb_param_group groups[N_GROUPS] = {
-    {180001, 120006, 1}, {37, 99963, 1}, {0, 37, 0}, {100000, 1, 0},
-    {100001, 50000, 1}, {150001, 29999, 0}, {180000, 1, 1},
-};
 
 typedef struct run {
     test_optim opt;
@@ -54,7 +48,7 @@ static gb_status step_run(run *r, const float *grads, int64_t step, float lr, fl
                           float loss_scale, const float *norm_sq)
 {
     gb_optim_step_args args =
-        test_step_args(r->params, grads, r->state, N, groups, N_GROUPS, step, lr);
+        test_groups_step_args(r->params, grads, r->state, step, lr);
     args.grad_norm_sq = norm_sq;
     args.max_norm = max_norm;
     args.inv_loss_scale = 1.0f / loss_scale;
@@ -71,15 +65,9 @@ static long double sum_squares_ref(const float *x, int64_t n)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s optim-adamw-cpu.so optim-adamw_fused-cpu.so\n", argv[0]);
-        return 2;
-    }
-    void *h1, *h2;
-    const gb_plugin_desc *adamw = gb_test_open_plugin(argv[1], &h1);
-    const gb_plugin_desc *fused = gb_test_open_plugin(argv[2], &h2);
-    if (!adamw || !fused)
-        return 1;
+    gb_test_usage_unless(argc == 3, argv[0], "optim-adamw-cpu.so optim-adamw_fused-cpu.so");
+    const gb_plugin_desc *adamw = gb_test_load_plugin(argv[1]);
+    const gb_plugin_desc *fused = gb_test_load_plugin(argv[2]);
     int failures = 0;
 
     gb_host one_thread = *gb_test_host(), three_threads = *gb_test_host();
@@ -100,11 +88,8 @@ int main(int argc, char **argv)
     int clipped = 0, steps_identical = 0;
     double worst_norm = 0;
     for (int64_t step = 1; step <= STEPS; step++) {
-        float scale = 1e-3f * expf((float)(3.0 * test_uniform(&rng) - 1.5));
-        float loss_scale = step % 3 == 0 ? 512.0f : 1.0f;
-        for (int i = 0; i < N; i++)
-            grads[i] = scale * loss_scale * test_normal(&rng);
-        float lr = 1e-3f * (float)(step < 5 ? step / 5.0 : 1.0 - 0.02 * (double)step);
+        float loss_scale;
+        const float lr = test_schedule_step(step, &rng, grads, N, &loss_scale);
 
         float sq = -1, sq1 = -1, sq3 = -1;
         GB_TEST_CHECK(failures, fast.opt.ops->grad_norm_sq(fast.opt.self, &sq, grads, N) == GB_OK &&

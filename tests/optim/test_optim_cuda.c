@@ -29,15 +29,9 @@
 #include "optim_test.h"
 #include "test_host.h"
 
-#define N 300007
+#define N TEST_GROUPS_N
 #define STEPS 12
-#define N_GROUPS 7
 #define SKIP 77
-
-static const gb_param_group groups[N_GROUPS] = {
-    {180001, 120006, 1}, {37, 99963, 1}, {0, 37, 0}, {100000, 1, 0},
-    {100001, 50000, 1}, {150001, 29999, 0}, {180000, 1, 1},
-};
 
 typedef struct cuda_device {
     const gb_device_ops *ops;
@@ -110,7 +104,7 @@ static void step(run *r, cuda_device *d, const float *grads, float norm_sq, int6
         *r->norm_sq = norm_sq;
     }
     gb_optim_step_args args =
-        test_step_args(r->params, r->grads, r->state, N, groups, N_GROUPS, t, lr);
+        test_groups_step_args(r->params, r->grads, r->state, t, lr);
     args.grad_norm_sq = r->norm_sq;
     args.max_norm = max_norm;
     args.inv_loss_scale = 1.0f / loss_scale;
@@ -262,11 +256,8 @@ int main(int argc, char **argv)
     float *dgrads = device_alloc(&dev, N * sizeof(float)), *dnorm = device_alloc(&dev, 4);
     int clipped = 0;
     for (int64_t t = 1; t <= STEPS; t++) {
-        float scale = 1e-3f * expf((float)(3.0 * test_uniform(&rng) - 1.5));
-        float loss_scale = t % 3 == 0 ? 512.0f : 1.0f;
-        for (int i = 0; i < N; i++)
-            grads[i] = scale * loss_scale * test_normal(&rng);
-        float lr = 1e-3f * (float)(t < 5 ? t / 5.0 : 1.0 - 0.02 * (double)t);
+        float loss_scale;
+        const float lr = test_schedule_step(t, &rng, grads, N, &loss_scale);
 
         // the squared norm: the CPU plugin's for both sides; the CUDA one's checked
         float sq = -1, dsq[2] = {-1, -1};

@@ -36,38 +36,6 @@ static int check_all_reduce_is_identity(const gb_comm_ops *ops, void *self)
     return failures;
 }
 
-static int check_request_bookkeeping(const gb_comm_ops *ops, void *self)
-{
-    int failures = 0;
-    float x = 3.0f;
-    gb_comm_request reqs[GB_COMM_MAX_INFLIGHT];
-    for (int i = 0; i < GB_COMM_MAX_INFLIGHT; i++) {
-        gb_status st = ops->all_reduce_start(self, &x, 1, GB_F32, GB_REDUCE_SUM, &reqs[i]);
-        GB_TEST_CHECK(failures, st == GB_OK, "request %d of %d refused: %s", i + 1,
-                      GB_COMM_MAX_INFLIGHT, gb_test_last_error());
-        for (int j = 0; j < i; j++)
-            GB_TEST_CHECK(failures, reqs[j] != reqs[i], "requests %d and %d share an id", j, i);
-    }
-    gb_comm_request extra;
-    gb_test_clear_error();
-    gb_status st = ops->all_reduce_start(self, &x, 1, GB_F32, GB_REDUCE_SUM, &extra);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG && gb_test_last_error()[0],
-                  "request %d beyond the limit returned %d", GB_COMM_MAX_INFLIGHT + 1, st);
-    /* Completing out of order is allowed. */
-    for (int i = GB_COMM_MAX_INFLIGHT - 1; i >= 0; i--)
-        GB_TEST_CHECK(failures, ops->all_reduce_wait(self, reqs[i]) == GB_OK,
-                      "wait on request %d failed: %s", i, gb_test_last_error());
-    gb_test_clear_error();
-    st = ops->all_reduce_wait(self, 123456789);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG && gb_test_last_error()[0],
-                  "wait on an unknown request returned %d", st);
-    st = ops->all_reduce_start(self, &x, 1, (gb_dtype)99, GB_REDUCE_SUM, &extra);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "unknown dtype returned %d", st);
-    st = ops->all_reduce_start(self, &x, 1, GB_F32, (gb_reduce_op)7, &extra);
-    GB_TEST_CHECK(failures, st == GB_ERR_INVALID_ARG, "unknown reduce op returned %d", st);
-    return failures;
-}
-
 static int check_broadcast_and_barrier(const gb_comm_ops *ops, void *self)
 {
     int failures = 0;
@@ -90,24 +58,15 @@ static int check_broadcast_and_barrier(const gb_comm_ops *ops, void *self)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s comm-single.so\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    gb_test_usage_unless(argc == 2, argv[0], "comm-single.so");
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     int failures = gb_test_check_descriptor(desc, GB_KIND_COMM, "single",
                                             GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
                                             sizeof(gb_comm_ops));
     GB_TEST_CHECK(failures, desc->n_options == 0, "%zu options, expected none",
                   desc->n_options);
     const gb_comm_ops *ops = desc->ops;
-    GB_TEST_CHECK(failures, ops->create && ops->destroy && ops->rank && ops->world &&
-                                ops->all_reduce_start && ops->all_reduce_wait &&
-                                ops->broadcast && ops->barrier,
-                  "vtable has NULL entries");
+    failures += gb_test_check_comm_entries(ops);
     if (failures == 0) {
         void *self = NULL;
         gb_status st = ops->create(gb_test_host(), NULL, gb_test_cpu_ctx(), &self);
@@ -117,7 +76,8 @@ int main(int argc, char **argv)
             GB_TEST_CHECK(failures, ops->rank(self) == 0, "rank %d", ops->rank(self));
             GB_TEST_CHECK(failures, ops->world(self) == 1, "world %d", ops->world(self));
             failures += check_all_reduce_is_identity(ops, self);
-            failures += check_request_bookkeeping(ops, self);
+            float buf[16 * GB_COMM_MAX_INFLIGHT] = {0};
+            failures += gb_test_check_requests(ops, self, buf);
             failures += check_broadcast_and_barrier(ops, self);
             ops->destroy(self);
         }

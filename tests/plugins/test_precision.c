@@ -179,18 +179,10 @@ static int check_descriptor(const expected *e, const gb_plugin_desc *desc)
 
 int main(int argc, char **argv)
 {
-    const expected *e = NULL;
-    for (size_t i = 0; argc == 3 && i < sizeof plugins / sizeof plugins[0]; i++)
-        if (strcmp(argv[1], plugins[i].name) == 0)
-            e = &plugins[i];
-    if (!e) {
-        fprintf(stderr, "usage: %s fp32|tf32|bf16 precision-NAME.so\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[2], &handle);
-    if (!desc)
-        return 1;
+    const int known = argc == 3 ? GB_TEST_FIND_NAMED(plugins, argv[1]) : -1;
+    gb_test_usage_unless(known >= 0, argv[0], "fp32|tf32|bf16 precision-NAME.so");
+    const expected *e = &plugins[known];
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[2]);
     int failures = check_descriptor(e, desc);
     if (failures == 0)
         failures += check_instances(e, desc);

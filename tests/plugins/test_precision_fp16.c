@@ -540,14 +540,8 @@ static int check_refused_configs(const gb_plugin_desc *desc)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s precision-fp16.so\n", argv[0]);
-        return 2;
-    }
-    void *handle;
-    const gb_plugin_desc *desc = gb_test_open_plugin(argv[1], &handle);
-    if (!desc)
-        return 1;
+    gb_test_usage_unless(argc == 2, argv[0], "precision-fp16.so");
+    const gb_plugin_desc *desc = gb_test_load_plugin(argv[1]);
     int failures = check_schema(desc);
     if (failures == 0) {
         scaler s;

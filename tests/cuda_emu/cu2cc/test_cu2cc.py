@@ -78,42 +78,31 @@ class LaunchTest(PassTest):
         body = self.convert('void f() {\n    %s;\n}\n' % call)
         return body.split('\n')[1].strip()[:-1]
 
-    def test_four_arguments(self):
-        self.assertEqual(self.launch('k<<<g, b, 64, s>>>(x, y)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, b, 64, s)(x, y)')
+    # one-line launches and their rewrites after '::gb_emu::launch(__FILE__, __LINE__, ':
+    # four arguments, the defaults, spaces around the brackets, qualified names, template ids,
+    # and a template call right before the closing brackets
+    REWRITES = [
+        ('k<<<g, b, 64, s>>>(x, y)', '"k", k, g, b, 64, s)(x, y)'),
+        ('k<<<g, b>>>()', '"k", k, g, b, 0, 0)()'),
+        ('k<<<g, b, n * 4>>>(x)', '"k", k, g, b, n * 4, 0)(x)'),
+        ('k <<< g, b >>> (x)', '"k", k, g, b, 0, 0) (x)'),
+        ('ns::k<<<1, 2>>>()', '"ns::k", ns::k, 1, 2, 0, 0)()'),
+        ('::k<<<1, 2>>>()', '"::k", ::k, 1, 2, 0, 0)()'),
+        ('a::B<int>::k<<<1, 2>>>()', '"a::B<int>::k", a::B<int>::k, 1, 2, 0, 0)()'),
+        ('forward_kernel<E, DP><<<grid, 128, bytes, st>>>(a)',
+         '"forward_kernel<E, DP>", forward_kernel<E, DP>, grid, 128, bytes, st)(a)'),
+        ('k<pair<int, float>, T<U<int>>><<<1, 2>>>()',
+         '"k<pair<int, float>, T<U<int>>>", k<pair<int, float>, T<U<int>>>, 1, 2, 0, 0)()'),
+        ('k<(A > B), N<<1><<<1, 2>>>()', '"k<(A > B), N<<1>", k<(A > B), N<<1>, 1, 2, 0, 0)()'),
+        ('ns::k<float>  <<<1, 2>>>()', '"ns::k<float>", ns::k<float>, 1, 2, 0, 0)()'),
+        ('k<<<g, f<int>>>>(x)', '"k", k, g, f<int>, 0, 0)(x)'),
+    ]
 
-    def test_defaults(self):
-        self.assertEqual(self.launch('k<<<g, b>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, b, 0, 0)()')
-        self.assertEqual(self.launch('k<<<g, b, n * 4>>>(x)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, b, n * 4, 0)(x)')
-
-    def test_spaces_around_brackets(self):
-        self.assertEqual(self.launch('k <<< g, b >>> (x)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, b, 0, 0) (x)')
-
-    def test_qualified_names(self):
-        self.assertEqual(self.launch('ns::k<<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "ns::k", ns::k, 1, 2, 0, 0)()')
-        self.assertEqual(self.launch('::k<<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "::k", ::k, 1, 2, 0, 0)()')
-        self.assertEqual(self.launch('a::B<int>::k<<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "a::B<int>::k", a::B<int>::k, '
-                         '1, 2, 0, 0)()')
-
-    def test_template_ids(self):
-        self.assertEqual(self.launch('forward_kernel<E, DP><<<grid, 128, bytes, st>>>(a)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "forward_kernel<E, DP>", '
-                         'forward_kernel<E, DP>, grid, 128, bytes, st)(a)')
-        self.assertEqual(self.launch('k<pair<int, float>, T<U<int>>><<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k<pair<int, float>, T<U<int>>>", '
-                         'k<pair<int, float>, T<U<int>>>, 1, 2, 0, 0)()')
-        self.assertEqual(self.launch('k<(A > B), N<<1><<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k<(A > B), N<<1>", '
-                         'k<(A > B), N<<1>, 1, 2, 0, 0)()')
-        self.assertEqual(self.launch('ns::k<float>  <<<1, 2>>>()'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "ns::k<float>", ns::k<float>, '
-                         '1, 2, 0, 0)()')
+    def test_rewrites(self):
+        for call, rewrite in self.REWRITES:
+            with self.subTest(call=call):
+                self.assertEqual(self.launch(call),
+                                 '::gb_emu::launch(__FILE__, __LINE__, ' + rewrite)
 
     def test_config_expressions(self):
         cases = [
@@ -129,10 +118,6 @@ class LaunchTest(PassTest):
                 self.assertEqual(self.launch(call),
                                  '::gb_emu::launch(__FILE__, __LINE__, "k", k, %s, %s, %s, %s)(z)'
                                  % (grid, block, shmem, stream))
-
-    def test_template_call_right_before_the_end(self):
-        self.assertEqual(self.launch('k<<<g, f<int>>>>(x)'),
-                         '::gb_emu::launch(__FILE__, __LINE__, "k", k, g, f<int>, 0, 0)(x)')
 
     def test_multi_line_launch_keeps_lines(self):
         src = ('void f() {\n'
@@ -184,41 +169,56 @@ class LaunchTest(PassTest):
                          '        2, 0, 0)(x);\r\n}\r\n')
 
 
-class LaunchErrorTest(PassTest):
-    def test_one_config_argument(self):
-        self.assertError('void f() {\n  k<<<1>>>(x);\n}\n', 2, '2 to 4 arguments', 'k<<<1>>>')
+class ErrorTest(PassTest):
+    # launches, then __shared__ declarations the pass refuses: (source, the line the error
+    # names, fragments of its message)
+    CASES = [
+        ('void f() {\n  k<<<1>>>(x);\n}\n', 2, '2 to 4 arguments', 'k<<<1>>>'),
+        ('void f() {\n  k<<<1, 2, 3, 4, 5>>>(x);\n}\n', 2, 'has 5'),
+        ('void f() {\n  k<<<1, , 2>>>(x);\n}\n', 2, 'empty argument'),
+        ('void f() {\n  k<<<n > 0, 2>>>(x);\n}\n', 2, 'in parentheses'),
+        ('void f() {\n\n  k<<<1, 2);\n}\n', 3, "'>>>'"),
+        ('void f() {\n\n  k<<<1, 2>(x);\n}\n', 3, 'outside parentheses'),
+        ('void f() {\n  k<<<1, 2>>>;\n}\n', 2, "expected '('"),
+        ('void f() {\n  obj.k<<<1, 2>>>(x);\n}\n', 2, "through '.'"),
+        ('void f() {\n  p->k<<<1, 2>>>(x);\n}\n', 2, "through '->'"),
+        ('void f() {\n  n::template k<int><<<1, 2>>>(x);\n}\n', 2, "through 'template'"),
+        ('void f() {\n  (*p)<<<1, 2>>>(x);\n}\n', 2, "kernel's name"),
+        ('#define LAUNCH(k) k<<<1, 2>>>()\n', 1, 'preprocessor directive'),
+        # a multi-line launch's error names its first line
+        ('void f() {\n  k<<<1,\n     2,\n     3,\n     4,\n     5>>>(x);\n}\n', 2, 'has 5'),
+        # __shared__ declarations
+        ('void f() {}\n__shared__ int s[4];\n', 2, 'at namespace scope'),
+        ('struct S {\n  __shared__ int s[4];\n};\n', 2, 'outside a function body'),
+        ('void f() {\n  __shared__ int s = 0;\n}\n', 2, 'initializer'),
+        ('void f() {\n  __shared__ int s[2] = {0, 1};\n}\n', 2, 'initializer'),
+        ('void f() {\n  __shared__ int s{0};\n}\n', 2, '__shared__ declaration'),
+        ('void f() {\n  __shared__ int s[];\n}\n', 2, 'has no size'),
+        ('void f() {\n  extern __shared__ int s[4];\n}\n', 2, 'unsized'),
+        ('void f() {\n  extern __shared__ int a[], b[];\n}\n', 2, 'one unsized'),
+        ('void f() {\n  extern __shared__ int s;\n}\n', 2, 'unsized'),
+        ('void f() {\n  g(__shared__ x);\n}\n', 2, 'cannot parse'),
+        ('void f() {\n  return sizeof(__shared__ int);\n}\n', 2, 'cannot parse'),
+        ('void f() {\n  __shared__;\n}\n', 2),
+        ('void f() {\n  typedef __shared__ int T;\n}\n', 2, "'typedef'"),
+        ('\n#define SHARED __shared__\n', 2, 'preprocessor directive'),
+        ('#if 1\n#define S \\\n   __shared__\n#endif\n', 3, 'preprocessor directive'),
+        ('void f() {\n /* __shared__\n', 2, 'unterminated'),
+        ('void f() {\n  g("abc);\n}\n', 2, 'unterminated'),
+    ]
 
-    def test_five_config_arguments(self):
-        self.assertError('void f() {\n  k<<<1, 2, 3, 4, 5>>>(x);\n}\n', 2, 'has 5')
+    def test_errors(self):
+        for src, line, *fragments in self.CASES:
+            with self.subTest(src=src):
+                self.assertError(src, line, *fragments)
 
-    def test_empty_argument(self):
-        self.assertError('void f() {\n  k<<<1, , 2>>>(x);\n}\n', 2, 'empty argument')
-
-    def test_bare_comparison(self):
-        self.assertError('void f() {\n  k<<<n > 0, 2>>>(x);\n}\n', 2, 'in parentheses')
-
-    def test_no_end(self):
-        self.assertError('void f() {\n\n  k<<<1, 2);\n}\n', 3, "'>>>'")
-        self.assertError('void f() {\n\n  k<<<1, 2>(x);\n}\n', 3, 'outside parentheses')
-
-    def test_no_arguments_after(self):
-        self.assertError('void f() {\n  k<<<1, 2>>>;\n}\n', 2, "expected '('")
-
-    def test_member_launch(self):
-        self.assertError('void f() {\n  obj.k<<<1, 2>>>(x);\n}\n', 2, "through '.'")
-        self.assertError('void f() {\n  p->k<<<1, 2>>>(x);\n}\n', 2, "through '->'")
-        self.assertError('void f() {\n  n::template k<int><<<1, 2>>>(x);\n}\n', 2,
-                         "through 'template'")
-
-    def test_not_a_name(self):
-        self.assertError('void f() {\n  (*p)<<<1, 2>>>(x);\n}\n', 2, "kernel's name")
-
-    def test_in_directive(self):
-        self.assertError('#define LAUNCH(k) k<<<1, 2>>>()\n', 1, 'preprocessor directive')
-
-    def test_multi_line_error_names_first_line(self):
-        self.assertError('void f() {\n  k<<<1,\n     2,\n     3,\n     4,\n     5>>>(x);\n}\n', 2,
-                         'has 5')
+    def test_extern_at_namespace_scope(self):
+        for prefix in ('', 'namespace a {\n', 'extern "C" {\n'):
+            with self.subTest(prefix=prefix):
+                src = prefix + 'int x;\nextern __shared__ float s[];\n'
+                self.assertError(src, prefix.count('\n') + 2,
+                                 'extern __shared__ at namespace scope is not supported by the '
+                                 'emulator; declare it inside the kernel')
 
 
 class SharedTest(PassTest):
@@ -301,51 +301,6 @@ class SharedTest(PassTest):
         body = self.convert(src).split('\n')
         self.assertTrue(body[2].startswith('    static char gb_emu_site_a;'), body[2])
         self.assertTrue(body[4].startswith('    static char gb_emu_site_b;'), body[4])
-
-
-class SharedErrorTest(PassTest):
-    def test_extern_at_namespace_scope(self):
-        for prefix in ('', 'namespace a {\n', 'extern "C" {\n'):
-            with self.subTest(prefix=prefix):
-                src = prefix + 'int x;\nextern __shared__ float s[];\n'
-                self.assertError(src, prefix.count('\n') + 2,
-                                 'extern __shared__ at namespace scope is not supported by the '
-                                 'emulator; declare it inside the kernel')
-
-    def test_static_at_namespace_scope(self):
-        self.assertError('void f() {}\n__shared__ int s[4];\n', 2, 'at namespace scope')
-
-    def test_in_class(self):
-        self.assertError('struct S {\n  __shared__ int s[4];\n};\n', 2,
-                         'outside a function body')
-
-    def test_initializer(self):
-        self.assertError('void f() {\n  __shared__ int s = 0;\n}\n', 2, 'initializer')
-        self.assertError('void f() {\n  __shared__ int s[2] = {0, 1};\n}\n', 2, 'initializer')
-        self.assertError('void f() {\n  __shared__ int s{0};\n}\n', 2, '__shared__ declaration')
-
-    def test_unsized_static(self):
-        self.assertError('void f() {\n  __shared__ int s[];\n}\n', 2, 'has no size')
-
-    def test_dynamic_forms(self):
-        self.assertError('void f() {\n  extern __shared__ int s[4];\n}\n', 2, 'unsized')
-        self.assertError('void f() {\n  extern __shared__ int a[], b[];\n}\n', 2, 'one unsized')
-        self.assertError('void f() {\n  extern __shared__ int s;\n}\n', 2, 'unsized')
-
-    def test_other_uses(self):
-        self.assertError('void f() {\n  g(__shared__ x);\n}\n', 2, 'cannot parse')
-        self.assertError('void f() {\n  return sizeof(__shared__ int);\n}\n', 2, 'cannot parse')
-        self.assertError('void f() {\n  __shared__;\n}\n', 2)
-        self.assertError('void f() {\n  typedef __shared__ int T;\n}\n', 2, "'typedef'")
-
-    def test_in_directive(self):
-        self.assertError('\n#define SHARED __shared__\n', 2, 'preprocessor directive')
-        self.assertError('#if 1\n#define S \\\n   __shared__\n#endif\n', 3,
-                         'preprocessor directive')
-
-    def test_unterminated(self):
-        self.assertError('void f() {\n /* __shared__\n', 2, 'unterminated')
-        self.assertError('void f() {\n  g("abc);\n}\n', 2, 'unterminated')
 
 
 class CommandLineTest(unittest.TestCase):

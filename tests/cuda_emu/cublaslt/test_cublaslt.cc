@@ -657,6 +657,26 @@ struct type_pair {
 };
 const type_pair kTypePairs[] = {{F32, F32}, {BF16, BF16}, {BF16, F32}, {F16, F16}, {F16, F32}};
 
+/* A default problem with A and B of tp.ab, C and D of tp.cd. */
+spec typed(const type_pair &tp)
+{
+    spec s;
+    s.ab = tp.ab;
+    s.cd = tp.cd;
+    return s;
+}
+
+/* The problems of one sweep: each one added gets the next seed, so a failure reproduces. */
+struct sweep_specs {
+    std::vector<spec> list;
+    uint64_t seed;
+    void add(spec s)
+    {
+        s.seed = seed++;
+        list.push_back(s);
+    }
+};
+
 struct fixture {
     cublasLtHandle_t lt;
     cudaStream_t stream;
@@ -674,15 +694,12 @@ void sweep(const fixture &f, const char *what, const std::vector<spec> &specs)
 
 void test_epilogues(const fixture &f)
 {
-    std::vector<spec> specs;
-    uint64_t seed = 100;
+    sweep_specs specs{{}, 100};
     for (const type_pair &tp : kTypePairs)
         for (const epilogue_info &ep : kEpilogues)
             for (int trans = 0; trans < 4; trans++)
                 for (int64_t batch : {1, 3}) {
-                    spec s;
-                    s.ab = tp.ab;
-                    s.cd = tp.cd;
+                    spec s = typed(tp);
                     s.epilogue = ep.value;
                     s.ta = trans & 1;
                     s.tb = trans & 2;
@@ -690,121 +707,97 @@ void test_epilogues(const fixture &f)
                     s.alpha = batch == 1 ? 1.0f : 0.75f;
                     s.beta = ep.bgrad_a || trans == 3 ? 0.5f : 0.0f;
                     s.batched_bias = batch > 1 && trans == 1;
-                    s.seed = seed++;
-                    specs.push_back(s);
+                    specs.add(s);
                 }
-    sweep(f, "every epilogue x {f32, bf16, f16 -> same, f32} x transposes x batch 1, 3", specs);
+    sweep(f, "every epilogue x {f32, bf16, f16 -> same, f32} x transposes x batch 1, 3",
+          specs.list);
 }
 
 void test_row_order(const fixture &f)
 {
-    std::vector<spec> specs;
-    uint64_t seed = 1000;
+    sweep_specs specs{{}, 1000};
     for (const type_pair &tp : kTypePairs)
         for (uint32_t epilogue : {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_GELU,
                                   CUBLASLT_EPILOGUE_RELU})
             for (int trans = 0; trans < 4; trans++) {
-                spec s;
-                s.ab = tp.ab;
-                s.cd = tp.cd;
+                spec s = typed(tp);
                 s.row = true;
                 s.epilogue = epilogue;
                 s.ta = trans & 1;
                 s.tb = trans & 2;
                 s.batch = trans == 2 ? 2 : 1;
                 s.beta = trans == 1 ? -0.5f : 0.0f;
-                s.seed = seed++;
-                specs.push_back(s);
+                specs.add(s);
             }
-    sweep(f, "row-order A, B, C, D x types x transposes", specs);
+    sweep(f, "row-order A, B, C, D x types x transposes", specs.list);
 }
 
 void test_batches_and_sizes(const fixture &f)
 {
-    std::vector<spec> specs;
-    uint64_t seed = 2000;
+    sweep_specs specs{{}, 2000};
     for (const type_pair &tp : kTypePairs) {
-        spec s;
-        s.ab = tp.ab;
-        s.cd = tp.cd;
+        spec s = typed(tp);
         s.batch = 4;
         s.broadcast_a = true;
-        s.seed = seed++;
-        specs.push_back(s);
+        specs.add(s);
         s.broadcast_a = false;
         s.broadcast_b = true;
         s.tb = true;
         s.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
-        s.seed = seed++;
-        specs.push_back(s);
-        s = spec();
-        s.ab = tp.ab;
-        s.cd = tp.cd;
+        specs.add(s);
+        s = typed(tp);
         s.m = 70;
         s.n = 33;
         s.k = 129;
         s.ta = true;
         s.beta = 1.0f;
         s.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
-        s.seed = seed++;
-        specs.push_back(s);
+        specs.add(s);
         s.epilogue = CUBLASLT_EPILOGUE_BGRADB;
         s.batch = 2;
         s.broadcast_a = true;
-        s.seed = seed++;
-        specs.push_back(s);
+        specs.add(s);
     }
     for (int64_t k : {0, 1, 2}) {   // k = 0: D = beta C (+ epilogue)
         spec s;
         s.k = k;
         s.beta = 0.25f;
         s.epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
-        s.seed = seed++;
-        specs.push_back(s);
+        specs.add(s);
     }
     spec one;
     one.m = one.n = 1;
     one.k = 5;
-    one.seed = seed++;
-    specs.push_back(one);
-    sweep(f, "broadcast batches (stride 0), 70 x 33 x 129, k = 0, 1, 2, 1 x 1", specs);
+    specs.add(one);
+    sweep(f, "broadcast batches (stride 0), 70 x 33 x 129, k = 0, 1, 2, 1 x 1", specs.list);
 }
 
 void test_scalars_and_in_place(const fixture &f)
 {
-    std::vector<spec> specs;
-    uint64_t seed = 3000;
+    sweep_specs specs{{}, 3000};
     for (const type_pair &tp : kTypePairs) {
-        spec s;
-        s.ab = tp.ab;
-        s.cd = tp.cd;
+        spec s = typed(tp);
         s.in_place = true;
         s.beta = 1.0f;
         s.alpha = -2.0f;
         s.batch = 2;
         s.epilogue = CUBLASLT_EPILOGUE_BIAS;
-        s.seed = seed++;
-        specs.push_back(s);
+        specs.add(s);
         s.device_scalars = true;
         s.in_place = false;
         s.beta = 0.5f;
         s.epilogue = CUBLASLT_EPILOGUE_DGELU;
-        s.seed = seed++;
-        specs.push_back(s);
-        s = spec();
-        s.ab = tp.ab;
-        s.cd = tp.cd;
+        specs.add(s);
+        s = typed(tp);
         s.nan_in_c = true;   // beta = 0 reads no C
-        s.seed = seed++;
-        specs.push_back(s);
+        specs.add(s);
     }
-    sweep(f, "C == D, alpha != 1, device alpha and beta, NaN in C with beta = 0", specs);
+    sweep(f, "C == D, alpha != 1, device alpha and beta, NaN in C with beta = 0", specs.list);
 }
 
 void test_fast_compute(const fixture &f)
 {
-    std::vector<spec> specs;
-    uint64_t seed = 4000;
+    sweep_specs specs{{}, 4000};
     for (cublasComputeType_t ct : {CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_32F_FAST_16BF,
                                    CUBLAS_COMPUTE_32F_FAST_16F})
         for (int trans = 0; trans < 4; trans++) {
@@ -817,10 +810,9 @@ void test_fast_compute(const fixture &f)
             s.k = 300;
             s.batch = trans == 3 ? 2 : 1;
             s.epilogue = trans == 2 ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-            s.seed = seed++;
-            specs.push_back(s);
+            specs.add(s);
         }
-    sweep(f, "FAST_TF32, FAST_16BF, FAST_16F against rounded inputs", specs);
+    sweep(f, "FAST_TF32, FAST_16BF, FAST_16F against rounded inputs", specs.list);
 }
 
 /* ---- exact checks: input rounding, output rounding, NaN -------------------------------- */
@@ -1310,9 +1302,7 @@ uint64_t digest(const fixture &f)
 {
     uint64_t h = 1469598103934665603ull;
     for (const type_pair &tp : kTypePairs) {
-        spec s;
-        s.ab = tp.ab;
-        s.cd = tp.cd;
+        spec s = typed(tp);
         s.m = 67;
         s.n = 45;
         s.k = 301;
