@@ -35,6 +35,9 @@ static inline gb_status attn_require_cuda(const gb_host *host, const char *plugi
     return GB_ERR_UNSUPPORTED;
 }
 
+/* The dtypes attn_problem_ok_on() accepts, as the descriptor declares them. */
+#define ATTN_DTYPES (GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16))
+
 /* 1 when `p` is a problem of f32, bf16 or f16 views of sensible sizes; else 0 with a
  * reason that names `plugin` on `device` and what to change. */
 static inline int attn_problem_ok_on(const char *plugin, const char *device,

@@ -964,17 +964,8 @@ static gb_status cudnn_backward(void *self, const gb_attn_problem *p, gb_tensor 
     return plan_execute(a, pl, uids, ptrs, p->causal ? 13 : 12, workspace);
 }
 
-static const gb_attn_ops cudnn_ops = {
-    .struct_size = sizeof(gb_attn_ops),
-    .create = cudnn_create,
-    .destroy = cudnn_destroy,
-    .eligible = cudnn_eligible,
-    .memory = cudnn_memory,
-    .forward = cudnn_forward,
-    .backward = cudnn_backward,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "cudnn", "1.0.0",
-                      "cuDNN 9 fused flash attention (backend graph API); bf16, f16",
-                      GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, cudnn_ops)
+GB_ATTN_PLUGIN("cudnn", "1.0.0", "cuDNN 9 fused flash attention (backend graph API); bf16, f16",
+               GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+               GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, .create = cudnn_create,
+               .destroy = cudnn_destroy, .eligible = cudnn_eligible, .memory = cudnn_memory,
+               .forward = cudnn_forward, .backward = cudnn_backward)

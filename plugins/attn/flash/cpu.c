@@ -28,7 +28,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "attn_views.h"
+#include "attn_cpu.h"
 #include "cpu_kernels.h"
 #include "gearbox/attn.h"
 #include "pointwise.h"
@@ -55,9 +55,7 @@ static const gb_option flash_options[] = {
 };
 
 typedef struct attn_flash {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
-    int threads;       /* host->num_threads, at least 1: one set of tiles each */
+    attn_cpu cpu;
     int64_t block_q, block_k;
     const cpu_kernels *kernels;
 } attn_flash;
@@ -86,55 +84,6 @@ static gb_status choose_kernels(const gb_host *host, int64_t isa, const cpu_kern
     host->set_error(host, "[attn] isa = %s, but %s; use isa = auto or portable", name,
                     lacking);
     return GB_ERR_UNSUPPORTED;
-}
-
-static gb_status flash_create(const gb_host *host, const gb_value *options,
-                              const gb_device_ctx *device, void **self)
-{
-    if (!device || device->device != GB_DEVICE_CPU) {
-        host->set_error(host, PLUGIN "-cpu runs on the cpu device only; this run's device is "
-                              "not the cpu (use the plugin built for it)");
-        return GB_ERR_UNSUPPORTED;
-    }
-    const int64_t block_k = options[OPT_BLOCK_K].i;
-    if (block_k % CPU_VEC != 0) {
-        host->set_error(host, "[attn] block_k = %lld is not a multiple of %d, the width the "
-                        "kernels work in; use %lld", (long long)block_k, CPU_VEC,
-                        (long long)((block_k + CPU_VEC - 1) / CPU_VEC * CPU_VEC));
-        return GB_ERR_CONFIG;
-    }
-    const cpu_kernels *kernels;
-    gb_status status = choose_kernels(host, options[OPT_ISA].i, &kernels);
-    if (status != GB_OK)
-        return status;
-    attn_flash *f = host->alloc(host, sizeof *f);
-    if (!f) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    f->host = host;
-    attn_keep_device(&f->device, device);
-    f->threads = host->num_threads > 0 ? host->num_threads : 1;
-    f->block_q = options[OPT_BLOCK_Q].i;
-    f->block_k = block_k;
-    f->kernels = kernels;
-    host->log(host, GB_LOG_DEBUG, "%s kernels, tiles of %lld queries x %lld keys",
-              kernels->name, (long long)f->block_q, (long long)block_k);
-    *self = f;
-    return GB_OK;
-}
-
-static void flash_destroy(void *self)
-{
-    attn_flash *f = self;
-    if (f)
-        f->host->free(f->host, f);
-}
-
-static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
-{
-    (void)self;
-    return attn_problem_ok(PLUGIN, p, reason, reason_cap);
 }
 
 /* ---- tiles --------------------------------------------------------------------------- */
@@ -168,7 +117,7 @@ static tile_shape shape_of(const attn_flash *f, const gb_attn_problem *p)
         .D = p->head_dim,
         .Dp = attn_round_up(p->head_dim, CPU_VEC),
         .T = T,
-        .by_heads = backward_by_heads(f->threads, p),
+        .by_heads = backward_by_heads(f->cpu.threads, p),
     };
 }
 
@@ -213,7 +162,7 @@ static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *save
     const int64_t rows = p->batch * p->heads * p->seq_len;
     *saved_bytes = (size_t)rows * sizeof(float);
     *workspace_bytes = (size_t)(attn_round_up(rows, CPU_VEC) +
-                                f->threads * lay_out_tiles(&t, NULL, &unused) +
+                                f->cpu.threads * lay_out_tiles(&t, NULL, &unused) +
                                 attn_wide_floats(p, WIDE_VIEWS)) *
                        sizeof(float);
     return GB_OK;
@@ -252,7 +201,7 @@ static flash_call call_of(const attn_flash *f, const gb_attn_problem *p, float *
     tiles unused;
     c.arena_floats = lay_out_tiles(&c.t, NULL, &unused);
     c.arena = c.delta + attn_round_up(p->batch * p->heads * p->seq_len, CPU_VEC);
-    c.wide = c.arena + f->threads * c.arena_floats;
+    c.wide = c.arena + f->cpu.threads * c.arena_floats;
     return c;
 }
 
@@ -350,25 +299,17 @@ static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, in
     attn_unpack_rows(&c->out, b, h, q0, nq, w->acc, Dp, D, 1.0f);
 }
 
-static gb_status check_call(attn_flash *f, const char *call, const gb_attn_problem *p,
-                            const char *const *names, const gb_tensor *const *views, int n)
+static gb_status flash_forward_compute(const attn_call *call)
 {
-    char reason[256];
-    int ok = flash_eligible(f, p, reason, sizeof reason);
-    return attn_check_call(f->host, PLUGIN, call, ok, reason, p, names, views, n);
-}
-
-/* The forward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status flash_forward_compute(attn_flash *f, const gb_attn_problem *p, gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v, void *saved, void *workspace)
-{
-    flash_call c = call_of(f, p, saved, workspace);
-    c.q = attn_read_f32(&q, p, &c.wide, f->threads);
-    c.k = attn_read_f32(&k, p, &c.wide, f->threads);
-    c.v = attn_read_f32(&v, p, &c.wide, f->threads);
-    c.out = attn_write_f32(&out, p, &c.wide);
+    const attn_flash *f = call->self;
+    const gb_attn_problem *p = &call->p;
+    flash_call c = call_of(f, p, call->saved, call->workspace);
+    c.q = attn_read_f32(&call->q, p, &c.wide, f->cpu.threads);
+    c.k = attn_read_f32(&call->k, p, &c.wide, f->cpu.threads);
+    c.v = attn_read_f32(&call->v, p, &c.wide, f->cpu.threads);
+    c.out = attn_write_f32(&call->out, p, &c.wide);
     const int64_t n_tiles = (c.T + c.t.BQ - 1) / c.t.BQ, units = p->batch * c.H * n_tiles;
-    #pragma omp parallel num_threads(f->threads) if (units > 1)
+    #pragma omp parallel num_threads(f->cpu.threads) if (units > 1)
     {
         tiles w = thread_tiles(&c);
         #pragma omp for schedule(static, 1)
@@ -377,41 +318,8 @@ static gb_status flash_forward_compute(attn_flash *f, const gb_attn_problem *p, 
             forward_tile(&c, &w, bh / c.H, bh % c.H, u % n_tiles * c.t.BQ);
         }
     }
-    attn_store_f32(&out, &c.out, f->threads);
+    attn_store_f32(&call->out, &c.out, f->cpu.threads);
     return GB_OK;
-}
-
-/* What flash_forward queues: the instance, a copy of the problem and the views by value. */
-typedef struct flash_forward_args {
-    attn_flash *self;
-    gb_attn_problem p;
-    gb_tensor out;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    void *saved;
-    void *workspace;
-} flash_forward_args;
-
-static gb_status flash_forward_run(void *arg)
-{
-    flash_forward_args *a = arg;
-    return flash_forward_compute(a->self, &a->p, a->out, a->q, a->k, a->v, a->saved,
-                          a->workspace);
-}
-
-static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor out, gb_tensor q,
-                               gb_tensor k, gb_tensor v, void *saved, void *workspace)
-{
-    attn_flash *f = self;
-    const char *names[] = {"out", "q", "k", "v"};
-    const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_call(f, "forward", p, names, views, 4);
-    if (status != GB_OK)
-        return status;
-    flash_forward_args a = {.self = f, .p = *p, .out = out, .q = q, .k = k, .v = v,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&f->device, flash_forward_run, &a, sizeof a);
 }
 
 /* ---- backward ------------------------------------------------------------------------ */
@@ -557,23 +465,23 @@ static void query_tile_gradients(const flash_call *c, tiles *w, int64_t b, int64
     attn_unpack_rows(&c->dq, b, h, q0, nq, w->acc, Dp, D, c->scale);
 }
 
-/* The backward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status flash_backward_compute(attn_flash *f, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out, const void *saved, void *workspace)
+static gb_status flash_backward_compute(const attn_call *call)
 {
+    const attn_flash *f = call->self;
+    const gb_attn_problem *p = &call->p;
     // forward's log-sum-exps are only read; flash_call holds them for both directions
-    flash_call c = call_of(f, p, (float *)saved, workspace);
-    c.q = attn_read_f32(&q, p, &c.wide, f->threads);
-    c.k = attn_read_f32(&k, p, &c.wide, f->threads);
-    c.v = attn_read_f32(&v, p, &c.wide, f->threads);
-    c.out = attn_read_f32(&out, p, &c.wide, f->threads);
-    c.dout = attn_read_f32(&dout, p, &c.wide, f->threads);
-    c.dq = attn_write_f32(&dq, p, &c.wide);
-    c.dk = attn_write_f32(&dk, p, &c.wide);
-    c.dv = attn_write_f32(&dv, p, &c.wide);
+    flash_call c = call_of(f, p, call->saved, call->workspace);
+    c.q = attn_read_f32(&call->q, p, &c.wide, f->cpu.threads);
+    c.k = attn_read_f32(&call->k, p, &c.wide, f->cpu.threads);
+    c.v = attn_read_f32(&call->v, p, &c.wide, f->cpu.threads);
+    c.out = attn_read_f32(&call->out, p, &c.wide, f->cpu.threads);
+    c.dout = attn_read_f32(&call->dout, p, &c.wide, f->cpu.threads);
+    c.dq = attn_write_f32(&call->dq, p, &c.wide);
+    c.dk = attn_write_f32(&call->dk, p, &c.wide);
+    c.dv = attn_write_f32(&call->dv, p, &c.wide);
     const int64_t heads = p->batch * c.H, T = c.T, D = c.t.D;
     const int64_t q_tiles = (T + c.t.BQ - 1) / c.t.BQ, k_tiles = (T + c.t.BK - 1) / c.t.BK;
-    #pragma omp parallel num_threads(f->threads) if (heads * q_tiles > 1)
+    #pragma omp parallel num_threads(f->cpu.threads) if (heads * q_tiles > 1)
     {
         tiles w = thread_tiles(&c);
         #pragma omp for schedule(static)
@@ -598,64 +506,43 @@ static gb_status flash_backward_compute(attn_flash *f, const gb_attn_problem *p,
             }
         }
     }
-    attn_store_f32(&dq, &c.dq, f->threads);
-    attn_store_f32(&dk, &c.dk, f->threads);
-    attn_store_f32(&dv, &c.dv, f->threads);
+    attn_store_f32(&call->dq, &c.dq, f->cpu.threads);
+    attn_store_f32(&call->dk, &c.dk, f->cpu.threads);
+    attn_store_f32(&call->dv, &c.dv, f->cpu.threads);
     return GB_OK;
 }
 
-/* What flash_backward queues: the instance, a copy of the problem and the views by value. */
-typedef struct flash_backward_args {
-    attn_flash *self;
-    gb_attn_problem p;
-    gb_tensor dq;
-    gb_tensor dk;
-    gb_tensor dv;
-    gb_tensor dout;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    gb_tensor out;
-    const void *saved;
-    void *workspace;
-} flash_backward_args;
-
-static gb_status flash_backward_run(void *arg)
+static gb_status flash_create(const gb_host *host, const gb_value *options,
+                              const gb_device_ctx *device, void **self)
 {
-    flash_backward_args *a = arg;
-    return flash_backward_compute(a->self, &a->p, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->saved,
-                          a->workspace);
-}
-
-static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
-                                gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
-                                gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
-                                void *workspace)
-{
-    attn_flash *f = self;
-    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
-    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
-    gb_status status = check_call(f, "backward", p, names, views, 8);
+    const int64_t block_k = options[OPT_BLOCK_K].i;
+    if (block_k % CPU_VEC != 0) {
+        host->set_error(host, "[attn] block_k = %lld is not a multiple of %d, the width the "
+                        "kernels work in; use %lld", (long long)block_k, CPU_VEC,
+                        (long long)((block_k + CPU_VEC - 1) / CPU_VEC * CPU_VEC));
+        return GB_ERR_CONFIG;
+    }
+    const cpu_kernels *kernels;
+    gb_status status = choose_kernels(host, options[OPT_ISA].i, &kernels);
     if (status != GB_OK)
         return status;
-    flash_backward_args a = {.self = f, .p = *p, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v, .out = out,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&f->device, flash_backward_run, &a, sizeof a);
+    status = attn_cpu_create(host, device, PLUGIN, sizeof(attn_flash), flash_forward_compute,
+                             flash_backward_compute, 1, self);
+    if (status != GB_OK)
+        return status;
+    attn_flash *f = *self;
+    f->block_q = options[OPT_BLOCK_Q].i;
+    f->block_k = block_k;
+    f->kernels = kernels;
+    host->log(host, GB_LOG_DEBUG, "%s kernels, tiles of %lld queries x %lld keys",
+              kernels->name, (long long)f->block_q, (long long)block_k);
+    return GB_OK;
 }
 
-static const gb_attn_ops flash_ops = {
-    .struct_size = sizeof(gb_attn_ops),
-    .create = flash_create,
-    .destroy = flash_destroy,
-    .eligible = flash_eligible,
-    .memory = flash_memory,
-    .forward = flash_forward,
-    .backward = flash_backward,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.0.0",
-                      "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
-                      "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
-                      GB_DEVICE_CPU,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(flash_options), flash_ops)
+GB_ATTN_PLUGIN("flash", "1.0.0",
+               "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
+               "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
+               GB_DEVICE_CPU, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_OPTIONS(flash_options), .create = flash_create, .destroy = attn_cpu_destroy,
+               .eligible = attn_cpu_eligible, .memory = flash_memory,
+               .forward = attn_cpu_forward, .backward = attn_cpu_backward)

@@ -1029,23 +1029,13 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     });
 }
 
-static const gb_attn_ops flash_ops = {
-    /* .struct_size = */ sizeof(gb_attn_ops),
-    /* .create = */ flash_create,
-    /* .destroy = */ flash_destroy,
-    /* .eligible = */ flash_eligible,
-    /* .memory = */ flash_memory,
-    /* .forward = */ flash_forward,
-    /* .backward = */ flash_backward,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.1.0",
-                      "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
-                      "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
-                      "bf16, f16",
-                      GB_DEVICE_CUDA,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, flash_ops)
+GB_ATTN_PLUGIN("flash", "1.1.0",
+               "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
+               "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
+               "bf16, f16",
+               GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_NO_OPTIONS, flash_create, flash_destroy, flash_eligible, flash_memory,
+               flash_forward, flash_backward)
 }

@@ -30,7 +30,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "attn_views.h"
+#include "attn_cpu.h"
 #include "cpu_kernels.h"
 #include "gearbox/attn.h"
 #include "rowreduce.h"
@@ -38,9 +38,7 @@
 #define PLUGIN "attn/math"
 
 typedef struct attn_math {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
-    int threads;                /* host->num_threads, at least 1: one set of tiles each */
+    attn_cpu cpu;
     const cpu_kernels *kernels;
 } attn_math;
 
@@ -50,51 +48,6 @@ typedef struct attn_math {
 
 /* Below this many score entries a call runs on the calling thread. */
 #define ATTN_PARALLEL_MIN 4096
-
-static gb_status math_create(const gb_host *host, const gb_value *options,
-                             const gb_device_ctx *device, void **self)
-{
-    (void)options;
-    if (!device || device->device != GB_DEVICE_CPU) {
-        host->set_error(host, PLUGIN "-cpu runs on the cpu device only; this run's device "
-                              "is not the cpu (use the plugin built for it)");
-        return GB_ERR_UNSUPPORTED;
-    }
-    attn_math *attn = host->alloc(host, sizeof *attn);
-    if (!attn) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    memset(attn, 0, sizeof *attn);
-    attn->host = host;
-    attn_keep_device(&attn->device, device);
-    attn->threads = host->num_threads > 0 ? host->num_threads : 1;
-    attn->kernels = cpu_kernels_best();
-    host->log(host, GB_LOG_DEBUG, "%s kernels", attn->kernels->name);
-    *self = attn;
-    return GB_OK;
-}
-
-static void math_destroy(void *self)
-{
-    attn_math *attn = self;
-    if (attn)
-        attn->host->free(attn->host, attn);
-}
-
-static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
-{
-    (void)self;
-    return attn_problem_ok(PLUGIN, p, reason, reason_cap);
-}
-
-static gb_status check_call(attn_math *attn, const char *call, const gb_attn_problem *p,
-                            const char *const *names, const gb_tensor *const *views, int n)
-{
-    char reason[256];
-    int ok = math_eligible(attn, p, reason, sizeof reason);
-    return attn_check_call(attn->host, PLUGIN, call, ok, reason, p, names, views, n);
-}
 
 /* ---- tiles --------------------------------------------------------------------------- */
 
@@ -134,7 +87,7 @@ static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved
     size_t T = (size_t)p->seq_len;
     head_tiles unused;
     *saved_bytes = (size_t)p->batch * (size_t)p->heads * T * T * sizeof(float);
-    *workspace_bytes = (size_t)(attn->threads * lay_out_tiles(attn, p, NULL, &unused) +
+    *workspace_bytes = (size_t)(attn->cpu.threads * lay_out_tiles(attn, p, NULL, &unused) +
                                 attn_wide_floats(p, WIDE_VIEWS)) * sizeof(float);
     return GB_OK;
 }
@@ -153,7 +106,7 @@ static head_tiles thread_tiles(const attn_math *attn, const gb_attn_problem *p,
 static float *wide_copies(const attn_math *attn, const gb_attn_problem *p, float *workspace)
 {
     head_tiles unused;
-    return workspace + attn->threads * lay_out_tiles(attn, p, NULL, &unused);
+    return workspace + attn->cpu.threads * lay_out_tiles(attn, p, NULL, &unused);
 }
 
 /* ---- one call ------------------------------------------------------------------------ */
@@ -290,18 +243,19 @@ static void backward_head(const math_call *c, head_tiles *w, int64_t b, int64_t 
     }
 }
 
-/* The forward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status math_forward_compute(attn_math *attn, const gb_attn_problem *p, gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v, void *saved, void *workspace)
+static gb_status math_forward_compute(const attn_call *call)
 {
-    math_call c = call_of(attn, p, saved);
+    attn_math *attn = call->self;
+    const gb_attn_problem *p = &call->p;
+    float *workspace = call->workspace;
+    math_call c = call_of(attn, p, call->saved);
     float *wide = wide_copies(attn, p, workspace);
-    c.q = attn_read_f32(&q, p, &wide, attn->threads);
-    c.k = attn_read_f32(&k, p, &wide, attn->threads);
-    c.v = attn_read_f32(&v, p, &wide, attn->threads);
-    c.out = attn_write_f32(&out, p, &wide);
+    c.q = attn_read_f32(&call->q, p, &wide, attn->cpu.threads);
+    c.k = attn_read_f32(&call->k, p, &wide, attn->cpu.threads);
+    c.v = attn_read_f32(&call->v, p, &wide, attn->cpu.threads);
+    c.out = attn_write_f32(&call->out, p, &wide);
     const int64_t heads = p->batch * c.H;
-    #pragma omp parallel num_threads(attn->threads) \
+    #pragma omp parallel num_threads(attn->cpu.threads) \
         if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
     {
         head_tiles w = thread_tiles(attn, p, workspace);
@@ -309,61 +263,28 @@ static gb_status math_forward_compute(attn_math *attn, const gb_attn_problem *p,
         for (int64_t bh = 0; bh < heads; bh++)
             forward_head(&c, &w, bh / c.H, bh % c.H);
     }
-    attn_store_f32(&out, &c.out, attn->threads);
+    attn_store_f32(&call->out, &c.out, attn->cpu.threads);
     return GB_OK;
 }
 
-/* What math_forward queues: the instance, a copy of the problem and the views by value. */
-typedef struct math_forward_args {
-    attn_math *self;
-    gb_attn_problem p;
-    gb_tensor out;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    void *saved;
-    void *workspace;
-} math_forward_args;
-
-static gb_status math_forward_run(void *arg)
+// backward never reads out: the saved probabilities carry everything out would tell
+static gb_status math_backward_compute(const attn_call *call)
 {
-    math_forward_args *a = arg;
-    return math_forward_compute(a->self, &a->p, a->out, a->q, a->k, a->v, a->saved,
-                          a->workspace);
-}
-
-static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor out,
-                              gb_tensor q, gb_tensor k, gb_tensor v, void *saved,
-                              void *workspace)
-{
-    attn_math *attn = self;
-    const char *names[] = {"out", "q", "k", "v"};
-    const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_call(attn, "forward", p, names, views, 4);
-    if (status != GB_OK)
-        return status;
-    math_forward_args a = {.self = attn, .p = *p, .out = out, .q = q, .k = k, .v = v,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&attn->device, math_forward_run, &a, sizeof a);
-}
-
-/* The backward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status math_backward_compute(attn_math *attn, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out, const void *saved, void *workspace)
-{
-    (void)out;
+    attn_math *attn = call->self;
+    const gb_attn_problem *p = &call->p;
+    float *workspace = call->workspace;
     // forward's probabilities are only read; math_call holds them for both directions
-    math_call c = call_of(attn, p, (float *)saved);
+    math_call c = call_of(attn, p, call->saved);
     float *wide = wide_copies(attn, p, workspace);
-    c.q = attn_read_f32(&q, p, &wide, attn->threads);
-    c.k = attn_read_f32(&k, p, &wide, attn->threads);
-    c.v = attn_read_f32(&v, p, &wide, attn->threads);
-    c.dout = attn_read_f32(&dout, p, &wide, attn->threads);
-    c.dq = attn_write_f32(&dq, p, &wide);
-    c.dk = attn_write_f32(&dk, p, &wide);
-    c.dv = attn_write_f32(&dv, p, &wide);
+    c.q = attn_read_f32(&call->q, p, &wide, attn->cpu.threads);
+    c.k = attn_read_f32(&call->k, p, &wide, attn->cpu.threads);
+    c.v = attn_read_f32(&call->v, p, &wide, attn->cpu.threads);
+    c.dout = attn_read_f32(&call->dout, p, &wide, attn->cpu.threads);
+    c.dq = attn_write_f32(&call->dq, p, &wide);
+    c.dk = attn_write_f32(&call->dk, p, &wide);
+    c.dv = attn_write_f32(&call->dv, p, &wide);
     const int64_t heads = p->batch * c.H;
-    #pragma omp parallel num_threads(attn->threads) \
+    #pragma omp parallel num_threads(attn->cpu.threads) \
         if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
     {
         head_tiles w = thread_tiles(attn, p, workspace);
@@ -371,64 +292,29 @@ static gb_status math_backward_compute(attn_math *attn, const gb_attn_problem *p
         for (int64_t bh = 0; bh < heads; bh++)
             backward_head(&c, &w, bh / c.H, bh % c.H);
     }
-    attn_store_f32(&dq, &c.dq, attn->threads);
-    attn_store_f32(&dk, &c.dk, attn->threads);
-    attn_store_f32(&dv, &c.dv, attn->threads);
+    attn_store_f32(&call->dq, &c.dq, attn->cpu.threads);
+    attn_store_f32(&call->dk, &c.dk, attn->cpu.threads);
+    attn_store_f32(&call->dv, &c.dv, attn->cpu.threads);
     return GB_OK;
 }
 
-/* What math_backward queues: the instance, a copy of the problem and the views by value. */
-typedef struct math_backward_args {
-    attn_math *self;
-    gb_attn_problem p;
-    gb_tensor dq;
-    gb_tensor dk;
-    gb_tensor dv;
-    gb_tensor dout;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    gb_tensor out;
-    const void *saved;
-    void *workspace;
-} math_backward_args;
-
-static gb_status math_backward_run(void *arg)
+static gb_status math_create(const gb_host *host, const gb_value *options,
+                             const gb_device_ctx *device, void **self)
 {
-    math_backward_args *a = arg;
-    return math_backward_compute(a->self, &a->p, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->saved,
-                          a->workspace);
-}
-
-static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
-                               gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
-                               gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
-                               void *workspace)
-{
-    (void)out;   // the saved probabilities carry everything out would tell
-    attn_math *attn = self;
-    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
-    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
-    gb_status status = check_call(attn, "backward", p, names, views, 7);
+    (void)options;
+    gb_status status = attn_cpu_create(host, device, PLUGIN, sizeof(attn_math),
+                                       math_forward_compute, math_backward_compute, 0, self);
     if (status != GB_OK)
         return status;
-    math_backward_args a = {.self = attn, .p = *p, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v, .out = out,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&attn->device, math_backward_run, &a, sizeof a);
+    attn_math *attn = *self;
+    attn->kernels = cpu_kernels_best();
+    host->log(host, GB_LOG_DEBUG, "%s kernels", attn->kernels->name);
+    return GB_OK;
 }
 
-static const gb_attn_ops math_ops = {
-    .struct_size = sizeof(gb_attn_ops),
-    .create = math_create,
-    .destroy = math_destroy,
-    .eligible = math_eligible,
-    .memory = math_memory,
-    .forward = math_forward,
-    .backward = math_backward,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "math", "1.0.0",
-                      "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
-                      GB_DEVICE_CPU,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, math_ops)
+GB_ATTN_PLUGIN("math", "1.0.0",
+               "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
+               GB_DEVICE_CPU, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_NO_OPTIONS, .create = math_create, .destroy = attn_cpu_destroy,
+               .eligible = attn_cpu_eligible, .memory = math_memory,
+               .forward = attn_cpu_forward, .backward = attn_cpu_backward)

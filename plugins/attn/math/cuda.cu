@@ -356,23 +356,12 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
     return heads_matmul(attn, p, "backward: dV = P^T dO", T, D, T, &P, 1, &dO, 0, &dV, 1.0f);
 }
 
-static const gb_attn_ops math_ops = {
-    /* .struct_size = */ sizeof(gb_attn_ops),
-    /* .create = */ math_create,
-    /* .destroy = */ math_destroy,
-    /* .eligible = */ math_eligible,
-    /* .memory = */ math_memory,
-    /* .forward = */ math_forward,
-    /* .backward = */ math_backward,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "math", "1.0.0",
-                      "materialises the T x T probabilities; batched GEMMs through the device "
-                      "and a softmax kernel; f32, bf16, f16",
-                      GB_DEVICE_CUDA,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
-                      math_ops)
+GB_ATTN_PLUGIN("math", "1.0.0",
+               "materialises the T x T probabilities; batched GEMMs through the device "
+               "and a softmax kernel; f32, bf16, f16",
+               GB_DEVICE_CUDA, ATTN_DTYPES,
+               GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
+               math_create, math_destroy, math_eligible, math_memory, math_forward, math_backward)
 }

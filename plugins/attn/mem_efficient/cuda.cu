@@ -96,23 +96,13 @@ static gb_status mem_efficient_backward(void *self, const gb_attn_problem *p, gb
     return refuse(self, "backward");
 }
 
-static const gb_attn_ops mem_efficient_ops = {
-    /* .struct_size = */ sizeof(gb_attn_ops),
-    /* .create = */ mem_efficient_create,
-    /* .destroy = */ mem_efficient_destroy,
-    /* .eligible = */ mem_efficient_eligible,
-    /* .memory = */ mem_efficient_memory,
-    /* .forward = */ mem_efficient_forward,
-    /* .backward = */ mem_efficient_backward,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "mem_efficient", "1.1.0",
-                      "refuses every problem on cuda (it cannot beat attn/math at any T): "
-                      "use attn/flash or attn/cudnn",
-                      GB_DEVICE_CUDA,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
-                      mem_efficient_ops)
+GB_ATTN_PLUGIN("mem_efficient", "1.1.0",
+               "refuses every problem on cuda (it cannot beat attn/math at any T): "
+               "use attn/flash or attn/cudnn",
+               GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_NO_OPTIONS, mem_efficient_create, mem_efficient_destroy,
+               mem_efficient_eligible, mem_efficient_memory, mem_efficient_forward,
+               mem_efficient_backward)
 }

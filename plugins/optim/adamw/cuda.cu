@@ -16,17 +16,13 @@
  * between the two.
  */
 #include "adamw.h"
-#include "adamw_options.h"
+#include "adamw_instance.h"
 #include "cuda_status.h"
 #include "gearbox/optim.h"
 #include "optim_cuda.h"
 #include "step_args.h"
 
-typedef struct adamw_cuda {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where step() queues */
-    adamw_hparams h;
-} adamw_cuda;
+typedef adamw_base adamw_cuda;
 
 // p (n): p *= factor
 static __global__ void decay_kernel(float *p, int64_t n, float factor)
@@ -68,36 +64,8 @@ static __global__ void update_kernel(float *p, const float *m, const float *v, i
 static gb_status adamw_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
-    if (!host || !options || !self)
-        return GB_ERR_INVALID_ARG;
-    if (!optim_cuda_device_ok(host, device, "adamw"))
-        return GB_ERR_UNSUPPORTED;
-    adamw_hparams h;
-    if (!adamw_read_options(host, options, &h))
-        return GB_ERR_CONFIG;
-    adamw_cuda *a = (adamw_cuda *)host->alloc(host, sizeof *a);
-    if (!a) {
-        host->set_error(host, "out of memory");
-        return GB_ERR_NO_MEMORY;
-    }
-    a->host = host;
-    a->h = h;
-    optim_keep_device(&a->device, device);
-    *self = a;
-    return GB_OK;
-}
-
-static void adamw_destroy(void *self)
-{
-    adamw_cuda *a = (adamw_cuda *)self;
-    if (a)
-        a->host->free(a->host, a);
-}
-
-static size_t adamw_state_bytes(void *self, int64_t n)
-{
-    (void)self;
-    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
+    return adamw_base_create(host, options, device, optim_cuda_device_ok, "adamw",
+                             sizeof(adamw_cuda), self);
 }
 
 static gb_status adamw_step(void *self, const gb_optim_step_args *args)
@@ -106,13 +74,9 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
     if (!a)
         return GB_ERR_INVALID_ARG;
     const gb_host *host = a->host;
-    if (!optim_step_args_valid(host, args))
-        return GB_ERR_INVALID_ARG;
-    if (args->params_lowp) {
-        host->set_error(host, "adamw keeps no low-precision parameter copy; use [optim] "
-                        "plugin = adamw_fused for master weights");
-        return GB_ERR_UNSUPPORTED;
-    }
+    gb_status st = adamw_check_step_args(a, args, 0);
+    if (st != GB_OK)
+        return st;
     const int64_t n = args->n;
     if (n == 0)
         return GB_OK;
@@ -140,20 +104,12 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
     return GB_OK;
 }
 
-static const gb_optim_ops adamw_ops = {
-    /* .struct_size = */ sizeof(gb_optim_ops),
-    /* .create = */ adamw_create,
-    /* .destroy = */ adamw_destroy,
-    /* .state_bytes = */ adamw_state_bytes,
-    /* .step = */ adamw_step,
-    /* .grad_norm_sq = */ NULL,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw", "1.0.0",
-                      "AdamW (torch.optim.AdamW math), readable reference: one kernel per term; "
-                      "bit-identical to adamw on the CPU",
-                      GB_DEVICE_CUDA, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-                      GB_OPTIONS(adamw_options), adamw_ops)
+GB_OPTIM_PLUGIN("adamw", "1.0.0",
+                "AdamW (torch.optim.AdamW math), readable reference: one kernel per term; "
+                "bit-identical to adamw on the CPU",
+                GB_DEVICE_CUDA, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+                GB_OPTIONS(adamw_options), adamw_create, adamw_base_destroy, adamw_state_bytes,
+                adamw_step, NULL)
 }

@@ -33,6 +33,29 @@ static inline void policy_instance_destroy(void *self)
         (*p)->free(*p, p);
 }
 
+/* create() of a policy with no options and no state beyond its host. */
+static inline gb_status policy_create_plain(const gb_host *host, const gb_value *options,
+                                            const gb_device_ctx *device, void **self)
+{
+    (void)options;
+    (void)device;
+    if (!host || !self)
+        return GB_ERR_INVALID_ARG;
+    *self = policy_instance_new(host, sizeof host);
+    return *self ? GB_OK : GB_ERR_NO_MEMORY;
+}
+
+/* GB_OK when a call's required pointer `arg` is set; else GB_ERR_INVALID_ARG, with the
+ * host of instance `self` told `what` is missing. */
+static inline gb_status policy_require(void *self, const void *arg, const char *what)
+{
+    const gb_host **p = self;
+    if (arg)
+        return GB_OK;
+    (*p)->set_error(*p, "%s", what);
+    return GB_ERR_INVALID_ARG;
+}
+
 /* eligible() of a policy that runs on every device: yes, with no reason. */
 static inline int policy_eligible_anywhere(void *self, const gb_device_ctx *device,
                                            char *reason, size_t reason_cap)
