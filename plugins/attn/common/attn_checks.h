@@ -22,6 +22,36 @@ static inline void attn_keep_device(gb_device_ctx *kept, const gb_device_ctx *de
     kept->struct_size = n;
 }
 
+/* The head of every attention instance here: its host and the device it queues on. */
+typedef struct attn_instance {
+    const gb_host *host;
+    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
+} attn_instance;
+
+/* Allocates a zeroed instance of `bytes` (at least an attn_instance) for `plugin`, with
+ * its head filled. */
+static inline gb_status attn_instance_new(const gb_host *host, const gb_device_ctx *device,
+                                          const char *plugin, size_t bytes, void **self)
+{
+    attn_instance *a = (attn_instance *)host->alloc(host, bytes);
+    if (!a) {
+        host->set_error(host, "cannot allocate the %s instance", plugin);
+        return GB_ERR_NO_MEMORY;
+    }
+    memset(a, 0, bytes);
+    a->host = host;
+    attn_keep_device(&a->device, device);
+    *self = a;
+    return GB_OK;
+}
+
+static inline void attn_instance_destroy(void *self)
+{
+    attn_instance *a = (attn_instance *)self;
+    if (a)
+        a->host->free(a->host, a);
+}
+
 /* GB_OK when `device` is the CUDA device; else GB_ERR_UNSUPPORTED, saying that the CUDA
  * object of `plugin` was given another device. */
 static inline gb_status attn_require_cuda(const gb_host *host, const char *plugin,
@@ -103,6 +133,21 @@ static inline gb_status attn_check_call(const gb_host *host, const char *plugin,
     for (int i = 0; i < n && status == GB_OK; i++)
         status = attn_check_view(host, plugin, call, names[i], views[i], p);
     return status;
+}
+
+typedef int (*attn_eligible_fn)(void *self, const gb_attn_problem *p, char *reason,
+                                size_t reason_cap);
+
+/* attn_check_call with the answer and reason of the plugin's own eligible(). */
+static inline gb_status attn_check_eligible_call(const attn_instance *a, const char *plugin,
+                                                 const char *call, attn_eligible_fn eligible,
+                                                 const gb_attn_problem *p,
+                                                 const char *const *names,
+                                                 const gb_tensor *const *views, int n)
+{
+    char reason[256];
+    int ok = eligible((void *)a, p, reason, sizeof reason);
+    return attn_check_call(a->host, plugin, call, ok, reason, p, names, views, n);
 }
 
 #endif /* GB_ATTN_CHECKS_H */

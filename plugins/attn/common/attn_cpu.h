@@ -3,11 +3,12 @@
  * each direction.
  *
  * An instance starts with an attn_cpu (its own fields follow): create() takes it from
- * attn_cpu_create(), and the ops table points destroy, eligible, forward and backward at
- * the functions below. forward() and backward() refuse what eligible() would, then queue
- * the plugin's compute on the device's stream (gb_device_run_host) with the problem and
- * every view copied, and return without waiting for it: everything the compute touches
- * is device memory. Header-only, like the rest of plugins/attn/common/.
+ * attn_cpu_create(), and the ops table points destroy at attn_instance_destroy and
+ * eligible, forward and backward at the functions below. forward() and backward() refuse
+ * what eligible() would, then queue the plugin's compute on the device's stream
+ * (gb_device_run_host) with the problem and every view copied, and return without
+ * waiting for it: everything the compute touches is device memory. Header-only, like the
+ * rest of plugins/attn/common/.
  */
 #ifndef GB_ATTN_CPU_H
 #define GB_ATTN_CPU_H
@@ -22,8 +23,7 @@ typedef gb_status (*attn_compute_fn)(const attn_call *call);
 
 /* The head of every CPU attention instance. */
 typedef struct attn_cpu {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
+    attn_instance base;
     int threads;            /* host->num_threads, at least 1: one set of tiles each */
     const char *plugin;     /* "attn/NAME", for messages */
     attn_compute_fn forward, backward;
@@ -53,28 +53,16 @@ static inline gb_status attn_cpu_create(const gb_host *host, const gb_device_ctx
                         "the cpu (use the plugin built for it)", plugin);
         return GB_ERR_UNSUPPORTED;
     }
-    attn_cpu *a = host->alloc(host, bytes);
-    if (!a) {
-        host->set_error(host, "cannot allocate the %s instance", plugin);
-        return GB_ERR_NO_MEMORY;
-    }
-    memset(a, 0, bytes);
-    a->host = host;
-    attn_keep_device(&a->device, device);
+    gb_status status = attn_instance_new(host, device, plugin, bytes, self);
+    if (status != GB_OK)
+        return status;
+    attn_cpu *a = *self;
     a->threads = host->num_threads > 0 ? host->num_threads : 1;
     a->plugin = plugin;
     a->forward = forward;
     a->backward = backward;
     a->backward_reads_out = backward_reads_out;
-    *self = a;
     return GB_OK;
-}
-
-static inline void attn_cpu_destroy(void *self)
-{
-    attn_cpu *a = self;
-    if (a)
-        a->host->free(a->host, a);
 }
 
 static inline int attn_cpu_eligible(void *self, const gb_attn_problem *p, char *reason,
@@ -96,13 +84,11 @@ static inline gb_status attn_cpu_queue(attn_cpu *a, const char *direction, attn_
                                        const char *const *names, const gb_tensor *const *views,
                                        int n)
 {
-    char reason[256];
-    int ok = attn_cpu_eligible(a, &call->p, reason, sizeof reason);
-    gb_status status = attn_check_call(a->host, a->plugin, direction, ok, reason, &call->p,
-                                       names, views, n);
+    gb_status status = attn_check_eligible_call(&a->base, a->plugin, direction,
+                                                attn_cpu_eligible, &call->p, names, views, n);
     if (status != GB_OK)
         return status;
-    return gb_device_run_host(&a->device, attn_cpu_run, call, sizeof *call);
+    return gb_device_run_host(&a->base.device, attn_cpu_run, call, sizeof *call);
 }
 
 static inline gb_status attn_cpu_forward(void *self, const gb_attn_problem *p, gb_tensor out,

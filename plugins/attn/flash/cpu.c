@@ -543,6 +543,6 @@ GB_ATTN_PLUGIN("flash", "1.0.0",
                "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
                "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
                GB_DEVICE_CPU, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_OPTIONS(flash_options), .create = flash_create, .destroy = attn_cpu_destroy,
+               GB_OPTIONS(flash_options), .create = flash_create, .destroy = attn_instance_destroy,
                .eligible = attn_cpu_eligible, .memory = flash_memory,
                .forward = attn_cpu_forward, .backward = attn_cpu_backward)

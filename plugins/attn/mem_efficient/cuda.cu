@@ -23,9 +23,6 @@
                 "at any T; use attn/flash (f32, bf16, f16, head_dim up to 128) " \
                 "or attn/cudnn (bf16, f16) for memory linear in T, or attn/math for any shape"
 
-typedef struct attn_mem_efficient_cuda {
-    const gb_host *host;
-} attn_mem_efficient_cuda;
 
 static gb_status mem_efficient_create(const gb_host *host, const gb_value *options,
                                       const gb_device_ctx *device, void **self)
@@ -34,22 +31,7 @@ static gb_status mem_efficient_create(const gb_host *host, const gb_value *optio
     gb_status st = attn_require_cuda(host, PLUGIN, device);
     if (st != GB_OK)
         return st;
-    attn_mem_efficient_cuda *attn =
-        (attn_mem_efficient_cuda *)host->alloc(host, sizeof *attn);
-    if (!attn) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    attn->host = host;
-    *self = attn;
-    return GB_OK;
-}
-
-static void mem_efficient_destroy(void *self)
-{
-    attn_mem_efficient_cuda *attn = (attn_mem_efficient_cuda *)self;
-    if (attn)
-        attn->host->free(attn->host, attn);
+    return attn_instance_new(host, device, PLUGIN, sizeof(attn_instance), self);
 }
 
 static int mem_efficient_eligible(void *self, const gb_attn_problem *p, char *reason,
@@ -73,7 +55,7 @@ static gb_status mem_efficient_memory(void *self, const gb_attn_problem *p, size
 
 static gb_status refuse(void *self, const char *call)
 {
-    const attn_mem_efficient_cuda *attn = (const attn_mem_efficient_cuda *)self;
+    const attn_instance *attn = (const attn_instance *)self;
     attn->host->set_error(attn->host, "%s: %s", call, REFUSAL);
     return GB_ERR_UNSUPPORTED;
 }
@@ -102,7 +84,7 @@ GB_ATTN_PLUGIN("mem_efficient", "1.1.0",
                "refuses every problem on cuda (it cannot beat attn/math at any T): "
                "use attn/flash or attn/cudnn",
                GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, mem_efficient_create, mem_efficient_destroy,
+               GB_NO_OPTIONS, mem_efficient_create, attn_instance_destroy,
                mem_efficient_eligible, mem_efficient_memory, mem_efficient_forward,
                mem_efficient_backward)
 }
