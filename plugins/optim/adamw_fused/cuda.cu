@@ -274,6 +274,7 @@ static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, 
     gb_status st = adamw_check_norm_args(&a->base, out, grads, n);
     if (st != GB_OK)
         return st;
+    const gb_host *host = a->base.host;   // GB_CUDA_CHECK_LAUNCH reports through it
     cudaStream_t stream = optim_cuda_stream(&a->base.device);
     norm_partials_kernel<<<NORM_BLOCKS, NORM_THREADS, 0, stream>>>(a->partials, grads, n);
     GB_CUDA_CHECK_LAUNCH("adamw_fused norm_partials_kernel (n)");
