@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gearbox/attn.h"
+#include "plugin_instance.h"
 
 /* Keeps the device a plugin got at create() (the fields its struct_size covers, the rest
  * zero), so forward/backward can queue their work on it. */
@@ -33,12 +34,9 @@ typedef struct attn_instance {
 static inline gb_status attn_instance_new(const gb_host *host, const gb_device_ctx *device,
                                           const char *plugin, size_t bytes, void **self)
 {
-    attn_instance *a = (attn_instance *)host->alloc(host, bytes);
-    if (!a) {
-        host->set_error(host, "cannot allocate the %s instance", plugin);
+    attn_instance *a = (attn_instance *)gb_instance_alloc(host, bytes, plugin);
+    if (!a)
         return GB_ERR_NO_MEMORY;
-    }
-    memset(a, 0, bytes);
     a->host = host;
     attn_keep_device(&a->device, device);
     *self = a;

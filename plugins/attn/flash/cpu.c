@@ -177,17 +177,18 @@ typedef struct flash_call {
     int64_t H, T;
     int causal;
     float scale;
-    gb_tensor q, k, v, out, dout, dq, dk, dv;
+    attn_call views;   // f32 (attn_cpu_f32)
     float *lse;     // (B, H, T) saved by forward
     float *delta;   // (B, H, T) dO . O, in the workspace
     float *arena;   // (threads, arena_floats)
     int64_t arena_floats;
-    float *wide;    // the f32 copies of a 16-bit call's views, after the arena
 } flash_call;
 
-static flash_call call_of(const attn_flash *f, const gb_attn_problem *p, float *lse,
-                          void *workspace)
+/* `call` laid out: its views, in f32, follow the tiles in the workspace. */
+static flash_call call_of(const attn_call *call)
 {
+    const attn_flash *f = call->self;
+    const gb_attn_problem *p = &call->p;
     flash_call c = {
         .kern = f->kernels,
         .t = shape_of(f, p),
@@ -195,13 +196,14 @@ static flash_call call_of(const attn_flash *f, const gb_attn_problem *p, float *
         .T = p->seq_len,
         .causal = p->causal,
         .scale = 1.0f / sqrtf((float)p->head_dim),
-        .lse = lse,
-        .delta = workspace,
+        .lse = call->saved,   // forward writes it, backward only reads it
+        .delta = call->workspace,
     };
     tiles unused;
     c.arena_floats = lay_out_tiles(&c.t, NULL, &unused);
     c.arena = c.delta + attn_round_up(p->batch * p->heads * p->seq_len, CPU_VEC);
-    c.wide = c.arena + f->cpu.threads * c.arena_floats;
+    float *wide = c.arena + f->cpu.threads * c.arena_floats;
+    c.views = attn_cpu_f32(call, &wide);
     return c;
 }
 
@@ -267,8 +269,8 @@ static void softmax_rows(const flash_call *c, tiles *w, int64_t q0, int64_t i0, 
 static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, int64_t q0)
 {
     const int64_t BK = c->t.BK, D = c->t.D, Dp = c->t.Dp, R = c->kern->gemm_rows;
-    const int64_t nq = attn_min(c->t.BQ, c->T - q0), ldq = c->q.stride[2];
-    const float *q = attn_row(&c->q, b, h, q0);
+    const int64_t nq = attn_min(c->t.BQ, c->T - q0), ldq = c->views.q.stride[2];
+    const float *q = attn_row(&c->views.q, b, h, q0);
     float *lse = c->lse + (b * c->H + h) * c->T + q0;
     memset(w->acc, 0, (size_t)(nq * Dp) * sizeof(float));
     for (int64_t i = 0; i < nq; i++) {
@@ -277,8 +279,8 @@ static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, in
     }
     for (int64_t k0 = 0; k0 < key_end(c, q0, nq); k0 += BK) {
         const int64_t nk = attn_min(BK, c->T - k0);
-        attn_pack_columns(w->kt, BK, &c->k, b, h, k0, nk, D, c->scale);
-        attn_pack_rows(w->rows, Dp, &c->v, b, h, k0, nk, D);
+        attn_pack_columns(w->kt, BK, &c->views.k, b, h, k0, nk, D, c->scale);
+        attn_pack_rows(w->rows, Dp, &c->views.v, b, h, k0, nk, D);
         for (int64_t i0 = 0; i0 < nq; i0 += R) {
             const int64_t nr = attn_min(R, nq - i0), keys = strip_keys(c, q0, i0, nr, k0, nk);
             if (keys == 0)
@@ -296,18 +298,14 @@ static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, in
         for (int64_t d = 0; d < D; d++)
             w->acc[i * Dp + d] *= inv_l;
     }
-    attn_unpack_rows(&c->out, b, h, q0, nq, w->acc, Dp, D, 1.0f);
+    attn_unpack_rows(&c->views.out, b, h, q0, nq, w->acc, Dp, D, 1.0f);
 }
 
 static gb_status flash_forward_compute(const attn_call *call)
 {
     const attn_flash *f = call->self;
     const gb_attn_problem *p = &call->p;
-    flash_call c = call_of(f, p, call->saved, call->workspace);
-    c.q = attn_read_f32(&call->q, p, &c.wide, f->cpu.threads);
-    c.k = attn_read_f32(&call->k, p, &c.wide, f->cpu.threads);
-    c.v = attn_read_f32(&call->v, p, &c.wide, f->cpu.threads);
-    c.out = attn_write_f32(&call->out, p, &c.wide);
+    flash_call c = call_of(call);
     const int64_t n_tiles = (c.T + c.t.BQ - 1) / c.t.BQ, units = p->batch * c.H * n_tiles;
     #pragma omp parallel num_threads(f->cpu.threads) if (units > 1)
     {
@@ -318,7 +316,7 @@ static gb_status flash_forward_compute(const attn_call *call)
             forward_tile(&c, &w, bh / c.H, bh % c.H, u % n_tiles * c.t.BQ);
         }
     }
-    attn_store_f32(&call->out, &c.out, f->cpu.threads);
+    attn_cpu_store(call, &c.views);
     return GB_OK;
 }
 
@@ -328,8 +326,8 @@ static gb_status flash_forward_compute(const attn_call *call)
 static void pack_key_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, int64_t k0,
                           int64_t nk)
 {
-    attn_pack_columns(w->kt, c->t.BK, &c->k, b, h, k0, nk, c->t.D, c->scale);
-    attn_pack_columns(w->vt, c->t.BK, &c->v, b, h, k0, nk, c->t.D, 1.0f);
+    attn_pack_columns(w->kt, c->t.BK, &c->views.k, b, h, k0, nk, c->t.D, c->scale);
+    attn_pack_columns(w->vt, c->t.BK, &c->views.v, b, h, k0, nk, c->t.D, 1.0f);
 }
 
 /* P and dS of query tile q0.. against the packed key tile k0.., a strip of rows at a
@@ -398,8 +396,8 @@ static void add_query_gradients(const flash_call *c, tiles *w, int64_t q0, int64
 static void write_key_gradients(const flash_call *c, tiles *w, int64_t b, int64_t h,
                                 int64_t k0, int64_t nk)
 {
-    attn_unpack_rows(&c->dk, b, h, k0, nk, w->dk, c->t.Dp, c->t.D, c->scale);
-    attn_unpack_rows(&c->dv, b, h, k0, nk, w->dv, c->t.Dp, c->t.D, 1.0f);
+    attn_unpack_rows(&c->views.dk, b, h, k0, nk, w->dk, c->t.Dp, c->t.D, c->scale);
+    attn_unpack_rows(&c->views.dv, b, h, k0, nk, w->dv, c->t.Dp, c->t.D, 1.0f);
 }
 
 /* Backward of a whole head in one pass: key tiles in order, each against the query
@@ -407,13 +405,13 @@ static void write_key_gradients(const flash_call *c, tiles *w, int64_t b, int64_
 static void backward_head(const flash_call *c, tiles *w, int64_t b, int64_t h)
 {
     const int64_t T = c->T, BQ = c->t.BQ, BK = c->t.BK, D = c->t.D, Dp = c->t.Dp;
-    attn_pack_rows(w->q, Dp, &c->q, b, h, 0, T, D);
-    attn_pack_rows(w->dout, Dp, &c->dout, b, h, 0, T, D);
+    attn_pack_rows(w->q, Dp, &c->views.q, b, h, 0, T, D);
+    attn_pack_rows(w->dout, Dp, &c->views.dout, b, h, 0, T, D);
     memset(w->dq, 0, (size_t)(T * Dp) * sizeof(float));
     for (int64_t k0 = 0; k0 < T; k0 += BK) {
         const int64_t nk = attn_min(BK, T - k0);
         pack_key_tile(c, w, b, h, k0, nk);
-        attn_pack_rows(w->rows, Dp, &c->k, b, h, k0, nk, D);
+        attn_pack_rows(w->rows, Dp, &c->views.k, b, h, k0, nk, D);
         memset(w->dk, 0, (size_t)(nk * Dp) * sizeof(float));
         memset(w->dv, 0, (size_t)(nk * Dp) * sizeof(float));
         for (int64_t q0 = query_start(c, k0); q0 < T; q0 += BQ) {
@@ -425,7 +423,7 @@ static void backward_head(const flash_call *c, tiles *w, int64_t b, int64_t h)
         }
         write_key_gradients(c, w, b, h, k0, nk);
     }
-    attn_unpack_rows(&c->dq, b, h, 0, T, w->dq, Dp, D, c->scale);
+    attn_unpack_rows(&c->views.dq, b, h, 0, T, w->dq, Dp, D, c->scale);
 }
 
 /* dK and dV of key tile k0.., summed over the query tiles that see it, in order. */
@@ -438,8 +436,8 @@ static void key_tile_gradients(const flash_call *c, tiles *w, int64_t b, int64_t
     memset(w->dv, 0, (size_t)(nk * Dp) * sizeof(float));
     for (int64_t q0 = query_start(c, k0); q0 < c->T; q0 += BQ) {
         const int64_t nq = attn_min(BQ, c->T - q0);
-        attn_pack_rows(w->q, Dp, &c->q, b, h, q0, nq, D);
-        attn_pack_rows(w->dout, Dp, &c->dout, b, h, q0, nq, D);
+        attn_pack_rows(w->q, Dp, &c->views.q, b, h, q0, nq, D);
+        attn_pack_rows(w->dout, Dp, &c->views.dout, b, h, q0, nq, D);
         pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, w->q, Dp, w->dout, Dp);
         add_key_gradients(c, w, q0, nq, k0, nk, w->q, w->dout);
     }
@@ -452,33 +450,25 @@ static void query_tile_gradients(const flash_call *c, tiles *w, int64_t b, int64
 {
     const int64_t BK = c->t.BK, D = c->t.D, Dp = c->t.Dp;
     const int64_t nq = attn_min(c->t.BQ, c->T - q0);
-    const float *q = attn_row(&c->q, b, h, q0), *dout = attn_row(&c->dout, b, h, q0);
+    const float *q = attn_row(&c->views.q, b, h, q0);
+    const float *dout = attn_row(&c->views.dout, b, h, q0);
     memset(w->acc, 0, (size_t)(nq * Dp) * sizeof(float));
     for (int64_t k0 = 0; k0 < key_end(c, q0, nq); k0 += BK) {
         const int64_t nk = attn_min(BK, c->T - k0);
         pack_key_tile(c, w, b, h, k0, nk);
-        attn_pack_rows(w->rows, Dp, &c->k, b, h, k0, nk, D);
-        pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, q, c->q.stride[2], dout,
-                       c->dout.stride[2]);
+        attn_pack_rows(w->rows, Dp, &c->views.k, b, h, k0, nk, D);
+        pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, q, c->views.q.stride[2], dout,
+                       c->views.dout.stride[2]);
         add_query_gradients(c, w, q0, nq, k0, nk, w->acc);
     }
-    attn_unpack_rows(&c->dq, b, h, q0, nq, w->acc, Dp, D, c->scale);
+    attn_unpack_rows(&c->views.dq, b, h, q0, nq, w->acc, Dp, D, c->scale);
 }
 
 static gb_status flash_backward_compute(const attn_call *call)
 {
     const attn_flash *f = call->self;
     const gb_attn_problem *p = &call->p;
-    // forward's log-sum-exps are only read; flash_call holds them for both directions
-    flash_call c = call_of(f, p, call->saved, call->workspace);
-    c.q = attn_read_f32(&call->q, p, &c.wide, f->cpu.threads);
-    c.k = attn_read_f32(&call->k, p, &c.wide, f->cpu.threads);
-    c.v = attn_read_f32(&call->v, p, &c.wide, f->cpu.threads);
-    c.out = attn_read_f32(&call->out, p, &c.wide, f->cpu.threads);
-    c.dout = attn_read_f32(&call->dout, p, &c.wide, f->cpu.threads);
-    c.dq = attn_write_f32(&call->dq, p, &c.wide);
-    c.dk = attn_write_f32(&call->dk, p, &c.wide);
-    c.dv = attn_write_f32(&call->dv, p, &c.wide);
+    flash_call c = call_of(call);
     const int64_t heads = p->batch * c.H, T = c.T, D = c.t.D;
     const int64_t q_tiles = (T + c.t.BQ - 1) / c.t.BQ, k_tiles = (T + c.t.BK - 1) / c.t.BK;
     #pragma omp parallel num_threads(f->cpu.threads) if (heads * q_tiles > 1)
@@ -487,8 +477,8 @@ static gb_status flash_backward_compute(const attn_call *call)
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < heads; bh++)
             for (int64_t t = 0; t < T; t++)
-                c.delta[bh * T + t] = row_dot(attn_row(&c.dout, bh / c.H, bh % c.H, t),
-                                              attn_row(&c.out, bh / c.H, bh % c.H, t), D);
+                c.delta[bh * T + t] = row_dot(attn_row(&c.views.dout, bh / c.H, bh % c.H, t),
+                                              attn_row(&c.views.out, bh / c.H, bh % c.H, t), D);
         if (c.t.by_heads) {
             #pragma omp for schedule(static, 1)
             for (int64_t bh = 0; bh < heads; bh++)
@@ -506,11 +496,12 @@ static gb_status flash_backward_compute(const attn_call *call)
             }
         }
     }
-    attn_store_f32(&call->dq, &c.dq, f->cpu.threads);
-    attn_store_f32(&call->dk, &c.dk, f->cpu.threads);
-    attn_store_f32(&call->dv, &c.dv, f->cpu.threads);
+    attn_cpu_store(call, &c.views);
     return GB_OK;
 }
+
+static const attn_cpu_kind flash_kind = {PLUGIN, flash_forward_compute, flash_backward_compute,
+                                         1};
 
 static gb_status flash_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
@@ -526,17 +517,11 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
     gb_status status = choose_kernels(host, options[OPT_ISA].i, &kernels);
     if (status != GB_OK)
         return status;
-    status = attn_cpu_create(host, device, PLUGIN, sizeof(attn_flash), flash_forward_compute,
-                             flash_backward_compute, 1, self);
-    if (status != GB_OK)
-        return status;
-    attn_flash *f = *self;
-    f->block_q = options[OPT_BLOCK_Q].i;
-    f->block_k = block_k;
-    f->kernels = kernels;
+    const attn_flash init = {.block_q = options[OPT_BLOCK_Q].i, .block_k = block_k,
+                             .kernels = kernels};
     host->log(host, GB_LOG_DEBUG, "%s kernels, tiles of %lld queries x %lld keys",
-              kernels->name, (long long)f->block_q, (long long)block_k);
-    return GB_OK;
+              kernels->name, (long long)init.block_q, (long long)block_k);
+    return attn_cpu_create(host, device, &flash_kind, &init, sizeof init, self);
 }
 
 GB_ATTN_PLUGIN("flash", "1.0.0",

@@ -117,11 +117,12 @@ typedef struct math_call {
     int64_t H, T, D, Tp, Dp, R;   /* R: rows per strip, the kernel's block height */
     int causal;
     float scale;
-    gb_tensor q, k, v, out, dout, dq, dk, dv;
+    attn_call views;              /* f32 (attn_cpu_f32) */
     float *probs;                 // (B, H, T, T)
 } math_call;
 
-static math_call call_of(const attn_math *attn, const gb_attn_problem *p, float *probs)
+static math_call call_of(const attn_math *attn, const gb_attn_problem *p, float *probs,
+                         attn_call views)
 {
     return (math_call){
         .kern = attn->kernels,
@@ -133,6 +134,7 @@ static math_call call_of(const attn_math *attn, const gb_attn_problem *p, float 
         .R = attn->kernels->gemm_rows,
         .causal = p->causal,
         .scale = 1.0f / sqrtf((float)p->head_dim),
+        .views = views,
         .probs = probs,
     };
 }
@@ -176,12 +178,12 @@ static void probability_row(const math_call *c, float *prow, float *scores, int6
 static void forward_head(const math_call *c, head_tiles *w, int64_t b, int64_t h)
 {
     const int64_t T = c->T, D = c->D, Tp = c->Tp, Dp = c->Dp;
-    const float *q = attn_row(&c->q, b, h, 0);
-    const int64_t ldq = c->q.stride[2];
+    const float *q = attn_row(&c->views.q, b, h, 0);
+    const int64_t ldq = c->views.q.stride[2];
     float *probs = c->probs + (b * c->H + h) * T * T;
     int64_t ldv;
-    attn_pack_columns(w->kvt, Tp, &c->k, b, h, 0, T, D, c->scale);
-    const float *v = operand_rows(c, w->rows, &c->v, b, h, &ldv);
+    attn_pack_columns(w->kvt, Tp, &c->views.k, b, h, 0, T, D, c->scale);
+    const float *v = operand_rows(c, w->rows, &c->views.v, b, h, &ldv);
     for (int64_t i0 = 0; i0 < T; i0 += c->R) {
         const int64_t nr = attn_min(c->R, T - i0), keys = strip_keys(c, i0, nr);
         const int64_t width = attn_round_up(keys, CPU_VEC);
@@ -190,7 +192,7 @@ static void forward_head(const math_call *c, head_tiles *w, int64_t b, int64_t h
             probability_row(c, probs + (i0 + i) * T, w->s + i * Tp,
                             attn_visible_keys(c->causal, i0 + i, 0, T), width);
         c->kern->gemm(nr, Dp, keys, probs + i0 * T, T, 1, v, ldv, w->acc, Dp, 0);
-        attn_unpack_rows(&c->out, b, h, i0, nr, w->acc, Dp, D, 1.0f);
+        attn_unpack_rows(&c->views.out, b, h, i0, nr, w->acc, Dp, D, 1.0f);
     }
 }
 
@@ -212,14 +214,14 @@ static void score_gradient_row(float *row, const float *prow, int64_t n, int64_t
 static void backward_head(const math_call *c, head_tiles *w, int64_t b, int64_t h)
 {
     const int64_t T = c->T, D = c->D, Tp = c->Tp, Dp = c->Dp;
-    const float *dout = attn_row(&c->dout, b, h, 0);
-    const int64_t ldo = c->dout.stride[2];
+    const float *dout = attn_row(&c->views.dout, b, h, 0);
+    const int64_t ldo = c->views.dout.stride[2];
     const float *probs = c->probs + (b * c->H + h) * T * T;
     int64_t ldk, ldq, ldd;
-    attn_pack_columns(w->kvt, Tp, &c->v, b, h, 0, T, D, 1.0f);
-    const float *k = operand_rows(c, w->rows, &c->k, b, h, &ldk);
-    const float *q = operand_rows(c, w->q, &c->q, b, h, &ldq);
-    const float *dout_rows = operand_rows(c, w->dout, &c->dout, b, h, &ldd);
+    attn_pack_columns(w->kvt, Tp, &c->views.v, b, h, 0, T, D, 1.0f);
+    const float *k = operand_rows(c, w->rows, &c->views.k, b, h, &ldk);
+    const float *q = operand_rows(c, w->q, &c->views.q, b, h, &ldq);
+    const float *dout_rows = operand_rows(c, w->dout, &c->views.dout, b, h, &ldd);
     for (int64_t i0 = 0; i0 < T; i0 += c->R) {
         const int64_t nr = attn_min(c->R, T - i0), keys = strip_keys(c, i0, nr);
         const int64_t width = attn_round_up(keys, CPU_VEC);
@@ -229,31 +231,30 @@ static void backward_head(const math_call *c, head_tiles *w, int64_t b, int64_t 
             score_gradient_row(ds + i * Tp, probs + (i0 + i) * T,
                                attn_visible_keys(c->causal, i0 + i, 0, T), attn_min(width, T));
         c->kern->gemm(nr, Dp, keys, ds, Tp, 1, k, ldk, w->acc, Dp, 0);
-        attn_unpack_rows(&c->dq, b, h, i0, nr, w->acc, Dp, D, c->scale);
+        attn_unpack_rows(&c->views.dq, b, h, i0, nr, w->acc, Dp, D, c->scale);
     }
     for (int64_t j0 = 0; j0 < T; j0 += c->R) {
         // queries before t0 do not see these keys: their dS and P are zero here
         const int64_t nr = attn_min(c->R, T - j0), t0 = c->causal ? j0 : 0;
         c->kern->gemm(nr, Dp, T - t0, w->s + t0 * Tp + j0, 1, Tp, q + t0 * ldq, ldq, w->acc,
                       Dp, 0);
-        attn_unpack_rows(&c->dk, b, h, j0, nr, w->acc, Dp, D, c->scale);
+        attn_unpack_rows(&c->views.dk, b, h, j0, nr, w->acc, Dp, D, c->scale);
         c->kern->gemm(nr, Dp, T - t0, probs + t0 * T + j0, 1, T, dout_rows + t0 * ldd, ldd,
                       w->acc, Dp, 0);
-        attn_unpack_rows(&c->dv, b, h, j0, nr, w->acc, Dp, D, 1.0f);
+        attn_unpack_rows(&c->views.dv, b, h, j0, nr, w->acc, Dp, D, 1.0f);
     }
 }
 
-static gb_status math_forward_compute(const attn_call *call)
+/* One call, forward or backward, run in stream order. Backward never reads out: the
+ * probabilities forward saved carry everything out would tell. */
+static gb_status math_compute(const attn_call *call)
 {
     attn_math *attn = call->self;
     const gb_attn_problem *p = &call->p;
     float *workspace = call->workspace;
-    math_call c = call_of(attn, p, call->saved);
     float *wide = wide_copies(attn, p, workspace);
-    c.q = attn_read_f32(&call->q, p, &wide, attn->cpu.threads);
-    c.k = attn_read_f32(&call->k, p, &wide, attn->cpu.threads);
-    c.v = attn_read_f32(&call->v, p, &wide, attn->cpu.threads);
-    c.out = attn_write_f32(&call->out, p, &wide);
+    // forward writes the probabilities, backward only reads them
+    math_call c = call_of(attn, p, call->saved, attn_cpu_f32(call, &wide));
     const int64_t heads = p->batch * c.H;
     #pragma omp parallel num_threads(attn->cpu.threads) \
         if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
@@ -261,55 +262,21 @@ static gb_status math_forward_compute(const attn_call *call)
         head_tiles w = thread_tiles(attn, p, workspace);
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < heads; bh++)
-            forward_head(&c, &w, bh / c.H, bh % c.H);
+            (call->backward ? backward_head : forward_head)(&c, &w, bh / c.H, bh % c.H);
     }
-    attn_store_f32(&call->out, &c.out, attn->cpu.threads);
+    attn_cpu_store(call, &c.views);
     return GB_OK;
 }
 
-// backward never reads out: the saved probabilities carry everything out would tell
-static gb_status math_backward_compute(const attn_call *call)
-{
-    attn_math *attn = call->self;
-    const gb_attn_problem *p = &call->p;
-    float *workspace = call->workspace;
-    // forward's probabilities are only read; math_call holds them for both directions
-    math_call c = call_of(attn, p, call->saved);
-    float *wide = wide_copies(attn, p, workspace);
-    c.q = attn_read_f32(&call->q, p, &wide, attn->cpu.threads);
-    c.k = attn_read_f32(&call->k, p, &wide, attn->cpu.threads);
-    c.v = attn_read_f32(&call->v, p, &wide, attn->cpu.threads);
-    c.dout = attn_read_f32(&call->dout, p, &wide, attn->cpu.threads);
-    c.dq = attn_write_f32(&call->dq, p, &wide);
-    c.dk = attn_write_f32(&call->dk, p, &wide);
-    c.dv = attn_write_f32(&call->dv, p, &wide);
-    const int64_t heads = p->batch * c.H;
-    #pragma omp parallel num_threads(attn->cpu.threads) \
-        if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
-    {
-        head_tiles w = thread_tiles(attn, p, workspace);
-        #pragma omp for schedule(static)
-        for (int64_t bh = 0; bh < heads; bh++)
-            backward_head(&c, &w, bh / c.H, bh % c.H);
-    }
-    attn_store_f32(&call->dq, &c.dq, attn->cpu.threads);
-    attn_store_f32(&call->dk, &c.dk, attn->cpu.threads);
-    attn_store_f32(&call->dv, &c.dv, attn->cpu.threads);
-    return GB_OK;
-}
+static const attn_cpu_kind math_kind = {PLUGIN, math_compute, math_compute, 0};
 
 static gb_status math_create(const gb_host *host, const gb_value *options,
                              const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status status = attn_cpu_create(host, device, PLUGIN, sizeof(attn_math),
-                                       math_forward_compute, math_backward_compute, 0, self);
-    if (status != GB_OK)
-        return status;
-    attn_math *attn = *self;
-    attn->kernels = cpu_kernels_best();
-    host->log(host, GB_LOG_DEBUG, "%s kernels", attn->kernels->name);
-    return GB_OK;
+    const attn_math init = {.kernels = cpu_kernels_best()};
+    host->log(host, GB_LOG_DEBUG, "%s kernels", init.kernels->name);
+    return attn_cpu_create(host, device, &math_kind, &init, sizeof init, self);
 }
 
 GB_ATTN_PLUGIN("math", "1.0.0",

@@ -127,18 +127,15 @@ static gb_status mem_efficient_forward_compute(const attn_call *call)
     float *lse = call->saved;        // (B, H, T)
     float *slabs = call->workspace;  // (threads, BQ, T) of the (threads, 2, BQ, T) backward takes
     float *wide = slabs + (int64_t)attn->cpu.threads * 2 * BQ * T;
-    const gb_tensor q32 = attn_read_f32(&call->q, p, &wide, attn->cpu.threads);
-    const gb_tensor k32 = attn_read_f32(&call->k, p, &wide, attn->cpu.threads);
-    const gb_tensor v32 = attn_read_f32(&call->v, p, &wide, attn->cpu.threads);
-    const gb_tensor out32 = attn_write_f32(&call->out, p, &wide);
+    const attn_call f32 = attn_cpu_f32(call, &wide);
     #pragma omp parallel for schedule(static, 1) num_threads(attn->cpu.threads) if (units > 1)
     for (int64_t u = 0; u < units; u++) {
         int64_t bh = u / blocks, q0 = u % blocks * BQ;
         int64_t nq = T - q0 < BQ ? T - q0 : BQ;
-        forward_block(slabs + (int64_t)omp_get_thread_num() * BQ * T, lse + bh * T, &out32,
-                      &q32, &k32, &v32, bh / H, bh % H, q0, nq, p, scale);
+        forward_block(slabs + (int64_t)omp_get_thread_num() * BQ * T, lse + bh * T, &f32.out,
+                      &f32.q, &f32.k, &f32.v, bh / H, bh % H, q0, nq, p, scale);
     }
-    attn_store_f32(&call->out, &out32, attn->cpu.threads);
+    attn_cpu_store(call, &f32);
     return GB_OK;
 }
 
@@ -198,38 +195,25 @@ static gb_status mem_efficient_backward_compute(const attn_call *call)
     const float *lse = call->saved;  // (B, H, T)
     float *slabs = call->workspace;  // (threads, 2, BQ, T)
     float *wide = slabs + (int64_t)attn->cpu.threads * 2 * BQ * T;
-    attn_call g = *call;   // the views backward_head reads and writes, as f32
-    g.q = attn_read_f32(&call->q, p, &wide, attn->cpu.threads);
-    g.k = attn_read_f32(&call->k, p, &wide, attn->cpu.threads);
-    g.v = attn_read_f32(&call->v, p, &wide, attn->cpu.threads);
-    g.out = attn_read_f32(&call->out, p, &wide, attn->cpu.threads);
-    g.dout = attn_read_f32(&call->dout, p, &wide, attn->cpu.threads);
-    g.dq = attn_write_f32(&call->dq, p, &wide);
-    g.dk = attn_write_f32(&call->dk, p, &wide);
-    g.dv = attn_write_f32(&call->dv, p, &wide);
+    const attn_call g = attn_cpu_f32(call, &wide);   // the views backward_head reads, writes
     #pragma omp parallel for schedule(static, 1) num_threads(attn->cpu.threads) \
         if (p->batch * H > 1)
     for (int64_t bh = 0; bh < p->batch * H; bh++) {
         float *prob = slabs + (int64_t)omp_get_thread_num() * 2 * BQ * T;
         backward_head(prob, prob + BQ * T, lse + bh * T, &g, bh / H, bh % H, BQ, p, scale);
     }
-    attn_store_f32(&call->dq, &g.dq, attn->cpu.threads);
-    attn_store_f32(&call->dk, &g.dk, attn->cpu.threads);
-    attn_store_f32(&call->dv, &g.dv, attn->cpu.threads);
+    attn_cpu_store(call, &g);
     return GB_OK;
 }
+
+static const attn_cpu_kind mem_efficient_kind = {PLUGIN, mem_efficient_forward_compute,
+                                                 mem_efficient_backward_compute, 1};
 
 static gb_status mem_efficient_create(const gb_host *host, const gb_value *options,
                                       const gb_device_ctx *device, void **self)
 {
-    gb_status status = attn_cpu_create(host, device, PLUGIN, sizeof(attn_mem_efficient),
-                                       mem_efficient_forward_compute,
-                                       mem_efficient_backward_compute, 1, self);
-    if (status != GB_OK)
-        return status;
-    attn_mem_efficient *attn = *self;
-    attn->block_q = options[OPT_BLOCK_Q].i;
-    return GB_OK;
+    const attn_mem_efficient init = {.block_q = options[OPT_BLOCK_Q].i};
+    return attn_cpu_create(host, device, &mem_efficient_kind, &init, sizeof init, self);
 }
 
 GB_ATTN_PLUGIN("mem_efficient", "1.0.0",

@@ -1,5 +1,5 @@
-/* What every comm plugin of this tree checks the same way in all_reduce_start: the
- * arguments any collective needs, and room for one more outstanding request. Header-only;
+/* What every comm plugin of this tree checks the same way: the arguments of
+ * all_reduce_start and broadcast, and room for one more outstanding request. Header-only;
  * nothing here prints or allocates: reasons go through set_error().
  */
 #ifndef GB_COMM_CHECKS_H
@@ -32,6 +32,23 @@ static inline gb_status comm_check_room(const gb_host *host, int outstanding)
     host->set_error(host, "all_reduce: %d requests already outstanding (the limit)",
                     GB_COMM_MAX_INFLIGHT);
     return GB_ERR_INVALID_ARG;
+}
+
+/* GB_OK when `root` is a rank of a world of `world` and a buffer is given for bytes > 0;
+ * else GB_ERR_INVALID_ARG with the host told which. */
+static inline gb_status comm_check_broadcast(const gb_host *host, const void *buf,
+                                             size_t bytes, int root, int world)
+{
+    if (root < 0 || root >= world) {
+        host->set_error(host, "broadcast: root %d does not exist in a world of %d", root,
+                        world);
+        return GB_ERR_INVALID_ARG;
+    }
+    if (bytes > 0 && !buf) {
+        host->set_error(host, "broadcast: NULL buffer of %zu bytes", bytes);
+        return GB_ERR_INVALID_ARG;
+    }
+    return GB_OK;
 }
 
 #endif /* GB_COMM_CHECKS_H */

@@ -789,15 +789,9 @@ static gb_status mpi_broadcast(void *self, void *buf, size_t bytes, int root)
     mpi_comm *m = self;
     if (m->failed)
         return refuse_after_failure(m);
-    if (root < 0 || root >= m->world) {
-        m->host->set_error(m->host, "broadcast: root %d does not exist in a world of %d", root,
-                           m->world);
-        return GB_ERR_INVALID_ARG;
-    }
-    if (bytes > 0 && !buf) {
-        m->host->set_error(m->host, "broadcast: NULL buffer of %zu bytes", bytes);
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status st = comm_check_broadcast(m->host, buf, bytes, root, m->world);
+    if (st != GB_OK)
+        return st;
     queued_collective q = {.m = m, .buf = buf, .count = (int64_t)bytes, .root = root};
     return run_blocking(m, broadcast_run, &q);
 }

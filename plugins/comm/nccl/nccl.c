@@ -748,17 +748,11 @@ static gb_status nccl_all_reduce_wait(void *self, gb_comm_request request)
 static gb_status nccl_broadcast(void *self, void *buf, size_t bytes, int root)
 {
     nccl_comm *s = self;
-    if (root < 0 || root >= s->world) {
-        s->host->set_error(s->host, "broadcast: root %d does not exist in a world of %d", root,
-                           s->world);
-        return GB_ERR_INVALID_ARG;
-    }
-    if (bytes > 0 && !buf) {
-        s->host->set_error(s->host, "broadcast: NULL buffer of %zu bytes", bytes);
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status st = comm_check_broadcast(s->host, buf, bytes, root, s->world);
+    if (st != GB_OK)
+        return st;
     pthread_mutex_lock(&s->lock);
-    gb_status st = make_room(s, "broadcast");
+    st = make_room(s, "broadcast");
     if (st == GB_OK) {
         const op_desc desc = {.kind = OP_BROADCAST, .seq = ++s->seq, .count = (int64_t)bytes,
                               .root = root};

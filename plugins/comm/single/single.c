@@ -91,15 +91,7 @@ static gb_status single_all_reduce_wait(void *self, gb_comm_request request)
 static gb_status single_broadcast(void *self, void *buf, size_t bytes, int root)
 {
     single *s = self;
-    if (root != 0) {
-        s->host->set_error(s->host, "broadcast: root %d does not exist in a world of 1", root);
-        return GB_ERR_INVALID_ARG;
-    }
-    if (bytes > 0 && !buf) {
-        s->host->set_error(s->host, "broadcast: NULL buffer of %zu bytes", bytes);
-        return GB_ERR_INVALID_ARG;
-    }
-    return GB_OK;
+    return comm_check_broadcast(s->host, buf, bytes, root, 1);
 }
 
 static gb_status single_barrier(void *self)

@@ -62,28 +62,10 @@ static void apply_update(float *p, const float *m, const float *v, int64_t n,
         p[i] = gb_fsub_rn(p[i], adamw_delta(m[i], v[i], c));
 }
 
-static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *args);
-
-static gb_status adamw_step_run(void *arg)
-{
-    optim_queued_step *q = arg;
-    return adamw_step_compute(q->self, optim_queued_args(q));
-}
-
-static gb_status adamw_step(void *self, const gb_optim_step_args *args)
+/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
+static gb_status adamw_step_compute(const void *self, const gb_optim_step_args *args)
 {
     const adamw *a = self;
-    if (!a)
-        return GB_ERR_INVALID_ARG;
-    gb_status status = adamw_check_step_args(a, args, 0);
-    if (status != GB_OK)
-        return status;
-    return optim_queue_step(a->host, &a->device, adamw_step_run, a, args);
-}
-
-/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
-static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *args)
-{
     float *m = args->state;
     float *v = m + args->n;
     adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, optim_grad_scale(args));
@@ -100,6 +82,11 @@ static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *ar
         apply_update(p, m + off, v + off, cnt, &c, a->threads);
     }
     return GB_OK;
+}
+
+static gb_status adamw_step(void *self, const gb_optim_step_args *args)
+{
+    return adamw_cpu_step(self, args, 0, adamw_step_compute);
 }
 
 GB_OPTIM_PLUGIN("adamw", "1.0.0",

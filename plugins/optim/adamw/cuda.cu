@@ -32,24 +32,18 @@ static __global__ void decay_kernel(float *p, int64_t n, float factor)
         p[i] = gb_fmul_rn(p[i], factor);
 }
 
-// m, grad (n): m = b1 m + (1 - b1) g with g = grad * g_scale
-static __global__ void moment1_kernel(float *m, const float *grad, int64_t n, adamw_coeffs c,
-                                      optim_cuda_clip clip)
+// moment, grad (n), with g = grad * g_scale: the first moment m = b1 m + (1 - b1) g, or
+// (Second) the second v = b2 v + (1 - b2) g g
+template <bool Second>
+static __global__ void moment_kernel(float *moment, const float *grad, int64_t n,
+                                     adamw_coeffs c, optim_cuda_clip clip)
 {
     c.g_scale = optim_cuda_grad_scale(&clip);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        m[i] = adamw_moment1(m[i], adamw_grad(grad[i], &c), &c);
-}
-
-// v, grad (n): v = b2 v + (1 - b2) g g with g = grad * g_scale
-static __global__ void moment2_kernel(float *v, const float *grad, int64_t n, adamw_coeffs c,
-                                      optim_cuda_clip clip)
-{
-    c.g_scale = optim_cuda_grad_scale(&clip);
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        v[i] = adamw_moment2(v[i], adamw_grad(grad[i], &c), &c);
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = adamw_grad(grad[i], &c);
+        moment[i] = Second ? adamw_moment2(moment[i], g, &c) : adamw_moment1(moment[i], g, &c);
+    }
 }
 
 // p, m, v (n): p -= step_size m / (sqrt(v) / sqrt(bc2) + eps)
@@ -95,10 +89,10 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
         GB_CUDA_CHECK_LAUNCH("adamw decay_kernel (group count)");
     }
     const unsigned blocks = optim_cuda_blocks(n);
-    moment1_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(m, args->grads, n, c, clip);
-    GB_CUDA_CHECK_LAUNCH("adamw moment1_kernel (n)");
-    moment2_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(v, args->grads, n, c, clip);
-    GB_CUDA_CHECK_LAUNCH("adamw moment2_kernel (n)");
+    moment_kernel<false><<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(m, args->grads, n, c, clip);
+    GB_CUDA_CHECK_LAUNCH("adamw moment_kernel<first> (n)");
+    moment_kernel<true><<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(v, args->grads, n, c, clip);
+    GB_CUDA_CHECK_LAUNCH("adamw moment_kernel<second> (n)");
     update_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(args->params, m, v, n, c);
     GB_CUDA_CHECK_LAUNCH("adamw update_kernel (n)");
     return GB_OK;

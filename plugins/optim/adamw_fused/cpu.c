@@ -101,28 +101,10 @@ static void update_slice(const adamw_fused *a, const gb_optim_step_args *args,
     }
 }
 
-static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_args *args);
-
-static gb_status fused_step_run(void *arg)
-{
-    optim_queued_step *q = arg;
-    return fused_step_compute(q->self, optim_queued_args(q));
-}
-
-static gb_status fused_step(void *self, const gb_optim_step_args *args)
+/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
+static gb_status fused_step_compute(const void *self, const gb_optim_step_args *args)
 {
     const adamw_fused *a = self;
-    if (!a)
-        return GB_ERR_INVALID_ARG;
-    gb_status status = adamw_check_step_args(&a->base, args, 1);
-    if (status != GB_OK)
-        return status;
-    return optim_queue_step(a->base.host, &a->base.device, fused_step_run, a, args);
-}
-
-/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
-static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_args *args)
-{
     if (optim_step_skipped(args))
         return GB_OK;
     adamw_coeffs c =
@@ -134,6 +116,11 @@ static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_ar
         update_slice(a, args, &c, part_begin(n, t, parts), part_begin(n, t + 1, parts));
     }
     return GB_OK;
+}
+
+static gb_status fused_step(void *self, const gb_optim_step_args *args)
+{
+    return adamw_cpu_step(self, args, 1, fused_step_compute);
 }
 
 static gb_status norm_compute(const adamw_fused *a, float *out, const float *grads, int64_t n);

@@ -110,6 +110,20 @@ static __global__ void fused_kernel(fused_buffers b, fused_spans spans, adamw_co
     }
 }
 
+/* The sum of every thread's x, added in a fixed tree in sums (the block's `threads`
+ * entries, a power of two); every thread of the block calls it. */
+static __device__ double block_tree_sum(double *sums, double x, int threads)
+{
+    sums[threadIdx.x] = x;
+    __syncthreads();
+    for (int width = threads / 2; width > 0; width /= 2) {
+        if ((int)threadIdx.x < width)
+            sums[threadIdx.x] += sums[threadIdx.x + width];
+        __syncthreads();
+    }
+    return sums[0];
+}
+
 /* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). */
 static __global__ void norm_partials_kernel(double *partials, const float *x, int64_t n)
 {
@@ -120,15 +134,9 @@ static __global__ void norm_partials_kernel(double *partials, const float *x, in
         double xi = x[i];
         acc += xi * xi;   // exact product: the order of the sums alone fixes the bits
     }
-    sums[threadIdx.x] = acc;
-    __syncthreads();
-    for (int width = NORM_THREADS / 2; width > 0; width /= 2) {
-        if ((int)threadIdx.x < width)
-            sums[threadIdx.x] += sums[threadIdx.x + width];
-        __syncthreads();
-    }
+    const double total = block_tree_sum(sums, acc, NORM_THREADS);
     if (threadIdx.x == 0)
-        partials[blockIdx.x] = sums[0];
+        partials[blockIdx.x] = total;
 }
 
 /* *out = the partial sums added in a fixed tree, rounded to f32 once. One block of
@@ -136,15 +144,9 @@ static __global__ void norm_partials_kernel(double *partials, const float *x, in
 static __global__ void norm_total_kernel(float *out, const double *partials)
 {
     __shared__ double sums[NORM_BLOCKS];
-    sums[threadIdx.x] = partials[threadIdx.x];
-    __syncthreads();
-    for (int width = NORM_BLOCKS / 2; width > 0; width /= 2) {
-        if ((int)threadIdx.x < width)
-            sums[threadIdx.x] += sums[threadIdx.x + width];
-        __syncthreads();
-    }
+    const double total = block_tree_sum(sums, partials[threadIdx.x], NORM_BLOCKS);
     if (threadIdx.x == 0)
-        *out = (float)sums[0];
+        *out = (float)total;
 }
 
 /* A CUDA device of ABI 1.2 or later: grad_norm_sq's memory comes from its ops. */

@@ -9,6 +9,7 @@
 
 #include "adamw_options.h"
 #include "gearbox/optim.h"
+#include "plugin_instance.h"
 #include "step_args.h"
 
 typedef struct adamw_base {
@@ -44,12 +45,9 @@ static inline gb_status adamw_base_create(const gb_host *host, const gb_value *o
     adamw_hparams h;
     if (!adamw_read_options(host, options, &h))
         return GB_ERR_CONFIG;
-    adamw_base *a = (adamw_base *)host->alloc(host, bytes);
-    if (!a) {
-        host->set_error(host, "out of memory");
+    adamw_base *a = (adamw_base *)gb_instance_alloc(host, bytes, plugin);
+    if (!a)
         return GB_ERR_NO_MEMORY;
-    }
-    memset(a, 0, bytes);
     a->host = host;
     a->h = h;
     a->threads = host->num_threads > 0 ? host->num_threads : 1;
@@ -85,6 +83,18 @@ static inline gb_status adamw_check_step_args(const adamw_base *a,
     a->host->set_error(a->host, "adamw keeps no low-precision parameter copy; use [optim] "
                        "plugin = adamw_fused for master weights");
     return GB_ERR_UNSUPPORTED;
+}
+
+/* step() of a CPU AdamW: checks the step, then queues `compute` with a copy of it. */
+static inline gb_status adamw_cpu_step(const adamw_base *a, const gb_optim_step_args *args,
+                                       int writes_lowp, optim_compute_fn compute)
+{
+    if (!a)
+        return GB_ERR_INVALID_ARG;
+    gb_status status = adamw_check_step_args(a, args, writes_lowp);
+    if (status != GB_OK)
+        return status;
+    return optim_queue_step(a->host, &a->device, compute, a, args);
 }
 
 /* grad_norm_sq's check of its arguments. */

@@ -37,7 +37,7 @@ static gb_status bf16_create(const gb_host *host, const gb_value *options,
     (void)device;
     if (!host || !options || !self)
         return GB_ERR_INVALID_ARG;
-    bf16 *p = policy_instance_new(host, sizeof *p);
+    bf16 *p = policy_instance_new(host, sizeof *p, "precision/bf16");
     if (!p)
         return GB_ERR_NO_MEMORY;
     p->stochastic_rounding = options[OPT_STOCHASTIC_ROUNDING].i != 0;

@@ -73,7 +73,7 @@ static gb_status fp16_create(const gb_host *host, const gb_value *options,
     gb_status st = loss_scaler_init(&scaler, &config, host);
     if (st != GB_OK)
         return st;
-    fp16 *p = policy_instance_new(host, sizeof *p);
+    fp16 *p = policy_instance_new(host, sizeof *p, "precision/fp16");
     if (!p)
         return GB_ERR_NO_MEMORY;
     p->scaler = scaler;
