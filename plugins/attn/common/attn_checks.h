@@ -1,7 +1,7 @@
 /* What every attention plugin of this tree checks the same way, on any device: the
- * problem checks behind eligible(), the view checks that make forward() and backward()
- * refuse what eligible() would, and the copy of the device context a plugin keeps from
- * create(). Header-only; compiles as C and, for the CUDA plugins, as CUDA C++. Nothing
+ * problem checks behind eligible() and the view checks that make forward() and backward()
+ * refuse what eligible() would. Instances start with kernels/common's gb_instance
+ * (plugin_instance.h). Header-only; compiles as C and, for the CUDA plugins, as CUDA C++. Nothing
  * here allocates or prints: reasons go into the caller's buffer or through set_error().
  */
 #ifndef GB_ATTN_CHECKS_H
@@ -12,43 +12,6 @@
 
 #include "gearbox/attn.h"
 #include "plugin_instance.h"
-
-/* Keeps the device a plugin got at create() (the fields its struct_size covers, the rest
- * zero), so forward/backward can queue their work on it. */
-static inline void attn_keep_device(gb_device_ctx *kept, const gb_device_ctx *device)
-{
-    memset(kept, 0, sizeof *kept);
-    size_t n = device->struct_size < sizeof *kept ? device->struct_size : sizeof *kept;
-    memcpy(kept, device, n);
-    kept->struct_size = n;
-}
-
-/* The head of every attention instance here: its host and the device it queues on. */
-typedef struct attn_instance {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
-} attn_instance;
-
-/* Allocates a zeroed instance of `bytes` (at least an attn_instance) for `plugin`, with
- * its head filled. */
-static inline gb_status attn_instance_new(const gb_host *host, const gb_device_ctx *device,
-                                          const char *plugin, size_t bytes, void **self)
-{
-    attn_instance *a = (attn_instance *)gb_instance_alloc(host, bytes, plugin);
-    if (!a)
-        return GB_ERR_NO_MEMORY;
-    a->host = host;
-    attn_keep_device(&a->device, device);
-    *self = a;
-    return GB_OK;
-}
-
-static inline void attn_instance_destroy(void *self)
-{
-    attn_instance *a = (attn_instance *)self;
-    if (a)
-        a->host->free(a->host, a);
-}
 
 /* GB_OK when `device` is the CUDA device; else GB_ERR_UNSUPPORTED, saying that the CUDA
  * object of `plugin` was given another device. */
@@ -137,7 +100,7 @@ typedef int (*attn_eligible_fn)(void *self, const gb_attn_problem *p, char *reas
                                 size_t reason_cap);
 
 /* attn_check_call with the answer and reason of the plugin's own eligible(). */
-static inline gb_status attn_check_eligible_call(const attn_instance *a, const char *plugin,
+static inline gb_status attn_check_eligible_call(const gb_instance *a, const char *plugin,
                                                  const char *call, attn_eligible_fn eligible,
                                                  const gb_attn_problem *p,
                                                  const char *const *names,

@@ -3,7 +3,7 @@
  * each direction.
  *
  * An instance starts with an attn_cpu (its own fields follow): create() takes it from
- * attn_cpu_create(), and the ops table points destroy at attn_instance_destroy and
+ * attn_cpu_create(), and the ops table points destroy at gb_instance_destroy and
  * eligible, forward and backward at the functions below. forward() and backward() refuse
  * what eligible() would, then queue the plugin's compute on the device's stream
  * (gb_device_run_host) with the problem and every view copied, and return without
@@ -31,7 +31,7 @@ typedef struct attn_cpu_kind {
 
 /* The head of every CPU attention instance. */
 typedef struct attn_cpu {
-    attn_instance base;
+    gb_instance base;
     const attn_cpu_kind *kind;
     int threads;                 /* host->num_threads, at least 1: one set of tiles each */
 } attn_cpu;
@@ -58,11 +58,11 @@ static inline gb_status attn_cpu_create(const gb_host *host, const gb_device_ctx
                         "the cpu (use the plugin built for it)", kind->plugin);
         return GB_ERR_UNSUPPORTED;
     }
-    gb_status status = attn_instance_new(host, device, kind->plugin, bytes, self);
+    gb_status status = gb_instance_new(host, device, kind->plugin, bytes, self);
     if (status != GB_OK)
         return status;
     attn_cpu *a = *self;
-    const attn_instance base = a->base;
+    const gb_instance base = a->base;
     memcpy(a, init, bytes);
     a->base = base;
     a->kind = kind;

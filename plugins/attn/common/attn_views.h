@@ -34,6 +34,20 @@ static inline int64_t attn_round_up(int64_t n, int64_t to)
     return (n + to - 1) / to * to;
 }
 
+/* Lays n tiles of sizes[i] floats out from `base`, each rounded up to 16 floats so that
+ * every tile starts on a 64-byte boundary: *slots[i] = its start (NULL when base is
+ * NULL, which only counts); returns the floats they take. */
+static inline int64_t attn_lay_out(const int64_t *sizes, float **const *slots, size_t n,
+                                   float *base)
+{
+    int64_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        *slots[i] = base ? base + used : NULL;
+        used += attn_round_up(sizes[i], 16);
+    }
+    return used;
+}
+
 static inline int64_t attn_min(int64_t a, int64_t b)
 {
     return a < b ? a : b;

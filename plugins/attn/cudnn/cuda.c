@@ -85,7 +85,7 @@ typedef struct plan {
 } plan;
 
 typedef struct attn_cudnn {
-    attn_instance base;     /* base.device: its GPU and its stream */
+    gb_instance base;     /* base.device: its GPU and its stream */
     cudnnHandle_t handle;
     sdpa_env env;
     plan plans[PLAN_CACHE];
@@ -780,7 +780,7 @@ static void cudnn_destroy(void *self)
         plan_release(&a->plans[i]);
     if (a->handle)
         cudnnDestroy(a->handle);
-    attn_instance_destroy(a);
+    gb_instance_destroy(a);
 }
 
 static gb_status cudnn_create(const gb_host *host, const gb_value *options,
@@ -790,7 +790,7 @@ static gb_status cudnn_create(const gb_host *host, const gb_value *options,
     gb_status st = attn_require_cuda(host, PLUGIN, device);
     if (st != GB_OK)
         return st;
-    if ((st = attn_instance_new(host, device, PLUGIN, sizeof(attn_cudnn), self)) != GB_OK)
+    if ((st = gb_instance_new(host, device, PLUGIN, sizeof(attn_cudnn), self)) != GB_OK)
         return st;
     attn_cudnn *a = (attn_cudnn *)*self;
     a->env.cudnn_version = (int64_t)cudnnGetVersion();

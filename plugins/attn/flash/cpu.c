@@ -145,12 +145,7 @@ static int64_t lay_out_tiles(const tile_shape *t, float *base, tiles *w)
                        &w->ds, &w->dk, &w->dv, &w->m, &w->l};
     _Static_assert(sizeof sizes / sizeof sizes[0] == sizeof slots / sizeof slots[0],
                    "one size per tile");
-    int64_t used = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        *slots[i] = base ? base + used : NULL;
-        used += attn_round_up(sizes[i], CPU_VEC);
-    }
-    return used;
+    return attn_lay_out(sizes, slots, sizeof sizes / sizeof sizes[0], base);
 }
 
 static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
@@ -528,6 +523,6 @@ GB_ATTN_PLUGIN("flash", "1.0.0",
                "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
                "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
                GB_DEVICE_CPU, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_OPTIONS(flash_options), .create = flash_create, .destroy = attn_instance_destroy,
+               GB_OPTIONS(flash_options), .create = flash_create, .destroy = gb_instance_destroy,
                .eligible = attn_cpu_eligible, .memory = flash_memory,
                .forward = attn_cpu_forward, .backward = attn_cpu_backward)

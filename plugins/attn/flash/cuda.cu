@@ -63,7 +63,7 @@
 namespace wmma = nvcuda::wmma;
 
 typedef struct attn_flash_cuda {
-    attn_instance base;     /* base.device: its stream */
+    gb_instance base;     /* base.device: its stream */
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
 } attn_flash_cuda;
 
@@ -880,7 +880,7 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
                         (int)device->ordinal, cudaGetErrorString(err), cudaGetErrorName(err));
         return GB_ERR_DEVICE;
     }
-    st = attn_instance_new(host, device, PLUGIN, sizeof(attn_flash_cuda), self);
+    st = gb_instance_new(host, device, PLUGIN, sizeof(attn_flash_cuda), self);
     if (st == GB_OK)
         ((attn_flash_cuda *)*self)->shared_limit = limit;
     return st;
@@ -1016,6 +1016,6 @@ GB_ATTN_PLUGIN("flash", "1.1.0",
                "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                "bf16, f16",
                GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, flash_create, attn_instance_destroy, flash_eligible, flash_memory,
+               GB_NO_OPTIONS, flash_create, gb_instance_destroy, flash_eligible, flash_memory,
                flash_forward, flash_backward)
 }

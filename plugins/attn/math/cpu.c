@@ -72,12 +72,7 @@ static int64_t lay_out_tiles(const attn_math *attn, const gb_attn_problem *p, fl
     float **slots[] = {&w->kvt, &w->rows, &w->q, &w->dout, &w->s, &w->acc};
     _Static_assert(sizeof sizes / sizeof sizes[0] == sizeof slots / sizeof slots[0],
                    "one size per tile");
-    int64_t used = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        *slots[i] = base ? base + used : NULL;
-        used += attn_round_up(sizes[i], CPU_VEC);
-    }
-    return used;
+    return attn_lay_out(sizes, slots, sizeof sizes / sizeof sizes[0], base);
 }
 
 static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
@@ -282,6 +277,6 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
 GB_ATTN_PLUGIN("math", "1.0.0",
                "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
                GB_DEVICE_CPU, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, .create = math_create, .destroy = attn_instance_destroy,
+               GB_NO_OPTIONS, .create = math_create, .destroy = gb_instance_destroy,
                .eligible = attn_cpu_eligible, .memory = math_memory,
                .forward = attn_cpu_forward, .backward = attn_cpu_backward)

@@ -43,7 +43,7 @@
 /* Rows of the softmax kernels per block of 32 * ROWS_PER_BLOCK threads: one warp each. */
 #define ROWS_PER_BLOCK 8
 
-typedef attn_instance attn_math_cuda;   /* device: its GEMMs and its stream */
+typedef gb_instance attn_math_cuda;   /* device: its GEMMs and its stream */
 
 /* ---- kernels ------------------------------------------------------------------------- */
 
@@ -225,7 +225,7 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
                               "(GB_CAP_MATMUL_BATCHED, device ABI 1.2)");
         return GB_ERR_UNSUPPORTED;
     }
-    return attn_instance_new(host, device, PLUGIN, sizeof(attn_math_cuda), self);
+    return gb_instance_new(host, device, PLUGIN, sizeof(attn_math_cuda), self);
 }
 
 static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
@@ -338,6 +338,6 @@ GB_ATTN_PLUGIN("math", "1.0.0",
                "and a softmax kernel; f32, bf16, f16",
                GB_DEVICE_CUDA, ATTN_DTYPES,
                GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
-               math_create, attn_instance_destroy, math_eligible, math_memory, math_forward,
+               math_create, gb_instance_destroy, math_eligible, math_memory, math_forward,
                math_backward)
 }

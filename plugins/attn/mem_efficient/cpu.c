@@ -221,6 +221,6 @@ GB_ATTN_PLUGIN("mem_efficient", "1.0.0",
                "f32, bf16, f16",
                GB_DEVICE_CPU, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
                GB_OPTIONS(mem_efficient_options), .create = mem_efficient_create,
-               .destroy = attn_instance_destroy, .eligible = attn_cpu_eligible,
+               .destroy = gb_instance_destroy, .eligible = attn_cpu_eligible,
                .memory = mem_efficient_memory, .forward = attn_cpu_forward,
                .backward = attn_cpu_backward)

@@ -31,7 +31,7 @@ static gb_status mem_efficient_create(const gb_host *host, const gb_value *optio
     gb_status st = attn_require_cuda(host, PLUGIN, device);
     if (st != GB_OK)
         return st;
-    return attn_instance_new(host, device, PLUGIN, sizeof(attn_instance), self);
+    return gb_instance_new(host, device, PLUGIN, sizeof(gb_instance), self);
 }
 
 static int mem_efficient_eligible(void *self, const gb_attn_problem *p, char *reason,
@@ -55,7 +55,7 @@ static gb_status mem_efficient_memory(void *self, const gb_attn_problem *p, size
 
 static gb_status refuse(void *self, const char *call)
 {
-    const attn_instance *attn = (const attn_instance *)self;
+    const gb_instance *attn = (const gb_instance *)self;
     attn->host->set_error(attn->host, "%s: %s", call, REFUSAL);
     return GB_ERR_UNSUPPORTED;
 }
@@ -84,7 +84,7 @@ GB_ATTN_PLUGIN("mem_efficient", "1.1.0",
                "refuses every problem on cuda (it cannot beat attn/math at any T): "
                "use attn/flash or attn/cudnn",
                GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, mem_efficient_create, attn_instance_destroy,
+               GB_NO_OPTIONS, mem_efficient_create, gb_instance_destroy,
                mem_efficient_eligible, mem_efficient_memory, mem_efficient_forward,
                mem_efficient_backward)
 }

@@ -92,5 +92,6 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
 GB_OPTIM_PLUGIN("adamw", "1.0.0",
                 "AdamW (torch.optim.AdamW math), readable reference: one pass per term",
                 GB_DEVICE_CPU, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-                GB_OPTIONS(adamw_options), .create = adamw_create, .destroy = adamw_base_destroy,
-                .state_bytes = adamw_state_bytes, .step = adamw_step)
+                GB_OPTIONS(adamw_options), .create = adamw_create,
+                .destroy = gb_instance_destroy, .state_bytes = adamw_state_bytes,
+                .step = adamw_step)

@@ -67,14 +67,14 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
     const adamw_cuda *a = (const adamw_cuda *)self;
     if (!a)
         return GB_ERR_INVALID_ARG;
-    const gb_host *host = a->host;
+    const gb_host *host = a->inst.host;
     gb_status st = adamw_check_step_args(a, args, 0);
     if (st != GB_OK)
         return st;
     const int64_t n = args->n;
     if (n == 0)
         return GB_OK;
-    cudaStream_t stream = optim_cuda_stream(&a->device);
+    cudaStream_t stream = optim_cuda_stream(&a->inst.device);
     float *m = (float *)args->state, *v = m + n;
     // g_scale is filled in by the kernels that need it, from the device scalar
     adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, 1.0f);
@@ -104,6 +104,6 @@ GB_OPTIM_PLUGIN("adamw", "1.0.0",
                 "AdamW (torch.optim.AdamW math), readable reference: one kernel per term; "
                 "bit-identical to adamw on the CPU",
                 GB_DEVICE_CUDA, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-                GB_OPTIONS(adamw_options), adamw_create, adamw_base_destroy, adamw_state_bytes,
+                GB_OPTIONS(adamw_options), adamw_create, gb_instance_destroy, adamw_state_bytes,
                 adamw_step, NULL)
 }

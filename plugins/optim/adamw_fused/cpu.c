@@ -148,7 +148,7 @@ static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, 
     if (status != GB_OK)
         return status;
     norm_args q = {.self = a, .out = out, .grads = grads, .n = n};
-    return gb_device_run_host(&a->base.device, norm_run, &q, sizeof q);
+    return gb_device_run_host(&a->base.inst.device, norm_run, &q, sizeof q);
 }
 
 /* The sum of squares, run in stream order: grads and out are device memory. */
@@ -174,6 +174,6 @@ GB_OPTIM_PLUGIN("adamw_fused", "1.0.0",
                 GB_DEVICE_CPU, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                 GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
                     GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
-                GB_OPTIONS(adamw_options), .create = fused_create, .destroy = adamw_base_destroy,
-                .state_bytes = adamw_state_bytes, .step = fused_step,
-                .grad_norm_sq = fused_grad_norm_sq)
+                GB_OPTIONS(adamw_options), .create = fused_create,
+                .destroy = gb_instance_destroy, .state_bytes = adamw_state_bytes,
+                .step = fused_step, .grad_norm_sq = fused_grad_norm_sq)

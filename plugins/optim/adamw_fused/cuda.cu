@@ -175,7 +175,7 @@ static gb_status fused_create(const gb_host *host, const gb_value *options,
     if (st != GB_OK) {
         host->set_error(host, "cannot allocate %zu bytes of device memory for grad_norm_sq",
                         NORM_BLOCKS * sizeof(double));
-        adamw_base_destroy(a);
+        gb_instance_destroy(a);
         *self = NULL;
         return st;
     }
@@ -188,8 +188,8 @@ static void fused_destroy(void *self)
     adamw_fused_cuda *a = (adamw_fused_cuda *)self;
     if (!a)
         return;
-    a->base.device.ops->free(a->base.device.self, a->partials);
-    adamw_base_destroy(a);
+    a->base.inst.device.ops->free(a->base.inst.device.self, a->partials);
+    gb_instance_destroy(a);
 }
 
 static int by_offset(const void *x, const void *y)
@@ -219,8 +219,8 @@ static int64_t merge_runs(const gb_optim_step_args *args, gb_param_group *runs)
 static gb_status launch_runs(const adamw_fused_cuda *a, const gb_optim_step_args *args,
                              const gb_param_group *runs, int64_t n_runs)
 {
-    const gb_host *host = a->base.host;
-    cudaStream_t stream = optim_cuda_stream(&a->base.device);
+    const gb_host *host = a->base.inst.host;
+    cudaStream_t stream = optim_cuda_stream(&a->base.inst.device);
     const int stochastic = args->params_lowp && optim_lowp_stochastic(args);
     fused_buffers b = {args->params, args->grads, (float *)args->state,
                        (float *)args->state + args->n, (uint16_t *)args->params_lowp,
@@ -255,7 +255,7 @@ static gb_status fused_step(void *self, const gb_optim_step_args *args)
     gb_status st = adamw_check_step_args(&a->base, args, 1);
     if (st != GB_OK || args->n == 0)
         return st;
-    const gb_host *host = a->base.host;
+    const gb_host *host = a->base.inst.host;
     gb_param_group *runs =
         (gb_param_group *)host->alloc(host, (size_t)args->n_groups * sizeof *runs);
     if (!runs) {
@@ -276,8 +276,8 @@ static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, 
     gb_status st = adamw_check_norm_args(&a->base, out, grads, n);
     if (st != GB_OK)
         return st;
-    const gb_host *host = a->base.host;   // GB_CUDA_CHECK_LAUNCH reports through it
-    cudaStream_t stream = optim_cuda_stream(&a->base.device);
+    const gb_host *host = a->base.inst.host;   // GB_CUDA_CHECK_LAUNCH reports through it
+    cudaStream_t stream = optim_cuda_stream(&a->base.inst.device);
     norm_partials_kernel<<<NORM_BLOCKS, NORM_THREADS, 0, stream>>>(a->partials, grads, n);
     GB_CUDA_CHECK_LAUNCH("adamw_fused norm_partials_kernel (n)");
     norm_total_kernel<<<1, NORM_BLOCKS, 0, stream>>>(out, a->partials);

@@ -1,6 +1,7 @@
 /* The instance every AdamW plugin of this tree starts from (optim/adamw and
- * optim/adamw_fused, on the CPU and on CUDA): its head, create()'s checks, options and
- * allocation, destroy() and the state's size (m then v, n f32 each, on every device, so
+ * optim/adamw_fused, on the CPU and on CUDA): its head (kernels/common's gb_instance,
+ * which gb_instance_destroy frees), create()'s checks, options and allocation, the checks
+ * of a step and the state's size (m then v, n f32 each, on every device, so
  * checkpoints move between them). A plugin's own fields follow the head. Header-only;
  * compiles as C and as CUDA C++.
  */
@@ -13,8 +14,7 @@
 #include "step_args.h"
 
 typedef struct adamw_base {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where step() queues */
+    gb_instance inst;       /* inst.device: where step() queues */
     adamw_hparams h;
     int threads;            /* host->num_threads, at least 1 */
 } adamw_base;
@@ -45,22 +45,13 @@ static inline gb_status adamw_base_create(const gb_host *host, const gb_value *o
     adamw_hparams h;
     if (!adamw_read_options(host, options, &h))
         return GB_ERR_CONFIG;
-    adamw_base *a = (adamw_base *)gb_instance_alloc(host, bytes, plugin);
-    if (!a)
-        return GB_ERR_NO_MEMORY;
-    a->host = host;
+    gb_status status = gb_instance_new(host, device, plugin, bytes, self);
+    if (status != GB_OK)
+        return status;
+    adamw_base *a = (adamw_base *)*self;
     a->h = h;
     a->threads = host->num_threads > 0 ? host->num_threads : 1;
-    optim_keep_device(&a->device, device);
-    *self = a;
     return GB_OK;
-}
-
-static inline void adamw_base_destroy(void *self)
-{
-    adamw_base *a = (adamw_base *)self;
-    if (a)
-        a->host->free(a->host, a);
 }
 
 static inline size_t adamw_state_bytes(void *self, int64_t n)
@@ -74,14 +65,15 @@ static inline size_t adamw_state_bytes(void *self, int64_t n)
 static inline gb_status adamw_check_step_args(const adamw_base *a,
                                               const gb_optim_step_args *args, int writes_lowp)
 {
-    if (!optim_step_args_valid(a->host, args))
+    if (!optim_step_args_valid(a->inst.host, args))
         return GB_ERR_INVALID_ARG;
     if (writes_lowp)
-        return optim_lowp_supported(a->host, args);
+        return optim_lowp_supported(a->inst.host, args);
     if (!args->params_lowp)
         return GB_OK;
-    a->host->set_error(a->host, "adamw keeps no low-precision parameter copy; use [optim] "
-                       "plugin = adamw_fused for master weights");
+    const gb_host *host = a->inst.host;
+    host->set_error(host, "adamw keeps no low-precision parameter copy; use [optim] plugin = "
+                    "adamw_fused for master weights");
     return GB_ERR_UNSUPPORTED;
 }
 
@@ -94,7 +86,7 @@ static inline gb_status adamw_cpu_step(const adamw_base *a, const gb_optim_step_
     gb_status status = adamw_check_step_args(a, args, writes_lowp);
     if (status != GB_OK)
         return status;
-    return optim_queue_step(a->host, &a->device, compute, a, args);
+    return optim_queue_step(a->inst.host, &a->inst.device, compute, a, args);
 }
 
 /* grad_norm_sq's check of its arguments. */
@@ -103,8 +95,9 @@ static inline gb_status adamw_check_norm_args(const adamw_base *a, const float *
 {
     if (out && n >= 0 && (n == 0 || grads))
         return GB_OK;
-    a->host->set_error(a->host, "grad_norm_sq needs an output, n >= 0 (got %lld) and gradients",
-                       (long long)n);
+    const gb_host *host = a->inst.host;
+    host->set_error(host, "grad_norm_sq needs an output, n >= 0 (got %lld) and gradients",
+                    (long long)n);
     return GB_ERR_INVALID_ARG;
 }
 

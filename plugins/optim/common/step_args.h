@@ -131,18 +131,6 @@ static inline int optim_step_skipped(const gb_optim_step_args *args)
 
 /* ---- queued work (ABI 1.2: optim.h "Where it runs") ---- */
 
-/* Keeps the device a plugin got at create() (the fields its struct_size covers, the rest
- * zero; nothing without a device), so step() can queue its work on it. */
-static inline void optim_keep_device(gb_device_ctx *kept, const gb_device_ctx *device)
-{
-    memset(kept, 0, sizeof *kept);
-    if (!device)
-        return;
-    size_t n = device->struct_size < sizeof *kept ? device->struct_size : sizeof *kept;
-    memcpy(kept, device, n);
-    kept->struct_size = n;
-}
-
 /* A plugin's step as it runs in stream order: it reads grad_norm_sq and touches device
  * memory. */
 typedef gb_status (*optim_compute_fn)(const void *self, const gb_optim_step_args *args);
