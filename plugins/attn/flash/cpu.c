@@ -137,15 +137,14 @@ typedef struct tiles {
 static int64_t lay_out_tiles(const tile_shape *t, float *base, tiles *w)
 {
     const int64_t head_rows = t->by_heads ? t->T : t->BQ;
-    const int64_t sizes[] = {head_rows * t->Dp, head_rows * t->Dp, t->by_heads * t->T * t->Dp,
-                             t->BQ * t->Dp, t->D * t->BK, t->D * t->BK, t->BK * t->Dp,
-                             t->BQ * t->BK, t->BQ * t->BK, t->BK * t->Dp, t->BK * t->Dp,
-                             t->BQ, t->BQ};
-    float **slots[] = {&w->q, &w->dout, &w->dq, &w->acc, &w->kt, &w->vt, &w->rows, &w->s,
-                       &w->ds, &w->dk, &w->dv, &w->m, &w->l};
-    _Static_assert(sizeof sizes / sizeof sizes[0] == sizeof slots / sizeof slots[0],
-                   "one size per tile");
-    return attn_lay_out(sizes, slots, sizeof sizes / sizeof sizes[0], base);
+    const attn_tile layout[] = {
+        {head_rows * t->Dp, &w->q}, {head_rows * t->Dp, &w->dout},
+        {t->by_heads * t->T * t->Dp, &w->dq}, {t->BQ * t->Dp, &w->acc},
+        {t->D * t->BK, &w->kt}, {t->D * t->BK, &w->vt}, {t->BK * t->Dp, &w->rows},
+        {t->BQ * t->BK, &w->s}, {t->BQ * t->BK, &w->ds}, {t->BK * t->Dp, &w->dk},
+        {t->BK * t->Dp, &w->dv}, {t->BQ, &w->m}, {t->BQ, &w->l},
+    };
+    return attn_lay_out(layout, sizeof layout / sizeof layout[0], base);
 }
 
 static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,

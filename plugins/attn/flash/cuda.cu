@@ -85,33 +85,24 @@ struct dims {
 
 /* ---- element types ------------------------------------------------------------------- */
 
-/* What the kernels need of a tile's element type: loading a view's element unchanged,
- * rounding an f32 to it and widening it back, and the gb_dtype of the views. */
+/* What the kernels need of a tile's element type: rounding an f32 to it and widening it
+ * back, and the gb_dtype of the views. */
 template <typename E> struct elem;
 
 template <> struct elem<float> {
     static constexpr gb_dtype dtype = GB_F32;
-    static __device__ float load(const void *p, int64_t i) { return ((const float *)p)[i]; }
     static __device__ float round(float x) { return x; }
     static __device__ float widen(float x) { return x; }
 };
 
 template <> struct elem<__half> {
     static constexpr gb_dtype dtype = GB_F16;
-    static __device__ __half load(const void *p, int64_t i)
-    {
-        return __ushort_as_half(((const unsigned short *)p)[i]);
-    }
     static __device__ __half round(float x) { return __float2half_rn(x); }
     static __device__ float widen(__half x) { return __half2float(x); }
 };
 
 template <> struct elem<__nv_bfloat16> {
     static constexpr gb_dtype dtype = GB_BF16;
-    static __device__ __nv_bfloat16 load(const void *p, int64_t i)
-    {
-        return __ushort_as_bfloat16(((const unsigned short *)p)[i]);
-    }
     static __device__ __nv_bfloat16 round(float x) { return __float2bfloat16_rn(x); }
     static __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 };

@@ -67,12 +67,11 @@ static int64_t lay_out_tiles(const attn_math *attn, const gb_attn_problem *p, fl
 {
     const int64_t T = p->seq_len, D = p->head_dim;
     const int64_t Tp = attn_round_up(T, CPU_VEC), Dp = attn_round_up(D, CPU_VEC);
-    const int64_t sizes[] = {D * Tp, T * Dp, T * Dp, T * Dp, T * Tp,
-                             attn->kernels->gemm_rows * Dp};
-    float **slots[] = {&w->kvt, &w->rows, &w->q, &w->dout, &w->s, &w->acc};
-    _Static_assert(sizeof sizes / sizeof sizes[0] == sizeof slots / sizeof slots[0],
-                   "one size per tile");
-    return attn_lay_out(sizes, slots, sizeof sizes / sizeof sizes[0], base);
+    const attn_tile layout[] = {
+        {D * Tp, &w->kvt}, {T * Dp, &w->rows}, {T * Dp, &w->q}, {T * Dp, &w->dout},
+        {T * Tp, &w->s}, {attn->kernels->gemm_rows * Dp, &w->acc},
+    };
+    return attn_lay_out(layout, sizeof layout / sizeof layout[0], base);
 }
 
 static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
