@@ -80,8 +80,10 @@ static int wait_ready(int fd, short events, double deadline)
 /* Sends `out` or, when it is NULL, receives into `in`, exactly `bytes` on the non-blocking
  * socket before `deadline`; 0, or -1 with errno (ETIMEDOUT at the deadline, ECONNRESET
  * when the peer closed the connection before all of a receive came). */
-static int transfer_all(int fd, const char *out, char *in, size_t bytes, double deadline)
+static int transfer_all(int fd, const void *out, void *in, size_t bytes, double deadline)
 {
+    const char *from = out;
+    char *into = in;
     size_t done = 0;
     while (done < bytes) {
         int ready = wait_ready(fd, out ? POLLOUT : POLLIN, deadline);
@@ -90,8 +92,8 @@ static int transfer_all(int fd, const char *out, char *in, size_t bytes, double 
                 errno = ETIMEDOUT;
             return -1;
         }
-        ssize_t n = out ? send(fd, out + done, bytes - done, MSG_NOSIGNAL)
-                        : recv(fd, in + done, bytes - done, 0);
+        ssize_t n = out ? send(fd, from + done, bytes - done, MSG_NOSIGNAL)
+                        : recv(fd, into + done, bytes - done, 0);
         if (n == 0 && !out) {
             errno = ECONNRESET;
             return -1;
@@ -162,7 +164,8 @@ static int serve_peer(const gb_host *host, int fd, int world, const unsigned cha
 {
     unsigned char hello[HELLO_BYTES];
     double hello_deadline = monotonic_s() + HELLO_LIMIT_S;
-    if (transfer_all(fd, NULL, hello, sizeof hello, hello_deadline < deadline ? hello_deadline : deadline)) {
+    if (transfer_all(fd, NULL, hello, sizeof hello,
+                     hello_deadline < deadline ? hello_deadline : deadline)) {
         host->log(host, GB_LOG_WARN, "rank 0: dropped a connection that sent no greeting (%s)",
                   strerror(errno));
         return 0;
@@ -195,7 +198,8 @@ static int serve_peer(const gb_host *host, int fd, int world, const unsigned cha
     unsigned char header[REPLY_HEADER_BYTES];
     put_u32(header, WIRE_MAGIC);
     put_u32(header + 4, WIRE_VERSION);
-    if (transfer_all(fd, header, NULL, sizeof header, deadline) || transfer_all(fd, blob, NULL, bytes, deadline)) {
+    if (transfer_all(fd, header, NULL, sizeof header, deadline) ||
+        transfer_all(fd, blob, NULL, bytes, deadline)) {
         host->set_error(host, "rank 0: sending the NCCL id to rank %u failed: %s (did rank %u "
                         "exit?)", rank, strerror(errno), rank);
         return -1;
