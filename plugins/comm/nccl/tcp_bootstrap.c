@@ -110,23 +110,32 @@ static int transfer_all(int fd, const void *out, void *in, size_t bytes, double 
 
 /* ---- rank 0 ---------------------------------------------------------------------------- */
 
+/* Binds `fd` to `addr` and listens on it: fd, or -1 with errno (fd closed). */
+static int bind_listen(int fd, const struct sockaddr *addr, socklen_t len, int backlog)
+{
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, addr, len) == 0 && listen(fd, backlog) == 0)
+        return fd;
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+}
+
 /* A listening socket on `port` of every interface: IPv6 that accepts IPv4 too, or IPv4
  * alone where the host has no IPv6. -1 with errno on failure. */
 static int listen_any(int port, int backlog)
 {
-    const int one = 1, zero = 0;
     int fd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
+        const int zero = 0;
         struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
                                   .sin6_addr = in6addr_any};
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-        if (bind(fd, (struct sockaddr *)&a6, sizeof a6) == 0 && listen(fd, backlog) == 0)
+        if (bind_listen(fd, (struct sockaddr *)&a6, sizeof a6, backlog) >= 0)
             return fd;
-        int err = errno;
-        close(fd);
-        errno = err;
-        if (err != EADDRNOTAVAIL && err != EAFNOSUPPORT)
+        if (errno != EADDRNOTAVAIL && errno != EAFNOSUPPORT)
             return -1;
     } else if (errno != EAFNOSUPPORT) {
         return -1;
@@ -136,13 +145,7 @@ static int listen_any(int port, int backlog)
         return -1;
     struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_ANY)};
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&a4, sizeof a4) == 0 && listen(fd, backlog) == 0)
-        return fd;
-    int err = errno;
-    close(fd);
-    errno = err;
-    return -1;
+    return bind_listen(fd, (struct sockaddr *)&a4, sizeof a4, backlog);
 }
 
 /* accept() failures that concern one connection, not the listener (accept(2), Linux). */
