@@ -26,6 +26,15 @@ static inline gb_status attn_require_cuda(const gb_host *host, const char *plugi
     return GB_ERR_UNSUPPORTED;
 }
 
+/* attn_require_cuda, then the instance (gb_instance_new): create()'s start for a CUDA
+ * plugin that checks nothing else of the device before allocating. */
+static inline gb_status attn_cuda_instance_new(const gb_host *host, const gb_device_ctx *device,
+                                               const char *plugin, size_t bytes, void **self)
+{
+    gb_status st = attn_require_cuda(host, plugin, device);
+    return st == GB_OK ? gb_instance_new(host, device, plugin, bytes, self) : st;
+}
+
 /* The dtypes attn_problem_ok_on() accepts, as the descriptor declares them. */
 #define ATTN_DTYPES (GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16))
 

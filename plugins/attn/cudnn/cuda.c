@@ -787,10 +787,8 @@ static gb_status cudnn_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status st = attn_require_cuda(host, PLUGIN, device);
+    gb_status st = attn_cuda_instance_new(host, device, PLUGIN, sizeof(attn_cudnn), self);
     if (st != GB_OK)
-        return st;
-    if ((st = gb_instance_new(host, device, PLUGIN, sizeof(attn_cudnn), self)) != GB_OK)
         return st;
     attn_cudnn *a = (attn_cudnn *)*self;
     a->env.cudnn_version = (int64_t)cudnnGetVersion();

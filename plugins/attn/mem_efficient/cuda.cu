@@ -23,15 +23,11 @@
                 "at any T; use attn/flash (f32, bf16, f16, head_dim up to 128) " \
                 "or attn/cudnn (bf16, f16) for memory linear in T, or attn/math for any shape"
 
-
 static gb_status mem_efficient_create(const gb_host *host, const gb_value *options,
                                       const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status st = attn_require_cuda(host, PLUGIN, device);
-    if (st != GB_OK)
-        return st;
-    return gb_instance_new(host, device, PLUGIN, sizeof(gb_instance), self);
+    return attn_cuda_instance_new(host, device, PLUGIN, sizeof(gb_instance), self);
 }
 
 static int mem_efficient_eligible(void *self, const gb_attn_problem *p, char *reason,
