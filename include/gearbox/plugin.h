@@ -237,6 +237,34 @@ typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
         return &desc;                                                                     \
     }
 
+/* ---- one-declaration plugin tails -----------------------------------------------------
+ *
+ * A plugin's ops table and its descriptor in one declaration: the table gets its
+ * struct_size filled in, then the entries follow as designated initializers (in C; CUDA
+ * C++ lists them in the vtable's order). Dtypes and caps are as GB_PLUGIN_DEFINE_CAPS
+ * takes them (0u and GB_CAPS_UNDECLARED declare nothing, as GB_PLUGIN_DEFINE does):
+ *
+ *   GB_ATTN_PLUGIN("math", "1.0.0", "materialises the T x T scores", GB_DEVICE_CPU,
+ *                  GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC, GB_NO_OPTIONS,
+ *                  .create = math_create, .destroy = math_destroy, ...);
+ *
+ * The kind's header (gearbox/attn.h for GB_ATTN_PLUGIN) must be included. Use once per
+ * shared object; GB_PLUGIN_DEFINE and GB_PLUGIN_DEFINE_CAPS stay for a separate table. */
+#define GB_DEVICE_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_DEVICE, gb_device_ops, __VA_ARGS__)
+#define GB_ATTN_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_ATTN, gb_attn_ops, __VA_ARGS__)
+#define GB_OPTIM_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_OPTIM, gb_optim_ops, __VA_ARGS__)
+#define GB_PRECISION_PLUGIN(...) \
+    GB_PLUGIN_WITH_OPS_(GB_KIND_PRECISION, gb_precision_ops, __VA_ARGS__)
+#define GB_COMM_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_COMM, gb_comm_ops, __VA_ARGS__)
+
+/* Shared body: GB_OPTIONS() and GB_NO_OPTIONS have become two arguments by the time the
+ * arguments arrive here (options_, n_options_). */
+#define GB_PLUGIN_WITH_OPS_(kind_, ops_type_, name_, version_, description_, devices_,     \
+                            dtypes_, caps_, options_, n_options_, ...)                     \
+    static const ops_type_ gb_plugin_ops_ = {sizeof(ops_type_), __VA_ARGS__};              \
+    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, dtypes_, caps_,      \
+                     gb_plugin_ops_, options_, n_options_)
+
 #ifdef __cplusplus
 }
 #endif

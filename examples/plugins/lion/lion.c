@@ -140,15 +140,9 @@ static gb_status lion_step(void *self, const gb_optim_step_args *args)
     return GB_OK;
 }
 
-static const gb_optim_ops lion_ops = {
-    .struct_size = sizeof(gb_optim_ops),
-    .create = lion_create,
-    .destroy = lion_destroy,
-    .state_bytes = lion_state_bytes,
-    .step = lion_step,
-};
-
-GB_PLUGIN_DEFINE(GB_KIND_OPTIM, "lion", "1.0.0",
-                 "Lion (Chen et al. 2023): sign of an interpolated moment; 4 bytes of state "
-                 "per parameter",
-                 GB_DEVICE_CPU, GB_OPTIONS(lion_options), lion_ops)
+GB_OPTIM_PLUGIN("lion", "1.0.0",
+                "Lion (Chen et al. 2023): sign of an interpolated moment; 4 bytes of state "
+                "per parameter",
+                GB_DEVICE_CPU, 0u, GB_CAPS_UNDECLARED, GB_OPTIONS(lion_options),
+                .create = lion_create, .destroy = lion_destroy, .state_bytes = lion_state_bytes,
+                .step = lion_step)

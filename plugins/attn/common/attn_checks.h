@@ -1,7 +1,7 @@
 /* What every attention plugin of this tree checks the same way, on any device: the
- * problem checks behind eligible(), the view checks that make forward() and backward()
- * refuse what eligible() would, and the copy of the device context a plugin keeps from
- * create(). Header-only; compiles as C and, for the CUDA plugins, as CUDA C++. Nothing
+ * problem checks behind eligible() and the view checks that make forward() and backward()
+ * refuse what eligible() would. Instances start with kernels/common's gb_instance
+ * (plugin_instance.h). Header-only; compiles as C and, for the CUDA plugins, as CUDA C++. Nothing
  * here allocates or prints: reasons go into the caller's buffer or through set_error().
  */
 #ifndef GB_ATTN_CHECKS_H
@@ -11,16 +11,7 @@
 #include <string.h>
 
 #include "gearbox/attn.h"
-
-/* Keeps the device a plugin got at create() (the fields its struct_size covers, the rest
- * zero), so forward/backward can queue their work on it. */
-static inline void attn_keep_device(gb_device_ctx *kept, const gb_device_ctx *device)
-{
-    memset(kept, 0, sizeof *kept);
-    size_t n = device->struct_size < sizeof *kept ? device->struct_size : sizeof *kept;
-    memcpy(kept, device, n);
-    kept->struct_size = n;
-}
+#include "plugin_instance.h"
 
 /* GB_OK when `device` is the CUDA device; else GB_ERR_UNSUPPORTED, saying that the CUDA
  * object of `plugin` was given another device. */
@@ -34,6 +25,18 @@ static inline gb_status attn_require_cuda(const gb_host *host, const char *plugi
                     device && device->device == GB_DEVICE_CPU ? "cpu" : "not CUDA");
     return GB_ERR_UNSUPPORTED;
 }
+
+/* attn_require_cuda, then the instance (gb_instance_new): create()'s start for a CUDA
+ * plugin that checks nothing else of the device before allocating. */
+static inline gb_status attn_cuda_instance_new(const gb_host *host, const gb_device_ctx *device,
+                                               const char *plugin, size_t bytes, void **self)
+{
+    gb_status st = attn_require_cuda(host, plugin, device);
+    return st == GB_OK ? gb_instance_new(host, device, plugin, bytes, self) : st;
+}
+
+/* The dtypes attn_problem_ok_on() accepts, as the descriptor declares them. */
+#define ATTN_DTYPES (GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16))
 
 /* 1 when `p` is a problem of f32, bf16 or f16 views of sensible sizes; else 0 with a
  * reason that names `plugin` on `device` and what to change. */
@@ -100,6 +103,21 @@ static inline gb_status attn_check_call(const gb_host *host, const char *plugin,
     for (int i = 0; i < n && status == GB_OK; i++)
         status = attn_check_view(host, plugin, call, names[i], views[i], p);
     return status;
+}
+
+typedef int (*attn_eligible_fn)(void *self, const gb_attn_problem *p, char *reason,
+                                size_t reason_cap);
+
+/* attn_check_call with the answer and reason of the plugin's own eligible(). */
+static inline gb_status attn_check_eligible_call(const gb_instance *a, const char *plugin,
+                                                 const char *call, attn_eligible_fn eligible,
+                                                 const gb_attn_problem *p,
+                                                 const char *const *names,
+                                                 const gb_tensor *const *views, int n)
+{
+    char reason[256];
+    int ok = eligible((void *)a, p, reason, sizeof reason);
+    return attn_check_call(a->host, plugin, call, ok, reason, p, names, views, n);
 }
 
 #endif /* GB_ATTN_CHECKS_H */

@@ -34,6 +34,25 @@ static inline int64_t attn_round_up(int64_t n, int64_t to)
     return (n + to - 1) / to * to;
 }
 
+/* One tile of a thread's scratch: its size, and where its start goes. */
+typedef struct attn_tile {
+    int64_t floats;
+    float **start;
+} attn_tile;
+
+/* Lays n tiles out from `base`, each rounded up to 16 floats so that every tile starts on
+ * a 64-byte boundary (NULL starts when base is NULL, which only counts); returns the
+ * floats they take. */
+static inline int64_t attn_lay_out(const attn_tile *tiles, size_t n, float *base)
+{
+    int64_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        *tiles[i].start = base ? base + used : NULL;
+        used += attn_round_up(tiles[i].floats, 16);
+    }
+    return used;
+}
+
 static inline int64_t attn_min(int64_t a, int64_t b)
 {
     return a < b ? a : b;

@@ -85,8 +85,7 @@ typedef struct plan {
 } plan;
 
 typedef struct attn_cudnn {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): its GPU and its stream */
+    gb_instance base;     /* base.device: its GPU and its stream */
     cudnnHandle_t handle;
     sdpa_env env;
     plan plans[PLAN_CACHE];
@@ -670,7 +669,7 @@ static gb_status plan_build(attn_cudnn *a, const sdpa_key *k, plan *pl)
     const gb_attn_problem p = key_problem(k);
     plan_release(pl);
     memset(pl, 0, sizeof *pl);
-    pl->g.host = a->host;
+    pl->g.host = a->base.host;
     pl->g.handle = a->handle;
     pl->g.io = k->dtype == GB_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
     pl->g.next_uid = UID_VIRTUAL;
@@ -765,10 +764,10 @@ static gb_status device_capability(const gb_host *host, const gb_device_ctx *dev
 /* The cuDNN handle on the device's GPU and compute stream. */
 static gb_status open_handle(attn_cudnn *a)
 {
-    const gb_host *host = a->host;
-    GB_CUDA_CHECK(cudaSetDevice(a->device.ordinal));
+    const gb_host *host = a->base.host;
+    GB_CUDA_CHECK(cudaSetDevice(a->base.device.ordinal));
     CUDNN_CHECK(cudnnCreate(&a->handle));
-    CUDNN_CHECK(cudnnSetStream(a->handle, (cudaStream_t)a->device.stream));
+    CUDNN_CHECK(cudnnSetStream(a->handle, (cudaStream_t)a->base.device.stream));
     return GB_OK;
 }
 
@@ -781,32 +780,24 @@ static void cudnn_destroy(void *self)
         plan_release(&a->plans[i]);
     if (a->handle)
         cudnnDestroy(a->handle);
-    a->host->free(a->host, a);
+    gb_instance_destroy(a);
 }
 
 static gb_status cudnn_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status st = attn_require_cuda(host, PLUGIN, device);
+    gb_status st = attn_cuda_instance_new(host, device, PLUGIN, sizeof(attn_cudnn), self);
     if (st != GB_OK)
         return st;
-    attn_cudnn *a = (attn_cudnn *)host->alloc(host, sizeof *a);
-    if (!a) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    memset(a, 0, sizeof *a);
-    a->host = host;
-    attn_keep_device(&a->device, device);
+    attn_cudnn *a = (attn_cudnn *)*self;
     a->env.cudnn_version = (int64_t)cudnnGetVersion();
-    if ((st = device_capability(host, &a->device, &a->env)) != GB_OK ||
+    if ((st = device_capability(host, &a->base.device, &a->env)) != GB_OK ||
         (st = open_handle(a)) != GB_OK) {
         cudnn_destroy(a);
-        return st;
+        *self = NULL;
     }
-    *self = a;
-    return GB_OK;
+    return st;
 }
 
 static gb_status cudnn_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
@@ -815,7 +806,7 @@ static gb_status cudnn_memory(void *self, const gb_attn_problem *p, size_t *save
     attn_cudnn *a = (attn_cudnn *)self;
     char reason[256];
     if (!sdpa_eligible(&a->env, p, reason, sizeof reason)) {
-        a->host->set_error(a->host, "memory: %s", reason);
+        a->base.host->set_error(a->base.host, "memory: %s", reason);
         return GB_ERR_UNSUPPORTED;
     }
     int64_t workspace = 0;
@@ -833,7 +824,7 @@ static gb_status check_call(const attn_cudnn *a, const char *call, const gb_attn
                             const char *const *names, const gb_tensor *const *views, int n,
                             const void *saved, const void *workspace)
 {
-    const gb_host *host = a->host;
+    const gb_host *host = a->base.host;
     char reason[256];
     int ok = sdpa_eligible(&a->env, p, reason, sizeof reason);
     gb_status st = attn_check_call(host, PLUGIN, call, ok, reason, p, names, views, n);
@@ -867,10 +858,10 @@ static gb_status call_plan(attn_cudnn *a, int direction, const gb_attn_problem *
     const int64_t need = direction == SDPA_FORWARD ? (*out)->workspace
                                                    : sdpa_workspace_bytes(p, 0, (*out)->workspace);
     if (need > declared) {
-        a->host->set_error(a->host, "%s: the views' strides need a cuDNN plan with %lld bytes "
-                           "of workspace, more than the %lld memory() declared for this "
-                           "problem", direction_name(direction), (long long)need,
-                           (long long)declared);
+        const gb_host *host = a->base.host;
+        host->set_error(host, "%s: the views' strides need a cuDNN plan with %lld bytes of "
+                        "workspace, more than the %lld memory() declared for this problem",
+                        direction_name(direction), (long long)need, (long long)declared);
         return GB_ERR_UNSUPPORTED;
     }
     return GB_OK;
@@ -880,7 +871,7 @@ static gb_status call_plan(attn_cudnn *a, int direction, const gb_attn_problem *
 static gb_status plan_execute(const attn_cudnn *a, plan *pl, const int64_t *uids, void **ptrs,
                               int n, void *workspace)
 {
-    const gb_host *host = a->host;
+    const gb_host *host = a->base.host;
     cudnnBackendDescriptor_t pack;
     CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
     cudnnStatus_t s = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
@@ -964,17 +955,8 @@ static gb_status cudnn_backward(void *self, const gb_attn_problem *p, gb_tensor 
     return plan_execute(a, pl, uids, ptrs, p->causal ? 13 : 12, workspace);
 }
 
-static const gb_attn_ops cudnn_ops = {
-    .struct_size = sizeof(gb_attn_ops),
-    .create = cudnn_create,
-    .destroy = cudnn_destroy,
-    .eligible = cudnn_eligible,
-    .memory = cudnn_memory,
-    .forward = cudnn_forward,
-    .backward = cudnn_backward,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "cudnn", "1.0.0",
-                      "cuDNN 9 fused flash attention (backend graph API); bf16, f16",
-                      GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, cudnn_ops)
+GB_ATTN_PLUGIN("cudnn", "1.0.0", "cuDNN 9 fused flash attention (backend graph API); bf16, f16",
+               GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+               GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, .create = cudnn_create,
+               .destroy = cudnn_destroy, .eligible = cudnn_eligible, .memory = cudnn_memory,
+               .forward = cudnn_forward, .backward = cudnn_backward)

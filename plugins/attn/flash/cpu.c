@@ -28,7 +28,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "attn_views.h"
+#include "attn_cpu.h"
 #include "cpu_kernels.h"
 #include "gearbox/attn.h"
 #include "pointwise.h"
@@ -55,9 +55,7 @@ static const gb_option flash_options[] = {
 };
 
 typedef struct attn_flash {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
-    int threads;       /* host->num_threads, at least 1: one set of tiles each */
+    attn_cpu cpu;
     int64_t block_q, block_k;
     const cpu_kernels *kernels;
 } attn_flash;
@@ -86,56 +84,6 @@ static gb_status choose_kernels(const gb_host *host, int64_t isa, const cpu_kern
     host->set_error(host, "[attn] isa = %s, but %s; use isa = auto or portable", name,
                     lacking);
     return GB_ERR_UNSUPPORTED;
-}
-
-static gb_status flash_create(const gb_host *host, const gb_value *options,
-                              const gb_device_ctx *device, void **self)
-{
-    if (!device || !gb_device_memory_is_host(device)) {
-        host->set_error(host, PLUGIN "-cpu runs on devices whose buffers are host "
-                              "memory; this run's device has memory of its own (use the "
-                              "plugin built for it)");
-        return GB_ERR_UNSUPPORTED;
-    }
-    const int64_t block_k = options[OPT_BLOCK_K].i;
-    if (block_k % CPU_VEC != 0) {
-        host->set_error(host, "[attn] block_k = %lld is not a multiple of %d, the width the "
-                        "kernels work in; use %lld", (long long)block_k, CPU_VEC,
-                        (long long)((block_k + CPU_VEC - 1) / CPU_VEC * CPU_VEC));
-        return GB_ERR_CONFIG;
-    }
-    const cpu_kernels *kernels;
-    gb_status status = choose_kernels(host, options[OPT_ISA].i, &kernels);
-    if (status != GB_OK)
-        return status;
-    attn_flash *f = host->alloc(host, sizeof *f);
-    if (!f) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    f->host = host;
-    attn_keep_device(&f->device, device);
-    f->threads = host->num_threads > 0 ? host->num_threads : 1;
-    f->block_q = options[OPT_BLOCK_Q].i;
-    f->block_k = block_k;
-    f->kernels = kernels;
-    host->log(host, GB_LOG_DEBUG, "%s kernels, tiles of %lld queries x %lld keys",
-              kernels->name, (long long)f->block_q, (long long)block_k);
-    *self = f;
-    return GB_OK;
-}
-
-static void flash_destroy(void *self)
-{
-    attn_flash *f = self;
-    if (f)
-        f->host->free(f->host, f);
-}
-
-static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
-{
-    (void)self;
-    return attn_problem_ok(PLUGIN, p, reason, reason_cap);
 }
 
 /* ---- tiles --------------------------------------------------------------------------- */
@@ -169,7 +117,7 @@ static tile_shape shape_of(const attn_flash *f, const gb_attn_problem *p)
         .D = p->head_dim,
         .Dp = attn_round_up(p->head_dim, CPU_VEC),
         .T = T,
-        .by_heads = backward_by_heads(f->threads, p),
+        .by_heads = backward_by_heads(f->cpu.threads, p),
     };
 }
 
@@ -189,20 +137,14 @@ typedef struct tiles {
 static int64_t lay_out_tiles(const tile_shape *t, float *base, tiles *w)
 {
     const int64_t head_rows = t->by_heads ? t->T : t->BQ;
-    const int64_t sizes[] = {head_rows * t->Dp, head_rows * t->Dp, t->by_heads * t->T * t->Dp,
-                             t->BQ * t->Dp, t->D * t->BK, t->D * t->BK, t->BK * t->Dp,
-                             t->BQ * t->BK, t->BQ * t->BK, t->BK * t->Dp, t->BK * t->Dp,
-                             t->BQ, t->BQ};
-    float **slots[] = {&w->q, &w->dout, &w->dq, &w->acc, &w->kt, &w->vt, &w->rows, &w->s,
-                       &w->ds, &w->dk, &w->dv, &w->m, &w->l};
-    _Static_assert(sizeof sizes / sizeof sizes[0] == sizeof slots / sizeof slots[0],
-                   "one size per tile");
-    int64_t used = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        *slots[i] = base ? base + used : NULL;
-        used += attn_round_up(sizes[i], CPU_VEC);
-    }
-    return used;
+    const attn_tile layout[] = {
+        {head_rows * t->Dp, &w->q}, {head_rows * t->Dp, &w->dout},
+        {t->by_heads * t->T * t->Dp, &w->dq}, {t->BQ * t->Dp, &w->acc},
+        {t->D * t->BK, &w->kt}, {t->D * t->BK, &w->vt}, {t->BK * t->Dp, &w->rows},
+        {t->BQ * t->BK, &w->s}, {t->BQ * t->BK, &w->ds}, {t->BK * t->Dp, &w->dk},
+        {t->BK * t->Dp, &w->dv}, {t->BQ, &w->m}, {t->BQ, &w->l},
+    };
+    return attn_lay_out(layout, sizeof layout / sizeof layout[0], base);
 }
 
 static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
@@ -214,7 +156,7 @@ static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *save
     const int64_t rows = p->batch * p->heads * p->seq_len;
     *saved_bytes = (size_t)rows * sizeof(float);
     *workspace_bytes = (size_t)(attn_round_up(rows, CPU_VEC) +
-                                f->threads * lay_out_tiles(&t, NULL, &unused) +
+                                f->cpu.threads * lay_out_tiles(&t, NULL, &unused) +
                                 attn_wide_floats(p, WIDE_VIEWS)) *
                        sizeof(float);
     return GB_OK;
@@ -229,17 +171,18 @@ typedef struct flash_call {
     int64_t H, T;
     int causal;
     float scale;
-    gb_tensor q, k, v, out, dout, dq, dk, dv;
+    attn_call views;   // f32 (attn_cpu_f32)
     float *lse;     // (B, H, T) saved by forward
     float *delta;   // (B, H, T) dO . O, in the workspace
     float *arena;   // (threads, arena_floats)
     int64_t arena_floats;
-    float *wide;    // the f32 copies of a 16-bit call's views, after the arena
 } flash_call;
 
-static flash_call call_of(const attn_flash *f, const gb_attn_problem *p, float *lse,
-                          void *workspace)
+/* `call` laid out: its views, in f32, follow the tiles in the workspace. */
+static flash_call call_of(const attn_call *call)
 {
+    const attn_flash *f = call->self;
+    const gb_attn_problem *p = &call->p;
     flash_call c = {
         .kern = f->kernels,
         .t = shape_of(f, p),
@@ -247,13 +190,14 @@ static flash_call call_of(const attn_flash *f, const gb_attn_problem *p, float *
         .T = p->seq_len,
         .causal = p->causal,
         .scale = 1.0f / sqrtf((float)p->head_dim),
-        .lse = lse,
-        .delta = workspace,
+        .lse = call->saved,   // forward writes it, backward only reads it
+        .delta = call->workspace,
     };
     tiles unused;
     c.arena_floats = lay_out_tiles(&c.t, NULL, &unused);
     c.arena = c.delta + attn_round_up(p->batch * p->heads * p->seq_len, CPU_VEC);
-    c.wide = c.arena + f->threads * c.arena_floats;
+    float *wide = c.arena + f->cpu.threads * c.arena_floats;
+    c.views = attn_cpu_f32(call, &wide);
     return c;
 }
 
@@ -319,8 +263,8 @@ static void softmax_rows(const flash_call *c, tiles *w, int64_t q0, int64_t i0, 
 static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, int64_t q0)
 {
     const int64_t BK = c->t.BK, D = c->t.D, Dp = c->t.Dp, R = c->kern->gemm_rows;
-    const int64_t nq = attn_min(c->t.BQ, c->T - q0), ldq = c->q.stride[2];
-    const float *q = attn_row(&c->q, b, h, q0);
+    const int64_t nq = attn_min(c->t.BQ, c->T - q0), ldq = c->views.q.stride[2];
+    const float *q = attn_row(&c->views.q, b, h, q0);
     float *lse = c->lse + (b * c->H + h) * c->T + q0;
     memset(w->acc, 0, (size_t)(nq * Dp) * sizeof(float));
     for (int64_t i = 0; i < nq; i++) {
@@ -329,8 +273,8 @@ static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, in
     }
     for (int64_t k0 = 0; k0 < key_end(c, q0, nq); k0 += BK) {
         const int64_t nk = attn_min(BK, c->T - k0);
-        attn_pack_columns(w->kt, BK, &c->k, b, h, k0, nk, D, c->scale);
-        attn_pack_rows(w->rows, Dp, &c->v, b, h, k0, nk, D);
+        attn_pack_columns(w->kt, BK, &c->views.k, b, h, k0, nk, D, c->scale);
+        attn_pack_rows(w->rows, Dp, &c->views.v, b, h, k0, nk, D);
         for (int64_t i0 = 0; i0 < nq; i0 += R) {
             const int64_t nr = attn_min(R, nq - i0), keys = strip_keys(c, q0, i0, nr, k0, nk);
             if (keys == 0)
@@ -348,28 +292,16 @@ static void forward_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, in
         for (int64_t d = 0; d < D; d++)
             w->acc[i * Dp + d] *= inv_l;
     }
-    attn_unpack_rows(&c->out, b, h, q0, nq, w->acc, Dp, D, 1.0f);
+    attn_unpack_rows(&c->views.out, b, h, q0, nq, w->acc, Dp, D, 1.0f);
 }
 
-static gb_status check_call(attn_flash *f, const char *call, const gb_attn_problem *p,
-                            const char *const *names, const gb_tensor *const *views, int n)
+static gb_status flash_forward_compute(const attn_call *call)
 {
-    char reason[256];
-    int ok = flash_eligible(f, p, reason, sizeof reason);
-    return attn_check_call(f->host, PLUGIN, call, ok, reason, p, names, views, n);
-}
-
-/* The forward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status flash_forward_compute(attn_flash *f, const gb_attn_problem *p, gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v, void *saved, void *workspace)
-{
-    flash_call c = call_of(f, p, saved, workspace);
-    c.q = attn_read_f32(&q, p, &c.wide, f->threads);
-    c.k = attn_read_f32(&k, p, &c.wide, f->threads);
-    c.v = attn_read_f32(&v, p, &c.wide, f->threads);
-    c.out = attn_write_f32(&out, p, &c.wide);
+    const attn_flash *f = call->self;
+    const gb_attn_problem *p = &call->p;
+    flash_call c = call_of(call);
     const int64_t n_tiles = (c.T + c.t.BQ - 1) / c.t.BQ, units = p->batch * c.H * n_tiles;
-    #pragma omp parallel num_threads(f->threads) if (units > 1)
+    #pragma omp parallel num_threads(f->cpu.threads) if (units > 1)
     {
         tiles w = thread_tiles(&c);
         #pragma omp for schedule(static, 1)
@@ -378,41 +310,8 @@ static gb_status flash_forward_compute(attn_flash *f, const gb_attn_problem *p, 
             forward_tile(&c, &w, bh / c.H, bh % c.H, u % n_tiles * c.t.BQ);
         }
     }
-    attn_store_f32(&out, &c.out, f->threads);
+    attn_cpu_store(call, &c.views);
     return GB_OK;
-}
-
-/* What flash_forward queues: the instance, a copy of the problem and the views by value. */
-typedef struct flash_forward_args {
-    attn_flash *self;
-    gb_attn_problem p;
-    gb_tensor out;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    void *saved;
-    void *workspace;
-} flash_forward_args;
-
-static gb_status flash_forward_run(void *arg)
-{
-    flash_forward_args *a = arg;
-    return flash_forward_compute(a->self, &a->p, a->out, a->q, a->k, a->v, a->saved,
-                          a->workspace);
-}
-
-static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor out, gb_tensor q,
-                               gb_tensor k, gb_tensor v, void *saved, void *workspace)
-{
-    attn_flash *f = self;
-    const char *names[] = {"out", "q", "k", "v"};
-    const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_call(f, "forward", p, names, views, 4);
-    if (status != GB_OK)
-        return status;
-    flash_forward_args a = {.self = f, .p = *p, .out = out, .q = q, .k = k, .v = v,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&f->device, flash_forward_run, &a, sizeof a);
 }
 
 /* ---- backward ------------------------------------------------------------------------ */
@@ -421,8 +320,8 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
 static void pack_key_tile(const flash_call *c, tiles *w, int64_t b, int64_t h, int64_t k0,
                           int64_t nk)
 {
-    attn_pack_columns(w->kt, c->t.BK, &c->k, b, h, k0, nk, c->t.D, c->scale);
-    attn_pack_columns(w->vt, c->t.BK, &c->v, b, h, k0, nk, c->t.D, 1.0f);
+    attn_pack_columns(w->kt, c->t.BK, &c->views.k, b, h, k0, nk, c->t.D, c->scale);
+    attn_pack_columns(w->vt, c->t.BK, &c->views.v, b, h, k0, nk, c->t.D, 1.0f);
 }
 
 /* P and dS of query tile q0.. against the packed key tile k0.., a strip of rows at a
@@ -491,8 +390,8 @@ static void add_query_gradients(const flash_call *c, tiles *w, int64_t q0, int64
 static void write_key_gradients(const flash_call *c, tiles *w, int64_t b, int64_t h,
                                 int64_t k0, int64_t nk)
 {
-    attn_unpack_rows(&c->dk, b, h, k0, nk, w->dk, c->t.Dp, c->t.D, c->scale);
-    attn_unpack_rows(&c->dv, b, h, k0, nk, w->dv, c->t.Dp, c->t.D, 1.0f);
+    attn_unpack_rows(&c->views.dk, b, h, k0, nk, w->dk, c->t.Dp, c->t.D, c->scale);
+    attn_unpack_rows(&c->views.dv, b, h, k0, nk, w->dv, c->t.Dp, c->t.D, 1.0f);
 }
 
 /* Backward of a whole head in one pass: key tiles in order, each against the query
@@ -500,13 +399,13 @@ static void write_key_gradients(const flash_call *c, tiles *w, int64_t b, int64_
 static void backward_head(const flash_call *c, tiles *w, int64_t b, int64_t h)
 {
     const int64_t T = c->T, BQ = c->t.BQ, BK = c->t.BK, D = c->t.D, Dp = c->t.Dp;
-    attn_pack_rows(w->q, Dp, &c->q, b, h, 0, T, D);
-    attn_pack_rows(w->dout, Dp, &c->dout, b, h, 0, T, D);
+    attn_pack_rows(w->q, Dp, &c->views.q, b, h, 0, T, D);
+    attn_pack_rows(w->dout, Dp, &c->views.dout, b, h, 0, T, D);
     memset(w->dq, 0, (size_t)(T * Dp) * sizeof(float));
     for (int64_t k0 = 0; k0 < T; k0 += BK) {
         const int64_t nk = attn_min(BK, T - k0);
         pack_key_tile(c, w, b, h, k0, nk);
-        attn_pack_rows(w->rows, Dp, &c->k, b, h, k0, nk, D);
+        attn_pack_rows(w->rows, Dp, &c->views.k, b, h, k0, nk, D);
         memset(w->dk, 0, (size_t)(nk * Dp) * sizeof(float));
         memset(w->dv, 0, (size_t)(nk * Dp) * sizeof(float));
         for (int64_t q0 = query_start(c, k0); q0 < T; q0 += BQ) {
@@ -518,7 +417,7 @@ static void backward_head(const flash_call *c, tiles *w, int64_t b, int64_t h)
         }
         write_key_gradients(c, w, b, h, k0, nk);
     }
-    attn_unpack_rows(&c->dq, b, h, 0, T, w->dq, Dp, D, c->scale);
+    attn_unpack_rows(&c->views.dq, b, h, 0, T, w->dq, Dp, D, c->scale);
 }
 
 /* dK and dV of key tile k0.., summed over the query tiles that see it, in order. */
@@ -531,8 +430,8 @@ static void key_tile_gradients(const flash_call *c, tiles *w, int64_t b, int64_t
     memset(w->dv, 0, (size_t)(nk * Dp) * sizeof(float));
     for (int64_t q0 = query_start(c, k0); q0 < c->T; q0 += BQ) {
         const int64_t nq = attn_min(BQ, c->T - q0);
-        attn_pack_rows(w->q, Dp, &c->q, b, h, q0, nq, D);
-        attn_pack_rows(w->dout, Dp, &c->dout, b, h, q0, nq, D);
+        attn_pack_rows(w->q, Dp, &c->views.q, b, h, q0, nq, D);
+        attn_pack_rows(w->dout, Dp, &c->views.dout, b, h, q0, nq, D);
         pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, w->q, Dp, w->dout, Dp);
         add_key_gradients(c, w, q0, nq, k0, nk, w->q, w->dout);
     }
@@ -545,43 +444,35 @@ static void query_tile_gradients(const flash_call *c, tiles *w, int64_t b, int64
 {
     const int64_t BK = c->t.BK, D = c->t.D, Dp = c->t.Dp;
     const int64_t nq = attn_min(c->t.BQ, c->T - q0);
-    const float *q = attn_row(&c->q, b, h, q0), *dout = attn_row(&c->dout, b, h, q0);
+    const float *q = attn_row(&c->views.q, b, h, q0);
+    const float *dout = attn_row(&c->views.dout, b, h, q0);
     memset(w->acc, 0, (size_t)(nq * Dp) * sizeof(float));
     for (int64_t k0 = 0; k0 < key_end(c, q0, nq); k0 += BK) {
         const int64_t nk = attn_min(BK, c->T - k0);
         pack_key_tile(c, w, b, h, k0, nk);
-        attn_pack_rows(w->rows, Dp, &c->k, b, h, k0, nk, D);
-        pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, q, c->q.stride[2], dout,
-                       c->dout.stride[2]);
+        attn_pack_rows(w->rows, Dp, &c->views.k, b, h, k0, nk, D);
+        pair_gradients(c, w, b * c->H + h, q0, nq, k0, nk, q, c->views.q.stride[2], dout,
+                       c->views.dout.stride[2]);
         add_query_gradients(c, w, q0, nq, k0, nk, w->acc);
     }
-    attn_unpack_rows(&c->dq, b, h, q0, nq, w->acc, Dp, D, c->scale);
+    attn_unpack_rows(&c->views.dq, b, h, q0, nq, w->acc, Dp, D, c->scale);
 }
 
-/* The backward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status flash_backward_compute(attn_flash *f, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out, const void *saved, void *workspace)
+static gb_status flash_backward_compute(const attn_call *call)
 {
-    // forward's log-sum-exps are only read; flash_call holds them for both directions
-    flash_call c = call_of(f, p, (float *)saved, workspace);
-    c.q = attn_read_f32(&q, p, &c.wide, f->threads);
-    c.k = attn_read_f32(&k, p, &c.wide, f->threads);
-    c.v = attn_read_f32(&v, p, &c.wide, f->threads);
-    c.out = attn_read_f32(&out, p, &c.wide, f->threads);
-    c.dout = attn_read_f32(&dout, p, &c.wide, f->threads);
-    c.dq = attn_write_f32(&dq, p, &c.wide);
-    c.dk = attn_write_f32(&dk, p, &c.wide);
-    c.dv = attn_write_f32(&dv, p, &c.wide);
+    const attn_flash *f = call->self;
+    const gb_attn_problem *p = &call->p;
+    flash_call c = call_of(call);
     const int64_t heads = p->batch * c.H, T = c.T, D = c.t.D;
     const int64_t q_tiles = (T + c.t.BQ - 1) / c.t.BQ, k_tiles = (T + c.t.BK - 1) / c.t.BK;
-    #pragma omp parallel num_threads(f->threads) if (heads * q_tiles > 1)
+    #pragma omp parallel num_threads(f->cpu.threads) if (heads * q_tiles > 1)
     {
         tiles w = thread_tiles(&c);
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < heads; bh++)
             for (int64_t t = 0; t < T; t++)
-                c.delta[bh * T + t] = row_dot(attn_row(&c.dout, bh / c.H, bh % c.H, t),
-                                              attn_row(&c.out, bh / c.H, bh % c.H, t), D);
+                c.delta[bh * T + t] = row_dot(attn_row(&c.views.dout, bh / c.H, bh % c.H, t),
+                                              attn_row(&c.views.out, bh / c.H, bh % c.H, t), D);
         if (c.t.by_heads) {
             #pragma omp for schedule(static, 1)
             for (int64_t bh = 0; bh < heads; bh++)
@@ -599,64 +490,38 @@ static gb_status flash_backward_compute(attn_flash *f, const gb_attn_problem *p,
             }
         }
     }
-    attn_store_f32(&dq, &c.dq, f->threads);
-    attn_store_f32(&dk, &c.dk, f->threads);
-    attn_store_f32(&dv, &c.dv, f->threads);
+    attn_cpu_store(call, &c.views);
     return GB_OK;
 }
 
-/* What flash_backward queues: the instance, a copy of the problem and the views by value. */
-typedef struct flash_backward_args {
-    attn_flash *self;
-    gb_attn_problem p;
-    gb_tensor dq;
-    gb_tensor dk;
-    gb_tensor dv;
-    gb_tensor dout;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    gb_tensor out;
-    const void *saved;
-    void *workspace;
-} flash_backward_args;
+static const attn_cpu_kind flash_kind = {PLUGIN, flash_forward_compute, flash_backward_compute,
+                                         1};
 
-static gb_status flash_backward_run(void *arg)
+static gb_status flash_create(const gb_host *host, const gb_value *options,
+                              const gb_device_ctx *device, void **self)
 {
-    flash_backward_args *a = arg;
-    return flash_backward_compute(a->self, &a->p, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->saved,
-                          a->workspace);
-}
-
-static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
-                                gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
-                                gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
-                                void *workspace)
-{
-    attn_flash *f = self;
-    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
-    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
-    gb_status status = check_call(f, "backward", p, names, views, 8);
+    const int64_t block_k = options[OPT_BLOCK_K].i;
+    if (block_k % CPU_VEC != 0) {
+        host->set_error(host, "[attn] block_k = %lld is not a multiple of %d, the width the "
+                        "kernels work in; use %lld", (long long)block_k, CPU_VEC,
+                        (long long)((block_k + CPU_VEC - 1) / CPU_VEC * CPU_VEC));
+        return GB_ERR_CONFIG;
+    }
+    const cpu_kernels *kernels;
+    gb_status status = choose_kernels(host, options[OPT_ISA].i, &kernels);
     if (status != GB_OK)
         return status;
-    flash_backward_args a = {.self = f, .p = *p, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v, .out = out,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&f->device, flash_backward_run, &a, sizeof a);
+    const attn_flash init = {.block_q = options[OPT_BLOCK_Q].i, .block_k = block_k,
+                             .kernels = kernels};
+    host->log(host, GB_LOG_DEBUG, "%s kernels, tiles of %lld queries x %lld keys",
+              kernels->name, (long long)init.block_q, (long long)block_k);
+    return attn_cpu_create(host, device, &flash_kind, &init, sizeof init, self);
 }
 
-static const gb_attn_ops flash_ops = {
-    .struct_size = sizeof(gb_attn_ops),
-    .create = flash_create,
-    .destroy = flash_destroy,
-    .eligible = flash_eligible,
-    .memory = flash_memory,
-    .forward = flash_forward,
-    .backward = flash_backward,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.0.0",
-                      "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
-                      "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
-                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(flash_options), flash_ops)
+GB_ATTN_PLUGIN("flash", "1.0.0",
+               "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
+               "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
+               GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_OPTIONS(flash_options), .create = flash_create, .destroy = gb_instance_destroy,
+               .eligible = attn_cpu_eligible, .memory = flash_memory,
+               .forward = attn_cpu_forward, .backward = attn_cpu_backward)

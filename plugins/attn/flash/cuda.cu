@@ -63,8 +63,7 @@
 namespace wmma = nvcuda::wmma;
 
 typedef struct attn_flash_cuda {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): its stream */
+    gb_instance base;     /* base.device: its stream */
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
 } attn_flash_cuda;
 
@@ -86,33 +85,24 @@ struct dims {
 
 /* ---- element types ------------------------------------------------------------------- */
 
-/* What the kernels need of a tile's element type: loading a view's element unchanged,
- * rounding an f32 to it and widening it back, and the gb_dtype of the views. */
+/* What the kernels need of a tile's element type: rounding an f32 to it and widening it
+ * back, and the gb_dtype of the views. */
 template <typename E> struct elem;
 
 template <> struct elem<float> {
     static constexpr gb_dtype dtype = GB_F32;
-    static __device__ float load(const void *p, int64_t i) { return ((const float *)p)[i]; }
     static __device__ float round(float x) { return x; }
     static __device__ float widen(float x) { return x; }
 };
 
 template <> struct elem<__half> {
     static constexpr gb_dtype dtype = GB_F16;
-    static __device__ __half load(const void *p, int64_t i)
-    {
-        return __ushort_as_half(((const unsigned short *)p)[i]);
-    }
     static __device__ __half round(float x) { return __float2half_rn(x); }
     static __device__ float widen(__half x) { return __half2float(x); }
 };
 
 template <> struct elem<__nv_bfloat16> {
     static constexpr gb_dtype dtype = GB_BF16;
-    static __device__ __nv_bfloat16 load(const void *p, int64_t i)
-    {
-        return __ushort_as_bfloat16(((const unsigned short *)p)[i]);
-    }
     static __device__ __nv_bfloat16 round(float x) { return __float2bfloat16_rn(x); }
     static __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 };
@@ -881,23 +871,10 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
                         (int)device->ordinal, cudaGetErrorString(err), cudaGetErrorName(err));
         return GB_ERR_DEVICE;
     }
-    attn_flash_cuda *f = (attn_flash_cuda *)host->alloc(host, sizeof *f);
-    if (!f) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    f->host = host;
-    attn_keep_device(&f->device, device);
-    f->shared_limit = limit;
-    *self = f;
-    return GB_OK;
-}
-
-static void flash_destroy(void *self)
-{
-    attn_flash_cuda *f = (attn_flash_cuda *)self;
-    if (f)
-        f->host->free(f->host, f);
+    st = gb_instance_new(host, device, PLUGIN, sizeof(attn_flash_cuda), self);
+    if (st == GB_OK)
+        ((attn_flash_cuda *)*self)->shared_limit = limit;
+    return st;
 }
 
 static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
@@ -946,14 +923,6 @@ static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *save
     return GB_OK;
 }
 
-static gb_status check_call(const attn_flash_cuda *f, const char *call, const gb_attn_problem *p,
-                            const char *const *names, const gb_tensor *const *views, int n)
-{
-    char reason[256];
-    int ok = flash_eligible((void *)f, p, reason, sizeof reason);
-    return attn_check_call(f->host, PLUGIN, call, ok, reason, p, names, views, n);
-}
-
 /* Lets `kernel` use `bytes` of shared memory (beyond the default 48 KiB). */
 template <typename K>
 static gb_status allow_shared(const gb_host *host, K *kernel, size_t bytes)
@@ -968,13 +937,14 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
 {
     (void)workspace;
     const attn_flash_cuda *f = (const attn_flash_cuda *)self;
-    const gb_host *host = f->host;
+    const gb_host *host = f->base.host;
     const char *names[] = {"out", "q", "k", "v"};
     const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status st = check_call(f, "forward", p, names, views, 4);
+    gb_status st = attn_check_eligible_call(&f->base, PLUGIN, "forward", flash_eligible, p,
+                                            names, views, 4);
     if (st != GB_OK)
         return st;
-    cudaStream_t stream = (cudaStream_t)f->device.stream;
+    cudaStream_t stream = (cudaStream_t)f->base.device.stream;
     const dims s = dims_of(p, views, 4);
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
@@ -995,13 +965,14 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
                                 gb_tensor v, gb_tensor out, const void *saved, void *workspace)
 {
     const attn_flash_cuda *f = (const attn_flash_cuda *)self;
-    const gb_host *host = f->host;
+    const gb_host *host = f->base.host;
     const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
-    gb_status st = check_call(f, "backward", p, names, views, 8);
+    gb_status st = attn_check_eligible_call(&f->base, PLUGIN, "backward", flash_eligible, p,
+                                            names, views, 8);
     if (st != GB_OK)
         return st;
-    cudaStream_t stream = (cudaStream_t)f->device.stream;
+    cudaStream_t stream = (cudaStream_t)f->base.device.stream;
     const dims s = dims_of(p, views, 8);
     const int64_t rows = p->batch * p->heads * p->seq_len;
     const float *lse2 = (const float *)saved;
@@ -1029,23 +1000,13 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     });
 }
 
-static const gb_attn_ops flash_ops = {
-    /* .struct_size = */ sizeof(gb_attn_ops),
-    /* .create = */ flash_create,
-    /* .destroy = */ flash_destroy,
-    /* .eligible = */ flash_eligible,
-    /* .memory = */ flash_memory,
-    /* .forward = */ flash_forward,
-    /* .backward = */ flash_backward,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "flash", "1.1.0",
-                      "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
-                      "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
-                      "bf16, f16",
-                      GB_DEVICE_CUDA,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, flash_ops)
+GB_ATTN_PLUGIN("flash", "1.1.0",
+               "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
+               "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
+               "bf16, f16",
+               GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_NO_OPTIONS, flash_create, gb_instance_destroy, flash_eligible, flash_memory,
+               flash_forward, flash_backward)
 }

@@ -30,7 +30,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "attn_views.h"
+#include "attn_cpu.h"
 #include "cpu_kernels.h"
 #include "gearbox/attn.h"
 #include "rowreduce.h"
@@ -38,9 +38,7 @@
 #define PLUGIN "attn/math"
 
 typedef struct attn_math {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
-    int threads;                /* host->num_threads, at least 1: one set of tiles each */
+    attn_cpu cpu;
     const cpu_kernels *kernels;
 } attn_math;
 
@@ -50,52 +48,6 @@ typedef struct attn_math {
 
 /* Below this many score entries a call runs on the calling thread. */
 #define ATTN_PARALLEL_MIN 4096
-
-static gb_status math_create(const gb_host *host, const gb_value *options,
-                             const gb_device_ctx *device, void **self)
-{
-    (void)options;
-    if (!device || !gb_device_memory_is_host(device)) {
-        host->set_error(host, PLUGIN "-cpu runs on devices whose buffers are host "
-                              "memory; this run's device has memory of its own (use the "
-                              "plugin built for it)");
-        return GB_ERR_UNSUPPORTED;
-    }
-    attn_math *attn = host->alloc(host, sizeof *attn);
-    if (!attn) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    memset(attn, 0, sizeof *attn);
-    attn->host = host;
-    attn_keep_device(&attn->device, device);
-    attn->threads = host->num_threads > 0 ? host->num_threads : 1;
-    attn->kernels = cpu_kernels_best();
-    host->log(host, GB_LOG_DEBUG, "%s kernels", attn->kernels->name);
-    *self = attn;
-    return GB_OK;
-}
-
-static void math_destroy(void *self)
-{
-    attn_math *attn = self;
-    if (attn)
-        attn->host->free(attn->host, attn);
-}
-
-static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
-{
-    (void)self;
-    return attn_problem_ok(PLUGIN, p, reason, reason_cap);
-}
-
-static gb_status check_call(attn_math *attn, const char *call, const gb_attn_problem *p,
-                            const char *const *names, const gb_tensor *const *views, int n)
-{
-    char reason[256];
-    int ok = math_eligible(attn, p, reason, sizeof reason);
-    return attn_check_call(attn->host, PLUGIN, call, ok, reason, p, names, views, n);
-}
 
 /* ---- tiles --------------------------------------------------------------------------- */
 
@@ -115,17 +67,11 @@ static int64_t lay_out_tiles(const attn_math *attn, const gb_attn_problem *p, fl
 {
     const int64_t T = p->seq_len, D = p->head_dim;
     const int64_t Tp = attn_round_up(T, CPU_VEC), Dp = attn_round_up(D, CPU_VEC);
-    const int64_t sizes[] = {D * Tp, T * Dp, T * Dp, T * Dp, T * Tp,
-                             attn->kernels->gemm_rows * Dp};
-    float **slots[] = {&w->kvt, &w->rows, &w->q, &w->dout, &w->s, &w->acc};
-    _Static_assert(sizeof sizes / sizeof sizes[0] == sizeof slots / sizeof slots[0],
-                   "one size per tile");
-    int64_t used = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        *slots[i] = base ? base + used : NULL;
-        used += attn_round_up(sizes[i], CPU_VEC);
-    }
-    return used;
+    const attn_tile layout[] = {
+        {D * Tp, &w->kvt}, {T * Dp, &w->rows}, {T * Dp, &w->q}, {T * Dp, &w->dout},
+        {T * Tp, &w->s}, {attn->kernels->gemm_rows * Dp, &w->acc},
+    };
+    return attn_lay_out(layout, sizeof layout / sizeof layout[0], base);
 }
 
 static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved_bytes,
@@ -135,7 +81,7 @@ static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved
     size_t T = (size_t)p->seq_len;
     head_tiles unused;
     *saved_bytes = (size_t)p->batch * (size_t)p->heads * T * T * sizeof(float);
-    *workspace_bytes = (size_t)(attn->threads * lay_out_tiles(attn, p, NULL, &unused) +
+    *workspace_bytes = (size_t)(attn->cpu.threads * lay_out_tiles(attn, p, NULL, &unused) +
                                 attn_wide_floats(p, WIDE_VIEWS)) * sizeof(float);
     return GB_OK;
 }
@@ -154,7 +100,7 @@ static head_tiles thread_tiles(const attn_math *attn, const gb_attn_problem *p,
 static float *wide_copies(const attn_math *attn, const gb_attn_problem *p, float *workspace)
 {
     head_tiles unused;
-    return workspace + attn->threads * lay_out_tiles(attn, p, NULL, &unused);
+    return workspace + attn->cpu.threads * lay_out_tiles(attn, p, NULL, &unused);
 }
 
 /* ---- one call ------------------------------------------------------------------------ */
@@ -165,11 +111,12 @@ typedef struct math_call {
     int64_t H, T, D, Tp, Dp, R;   /* R: rows per strip, the kernel's block height */
     int causal;
     float scale;
-    gb_tensor q, k, v, out, dout, dq, dk, dv;
+    attn_call views;              /* f32 (attn_cpu_f32) */
     float *probs;                 // (B, H, T, T)
 } math_call;
 
-static math_call call_of(const attn_math *attn, const gb_attn_problem *p, float *probs)
+static math_call call_of(const attn_math *attn, const gb_attn_problem *p, float *probs,
+                         attn_call views)
 {
     return (math_call){
         .kern = attn->kernels,
@@ -181,6 +128,7 @@ static math_call call_of(const attn_math *attn, const gb_attn_problem *p, float 
         .R = attn->kernels->gemm_rows,
         .causal = p->causal,
         .scale = 1.0f / sqrtf((float)p->head_dim),
+        .views = views,
         .probs = probs,
     };
 }
@@ -224,12 +172,12 @@ static void probability_row(const math_call *c, float *prow, float *scores, int6
 static void forward_head(const math_call *c, head_tiles *w, int64_t b, int64_t h)
 {
     const int64_t T = c->T, D = c->D, Tp = c->Tp, Dp = c->Dp;
-    const float *q = attn_row(&c->q, b, h, 0);
-    const int64_t ldq = c->q.stride[2];
+    const float *q = attn_row(&c->views.q, b, h, 0);
+    const int64_t ldq = c->views.q.stride[2];
     float *probs = c->probs + (b * c->H + h) * T * T;
     int64_t ldv;
-    attn_pack_columns(w->kvt, Tp, &c->k, b, h, 0, T, D, c->scale);
-    const float *v = operand_rows(c, w->rows, &c->v, b, h, &ldv);
+    attn_pack_columns(w->kvt, Tp, &c->views.k, b, h, 0, T, D, c->scale);
+    const float *v = operand_rows(c, w->rows, &c->views.v, b, h, &ldv);
     for (int64_t i0 = 0; i0 < T; i0 += c->R) {
         const int64_t nr = attn_min(c->R, T - i0), keys = strip_keys(c, i0, nr);
         const int64_t width = attn_round_up(keys, CPU_VEC);
@@ -238,7 +186,7 @@ static void forward_head(const math_call *c, head_tiles *w, int64_t b, int64_t h
             probability_row(c, probs + (i0 + i) * T, w->s + i * Tp,
                             attn_visible_keys(c->causal, i0 + i, 0, T), width);
         c->kern->gemm(nr, Dp, keys, probs + i0 * T, T, 1, v, ldv, w->acc, Dp, 0);
-        attn_unpack_rows(&c->out, b, h, i0, nr, w->acc, Dp, D, 1.0f);
+        attn_unpack_rows(&c->views.out, b, h, i0, nr, w->acc, Dp, D, 1.0f);
     }
 }
 
@@ -260,14 +208,14 @@ static void score_gradient_row(float *row, const float *prow, int64_t n, int64_t
 static void backward_head(const math_call *c, head_tiles *w, int64_t b, int64_t h)
 {
     const int64_t T = c->T, D = c->D, Tp = c->Tp, Dp = c->Dp;
-    const float *dout = attn_row(&c->dout, b, h, 0);
-    const int64_t ldo = c->dout.stride[2];
+    const float *dout = attn_row(&c->views.dout, b, h, 0);
+    const int64_t ldo = c->views.dout.stride[2];
     const float *probs = c->probs + (b * c->H + h) * T * T;
     int64_t ldk, ldq, ldd;
-    attn_pack_columns(w->kvt, Tp, &c->v, b, h, 0, T, D, 1.0f);
-    const float *k = operand_rows(c, w->rows, &c->k, b, h, &ldk);
-    const float *q = operand_rows(c, w->q, &c->q, b, h, &ldq);
-    const float *dout_rows = operand_rows(c, w->dout, &c->dout, b, h, &ldd);
+    attn_pack_columns(w->kvt, Tp, &c->views.v, b, h, 0, T, D, 1.0f);
+    const float *k = operand_rows(c, w->rows, &c->views.k, b, h, &ldk);
+    const float *q = operand_rows(c, w->q, &c->views.q, b, h, &ldq);
+    const float *dout_rows = operand_rows(c, w->dout, &c->views.dout, b, h, &ldd);
     for (int64_t i0 = 0; i0 < T; i0 += c->R) {
         const int64_t nr = attn_min(c->R, T - i0), keys = strip_keys(c, i0, nr);
         const int64_t width = attn_round_up(keys, CPU_VEC);
@@ -277,159 +225,57 @@ static void backward_head(const math_call *c, head_tiles *w, int64_t b, int64_t 
             score_gradient_row(ds + i * Tp, probs + (i0 + i) * T,
                                attn_visible_keys(c->causal, i0 + i, 0, T), attn_min(width, T));
         c->kern->gemm(nr, Dp, keys, ds, Tp, 1, k, ldk, w->acc, Dp, 0);
-        attn_unpack_rows(&c->dq, b, h, i0, nr, w->acc, Dp, D, c->scale);
+        attn_unpack_rows(&c->views.dq, b, h, i0, nr, w->acc, Dp, D, c->scale);
     }
     for (int64_t j0 = 0; j0 < T; j0 += c->R) {
         // queries before t0 do not see these keys: their dS and P are zero here
         const int64_t nr = attn_min(c->R, T - j0), t0 = c->causal ? j0 : 0;
         c->kern->gemm(nr, Dp, T - t0, w->s + t0 * Tp + j0, 1, Tp, q + t0 * ldq, ldq, w->acc,
                       Dp, 0);
-        attn_unpack_rows(&c->dk, b, h, j0, nr, w->acc, Dp, D, c->scale);
+        attn_unpack_rows(&c->views.dk, b, h, j0, nr, w->acc, Dp, D, c->scale);
         c->kern->gemm(nr, Dp, T - t0, probs + t0 * T + j0, 1, T, dout_rows + t0 * ldd, ldd,
                       w->acc, Dp, 0);
-        attn_unpack_rows(&c->dv, b, h, j0, nr, w->acc, Dp, D, 1.0f);
+        attn_unpack_rows(&c->views.dv, b, h, j0, nr, w->acc, Dp, D, 1.0f);
     }
 }
 
-/* The forward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status math_forward_compute(attn_math *attn, const gb_attn_problem *p, gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v, void *saved, void *workspace)
+/* One call, forward or backward, run in stream order. Backward never reads out: the
+ * probabilities forward saved carry everything out would tell. */
+static gb_status math_compute(const attn_call *call)
 {
-    math_call c = call_of(attn, p, saved);
+    attn_math *attn = call->self;
+    const gb_attn_problem *p = &call->p;
+    float *workspace = call->workspace;
     float *wide = wide_copies(attn, p, workspace);
-    c.q = attn_read_f32(&q, p, &wide, attn->threads);
-    c.k = attn_read_f32(&k, p, &wide, attn->threads);
-    c.v = attn_read_f32(&v, p, &wide, attn->threads);
-    c.out = attn_write_f32(&out, p, &wide);
+    // forward writes the probabilities, backward only reads them
+    math_call c = call_of(attn, p, call->saved, attn_cpu_f32(call, &wide));
     const int64_t heads = p->batch * c.H;
-    #pragma omp parallel num_threads(attn->threads) \
+    #pragma omp parallel num_threads(attn->cpu.threads) \
         if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
     {
         head_tiles w = thread_tiles(attn, p, workspace);
         #pragma omp for schedule(static)
         for (int64_t bh = 0; bh < heads; bh++)
-            forward_head(&c, &w, bh / c.H, bh % c.H);
+            (call->backward ? backward_head : forward_head)(&c, &w, bh / c.H, bh % c.H);
     }
-    attn_store_f32(&out, &c.out, attn->threads);
+    attn_cpu_store(call, &c.views);
     return GB_OK;
 }
 
-/* What math_forward queues: the instance, a copy of the problem and the views by value. */
-typedef struct math_forward_args {
-    attn_math *self;
-    gb_attn_problem p;
-    gb_tensor out;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    void *saved;
-    void *workspace;
-} math_forward_args;
+static const attn_cpu_kind math_kind = {PLUGIN, math_compute, math_compute, 0};
 
-static gb_status math_forward_run(void *arg)
+static gb_status math_create(const gb_host *host, const gb_value *options,
+                             const gb_device_ctx *device, void **self)
 {
-    math_forward_args *a = arg;
-    return math_forward_compute(a->self, &a->p, a->out, a->q, a->k, a->v, a->saved,
-                          a->workspace);
+    (void)options;
+    const attn_math init = {.kernels = cpu_kernels_best()};
+    host->log(host, GB_LOG_DEBUG, "%s kernels", init.kernels->name);
+    return attn_cpu_create(host, device, &math_kind, &init, sizeof init, self);
 }
 
-static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor out,
-                              gb_tensor q, gb_tensor k, gb_tensor v, void *saved,
-                              void *workspace)
-{
-    attn_math *attn = self;
-    const char *names[] = {"out", "q", "k", "v"};
-    const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_call(attn, "forward", p, names, views, 4);
-    if (status != GB_OK)
-        return status;
-    math_forward_args a = {.self = attn, .p = *p, .out = out, .q = q, .k = k, .v = v,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&attn->device, math_forward_run, &a, sizeof a);
-}
-
-/* The backward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status math_backward_compute(attn_math *attn, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out, const void *saved, void *workspace)
-{
-    (void)out;
-    // forward's probabilities are only read; math_call holds them for both directions
-    math_call c = call_of(attn, p, (float *)saved);
-    float *wide = wide_copies(attn, p, workspace);
-    c.q = attn_read_f32(&q, p, &wide, attn->threads);
-    c.k = attn_read_f32(&k, p, &wide, attn->threads);
-    c.v = attn_read_f32(&v, p, &wide, attn->threads);
-    c.dout = attn_read_f32(&dout, p, &wide, attn->threads);
-    c.dq = attn_write_f32(&dq, p, &wide);
-    c.dk = attn_write_f32(&dk, p, &wide);
-    c.dv = attn_write_f32(&dv, p, &wide);
-    const int64_t heads = p->batch * c.H;
-    #pragma omp parallel num_threads(attn->threads) \
-        if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
-    {
-        head_tiles w = thread_tiles(attn, p, workspace);
-        #pragma omp for schedule(static)
-        for (int64_t bh = 0; bh < heads; bh++)
-            backward_head(&c, &w, bh / c.H, bh % c.H);
-    }
-    attn_store_f32(&dq, &c.dq, attn->threads);
-    attn_store_f32(&dk, &c.dk, attn->threads);
-    attn_store_f32(&dv, &c.dv, attn->threads);
-    return GB_OK;
-}
-
-/* What math_backward queues: the instance, a copy of the problem and the views by value. */
-typedef struct math_backward_args {
-    attn_math *self;
-    gb_attn_problem p;
-    gb_tensor dq;
-    gb_tensor dk;
-    gb_tensor dv;
-    gb_tensor dout;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    gb_tensor out;
-    const void *saved;
-    void *workspace;
-} math_backward_args;
-
-static gb_status math_backward_run(void *arg)
-{
-    math_backward_args *a = arg;
-    return math_backward_compute(a->self, &a->p, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->saved,
-                          a->workspace);
-}
-
-static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
-                               gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
-                               gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
-                               void *workspace)
-{
-    (void)out;   // the saved probabilities carry everything out would tell
-    attn_math *attn = self;
-    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
-    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
-    gb_status status = check_call(attn, "backward", p, names, views, 7);
-    if (status != GB_OK)
-        return status;
-    math_backward_args a = {.self = attn, .p = *p, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v, .out = out,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&attn->device, math_backward_run, &a, sizeof a);
-}
-
-static const gb_attn_ops math_ops = {
-    .struct_size = sizeof(gb_attn_ops),
-    .create = math_create,
-    .destroy = math_destroy,
-    .eligible = math_eligible,
-    .memory = math_memory,
-    .forward = math_forward,
-    .backward = math_backward,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "math", "1.0.0",
-                      "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
-                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, math_ops)
+GB_ATTN_PLUGIN("math", "1.0.0",
+               "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
+               GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_NO_OPTIONS, .create = math_create, .destroy = gb_instance_destroy,
+               .eligible = attn_cpu_eligible, .memory = math_memory,
+               .forward = attn_cpu_forward, .backward = attn_cpu_backward)

@@ -43,10 +43,7 @@
 /* Rows of the softmax kernels per block of 32 * ROWS_PER_BLOCK threads: one warp each. */
 #define ROWS_PER_BLOCK 8
 
-typedef struct attn_math_cuda {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): its GEMMs and its stream */
-} attn_math_cuda;
+typedef gb_instance attn_math_cuda;   /* device: its GEMMs and its stream */
 
 /* ---- kernels ------------------------------------------------------------------------- */
 
@@ -228,22 +225,7 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
                               "(GB_CAP_MATMUL_BATCHED, device ABI 1.2)");
         return GB_ERR_UNSUPPORTED;
     }
-    attn_math_cuda *attn = (attn_math_cuda *)host->alloc(host, sizeof *attn);
-    if (!attn) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    attn->host = host;
-    attn_keep_device(&attn->device, device);
-    *self = attn;
-    return GB_OK;
-}
-
-static void math_destroy(void *self)
-{
-    attn_math_cuda *attn = (attn_math_cuda *)self;
-    if (attn)
-        attn->host->free(attn->host, attn);
+    return gb_instance_new(host, device, PLUGIN, sizeof(attn_math_cuda), self);
 }
 
 static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
@@ -271,15 +253,6 @@ static gb_status math_memory(void *self, const gb_attn_problem *p, size_t *saved
     return GB_OK;
 }
 
-static gb_status check_call(const attn_math_cuda *attn, const char *call,
-                            const gb_attn_problem *p, const char *const *names,
-                            const gb_tensor *const *views, int n)
-{
-    char reason[256];
-    int ok = math_eligible((void *)attn, p, reason, sizeof reason);
-    return attn_check_call(attn->host, PLUGIN, call, ok, reason, p, names, views, n);
-}
-
 static unsigned row_blocks(int64_t rows)
 {
     return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
@@ -293,7 +266,8 @@ static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor ou
     const gb_host *host = attn->host;
     const char *names[] = {"out", "q", "k", "v"};
     const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status st = check_call(attn, "forward", p, names, views, 4);
+    gb_status st = attn_check_eligible_call(attn, PLUGIN, "forward", math_eligible, p, names,
+                                            views, 4);
     if (st != GB_OK)
         return st;
     const int64_t T = p->seq_len, D = p->head_dim, rows = p->batch * p->heads * T;
@@ -322,7 +296,8 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
     const gb_host *host = attn->host;
     const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
-    gb_status st = check_call(attn, "backward", p, names, views, 7);
+    gb_status st = attn_check_eligible_call(attn, PLUGIN, "backward", math_eligible, p,
+                                            names, views, 7);
     if (st != GB_OK)
         return st;
     const int64_t T = p->seq_len, D = p->head_dim, rows = p->batch * p->heads * T;
@@ -356,23 +331,13 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
     return heads_matmul(attn, p, "backward: dV = P^T dO", T, D, T, &P, 1, &dO, 0, &dV, 1.0f);
 }
 
-static const gb_attn_ops math_ops = {
-    /* .struct_size = */ sizeof(gb_attn_ops),
-    /* .create = */ math_create,
-    /* .destroy = */ math_destroy,
-    /* .eligible = */ math_eligible,
-    /* .memory = */ math_memory,
-    /* .forward = */ math_forward,
-    /* .backward = */ math_backward,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "math", "1.0.0",
-                      "materialises the T x T probabilities; batched GEMMs through the device "
-                      "and a softmax kernel; f32, bf16, f16",
-                      GB_DEVICE_CUDA,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
-                      math_ops)
+GB_ATTN_PLUGIN("math", "1.0.0",
+               "materialises the T x T probabilities; batched GEMMs through the device "
+               "and a softmax kernel; f32, bf16, f16",
+               GB_DEVICE_CUDA, ATTN_DTYPES,
+               GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
+               math_create, gb_instance_destroy, math_eligible, math_memory, math_forward,
+               math_backward)
 }

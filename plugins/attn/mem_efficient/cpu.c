@@ -20,7 +20,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "attn_views.h"
+#include "attn_cpu.h"
 #include "gearbox/attn.h"
 #include "pointwise.h"
 #include "rowreduce.h"
@@ -39,47 +39,9 @@ static const gb_option mem_efficient_options[] = {
 #define WIDE_VIEWS 8
 
 typedef struct attn_mem_efficient {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where forward/backward queue */
-    int threads;       /* host->num_threads, at least 1: one slab each */
+    attn_cpu cpu;      /* cpu.threads: one slab each */
     int64_t block_q;
 } attn_mem_efficient;
-
-static gb_status mem_efficient_create(const gb_host *host, const gb_value *options,
-                                      const gb_device_ctx *device, void **self)
-{
-    if (!device || !gb_device_memory_is_host(device)) {
-        host->set_error(host, PLUGIN "-cpu runs on devices whose buffers are host "
-                              "memory; this run's device has memory of its own (use the "
-                              "plugin built for it)");
-        return GB_ERR_UNSUPPORTED;
-    }
-    attn_mem_efficient *attn = host->alloc(host, sizeof *attn);
-    if (!attn) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    attn->host = host;
-    attn_keep_device(&attn->device, device);
-    attn->threads = host->num_threads > 0 ? host->num_threads : 1;
-    attn->block_q = options[OPT_BLOCK_Q].i;
-    *self = attn;
-    return GB_OK;
-}
-
-static void mem_efficient_destroy(void *self)
-{
-    attn_mem_efficient *attn = self;
-    if (attn)
-        attn->host->free(attn->host, attn);
-}
-
-static int mem_efficient_eligible(void *self, const gb_attn_problem *p, char *reason,
-                                  size_t reason_cap)
-{
-    (void)self;
-    return attn_problem_ok(PLUGIN, p, reason, reason_cap);
-}
 
 static int64_t block_rows(const attn_mem_efficient *attn, const gb_attn_problem *p)
 {
@@ -92,17 +54,9 @@ static gb_status mem_efficient_memory(void *self, const gb_attn_problem *p, size
     attn_mem_efficient *attn = self;
     size_t T = (size_t)p->seq_len;
     *saved_bytes = (size_t)p->batch * (size_t)p->heads * T * sizeof(float);
-    *workspace_bytes = ((size_t)attn->threads * 2 * (size_t)block_rows(attn, p) * T +
+    *workspace_bytes = ((size_t)attn->cpu.threads * 2 * (size_t)block_rows(attn, p) * T +
                         (size_t)attn_wide_floats(p, WIDE_VIEWS)) * sizeof(float);
     return GB_OK;
-}
-
-static gb_status check_call(attn_mem_efficient *attn, const char *call, const gb_attn_problem *p,
-                            const char *const *names, const gb_tensor *const *views, int n)
-{
-    char reason[256];
-    int ok = mem_efficient_eligible(attn, p, reason, sizeof reason);
-    return attn_check_call(attn->host, PLUGIN, call, ok, reason, p, names, views, n);
 }
 
 // y, x (D)
@@ -163,74 +117,32 @@ static void forward_block(float *slab, float *lse, const gb_tensor *out, const g
     }
 }
 
-/* The forward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status mem_efficient_forward_compute(attn_mem_efficient *attn, const gb_attn_problem *p, gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v, void *saved, void *workspace)
+static gb_status mem_efficient_forward_compute(const attn_call *call)
 {
+    const attn_mem_efficient *attn = call->self;
+    const gb_attn_problem *p = &call->p;
     const int64_t H = p->heads, T = p->seq_len, BQ = block_rows(attn, p);
     const int64_t blocks = (T + BQ - 1) / BQ, units = p->batch * H * blocks;
     const float scale = 1.0f / sqrtf((float)p->head_dim);
-    float *lse = saved;        // (B, H, T)
-    float *slabs = workspace;  // (threads, BQ, T) of the (threads, 2, BQ, T) backward takes
-    float *wide = slabs + (int64_t)attn->threads * 2 * BQ * T;
-    const gb_tensor q32 = attn_read_f32(&q, p, &wide, attn->threads);
-    const gb_tensor k32 = attn_read_f32(&k, p, &wide, attn->threads);
-    const gb_tensor v32 = attn_read_f32(&v, p, &wide, attn->threads);
-    const gb_tensor out32 = attn_write_f32(&out, p, &wide);
-    #pragma omp parallel for schedule(static, 1) num_threads(attn->threads) if (units > 1)
+    float *lse = call->saved;        // (B, H, T)
+    float *slabs = call->workspace;  // (threads, BQ, T) of the (threads, 2, BQ, T) backward takes
+    float *wide = slabs + (int64_t)attn->cpu.threads * 2 * BQ * T;
+    const attn_call f32 = attn_cpu_f32(call, &wide);
+    #pragma omp parallel for schedule(static, 1) num_threads(attn->cpu.threads) if (units > 1)
     for (int64_t u = 0; u < units; u++) {
         int64_t bh = u / blocks, q0 = u % blocks * BQ;
         int64_t nq = T - q0 < BQ ? T - q0 : BQ;
-        forward_block(slabs + (int64_t)omp_get_thread_num() * BQ * T, lse + bh * T, &out32,
-                      &q32, &k32, &v32, bh / H, bh % H, q0, nq, p, scale);
+        forward_block(slabs + (int64_t)omp_get_thread_num() * BQ * T, lse + bh * T, &f32.out,
+                      &f32.q, &f32.k, &f32.v, bh / H, bh % H, q0, nq, p, scale);
     }
-    attn_store_f32(&out, &out32, attn->threads);
+    attn_cpu_store(call, &f32);
     return GB_OK;
 }
-
-/* What mem_efficient_forward queues: the instance, a copy of the problem and the views by value. */
-typedef struct mem_efficient_forward_args {
-    attn_mem_efficient *self;
-    gb_attn_problem p;
-    gb_tensor out;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    void *saved;
-    void *workspace;
-} mem_efficient_forward_args;
-
-static gb_status mem_efficient_forward_run(void *arg)
-{
-    mem_efficient_forward_args *a = arg;
-    return mem_efficient_forward_compute(a->self, &a->p, a->out, a->q, a->k, a->v, a->saved,
-                          a->workspace);
-}
-
-static gb_status mem_efficient_forward(void *self, const gb_attn_problem *p, gb_tensor out,
-                                       gb_tensor q, gb_tensor k, gb_tensor v, void *saved,
-                                       void *workspace)
-{
-    attn_mem_efficient *attn = self;
-    const char *names[] = {"out", "q", "k", "v"};
-    const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status status = check_call(attn, "forward", p, names, views, 4);
-    if (status != GB_OK)
-        return status;
-    mem_efficient_forward_args a = {.self = attn, .p = *p, .out = out, .q = q, .k = k, .v = v,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&attn->device, mem_efficient_forward_run, &a, sizeof a);
-}
-
-/* The tensors of one backward call, so the per-head work takes one argument. */
-typedef struct grad_views {
-    gb_tensor dq, dk, dv, dout, q, k, v, out;
-} grad_views;
 
 /* Backward of one head, query block after query block: P from the saved log-sum-exp,
  * dP = dO V^T, dS = P * (dP - D_t), dQ = dS K * scale, dK += dS^T Q * scale, dV += P^T dO. */
 // prob, dprob (BQ, T) scratch; lse (T) of this head
-static void backward_head(float *prob, float *dprob, const float *lse, const grad_views *g,
+static void backward_head(float *prob, float *dprob, const float *lse, const attn_call *g,
                           int64_t b, int64_t h, int64_t BQ, const gb_attn_problem *p,
                           float scale)
 {
@@ -274,88 +186,41 @@ static void backward_head(float *prob, float *dprob, const float *lse, const gra
     }
 }
 
-/* The backward pass's compute, run in stream order (gb_device_run_host): everything it
- * touches is device memory. */
-static gb_status mem_efficient_backward_compute(attn_mem_efficient *attn, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out, const void *saved, void *workspace)
+static gb_status mem_efficient_backward_compute(const attn_call *call)
 {
+    const attn_mem_efficient *attn = call->self;
+    const gb_attn_problem *p = &call->p;
     const int64_t H = p->heads, T = p->seq_len, BQ = block_rows(attn, p);
     const float scale = 1.0f / sqrtf((float)p->head_dim);
-    const float *lse = saved;  // (B, H, T)
-    float *slabs = workspace;  // (threads, 2, BQ, T)
-    float *wide = slabs + (int64_t)attn->threads * 2 * BQ * T;
-    grad_views g;
-    g.q = attn_read_f32(&q, p, &wide, attn->threads);
-    g.k = attn_read_f32(&k, p, &wide, attn->threads);
-    g.v = attn_read_f32(&v, p, &wide, attn->threads);
-    g.out = attn_read_f32(&out, p, &wide, attn->threads);
-    g.dout = attn_read_f32(&dout, p, &wide, attn->threads);
-    g.dq = attn_write_f32(&dq, p, &wide);
-    g.dk = attn_write_f32(&dk, p, &wide);
-    g.dv = attn_write_f32(&dv, p, &wide);
-    #pragma omp parallel for schedule(static, 1) num_threads(attn->threads) \
+    const float *lse = call->saved;  // (B, H, T)
+    float *slabs = call->workspace;  // (threads, 2, BQ, T)
+    float *wide = slabs + (int64_t)attn->cpu.threads * 2 * BQ * T;
+    const attn_call g = attn_cpu_f32(call, &wide);   // the views backward_head reads, writes
+    #pragma omp parallel for schedule(static, 1) num_threads(attn->cpu.threads) \
         if (p->batch * H > 1)
     for (int64_t bh = 0; bh < p->batch * H; bh++) {
         float *prob = slabs + (int64_t)omp_get_thread_num() * 2 * BQ * T;
         backward_head(prob, prob + BQ * T, lse + bh * T, &g, bh / H, bh % H, BQ, p, scale);
     }
-    attn_store_f32(&dq, &g.dq, attn->threads);
-    attn_store_f32(&dk, &g.dk, attn->threads);
-    attn_store_f32(&dv, &g.dv, attn->threads);
+    attn_cpu_store(call, &g);
     return GB_OK;
 }
 
-/* What mem_efficient_backward queues: the instance, a copy of the problem and the views by value. */
-typedef struct mem_efficient_backward_args {
-    attn_mem_efficient *self;
-    gb_attn_problem p;
-    gb_tensor dq;
-    gb_tensor dk;
-    gb_tensor dv;
-    gb_tensor dout;
-    gb_tensor q;
-    gb_tensor k;
-    gb_tensor v;
-    gb_tensor out;
-    const void *saved;
-    void *workspace;
-} mem_efficient_backward_args;
+static const attn_cpu_kind mem_efficient_kind = {PLUGIN, mem_efficient_forward_compute,
+                                                 mem_efficient_backward_compute, 1};
 
-static gb_status mem_efficient_backward_run(void *arg)
+static gb_status mem_efficient_create(const gb_host *host, const gb_value *options,
+                                      const gb_device_ctx *device, void **self)
 {
-    mem_efficient_backward_args *a = arg;
-    return mem_efficient_backward_compute(a->self, &a->p, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->out, a->saved,
-                          a->workspace);
+    const attn_mem_efficient init = {.block_q = options[OPT_BLOCK_Q].i};
+    return attn_cpu_create(host, device, &mem_efficient_kind, &init, sizeof init, self);
 }
 
-static gb_status mem_efficient_backward(void *self, const gb_attn_problem *p, gb_tensor dq,
-                                        gb_tensor dk, gb_tensor dv, gb_tensor dout,
-                                        gb_tensor q, gb_tensor k, gb_tensor v, gb_tensor out,
-                                        const void *saved, void *workspace)
-{
-    attn_mem_efficient *attn = self;
-    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
-    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
-    gb_status status = check_call(attn, "backward", p, names, views, 8);
-    if (status != GB_OK)
-        return status;
-    mem_efficient_backward_args a = {.self = attn, .p = *p, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .q = q, .k = k, .v = v, .out = out,
-                 .saved = saved, .workspace = workspace};
-    return gb_device_run_host(&attn->device, mem_efficient_backward_run, &a, sizeof a);
-}
-
-static const gb_attn_ops mem_efficient_ops = {
-    .struct_size = sizeof(gb_attn_ops),
-    .create = mem_efficient_create,
-    .destroy = mem_efficient_destroy,
-    .eligible = mem_efficient_eligible,
-    .memory = mem_efficient_memory,
-    .forward = mem_efficient_forward,
-    .backward = mem_efficient_backward,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "mem_efficient", "1.0.0",
-                      "one block of queries at a time; saves only per-row log-sum-exp; any T; "
-                      "f32, bf16, f16",
-                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(mem_efficient_options), mem_efficient_ops)
+GB_ATTN_PLUGIN("mem_efficient", "1.0.0",
+               "one block of queries at a time; saves only per-row log-sum-exp; any T; "
+               "f32, bf16, f16",
+               GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_OPTIONS(mem_efficient_options), .create = mem_efficient_create,
+               .destroy = gb_instance_destroy, .eligible = attn_cpu_eligible,
+               .memory = mem_efficient_memory, .forward = attn_cpu_forward,
+               .backward = attn_cpu_backward)

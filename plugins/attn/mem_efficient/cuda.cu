@@ -23,33 +23,11 @@
                 "at any T; use attn/flash (f32, bf16, f16, head_dim up to 128) " \
                 "or attn/cudnn (bf16, f16) for memory linear in T, or attn/math for any shape"
 
-typedef struct attn_mem_efficient_cuda {
-    const gb_host *host;
-} attn_mem_efficient_cuda;
-
 static gb_status mem_efficient_create(const gb_host *host, const gb_value *options,
                                       const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status st = attn_require_cuda(host, PLUGIN, device);
-    if (st != GB_OK)
-        return st;
-    attn_mem_efficient_cuda *attn =
-        (attn_mem_efficient_cuda *)host->alloc(host, sizeof *attn);
-    if (!attn) {
-        host->set_error(host, "cannot allocate the " PLUGIN " instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    attn->host = host;
-    *self = attn;
-    return GB_OK;
-}
-
-static void mem_efficient_destroy(void *self)
-{
-    attn_mem_efficient_cuda *attn = (attn_mem_efficient_cuda *)self;
-    if (attn)
-        attn->host->free(attn->host, attn);
+    return attn_cuda_instance_new(host, device, PLUGIN, sizeof(gb_instance), self);
 }
 
 static int mem_efficient_eligible(void *self, const gb_attn_problem *p, char *reason,
@@ -73,7 +51,7 @@ static gb_status mem_efficient_memory(void *self, const gb_attn_problem *p, size
 
 static gb_status refuse(void *self, const char *call)
 {
-    const attn_mem_efficient_cuda *attn = (const attn_mem_efficient_cuda *)self;
+    const gb_instance *attn = (const gb_instance *)self;
     attn->host->set_error(attn->host, "%s: %s", call, REFUSAL);
     return GB_ERR_UNSUPPORTED;
 }
@@ -96,23 +74,13 @@ static gb_status mem_efficient_backward(void *self, const gb_attn_problem *p, gb
     return refuse(self, "backward");
 }
 
-static const gb_attn_ops mem_efficient_ops = {
-    /* .struct_size = */ sizeof(gb_attn_ops),
-    /* .create = */ mem_efficient_create,
-    /* .destroy = */ mem_efficient_destroy,
-    /* .eligible = */ mem_efficient_eligible,
-    /* .memory = */ mem_efficient_memory,
-    /* .forward = */ mem_efficient_forward,
-    /* .backward = */ mem_efficient_backward,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_ATTN, "mem_efficient", "1.1.0",
-                      "refuses every problem on cuda (it cannot beat attn/math at any T): "
-                      "use attn/flash or attn/cudnn",
-                      GB_DEVICE_CUDA,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
-                      mem_efficient_ops)
+GB_ATTN_PLUGIN("mem_efficient", "1.1.0",
+               "refuses every problem on cuda (it cannot beat attn/math at any T): "
+               "use attn/flash or attn/cudnn",
+               GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_NO_OPTIONS, mem_efficient_create, gb_instance_destroy,
+               mem_efficient_eligible, mem_efficient_memory, mem_efficient_forward,
+               mem_efficient_backward)
 }

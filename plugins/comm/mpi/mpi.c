@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_checks.h"
 #include "gearbox/comm.h"
 
 enum { OPT_TIMEOUT_S };
@@ -603,14 +604,9 @@ static gb_status check_all_reduce(mpi_comm *m, const void *buf, int64_t count, g
                                   gb_reduce_op op, const gb_comm_request *request)
 {
     const gb_host *host = m->host;
-    if (!request || count < 0 || (count > 0 && !buf)) {
-        host->set_error(host, "all_reduce: needs a request pointer and a buffer of count >= 0");
-        return GB_ERR_INVALID_ARG;
-    }
-    if (gb_dtype_size(dtype) == 0 || (op != GB_REDUCE_SUM && op != GB_REDUCE_AVG)) {
-        host->set_error(host, "all_reduce: unknown dtype %d or reduce op %d", (int)dtype, (int)op);
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status st = comm_check_all_reduce(host, buf, count, dtype, op, request);
+    if (st != GB_OK)
+        return st;
     if (dtype != GB_F32 && dtype != GB_I32) {
         host->set_error(host, "all_reduce: comm/mpi reduces f32 and i32, not %s",
                         gb_dtype_name(dtype));
@@ -625,12 +621,7 @@ static gb_status check_all_reduce(mpi_comm *m, const void *buf, int64_t count, g
                               "reduce in smaller buckets", (long long)count, INT_MAX);
         return GB_ERR_UNSUPPORTED;
     }
-    if (m->n_pending == GB_COMM_MAX_INFLIGHT) {
-        host->set_error(host, "all_reduce: %d requests already outstanding (the limit)",
-                        GB_COMM_MAX_INFLIGHT);
-        return GB_ERR_INVALID_ARG;
-    }
-    return GB_OK;
+    return comm_check_room(host, m->n_pending);
 }
 
 /* ---- queued parts (comm.h "Ordering": in stream order on the compute stream) ---- */
@@ -798,15 +789,9 @@ static gb_status mpi_broadcast(void *self, void *buf, size_t bytes, int root)
     mpi_comm *m = self;
     if (m->failed)
         return refuse_after_failure(m);
-    if (root < 0 || root >= m->world) {
-        m->host->set_error(m->host, "broadcast: root %d does not exist in a world of %d", root,
-                           m->world);
-        return GB_ERR_INVALID_ARG;
-    }
-    if (bytes > 0 && !buf) {
-        m->host->set_error(m->host, "broadcast: NULL buffer of %zu bytes", bytes);
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status st = comm_check_broadcast(m->host, buf, bytes, root, m->world);
+    if (st != GB_OK)
+        return st;
     queued_collective q = {.m = m, .buf = buf, .count = (int64_t)bytes, .root = root};
     return run_blocking(m, broadcast_run, &q);
 }
@@ -820,20 +805,11 @@ static gb_status mpi_barrier(void *self)
     return run_blocking(m, barrier_run, &q);
 }
 
-static const gb_comm_ops mpi_ops = {
-    .struct_size = sizeof(gb_comm_ops),
-    .create = mpi_create,
-    .destroy = mpi_destroy,
-    .rank = mpi_rank,
-    .world = mpi_world,
-    .all_reduce_start = mpi_all_reduce_start,
-    .all_reduce_wait = mpi_all_reduce_wait,
-    .broadcast = mpi_broadcast,
-    .barrier = mpi_barrier,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "mpi", "1.0.0",
-                      "Open MPI collectives on host memory, with a timeout that names the rank "
-                      "at fault",
-                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_I32),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(mpi_options), mpi_ops)
+GB_COMM_PLUGIN("mpi", "1.0.0",
+               "Open MPI collectives on host memory, with a timeout that names the rank "
+               "at fault",
+               GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_I32),
+               GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(mpi_options),
+               .create = mpi_create, .destroy = mpi_destroy, .rank = mpi_rank, .world = mpi_world,
+               .all_reduce_start = mpi_all_reduce_start, .all_reduce_wait = mpi_all_reduce_wait,
+               .broadcast = mpi_broadcast, .barrier = mpi_barrier)

@@ -47,6 +47,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm_checks.h"
 #include "cuda_status.h"
 #include "gearbox/comm.h"
 #include "launch.h"
@@ -662,25 +663,15 @@ static gb_status check_all_reduce(nccl_comm *s, const void *buf, int64_t count, 
                                   ncclDataType_t *type)
 {
     const gb_host *host = s->host;
-    if (!request || count < 0 || (count > 0 && !buf)) {
-        host->set_error(host, "all_reduce: needs a request pointer and a buffer of count >= 0");
-        return GB_ERR_INVALID_ARG;
-    }
-    if (gb_dtype_size(dtype) == 0 || (op != GB_REDUCE_SUM && op != GB_REDUCE_AVG)) {
-        host->set_error(host, "all_reduce: unknown dtype %d or reduce op %d", (int)dtype, (int)op);
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status st = comm_check_all_reduce(host, buf, count, dtype, op, request);
+    if (st != GB_OK)
+        return st;
     if (!nccl_type_of(dtype, type)) {
         host->set_error(host, "all_reduce: NCCL has no reduction for dtype %s (f32, bf16, f16 and "
                         "i32 are supported)", gb_dtype_name(dtype));
         return GB_ERR_UNSUPPORTED;
     }
-    if (s->n_inflight == GB_COMM_MAX_INFLIGHT) {
-        host->set_error(host, "all_reduce: %d requests already outstanding (the limit)",
-                        GB_COMM_MAX_INFLIGHT);
-        return GB_ERR_INVALID_ARG;
-    }
-    return GB_OK;
+    return comm_check_room(host, s->n_inflight);
 }
 
 /* Queues the all-reduce `desc` after the compute stream's work so far and watches it.
@@ -757,17 +748,11 @@ static gb_status nccl_all_reduce_wait(void *self, gb_comm_request request)
 static gb_status nccl_broadcast(void *self, void *buf, size_t bytes, int root)
 {
     nccl_comm *s = self;
-    if (root < 0 || root >= s->world) {
-        s->host->set_error(s->host, "broadcast: root %d does not exist in a world of %d", root,
-                           s->world);
-        return GB_ERR_INVALID_ARG;
-    }
-    if (bytes > 0 && !buf) {
-        s->host->set_error(s->host, "broadcast: NULL buffer of %zu bytes", bytes);
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status st = comm_check_broadcast(s->host, buf, bytes, root, s->world);
+    if (st != GB_OK)
+        return st;
     pthread_mutex_lock(&s->lock);
-    gb_status st = make_room(s, "broadcast");
+    st = make_room(s, "broadcast");
     if (st == GB_OK) {
         const op_desc desc = {.kind = OP_BROADCAST, .seq = ++s->seq, .count = (int64_t)bytes,
                               .root = root};
@@ -800,21 +785,11 @@ static gb_status nccl_barrier(void *self)
     return st;
 }
 
-static const gb_comm_ops nccl_ops = {
-    .struct_size = sizeof(gb_comm_ops),
-    .create = nccl_create,
-    .destroy = nccl_destroy,
-    .rank = nccl_rank,
-    .world = nccl_world,
-    .all_reduce_start = nccl_all_reduce_start,
-    .all_reduce_wait = nccl_all_reduce_wait,
-    .broadcast = nccl_broadcast,
-    .barrier = nccl_barrier,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "nccl", "1.0.0",
-                      "NCCL collectives between GPUs, one process per GPU (mpirun or "
-                      "torchrun-style launch)",
-                      GB_DEVICE_CUDA,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC, GB_OPTIONS(nccl_options), nccl_ops)
+GB_COMM_PLUGIN("nccl", "1.0.0",
+               "NCCL collectives between GPUs, one process per GPU (mpirun or "
+               "torchrun-style launch)",
+               GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+               GB_CAP_DETERMINISTIC, GB_OPTIONS(nccl_options), .create = nccl_create,
+               .destroy = nccl_destroy, .rank = nccl_rank, .world = nccl_world,
+               .all_reduce_start = nccl_all_reduce_start, .all_reduce_wait = nccl_all_reduce_wait,
+               .broadcast = nccl_broadcast, .barrier = nccl_barrier)

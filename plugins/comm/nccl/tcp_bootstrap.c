@@ -77,44 +77,24 @@ static int wait_ready(int fd, short events, double deadline)
     }
 }
 
-/* Sends all `bytes` on the non-blocking socket before `deadline`; 0, or -1 with errno
- * (ETIMEDOUT at the deadline). */
-static int send_all(int fd, const void *buf, size_t bytes, double deadline)
+/* Sends `out` or, when it is NULL, receives into `in`, exactly `bytes` on the non-blocking
+ * socket before `deadline`; 0, or -1 with errno (ETIMEDOUT at the deadline, ECONNRESET
+ * when the peer closed the connection before all of a receive came). */
+static int transfer_all(int fd, const void *out, void *in, size_t bytes, double deadline)
 {
-    const char *p = buf;
-    while (bytes > 0) {
-        int ready = wait_ready(fd, POLLOUT, deadline);
+    const char *from = out;
+    char *into = in;
+    size_t done = 0;
+    while (done < bytes) {
+        int ready = wait_ready(fd, out ? POLLOUT : POLLIN, deadline);
         if (ready <= 0) {
             if (ready == 0)
                 errno = ETIMEDOUT;
             return -1;
         }
-        ssize_t n = send(fd, p, bytes, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                continue;
-            return -1;
-        }
-        p += n;
-        bytes -= (size_t)n;
-    }
-    return 0;
-}
-
-/* Receives exactly `bytes` before `deadline`; 0, or -1 with errno (ETIMEDOUT at the
- * deadline, ECONNRESET when the peer closed the connection first). */
-static int recv_all(int fd, void *buf, size_t bytes, double deadline)
-{
-    char *p = buf;
-    while (bytes > 0) {
-        int ready = wait_ready(fd, POLLIN, deadline);
-        if (ready <= 0) {
-            if (ready == 0)
-                errno = ETIMEDOUT;
-            return -1;
-        }
-        ssize_t n = recv(fd, p, bytes, 0);
-        if (n == 0) {
+        ssize_t n = out ? send(fd, from + done, bytes - done, MSG_NOSIGNAL)
+                        : recv(fd, into + done, bytes - done, 0);
+        if (n == 0 && !out) {
             errno = ECONNRESET;
             return -1;
         }
@@ -123,31 +103,39 @@ static int recv_all(int fd, void *buf, size_t bytes, double deadline)
                 continue;
             return -1;
         }
-        p += n;
-        bytes -= (size_t)n;
+        done += (size_t)n;
     }
     return 0;
 }
 
 /* ---- rank 0 ---------------------------------------------------------------------------- */
 
+/* Binds `fd` to `addr` and listens on it: fd, or -1 with errno (fd closed). */
+static int bind_listen(int fd, const struct sockaddr *addr, socklen_t len, int backlog)
+{
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, addr, len) == 0 && listen(fd, backlog) == 0)
+        return fd;
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+}
+
 /* A listening socket on `port` of every interface: IPv6 that accepts IPv4 too, or IPv4
  * alone where the host has no IPv6. -1 with errno on failure. */
 static int listen_any(int port, int backlog)
 {
-    const int one = 1, zero = 0;
     int fd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd >= 0) {
+        const int zero = 0;
         struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
                                   .sin6_addr = in6addr_any};
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-        if (bind(fd, (struct sockaddr *)&a6, sizeof a6) == 0 && listen(fd, backlog) == 0)
+        if (bind_listen(fd, (struct sockaddr *)&a6, sizeof a6, backlog) >= 0)
             return fd;
-        int err = errno;
-        close(fd);
-        errno = err;
-        if (err != EADDRNOTAVAIL && err != EAFNOSUPPORT)
+        if (errno != EADDRNOTAVAIL && errno != EAFNOSUPPORT)
             return -1;
     } else if (errno != EAFNOSUPPORT) {
         return -1;
@@ -157,13 +145,7 @@ static int listen_any(int port, int backlog)
         return -1;
     struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_ANY)};
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&a4, sizeof a4) == 0 && listen(fd, backlog) == 0)
-        return fd;
-    int err = errno;
-    close(fd);
-    errno = err;
-    return -1;
+    return bind_listen(fd, (struct sockaddr *)&a4, sizeof a4, backlog);
 }
 
 /* accept() failures that concern one connection, not the listener (accept(2), Linux). */
@@ -185,7 +167,8 @@ static int serve_peer(const gb_host *host, int fd, int world, const unsigned cha
 {
     unsigned char hello[HELLO_BYTES];
     double hello_deadline = monotonic_s() + HELLO_LIMIT_S;
-    if (recv_all(fd, hello, sizeof hello, hello_deadline < deadline ? hello_deadline : deadline)) {
+    if (transfer_all(fd, NULL, hello, sizeof hello,
+                     hello_deadline < deadline ? hello_deadline : deadline)) {
         host->log(host, GB_LOG_WARN, "rank 0: dropped a connection that sent no greeting (%s)",
                   strerror(errno));
         return 0;
@@ -218,7 +201,8 @@ static int serve_peer(const gb_host *host, int fd, int world, const unsigned cha
     unsigned char header[REPLY_HEADER_BYTES];
     put_u32(header, WIRE_MAGIC);
     put_u32(header + 4, WIRE_VERSION);
-    if (send_all(fd, header, sizeof header, deadline) || send_all(fd, blob, bytes, deadline)) {
+    if (transfer_all(fd, header, NULL, sizeof header, deadline) ||
+        transfer_all(fd, blob, NULL, bytes, deadline)) {
         host->set_error(host, "rank 0: sending the NCCL id to rank %u failed: %s (did rank %u "
                         "exit?)", rank, strerror(errno), rank);
         return -1;
@@ -366,8 +350,8 @@ static int exchange(const gb_host *host, int fd, const char *addr, int port, int
     put_u32(hello + 4, WIRE_VERSION);
     put_u32(hello + 8, (uint32_t)rank);
     put_u32(hello + 12, (uint32_t)world);
-    if (send_all(fd, hello, sizeof hello, deadline) ||
-        recv_all(fd, header, sizeof header, deadline)) {
+    if (transfer_all(fd, hello, NULL, sizeof hello, deadline) ||
+        transfer_all(fd, NULL, header, sizeof header, deadline)) {
         host->set_error(host, "rank %d: %s:%d (MASTER_ADDR:MASTER_PORT) accepted the connection "
                         "but sent no NCCL id (%s): rank 0's own error says why, or another "
                         "service holds that port", rank, addr, port, strerror(errno));
@@ -379,7 +363,7 @@ static int exchange(const gb_host *host, int fd, const char *addr, int port, int
                         "MASTER_PORT", rank, addr, port);
         return -1;
     }
-    if (recv_all(fd, blob, bytes, deadline)) {
+    if (transfer_all(fd, NULL, blob, bytes, deadline)) {
         host->set_error(host, "rank %d: the NCCL id from rank 0 at %s:%d was cut short: %s", rank,
                         addr, port, strerror(errno));
         return -1;

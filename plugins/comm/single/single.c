@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "comm_checks.h"
 #include "gearbox/comm.h"
 
 typedef struct single {
@@ -63,19 +64,12 @@ static gb_status single_all_reduce_start(void *self, void *buf, int64_t count, g
 {
     single *s = self;
     const gb_host *host = s->host;
-    if (!request || count < 0 || (count > 0 && !buf)) {
-        host->set_error(host, "all_reduce: needs a request pointer and a buffer of count >= 0");
-        return GB_ERR_INVALID_ARG;
-    }
-    if (gb_dtype_size(dtype) == 0 || (op != GB_REDUCE_SUM && op != GB_REDUCE_AVG)) {
-        host->set_error(host, "all_reduce: unknown dtype %d or reduce op %d", (int)dtype, (int)op);
-        return GB_ERR_INVALID_ARG;
-    }
-    if (s->n_inflight == GB_COMM_MAX_INFLIGHT) {
-        host->set_error(host, "all_reduce: %d requests already outstanding (the limit)",
-                        GB_COMM_MAX_INFLIGHT);
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status st = comm_check_all_reduce(host, buf, count, dtype, op, request);
+    if (st != GB_OK)
+        return st;
+    st = comm_check_room(host, s->n_inflight);
+    if (st != GB_OK)
+        return st;
     *request = s->next_request++;
     s->inflight[s->n_inflight++] = *request;
     return GB_OK;
@@ -97,15 +91,7 @@ static gb_status single_all_reduce_wait(void *self, gb_comm_request request)
 static gb_status single_broadcast(void *self, void *buf, size_t bytes, int root)
 {
     single *s = self;
-    if (root != 0) {
-        s->host->set_error(s->host, "broadcast: root %d does not exist in a world of 1", root);
-        return GB_ERR_INVALID_ARG;
-    }
-    if (bytes > 0 && !buf) {
-        s->host->set_error(s->host, "broadcast: NULL buffer of %zu bytes", bytes);
-        return GB_ERR_INVALID_ARG;
-    }
-    return GB_OK;
+    return comm_check_broadcast(s->host, buf, bytes, root, 1);
 }
 
 static gb_status single_barrier(void *self)
@@ -114,20 +100,12 @@ static gb_status single_barrier(void *self)
     return GB_OK;
 }
 
-static const gb_comm_ops single_ops = {
-    .struct_size = sizeof(gb_comm_ops),
-    .create = single_create,
-    .destroy = single_destroy,
-    .rank = single_rank,
-    .world = single_world,
-    .all_reduce_start = single_all_reduce_start,
-    .all_reduce_wait = single_all_reduce_wait,
-    .broadcast = single_broadcast,
-    .barrier = single_barrier,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_COMM, "single", "1.0.0",
-                      "one process (rank 0 of 1): every collective is the identity",
-                      GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
-                      GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) | GB_DTYPE_BIT(GB_I32),
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, single_ops)
+GB_COMM_PLUGIN("single", "1.0.0", "one process (rank 0 of 1): every collective is the identity",
+               GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
+               GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) |
+                   GB_DTYPE_BIT(GB_I32),
+               GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, .create = single_create,
+               .destroy = single_destroy, .rank = single_rank, .world = single_world,
+               .all_reduce_start = single_all_reduce_start,
+               .all_reduce_wait = single_all_reduce_wait, .broadcast = single_broadcast,
+               .barrier = single_barrier)

@@ -14,55 +14,17 @@
  * State layout: m (n) f32 followed by v (n) f32, zeroed by the core before step 1.
  */
 #include "adamw.h"
-#include "adamw_options.h"
+#include "adamw_instance.h"
 #include "gearbox/optim.h"
 #include "step_args.h"
 
-typedef struct adamw {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where step() queues */
-    adamw_hparams h;
-    int threads;
-} adamw;
+typedef adamw_base adamw;
 
 static gb_status adamw_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
-    if (!host || !options || !self)
-        return GB_ERR_INVALID_ARG;
-    if (device && !gb_device_memory_is_host(device)) {
-        host->set_error(host, "adamw (cpu) runs on devices whose buffers are host memory");
-        return GB_ERR_UNSUPPORTED;
-    }
-    adamw_hparams h;
-    if (!adamw_read_options(host, options, &h))
-        return GB_ERR_CONFIG;
-    adamw *a = host->alloc(host, sizeof *a);
-    if (!a) {
-        host->set_error(host, "out of memory");
-        return GB_ERR_NO_MEMORY;
-    }
-    *a = (adamw){
-        .host = host,
-        .h = h,
-        .threads = host->num_threads > 0 ? host->num_threads : 1,
-    };
-    optim_keep_device(&a->device, device);
-    *self = a;
-    return GB_OK;
-}
-
-static void adamw_destroy(void *self)
-{
-    adamw *a = self;
-    if (a)
-        a->host->free(a->host, a);
-}
-
-static size_t adamw_state_bytes(void *self, int64_t n)
-{
-    (void)self;
-    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
+    return adamw_base_create(host, options, device, optim_cpu_device_ok, "adamw", sizeof(adamw),
+                             self);
 }
 
 /* p *= factor; p (n) */
@@ -100,32 +62,10 @@ static void apply_update(float *p, const float *m, const float *v, int64_t n,
         p[i] = gb_fsub_rn(p[i], adamw_delta(m[i], v[i], c));
 }
 
-static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *args);
-
-static gb_status adamw_step_run(void *arg)
-{
-    optim_queued_step *q = arg;
-    return adamw_step_compute(q->self, optim_queued_args(q));
-}
-
-static gb_status adamw_step(void *self, const gb_optim_step_args *args)
+/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
+static gb_status adamw_step_compute(const void *self, const gb_optim_step_args *args)
 {
     const adamw *a = self;
-    if (!a)
-        return GB_ERR_INVALID_ARG;
-    if (!optim_step_args_valid(a->host, args))
-        return GB_ERR_INVALID_ARG;
-    if (args->params_lowp) {
-        a->host->set_error(a->host, "adamw keeps no low-precision parameter copy; use "
-                           "[optim] plugin = adamw_fused for master weights");
-        return GB_ERR_UNSUPPORTED;
-    }
-    return optim_queue_step(a->host, &a->device, adamw_step_run, a, args);
-}
-
-/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
-static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *args)
-{
     float *m = args->state;
     float *v = m + args->n;
     adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, optim_grad_scale(args));
@@ -144,15 +84,14 @@ static gb_status adamw_step_compute(const adamw *a, const gb_optim_step_args *ar
     return GB_OK;
 }
 
-static const gb_optim_ops adamw_ops = {
-    .struct_size = sizeof(gb_optim_ops),
-    .create = adamw_create,
-    .destroy = adamw_destroy,
-    .state_bytes = adamw_state_bytes,
-    .step = adamw_step,
-};
+static gb_status adamw_step(void *self, const gb_optim_step_args *args)
+{
+    return adamw_cpu_step(self, args, 0, adamw_step_compute);
+}
 
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw", "1.0.0",
-                      "AdamW (torch.optim.AdamW math), readable reference: one pass per term",
-                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, 0u,
-                      GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(adamw_options), adamw_ops)
+GB_OPTIM_PLUGIN("adamw", "1.0.0",
+                "AdamW (torch.optim.AdamW math), readable reference: one pass per term",
+                GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+                GB_OPTIONS(adamw_options), .create = adamw_create,
+                .destroy = gb_instance_destroy, .state_bytes = adamw_state_bytes,
+                .step = adamw_step)

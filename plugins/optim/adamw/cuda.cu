@@ -16,17 +16,13 @@
  * between the two.
  */
 #include "adamw.h"
-#include "adamw_options.h"
+#include "adamw_instance.h"
 #include "cuda_status.h"
 #include "gearbox/optim.h"
 #include "optim_cuda.h"
 #include "step_args.h"
 
-typedef struct adamw_cuda {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where step() queues */
-    adamw_hparams h;
-} adamw_cuda;
+typedef adamw_base adamw_cuda;
 
 // p (n): p *= factor
 static __global__ void decay_kernel(float *p, int64_t n, float factor)
@@ -36,24 +32,18 @@ static __global__ void decay_kernel(float *p, int64_t n, float factor)
         p[i] = gb_fmul_rn(p[i], factor);
 }
 
-// m, grad (n): m = b1 m + (1 - b1) g with g = grad * g_scale
-static __global__ void moment1_kernel(float *m, const float *grad, int64_t n, adamw_coeffs c,
-                                      optim_cuda_clip clip)
+// moment, grad (n), with g = grad * g_scale: the first moment m = b1 m + (1 - b1) g, or
+// (Second) the second v = b2 v + (1 - b2) g g
+template <bool Second>
+static __global__ void moment_kernel(float *moment, const float *grad, int64_t n,
+                                     adamw_coeffs c, optim_cuda_clip clip)
 {
     c.g_scale = optim_cuda_grad_scale(&clip);
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        m[i] = adamw_moment1(m[i], adamw_grad(grad[i], &c), &c);
-}
-
-// v, grad (n): v = b2 v + (1 - b2) g g with g = grad * g_scale
-static __global__ void moment2_kernel(float *v, const float *grad, int64_t n, adamw_coeffs c,
-                                      optim_cuda_clip clip)
-{
-    c.g_scale = optim_cuda_grad_scale(&clip);
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        v[i] = adamw_moment2(v[i], adamw_grad(grad[i], &c), &c);
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = adamw_grad(grad[i], &c);
+        moment[i] = Second ? adamw_moment2(moment[i], g, &c) : adamw_moment1(moment[i], g, &c);
+    }
 }
 
 // p, m, v (n): p -= step_size m / (sqrt(v) / sqrt(bc2) + eps)
@@ -68,36 +58,8 @@ static __global__ void update_kernel(float *p, const float *m, const float *v, i
 static gb_status adamw_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
-    if (!host || !options || !self)
-        return GB_ERR_INVALID_ARG;
-    if (!optim_cuda_device_ok(host, device, "adamw"))
-        return GB_ERR_UNSUPPORTED;
-    adamw_hparams h;
-    if (!adamw_read_options(host, options, &h))
-        return GB_ERR_CONFIG;
-    adamw_cuda *a = (adamw_cuda *)host->alloc(host, sizeof *a);
-    if (!a) {
-        host->set_error(host, "out of memory");
-        return GB_ERR_NO_MEMORY;
-    }
-    a->host = host;
-    a->h = h;
-    optim_keep_device(&a->device, device);
-    *self = a;
-    return GB_OK;
-}
-
-static void adamw_destroy(void *self)
-{
-    adamw_cuda *a = (adamw_cuda *)self;
-    if (a)
-        a->host->free(a->host, a);
-}
-
-static size_t adamw_state_bytes(void *self, int64_t n)
-{
-    (void)self;
-    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
+    return adamw_base_create(host, options, device, optim_cuda_device_ok, "adamw",
+                             sizeof(adamw_cuda), self);
 }
 
 static gb_status adamw_step(void *self, const gb_optim_step_args *args)
@@ -105,18 +67,14 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
     const adamw_cuda *a = (const adamw_cuda *)self;
     if (!a)
         return GB_ERR_INVALID_ARG;
-    const gb_host *host = a->host;
-    if (!optim_step_args_valid(host, args))
-        return GB_ERR_INVALID_ARG;
-    if (args->params_lowp) {
-        host->set_error(host, "adamw keeps no low-precision parameter copy; use [optim] "
-                        "plugin = adamw_fused for master weights");
-        return GB_ERR_UNSUPPORTED;
-    }
+    const gb_host *host = a->inst.host;
+    gb_status st = adamw_check_step_args(a, args, 0);
+    if (st != GB_OK)
+        return st;
     const int64_t n = args->n;
     if (n == 0)
         return GB_OK;
-    cudaStream_t stream = optim_cuda_stream(&a->device);
+    cudaStream_t stream = optim_cuda_stream(&a->inst.device);
     float *m = (float *)args->state, *v = m + n;
     // g_scale is filled in by the kernels that need it, from the device scalar
     adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, 1.0f);
@@ -131,29 +89,21 @@ static gb_status adamw_step(void *self, const gb_optim_step_args *args)
         GB_CUDA_CHECK_LAUNCH("adamw decay_kernel (group count)");
     }
     const unsigned blocks = optim_cuda_blocks(n);
-    moment1_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(m, args->grads, n, c, clip);
-    GB_CUDA_CHECK_LAUNCH("adamw moment1_kernel (n)");
-    moment2_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(v, args->grads, n, c, clip);
-    GB_CUDA_CHECK_LAUNCH("adamw moment2_kernel (n)");
+    moment_kernel<false><<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(m, args->grads, n, c, clip);
+    GB_CUDA_CHECK_LAUNCH("adamw moment_kernel<first> (n)");
+    moment_kernel<true><<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(v, args->grads, n, c, clip);
+    GB_CUDA_CHECK_LAUNCH("adamw moment_kernel<second> (n)");
     update_kernel<<<blocks, OPTIM_CUDA_THREADS, 0, stream>>>(args->params, m, v, n, c);
     GB_CUDA_CHECK_LAUNCH("adamw update_kernel (n)");
     return GB_OK;
 }
 
-static const gb_optim_ops adamw_ops = {
-    /* .struct_size = */ sizeof(gb_optim_ops),
-    /* .create = */ adamw_create,
-    /* .destroy = */ adamw_destroy,
-    /* .state_bytes = */ adamw_state_bytes,
-    /* .step = */ adamw_step,
-    /* .grad_norm_sq = */ NULL,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw", "1.0.0",
-                      "AdamW (torch.optim.AdamW math), readable reference: one kernel per term; "
-                      "bit-identical to adamw on the CPU",
-                      GB_DEVICE_CUDA, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-                      GB_OPTIONS(adamw_options), adamw_ops)
+GB_OPTIM_PLUGIN("adamw", "1.0.0",
+                "AdamW (torch.optim.AdamW math), readable reference: one kernel per term; "
+                "bit-identical to adamw on the CPU",
+                GB_DEVICE_CUDA, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+                GB_OPTIONS(adamw_options), adamw_create, gb_instance_destroy, adamw_state_bytes,
+                adamw_step, NULL)
 }

@@ -27,7 +27,7 @@
  */
 #include <omp.h>
 
-#include "adamw_options.h"
+#include "adamw_instance.h"
 #include "gearbox/optim.h"
 #include "kernels.h"
 #include "step_args.h"
@@ -38,10 +38,7 @@
 #define NORM_CHUNKS 256
 
 typedef struct adamw_fused {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where step() queues */
-    adamw_hparams h;
-    int threads;
+    adamw_base base;
     const fused_kernels *kernels;
 } adamw_fused;
 
@@ -54,50 +51,15 @@ static const fused_kernels *best_kernels(void)
 static gb_status fused_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
-    if (!host || !options || !self)
-        return GB_ERR_INVALID_ARG;
-    if (device && !gb_device_memory_is_host(device)) {
-        host->set_error(host, "adamw_fused (cpu) runs on devices whose buffers are host memory");
-        return GB_ERR_UNSUPPORTED;
-    }
-    adamw_hparams h;
-    if (!adamw_read_options(host, options, &h))
-        return GB_ERR_CONFIG;
-    adamw_fused *a = host->alloc(host, sizeof *a);
-    if (!a) {
-        host->set_error(host, "out of memory");
-        return GB_ERR_NO_MEMORY;
-    }
-    *a = (adamw_fused){
-        .host = host,
-        .h = h,
-        .threads = host->num_threads > 0 ? host->num_threads : 1,
-        .kernels = best_kernels(),
-    };
-    host->log(host, GB_LOG_DEBUG, "%s kernels, %d thread(s)", a->kernels->isa, a->threads);
-    optim_keep_device(&a->device, device);
-    *self = a;
+    gb_status status = adamw_base_create(host, options, device, optim_cpu_device_ok,
+                                         "adamw_fused", sizeof(adamw_fused), self);
+    if (status != GB_OK)
+        return status;
+    adamw_fused *a = *self;
+    a->kernels = best_kernels();
+    host->log(host, GB_LOG_DEBUG, "%s kernels, %d thread(s)", a->kernels->isa,
+              a->base.threads);
     return GB_OK;
-}
-
-static void fused_destroy(void *self)
-{
-    adamw_fused *a = self;
-    if (a)
-        a->host->free(a->host, a);
-}
-
-static size_t fused_state_bytes(void *self, int64_t n)
-{
-    (void)self;
-    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
-}
-
-static gb_status check_step_args(const adamw_fused *a, const gb_optim_step_args *args)
-{
-    if (!optim_step_args_valid(a->host, args))
-        return GB_ERR_INVALID_ARG;
-    return optim_lowp_supported(a->host, args);
 }
 
 /* Start of part `k` of `parts` of [0, n), on a 16-element boundary so that each thread's
@@ -114,7 +76,7 @@ static void update_slice(const adamw_fused *a, const gb_optim_step_args *args,
     float *m = args->state;
     float *v = m + args->n;
     uint16_t *lowp = args->params_lowp;
-    float decay = adamw_decay_factor(&a->h, args->lr);
+    float decay = adamw_decay_factor(&a->base.h, args->lr);
     for (int64_t k = 0; k < args->n_groups; k++) {
         const gb_param_group *grp = &args->groups[k];
         int64_t lo = grp->offset > begin ? grp->offset : begin;
@@ -139,38 +101,26 @@ static void update_slice(const adamw_fused *a, const gb_optim_step_args *args,
     }
 }
 
-static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_args *args);
-
-static gb_status fused_step_run(void *arg)
-{
-    optim_queued_step *q = arg;
-    return fused_step_compute(q->self, optim_queued_args(q));
-}
-
-static gb_status fused_step(void *self, const gb_optim_step_args *args)
+/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
+static gb_status fused_step_compute(const void *self, const gb_optim_step_args *args)
 {
     const adamw_fused *a = self;
-    if (!a)
-        return GB_ERR_INVALID_ARG;
-    gb_status status = check_step_args(a, args);
-    if (status != GB_OK)
-        return status;
-    return optim_queue_step(a->host, &a->device, fused_step_run, a, args);
-}
-
-/* The update, run in stream order: it reads grad_norm_sq and touches device memory. */
-static gb_status fused_step_compute(const adamw_fused *a, const gb_optim_step_args *args)
-{
     if (optim_step_skipped(args))
         return GB_OK;
-    adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, optim_grad_scale(args));
+    adamw_coeffs c =
+        adamw_step_coeffs(&a->base.h, args->lr, args->step, optim_grad_scale(args));
     int64_t n = args->n;
-#pragma omp parallel num_threads(a->threads) if (n >= FUSED_PARALLEL_MIN)
+#pragma omp parallel num_threads(a->base.threads) if (n >= FUSED_PARALLEL_MIN)
     {
         int64_t t = omp_get_thread_num(), parts = omp_get_num_threads();
         update_slice(a, args, &c, part_begin(n, t, parts), part_begin(n, t + 1, parts));
     }
     return GB_OK;
+}
+
+static gb_status fused_step(void *self, const gb_optim_step_args *args)
+{
+    return adamw_cpu_step(self, args, 1, fused_step_compute);
 }
 
 static gb_status norm_compute(const adamw_fused *a, float *out, const float *grads, int64_t n);
@@ -194,20 +144,19 @@ static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, 
     const adamw_fused *a = self;
     if (!a)
         return GB_ERR_INVALID_ARG;
-    if (!out || n < 0 || (n > 0 && !grads)) {
-        a->host->set_error(a->host, "grad_norm_sq needs an output, n >= 0 (got %lld) and "
-                           "gradients", (long long)n);
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status status = adamw_check_norm_args(&a->base, out, grads, n);
+    if (status != GB_OK)
+        return status;
     norm_args q = {.self = a, .out = out, .grads = grads, .n = n};
-    return gb_device_run_host(&a->device, norm_run, &q, sizeof q);
+    return gb_device_run_host(&a->base.inst.device, norm_run, &q, sizeof q);
 }
 
 /* The sum of squares, run in stream order: grads and out are device memory. */
 static gb_status norm_compute(const adamw_fused *a, float *out, const float *grads, int64_t n)
 {
     double partial[NORM_CHUNKS];
-#pragma omp parallel for schedule(static) num_threads(a->threads) if (n >= FUSED_PARALLEL_MIN)
+#pragma omp parallel for schedule(static) num_threads(a->base.threads) \
+    if (n >= FUSED_PARALLEL_MIN)
     for (int k = 0; k < NORM_CHUNKS; k++) {
         int64_t begin = part_begin(n, k, NORM_CHUNKS), end = part_begin(n, k + 1, NORM_CHUNKS);
         partial[k] = a->kernels->sum_squares(grads + begin, end - begin);
@@ -219,19 +168,12 @@ static gb_status norm_compute(const adamw_fused *a, float *out, const float *gra
     return GB_OK;
 }
 
-static const gb_optim_ops fused_ops = {
-    .struct_size = sizeof(gb_optim_ops),
-    .create = fused_create,
-    .destroy = fused_destroy,
-    .state_bytes = fused_state_bytes,
-    .step = fused_step,
-    .grad_norm_sq = fused_grad_norm_sq,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
-                      "AdamW in one pass over memory (AVX-512 or portable, OpenMP), bit-identical "
-                      "to adamw",
-                      GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
-                          GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
-                      GB_OPTIONS(adamw_options), fused_ops)
+GB_OPTIM_PLUGIN("adamw_fused", "1.0.0",
+                "AdamW in one pass over memory (AVX-512 or portable, OpenMP), bit-identical "
+                "to adamw",
+                GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
+                    GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
+                GB_OPTIONS(adamw_options), .create = fused_create,
+                .destroy = gb_instance_destroy, .state_bytes = adamw_state_bytes,
+                .step = fused_step, .grad_norm_sq = fused_grad_norm_sq)

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 
 #include "adamw.h"
-#include "adamw_options.h"
+#include "adamw_instance.h"
 #include "cuda_status.h"
 #include "gearbox/convert.h"
 #include "gearbox/optim.h"
@@ -48,9 +48,7 @@
 #define NORM_THREADS 256
 
 typedef struct adamw_fused_cuda {
-    const gb_host *host;
-    gb_device_ctx device;   /* the device given to create(): where step() queues */
-    adamw_hparams h;
+    adamw_base base;
     double *partials;       /* (NORM_BLOCKS) device memory for grad_norm_sq */
 } adamw_fused_cuda;
 
@@ -112,6 +110,20 @@ static __global__ void fused_kernel(fused_buffers b, fused_spans spans, adamw_co
     }
 }
 
+/* The sum of every thread's x, added in a fixed tree in sums (the block's `threads`
+ * entries, a power of two); every thread of the block calls it. */
+static __device__ double block_tree_sum(double *sums, double x, int threads)
+{
+    sums[threadIdx.x] = x;
+    __syncthreads();
+    for (int width = threads / 2; width > 0; width /= 2) {
+        if ((int)threadIdx.x < width)
+            sums[threadIdx.x] += sums[threadIdx.x + width];
+        __syncthreads();
+    }
+    return sums[0];
+}
+
 /* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). */
 static __global__ void norm_partials_kernel(double *partials, const float *x, int64_t n)
 {
@@ -122,15 +134,9 @@ static __global__ void norm_partials_kernel(double *partials, const float *x, in
         double xi = x[i];
         acc += xi * xi;   // exact product: the order of the sums alone fixes the bits
     }
-    sums[threadIdx.x] = acc;
-    __syncthreads();
-    for (int width = NORM_THREADS / 2; width > 0; width /= 2) {
-        if ((int)threadIdx.x < width)
-            sums[threadIdx.x] += sums[threadIdx.x + width];
-        __syncthreads();
-    }
+    const double total = block_tree_sum(sums, acc, NORM_THREADS);
     if (threadIdx.x == 0)
-        partials[blockIdx.x] = sums[0];
+        partials[blockIdx.x] = total;
 }
 
 /* *out = the partial sums added in a fixed tree, rounded to f32 once. One block of
@@ -138,51 +144,42 @@ static __global__ void norm_partials_kernel(double *partials, const float *x, in
 static __global__ void norm_total_kernel(float *out, const double *partials)
 {
     __shared__ double sums[NORM_BLOCKS];
-    sums[threadIdx.x] = partials[threadIdx.x];
-    __syncthreads();
-    for (int width = NORM_BLOCKS / 2; width > 0; width /= 2) {
-        if ((int)threadIdx.x < width)
-            sums[threadIdx.x] += sums[threadIdx.x + width];
-        __syncthreads();
-    }
+    const double total = block_tree_sum(sums, partials[threadIdx.x], NORM_BLOCKS);
     if (threadIdx.x == 0)
-        *out = (float)sums[0];
+        *out = (float)total;
+}
+
+/* A CUDA device of ABI 1.2 or later: grad_norm_sq's memory comes from its ops. */
+static int fused_device_ok(const gb_host *host, const gb_device_ctx *device, const char *plugin)
+{
+    if (!optim_cuda_device_ok(host, device, plugin))
+        return 0;
+    if (device->struct_size >= offsetof(gb_device_ctx, self) + sizeof device->self &&
+        device->ops)
+        return 1;
+    host->set_error(host, "%s (cuda) needs a device of ABI 1.2 or later, whose context "
+                    "carries its ops (for the memory of grad_norm_sq)", plugin);
+    return 0;
 }
 
 static gb_status fused_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
-    if (!host || !options || !self)
-        return GB_ERR_INVALID_ARG;
-    if (!optim_cuda_device_ok(host, device, "adamw_fused"))
-        return GB_ERR_UNSUPPORTED;
-    if (device->struct_size < offsetof(gb_device_ctx, self) + sizeof device->self ||
-        !device->ops) {
-        host->set_error(host, "adamw_fused (cuda) needs a device of ABI 1.2 or later, whose "
-                        "context carries its ops (for the memory of grad_norm_sq)");
-        return GB_ERR_UNSUPPORTED;
-    }
-    adamw_hparams h;
-    if (!adamw_read_options(host, options, &h))
-        return GB_ERR_CONFIG;
-    adamw_fused_cuda *a = (adamw_fused_cuda *)host->alloc(host, sizeof *a);
-    if (!a) {
-        host->set_error(host, "out of memory");
-        return GB_ERR_NO_MEMORY;
-    }
-    a->host = host;
-    a->h = h;
-    optim_keep_device(&a->device, device);
+    gb_status st = adamw_base_create(host, options, device, fused_device_ok, "adamw_fused",
+                                     sizeof(adamw_fused_cuda), self);
+    if (st != GB_OK)
+        return st;
+    adamw_fused_cuda *a = (adamw_fused_cuda *)*self;
     void *partials = NULL;
-    gb_status st = device->ops->alloc(device->self, NORM_BLOCKS * sizeof(double), &partials);
+    st = device->ops->alloc(device->self, NORM_BLOCKS * sizeof(double), &partials);
     if (st != GB_OK) {
         host->set_error(host, "cannot allocate %zu bytes of device memory for grad_norm_sq",
                         NORM_BLOCKS * sizeof(double));
-        host->free(host, a);
+        gb_instance_destroy(a);
+        *self = NULL;
         return st;
     }
     a->partials = (double *)partials;
-    *self = a;
     return GB_OK;
 }
 
@@ -191,21 +188,8 @@ static void fused_destroy(void *self)
     adamw_fused_cuda *a = (adamw_fused_cuda *)self;
     if (!a)
         return;
-    a->device.ops->free(a->device.self, a->partials);
-    a->host->free(a->host, a);
-}
-
-static size_t fused_state_bytes(void *self, int64_t n)
-{
-    (void)self;
-    return n > 0 ? 2 * sizeof(float) * (size_t)n : 0;
-}
-
-static gb_status check_step_args(const adamw_fused_cuda *a, const gb_optim_step_args *args)
-{
-    if (!optim_step_args_valid(a->host, args))
-        return GB_ERR_INVALID_ARG;
-    return optim_lowp_supported(a->host, args);
+    a->base.inst.device.ops->free(a->base.inst.device.self, a->partials);
+    gb_instance_destroy(a);
 }
 
 static int by_offset(const void *x, const void *y)
@@ -235,16 +219,16 @@ static int64_t merge_runs(const gb_optim_step_args *args, gb_param_group *runs)
 static gb_status launch_runs(const adamw_fused_cuda *a, const gb_optim_step_args *args,
                              const gb_param_group *runs, int64_t n_runs)
 {
-    const gb_host *host = a->host;
-    cudaStream_t stream = optim_cuda_stream(&a->device);
+    const gb_host *host = a->base.inst.host;
+    cudaStream_t stream = optim_cuda_stream(&a->base.inst.device);
     const int stochastic = args->params_lowp && optim_lowp_stochastic(args);
     fused_buffers b = {args->params, args->grads, (float *)args->state,
                        (float *)args->state + args->n, (uint16_t *)args->params_lowp,
                        args->lowp_dtype, stochastic, stochastic ? args->lowp_seed : 0,
                        args->step};
     // g_scale is filled in by the kernel, from the device scalar
-    const adamw_coeffs c = adamw_step_coeffs(&a->h, args->lr, args->step, 1.0f);
-    const float decay = adamw_decay_factor(&a->h, args->lr);
+    const adamw_coeffs c = adamw_step_coeffs(&a->base.h, args->lr, args->step, 1.0f);
+    const float decay = adamw_decay_factor(&a->base.h, args->lr);
     const optim_cuda_clip clip = optim_cuda_clip_of(args);
     for (int64_t first = 0; first < n_runs; first += FUSED_SPANS) {
         fused_spans spans;
@@ -268,10 +252,10 @@ static gb_status fused_step(void *self, const gb_optim_step_args *args)
     const adamw_fused_cuda *a = (const adamw_fused_cuda *)self;
     if (!a)
         return GB_ERR_INVALID_ARG;
-    gb_status st = check_step_args(a, args);
+    gb_status st = adamw_check_step_args(&a->base, args, 1);
     if (st != GB_OK || args->n == 0)
         return st;
-    const gb_host *host = a->host;
+    const gb_host *host = a->base.inst.host;
     gb_param_group *runs =
         (gb_param_group *)host->alloc(host, (size_t)args->n_groups * sizeof *runs);
     if (!runs) {
@@ -289,13 +273,11 @@ static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, 
     const adamw_fused_cuda *a = (const adamw_fused_cuda *)self;
     if (!a)
         return GB_ERR_INVALID_ARG;
-    const gb_host *host = a->host;
-    if (!out || n < 0 || (n > 0 && !grads)) {
-        host->set_error(host, "grad_norm_sq needs an output, n >= 0 (got %lld) and gradients",
-                        (long long)n);
-        return GB_ERR_INVALID_ARG;
-    }
-    cudaStream_t stream = optim_cuda_stream(&a->device);
+    gb_status st = adamw_check_norm_args(&a->base, out, grads, n);
+    if (st != GB_OK)
+        return st;
+    const gb_host *host = a->base.inst.host;   // GB_CUDA_CHECK_LAUNCH reports through it
+    cudaStream_t stream = optim_cuda_stream(&a->base.inst.device);
     norm_partials_kernel<<<NORM_BLOCKS, NORM_THREADS, 0, stream>>>(a->partials, grads, n);
     GB_CUDA_CHECK_LAUNCH("adamw_fused norm_partials_kernel (n)");
     norm_total_kernel<<<1, NORM_BLOCKS, 0, stream>>>(out, a->partials);
@@ -303,22 +285,14 @@ static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, 
     return GB_OK;
 }
 
-static const gb_optim_ops fused_ops = {
-    /* .struct_size = */ sizeof(gb_optim_ops),
-    /* .create = */ fused_create,
-    /* .destroy = */ fused_destroy,
-    /* .state_bytes = */ fused_state_bytes,
-    /* .step = */ fused_step,
-    /* .grad_norm_sq = */ fused_grad_norm_sq,
-};
-
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_OPTIM, "adamw_fused", "1.0.0",
-                      "AdamW in one kernel per step, bit-identical to adamw; deterministic "
-                      "grad_norm_sq; writes the bf16/f16 working copy",
-                      GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
-                          GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
-                      GB_OPTIONS(adamw_options), fused_ops)
+GB_OPTIM_PLUGIN("adamw_fused", "1.0.0",
+                "AdamW in one kernel per step, bit-identical to adamw; deterministic "
+                "grad_norm_sq; writes the bf16/f16 working copy",
+                GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
+                GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
+                    GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
+                GB_OPTIONS(adamw_options), fused_create, fused_destroy, adamw_state_bytes,
+                fused_step, fused_grad_norm_sq)
 }

@@ -45,6 +45,17 @@ typedef struct fused_kernels {
 extern const fused_kernels fused_kernels_portable;
 extern const fused_kernels fused_kernels_avx512;
 
+/* Adds x[j]^2 into lane j for the `count` (at most FUSED_LANES) elements of x: exact, a
+ * float's square fits in a double. A whole vector in the portable loop, and both
+ * versions' remainder. */
+static inline void fused_add_squares(double acc[FUSED_LANES], const float *x, int64_t count)
+{
+    for (int64_t j = 0; j < count; j++) {
+        double xj = x[j];
+        acc[j] += xj * xj;
+    }
+}
+
 /* The lanes' fixed folding tree, shared so both versions add in the same order. */
 static inline double fused_fold_lanes(double acc[FUSED_LANES])
 {

@@ -124,10 +124,7 @@ static double sum_squares_avx512(const float *x, int64_t n)
     double acc[FUSED_LANES];
     _mm512_storeu_pd(acc, lo);
     _mm512_storeu_pd(acc + 8, hi);
-    for (int j = 0; i + j < n; j++) {
-        double xj = x[i + j];
-        acc[j] += xj * xj;
-    }
+    fused_add_squares(acc, x + i, n - i);
     return fused_fold_lanes(acc);
 }
 

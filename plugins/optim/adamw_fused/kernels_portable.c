@@ -39,14 +39,8 @@ static double sum_squares_portable(const float *x, int64_t n)
     double acc[FUSED_LANES] = {0};
     int64_t i = 0;
     for (; i + FUSED_LANES <= n; i += FUSED_LANES)
-        for (int j = 0; j < FUSED_LANES; j++) {
-            double xj = x[i + j];
-            acc[j] += xj * xj;   /* exact: a float's square fits in a double */
-        }
-    for (int j = 0; i + j < n; j++) {
-        double xj = x[i + j];
-        acc[j] += xj * xj;
-    }
+        fused_add_squares(acc, x + i, FUSED_LANES);
+    fused_add_squares(acc, x + i, n - i);
     return fused_fold_lanes(acc);
 }
 

@@ -131,36 +131,30 @@ static inline int optim_step_skipped(const gb_optim_step_args *args)
 
 /* ---- queued work (ABI 1.2: optim.h "Where it runs") ---- */
 
-/* Keeps the device a plugin got at create() (the fields its struct_size covers, the rest
- * zero; nothing without a device), so step() can queue its work on it. */
-static inline void optim_keep_device(gb_device_ctx *kept, const gb_device_ctx *device)
-{
-    memset(kept, 0, sizeof *kept);
-    if (!device)
-        return;
-    size_t n = device->struct_size < sizeof *kept ? device->struct_size : sizeof *kept;
-    memcpy(kept, device, n);
-    kept->struct_size = n;
-}
+/* A plugin's step as it runs in stream order: it reads grad_norm_sq and touches device
+ * memory. */
+typedef gb_status (*optim_compute_fn)(const void *self, const gb_optim_step_args *args);
 
-/* A step as queued: the instance, a copy of the arguments and of their groups (host
- * memory the caller may reuse), which the queued function points args.groups at. */
+/* A step as queued: the instance, its compute, a copy of the arguments and of their
+ * groups (host memory the caller may reuse), which optim_queued_run points args.groups
+ * at. */
 typedef struct optim_queued_step {
     const void *self;
+    optim_compute_fn compute;
     gb_optim_step_args args;
     gb_param_group groups[];
 } optim_queued_step;
 
-/* Points a queued step's arguments at its own copy of the groups; returns them. */
-static inline const gb_optim_step_args *optim_queued_args(optim_queued_step *q)
+static inline gb_status optim_queued_run(void *arg)
 {
+    optim_queued_step *q = (optim_queued_step *)arg;
     q->args.groups = q->groups;
-    return &q->args;
+    return q->compute(q->self, &q->args);
 }
 
-/* Queues fn on `device` (at once on a plain or older one) with a copy of `args`. */
+/* Queues compute on `device` (at once on a plain or older one) with a copy of `args`. */
 static inline gb_status optim_queue_step(const gb_host *host, const gb_device_ctx *device,
-                                         gb_host_fn fn, const void *self,
+                                         optim_compute_fn compute, const void *self,
                                          const gb_optim_step_args *args)
 {
     size_t bytes = sizeof(optim_queued_step) + (size_t)args->n_groups * sizeof(gb_param_group);
@@ -171,12 +165,13 @@ static inline gb_status optim_queue_step(const gb_host *host, const gb_device_ct
     }
     memset(q, 0, bytes);
     q->self = self;
+    q->compute = compute;
     size_t n = args->struct_size < sizeof q->args ? args->struct_size : sizeof q->args;
     memcpy(&q->args, args, n);
     q->args.struct_size = n;
     if (args->n_groups > 0)
         memcpy(q->groups, args->groups, (size_t)args->n_groups * sizeof(gb_param_group));
-    gb_status status = gb_device_run_host(device, fn, q, bytes);
+    gb_status status = gb_device_run_host(device, optim_queued_run, q, bytes);
     host->free(host, q);
     return status;
 }

@@ -37,7 +37,7 @@ static gb_status bf16_create(const gb_host *host, const gb_value *options,
     (void)device;
     if (!host || !options || !self)
         return GB_ERR_INVALID_ARG;
-    bf16 *p = policy_instance_new(host, sizeof *p);
+    bf16 *p = policy_instance_new(host, sizeof *p, "precision/bf16");
     if (!p)
         return GB_ERR_NO_MEMORY;
     p->stochastic_rounding = options[OPT_STOCHASTIC_ROUNDING].i != 0;
@@ -55,16 +55,10 @@ static gb_status bf16_policy(void *self, gb_precision_policy *out)
     return st;
 }
 
-static const gb_precision_ops bf16_ops = {
-    .struct_size = sizeof(gb_precision_ops),
-    .create = bf16_create,
-    .destroy = policy_instance_destroy,
-    .eligible = policy_eligible_anywhere,
-    .policy = bf16_policy,
-    /* The scaler entries stay NULL: bf16 needs no loss scaling. */
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "bf16", "1.0.0",
-                      "bf16 activations, matmuls and weights, f32 master weights; no loss scaling",
-                      GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_BF16),
-                      GB_CAP_DETERMINISTIC, GB_OPTIONS(bf16_options), bf16_ops)
+/* The scaler entries stay NULL: bf16 needs no loss scaling. */
+GB_PRECISION_PLUGIN("bf16", "1.0.0",
+                    "bf16 activations, matmuls and weights, f32 master weights; no loss scaling",
+                    GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_BF16), GB_CAP_DETERMINISTIC,
+                    GB_OPTIONS(bf16_options), .create = bf16_create,
+                    .destroy = policy_instance_destroy, .eligible = policy_eligible_anywhere,
+                    .policy = bf16_policy)

@@ -7,21 +7,16 @@
 #ifndef GB_PRECISION_POLICY_PLUGIN_H
 #define GB_PRECISION_POLICY_PLUGIN_H
 
-#include <string.h>
-
 #include "gearbox/precision.h"
+#include "plugin_instance.h"
 
-/* An instance of `size` bytes from the host, zeroed, its host field set; NULL (with
- * the host told why) when memory runs out. */
-static inline void *policy_instance_new(const gb_host *host, size_t size)
+/* An instance of `plugin` of `size` bytes from the host, zeroed, its host field set;
+ * NULL (with the host told why) when memory runs out. */
+static inline void *policy_instance_new(const gb_host *host, size_t size, const char *plugin)
 {
-    const gb_host **p = host->alloc(host, size);
-    if (!p) {
-        host->set_error(host, "out of memory");
-        return NULL;
-    }
-    memset(p, 0, size);
-    *p = host;
+    const gb_host **p = gb_instance_alloc(host, size, plugin);
+    if (p)
+        *p = host;
     return p;
 }
 
@@ -31,6 +26,29 @@ static inline void policy_instance_destroy(void *self)
     const gb_host **p = self;
     if (p)
         (*p)->free(*p, p);
+}
+
+/* create() of a policy with no options and no state beyond its host. */
+static inline gb_status policy_create_plain(const gb_host *host, const gb_value *options,
+                                            const gb_device_ctx *device, void **self)
+{
+    (void)options;
+    (void)device;
+    if (!host || !self)
+        return GB_ERR_INVALID_ARG;
+    *self = policy_instance_new(host, sizeof host, "precision");
+    return *self ? GB_OK : GB_ERR_NO_MEMORY;
+}
+
+/* GB_OK when a call's required pointer `arg` is set; else GB_ERR_INVALID_ARG, with the
+ * host of instance `self` told `what` is missing. */
+static inline gb_status policy_require(void *self, const void *arg, const char *what)
+{
+    const gb_host **p = self;
+    if (arg)
+        return GB_OK;
+    (*p)->set_error(*p, "%s", what);
+    return GB_ERR_INVALID_ARG;
 }
 
 /* eligible() of a policy that runs on every device: yes, with no reason. */

@@ -73,7 +73,7 @@ static gb_status fp16_create(const gb_host *host, const gb_value *options,
     gb_status st = loss_scaler_init(&scaler, &config, host);
     if (st != GB_OK)
         return st;
-    fp16 *p = policy_instance_new(host, sizeof *p);
+    fp16 *p = policy_instance_new(host, sizeof *p, "precision/fp16");
     if (!p)
         return GB_ERR_NO_MEMORY;
     p->scaler = scaler;
@@ -95,12 +95,10 @@ static float fp16_loss_scale(void *self)
 static gb_status fp16_update(void *self, int found_inf, int *skip_step)
 {
     fp16 *p = self;
-    if (!skip_step) {
-        p->host->set_error(p->host, "update: skip_step must not be NULL");
-        return GB_ERR_INVALID_ARG;
-    }
-    loss_scaler_update(&p->scaler, found_inf, skip_step);
-    return GB_OK;
+    gb_status st = policy_require(self, skip_step, "update: skip_step must not be NULL");
+    if (st == GB_OK)
+        loss_scaler_update(&p->scaler, found_inf, skip_step);
+    return st;
 }
 
 static size_t fp16_state_bytes(void *self)
@@ -112,31 +110,25 @@ static size_t fp16_state_bytes(void *self)
 static gb_status fp16_save_state(void *self, void *buf)
 {
     fp16 *p = self;
-    if (!buf) {
-        p->host->set_error(p->host, "save_state: no buffer");
-        return GB_ERR_INVALID_ARG;
-    }
-    loss_scaler_save(&p->scaler, buf);
-    return GB_OK;
+    gb_status st = policy_require(self, buf, "save_state: no buffer");
+    if (st == GB_OK)
+        loss_scaler_save(&p->scaler, buf);
+    return st;
 }
 
 static gb_status fp16_load_state(void *self, const void *buf)
 {
     fp16 *p = self;
-    if (!buf) {
-        p->host->set_error(p->host, "load_state: no buffer");
-        return GB_ERR_INVALID_ARG;
-    }
-    return loss_scaler_load(&p->scaler, buf, p->host);
+    gb_status st = policy_require(self, buf, "load_state: no buffer");
+    return st == GB_OK ? loss_scaler_load(&p->scaler, buf, p->host) : st;
 }
 
 static gb_status fp16_scaler_get(void *self, gb_loss_scaler *out)
 {
     fp16 *p = self;
-    if (!out) {
-        p->host->set_error(p->host, "scaler_get: out must not be NULL");
-        return GB_ERR_INVALID_ARG;
-    }
+    gb_status st = policy_require(self, out, "scaler_get: out must not be NULL");
+    if (st != GB_OK)
+        return st;
     if (!p->device_update) {
         p->host->set_error(p->host, "[precision] device_update = false");
         return GB_ERR_UNSUPPORTED;
@@ -148,29 +140,16 @@ static gb_status fp16_scaler_get(void *self, gb_loss_scaler *out)
 static gb_status fp16_scaler_set(void *self, const gb_loss_scaler *in)
 {
     fp16 *p = self;
-    if (!in) {
-        p->host->set_error(p->host, "scaler_set: in must not be NULL");
-        return GB_ERR_INVALID_ARG;
-    }
-    return loss_scaler_set(&p->scaler, in, p->host);
+    gb_status st = policy_require(self, in, "scaler_set: in must not be NULL");
+    return st == GB_OK ? loss_scaler_set(&p->scaler, in, p->host) : st;
 }
 
-static const gb_precision_ops fp16_ops = {
-    .struct_size = sizeof(gb_precision_ops),
-    .create = fp16_create,
-    .destroy = policy_instance_destroy,
-    .eligible = policy_eligible_anywhere,
-    .policy = fp16_policy,
-    .loss_scale = fp16_loss_scale,
-    .update = fp16_update,
-    .state_bytes = fp16_state_bytes,
-    .save_state = fp16_save_state,
-    .load_state = fp16_load_state,
-    .scaler_get = fp16_scaler_get,
-    .scaler_set = fp16_scaler_set,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "fp16", "1.0.0",
-                      "f16 compute, f32 master weights, dynamic loss scaling (PyTorch GradScaler)",
-                      GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_F16),
-                      GB_CAP_DETERMINISTIC, GB_OPTIONS(fp16_options), fp16_ops)
+GB_PRECISION_PLUGIN("fp16", "1.0.0",
+                    "f16 compute, f32 master weights, dynamic loss scaling (PyTorch GradScaler)",
+                    GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_F16), GB_CAP_DETERMINISTIC,
+                    GB_OPTIONS(fp16_options), .create = fp16_create,
+                    .destroy = policy_instance_destroy, .eligible = policy_eligible_anywhere,
+                    .policy = fp16_policy, .loss_scale = fp16_loss_scale, .update = fp16_update,
+                    .state_bytes = fp16_state_bytes, .save_state = fp16_save_state,
+                    .load_state = fp16_load_state, .scaler_get = fp16_scaler_get,
+                    .scaler_set = fp16_scaler_set)

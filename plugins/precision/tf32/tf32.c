@@ -19,21 +19,6 @@
 #include "gearbox/precision.h"
 #include "policy_plugin.h"
 
-typedef struct tf32 {
-    const gb_host *host;
-} tf32;
-
-static gb_status tf32_create(const gb_host *host, const gb_value *options,
-                             const gb_device_ctx *device, void **self)
-{
-    (void)options;
-    (void)device;
-    if (!host || !self)
-        return GB_ERR_INVALID_ARG;
-    *self = policy_instance_new(host, sizeof(tf32));
-    return *self ? GB_OK : GB_ERR_NO_MEMORY;
-}
-
 /* The compute capability of a CUDA device, or 0 when its context predates ABI 1.2 and
  * does not say (then the GPU is taken to have TF32). */
 static int cc_major_of(const gb_device_ctx *device)
@@ -74,16 +59,10 @@ static gb_status tf32_policy(void *self, gb_precision_policy *out)
     return st;
 }
 
-static const gb_precision_ops tf32_ops = {
-    .struct_size = sizeof(gb_precision_ops),
-    .create = tf32_create,
-    .destroy = policy_instance_destroy,
-    .eligible = tf32_eligible,
-    .policy = tf32_policy,
-    /* The scaler entries stay NULL: f32 gradients need no loss scaling. */
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_PRECISION, "tf32", "1.0.0",
-                      "f32 storage with TF32 tensor-core matmuls (CUDA only); no loss scaling",
-                      GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F32),
-                      GB_CAP_DETERMINISTIC, GB_NO_OPTIONS, tf32_ops)
+/* The scaler entries stay NULL: f32 gradients need no loss scaling. */
+GB_PRECISION_PLUGIN("tf32", "1.0.0",
+                    "f32 storage with TF32 tensor-core matmuls (CUDA only); no loss scaling",
+                    GB_DEVICE_CPU | GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC,
+                    GB_NO_OPTIONS, .create = policy_create_plain,
+                    .destroy = policy_instance_destroy, .eligible = tf32_eligible,
+                    .policy = tf32_policy)
