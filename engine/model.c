@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "loader.h"
 #include "rng.h"
+#include "runtime.h"
 
 typedef struct layer_params {
     float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb;

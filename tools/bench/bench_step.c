@@ -19,9 +19,9 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
-#include "clock.h"
-#include "machine.h"
-#include "train.h"
+#include "gearbox/engine/clock.h"
+#include "gearbox/engine/machine.h"
+#include "gearbox/engine/train.h"
 
 #define DEFAULT_CONFIG "examples/shakespeare_char.ini"
 

@@ -16,11 +16,11 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gpu_monitor.h"
-#include "loader.h"
-#include "machine.h"
-#include "runtime.h"
-#include "settings.h"
+#include "gearbox/engine/gpu_monitor.h"
+#include "gearbox/engine/loader.h"
+#include "gearbox/engine/machine.h"
+#include "gearbox/engine/run.h"
+#include "gearbox/engine/settings.h"
 
 static const gb_cli_option options[] = {GB_CLI_OPTION_PLUGIN_PATH, {0}};
 

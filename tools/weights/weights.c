@@ -12,8 +12,8 @@
 
 #include "gearbox/convert.h"
 
-#include "config.h"
-#include "fsutil.h"
+#include "gearbox/engine/config.h"
+#include "gearbox/engine/fsutil.h"
 #include "safetensors.h"
 
 #define LLMC_MAGIC 20240326

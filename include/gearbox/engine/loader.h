@@ -17,7 +17,7 @@
 #define GB_CORE_LOADER_H
 
 #include "gearbox/plugin.h"
-#include "diag.h"
+#include "gearbox/engine/diag.h"
 
 typedef struct gb_plugin {
     char *path;                  /* the file it was loaded from (absolute) */

@@ -14,8 +14,8 @@
 #ifndef GB_CORE_AUTOBATCH_H
 #define GB_CORE_AUTOBATCH_H
 
-#include "model.h"
-#include "runtime.h"
+#include "gearbox/engine/model.h"
+#include "gearbox/engine/run.h"
 
 /* When rt->settings.batch_auto, chooses and writes rt->settings.batch_size and
  * gradient_accumulation_steps and prints the choice on `out`; otherwise checks that the

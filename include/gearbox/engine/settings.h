@@ -6,8 +6,8 @@
 
 #include <stdint.h>
 
-#include "config.h"
-#include "diag.h"
+#include "gearbox/engine/config.h"
+#include "gearbox/engine/diag.h"
 
 #define GB_MAX_BATCH (1 << 20)   /* the largest [data] batch_size */
 #define GB_MAX_ACCUMULATION (1 << 20)   /* the most micro-steps per optimizer step */

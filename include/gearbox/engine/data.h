@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "diag.h"
-#include "settings.h"
+#include "gearbox/engine/config.h"
+#include "gearbox/engine/diag.h"
+#include "gearbox/engine/settings.h"
 
 typedef enum gb_split { GB_SPLIT_TRAIN = 0, GB_SPLIT_VAL = 1 } gb_split;
 

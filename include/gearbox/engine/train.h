@@ -5,9 +5,9 @@
 #ifndef GB_CORE_TRAIN_H
 #define GB_CORE_TRAIN_H
 
-#include "config.h"
-#include "profile.h"
-#include "settings.h"
+#include "gearbox/engine/config.h"
+#include "gearbox/engine/profile.h"
+#include "gearbox/engine/settings.h"
 
 typedef struct gb_train_options {
     const char *plugin_path;   /* --plugin-path, or NULL */
