@@ -6,15 +6,12 @@
 gb_runtime *gb_runtime_open(gb_config *cfg, const char *cli_plugin_path, gb_diag *diag)
 {
     gb_runtime *rt = calloc(1, sizeof *rt);
-    if (!rt) {
+    if (rt && gb_runtime_resolve(rt, cfg, cli_plugin_path, diag) == 0)
+        return rt;
+    if (!rt)
         gb_diag_add(diag, "out of memory for the runtime of %s", gb_config_dir(cfg));
-        return NULL;
-    }
-    if (gb_runtime_resolve(rt, cfg, cli_plugin_path, diag)) {
-        gb_runtime_close(rt);
-        return NULL;
-    }
-    return rt;
+    gb_runtime_close(rt);
+    return NULL;
 }
 
 void gb_runtime_close(gb_runtime *rt)

@@ -26,6 +26,7 @@
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/engine/machine.h"
+#include "measure/measure.h"
 #include "gearbox/engine/run.h"
 
 #define MAX_MODELS 8

@@ -41,6 +41,7 @@
 #include "cli.h"
 #include "gearbox/engine/clock.h"
 #include "gearbox/engine/machine.h"
+#include "measure/measure.h"
 #include "gearbox/engine/run.h"
 
 #define MAX_ITEMS 8

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "gearbox/engine/clock.h"
 #include "gearbox/engine/machine.h"
+#include "measure/measure.h"
 #include "gearbox/engine/train.h"
 
 #define DEFAULT_CONFIG "examples/shakespeare_char.ini"

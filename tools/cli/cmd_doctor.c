@@ -19,6 +19,7 @@
 #include "gearbox/engine/gpu_monitor.h"
 #include "gearbox/engine/loader.h"
 #include "gearbox/engine/machine.h"
+#include "measure/measure.h"
 #include "gearbox/engine/run.h"
 #include "gearbox/engine/settings.h"
 
