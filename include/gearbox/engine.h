@@ -1,6 +1,6 @@
 /* gearbox's engine, as a program embeds it: the public API of the gearbox-engine library
  * (`pkg-config --cflags --libs gearbox-engine`). Every header it includes is the contract;
- * the engine's own files (engine/*.h) are not installed and no program includes them.
+ * the engine's own headers (in engine/) are not installed and no program includes them.
  *
  *   config.h, settings.h   read INI files and --set overrides; the resolved settings
  *   diag.h                 the problems a call reports, collected for the caller to print

@@ -20,7 +20,7 @@
 typedef enum gb_tokenizer {
     GB_TOKENIZER_AUTO,   /* the data folder's: bytes with a vocab.txt, else gpt2 */
     GB_TOKENIZER_BYTES,  /* one byte each, as the folder's vocab.txt says */
-    GB_TOKENIZER_GPT2    /* GPT-2's byte-level BPE (engine/bpe.h) */
+    GB_TOKENIZER_GPT2    /* GPT-2's byte-level BPE (gearbox/engine/bpe.h) */
 } gb_tokenizer;
 
 typedef struct gb_settings {
@@ -43,14 +43,14 @@ typedef struct gb_settings {
     int64_t batch_size, gradient_accumulation_steps;
     int batch_auto;           /* batch_size = auto: 1 until gb_batch_auto chooses it */
     int64_t tokens_per_step;  /* 0: not set; else gradient_accumulation_steps follows it */
-    int prefetch;             /* input prefetch (prefetch.h) where the device can */
+    int prefetch;             /* input prefetch (the engine's prefetch) where the device can */
     /* [train] */
     double learning_rate, min_lr, grad_clip;
     size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */
     int ddp_always;           /* buckets and all-reduces in a world of one process too */
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
     int decay_lr;
-    int recompute;            /* gb_recompute (model.h) */
+    int recompute;            /* gb_recompute (gearbox/engine/model.h) */
     int fuse_classifier, fuse_gelu, fuse_bias_grad, fuse_residual_norm;  /* wanted fusions */
     const char *init_from;    /* absolute checkpoint path, or NULL */
     /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind;
