@@ -4,6 +4,7 @@
 #define GB_CORE_RUNTIME_H
 
 #include "gearbox/engine/run.h"
+#include "settings.h"
 
 typedef struct gb_runtime {
     gb_config *cfg;       /* not owned */

@@ -523,7 +523,7 @@ static void print_header(const bench_args *a, bench_plugin *first)
     getloadavg(load, 1);
     printf("gearbox bench attn: causal %s self-attention forward+backward, B %ld, H %ld, "
            "head_dim %ld, %lld thread(s)\n", gb_dtype_name(a->dtype), a->batch, a->heads,
-           a->head_dim, (long long)gb_runtime_settings(first->rt)->threads);
+           a->head_dim, (long long)gb_settings_threads(gb_runtime_settings(first->rt)));
     printf("precision: [precision] plugin = %s, computing in %s%s\n",
            gb_runtime_instance(first->rt, GB_KIND_PRECISION)->plugin->desc->name,
            gb_dtype_name(gb_runtime_policy(first->rt)->activation_dtype),

@@ -344,7 +344,7 @@ int gb_bench_matmul(int argc, char **argv)
                                     gb_runtime_device_bit(rt), compute, &source);
         printf("gearbox bench matmul: device/%s, %lld threads, %s%s, median of %ld calls after "
                "one warm-up\n", dev->plugin->desc->name,
-               (long long)gb_runtime_settings(rt)->threads, gb_dtype_name(a.dtype),
+               (long long)gb_settings_threads(gb_runtime_settings(rt)), gb_dtype_name(a.dtype),
                a.epilogues ? " with GPT-2's epilogues" : "", a.repeats);
         print_peaks(rt, peak, source, gb_dtype_name(a.dtype));
         for (int i = 0; rc == 0 && i < a.n_models; i++)

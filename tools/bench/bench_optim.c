@@ -456,7 +456,7 @@ int gb_bench_optim(int argc, char **argv)
     for (int k = 0; k < a.n_plugins && !rc; k++)
         rc = start_plugin(a.plugins[k], &a, &plugins[k]);
     if (!rc) {
-        int threads = (int)gb_runtime_settings(plugins[0].rt)->threads;
+        int threads = (int)gb_settings_threads(gb_runtime_settings(plugins[0].rt));
         double triad = gb_measure_triad_gbs(threads);
         print_header(&a, threads, triad);
         rc = run_all(&a, plugins, triad);

@@ -258,9 +258,9 @@ static int open_codec(text_codec *c, const gb_settings *s, const gb_checkpoint *
                       const gb_sample_args *a, const char *path, gb_diag *diag)
 {
     *c = (text_codec){ck->vocab, NULL};
-    if (s->tokenizer != GB_TOKENIZER_GPT2)
+    if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2)
         return 0;
-    const char *vocab = a->vocab ? a->vocab : s->vocab_path;
+    const char *vocab = a->vocab ? a->vocab : gb_settings_vocab_path(s);
     if (!vocab) {
         gb_diag_add(diag, "%s: the model was trained on GPT-2 BPE tokens ([data] tokenizer = "
                     "gpt2), but its run named no vocabulary to decode them with: pass --vocab "

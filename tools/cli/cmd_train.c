@@ -89,12 +89,16 @@ static void print_resolution(gb_runtime *rt)
 /* The folder's layout and the tokens of each split, as comments. */
 static void print_data(const gb_dataset *ds)
 {
-    printf("# data: %s format, %s tokens (ids below %lld)\n", gb_data_format_name(ds->format),
-           ds->tokenizer == GB_TOKENIZER_GPT2 ? "GPT-2 BPE" : "byte", (long long)ds->id_limit);
-    for (int split = 0; split < 2; split++)
+    printf("# data: %s format, %s tokens (ids below %lld)\n",
+           gb_data_format_name(gb_data_format_of(ds)),
+           gb_data_tokenizer(ds) == GB_TOKENIZER_GPT2 ? "GPT-2 BPE" : "byte",
+           (long long)gb_data_id_limit(ds));
+    for (gb_split split = GB_SPLIT_TRAIN; split <= GB_SPLIT_VAL; split++) {
+        int files = gb_data_file_count(ds, split);
         printf("#   %-5s %lld tokens in %d file%s, from %s\n", split ? "val" : "train",
-               (long long)ds->split[split].length, ds->split[split].n_files,
-               ds->split[split].n_files == 1 ? "" : "s", ds->split[split].files[0].path);
+               (long long)gb_data_tokens(ds, split), files, files == 1 ? "" : "s",
+               gb_data_file_path(ds, split, 0));
+    }
 }
 
 /* What train would meet only when it starts writing: an out_dir it cannot create or
@@ -102,11 +106,11 @@ static void print_data(const gb_dataset *ds)
 static int check_out_dir(const gb_settings *s, gb_diag *diag)
 {
     char buf[PATH_MAX + 64];
-    const char *why;
-    if (gb_check_writable_dir(s->out_dir, buf, sizeof buf, &why) == 0)
+    const char *why, *out_dir = gb_settings_out_dir(s);
+    if (gb_check_writable_dir(out_dir, buf, sizeof buf, &why) == 0)
         return 0;
     gb_diag_add(diag, "[run] out_dir = %s: a run could not write there: %s; choose a folder "
-                "you can write", s->out_dir, why);
+                "you can write", out_dir, why);
     return 1;
 }
 
@@ -128,9 +132,9 @@ static void print_stand_in_plan(gb_config *cfg, const char *plugin_path)
         gb_config_set(cfg, stand_ins[i], &diag);
     gb_runtime *rt = gb_runtime_open(cfg, plugin_path, &diag);
     const gb_settings *s = rt ? gb_runtime_settings(rt) : NULL;
-    int failed = !rt || !s->vocab_size || gb_runtime_start(rt, &diag);
+    int failed = !rt || !gb_settings_vocab_size(s) || gb_runtime_start(rt, &diag);
     gb_model_config mc = failed ? (gb_model_config){0} : gb_model_config_of(s, 0);
-    if (!failed && !gb_model_plan(rt, &mc, s->batch_size, 1, &plan)) {
+    if (!failed && !gb_model_plan(rt, &mc, gb_settings_batch_size(s), 1, &plan)) {
         printf("# planned with stand-ins (device cpu, attn math, comm single; [model] vocab_size "
                "for the data's) as [device] plugin = %s, its plugins or the data folder are "
                "not usable here; the attention plugin's own buffers may differ:\n", wanted);
@@ -146,11 +150,11 @@ static int check_init_from(const gb_settings *s, gb_diag *diag)
 {
     struct stat st;
     errno = 0;
-    if (!s->init_from || (stat(s->init_from, &st) == 0 && S_ISREG(st.st_mode) &&
-                          access(s->init_from, R_OK) == 0))
+    const char *path = gb_settings_init_from(s);
+    if (!path || (stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, R_OK) == 0))
         return 0;
     gb_diag_add(diag, "[train] init_from = %s: not a readable checkpoint file (%s); write it "
-                "with `gearbox import` or name a run's ckpt-STEP.gbk", s->init_from,
+                "with `gearbox import` or name a run's ckpt-STEP.gbk", path,
                 errno ? strerror(errno) : "not a regular file");
     return 1;
 }
@@ -181,10 +185,10 @@ int gb_cmd_check(int argc, char **argv)
         /* planning the model asks the attention plugin about the run's shapes and
          * allocates everything once, as training would */
         const gb_settings *s = gb_runtime_settings(rt);
-        gb_model_config mc = gb_model_config_of(s, ds->vocab.size);
+        gb_model_config mc = gb_model_config_of(s, gb_data_vocab(ds)->size);
         /* the choice goes to stderr: stdout stays INI */
         if (gb_batch_auto(rt, &mc, stderr, &diag) == 0)
-            model = gb_model_create(rt, &mc, s->batch_size, 1);
+            model = gb_model_create(rt, &mc, gb_settings_batch_size(s), 1);
         gb_diag_print(&diag, stderr);
         gb_diag_clear(&diag);
         problems += !model;

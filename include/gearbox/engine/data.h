@@ -16,8 +16,8 @@
  * from its own stream (seed, split, micro-step index, row): a batch is a pure function of
  * those numbers, so resuming needs no RNG state and a data-parallel rank can draw just
  * its own rows. A window may cross from one shard into the next. */
-#ifndef GB_CORE_DATA_H
-#define GB_CORE_DATA_H
+#ifndef GB_ENGINE_DATA_H
+#define GB_ENGINE_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,29 +37,9 @@ typedef struct gb_vocab {
     unsigned char bytes[65536];   /* bytes[id]: the byte token id stands for */
 } gb_vocab;
 
-/* One mapped token file: its ids are tokens of its split from `first` on. */
-typedef struct gb_token_file {
-    char *path;
-    const unsigned char *map;
-    size_t map_bytes;
-    const uint16_t *ids;          /* within map, past any header */
-    int64_t first, length;
-} gb_token_file;
-
-typedef struct gb_token_stream {
-    gb_token_file *files;         /* in stream order */
-    int n_files;
-    int64_t length;               /* tokens in all files */
-} gb_token_stream;
-
-typedef struct gb_dataset {
-    gb_data_format format;
-    gb_tokenizer tokenizer;       /* bytes or gpt2, never auto */
-    char *vocab_path;             /* the GPT-2 vocabulary files, or NULL when none is known */
-    int64_t id_limit;             /* every id must be below this */
-    gb_token_stream split[2];     /* indexed by gb_split */
-    gb_vocab vocab;
-} gb_dataset;
+/* An open data folder: an opaque handle (the engine's code sees the struct in
+ * engine/data.h), read through the accessors below. */
+typedef struct gb_dataset gb_dataset;
 
 /* Reads vocab.txt: a "# gearbox vocab v1" line, then one decimal byte value per line
  * (lines end in "\n", "\r\n" or "\r"). */
@@ -88,6 +68,18 @@ int gb_data_record_tokenizer(const gb_dataset *ds, gb_config *cfg, gb_diag *diag
 
 /* "gearbox", "nanoGPT" or "llm.c". */
 const char *gb_data_format_name(gb_data_format format);
+
+/* What the folder holds: its layout, what its ids stand for (bytes or gpt2, never auto),
+ * the bound every id is below, and the vocabulary (its size, and with byte tokens the
+ * byte of each id). */
+gb_data_format gb_data_format_of(const gb_dataset *ds);
+gb_tokenizer gb_data_tokenizer(const gb_dataset *ds);
+int64_t gb_data_id_limit(const gb_dataset *ds);
+const gb_vocab *gb_data_vocab(const gb_dataset *ds);
+/* The tokens of `split`, its file count, and the path of its file `i` (in stream order). */
+int64_t gb_data_tokens(const gb_dataset *ds, gb_split split);
+int gb_data_file_count(const gb_dataset *ds, gb_split split);
+const char *gb_data_file_path(const gb_dataset *ds, gb_split split, int i);
 
 /* Rows [row_begin, row_end) of the batch for micro-step `index` of `split`, `purpose`
  * naming the stream (GB_RNG_*): tokens and targets (rows, T), targets shifted by one.

@@ -1,20 +1,15 @@
-/* The core's own configuration: the [run], [model], [data] and [train] sections and the
- * `plugin` key of each plugin section, declared as gb_option tables (the same schema
- * type plugins use) and resolved into one plain struct. */
-#ifndef GB_CORE_SETTINGS_H
-#define GB_CORE_SETTINGS_H
+/* The engine's own configuration: the [run], [model], [data] and [train] sections and the
+ * `plugin` key of each plugin section, resolved and validated. Programs hold the resolved
+ * settings as an opaque handle and read them through the accessors below (a run's own
+ * through gb_runtime_settings or gb_trainer_settings); the engine's code sees the struct
+ * in engine/settings.h. */
+#ifndef GB_ENGINE_SETTINGS_H
+#define GB_ENGINE_SETTINGS_H
 
 #include <stdint.h>
 
 #include "gearbox/engine/config.h"
 #include "gearbox/engine/diag.h"
-
-#define GB_MAX_BATCH (1 << 20)   /* the largest [data] batch_size */
-#define GB_MAX_ACCUMULATION (1 << 20)   /* the most micro-steps per optimizer step */
-/* Evaluation indexes its batches as (step << 20) | i in 64 bits: at most 2^20 - 1
- * batches per loss estimate, and steps below 2^43. */
-#define GB_MAX_EVAL_ITERS ((1 << 20) - 1)
-#define GB_MAX_STEPS 0x1p43
 
 /* [data] tokenizer: what token ids stand for. */
 typedef enum gb_tokenizer {
@@ -23,55 +18,28 @@ typedef enum gb_tokenizer {
     GB_TOKENIZER_GPT2    /* GPT-2's byte-level BPE (gearbox/engine/bpe.h) */
 } gb_tokenizer;
 
-typedef struct gb_settings {
-    /* [run] */
-    int64_t seed, steps, threads, log_every, eval_every, eval_iters, checkpoint_every;
-    const char *out_dir;      /* absolute */
-    const char *plugin_path;  /* ':'-separated absolute folders */
-    uint64_t memory_budget;   /* bytes for batch_size = auto; 0: the device's memory */
-    int allow_writable_plugins;
-    int cuda_graphs;          /* training forward and backward as device graphs */
-    /* [model] */
-    int64_t n_layer, n_head, n_embd, block_size, vocab_size;  /* vocab 0: from the data */
-    int bias;
-    int64_t padded_vocab_size;  /* rows of wte; 0: vocab_size */
-    int gelu_tanh;            /* gelu = tanh */
-    /* [data] */
-    const char *data_dir;     /* absolute */
-    gb_tokenizer tokenizer;
-    const char *vocab_path;   /* absolute, or NULL: [data] vocab unset */
-    int64_t batch_size, gradient_accumulation_steps;
-    int batch_auto;           /* batch_size = auto: 1 until gb_batch_auto chooses it */
-    int64_t tokens_per_step;  /* 0: not set; else gradient_accumulation_steps follows it */
-    int prefetch;             /* input prefetch (the engine's prefetch) where the device can */
-    /* [train] */
-    double learning_rate, min_lr, grad_clip;
-    size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */
-    int ddp_always;           /* buckets and all-reduces in a world of one process too */
-    int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
-    int decay_lr;
-    int recompute;            /* gb_recompute (gearbox/engine/model.h) */
-    int fuse_classifier, fuse_gelu, fuse_bias_grad, fuse_residual_norm;  /* wanted fusions */
-    const char *init_from;    /* absolute checkpoint path, or NULL */
-    /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind;
-     * a name, or an absolute path (held in plugin_files) */
-    const char *plugin[6];
-    char *plugin_files[6];
-} gb_settings;
+typedef struct gb_settings gb_settings;
 
-/* Every section a config may contain. */
-extern const char *const gb_known_sections[];
-extern const size_t gb_n_known_sections;
+/* Resolves and validates the engine's sections of `cfg` (and each plugin section's
+ * `plugin` key, but not the plugins' own keys, which need the plugin's schema), which
+ * must outlive the result. NULL after reporting every problem into `diag`. */
+gb_settings *gb_settings_open(gb_config *cfg, gb_diag *diag);
+void gb_settings_close(gb_settings *s);
 
-/* Validates the core's sections of `cfg` (and each plugin section's `plugin` key, but not
- * the plugins' own keys, which need the plugin's schema). Returns the number of problems
- * added to `diag`; `out` strings are owned by cfg (paths are malloc'ed and must be
- * released with gb_settings_free). */
-int gb_settings_resolve(gb_config *cfg, gb_settings *out, gb_diag *diag);
-void gb_settings_free(gb_settings *s);
-
-/* The learning rate at optimizer step `it` (0-based): linear warmup over warmup_iters,
- * then cosine decay to min_lr at lr_decay_iters, as nanoGPT's get_lr. */
-double gb_settings_lr(const gb_settings *s, int64_t it);
+/* The resolved values; paths are absolute, NULL where unset. */
+int64_t gb_settings_threads(const gb_settings *s);          /* [run] threads */
+const char *gb_settings_out_dir(const gb_settings *s);      /* [run] out_dir */
+const char *gb_settings_plugin_path(const gb_settings *s);  /* [run] plugin_path, ':'-separated */
+/* The `plugin` key of [device] [attn] [optim] [precision] [comm]: a name or a path. */
+const char *gb_settings_plugin(const gb_settings *s, gb_kind kind);
+int64_t gb_settings_block_size(const gb_settings *s);       /* [model] block_size */
+int64_t gb_settings_vocab_size(const gb_settings *s);       /* [model] vocab_size; 0: the data's */
+/* [data] batch_size (once batch_size = auto has chosen it) and
+ * gradient_accumulation_steps. */
+int64_t gb_settings_batch_size(const gb_settings *s);
+int64_t gb_settings_accumulation(const gb_settings *s);
+gb_tokenizer gb_settings_tokenizer(const gb_settings *s);   /* [data] tokenizer */
+const char *gb_settings_vocab_path(const gb_settings *s);   /* [data] vocab */
+const char *gb_settings_init_from(const gb_settings *s);    /* [train] init_from */
 
 #endif
