@@ -5,7 +5,7 @@
  *   config.h, settings.h   read INI files and --set overrides; the resolved settings
  *   diag.h                 the problems a call reports, collected for the caller to print
  *   run.h                  a run's runtime: the config's plugins bound and created
- *   train.h                train as a config says, or step a trainer yourself
+ *   train.h                train as a config says, or step, evaluate and save a trainer
  *   model.h, checkpoint.h  the GPT model, its memory plan and weights; checkpoint files
  *   autobatch.h            [data] batch_size = auto
  *   data.h, bpe.h          token folders and vocabularies; GPT-2's tokenizer

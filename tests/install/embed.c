@@ -1,7 +1,8 @@
 /* A third program on the installed engine: built out of tree with
  * `pkg-config --cflags --libs gearbox-engine` alone, it opens a run from the config file
  * it is given, trains `steps` optimizer steps and prints the loss of each, read through
- * the API. Exit status 0 when every step ran and every loss is finite.
+ * the API, then evaluates and saves the checkpoint of the last step. Exit status 0 when
+ * every step ran, every loss is finite and the checkpoint was written.
  * usage: embed CONFIG STEPS */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,11 @@ int main(int argc, char **argv)
         failed = gb_trainer_step(t, it, &loss) != 0 || !isfinite(loss);
         printf("step %ld loss %.4f\n", it + 1, loss);
     }
+    double train_loss = NAN, val_loss = NAN;
+    if (!failed && !(failed = gb_trainer_evaluate(t, steps, &train_loss, &val_loss) != 0 ||
+                              !isfinite(train_loss) || !isfinite(val_loss)))
+        printf("eval train %.4f val %.4f\n", train_loss, val_loss);
+    failed = failed || gb_trainer_save(t, steps) != 0;
     gb_trainer_close(t);
     gb_config_free(cfg);
     return failed;

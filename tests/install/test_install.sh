@@ -6,7 +6,8 @@
 # against the prefix with pkg-config alone, passes `gearbox test-plugin`, trains 20 steps
 # as [optim] plugin = lion through --plugin-path, and once installed into pluginsdir is
 # found without it. Last, a program of its own (embed.c) is built against the installed
-# engine with `pkg-config gearbox-engine` alone and trains a few steps through its API.
+# engine with `pkg-config gearbox-engine` alone, trains a few steps through its API,
+# evaluates and writes a checkpoint.
 # usage: test_install.sh SOURCE_ROOT
 source "$(dirname "$0")/../cli/lib.sh" "" "" "$1"
 PREFIX=$WORK/prefix
@@ -87,8 +88,10 @@ step "build a program on the engine with pkg-config alone" bash -c \
      -Wl,-rpath,\$(pkg-config --variable=libdir gearbox-engine)"
 write_config "$WORK/embed/run.ini"
 if "$WORK/embed/embed" "$WORK/embed/run.ini" 3 > "$WORK/embed/log" 2>&1 &&
-    grep -qE '^step 3 loss [0-9]+\.[0-9]+$' "$WORK/embed/log"; then
-    pass "a program built on gearbox-engine trains 3 steps: $(grep '^step' "$WORK/embed/log" | tr '\n' ' ')"
+    grep -qE '^step 3 loss [0-9]+\.[0-9]+$' "$WORK/embed/log" &&
+    grep -qE '^eval train [0-9.]+ val [0-9.]+$' "$WORK/embed/log" &&
+    [ -f "$WORK/embed/out/ckpt-000003.gbk" ]; then
+    pass "a program built on gearbox-engine trains 3 steps, evaluates and saves: $(grep -E '^(step|eval)' "$WORK/embed/log" | tr '\n' ' ')"
 else
     fail "the program on gearbox-engine: $(tail -n 20 "$WORK/embed/log")"
 fi
