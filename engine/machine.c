@@ -499,11 +499,6 @@ double gb_cpu_peak_flops(gb_compute c, char *how, size_t cap)
     return gb_cpu_peak_flops_of(&f, gb_online_cpus(), cpu_clock_ghz(f.model), c, how, cap);
 }
 
-double gb_cpu_peak_flops_f32(char *how, size_t cap)
-{
-    return gb_cpu_peak_flops(GB_COMPUTE_F32, how, cap);
-}
-
 double gb_peak_flops(const gb_device_ops *ops, void *dev, uint32_t device_bit, gb_compute c,
                      const char **source)
 {

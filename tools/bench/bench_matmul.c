@@ -249,7 +249,7 @@ static void print_peaks(gb_runtime *rt, double peak, const char *source, const c
     else if (strcmp(source, "measured CPU") == 0)
         printf("peak: %.1f GFLOP/s (the CPU's measured %s peak: its FMA loop, above the rated "
                "one)", peak / 1e9, dtype);
-    else if (peak > 0 && gb_cpu_peak_flops_f32(how, sizeof how) > 0)
+    else if (peak > 0 && gb_cpu_peak_flops(GB_COMPUTE_F32, how, sizeof how) > 0)
         printf("peak: %.1f GFLOP/s (the CPU's rated %s peak: %s)", peak / 1e9, dtype, how);
     else
         printf("peak: unknown (the device states none)");

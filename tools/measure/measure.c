@@ -118,7 +118,7 @@ double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev)
  * no stores). Built for each unit with target attributes, so a portable build measures it
  * too. */
 #define FMA_ITERS ((int64_t)1 << 24)
-/* Start-up measurements (gb_cpu_measured_peak) are shorter: a few ms per pass. */
+/* The quick measurement of gb_cpu_measured_peak is shorter: a few ms per pass. */
 #define QUICK_ITERS ((int64_t)1 << 21)
 #define QUICK_RUNS 3
 
@@ -131,22 +131,22 @@ typedef float (*chain_loop)(int64_t iters, float seed);
  * V start at SET1(j), each iteration applies STEP(acc) to every one (`consts` declares the
  * operands STEP uses, from the seed), and the sum of the chains is reduced to a float by
  * REDUCE, so nothing is optimised away. */
-#define CHAIN_LOOP(name, isa, V, consts, SET1, STEP, ADD, REDUCE)        \
-    __attribute__((target(isa))) static float name(int64_t iters, float seed) \
-    {                                                                      \
-        consts;                                                            \
-        V acc[FMA_CHAINS];                                                 \
-        for (int j = 0; j < FMA_CHAINS; j++)                               \
-            acc[j] = SET1((float)j);                                       \
-        for (int64_t i = 0; i < iters; i++) {                              \
-            _Pragma("GCC unroll 12")                                       \
-            for (int j = 0; j < FMA_CHAINS; j++)                           \
-                acc[j] = STEP(acc[j]);                                     \
-        }                                                                  \
-        V sum = acc[0];                                                    \
-        for (int j = 1; j < FMA_CHAINS; j++)                               \
-            sum = ADD(sum, acc[j]);                                        \
-        return REDUCE(sum);                                                \
+#define CHAIN_LOOP(name, isa, V, consts, SET1, STEP, ADD, REDUCE)                     \
+    __attribute__((target(isa))) static float name(int64_t iters, float seed)         \
+    {                                                                                 \
+        consts;                                                                       \
+        V acc[FMA_CHAINS];                                                            \
+        for (int j = 0; j < FMA_CHAINS; j++)                                          \
+            acc[j] = SET1((float)j);                                                  \
+        for (int64_t i = 0; i < iters; i++) {                                         \
+            _Pragma("GCC unroll 12")                                                  \
+            for (int j = 0; j < FMA_CHAINS; j++)                                      \
+                acc[j] = STEP(acc[j]);                                                \
+        }                                                                             \
+        V sum = acc[0];                                                               \
+        for (int j = 1; j < FMA_CHAINS; j++)                                          \
+            sum = ADD(sum, acc[j]);                                                   \
+        return REDUCE(sum);                                                           \
     }
 
 __attribute__((target("avx2"))) static float reduce_avx2(__m256 sum)

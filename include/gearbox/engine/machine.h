@@ -119,8 +119,6 @@ double gb_cpu_peak_flops_of(const gb_cpu_features *f, int cores, double ghz, gb_
 /* gb_cpu_peak_flops_of for this machine: the features the CPU really has, its online
  * cores and its rated clock (cpufreq's maximum, the brand string's, or /proc/cpuinfo's). */
 double gb_cpu_peak_flops(gb_compute c, char *how, size_t cap);
-/* The CPU's stated f32 peak: gb_cpu_peak_flops(GB_COMPUTE_F32, ...). */
-double gb_cpu_peak_flops_f32(char *how, size_t cap);
 /* The best figure the measured-peaks cache holds for `c` on `threads` threads (0: the
  * pool's default) of this CPU model, in FLOP/s; 0 when it holds none. The cache is the file
  * ${XDG_CACHE_HOME:-~/.cache}/gearbox/cpu-peaks, lines "GFLOP/s compute threads model";
