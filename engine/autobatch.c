@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 
+#include "runtime.h"
+
 #define MIB (1024.0 * 1024.0)
 
 /* The share of a device's free memory batch_size = auto plans for; the rest covers what

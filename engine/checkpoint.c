@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "fsutil.h"
+#include "settings.h"
 
 static const char magic[8] = {'G', 'E', 'A', 'R', 'B', 'O', 'X', 'K'};
 

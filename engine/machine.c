@@ -1,4 +1,4 @@
-/* The machine's description and measured limits; see machine.h. x86-64 features come
+/* The machine's description and the peaks MFU divides by; see machine.h. x86-64 features come
  * from cpuid and xgetbv (a feature counts only when the OS saves its registers too);
  * on other architectures every feature reads as absent. GPU and MPI libraries are
  * probed with dlopen and asked for versions through dlsym, so the core links against
@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,6 @@
 #include <immintrin.h>
 #endif
 
-#include "clock.h"
-#include "gearbox/convert.h"
 #include "fsutil.h"
 
 /* ---- CPU ----------------------------------------------------------------------------- */
@@ -385,90 +384,6 @@ int gb_library_version(gb_library lib, int load, char *buf, size_t cap)
     return found;
 }
 
-/* ---- measurements -------------------------------------------------------------------- */
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-gb_timing gb_timing_of(double *ms, int n)
-{
-    qsort(ms, (size_t)n, sizeof *ms, compare_doubles);
-    return (gb_timing){ms[0], n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]), ms[n - 1]};
-}
-
-void *gb_device_pattern(const gb_device_ops *ops, void *dev, gb_dtype dtype, size_t count)
-{
-    size_t size = gb_dtype_size(dtype);
-    unsigned char *host = malloc(count * size);
-    void *buf = NULL;
-    if (host) {
-        for (size_t i = 0; i < count; i++) {
-            float v = 0.25f + (float)(i % 61) / 128.0f;
-            uint16_t half = dtype == GB_BF16 ? gb_bf16_from_f32(v) : gb_f16_from_f32(v);
-            memcpy(host + i * size, dtype == GB_F32 ? (const void *)&v : (const void *)&half,
-                   size);
-        }
-        if (ops->alloc(dev, count * size, &buf) != GB_OK ||
-            ops->copy(dev, buf, host, count * size, GB_COPY_HOST_TO_DEVICE) != GB_OK) {
-            if (buf)
-                ops->free(dev, buf);
-            buf = NULL;
-        }
-    }
-    free(host);
-    return buf;
-}
-
-int gb_time_matmul_call(const gb_device_ops *ops, void *dev, const gb_matmul_args *call,
-                        int reps, gb_timing *out)
-{
-    double *ms = calloc((size_t)reps + 1, sizeof *ms);
-    int rc = ms && reps > 0 ? 0 : -1;
-    for (int i = 0; rc == 0 && i <= reps; i++) {
-        double t0 = gb_now_ms();
-        if (ops->matmul(dev, call) != GB_OK || ops->sync(dev) != GB_OK)
-            rc = -1;
-        if (i > 0)
-            ms[i - 1] = gb_now_ms() - t0;
-    }
-    if (rc == 0)
-        *out = gb_timing_of(ms, reps);
-    free(ms);
-    return rc;
-}
-
-int gb_time_matmul(const gb_device_ops *ops, void *dev, gb_matmul_args shape, int reps,
-                   gb_timing *out)
-{
-    void *a = gb_device_pattern(ops, dev, GB_F32, (size_t)(shape.m * shape.k));
-    void *b = gb_device_pattern(ops, dev, GB_F32, (size_t)(shape.k * shape.n));
-    void *c = gb_device_pattern(ops, dev, GB_F32, (size_t)(shape.m * shape.n));
-    shape.struct_size = sizeof shape;
-    shape.a = a;
-    shape.lda = shape.trans_a ? shape.m : shape.k;
-    shape.b = b;
-    shape.ldb = shape.trans_b ? shape.k : shape.n;
-    shape.c = c;
-    shape.ldc = shape.n;
-    shape.dtype_a = shape.dtype_b = shape.dtype_c = GB_F32;
-    int rc = a && b && c ? gb_time_matmul_call(ops, dev, &shape, reps, out) : -1;
-    if (a)
-        ops->free(dev, a);
-    if (b)
-        ops->free(dev, b);
-    if (c)
-        ops->free(dev, c);
-    return rc;
-}
-
-double gb_matmul_gflops(int64_t m, int64_t n, int64_t k, double ms)
-{
-    return ms > 0 ? 2.0 * (double)m * (double)n * (double)k / (ms * 1e6) : 0.0;
-}
-
 /* A number that follows `key` in the text file at `path` (first occurrence); 0 if none. */
 static double number_after(const char *path, const char *key)
 {
@@ -587,11 +502,6 @@ double gb_cpu_peak_flops(gb_compute c, char *how, size_t cap)
     return gb_cpu_peak_flops_of(&f, gb_online_cpus(), cpu_clock_ghz(f.model), c, how, cap);
 }
 
-double gb_cpu_peak_flops_f32(char *how, size_t cap)
-{
-    return gb_cpu_peak_flops(GB_COMPUTE_F32, how, cap);
-}
-
 double gb_peak_flops(const gb_device_ops *ops, void *dev, const gb_device_desc *device,
                      gb_compute c, const char **source)
 {
@@ -607,231 +517,18 @@ double gb_peak_flops(const gb_device_ops *ops, void *dev, const gb_device_desc *
         *source = "rated CPU";
     if (device->memory != GB_MEMORY_HOST)  /* host memory: it computes on this CPU */
         return 0.0;
-    return gb_larger_peak(gb_cpu_peak_flops(c, NULL, 0), gb_cpu_measured_peak(c, 0, NULL),
-                          source);
-}
-
-double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev)
-{
-    static double measured;   /* per process: the device does not change under a run */
-    if (measured == 0) {
-        gb_matmul_args shape = {.m = 1024, .n = 1024, .k = 1024, .alpha = 1.0f};
-        gb_timing t;
-        if (gb_time_matmul(ops, dev, shape, GB_PEAK_CALLS, &t) == 0)
-            measured = gb_matmul_gflops(shape.m, shape.n, shape.k, t.best_ms) * 1e9;
-    }
-    return measured;
-}
-
-/* ---- the measured limits -------------------------------------------------------------- */
-
-/* Each thread runs chains of vector FMAs (or dot products) into independent accumulators,
- * more chains than latency x units (4 x 2 on the CPUs seen), so the units never wait on a
- * result: the loop then runs at the instruction's throughput and nothing else (no loads,
- * no stores). Built for each unit with target attributes, so a portable build measures it
- * too. */
-#define FMA_ITERS ((int64_t)1 << 24)
-/* Start-up measurements (gb_cpu_measured_peak) are shorter: a few ms per pass. */
-#define QUICK_ITERS ((int64_t)1 << 21)
-#define QUICK_RUNS 3
-
-typedef float (*chain_loop)(int64_t iters, float seed);
-
-#if defined(__x86_64__)
-#define FMA_CHAINS 12
-
-__attribute__((target("avx2,fma"))) static float fma_chains_avx2(int64_t iters, float seed)
-{
-    __m256 acc[FMA_CHAINS];
-    const __m256 mul = _mm256_set1_ps(0.9999999f), add = _mm256_set1_ps(seed);
-    for (int j = 0; j < FMA_CHAINS; j++)
-        acc[j] = _mm256_set1_ps((float)j);
-    for (int64_t i = 0; i < iters; i++) {
-#pragma GCC unroll 12
-        for (int j = 0; j < FMA_CHAINS; j++)
-            acc[j] = _mm256_fmadd_ps(acc[j], mul, add);
-    }
-    __m256 sum = acc[0];
-    for (int j = 1; j < FMA_CHAINS; j++)
-        sum = _mm256_add_ps(sum, acc[j]);
-    float lanes[8];
-    _mm256_storeu_ps(lanes, sum);
-    return lanes[0];
-}
-
-__attribute__((target("avx512f"))) static float fma_chains_avx512(int64_t iters, float seed)
-{
-    __m512 acc[FMA_CHAINS];
-    const __m512 mul = _mm512_set1_ps(0.9999999f), add = _mm512_set1_ps(seed);
-    for (int j = 0; j < FMA_CHAINS; j++)
-        acc[j] = _mm512_set1_ps((float)j);
-    for (int64_t i = 0; i < iters; i++) {
-#pragma GCC unroll 12
-        for (int j = 0; j < FMA_CHAINS; j++)
-            acc[j] = _mm512_fmadd_ps(acc[j], mul, add);
-    }
-    __m512 sum = acc[0];
-    for (int j = 1; j < FMA_CHAINS; j++)
-        sum = _mm512_add_ps(sum, acc[j]);
-    return _mm512_reduce_add_ps(sum);
-}
-
-/* vdpbf16ps: each f32 lane adds two bf16 products, 4 FLOP. The operands are small, so the
- * sums stay finite and normal over any number of iterations. */
-__attribute__((target("avx512f,avx512bf16"))) static float dpbf16_chains(int64_t iters,
-                                                                          float seed)
-{
-    __m512 acc[FMA_CHAINS];
-    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(seed), _mm512_set1_ps(1e-3f));
-    const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(seed));
-    for (int j = 0; j < FMA_CHAINS; j++)
-        acc[j] = _mm512_set1_ps((float)j);
-    for (int64_t i = 0; i < iters; i++) {
-#pragma GCC unroll 12
-        for (int j = 0; j < FMA_CHAINS; j++)
-            acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
-    }
-    __m512 sum = acc[0];
-    for (int j = 1; j < FMA_CHAINS; j++)
-        sum = _mm512_add_ps(sum, acc[j]);
-    return _mm512_reduce_add_ps(sum);
-}
-
-/* vfmadd on 32 f16 lanes; the chains settle at add / (1 - mul), well inside f16's range. */
-__attribute__((target("avx512f,avx512fp16"))) static float fma_chains_fp16(int64_t iters,
-                                                                            float seed)
-{
-    __m512h acc[FMA_CHAINS];
-    const __m512h mul = _mm512_set1_ph((_Float16)0.5f), add = _mm512_set1_ph((_Float16)seed);
-    for (int j = 0; j < FMA_CHAINS; j++)
-        acc[j] = _mm512_set1_ph((_Float16)j);
-    for (int64_t i = 0; i < iters; i++) {
-#pragma GCC unroll 12
-        for (int j = 0; j < FMA_CHAINS; j++)
-            acc[j] = _mm512_fmadd_ph(acc[j], mul, add);
-    }
-    __m512h sum = acc[0];
-    for (int j = 1; j < FMA_CHAINS; j++)
-        sum = _mm512_add_ph(sum, acc[j]);
-    return (float)_mm512_reduce_add_ph(sum);
-}
-#endif
-
-/* The loop that measures `c` on a CPU with features `f`, its FLOP per iteration and the
- * unit's name; NULL (and "not measured") where there is none. A 16-bit dtype without
- * instructions of its own is computed as f32, so it gets the f32 loop. */
-static chain_loop limit_loop(const gb_cpu_features *f, gb_compute c, double *flop_per_iter,
-                             const char **isa)
-{
-    *isa = "not measured";
-#if defined(__x86_64__)
-    if (c == GB_COMPUTE_BF16 && f->avx512_bf16) {
-        *flop_per_iter = FMA_CHAINS * 16 * 4.0;
-        *isa = "AVX512_BF16 dot products";
-        return dpbf16_chains;
-    }
-    if (c == GB_COMPUTE_F16 && f->avx512_fp16) {
-        *flop_per_iter = FMA_CHAINS * 32 * 2.0;
-        *isa = "AVX512_FP16 FMA";
-        return fma_chains_fp16;
-    }
-    if (f->avx512f) {
-        *flop_per_iter = FMA_CHAINS * 16 * 2.0;
-        *isa = "AVX-512 FMA";
-        return fma_chains_avx512;
-    }
-    if (f->avx2 && f->fma) {
-        *flop_per_iter = FMA_CHAINS * 8 * 2.0;
-        *isa = "AVX2 FMA";
-        return fma_chains_avx2;
-    }
-#else
-    (void)f;
-    (void)c;
-    (void)flop_per_iter;
-#endif
-    return NULL;
-}
-
-/* The best of `runs` passes of `loop` on `threads` threads (0: the pool's default), in
- * FLOP/s of wall time; *per_cpu_s gets the best in FLOP per second of the process's CPU
- * time, times the team (what each thread does while it runs, whatever else the machine
- * runs). */
-static double time_loop(chain_loop loop, double flop_per_iter, int threads, int runs,
-                        int64_t iters, double *per_cpu_s)
-{
-    int team = threads > 0 ? threads : omp_get_max_threads();
-    double best = 0.0;
-    volatile float sink = 0.0f;   /* keeps the chains' results alive */
-    const double flops = (double)team * (double)iters * flop_per_iter;
-    *per_cpu_s = 0.0;
-    for (int run = 0; run < runs; run++) {
-        double t0 = gb_now_ms(), cpu0 = gb_cpu_ms();
-#pragma omp parallel num_threads(team)
-        {
-            float r = loop(iters, 1e-7f * (float)(omp_get_thread_num() + 1));
-#pragma omp atomic
-            sink += r;
-        }
-        double rate = flops / ((gb_now_ms() - t0) * 1e-3);
-        double cpu_ms = gb_cpu_ms() - cpu0;
-        double per_cpu = cpu_ms > 0 ? flops * team / (cpu_ms * 1e-3) : 0.0;
-        best = rate > best ? rate : best;
-        *per_cpu_s = per_cpu > *per_cpu_s ? per_cpu : *per_cpu_s;
-    }
-    return best;
-}
-
-/* The best rate of each compute measured in this process, by thread count: what the
- * cache file is raised to and gb_peak_flops never goes below. */
-#define MEMO_THREADS 1024
-static double memo_best[GB_COMPUTE_F16 + 1][MEMO_THREADS];
-
-static int team_size(int threads)
-{
-    int team = threads > 0 ? threads : omp_get_max_threads();
-    return team < MEMO_THREADS ? team : MEMO_THREADS - 1;
-}
-
-static double measure_limit(gb_compute c, int threads, int runs, int64_t iters,
-                            const char **isa, double *per_cpu_s)
-{
-    gb_cpu_features f;
-    gb_cpu_detect_hardware(&f);
-    double flop_per_iter = 0.0;
-    const char *name;
-    chain_loop loop = limit_loop(&f, c, &flop_per_iter, &name);
-    if (isa)
-        *isa = name;
-    double cpu_rate = 0.0;
-    if (per_cpu_s)
-        *per_cpu_s = 0.0;
-    if (!loop)
-        return 0.0;
-    double *cpu = per_cpu_s ? per_cpu_s : &cpu_rate;
-    double rate = time_loop(loop, flop_per_iter, threads, runs, iters, cpu);
-    /* the CPU-time rate is what the hardware did while it ran: on a busy machine it is
-     * the better estimate of the peak, and no step can beat it either */
-    double best = rate > *cpu ? rate : *cpu;
-    double *memo = &memo_best[c][team_size(threads)];
-    *memo = best > *memo ? best : *memo;
-    return rate;
-}
-
-double gb_measure_compute_flops(gb_compute c, int threads, const char **isa,
-                                double *per_cpu_s)
-{
-    return measure_limit(c, threads, GB_FMA_RUNS, FMA_ITERS, isa, per_cpu_s);
-}
-
-double gb_measure_fma_flops(int threads, const char **isa)
-{
-    return gb_measure_compute_flops(GB_COMPUTE_F32, threads, isa, NULL);
+    return gb_larger_peak(gb_cpu_peak_flops(c, NULL, 0), gb_cpu_cached_peak(c, 0), source);
 }
 
 /* ---- the measured peaks, kept per machine ---------------------------------------------- */
 
 #define PEAK_PATH_MAX 4096
+
+/* The threads a measurement ran on: `threads`, or the pool's default for 0. */
+static int team_size(int threads)
+{
+    return threads > 0 ? threads : omp_get_max_threads();
+}
 
 /* ${XDG_CACHE_HOME:-$HOME/.cache}/gearbox/cpu-peaks into buf; 0, or -1 when neither is set. */
 static int peak_cache_path(char *buf, size_t cap, int make_folder)
@@ -895,27 +592,10 @@ static void write_cached_peak(const char *path, const char *key, double flops)
     }
     if (in)
         fclose(in);
-    fprintf(out, "%.1f %s\n", flops / 1e9, key);
+    /* rounded up: the peak read back is never below a rate measured */
+    fprintf(out, "%.1f %s\n", ceil(flops / 1e8) / 10, key);
     if (fclose(out) != 0 || rename(tmp, path) != 0)
         remove(tmp);
-}
-
-double gb_cpu_measured_peak(gb_compute c, int threads, const char **isa)
-{
-    double now = measure_limit(c, threads, QUICK_RUNS, QUICK_ITERS, isa, NULL);
-    if (now <= 0)
-        return 0.0;
-    double best = memo_best[c][team_size(threads)];
-    char path[PEAK_PATH_MAX], key[160];
-    peak_key(c, threads, key, sizeof key);
-    if (peak_cache_path(path, sizeof path, 0) == 0) {
-        double cached = read_cached_peak(path, key);
-        if (cached > best)
-            best = cached;
-        else if (best > cached * 1.001 && peak_cache_path(path, sizeof path, 1) == 0)
-            write_cached_peak(path, key, best);
-    }
-    return best;
 }
 
 double gb_larger_peak(double rated, double measured, const char **source)
@@ -925,33 +605,18 @@ double gb_larger_peak(double rated, double measured, const char **source)
     return measured > rated ? measured : rated;
 }
 
-double gb_measure_triad_gbs(int threads)
+double gb_cpu_cached_peak(gb_compute c, int threads)
 {
-    const int64_t n = GB_TRIAD_ELEMENTS;
-    int team = threads > 0 ? threads : omp_get_max_threads();
-    float *a = aligned_alloc(64, (size_t)n * sizeof *a);
-    float *b = aligned_alloc(64, (size_t)n * sizeof *b);
-    float *c = aligned_alloc(64, (size_t)n * sizeof *c);
-    double best = 0.0;
-    if (a && b && c) {
-#pragma omp parallel for schedule(static) num_threads(team)
-        for (int64_t i = 0; i < n; i++) {
-            a[i] = 0.0f;
-            b[i] = 1.0f;
-            c[i] = 2.0f;
-        }
-        const float s = 3.0f;
-        for (int run = 0; run < GB_TRIAD_RUNS; run++) {
-            double t0 = gb_now_ms();
-#pragma omp parallel for schedule(static) num_threads(team)
-            for (int64_t i = 0; i < n; i++)
-                a[i] = b[i] + s * c[i];
-            double gbs = 3.0 * sizeof(float) * (double)n / ((gb_now_ms() - t0) * 1e6);
-            best = gbs > best ? gbs : best;
-        }
-    }
-    free(a);
-    free(b);
-    free(c);
-    return best;
+    char path[PEAK_PATH_MAX], key[160];
+    peak_key(c, threads, key, sizeof key);
+    return peak_cache_path(path, sizeof path, 0) == 0 ? read_cached_peak(path, key) : 0.0;
+}
+
+void gb_cpu_record_peak(gb_compute c, int threads, double flops)
+{
+    char path[PEAK_PATH_MAX], key[160];
+    peak_key(c, threads, key, sizeof key);
+    if (flops > gb_cpu_cached_peak(c, threads) * 1.001 &&
+        peak_cache_path(path, sizeof path, 1) == 0)
+        write_cached_peak(path, key, flops);
 }

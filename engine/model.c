@@ -15,6 +15,7 @@
 #include "loader.h"
 #include "report.h"
 #include "rng.h"
+#include "runtime.h"
 
 typedef struct layer_params {
     float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb;

@@ -1,18 +1,9 @@
-/* The runtime: one instance of each plugin kind, chosen by the config, plus the host
- * services handed to them. Resolution (finding plugins and validating every section)
- * happens before anything is created, so a broken config fails before any work. */
+/* The runtime's struct, which the engine's own code reads directly; programs see the
+ * handle and accessors of gearbox/engine/run.h. */
 #ifndef GB_CORE_RUNTIME_H
 #define GB_CORE_RUNTIME_H
 
-#include "gearbox/attn.h"
-#include "gearbox/comm.h"
-#include "gearbox/device.h"
-#include "gearbox/optim.h"
-#include "gearbox/precision.h"
-#include "config.h"
-#include "diag.h"
-#include "instance.h"
-#include "loader.h"
+#include "gearbox/engine/run.h"
 #include "settings.h"
 
 typedef struct gb_runtime {
@@ -37,19 +28,12 @@ typedef struct gb_runtime {
     const gb_comm_ops *comm;
 } gb_runtime;
 
-/* Resolves settings and plugins and validates every section of `cfg` (which it keeps
- * using; cfg must outlive the runtime). `cli_plugin_path` is --plugin-path (or NULL).
- * Returns 0, or the number of problems reported into `diag`. Creates nothing. */
+/* Resolves into a runtime held by value (gb_runtime_open's work). Returns 0, or the
+ * number of problems reported into `diag`. Creates nothing. */
 int gb_runtime_resolve(gb_runtime *rt, gb_config *cfg, const char *cli_plugin_path,
                        gb_diag *diag);
-/* Sets the thread count and creates the instances, device first. Returns 0 or -1 with
- * problems reported into `diag`. */
-int gb_runtime_start(gb_runtime *rt, gb_diag *diag);
-/* Destroys the instances and the loader. Safe on a partly started runtime. */
+/* Destroys the instances and the loader of a runtime held by value (the trainer's, the
+ * tests'). Safe on a partly started runtime. */
 void gb_runtime_free(gb_runtime *rt);
-
-/* The device index this process uses: [device] ordinal, else the launcher's local rank
- * (LOCAL_RANK from torchrun, OMPI_COMM_WORLD_LOCAL_RANK from Open MPI), else 0. */
-int32_t gb_runtime_device_ordinal(const gb_runtime *rt);
 
 #endif

@@ -1,13 +1,10 @@
-/* The core's own configuration: the [run], [model], [data] and [train] sections and the
- * `plugin` key of each plugin section, declared as gb_option tables (the same schema
- * type plugins use) and resolved into one plain struct. */
+/* The resolved settings as the engine's code reads them: the struct behind the handle of
+ * gearbox/engine/settings.h, resolved in place (a runtime or trainer holds one by value),
+ * and the limits its validation applies. */
 #ifndef GB_CORE_SETTINGS_H
 #define GB_CORE_SETTINGS_H
 
-#include <stdint.h>
-
-#include "config.h"
-#include "diag.h"
+#include "gearbox/engine/settings.h"
 
 #define GB_MAX_BATCH (1 << 20)   /* the largest [data] batch_size */
 #define GB_MAX_ACCUMULATION (1 << 20)   /* the most micro-steps per optimizer step */
@@ -15,13 +12,6 @@
  * batches per loss estimate, and steps below 2^43. */
 #define GB_MAX_EVAL_ITERS ((1 << 20) - 1)
 #define GB_MAX_STEPS 0x1p43
-
-/* [data] tokenizer: what token ids stand for. */
-typedef enum gb_tokenizer {
-    GB_TOKENIZER_AUTO,   /* the data folder's: bytes with a vocab.txt, else gpt2 */
-    GB_TOKENIZER_BYTES,  /* one byte each, as the folder's vocab.txt says */
-    GB_TOKENIZER_GPT2    /* GPT-2's byte-level BPE (engine/bpe.h) */
-} gb_tokenizer;
 
 typedef struct gb_settings {
     /* [run] */
@@ -43,14 +33,14 @@ typedef struct gb_settings {
     int64_t batch_size, gradient_accumulation_steps;
     int batch_auto;           /* batch_size = auto: 1 until gb_batch_auto chooses it */
     int64_t tokens_per_step;  /* 0: not set; else gradient_accumulation_steps follows it */
-    int prefetch;             /* input prefetch (prefetch.h) where the device can */
+    int prefetch;             /* input prefetch (the engine's prefetch) where the device can */
     /* [train] */
     double learning_rate, min_lr, grad_clip;
     size_t bucket_bytes;      /* bucket_cap_mb in bytes: gradients per all-reduce */
     int ddp_always;           /* buckets and all-reduces in a world of one process too */
     int64_t warmup_iters, lr_decay_iters;  /* lr_decay_iters 0: = steps */
     int decay_lr;
-    int recompute;            /* gb_recompute (model.h) */
+    int recompute;            /* gb_recompute (gearbox/engine/model.h) */
     int fuse_classifier, fuse_gelu, fuse_bias_grad, fuse_residual_norm;  /* wanted fusions */
     const char *init_from;    /* absolute checkpoint path, or NULL */
     /* the `plugin` key of [device] [attn] [optim] [precision] [comm], indexed by gb_kind;
@@ -63,10 +53,9 @@ typedef struct gb_settings {
 extern const char *const gb_known_sections[];
 extern const size_t gb_n_known_sections;
 
-/* Validates the core's sections of `cfg` (and each plugin section's `plugin` key, but not
- * the plugins' own keys, which need the plugin's schema). Returns the number of problems
- * added to `diag`; `out` strings are owned by cfg (paths are malloc'ed and must be
- * released with gb_settings_free). */
+/* gb_settings_open's work, into `out`. Returns the number of problems added to `diag`;
+ * `out` strings are owned by cfg (paths are malloc'ed and must be released with
+ * gb_settings_free). */
 int gb_settings_resolve(gb_config *cfg, gb_settings *out, gb_diag *diag);
 void gb_settings_free(gb_settings *s);
 

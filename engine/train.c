@@ -966,6 +966,33 @@ void gb_trainer_close(gb_trainer *t)
     free(t);
 }
 
+/* A trainer a program steps, not gb_train's loop, records its evaluations and checkpoints
+ * as a run does: the run's outputs (metrics.jsonl, manifest.json) opened at the first
+ * need, the progress printer's lines plain. */
+static int ready_to_record(gb_trainer *t)
+{
+    if (t->metrics)
+        return 0;
+    gb_progress_start(&t->progress, 0, t->first_step, t->s->steps);
+    return open_outputs(t, &(gb_train_options){0}, time(NULL));
+}
+
+int gb_trainer_evaluate(gb_trainer *t, int64_t step, double *train_loss, double *val_loss)
+{
+    if (ready_to_record(t) || evaluate(t, step))
+        return -1;
+    if (train_loss)
+        *train_loss = t->train_loss;
+    if (val_loss)
+        *val_loss = t->val_loss;
+    return 0;
+}
+
+int gb_trainer_save(gb_trainer *t, int64_t step)
+{
+    return ready_to_record(t) || save_checkpoint(t, step) ? -1 : 0;
+}
+
 void gb_train_catch_signals(void)
 {
     signal(SIGINT, on_interrupt);

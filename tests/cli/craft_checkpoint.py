@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a damaged copy of a gearbox checkpoint, correctly checksummed, so that what the
-reader refuses is the damage and not the checksum (engine/checkpoint.h has the layout).
+reader refuses is the damage and not the checksum (gearbox/engine/checkpoint.h has the layout).
 
   craft_checkpoint.py IN OUT drop TAG   without section TAG (e.g. STEP)
   craft_checkpoint.py IN OUT dup TAG    with section TAG twice

@@ -5,7 +5,9 @@
 # environment at all. Then examples/plugins/lion, copied out of the source tree, is built
 # against the prefix with pkg-config alone, passes `gearbox test-plugin`, trains 20 steps
 # as [optim] plugin = lion through --plugin-path, and once installed into pluginsdir is
-# found without it.
+# found without it. Last, a program of its own (embed.c) is built against the installed
+# engine with `pkg-config gearbox-engine` alone, trains a few steps through its API,
+# evaluates and writes a checkpoint.
 # usage: test_install.sh SOURCE_ROOT
 source "$(dirname "$0")/../cli/lib.sh" "" "" "$1"
 PREFIX=$WORK/prefix
@@ -28,7 +30,7 @@ step "install" meson install -C "$WORK/build"
 GEARBOX=$PREFIX/bin/gearbox
 
 [ -x "$GEARBOX" ] && pass "bin/gearbox" || fail "no $GEARBOX"
-for h in plugin tensor device attn optim precision comm; do
+for h in plugin tensor device attn optim precision comm engine engine/run engine/train; do
     [ -f "$PREFIX/include/gearbox/$h.h" ] || fail "include/gearbox/$h.h not installed"
 done
 pass "the public headers in include/gearbox"
@@ -73,6 +75,26 @@ sed -i 's/^plugin = adamw$/plugin = lion/' "$WORK/run.ini"
     grep -q '"step": 20, "loss": [0-9]' "$WORK/out/metrics.jsonl" &&
     pass "the installed gearbox trains 20 steps with [optim] plugin = lion" ||
     fail "train with lion: $(tail -n 20 "$WORK/train.log")"
+
+# A third program on the engine: the installed headers, gearbox-engine.pc and the shared
+# library, built with pkg-config alone; it finds the installed plugins by itself too.
+mkdir -p "$WORK/embed"
+cp "$SRC/tests/install/embed.c" "$WORK/embed/"
+[ -f "$pc_dir/gearbox-engine.pc" ] && [ -f "$PREFIX/include/gearbox/engine.h" ] ||
+    fail "gearbox-engine.pc in '$pc_dir' or include/gearbox/engine.h not installed"
+step "build a program on the engine with pkg-config alone" bash -c \
+    "cc -std=c11 -Wall -Wextra -Werror '$WORK/embed/embed.c' -o '$WORK/embed/embed' \
+     \$(pkg-config --cflags --libs gearbox-engine) -lm \
+     -Wl,-rpath,\$(pkg-config --variable=libdir gearbox-engine)"
+write_config "$WORK/embed/run.ini"
+if "$WORK/embed/embed" "$WORK/embed/run.ini" 3 > "$WORK/embed/log" 2>&1 &&
+    grep -qE '^step 3 loss [0-9]+\.[0-9]+$' "$WORK/embed/log" &&
+    grep -qE '^eval train [0-9.]+ val [0-9.]+$' "$WORK/embed/log" &&
+    [ -f "$WORK/embed/out/ckpt-000003.gbk" ]; then
+    pass "a program built on gearbox-engine trains 3 steps, evaluates and saves: $(grep -E '^(step|eval)' "$WORK/embed/log" | tr '\n' ' ')"
+else
+    fail "the program on gearbox-engine: $(tail -n 20 "$WORK/embed/log")"
+fi
 
 step "install lion" meson install -C "$WORK/lion/build"
 "$GEARBOX" plugins optim 2>&1 | grep -qE "^optim +lion .* $plugins_dir/optim-lion-cpu.so$" &&

@@ -16,13 +16,13 @@ quoted_includes() { sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^
 # Every source file under a folder.
 sources() { find "$@" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.in' \) | sort; }
 
-# ---- engine/ includes engine/ and include/ only ----
+# ---- engine/ includes engine/ and include/ only (its public headers also by bare name) ----
 engine_files=$(sources engine)
 [ -n "$engine_files" ] || fail "no engine/ sources found under $PWD"
 for f in $engine_files; do
     while read -r inc; do
         [ -z "$inc" ] && continue
-        if [ -e "engine/$inc" ] || [ -e "include/$inc" ]; then
+        if [ -e "engine/$inc" ] || [ -e "include/$inc" ] || [ -e "include/gearbox/engine/$inc" ]; then
             continue
         fi
         found=$(find tools -path "*/$inc" -type f 2>/dev/null | head -n 1)
@@ -80,8 +80,40 @@ for h in include/gearbox/*.h; do
     [ -n "$clash" ] && fail "$(echo $clash) named like the ABI header $h: name the file after its layer as well (tools/conformance/check_$stem.c, tools/bench/bench_$stem.c)"
 done
 
+# ---- the public engine API: tools/ builds on include/gearbox alone ----
+# tools/ includes its own files and include/gearbox/ (the plugin ABI and the engine API),
+# never an engine/ private header; include/gearbox/engine/ includes only include/gearbox/;
+# plugins/ include nothing of the engine, public or private, nor of tools/.
+for f in $(sources tools); do
+    here=$(dirname "$f")
+    while read -r inc; do
+        [ -z "$inc" ] && continue
+        case "$inc" in gearbox/*) [ -e "include/$inc" ] && continue ;; esac
+        # a tools file (scaffold templates include the .in-generated files beside them)
+        [ -e "$here/$inc" ] || [ -e "$here/$inc.in" ] && continue
+        [ -n "$(find tools -path "*/$inc" -type f | head -n 1)" ] && continue
+        if [ -e "engine/$inc" ] || [ -e "engine/$(basename "$inc")" ]; then
+            fail "$f includes \"$inc\", an engine/ private header: include \"gearbox/engine.h\" (or its gearbox/engine/*.h) and add to the public API what is missing"
+        else
+            fail "$f includes \"$inc\", which is neither in tools/ nor include/gearbox/"
+        fi
+    done < <(quoted_includes "$f")
+done
+grep -nE "engine_dep\b|include_directories\([^)]*engine" tools/meson.build | grep -v '^[0-9]*:#' | grep -q . &&
+    fail "tools/meson.build puts engine/ on the tools' include path: $(grep -nE "engine_dep\b|include_directories\([^)]*engine" tools/meson.build | grep -v '^[0-9]*:#'); use engine_api_dep"
+for f in $(sources include/gearbox/engine) include/gearbox/engine.h; do
+    while read -r inc; do
+        case "$inc" in gearbox/*) [ -e "include/$inc" ] && continue ;; esac
+        fail "$f includes \"$inc\": a public engine header includes only \"gearbox/...\" headers"
+    done < <(quoted_includes "$f")
+done
+for f in $(sources plugins); do
+    grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"gearbox/engine[./]' "$f" &&
+        fail "$f includes the engine's API: a plugin talks to the engine only through the ABI of include/gearbox/*.h"
+done
+
 if [ "$failures" -eq 0 ]; then
-    echo "ok: engine/ includes nothing of tools/ nor oneDNN; $(wc -w <<< "$plugin_dirs") plugin folders include only their own files, common/, kernels/ and include/; kernels/ only itself and include/; no file is named like an ABI header"
+    echo "ok: engine/ includes nothing of tools/ nor oneDNN; $(wc -w <<< "$plugin_dirs") plugin folders include only their own files, common/, kernels/ and include/; kernels/ only itself and include/; no file is named like an ABI header; tools/ builds on include/gearbox alone and plugins/ on the ABI alone"
     exit 0
 fi
 echo "$failures layout violation(s)"

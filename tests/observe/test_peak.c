@@ -1,7 +1,8 @@
-/* The peak MFU divides by (engine/machine.h): the dtype a run computes in picks it, on a
- * GPU from the figures its device plugin states, on the CPU from the CPU's features, and
- * never another dtype's figure (a bf16 GPT-2 step on an H100 read MFU 283.6% against the
- * f32 peak). Pure functions, no device needed; gb_peak_flops through a stand-in device. */
+/* The peak MFU divides by (gearbox/engine/machine.h; the limits measured in
+ * tools/measure/): the dtype a run computes in picks it, on a GPU from the figures its
+ * device plugin states, on the CPU from the CPU's features, and never another dtype's
+ * figure (a bf16 GPT-2 step on an H100 read MFU 283.6% against the f32 peak). Pure
+ * functions, no device needed; gb_peak_flops through a stand-in device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "loader.h"
 #include "machine.h"
+#include "measure/measure.h"
 
 static int failures;
 

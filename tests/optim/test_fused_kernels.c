@@ -16,7 +16,7 @@
  *   split in two pieces gives the same bits, another seed other bits.
  * The portable checks run everywhere (`portable`); the AVX-512 ones (`avx512`) exit 77,
  * meson's SKIP, saying why, where the CPU lacks AVX-512F or GEARBOX_CPU_FEATURES leaves it
- * out (engine/machine.h), so a machine without it reports them skipped, never passed.
+ * out (gearbox/engine/machine.h), so a machine without it reports them skipped, never passed.
  *
  * Usage: test_fused_kernels portable|avx512
  */

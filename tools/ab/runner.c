@@ -1,6 +1,6 @@
 /* Running the variants of `gearbox ab` as child processes; see ab.h. */
 #include "ab.h"
-#include "fsutil.h"
+#include "gearbox/engine/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "gearbox/engine/clock.h"
 #include "verdict.h"
 
 extern char **environ;

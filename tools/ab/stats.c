@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "rng.h"
+#include "gearbox/engine/rng.h"
 
 static int compare_doubles(const void *a, const void *b)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rng.h"
+#include "gearbox/engine/rng.h"
 #include "stats.h"
 
 enum { WIDTH = 820, HEIGHT = 500, LEFT = 80, RIGHT = 24, TOP = 52 };

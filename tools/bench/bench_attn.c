@@ -40,7 +40,7 @@
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/convert.h"
-#include "runtime.h"
+#include "gearbox/engine/run.h"
 
 #define MAX_ITEMS 8
 #define BASELINE "math"
@@ -100,7 +100,7 @@ typedef struct bench_args {
 typedef struct bench_plugin {
     const char *name;
     gb_config *cfg;
-    gb_runtime rt;
+    gb_runtime *rt;
     int started;
     double last_run_s;   /* one forward + backward at last_T; 0 before the first cell */
     long last_T;
@@ -250,12 +250,12 @@ static const char *precision_section(gb_dtype dtype)
  * naming both, rather than benchmarking a problem the run does not compute. */
 static int check_precision(const bench_plugin *p, const bench_args *a)
 {
-    const gb_dtype computes = p->rt.policy.activation_dtype;
+    const gb_dtype computes = gb_runtime_policy(p->rt)->activation_dtype;
     if (computes == a->dtype)
         return 0;
     return gb_cli_usage_error("bench attn", "--dtype %s, but [precision] plugin = %s computes "
                               "in %s; drop that --set or pass --dtype %s", gb_dtype_name(a->dtype),
-                              p->rt.inst[GB_KIND_PRECISION].plugin->desc->name,
+                              gb_runtime_instance(p->rt, GB_KIND_PRECISION)->plugin->desc->name,
                               gb_dtype_name(computes), gb_dtype_name(computes));
 }
 
@@ -298,7 +298,8 @@ static void fill_random(void *host, size_t n, gb_dtype dtype)
 static int alloc_buffers(gb_runtime *rt, const gb_attn_problem *p, const cell *c,
                          bench_buffers *b, size_t *failed)
 {
-    void *dev = rt->inst[GB_KIND_DEVICE].self;
+    void *dev = gb_runtime_instance(rt, GB_KIND_DEVICE)->self;
+    const gb_device_ops *ops = gb_runtime_device_ops(rt);
     const size_t n_out = (size_t)(p->batch * p->seq_len * p->heads * p->head_dim);
     const size_t el = gb_dtype_size(p->dtype);
     const size_t sizes[] = {3 * n_out * el, 3 * n_out * el, n_out * el, n_out * el, c->saved,
@@ -307,7 +308,7 @@ static int alloc_buffers(gb_runtime *rt, const gb_attn_problem *p, const cell *c
                       (void **)&b->dout, &b->saved, &b->workspace};
     memset(b, 0, sizeof *b);
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
-        if (rt->dev->alloc(dev, sizes[k] ? sizes[k] : 64, slots[k]) != GB_OK) {
+        if (ops->alloc(dev, sizes[k] ? sizes[k] : 64, slots[k]) != GB_OK) {
             *failed = sizes[k];
             free_buffers(rt, b);
             return -1;
@@ -319,12 +320,12 @@ static int alloc_buffers(gb_runtime *rt, const gb_attn_problem *p, const cell *c
         return -1;
     }
     fill_random(host, 3 * n_out, p->dtype);
-    gb_status st = rt->dev->copy(dev, b->qkv, host, 3 * n_out * el, GB_COPY_HOST_TO_DEVICE);
+    gb_status st = ops->copy(dev, b->qkv, host, 3 * n_out * el, GB_COPY_HOST_TO_DEVICE);
     if (st == GB_OK)
-        st = rt->dev->copy(dev, b->dout, host, n_out * el, GB_COPY_HOST_TO_DEVICE);
+        st = ops->copy(dev, b->dout, host, n_out * el, GB_COPY_HOST_TO_DEVICE);
     free(host);
     if (st != GB_OK) {
-        gb_call_failed(&rt->inst[GB_KIND_DEVICE], st, "copy");
+        gb_call_failed(gb_runtime_instance(rt, GB_KIND_DEVICE), st, "copy");
         free_buffers(rt, b);
         return -1;
     }
@@ -347,8 +348,10 @@ static gb_tensor heads_view(char *base, const gb_attn_problem *p, int64_t n, int
 static int run_once(gb_runtime *rt, const gb_attn_problem *p, bench_buffers *b, double *fwd_s,
                     double *bwd_s)
 {
-    gb_instance *inst = &rt->inst[GB_KIND_ATTN];
-    void *dev = rt->inst[GB_KIND_DEVICE].self;
+    gb_instance *inst = gb_runtime_instance(rt, GB_KIND_ATTN);
+    gb_instance *dev = gb_runtime_instance(rt, GB_KIND_DEVICE);
+    const gb_attn_ops *attn = gb_runtime_attn_ops(rt);
+    const gb_device_ops *ops = gb_runtime_device_ops(rt);
     const int64_t C = p->heads * p->head_dim;
     gb_tensor q = heads_view(b->qkv, p, 3, 0), k = heads_view(b->qkv, p, 3, C),
               v = heads_view(b->qkv, p, 3, 2 * C), out = heads_view(b->out, p, 1, 0),
@@ -356,12 +359,12 @@ static int run_once(gb_runtime *rt, const gb_attn_problem *p, bench_buffers *b, 
               dk = heads_view(b->dqkv, p, 3, C), dv = heads_view(b->dqkv, p, 3, 2 * C);
     double t0 = now_s();
     GB_CALL(inst, "forward",
-            rt->attn->forward(inst->self, p, out, q, k, v, b->saved, b->workspace));
-    GB_CALL(&rt->inst[GB_KIND_DEVICE], "sync", rt->dev->sync(dev));
+            attn->forward(inst->self, p, out, q, k, v, b->saved, b->workspace));
+    GB_CALL(dev, "sync", ops->sync(dev->self));
     double t1 = now_s();
-    GB_CALL(inst, "backward", rt->attn->backward(inst->self, p, dq, dk, dv, dout, q, k, v, out,
-                                                 b->saved, b->workspace));
-    GB_CALL(&rt->inst[GB_KIND_DEVICE], "sync", rt->dev->sync(dev));
+    GB_CALL(inst, "backward", attn->backward(inst->self, p, dq, dk, dv, dout, q, k, v, out,
+                                             b->saved, b->workspace));
+    GB_CALL(dev, "sync", ops->sync(dev->self));
     *fwd_s = t1 - t0;
     *bwd_s = now_s() - t1;
     return 0;
@@ -374,12 +377,12 @@ static int time_cell(bench_plugin *bp, const gb_attn_problem *p, bench_buffers *
                      const bench_args *a, cell *c)
 {
     double fwd[1000], bwd[1000], total[1000];
-    if (run_once(&bp->rt, p, b, &fwd[0], &bwd[0]))
+    if (run_once(bp->rt, p, b, &fwd[0], &bwd[0]))
         return -1;
     double last = fwd[0] + bwd[0], spent = last;
     int n = 0;
     while (n < a->repeats && spent + last <= a->max_seconds) {
-        if (run_once(&bp->rt, p, b, &fwd[n], &bwd[n]))
+        if (run_once(bp->rt, p, b, &fwd[n], &bwd[n]))
             return -1;
         last = total[n] = fwd[n] + bwd[n];
         spent += total[n++];
@@ -398,14 +401,15 @@ static int time_cell(bench_plugin *bp, const gb_attn_problem *p, bench_buffers *
 /* eligible() and memory() of plugin bp for this problem. */
 static int plan_cell(bench_plugin *bp, const gb_attn_problem *p, cell *c)
 {
-    gb_instance *inst = &bp->rt.inst[GB_KIND_ATTN];
+    gb_instance *inst = gb_runtime_instance(bp->rt, GB_KIND_ATTN);
+    const gb_attn_ops *attn = gb_runtime_attn_ops(bp->rt);
     char reason[400] = "";
-    *c = (cell){.eligible = bp->rt.attn->eligible(inst->self, p, reason, sizeof reason)};
+    *c = (cell){.eligible = attn->eligible(inst->self, p, reason, sizeof reason)};
     if (!c->eligible) {
         snprintf(c->note, sizeof c->note, "not eligible: %s", reason);
         return 0;
     }
-    GB_CALL(inst, "memory", bp->rt.attn->memory(inst->self, p, &c->saved, &c->workspace));
+    GB_CALL(inst, "memory", attn->memory(inst->self, p, &c->saved, &c->workspace));
     return 0;
 }
 
@@ -439,13 +443,13 @@ static int time_or_skip(bench_plugin *bp, const gb_attn_problem *p, const bench_
     }
     bench_buffers b;
     size_t failed = 0;
-    if (alloc_buffers(&bp->rt, p, c, &b, &failed)) {
+    if (alloc_buffers(bp->rt, p, c, &b, &failed)) {
         snprintf(c->note, sizeof c->note, "not timed: cannot allocate %s; %s",
                  bytes_text((double)failed, size, sizeof size), memory);
         return 0;
     }
     int rc = time_cell(bp, p, &b, a, c);
-    free_buffers(&bp->rt, &b);
+    free_buffers(bp->rt, &b);
     return rc;
 }
 
@@ -476,16 +480,17 @@ static size_t leanest_plugins(const bench_plugin *plugins, const cell *cells, in
 static void print_header(const bench_args *a, bench_plugin *first)
 {
     gb_device_info info = {.struct_size = sizeof info};
-    first->rt.dev->info(first->rt.inst[GB_KIND_DEVICE].self, &info);
+    gb_runtime_device_ops(first->rt)->info(gb_runtime_instance(first->rt, GB_KIND_DEVICE)->self,
+                                           &info);
     double load[1] = {0};
     getloadavg(load, 1);
     printf("gearbox bench attn: causal %s self-attention forward+backward, B %ld, H %ld, "
            "head_dim %ld, %lld thread(s)\n", gb_dtype_name(a->dtype), a->batch, a->heads,
-           a->head_dim, (long long)first->rt.settings.threads);
+           a->head_dim, (long long)gb_settings_threads(gb_runtime_settings(first->rt)));
     printf("precision: [precision] plugin = %s, computing in %s%s\n",
-           first->rt.inst[GB_KIND_PRECISION].plugin->desc->name,
-           gb_dtype_name(first->rt.policy.activation_dtype),
-           first->rt.policy.tf32 ? " with TF32 products" : "");
+           gb_runtime_instance(first->rt, GB_KIND_PRECISION)->plugin->desc->name,
+           gb_dtype_name(gb_runtime_policy(first->rt)->activation_dtype),
+           gb_runtime_policy(first->rt)->tf32 ? " with TF32 products" : "");
     printf("device: %s; 1-minute load average %.2f\n", info.name, load[0]);
     printf("each cell: median of up to %ld runs after a warm-up, at most %g s; extra = saved "
            "per layer + workspace;\nTFLOP/s of fwd+bwd = 6 B H D T (T + 1) FLOPs (the causal "
@@ -546,7 +551,7 @@ int gb_bench_attn(int argc, char **argv)
     for (int k = 0; k < a.n_plugins; k++)
         if (start_plugin(a.plugins[k], &a, &plugins[k])) {
             for (int j = 0; j <= k; j++)
-                gb_bench_stop(plugins[j].cfg, &plugins[j].rt);
+                gb_bench_stop(plugins[j].cfg, plugins[j].rt);
             return 2;
         }
     print_header(&a, &plugins[0]);
@@ -554,7 +559,7 @@ int gb_bench_attn(int argc, char **argv)
         const gb_attn_problem p = {
             .struct_size = sizeof p, .batch = a.batch, .heads = a.heads, .seq_len = a.T[i],
             .head_dim = a.head_dim, .dtype = a.dtype, .causal = 1,
-            .allow_tf32 = plugins[0].rt.policy.tf32,
+            .allow_tf32 = gb_runtime_policy(plugins[0].rt)->tf32,
         };
         cell cells[MAX_ITEMS];
         int baseline = -1;
@@ -579,6 +584,6 @@ int gb_bench_attn(int argc, char **argv)
         fflush(stdout);
     }
     for (int k = 0; k < a.n_plugins; k++)
-        gb_bench_stop(plugins[k].cfg, &plugins[k].rt);
+        gb_bench_stop(plugins[k].cfg, plugins[k].rt);
     return rc ? 1 : 0;
 }

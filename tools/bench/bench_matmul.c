@@ -25,8 +25,9 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
-#include "machine.h"
-#include "runtime.h"
+#include "gearbox/engine/machine.h"
+#include "measure/measure.h"
+#include "gearbox/engine/run.h"
 
 #define MAX_MODELS 8
 
@@ -162,7 +163,8 @@ typedef struct call_buffers {
 /* gb_device_pattern, remembered in bufs for freeing. */
 static void *typed_pattern(gb_runtime *rt, call_buffers *bufs, gb_dtype dtype, size_t count)
 {
-    void *buf = gb_device_pattern(rt->dev, rt->inst[GB_KIND_DEVICE].self, dtype, count);
+    void *buf = gb_device_pattern(gb_runtime_device_ops(rt),
+                                  gb_runtime_instance(rt, GB_KIND_DEVICE)->self, dtype, count);
     if (buf)
         bufs->ptr[bufs->n++] = buf;
     return buf;
@@ -205,14 +207,15 @@ static const char *epilogue_name(gb_matmul_epilogue e, int bias)
 static int time_row(gb_runtime *rt, const char *label, const timed_call *call, long repeats,
                     double peak, double *flops, double *ms)
 {
-    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    gb_instance *dev = gb_runtime_instance(rt, GB_KIND_DEVICE);
+    const gb_device_ops *ops = gb_runtime_device_ops(rt);
     gb_matmul_args c = call->args;
     call_buffers bufs = {{0}, 0};
     gb_timing t;
     int rc = place_operands(rt, &c, call, &bufs) ||
-             gb_time_matmul_call(rt->dev, dev->self, &c, (int)repeats, &t);
+             gb_time_matmul_call(ops, dev->self, &c, (int)repeats, &t);
     for (int i = 0; i < bufs.n; i++)
-        rt->dev->free(dev->self, bufs.ptr[i]);
+        ops->free(dev->self, bufs.ptr[i]);
     if (rc)
         return gb_call_failed(dev, GB_ERR_DEVICE, "matmul");
     double gflops = gb_matmul_gflops(c.m, c.n, c.k, t.median_ms);
@@ -234,12 +237,14 @@ static void print_peaks(gb_runtime *rt, double peak, const char *source, const c
     else if (strcmp(source, "measured CPU") == 0)
         printf("peak: %.1f GFLOP/s (the CPU's measured %s peak: its FMA loop, above the rated "
                "one)", peak / 1e9, dtype);
-    else if (peak > 0 && gb_cpu_peak_flops_f32(how, sizeof how) > 0)
+    else if (peak > 0 && gb_cpu_peak_flops(GB_COMPUTE_F32, how, sizeof how) > 0)
         printf("peak: %.1f GFLOP/s (the CPU's rated %s peak: %s)", peak / 1e9, dtype, how);
     else
         printf("peak: unknown (the device states none)");
     printf("; measured: %.1f GFLOP/s (best of %d 1024x1024x1024 sgemm through the device's "
-           "matmul)\n", gb_measured_sgemm_flops(rt->dev, rt->inst[GB_KIND_DEVICE].self) / 1e9,
+           "matmul)\n",
+           gb_measured_sgemm_flops(gb_runtime_device_ops(rt),
+                                   gb_runtime_instance(rt, GB_KIND_DEVICE)->self) / 1e9,
            GB_PEAK_CALLS);
 }
 
@@ -295,7 +300,7 @@ static int bench_model(gb_runtime *rt, const model_shape *m, const bench_args *a
     return 0;
 }
 
-static int start_device(const bench_args *a, gb_config **cfg, gb_runtime *rt)
+static int start_device(const bench_args *a, gb_config **cfg, gb_runtime **rt)
 {
     char text[160];
     snprintf(text, sizeof text, "[run]\nthreads = %ld\n[device]\nplugin = %s\n", a->threads,
@@ -310,21 +315,23 @@ int gb_bench_matmul(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     gb_config *cfg = NULL;
-    gb_runtime rt = {0};
+    gb_runtime *rt = NULL;
     rc = start_device(&a, &cfg, &rt);
     if (rc == 0) {
         const char *source;
-        gb_instance *dev = &rt.inst[GB_KIND_DEVICE];
+        gb_instance *dev = gb_runtime_instance(rt, GB_KIND_DEVICE);
         gb_compute compute = a.dtype == GB_BF16 ? GB_COMPUTE_BF16
                              : a.dtype == GB_F16 ? GB_COMPUTE_F16 : GB_COMPUTE_F32;
-        double peak = gb_peak_flops(rt.dev, dev->self, &rt.device, compute, &source);
+        double peak = gb_peak_flops(gb_runtime_device_ops(rt), dev->self, gb_runtime_device(rt),
+                                    compute, &source);
         printf("gearbox bench matmul: device/%s, %lld threads, %s%s, median of %ld calls after "
-               "one warm-up\n", dev->plugin->desc->name, (long long)rt.settings.threads,
-               gb_dtype_name(a.dtype), a.epilogues ? " with GPT-2's epilogues" : "", a.repeats);
-        print_peaks(&rt, peak, source, gb_dtype_name(a.dtype));
+               "one warm-up\n", dev->plugin->desc->name,
+               (long long)gb_settings_threads(gb_runtime_settings(rt)), gb_dtype_name(a.dtype),
+               a.epilogues ? " with GPT-2's epilogues" : "", a.repeats);
+        print_peaks(rt, peak, source, gb_dtype_name(a.dtype));
         for (int i = 0; rc == 0 && i < a.n_models; i++)
-            rc = bench_model(&rt, &a.models[i], &a, peak);
+            rc = bench_model(rt, &a.models[i], &a, peak);
     }
-    gb_bench_stop(cfg, &rt);
+    gb_bench_stop(cfg, rt);
     return rc ? 1 : 0;
 }

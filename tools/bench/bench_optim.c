@@ -39,9 +39,10 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
-#include "clock.h"
-#include "machine.h"
-#include "runtime.h"
+#include "gearbox/engine/clock.h"
+#include "gearbox/engine/machine.h"
+#include "measure/measure.h"
+#include "gearbox/engine/run.h"
 
 #define MAX_ITEMS 8
 #define NO_DECAY_SHARE 0.01
@@ -87,7 +88,7 @@ typedef struct bench_args {
 /* One plugin loaded through the core. */
 typedef struct bench_plugin {
     gb_config *cfg;
-    gb_runtime rt;
+    gb_runtime *rt;
 } bench_plugin;
 
 /* One update's buffers, allocated on the device of the first plugin's runtime. */
@@ -183,8 +184,8 @@ static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
 static void *device_alloc(gb_runtime *rt, size_t bytes)
 {
     void *ptr = NULL;
-    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
-    if (rt->dev->alloc(dev->self, bytes, &ptr) != GB_OK) {
+    gb_instance *dev = gb_runtime_instance(rt, GB_KIND_DEVICE);
+    if (gb_runtime_device_ops(rt)->alloc(dev->self, bytes, &ptr) != GB_OK) {
         gb_call_failed(dev, GB_ERR_NO_MEMORY, "alloc");
         return NULL;
     }
@@ -233,7 +234,8 @@ static void fill_in_place(bench_buffers *b, size_t state_bytes)
  * values go through a host buffer and copy(). */
 static int fill_by_copy(gb_runtime *rt, bench_buffers *b, size_t state_bytes)
 {
-    gb_instance *dev = &rt->inst[GB_KIND_DEVICE];
+    gb_instance *dev = gb_runtime_instance(rt, GB_KIND_DEVICE);
+    const gb_device_ops *ops = gb_runtime_device_ops(rt);
     size_t bytes = (size_t)b->n * sizeof(float);
     float *host = malloc(bytes);
     if (!host) {
@@ -242,13 +244,13 @@ static int fill_by_copy(gb_runtime *rt, bench_buffers *b, size_t state_bytes)
     }
     for (int64_t i = 0; i < b->n; i++)
         host[i] = initial_param(i);
-    gb_status st = rt->dev->copy(dev->self, b->params, host, bytes, GB_COPY_HOST_TO_DEVICE);
+    gb_status st = ops->copy(dev->self, b->params, host, bytes, GB_COPY_HOST_TO_DEVICE);
     for (int64_t i = 0; st == GB_OK && i < b->n; i++)
         host[i] = initial_grad(i, b->n);
     if (st == GB_OK)
-        st = rt->dev->copy(dev->self, b->grads, host, bytes, GB_COPY_HOST_TO_DEVICE);
+        st = ops->copy(dev->self, b->grads, host, bytes, GB_COPY_HOST_TO_DEVICE);
     if (st == GB_OK && state_bytes)
-        st = rt->dev->memset_zero(dev->self, b->state, state_bytes);
+        st = ops->memset_zero(dev->self, b->state, state_bytes);
     free(host);
     return st == GB_OK ? 0 : gb_call_failed(dev, st, "filling the buffers");
 }
@@ -257,8 +259,9 @@ static int fill_by_copy(gb_runtime *rt, bench_buffers *b, size_t state_bytes)
  * its own memory), with gradients of norm about 2, so that clipping to 1 is active. */
 static int alloc_buffers(bench_plugin *p, int64_t n, bench_buffers *b)
 {
-    gb_runtime *rt = &p->rt;
-    size_t state_bytes = rt->optim->state_bytes(rt->inst[GB_KIND_OPTIM].self, n);
+    gb_runtime *rt = p->rt;
+    size_t state_bytes =
+        gb_runtime_optim_ops(rt)->state_bytes(gb_runtime_instance(rt, GB_KIND_OPTIM)->self, n);
     *b = (bench_buffers){.n = n};
     b->params = device_alloc(rt, (size_t)n * sizeof(float));
     b->grads = device_alloc(rt, (size_t)n * sizeof(float));
@@ -268,7 +271,7 @@ static int alloc_buffers(bench_plugin *p, int64_t n, bench_buffers *b)
         free_buffers(rt, b);
         return -1;
     }
-    if (rt->ctx.host_access)
+    if (gb_runtime_device_ctx(rt)->host_access)
         fill_in_place(b, state_bytes);
     else if (fill_by_copy(rt, b, state_bytes)) {
         free_buffers(rt, b);
@@ -294,16 +297,21 @@ static double bytes_per_param(const char *name, int *known)
 /* The norm pass as gb_model_update runs it. */
 static gb_status norm_pass(gb_runtime *rt, const bench_buffers *b)
 {
-    if (rt->optim->grad_norm_sq)
-        return rt->optim->grad_norm_sq(rt->inst[GB_KIND_OPTIM].self, b->norm_sq, b->grads, b->n);
-    return rt->dev->sum_squares(rt->inst[GB_KIND_DEVICE].self, b->norm_sq, b->grads, b->n);
+    const gb_optim_ops *optim = gb_runtime_optim_ops(rt);
+    if (optim->grad_norm_sq)
+        return optim->grad_norm_sq(gb_runtime_instance(rt, GB_KIND_OPTIM)->self, b->norm_sq,
+                                   b->grads, b->n);
+    return gb_runtime_device_ops(rt)->sum_squares(gb_runtime_instance(rt, GB_KIND_DEVICE)->self,
+                                                  b->norm_sq, b->grads, b->n);
 }
 
 /* One warm-up update, then `repeats` timed ones. Returns -1 when a call fails. */
 static int time_updates(bench_plugin *p, const bench_buffers *b, long repeats, timing *t)
 {
-    gb_runtime *rt = &p->rt;
-    gb_instance *opt = &rt->inst[GB_KIND_OPTIM], *dev = &rt->inst[GB_KIND_DEVICE];
+    gb_runtime *rt = p->rt;
+    gb_instance *opt = gb_runtime_instance(rt, GB_KIND_OPTIM);
+    gb_instance *dev = gb_runtime_instance(rt, GB_KIND_DEVICE);
+    const gb_optim_ops *optim = gb_runtime_optim_ops(rt);
     int64_t n_decay = b->n - (int64_t)((double)b->n * NO_DECAY_SHARE);
     const gb_param_group groups[2] = {{0, n_decay, 1}, {n_decay, b->n - n_decay, 0}};
     double *norm = malloc((size_t)(repeats + 1) * 3 * sizeof *norm);
@@ -330,15 +338,15 @@ static int time_updates(bench_plugin *p, const bench_buffers *b, long repeats, t
         double t0 = gb_now_ms();
         gb_status st = norm_pass(rt, b);
         if (st == GB_OK)
-            st = rt->dev->sync(dev->self);
+            st = gb_runtime_device_ops(rt)->sync(dev->self);
         double t1 = gb_now_ms();
         if (st != GB_OK) {
             free(norm);
-            return gb_call_failed(rt->optim->grad_norm_sq ? opt : dev, st, "gradient norm");
+            return gb_call_failed(optim->grad_norm_sq ? opt : dev, st, "gradient norm");
         }
-        st = rt->optim->step(opt->self, &args);
+        st = optim->step(opt->self, &args);
         if (st == GB_OK)
-            st = rt->dev->sync(dev->self);
+            st = gb_runtime_device_ops(rt)->sync(dev->self);
         double t2 = gb_now_ms();
         if (st != GB_OK) {
             free(norm);
@@ -398,7 +406,7 @@ static int run_all(const bench_args *a, bench_plugin *plugins, double triad)
             if (alloc_buffers(&plugins[k], a->params[s], &b))
                 return -1;
             int failed = time_updates(&plugins[k], &b, a->repeats, &t);
-            free_buffers(&plugins[k].rt, &b);
+            free_buffers(plugins[k].rt, &b);
             if (failed)
                 return -1;
             baseline_ms = k == 0 ? t.total_ms : baseline_ms;
@@ -421,13 +429,13 @@ int gb_bench_optim(int argc, char **argv)
     for (int k = 0; k < a.n_plugins && !rc; k++)
         rc = start_plugin(a.plugins[k], &a, &plugins[k]);
     if (!rc) {
-        int threads = (int)plugins[0].rt.settings.threads;
+        int threads = (int)gb_settings_threads(gb_runtime_settings(plugins[0].rt));
         double triad = gb_measure_triad_gbs(threads);
         print_header(&a, threads, triad);
         rc = run_all(&a, plugins, triad);
     }
     for (int k = 0; k < a.n_plugins; k++)
         if (plugins[k].cfg)
-            gb_bench_stop(plugins[k].cfg, &plugins[k].rt);
+            gb_bench_stop(plugins[k].cfg, plugins[k].rt);
     return rc ? 1 : 0;
 }

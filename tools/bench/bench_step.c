@@ -19,9 +19,10 @@
 #include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
-#include "clock.h"
-#include "machine.h"
-#include "train.h"
+#include "gearbox/engine/clock.h"
+#include "gearbox/engine/machine.h"
+#include "measure/measure.h"
+#include "gearbox/engine/train.h"
 
 #define DEFAULT_CONFIG "examples/shakespeare_char.ini"
 
@@ -154,7 +155,8 @@ static void report(gb_trainer *t, double *ms, long steps, double executed)
     gb_timing timing = gb_timing_of(ms, (int)steps);
     double median = timing.median_ms;
     double cpu_median = gb_timing_of(ms + steps, (int)steps).median_ms;
-    double tokens = (double)(s->batch_size * s->block_size * s->gradient_accumulation_steps);
+    double tokens = (double)(gb_settings_batch_size(s) * gb_settings_block_size(s) *
+                             gb_settings_accumulation(s));
     double flops = gb_trainer_flops_per_step(t);
     const char *source, *compute;
     double peak = gb_trainer_peak_flops(t, &source, &compute);
@@ -168,7 +170,7 @@ static void report(gb_trainer *t, double *ms, long steps, double executed)
     printf("\nexecuted FLOPs: %.4g GFLOP per step (matmuls by shape, attention over the "
            "causal triangle) -> %.1f GFLOP/s\n", executed / 1e9, executed / (median * 1e6));
     report_limits(peak, source, compute, executed, (step_time){median, cpu_median},
-                  (long long)s->threads);
+                  (long long)gb_settings_threads(s));
 }
 
 /* Runs `steps` more steps with the profile attached and prints the time per phase. */

@@ -71,15 +71,15 @@ int gb_bench_parse_options(const gb_cli_spec *spec, int argc, char **argv,
 }
 
 int gb_bench_start(const char *text, const char *source, const char *const *sets, int n_sets,
-                   const char *plugin_path, gb_config **cfg, gb_runtime *rt)
+                   const char *plugin_path, gb_config **cfg, gb_runtime **rt)
 {
     gb_diag diag = {0};
     *cfg = gb_config_load_string(text, source, "/", &diag);
     for (int k = 0; *cfg && k < n_sets; k++)
         if (gb_config_set(*cfg, sets[k], &diag))
             break;
-    int started = *cfg && !diag.count && !gb_runtime_resolve(rt, *cfg, plugin_path, &diag) &&
-                  !gb_runtime_start(rt, &diag);
+    int started = *cfg && !diag.count && (*rt = gb_runtime_open(*cfg, plugin_path, &diag)) &&
+                  !gb_runtime_start(*rt, &diag);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
     return started ? 0 : -1;
@@ -87,14 +87,14 @@ int gb_bench_start(const char *text, const char *source, const char *const *sets
 
 void gb_bench_stop(gb_config *cfg, gb_runtime *rt)
 {
-    gb_runtime_free(rt);
+    gb_runtime_close(rt);
     gb_config_free(cfg);
 }
 
 void gb_bench_free_buffers(gb_runtime *rt, void *const *ptrs, size_t n)
 {
-    void *self = rt->inst[GB_KIND_DEVICE].self;
+    void *self = gb_runtime_instance(rt, GB_KIND_DEVICE)->self;
     for (size_t k = 0; k < n; k++)
         if (ptrs[k])
-            rt->dev->free(self, ptrs[k]);
+            gb_runtime_device_ops(rt)->free(self, ptrs[k]);
 }

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "cli.h"
-#include "runtime.h"
+#include "gearbox/engine/run.h"
 
 #define GB_BENCH_NAME_CAP 64
 
@@ -37,7 +37,7 @@ int gb_bench_parse_options(const gb_cli_spec *spec, int argc, char **argv,
  * applied over it, resolved against plugin_path and started: 0, or -1 after printing
  * the problems. gb_bench_stop frees it, started or not. */
 int gb_bench_start(const char *text, const char *source, const char *const *sets, int n_sets,
-                   const char *plugin_path, gb_config **cfg, gb_runtime *rt);
+                   const char *plugin_path, gb_config **cfg, gb_runtime **rt);
 void gb_bench_stop(gb_config *cfg, gb_runtime *rt);
 
 /* Frees each of the n device buffers ptrs[] that is not NULL on rt's device. */

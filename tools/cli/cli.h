@@ -4,7 +4,7 @@
 #ifndef GB_CLI_H
 #define GB_CLI_H
 
-#include "config.h"
+#include "gearbox/engine/config.h"
 #include "options.h"
 
 int gb_cmd_train(int argc, char **argv);

@@ -11,7 +11,7 @@
 
 #include "ab/ab.h"
 #include "cli.h"
-#include "fsutil.h"
+#include "gearbox/engine/fsutil.h"
 
 enum { OPT_VARIANT, OPT_BASELINE, OPT_STEPS, OPT_WARMUP, OPT_REPEATS, OPT_TOLERANCE, OPT_SET,
        OPT_OUT, OPT_PLUGIN_PATH };

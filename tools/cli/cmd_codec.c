@@ -8,9 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "bpe.h"
+#include "gearbox/engine/bpe.h"
 #include "cli.h"
-#include "fsutil.h"
+#include "gearbox/engine/fsutil.h"
 #include "options.h"
 
 #define VOCAB_OPTION                                                                    \

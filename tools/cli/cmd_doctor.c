@@ -16,11 +16,12 @@
 #include <string.h>
 
 #include "cli.h"
-#include "gpu_monitor.h"
-#include "loader.h"
-#include "machine.h"
-#include "runtime.h"
-#include "settings.h"
+#include "gearbox/engine/gpu_monitor.h"
+#include "gearbox/engine/loader.h"
+#include "gearbox/engine/machine.h"
+#include "measure/measure.h"
+#include "gearbox/engine/run.h"
+#include "gearbox/engine/settings.h"
 
 static const gb_cli_option options[] = {GB_CLI_OPTION_PLUGIN_PATH, {0}};
 
@@ -394,19 +395,18 @@ int gb_cmd_doctor(int argc, char **argv)
     gb_diag diag = {0};
     gb_config *cfg = config_path ? gb_config_load(config_path, &diag)
                                  : gb_config_load_string("", "defaults", "/", &diag);
-    gb_settings s = {0};
-    int problems = !cfg || gb_settings_resolve(cfg, &s, &diag);
+    gb_settings *s = cfg ? gb_settings_open(cfg, &diag) : NULL;
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
-    if (problems) {
-        gb_settings_free(&s);
+    if (!s) {
         gb_config_free(cfg);
         return 2;
     }
+    const int threads = (int)gb_settings_threads(s);
     gb_loader *loader = gb_loader_new();
     gb_loader_add_path(loader, plugin_path);
     gb_loader_add_path(loader, getenv("GEARBOX_PLUGIN_PATH"));
-    gb_loader_add_path(loader, s.plugin_path);
+    gb_loader_add_path(loader, gb_settings_plugin_path(s));
     gb_loader_add_default_path(loader);
 
     warnings *w = calloc(1, sizeof *w);
@@ -415,15 +415,15 @@ int gb_cmd_doctor(int argc, char **argv)
     printf("gearbox %s (git %s), plugin ABI %d.%d\n", GB_VERSION, gb_git_revision,
            GB_ABI_MAJOR, GB_ABI_MINOR);
     check_cpu(w);
-    check_threads(config_path, s.threads, w);
+    check_threads(config_path, threads, w);
     /* The device a run would use, asked for its libraries and measured. */
-    const char *device = s.plugin[GB_KIND_DEVICE];
-    omp_set_num_threads((int)s.threads);
+    const char *device = gb_settings_plugin(s, GB_KIND_DEVICE);
+    omp_set_num_threads(threads);
     gb_instance dev = {0};
-    if (open_device(loader, cfg, device, (int)s.threads, &dev, w))
+    if (open_device(loader, cfg, device, threads, &dev, w))
         dev.self = NULL;
     check_blas(&dev, device, w);
-    measure_speed(&dev, device, (int)s.threads, w);
+    measure_speed(&dev, device, threads, w);
     if (dev.self)
         ((const gb_device_ops *)dev.plugin->desc->ops)->destroy(dev.self);
     gb_instance_unbind(&dev);
@@ -431,7 +431,7 @@ int gb_cmd_doctor(int argc, char **argv)
     print_warnings(w);
     free(w);
     gb_loader_free(loader);
-    gb_settings_free(&s);
+    gb_settings_close(s);
     gb_config_free(cfg);
     return 0;
 }

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "loader.h"
+#include "gearbox/engine/loader.h"
 #include "scaffold/scaffold.h"
 
 #define MAX_NAME 40

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "loader.h"
+#include "gearbox/engine/loader.h"
 
 static const gb_cli_option options[] = {GB_CLI_OPTION_PLUGIN_PATH, {0}};
 

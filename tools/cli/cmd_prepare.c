@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bpe.h"
+#include "gearbox/engine/bpe.h"
 #include "cli.h"
-#include "data.h"
-#include "fsutil.h"
+#include "gearbox/engine/data.h"
+#include "gearbox/engine/fsutil.h"
 #include "options.h"
 
 enum { OPT_TOKENIZER, OPT_VOCAB };

@@ -10,13 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "bpe.h"
-#include "checkpoint.h"
+#include "gearbox/engine/bpe.h"
+#include "gearbox/engine/checkpoint.h"
 #include "cli.h"
-#include "model.h"
+#include "gearbox/engine/model.h"
 #include "options.h"
-#include "rng.h"
-#include "runtime.h"
+#include "gearbox/engine/rng.h"
+#include "gearbox/engine/run.h"
 
 enum { OPT_PROMPT, OPT_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_SEED, OPT_VOCAB,
        OPT_PLUGIN_PATH };
@@ -249,9 +249,9 @@ static int open_codec(text_codec *c, const gb_settings *s, const gb_checkpoint *
                       const gb_sample_args *a, const char *path, gb_diag *diag)
 {
     *c = (text_codec){ck->vocab, NULL};
-    if (s->tokenizer != GB_TOKENIZER_GPT2)
+    if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2)
         return 0;
-    const char *vocab = a->vocab ? a->vocab : s->vocab_path;
+    const char *vocab = a->vocab ? a->vocab : gb_settings_vocab_path(s);
     if (!vocab) {
         gb_diag_add(diag, "%s: the model was trained on GPT-2 BPE tokens ([data] tokenizer = "
                     "gpt2), but its run named no vocabulary to decode them with: pass --vocab "
@@ -266,17 +266,17 @@ static int open_codec(text_codec *c, const gb_settings *s, const gb_checkpoint *
 static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *ck)
 {
     gb_diag diag = {0};
-    gb_runtime rt = {0};
+    gb_runtime *rt = NULL;
     gb_model *m = NULL;
     int rc = 1;
     gb_config *cfg = gb_config_load_string(ck->config_text, path, "/", &diag);
-    if (cfg && !gb_runtime_resolve(&rt, cfg, a->plugin_path, &diag) &&
-        !gb_runtime_start(&rt, &diag)) {
-        const gb_settings *s = &rt.settings;
+    if (cfg && (rt = gb_runtime_open(cfg, a->plugin_path, &diag)) &&
+        !gb_runtime_start(rt, &diag)) {
+        const gb_settings *s = gb_runtime_settings(rt);
         gb_model_config mc = gb_model_config_of(s, ck->vocab->size);
         text_codec codec = {0};
         if (!open_codec(&codec, s, ck, a, path, &diag))
-            m = gb_model_create(&rt, &mc, 1, 0);
+            m = gb_model_create(rt, &mc, 1, 0);
         if (m && !gb_checkpoint_check_model(ck, path, m, s, &diag) &&
             !gb_model_set_params(m, ck->params))
             rc = generate(m, &mc, &codec, a) ? 1 : 0;
@@ -285,7 +285,7 @@ static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
     gb_model_free(m);
-    gb_runtime_free(&rt);
+    gb_runtime_close(rt);
     gb_config_free(cfg);
     return rc;
 }

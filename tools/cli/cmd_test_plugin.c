@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "conformance/conformance.h"
-#include "loader.h"
+#include "gearbox/engine/loader.h"
 
 #define MAX_SETS 16
 

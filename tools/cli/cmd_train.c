@@ -7,13 +7,13 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "data.h"
-#include "fsutil.h"
-#include "autobatch.h"
-#include "loader.h"
-#include "model.h"
-#include "runtime.h"
-#include "train.h"
+#include "gearbox/engine/data.h"
+#include "gearbox/engine/fsutil.h"
+#include "gearbox/engine/autobatch.h"
+#include "gearbox/engine/loader.h"
+#include "gearbox/engine/model.h"
+#include "gearbox/engine/run.h"
+#include "gearbox/engine/train.h"
 
 static const gb_cli_option train_options[] = {
     GB_CLI_OPTION_SET,
@@ -78,9 +78,9 @@ static const gb_cli_spec check_spec = {
 
 static void print_resolution(gb_runtime *rt)
 {
-    printf("# plugins (search path: %s)\n", gb_loader_path_string(rt->loader));
+    printf("# plugins (search path: %s)\n", gb_loader_path_string(gb_runtime_loader(rt)));
     for (int k = GB_KIND_DEVICE; k <= GB_KIND_COMM; k++) {
-        const gb_plugin *p = rt->inst[k].plugin;
+        const gb_plugin *p = gb_runtime_instance(rt, (gb_kind)k)->plugin;
         printf("#   %-9s %-10s %-8s %s\n", gb_kind_name((gb_kind)k), p->desc->name,
                p->desc->version, p->path);
     }
@@ -89,12 +89,16 @@ static void print_resolution(gb_runtime *rt)
 /* The folder's layout and the tokens of each split, as comments. */
 static void print_data(const gb_dataset *ds)
 {
-    printf("# data: %s format, %s tokens (ids below %lld)\n", gb_data_format_name(ds->format),
-           ds->tokenizer == GB_TOKENIZER_GPT2 ? "GPT-2 BPE" : "byte", (long long)ds->id_limit);
-    for (int split = 0; split < 2; split++)
+    printf("# data: %s format, %s tokens (ids below %lld)\n",
+           gb_data_format_name(gb_data_format_of(ds)),
+           gb_data_tokenizer(ds) == GB_TOKENIZER_GPT2 ? "GPT-2 BPE" : "byte",
+           (long long)gb_data_id_limit(ds));
+    for (gb_split split = GB_SPLIT_TRAIN; split <= GB_SPLIT_VAL; split++) {
+        int files = gb_data_file_count(ds, split);
         printf("#   %-5s %lld tokens in %d file%s, from %s\n", split ? "val" : "train",
-               (long long)ds->split[split].length, ds->split[split].n_files,
-               ds->split[split].n_files == 1 ? "" : "s", ds->split[split].files[0].path);
+               (long long)gb_data_tokens(ds, split), files, files == 1 ? "" : "s",
+               gb_data_file_path(ds, split, 0));
+    }
 }
 
 /* What train would meet only when it starts writing: an out_dir it cannot create or
@@ -102,11 +106,11 @@ static void print_data(const gb_dataset *ds)
 static int check_out_dir(const gb_settings *s, gb_diag *diag)
 {
     char buf[PATH_MAX + 64];
-    const char *why;
-    if (gb_check_writable_dir(s->out_dir, buf, sizeof buf, &why) == 0)
+    const char *why, *out_dir = gb_settings_out_dir(s);
+    if (gb_check_writable_dir(out_dir, buf, sizeof buf, &why) == 0)
         return 0;
     gb_diag_add(diag, "[run] out_dir = %s: a run could not write there: %s; choose a folder "
-                "you can write", s->out_dir, why);
+                "you can write", out_dir, why);
     return 1;
 }
 
@@ -123,20 +127,20 @@ static void print_stand_in_plan(gb_config *cfg, const char *plugin_path)
     char wanted[160];
     snprintf(wanted, sizeof wanted, "%s", device ? device : "cpu");
     gb_diag diag = {0};
-    gb_runtime rt;
     gb_memory_plan plan;
     for (size_t i = 0; i < sizeof stand_ins / sizeof stand_ins[0]; i++)
         gb_config_set(cfg, stand_ins[i], &diag);
-    int failed = gb_runtime_resolve(&rt, cfg, plugin_path, &diag) || !rt.settings.vocab_size ||
-                 gb_runtime_start(&rt, &diag);
-    gb_model_config mc = gb_model_config_of(&rt.settings, 0);
-    if (!failed && !gb_model_plan(&rt, &mc, rt.settings.batch_size, 1, &plan)) {
+    gb_runtime *rt = gb_runtime_open(cfg, plugin_path, &diag);
+    const gb_settings *s = rt ? gb_runtime_settings(rt) : NULL;
+    int failed = !rt || !gb_settings_vocab_size(s) || gb_runtime_start(rt, &diag);
+    gb_model_config mc = failed ? (gb_model_config){0} : gb_model_config_of(s, 0);
+    if (!failed && !gb_model_plan(rt, &mc, gb_settings_batch_size(s), 1, &plan)) {
         printf("# planned with stand-ins (device cpu, attn math, comm single; [model] vocab_size "
                "for the data's) as [device] plugin = %s, its plugins or the data folder are "
                "not usable here; the attention plugin's own buffers may differ:\n", wanted);
         gb_memory_plan_print(&plan, stdout, "# ");
     }
-    gb_runtime_free(&rt);
+    gb_runtime_close(rt);
     gb_diag_clear(&diag);
 }
 
@@ -146,11 +150,11 @@ static int check_init_from(const gb_settings *s, gb_diag *diag)
 {
     struct stat st;
     errno = 0;
-    if (!s->init_from || (stat(s->init_from, &st) == 0 && S_ISREG(st.st_mode) &&
-                          access(s->init_from, R_OK) == 0))
+    const char *path = gb_settings_init_from(s);
+    if (!path || (stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, R_OK) == 0))
         return 0;
     gb_diag_add(diag, "[train] init_from = %s: not a readable checkpoint file (%s); write it "
-                "with `gearbox import` or name a run's ckpt-STEP.gbk", s->init_from,
+                "with `gearbox import` or name a run's ckpt-STEP.gbk", path,
                 errno ? strerror(errno) : "not a regular file");
     return 1;
 }
@@ -161,17 +165,18 @@ int gb_cmd_check(int argc, char **argv)
     int rc = gb_cli_parse_run(&check_spec, argc, argv, &run, NULL, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
-    gb_runtime rt;
     gb_diag diag = {0};
-    int problems = gb_runtime_resolve(&rt, run.cfg, run.plugin_path, &diag);
+    gb_runtime *rt = gb_runtime_open(run.cfg, run.plugin_path, &diag);
+    int problems = !rt;
     gb_dataset *ds = NULL;
     gb_model *model = NULL;
     if (!problems)
-        problems += check_out_dir(&rt.settings, &diag) + check_init_from(&rt.settings, &diag);
+        problems += check_out_dir(gb_runtime_settings(rt), &diag) +
+                    check_init_from(gb_runtime_settings(rt), &diag);
     if (!problems) {
         /* a missing data folder does not hide whether the plugins start */
-        ds = gb_data_open(&rt.settings, &diag);
-        problems += gb_runtime_start(&rt, &diag) != 0;
+        ds = gb_data_open(gb_runtime_settings(rt), &diag);
+        problems += gb_runtime_start(rt, &diag) != 0;
         problems += !ds || gb_data_record_tokenizer(ds, run.cfg, &diag) != 0;
     }
     gb_diag_print(&diag, stderr);
@@ -179,17 +184,17 @@ int gb_cmd_check(int argc, char **argv)
     if (!problems) {
         /* planning the model asks the attention plugin about the run's shapes and
          * allocates everything once, as training would */
-        const gb_settings *s = &rt.settings;
-        gb_model_config mc = gb_model_config_of(s, ds->vocab.size);
+        const gb_settings *s = gb_runtime_settings(rt);
+        gb_model_config mc = gb_model_config_of(s, gb_data_vocab(ds)->size);
         /* the choice goes to stderr: stdout stays INI */
-        if (gb_batch_auto(&rt, &mc, stderr, &diag) == 0)
-            model = gb_model_create(&rt, &mc, s->batch_size, 1);
+        if (gb_batch_auto(rt, &mc, stderr, &diag) == 0)
+            model = gb_model_create(rt, &mc, gb_settings_batch_size(s), 1);
         gb_diag_print(&diag, stderr);
         gb_diag_clear(&diag);
         problems += !model;
     }
     if (!problems) {
-        print_resolution(&rt);
+        print_resolution(rt);
         print_data(ds);
         gb_model_print_memory(model, stdout, "# ");
         gb_config_write(run.cfg, stdout);
@@ -197,7 +202,7 @@ int gb_cmd_check(int argc, char **argv)
     }
     gb_model_free(model);
     gb_data_free(ds);
-    gb_runtime_free(&rt);
+    gb_runtime_close(rt);
     if (problems)
         print_stand_in_plan(run.cfg, run.plugin_path);
     gb_config_free(run.cfg);

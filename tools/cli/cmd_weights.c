@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "checkpoint.h"
+#include "gearbox/engine/checkpoint.h"
 #include "cli.h"
 #include "options.h"
 #include "weights.h"

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsutil.h"
-#include "text.h"
+#include "gearbox/engine/fsutil.h"
+#include "gearbox/engine/text.h"
 
 int gb_cli_make_parents(const char *verb, const char *path)
 {

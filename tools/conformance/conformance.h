@@ -10,7 +10,7 @@
 #ifndef GB_CONFORMANCE_H
 #define GB_CONFORMANCE_H
 
-#include "loader.h"
+#include "gearbox/engine/loader.h"
 
 /* The exit status of a run that could not check anything here: the plugin's device is
  * missing (a GPU plugin on a machine without one). Meson counts it as a skip. */

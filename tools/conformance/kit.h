@@ -15,10 +15,10 @@
 #include <stdint.h>
 
 #include "gearbox/device.h"
-#include "config.h"
-#include "loader.h"
-#include "rng.h"
-#include "runtime.h"
+#include "gearbox/engine/config.h"
+#include "gearbox/engine/loader.h"
+#include "gearbox/engine/rng.h"
+#include "gearbox/engine/run.h"
 
 typedef enum gb_kit_result { GB_KIT_PASS, GB_KIT_FAIL, GB_KIT_UNSUPPORTED } gb_kit_result;
 

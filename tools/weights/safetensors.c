@@ -11,7 +11,7 @@
 
 #include "gearbox/convert.h"
 
-#include "fsutil.h"
+#include "gearbox/engine/fsutil.h"
 
 /* The format's limit on the header, which also bounds what a hostile length makes the
  * reader parse. */

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diag.h"
+#include "gearbox/engine/diag.h"
 
 #define GB_ST_MAX_DIMS 8
 

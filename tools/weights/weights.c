@@ -12,8 +12,8 @@
 
 #include "gearbox/convert.h"
 
-#include "config.h"
-#include "fsutil.h"
+#include "gearbox/engine/config.h"
+#include "gearbox/engine/fsutil.h"
 #include "safetensors.h"
 
 #define LLMC_MAGIC 20240326
@@ -595,16 +595,16 @@ int gb_weights_from_checkpoint(const gb_checkpoint *ck, const char *path, gb_wei
                                gb_diag *diag)
 {
     memset(w, 0, sizeof *w);
-    gb_settings s;
     gb_config *cfg = gb_config_load_string(ck->config_text, path, "/", diag);
-    if (!cfg || gb_settings_resolve(cfg, &s, diag)) {
+    gb_settings *s = cfg ? gb_settings_open(cfg, diag) : NULL;
+    if (!s) {
         gb_diag_add(diag, "%s: its saved configuration does not read back", path);
         gb_config_free(cfg);
         return -1;
     }
-    w->cfg = gb_model_config_of(&s, ck->vocab->size);
-    w->gpt2_tokens = s.tokenizer == GB_TOKENIZER_GPT2;
-    gb_settings_free(&s);
+    w->cfg = gb_model_config_of(s, ck->vocab->size);
+    w->gpt2_tokens = gb_settings_tokenizer(s) == GB_TOKENIZER_GPT2;
+    gb_settings_close(s);
     gb_config_free(cfg);
     int count;
     free(gb_model_layout(&w->cfg, &count, &w->n_params));

@@ -13,9 +13,9 @@
 #ifndef GB_CORE_WEIGHTS_H
 #define GB_CORE_WEIGHTS_H
 
-#include "checkpoint.h"
-#include "diag.h"
-#include "model.h"
+#include "gearbox/engine/checkpoint.h"
+#include "gearbox/engine/diag.h"
+#include "gearbox/engine/model.h"
 
 /* A model's shape and its parameters in gearbox's flat layout (gb_model_layout). */
 typedef struct gb_weights {

@@ -12,10 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data.h"
-#include "diag.h"
-#include "model.h"
-#include "settings.h"
+#include "gearbox/engine/data.h"
+#include "gearbox/engine/diag.h"
+#include "gearbox/engine/model.h"
+#include "gearbox/engine/settings.h"
 
 #define GB_CHECKPOINT_VERSION 1
 

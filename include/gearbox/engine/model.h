@@ -16,9 +16,9 @@
 #include <stdio.h>
 
 #include "gearbox/optim.h"
-#include "profile.h"
-#include "runtime.h"
-#include "settings.h"
+#include "gearbox/engine/profile.h"
+#include "gearbox/engine/run.h"
+#include "gearbox/engine/settings.h"
 
 /* What backward recomputes instead of keeping from forward ([train] recompute): the
  * same kernels on the same inputs, so the results keep their bits. */

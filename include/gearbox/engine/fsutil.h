@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "diag.h"
+#include "gearbox/engine/diag.h"
 
 /* mkdir -p: creates `path` and its missing parents. 0, or -1 with errno set. */
 int gb_make_dirs(const char *path);

@@ -20,7 +20,7 @@
 
 #include "gearbox/device.h"
 #include "gearbox/plugin.h"
-#include "diag.h"
+#include "gearbox/engine/diag.h"
 
 typedef struct gb_plugin {
     char *path;                  /* the file it was loaded from (absolute) */

@@ -5,9 +5,9 @@
 #ifndef GB_CORE_TRAIN_H
 #define GB_CORE_TRAIN_H
 
-#include "config.h"
-#include "profile.h"
-#include "settings.h"
+#include "gearbox/engine/config.h"
+#include "gearbox/engine/profile.h"
+#include "gearbox/engine/settings.h"
 
 typedef struct gb_train_options {
     const char *plugin_path;   /* --plugin-path, or NULL */
@@ -47,5 +47,15 @@ double gb_trainer_flops_per_step(const gb_trainer *t);
  * CPU" or "measured CPU") and the dtype it is the peak of ("f32", "tf32", "bf16" or "f16"); either out
  * pointer may be NULL. */
 double gb_trainer_peak_flops(const gb_trainer *t, const char **source, const char **compute);
+/* The run's evaluation after `step` optimizer steps, as training does it at [run]
+ * eval_every: the mean loss of [run] eval_iters batches of each split (the same batches
+ * for the same step), also written to OUT_DIR/metrics.jsonl (opened, with manifest.json,
+ * at the first evaluation or save of a trainer not run by gb_train); either out pointer
+ * may be NULL. 0, or -1 after printing why. */
+int gb_trainer_evaluate(gb_trainer *t, int64_t step, double *train_loss, double *val_loss);
+/* Writes the checkpoint of `step` optimizer steps done, OUT_DIR/ckpt-STEP.gbk (STEP in
+ * six digits), from which `gearbox train --resume` and `gearbox sample` continue; on a
+ * data-parallel rank other than 0 nothing. 0, or -1 after printing why. */
+int gb_trainer_save(gb_trainer *t, int64_t step);
 
 #endif

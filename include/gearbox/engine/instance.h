@@ -6,9 +6,9 @@
 #define GB_CORE_INSTANCE_H
 
 #include "gearbox/plugin.h"
-#include "config.h"
-#include "diag.h"
-#include "loader.h"
+#include "gearbox/engine/config.h"
+#include "gearbox/engine/diag.h"
+#include "gearbox/engine/loader.h"
 
 /* One plugin instance and the host table it was given. */
 typedef struct gb_instance {

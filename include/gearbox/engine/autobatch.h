@@ -14,13 +14,13 @@
 #ifndef GB_CORE_AUTOBATCH_H
 #define GB_CORE_AUTOBATCH_H
 
-#include "model.h"
-#include "runtime.h"
+#include "gearbox/engine/model.h"
+#include "gearbox/engine/run.h"
 
-/* When rt->settings.batch_auto, chooses and writes rt->settings.batch_size and
- * gradient_accumulation_steps and prints the choice on `out`; otherwise checks that the
- * configured batch's plan fits the device's memory (where the device states it), which
- * `gearbox check` and `gearbox train` both rely on.
+/* When the run's [data] batch_size is auto (gb_runtime_settings(rt)->batch_auto), chooses
+ * and writes its batch_size and gradient_accumulation_steps and prints the choice on
+ * `out`; otherwise checks that the configured batch's plan fits the device's memory (where
+ * the device states it), which `gearbox check` and `gearbox train` both rely on.
  * The runtime must be started (the attention and optimizer plugins size their memory).
  * 0, or -1 with the problem in `diag`. */
 int gb_batch_auto(gb_runtime *rt, const gb_model_config *mc, FILE *out, gb_diag *diag);

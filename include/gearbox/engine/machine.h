@@ -1,11 +1,8 @@
 /* What the machine is and what it can do: CPU model and instruction-set features (from
  * cpuid), the libraries a run depends on and their versions (but the device plugin's
- * own, which gb_device_info.libraries names), and two measured limits,
- * sgemm FLOP/s through the device plugin's own matmul and STREAM-style triad bandwidth.
- * Used by manifest.json, the MFU metric, `gearbox doctor` and `gearbox bench`.
- *
- * Measurements are quick (well under a second each) and therefore approximate; they are
- * limits to print figures against, not benchmarks in their own right. Nothing here knows
+ * own, which gb_device_info.libraries names), and the peaks MFU divides by.
+ * Used by manifest.json, the MFU metric, `gearbox doctor` and `gearbox bench` (whose
+ * measurements, the FMA loops, sgemm and STREAM's triad, are the tools' own). Nothing here knows
  * about GPUs beyond asking their libraries for version numbers and how NVIDIA's tensor
  * cores rate f16 and TF32 against bf16 (gb_device_peak_flops). MFU is reported against
  * the peak of the dtype the run computes in (gb_peak_flops): a GPU's stated one, on a CPU
@@ -72,32 +69,6 @@ const char *gb_library_name(gb_library lib);
  * many devices it sees, or why it sees none. Returns 1 when a version was found. */
 int gb_library_version(gb_library lib, int load, char *buf, size_t cap);
 
-/* Best, median and worst wall time of repeated calls. */
-typedef struct gb_timing {
-    double best_ms, median_ms, worst_ms;
-} gb_timing;
-
-/* The timing of `n` >= 1 measurements in ms (sorts them in place). */
-gb_timing gb_timing_of(double *ms, int n);
-
-/* A device buffer of `count` elements of `dtype` (f32, bf16 or f16) holding a small
- * repeating pattern (no zeros, no subnormals, so no kernel takes a shortcut); NULL when
- * the device refused. The caller frees it with ops->free. */
-void *gb_device_pattern(const gb_device_ops *ops, void *dev, gb_dtype dtype, size_t count);
-/* Times the matmul `call` as given (pointers, dtypes and epilogue set by the caller) on
- * the device instance `dev`: one warm-up call, then `reps` calls each followed by sync.
- * 0, or -1 when the device refused (its message is in its instance's error). */
-int gb_time_matmul_call(const gb_device_ops *ops, void *dev, const gb_matmul_args *call,
-                        int reps, gb_timing *out);
-/* Times `shape` (its m, n, k, trans_a, trans_b, alpha and beta; the pointers and leading
- * dimensions are filled here) as f32 on the device instance `dev`: one warm-up call, then
- * `reps` calls each followed by sync. Buffers are allocated on the device and freed
- * again. 0, or -1 when the device refused (its message is in its instance's error). */
-int gb_time_matmul(const gb_device_ops *ops, void *dev, gb_matmul_args shape, int reps,
-                   gb_timing *out);
-/* GFLOP/s of an m x n x k matmul that took `ms`. */
-double gb_matmul_gflops(int64_t m, int64_t n, int64_t k, double ms);
-
 /* What a run's matmuls compute in, which decides the peak its MFU divides by. */
 typedef enum gb_compute {
     GB_COMPUTE_F32,
@@ -123,7 +94,7 @@ double gb_device_peak_flops(const gb_device_info *info, const gb_device_desc *de
 /* The peak against which MFU is reported, in FLOP/s, for a run computing in `c`: what
  * the device states (gb_device_peak_flops; a GPU's figure from its SM count and clock),
  * else for a device whose buffers are host memory (it computes on this CPU) the larger of
- * the CPU's rated peak (gb_cpu_peak_flops) and its measured one (gb_cpu_measured_peak): a
+ * the CPU's rated peak (gb_cpu_peak_flops) and its measured one (gb_cpu_cached_peak): a
  * virtual machine may report a clock far below the one its cores run at (a Zen 5 said
  * 2.60 GHz and ran at 4.3, and MFU read 120%), and a measurement taken while the machine
  * is busy reads low, which the rated figure and the best measurement kept make up for.
@@ -149,47 +120,15 @@ double gb_cpu_peak_flops_of(const gb_cpu_features *f, int cores, double ghz, gb_
 /* gb_cpu_peak_flops_of for this machine: the features the CPU really has, its online
  * cores and its rated clock (cpufreq's maximum, the brand string's, or /proc/cpuinfo's). */
 double gb_cpu_peak_flops(gb_compute c, char *how, size_t cap);
-/* The CPU's stated f32 peak: gb_cpu_peak_flops(GB_COMPUTE_F32, ...). */
-double gb_cpu_peak_flops_f32(char *how, size_t cap);
-/* What the device's own matmul reaches: the best of GB_PEAK_CALLS 1024^3 f32 matmuls
- * (after a warm-up), measured once per process and remembered; for `gearbox doctor` and
- * `gearbox bench` to print beside the stated peak. 0 when the device refused. */
-#define GB_PEAK_CALLS 3
-double gb_measured_sgemm_flops(const gb_device_ops *ops, void *dev);
-
-/* The f32 FMA limit of this CPU, measured: every thread (`threads`, 0: the pool's default)
- * runs independent chains of vector FMAs of the widest unit it has (AVX-512, else AVX2)
- * with no memory traffic; the best of GB_FMA_RUNS passes of about 50 ms, in FLOP/s
- * counting 2 per FMA lane. No matmul can run faster, so it is the honest denominator for
- * the FLOPs a step executes. `isa` (may be NULL) names the unit measured. 0 on a CPU
- * without AVX2 and FMA. */
-#define GB_FMA_RUNS 5
-double gb_measure_fma_flops(int threads, const char **isa);
-/* The same limit for `c`: bf16 with AVX512_BF16's dot products (vdpbf16ps, two products
- * and two sums per f32 lane: twice the f32 rate), f16 with AVX512_FP16's 32-lane FMAs;
- * a dtype the CPU has no instructions for is computed as f32 and gets the f32 loop.
- * AMX is not measured (its rated figure stands). `per_cpu_s` (may be NULL) gets the rate
- * per second of CPU time each thread spent, times the threads: on a machine shared with
- * other programs the wall rate falls with the time they take, this one far less, so it
- * compares with work timed the same way (`gearbox bench step`'s CPU time per step). */
-double gb_measure_compute_flops(gb_compute c, int threads, const char **isa,
-                                double *per_cpu_s);
-/* The measured peak MFU weighs: a short pass of gb_measure_compute_flops's loop (a few
- * ms) at each call, raised to the best measured so far for this compute, thread count and
- * CPU model, in this process and in the cache file ${XDG_CACHE_HOME:-~/.cache}/gearbox/
- * cpu-peaks (lines "GFLOP/s compute threads model", rewritten when a better figure is
- * seen; delete it to start over). Each measurement counts as the larger of its wall and
- * CPU-time rates, and the cache keeps a run on a busy machine from reading a low peak.
- * 0 where gb_measure_compute_flops is. */
-double gb_cpu_measured_peak(gb_compute c, int threads, const char **isa);
-
-/* STREAM's triad a[i] = b[i] + s * c[i] over three f32 arrays of GB_TRIAD_ELEMENTS
- * (128 MiB each, far beyond any cache) with `threads` OpenMP threads (0: the pool's
- * default); pages are first touched by the threads that use them. The best of
- * GB_TRIAD_RUNS passes, counting 12 bytes per element as STREAM does (write-allocate
- * traffic not counted). In GB/s (1e9 bytes); 0 when the arrays cannot be allocated. */
-#define GB_TRIAD_ELEMENTS ((int64_t)1 << 25)
-#define GB_TRIAD_RUNS 10
-double gb_measure_triad_gbs(int threads);
+/* The best figure the measured-peaks cache holds for `c` on `threads` threads (0: the
+ * pool's default) of this CPU model, in FLOP/s; 0 when it holds none. The cache is the file
+ * ${XDG_CACHE_HOME:-~/.cache}/gearbox/cpu-peaks, lines "GFLOP/s compute threads model";
+ * `gearbox doctor` and `gearbox bench` write it when they measure the CPU's FMA loops
+ * (delete it to start over). The engine measures nothing itself: MFU reads this cache. */
+double gb_cpu_cached_peak(gb_compute c, int threads);
+/* Raises the cache's figure for `c`, `threads` and this CPU model to `flops` when that is
+ * higher (every other line kept; the file is replaced whole, so a reader never sees half
+ * of it). Best effort: a cache that cannot be written is left as it is. */
+void gb_cpu_record_peak(gb_compute c, int threads, double flops);
 
 #endif

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "gearbox/plugin.h"
-#include "diag.h"
+#include "gearbox/engine/diag.h"
 
 typedef struct gb_config gb_config;
 

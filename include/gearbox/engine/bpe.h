@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "diag.h"
+#include "gearbox/engine/diag.h"
 
 typedef struct gb_bpe gb_bpe;
 
