@@ -679,7 +679,8 @@ static const gb_plugin *open_plugin(gb_loader *loader, const char *path, const c
     void *sym = dlsym(handle, GB_PLUGIN_ENTRY_NAME);
     if (!sym) {
         gb_diag_add(diag, "plugin %s does not export the entry symbol %s(); is it a gearbox "
-                    "plugin built with GB_PLUGIN_DEFINE?", real, GB_PLUGIN_ENTRY_NAME);
+                    "plugin built with its kind's macro (GB_ATTN_PLUGIN...) or "
+                    "GB_PLUGIN_DEFINE?", real, GB_PLUGIN_ENTRY_NAME);
         dlclose(handle);
         free(real);
         return NULL;
