@@ -1,6 +1,8 @@
 /* Host table, plugin loading and descriptor checks for the tests; see test_host.h. */
 #include "test_host.h"
 
+#include "instance.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -36,30 +38,12 @@ static void host_set_error(const gb_host *host, const char *fmt, ...)
     va_end(ap);
 }
 
-static void *host_alloc(const gb_host *host, size_t bytes)
-{
-    (void)host;
-    return aligned_alloc(64, (bytes + 63) / 64 * 64);
-}
-
-static void host_free(const gb_host *host, void *ptr)
-{
-    (void)host;
-    free(ptr);
-}
-
 const gb_host *gb_test_host(void)
 {
-    static gb_host host = {
-        .struct_size = sizeof(gb_host),
-        .abi_major = GB_ABI_MAJOR,
-        .abi_minor = GB_ABI_MINOR,
-        .log = host_log,
-        .set_error = host_set_error,
-        .alloc = host_alloc,
-        .free = host_free,
-    };
-    host.num_threads = omp_get_max_threads();
+    static gb_host host;
+    gb_host_init(&host, omp_get_max_threads());
+    host.log = host_log;
+    host.set_error = host_set_error;
     return &host;
 }
 
