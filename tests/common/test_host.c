@@ -104,7 +104,8 @@ const gb_plugin_desc *gb_test_load_plugin(const char *path)
     return desc;
 }
 
-int gb_test_find_named(const void *table, size_t n, size_t stride, const char *name)
+/* The index of the struct in `table` whose first member, its name, is `name`; -1 if none. */
+static int find_named(const void *table, size_t n, size_t stride, const char *name)
 {
     for (size_t i = 0; i < n; i++) {
         const char *const *entry = (const void *)((const char *)table + i * stride);
@@ -112,6 +113,15 @@ int gb_test_find_named(const void *table, size_t n, size_t stride, const char *n
             return (int)i;
     }
     return -1;
+}
+
+int gb_test_named_plugin(int argc, char **argv, int want_argc, const void *table, size_t n,
+                         size_t stride, const char *args, const gb_plugin_desc **desc)
+{
+    const int known = argc == want_argc ? find_named(table, n, stride, argv[1]) : -1;
+    gb_test_usage_unless(known >= 0, argv[0], args);
+    *desc = gb_test_load_plugin(argv[2]);
+    return known;
 }
 
 int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,
