@@ -97,19 +97,24 @@ int gb_call_failed(const gb_instance *inst, gb_status status, const char *what)
     return -1;
 }
 
-static void init_host(gb_instance *inst, int threads)
+void gb_host_init(gb_host *host, int threads)
 {
-    inst->host = (gb_host){
+    *host = (gb_host){
         .struct_size = sizeof(gb_host),
         .abi_major = GB_ABI_MAJOR,
         .abi_minor = GB_ABI_MINOR,
-        .log = host_log,
-        .set_error = host_set_error,
         .alloc = host_alloc,
         .free = host_free,
         .num_threads = threads,
-        .core_private = inst,
     };
+}
+
+static void init_host(gb_instance *inst, int threads)
+{
+    gb_host_init(&inst->host, threads);
+    inst->host.log = host_log;
+    inst->host.set_error = host_set_error;
+    inst->host.core_private = inst;
 }
 
 int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,

@@ -1,6 +1,8 @@
 /* Host table, plugin loading and descriptor checks for the tests; see test_host.h. */
 #include "test_host.h"
 
+#include "instance.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -36,30 +38,12 @@ static void host_set_error(const gb_host *host, const char *fmt, ...)
     va_end(ap);
 }
 
-static void *host_alloc(const gb_host *host, size_t bytes)
-{
-    (void)host;
-    return aligned_alloc(64, (bytes + 63) / 64 * 64);
-}
-
-static void host_free(const gb_host *host, void *ptr)
-{
-    (void)host;
-    free(ptr);
-}
-
 const gb_host *gb_test_host(void)
 {
-    static gb_host host = {
-        .struct_size = sizeof(gb_host),
-        .abi_major = GB_ABI_MAJOR,
-        .abi_minor = GB_ABI_MINOR,
-        .log = host_log,
-        .set_error = host_set_error,
-        .alloc = host_alloc,
-        .free = host_free,
-    };
-    host.num_threads = omp_get_max_threads();
+    static gb_host host;
+    gb_host_init(&host, omp_get_max_threads());
+    host.log = host_log;
+    host.set_error = host_set_error;
     return &host;
 }
 
@@ -120,7 +104,8 @@ const gb_plugin_desc *gb_test_load_plugin(const char *path)
     return desc;
 }
 
-int gb_test_find_named(const void *table, size_t n, size_t stride, const char *name)
+/* The index of the struct in `table` whose first member, its name, is `name`; -1 if none. */
+static int find_named(const void *table, size_t n, size_t stride, const char *name)
 {
     for (size_t i = 0; i < n; i++) {
         const char *const *entry = (const void *)((const char *)table + i * stride);
@@ -128,6 +113,15 @@ int gb_test_find_named(const void *table, size_t n, size_t stride, const char *n
             return (int)i;
     }
     return -1;
+}
+
+int gb_test_named_plugin(int argc, char **argv, int want_argc, const void *table, size_t n,
+                         size_t stride, const char *args, const gb_plugin_desc **desc)
+{
+    const int known = argc == want_argc ? find_named(table, n, stride, argv[1]) : -1;
+    gb_test_usage_unless(known >= 0, argv[0], args);
+    *desc = gb_test_load_plugin(argv[2]);
+    return known;
 }
 
 int gb_test_check_descriptor(const gb_plugin_desc *desc, gb_kind kind, const char *name,

@@ -36,11 +36,16 @@ void gb_test_usage_unless(int args_ok, const char *prog, const char *args);
  * load. The plugin stays loaded until the test exits. */
 const gb_plugin_desc *gb_test_load_plugin(const char *path);
 
-/* The index of the entry named `name` in `table`, an array of `n` structs `stride` bytes
- * apart whose first member is their name (a const char *); -1 when none is. */
-int gb_test_find_named(const void *table, size_t n, size_t stride, const char *name);
-#define GB_TEST_FIND_NAMED(table, name)                                                      \
-    gb_test_find_named((table), sizeof(table) / sizeof((table)[0]), sizeof((table)[0]), (name))
+/* For a test's main() run as "PROG NAME PLUGIN [more]": the index of the entry named
+ * argv[1] in `table`, an array of `n` structs `stride` bytes apart whose first member is
+ * their name (a const char *), with argv[2] loaded into *desc (gb_test_load_plugin).
+ * Prints "usage: PROG ARGS" and exits with status 2 unless argc is `want_argc` and the
+ * entry exists. */
+int gb_test_named_plugin(int argc, char **argv, int want_argc, const void *table, size_t n,
+                         size_t stride, const char *args, const gb_plugin_desc **desc);
+#define GB_TEST_NAMED_PLUGIN(argc, argv, want_argc, table, args, desc)                       \
+    gb_test_named_plugin((argc), (argv), (want_argc), (table),                              \
+                         sizeof(table) / sizeof((table)[0]), sizeof((table)[0]), (args), (desc))
 
 /* Checks the descriptor's ABI version, size, kind, name and devices, that every option
  * has a key, a default and a help line, and that the vtable's struct_size is ops_size. */

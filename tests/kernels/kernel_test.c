@@ -185,6 +185,46 @@ double kt_gelu_tanh_grad(double x)
            (1.0 + 3.0 * 0.044715 * x * x);
 }
 
+void kt_attn_reference(const kt_head *h, double *out, double *dq, double *dk, double *dv)
+{
+    const int64_t T = h->T, D = h->D;
+    const double scale = 1.0 / sqrt((double)D);
+    double *p = kt_doubles((size_t)T), *dp = kt_doubles((size_t)T);
+    for (int64_t i = 0; i < T * D; i++)
+        out[i] = dq[i] = dk[i] = dv[i] = 0.0;
+    for (int64_t t = 0; t < T; t++) {
+        double top = -INFINITY, sum = 0.0, pdp = 0.0;
+        for (int64_t j = 0; j < T; j++) {
+            p[j] = -INFINITY;
+            if (h->causal && j > t)
+                continue;
+            double s = 0.0;
+            for (int64_t d = 0; d < D; d++)
+                s += (double)h->q[t * D + d] * h->k[j * D + d];
+            p[j] = s * scale;
+            top = fmax(top, p[j]);
+        }
+        for (int64_t j = 0; j < T; j++)
+            sum += p[j] = exp(p[j] - top);
+        for (int64_t j = 0; j < T; j++) {
+            p[j] /= sum;
+            dp[j] = 0.0;
+            for (int64_t d = 0; d < D; d++) {
+                out[t * D + d] += p[j] * h->v[j * D + d];
+                dp[j] += (double)h->dout[t * D + d] * h->v[j * D + d];
+            }
+            pdp += p[j] * dp[j];
+        }
+        for (int64_t j = 0; j < T; j++)
+            for (int64_t d = 0; d < D; d++) {
+                const double ds = p[j] * (dp[j] - pdp);
+                dq[t * D + d] += scale * ds * h->k[j * D + d];
+                dk[j * D + d] += scale * ds * h->q[t * D + d];
+                dv[j * D + d] += p[j] * h->dout[t * D + d];
+            }
+    }
+}
+
 void kt_fill(kt_rng *rng, float *x, size_t n, double lo, double hi)
 {
     for (size_t i = 0; i < n; i++)

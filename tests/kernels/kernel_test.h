@@ -3,8 +3,9 @@
  * comparisons that print the largest absolute and relative difference per tensor.
  *
  * Failures are counted, not fatal, so one run reports every kernel that is wrong;
- * kt_exit_code() turns the count into the test's exit status. No reference math lives
- * here: each test writes its own naive double-precision reference beside its checks.
+ * kt_exit_code() turns the count into the test's exit status. The reference math that
+ * several tests check against (GELU, one head's attention) lives here, in double precision;
+ * the rest each test writes beside its checks.
  */
 #ifndef GB_TESTS_KERNEL_TEST_H
 #define GB_TESTS_KERNEL_TEST_H
@@ -59,6 +60,16 @@ int32_t kt_below(kt_rng *rng, int32_t n);
  * derivative, in double: what both devices' tanh kernels are checked against. */
 double kt_gelu_tanh(double x);
 double kt_gelu_tanh_grad(double x);
+
+/* A problem of one attention head: q, k, v, dout (T, D), contiguous. */
+typedef struct kt_head {
+    int64_t T, D;
+    int causal;
+    float *q, *k, *v, *dout;
+} kt_head;
+/* Its softmax attention in double precision, the textbook way, with scale 1/sqrt(D) and,
+ * when causal, query t seeing keys 0..t: out, dq, dk, dv (T, D). */
+void kt_attn_reference(const kt_head *h, double *out, double *dq, double *dk, double *dv);
 
 /* Passes when |got - want| <= atol + rtol * |want| everywhere. Prints
  * "  what: max abs X, max rel Y over n values" and, on failure, the worst element. */

@@ -97,59 +97,6 @@ static double at(const gb_tensor *t, int64_t b, int64_t h, int64_t s, int64_t d)
     return ((const float *)t->data)[b * t->stride[0] + h * t->stride[1] + s * t->stride[2] + d];
 }
 
-/* (B, H, T, D) tensors of the reference, contiguous. */
-typedef struct attn_reference {
-    double *out, *dq, *dk, *dv;
-} attn_reference;
-
-static attn_reference reference(const attn_views *a)
-{
-    const int64_t B = a->p.batch, H = a->p.heads, T = a->p.seq_len, D = a->p.head_dim;
-    size_t n = (size_t)(B * H * T * D);
-    attn_reference r = {kt_doubles(n), kt_doubles(n), kt_doubles(n), kt_doubles(n)};
-    memset(r.out, 0, n * sizeof(double));
-    memset(r.dq, 0, n * sizeof(double));
-    memset(r.dk, 0, n * sizeof(double));
-    memset(r.dv, 0, n * sizeof(double));
-    double scale = 1.0 / sqrt((double)D);
-    double *P = kt_doubles((size_t)T), *dP = kt_doubles((size_t)T);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            size_t base = (size_t)((b * H + h) * T * D);
-            for (int64_t t = 0; t < T; t++) {
-                int64_t keys = a->p.causal ? t + 1 : T;
-                double max = -INFINITY, sum = 0.0, p_dp = 0.0;
-                for (int64_t j = 0; j < keys; j++) {
-                    double s = 0.0;
-                    for (int64_t d = 0; d < D; d++)
-                        s += at(&a->q, b, h, t, d) * at(&a->k, b, h, j, d);
-                    P[j] = s * scale;
-                    max = P[j] > max ? P[j] : max;
-                }
-                for (int64_t j = 0; j < keys; j++)
-                    sum += P[j] = exp(P[j] - max);
-                for (int64_t j = 0; j < keys; j++) {
-                    P[j] /= sum;
-                    dP[j] = 0.0;
-                    for (int64_t d = 0; d < D; d++) {
-                        r.out[base + t * D + d] += P[j] * at(&a->v, b, h, j, d);
-                        dP[j] += at(&a->dout, b, h, t, d) * at(&a->v, b, h, j, d);
-                        r.dv[base + j * D + d] += P[j] * at(&a->dout, b, h, t, d);
-                    }
-                    p_dp += P[j] * dP[j];
-                }
-                for (int64_t j = 0; j < keys; j++) {
-                    double dS = P[j] * (dP[j] - p_dp);
-                    for (int64_t d = 0; d < D; d++) {
-                        r.dq[base + t * D + d] += dS * at(&a->k, b, h, j, d) * scale;
-                        r.dk[base + j * D + d] += dS * at(&a->q, b, h, t, d) * scale;
-                    }
-                }
-            }
-        }
-    return r;
-}
-
 /* A view gathered into a contiguous (B, H, T, D) float array, for comparisons. */
 static float *gather(const gb_tensor *t)
 {
@@ -161,6 +108,26 @@ static float *gather(const gb_tensor *t)
                 for (int64_t d = 0; d < t->shape[3]; d++)
                     g[i++] = (float)at(t, b, h, s, d);
     return g;
+}
+
+/* (B, H, T, D) tensors of the reference, contiguous. */
+typedef struct attn_reference {
+    double *out, *dq, *dk, *dv;
+} attn_reference;
+
+/* kt_attn_reference() of every head. */
+static attn_reference reference(const attn_views *a)
+{
+    const int64_t B = a->p.batch, H = a->p.heads, T = a->p.seq_len, D = a->p.head_dim;
+    size_t n = (size_t)(B * H * T * D);
+    attn_reference r = {kt_doubles(n), kt_doubles(n), kt_doubles(n), kt_doubles(n)};
+    float *q = gather(&a->q), *k = gather(&a->k), *v = gather(&a->v), *dout = gather(&a->dout);
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        size_t base = (size_t)(bh * T * D);
+        kt_head h = {T, D, a->p.causal, q + base, k + base, v + base, dout + base};
+        kt_attn_reference(&h, r.out + base, r.dq + base, r.dk + base, r.dv + base);
+    }
+    return r;
 }
 
 static gb_status run_forward(attn_views *a)

@@ -64,13 +64,6 @@ static void test_tiles(void)
     kt_expect(missed == 0, "%d visible pairs fall outside the tiles the kernels visit", missed);
 }
 
-/* A problem of one head: q, k, v, dout (T, D), filled from a fixed generator. */
-typedef struct head {
-    int64_t T, D;
-    int causal;
-    float *q, *k, *v, *dout;
-} head;
-
 static float dot(const float *a, const float *b, int64_t D)
 {
     float s = 0.0f;
@@ -81,7 +74,7 @@ static float dot(const float *a, const float *b, int64_t D)
 
 /* Forward as the kernels do it: for each query (padding rows past T included), tiles of
  * `cols` keys up to attn_keys_end with the online softmax; out (T, D), lse2 (T). */
-static void flash_forward(const head *h, int64_t rows, int64_t cols, float *out, float *lse2)
+static void flash_forward(const kt_head *h, int64_t rows, int64_t cols, float *out, float *lse2)
 {
     const float sl2 = attn_score_scale_log2(h->D);
     const int64_t padded = (h->T + rows - 1) / rows * rows;
@@ -124,7 +117,7 @@ static void flash_forward(const head *h, int64_t rows, int64_t cols, float *out,
 }
 
 /* Backward as the kernels do it, from lse2 and D = dO . O: dq, dk, dv (T, D). */
-static void flash_backward(const head *h, const float *out, const float *lse2, float *dq,
+static void flash_backward(const kt_head *h, const float *out, const float *lse2, float *dq,
                            float *dk, float *dv)
 {
     const int64_t T = h->T, D = h->D;
@@ -147,53 +140,12 @@ static void flash_backward(const head *h, const float *out, const float *lse2, f
     }
 }
 
-/* The same in double precision, the textbook way: out, dq, dk, dv (T, D). */
-static void reference(const head *h, double *out, double *dq, double *dk, double *dv)
-{
-    const int64_t T = h->T, D = h->D;
-    const double scale = 1.0 / sqrt((double)D);
-    double *p = kt_doubles((size_t)T), *dp = kt_doubles((size_t)T);
-    for (int64_t i = 0; i < T * D; i++)
-        out[i] = dq[i] = dk[i] = dv[i] = 0.0;
-    for (int64_t t = 0; t < T; t++) {
-        double top = -INFINITY, sum = 0.0, pdp = 0.0;
-        for (int64_t j = 0; j < T; j++) {
-            p[j] = -INFINITY;
-            if (!attn_visible(t, j, T, h->causal))
-                continue;
-            double s = 0.0;
-            for (int64_t d = 0; d < D; d++)
-                s += (double)h->q[t * D + d] * h->k[j * D + d];
-            p[j] = s * scale;
-            top = fmax(top, p[j]);
-        }
-        for (int64_t j = 0; j < T; j++)
-            sum += p[j] = exp(p[j] - top);
-        for (int64_t j = 0; j < T; j++) {
-            p[j] /= sum;
-            dp[j] = 0.0;
-            for (int64_t d = 0; d < D; d++) {
-                out[t * D + d] += p[j] * h->v[j * D + d];
-                dp[j] += (double)h->dout[t * D + d] * h->v[j * D + d];
-            }
-            pdp += p[j] * dp[j];
-        }
-        for (int64_t j = 0; j < T; j++)
-            for (int64_t d = 0; d < D; d++) {
-                const double ds = p[j] * (dp[j] - pdp);
-                dq[t * D + d] += scale * ds * h->k[j * D + d];
-                dk[j * D + d] += scale * ds * h->q[t * D + d];
-                dv[j * D + d] += p[j] * h->dout[t * D + d];
-            }
-    }
-}
-
 /* out, dq, dk, dv within 1e-5 abs + 1e-4 rel of double precision (the conformance kit's
  * f32 tolerance), on tiles of `rows` x `cols`. */
 static void test_composed(int64_t T, int64_t D, int causal, int64_t rows, int64_t cols)
 {
     const size_t n = (size_t)(T * D);
-    head h = {T, D, causal, kt_floats(n), kt_floats(n), kt_floats(n), kt_floats(n)};
+    kt_head h = {T, D, causal, kt_floats(n), kt_floats(n), kt_floats(n), kt_floats(n)};
     kt_rng rng = kt_seed((uint64_t)(T * 131 + D * 7 + causal));
     kt_fill(&rng, h.q, n, -2.0, 2.0);
     kt_fill(&rng, h.k, n, -2.0, 2.0);
@@ -203,7 +155,7 @@ static void test_composed(int64_t T, int64_t D, int causal, int64_t rows, int64_
     double *r = kt_doubles(4 * n);
     flash_forward(&h, rows, cols, f, lse2);
     flash_backward(&h, f, lse2, f + n, f + 2 * n, f + 3 * n);
-    reference(&h, r, r + n, r + 2 * n, r + 3 * n);
+    kt_attn_reference(&h, r, r + n, r + 2 * n, r + 3 * n);
     kt_section("T %lld, head_dim %lld, %s, tiles of %lld x %lld", (long long)T, (long long)D,
                causal ? "causal" : "not causal", (long long)rows, (long long)cols);
     static const char *names[] = {"out", "dq", "dk", "dv"};

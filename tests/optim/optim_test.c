@@ -3,8 +3,8 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
+#include "gearbox/convert.h"
 #include "test_host.h"
 
 int test_optim_create(const gb_plugin_desc *desc, const gb_host *host, double beta1,
@@ -85,26 +85,12 @@ float test_normal(uint64_t *state)
     return (float)((s - 2.0) * sqrt(3.0));
 }
 
-static uint32_t bits_of(float x)
-{
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
-
-static float float_of(uint32_t b)
-{
-    float x;
-    memcpy(&x, &b, sizeof x);
-    return x;
-}
-
 int test_compare_bits(const char *what, const float *got, const float *want, int64_t n)
 {
     int64_t differ = 0, first = -1;
     double max_abs = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (bits_of(got[i]) == bits_of(want[i]) || (isnan(got[i]) && isnan(want[i])))
+        if (gb_f32_bits(got[i]) == gb_f32_bits(want[i]) || (isnan(got[i]) && isnan(want[i])))
             continue;
         if (first < 0)
             first = i;
@@ -116,8 +102,8 @@ int test_compare_bits(const char *what, const float *got, const float *want, int
            (long long)differ, (long long)n, differ ? " FAIL" : " (bit-identical)");
     if (differ)
         printf("  first at [%lld]: got %.9g (0x%08x), want %.9g (0x%08x)\n", (long long)first,
-               (double)got[first], bits_of(got[first]), (double)want[first],
-               bits_of(want[first]));
+               (double)got[first], gb_f32_bits(got[first]), (double)want[first],
+               gb_f32_bits(want[first]));
     return differ != 0;
 }
 
@@ -185,7 +171,7 @@ int64_t test_check_lowp(const char *what, gb_dtype dtype, const float *x, const 
         }
         if (!ok && bad++ < 8)
             printf("  %s: %s(%.9g = 0x%08x) gave 0x%04x, want %s0x%04x\n", what,
-                   gb_dtype_name(dtype), (double)x[i], bits_of(x[i]), got[i],
+                   gb_dtype_name(dtype), (double)x[i], gb_f32_bits(x[i]), got[i],
                    isnan(x[i]) ? "a quiet NaN of the same sign, e.g. " : "", want);
     }
     printf("%s: %lld of %lld %s conversions wrong%s\n", what, (long long)bad, (long long)n,
@@ -221,6 +207,6 @@ int64_t test_hard_cases(gb_dtype dtype, float *x, int64_t cap)
         0x7f800001u, 0x7f800100u, 0x7f80ffffu,                /* NaNs with low payloads */
     };
     for (size_t k = 0; k < sizeof specials / sizeof specials[0]; k++)
-        put(x, cap, &n, float_of(specials[k]));
+        put(x, cap, &n, gb_f32_from_bits(specials[k]));
     return n;
 }

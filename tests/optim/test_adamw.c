@@ -409,10 +409,9 @@ static int check_lowp_on_real_steps(const gb_plugin_desc *desc, gb_dtype dtype)
 
 int main(int argc, char **argv)
 {
-    const int known = argc == 4 ? GB_TEST_FIND_NAMED(plugins, argv[1]) : -1;
-    gb_test_usage_unless(known >= 0, argv[0], "adamw|adamw_fused optim-NAME-cpu.so adamw.gbt");
-    const expected *e = &plugins[known];
-    const gb_plugin_desc *desc = gb_test_load_plugin(argv[2]);
+    const gb_plugin_desc *desc;
+    const expected *e = &plugins[GB_TEST_NAMED_PLUGIN(
+        argc, argv, 4, plugins, "adamw|adamw_fused optim-NAME-cpu.so adamw.gbt", &desc)];
     char err[512];
     gbt_file *file = gbt_open(argv[3], err, sizeof err);
     if (!file) {

@@ -25,7 +25,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "adamw.h"
 #include "grad_scale.h"
@@ -34,13 +33,6 @@
 #include "test_host.h"
 
 #define ELEMENTS 100000
-
-static uint32_t bits(float x)
-{
-    uint32_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
 
 /* One f32 operation, done exactly in double and rounded once. */
 static float r(double x)
@@ -88,7 +80,8 @@ static int check_element(void)
         float p1 = p, m1 = m, v1 = v, p2 = p, m2 = m, v2 = v;
         adamw_element(&p1, &m1, &v1, grad, decay, &c);
         reference_element(&p2, &m2, &v2, grad, decay, &c);
-        if (bits(p1) != bits(p2) || bits(m1) != bits(m2) || bits(v1) != bits(v2)) {
+        if (gb_f32_bits(p1) != gb_f32_bits(p2) || gb_f32_bits(m1) != gb_f32_bits(m2) ||
+            gb_f32_bits(v1) != gb_f32_bits(v2)) {
             if (differ++ < 5)
                 printf("FAIL: element %lld: adamw_element gives p %.9g m %.9g v %.9g, one "
                        "rounding per operation gives %.9g %.9g %.9g\n", (long long)i, p1, m1,
@@ -199,7 +192,7 @@ static int check_random_bits(void)
     uint64_t rng = 3;
     for (int64_t i = 0; i < 10000; i++) {
         float x = test_normal(&rng);
-        uint16_t down = (uint16_t)(bits(x) >> 16), h = gb_bf16_stochastic_at(x, 11, 5, i);
+        uint16_t down = (uint16_t)(gb_f32_bits(x) >> 16), h = gb_bf16_stochastic_at(x, 11, 5, i);
         if (h != gb_bf16_from_f32_stochastic(x, gb_random16(11, 5, i)) ||
             (h != down && h != (uint16_t)(down + 1))) {
             printf("FAIL: gb_bf16_stochastic_at(%.9g, 11, 5, %lld) = 0x%04x\n", x,

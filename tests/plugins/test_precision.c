@@ -179,10 +179,9 @@ static int check_descriptor(const expected *e, const gb_plugin_desc *desc)
 
 int main(int argc, char **argv)
 {
-    const int known = argc == 3 ? GB_TEST_FIND_NAMED(plugins, argv[1]) : -1;
-    gb_test_usage_unless(known >= 0, argv[0], "fp32|tf32|bf16 precision-NAME.so");
-    const expected *e = &plugins[known];
-    const gb_plugin_desc *desc = gb_test_load_plugin(argv[2]);
+    const gb_plugin_desc *desc;
+    const expected *e = &plugins[GB_TEST_NAMED_PLUGIN(argc, argv, 3, plugins,
+                                                      "fp32|tf32|bf16 precision-NAME.so", &desc)];
     int failures = check_descriptor(e, desc);
     if (failures == 0)
         failures += check_instances(e, desc);

@@ -28,6 +28,9 @@ int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
                      const char *plugin_key, int threads, gb_diag *diag);
 /* The plugin's own option values, parallel to its option table: what create() gets. */
 const gb_value *gb_instance_options(const gb_instance *inst);
+/* A host table with the ABI version, the core's allocator (64-byte aligned, sizes rounded
+ * up to 64) and `threads`; log, set_error and core_private are left NULL for the caller. */
+void gb_host_init(gb_host *host, int threads);
 /* Frees what gb_instance_bind allocated (the caller destroys inst->self first). */
 void gb_instance_unbind(gb_instance *inst);
 
