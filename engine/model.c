@@ -852,8 +852,8 @@ static void print_recompute_savings(const gb_model *m, FILE *out, const char *pr
         return;
     const double mib = 1024.0 * 1024.0;
     fprintf(out, "%srecompute = %s: activations %.2f MiB instead of %.2f (%.2f MiB less), "
-            "for %s in backward\n", prefix, recompute_name(m->cfg.recompute), m->plan.activations / mib,
-            full.activations / mib, (double)(full.activations - m->plan.activations) / mib,
+            "for %s in backward\n", prefix, recompute_name(m->cfg.recompute),
+            m->plan.activations / mib, full.activations / mib, (double)(full.activations - m->plan.activations) / mib,
             m->cfg.recompute == GB_RECOMPUTE_BLOCK ? "one more forward pass"
                                                    : "LayerNorm and GELU forward again");
 }

@@ -249,7 +249,10 @@ typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
  *                  .create = math_create, .destroy = math_destroy, ...);
  *
  * The kind's header (gearbox/attn.h for GB_ATTN_PLUGIN) must be included. Use once per
- * shared object; GB_PLUGIN_DEFINE and GB_PLUGIN_DEFINE_CAPS stay for a separate table. */
+ * shared object; GB_PLUGIN_DEFINE and GB_PLUGIN_DEFINE_CAPS stay for a separate table.
+ * The table is named GB_PLUGIN_OPS: a device, whose context() hands its own vtable out
+ * (gb_device_ctx.ops), declares `static const gb_device_ops GB_PLUGIN_OPS;` above it. */
+#define GB_PLUGIN_OPS gb_plugin_ops_
 #define GB_DEVICE_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_DEVICE, gb_device_ops, __VA_ARGS__)
 #define GB_ATTN_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_ATTN, gb_attn_ops, __VA_ARGS__)
 #define GB_OPTIM_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_OPTIM, gb_optim_ops, __VA_ARGS__)
@@ -261,9 +264,9 @@ typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
  * arguments arrive here (options_, n_options_). */
 #define GB_PLUGIN_WITH_OPS_(kind_, ops_type_, name_, version_, description_, devices_,     \
                             dtypes_, caps_, options_, n_options_, ...)                     \
-    static const ops_type_ gb_plugin_ops_ = {sizeof(ops_type_), __VA_ARGS__};              \
+    static const ops_type_ GB_PLUGIN_OPS = {sizeof(ops_type_), __VA_ARGS__};               \
     GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, dtypes_, caps_,      \
-                     gb_plugin_ops_, options_, n_options_)
+                     GB_PLUGIN_OPS, options_, n_options_)
 
 #ifdef __cplusplus
 }

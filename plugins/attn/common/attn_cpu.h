@@ -47,8 +47,8 @@ struct attn_call {
     int backward;
 };
 
-/* Makes the instance a copy of `init` (`bytes`: an attn_cpu, then the plugin's fields)
- * with its head filled; GB_ERR_UNSUPPORTED when `device` does not keep its buffers in host memory. */
+/* Makes the instance a copy of `init` (`bytes`: an attn_cpu, then the plugin's fields) with its
+ * head filled; GB_ERR_UNSUPPORTED when `device` does not keep its buffers in host memory. */
 static inline gb_status attn_cpu_create(const gb_host *host, const gb_device_ctx *device,
                                         const attn_cpu_kind *kind, const void *init,
                                         size_t bytes, void **self)

@@ -61,7 +61,7 @@ static void cpu_destroy(void *self)
     dev->host->free(dev->host, dev);
 }
 
-static const gb_device_ops cpu_ops;
+static const gb_device_ops GB_PLUGIN_OPS;
 
 #define CPU_CAPS (GB_CAP_DETERMINISTIC | GB_CAP_GELU_TANH)
 #define FITS(out, type, field) \
@@ -76,7 +76,7 @@ static gb_status cpu_context(void *self, gb_device_ctx *out)
     out->stream = dev->queue.gpu_like ? &dev->queue.compute : NULL;
     if (!FITS(out, gb_device_ctx, caps))
         return GB_OK; /* a caller built before 1.2 */
-    out->ops = &cpu_ops;
+    out->ops = &GB_PLUGIN_OPS;
     out->self = dev;
     out->host_access = !dev->queue.gpu_like;
     out->cc_major = out->cc_minor = 0;
@@ -207,50 +207,27 @@ static gb_status cpu_describe(const gb_host *host, gb_device_desc *out)
     return GB_OK;
 }
 
-static const gb_device_ops cpu_ops = {
-    .struct_size = sizeof(gb_device_ops),
-    .create = cpu_create,
-    .destroy = cpu_destroy,
-    .context = cpu_context,
-    .info = cpu_info,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .copy = cpu_copy,
-    .memset_zero = cpu_memset_zero,
-    .sync = cpu_sync,
-    .matmul = cpu_q_matmul,
-    .embed_forward = cpu_q_embed_forward,
-    .embed_backward = cpu_q_embed_backward,
-    .layernorm_forward = cpu_q_layernorm_forward,
-    .layernorm_backward = cpu_q_layernorm_backward,
-    .gelu_forward = cpu_q_gelu_forward,
-    .gelu_backward = cpu_q_gelu_backward,
-    .add = cpu_q_add,
-    .bias_backward = cpu_q_bias_backward,
-    .cross_entropy = cpu_q_cross_entropy,
-    .sum_squares = cpu_q_sum_squares,
-    .gelu_tanh_forward = cpu_q_gelu_tanh_forward,
-    .gelu_tanh_backward = cpu_q_gelu_tanh_backward,
-    .alloc_host = cpu_alloc_host,
-    .free_host = cpu_free_host,
-    .copy_async = cpu_copy_async,
-    .stream_create = cpu_stream_create,
-    .stream_destroy = cpu_stream_destroy,
-    .event_create = cpu_event_create,
-    .event_destroy = cpu_event_destroy,
-    .event_record = cpu_event_record,
-    .stream_wait_event = cpu_stream_wait_event,
-    .event_query = cpu_event_query,
-    .event_sync = cpu_event_sync,
-    .enqueue_host = cpu_enqueue_host,
-    .cross_entropy_ld = cpu_q_cross_entropy_ld,
-    .cross_entropy_scaled = cpu_q_cross_entropy_scaled,
-    .loss_scaler_update = cpu_q_loss_scaler_update,
-    .describe = cpu_describe,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cpu", "1.3.0",
-                      "host memory, oneDNN matmul, OpenMP kernels; reproducible per thread "
-                      "count; a GPU-like mode for tests",
-                      GB_DEVICE_CPU, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) |
-                      GB_DTYPE_BIT(GB_F16), CPU_CAPS, GB_OPTIONS(cpu_options), cpu_ops)
+GB_DEVICE_PLUGIN("cpu", "1.3.0",
+                 "host memory, oneDNN matmul, OpenMP kernels; reproducible per thread "
+                 "count; a GPU-like mode for tests",
+                 GB_DEVICE_CPU, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) |
+                 GB_DTYPE_BIT(GB_F16), CPU_CAPS, GB_OPTIONS(cpu_options),
+                 .create = cpu_create, .destroy = cpu_destroy, .context = cpu_context,
+                 .info = cpu_info, .alloc = cpu_alloc, .free = cpu_free, .copy = cpu_copy,
+                 .memset_zero = cpu_memset_zero, .sync = cpu_sync, .matmul = cpu_q_matmul,
+                 .embed_forward = cpu_q_embed_forward, .embed_backward = cpu_q_embed_backward,
+                 .layernorm_forward = cpu_q_layernorm_forward,
+                 .layernorm_backward = cpu_q_layernorm_backward,
+                 .gelu_forward = cpu_q_gelu_forward, .gelu_backward = cpu_q_gelu_backward,
+                 .add = cpu_q_add, .bias_backward = cpu_q_bias_backward,
+                 .cross_entropy = cpu_q_cross_entropy, .sum_squares = cpu_q_sum_squares,
+                 .gelu_tanh_forward = cpu_q_gelu_tanh_forward,
+                 .gelu_tanh_backward = cpu_q_gelu_tanh_backward, .alloc_host = cpu_alloc_host,
+                 .free_host = cpu_free_host, .copy_async = cpu_copy_async,
+                 .stream_create = cpu_stream_create, .stream_destroy = cpu_stream_destroy,
+                 .event_create = cpu_event_create, .event_destroy = cpu_event_destroy,
+                 .event_record = cpu_event_record, .stream_wait_event = cpu_stream_wait_event,
+                 .event_query = cpu_event_query, .event_sync = cpu_event_sync,
+                 .enqueue_host = cpu_enqueue_host, .cross_entropy_ld = cpu_q_cross_entropy_ld,
+                 .cross_entropy_scaled = cpu_q_cross_entropy_scaled,
+                 .loss_scaler_update = cpu_q_loss_scaler_update, .describe = cpu_describe)

@@ -133,7 +133,7 @@ static gb_status cuda_create(const gb_host *host, const gb_value *options, void 
 
 /* ---- description ---------------------------------------------------------------------- */
 
-static const gb_device_ops cuda_ops;
+static const gb_device_ops GB_PLUGIN_OPS;
 
 /* What this device implements (plugin.h's GB_CAP_*): every kernel gives the same bits run
  * after run (fixed reduction orders, one cuBLASLt algorithm per shape), and the 1.2
@@ -149,7 +149,7 @@ static gb_status cuda_context(void *self, gb_device_ctx *out)
     out->stream = dev->compute;
     if (!FITS(out, gb_device_ctx, caps))
         return GB_OK; /* a caller built before 1.2 */
-    out->ops = &cuda_ops;
+    out->ops = &GB_PLUGIN_OPS;
     out->self = dev;
     out->host_access = 0;
     out->cc_major = dev->cc_major;
@@ -517,55 +517,29 @@ static void cuda_graph_destroy(void *self, void *graph)
 
 /* ---- the vtable ----------------------------------------------------------------------- */
 
-static const gb_device_ops cuda_ops = {
-    .struct_size = sizeof(gb_device_ops),
-    .create = cuda_create,
-    .destroy = cuda_destroy,
-    .context = cuda_context,
-    .info = cuda_info,
-    .alloc = cuda_alloc,
-    .free = cuda_free,
-    .copy = cuda_copy,
-    .memset_zero = cuda_memset_zero,
-    .sync = cuda_sync,
-    .matmul = cuda_matmul,
-    .embed_forward = cuda_embed_forward,
-    .embed_backward = cuda_embed_backward,
-    .layernorm_forward = cuda_layernorm_forward,
-    .layernorm_backward = cuda_layernorm_backward,
-    .gelu_forward = cuda_gelu_forward,
-    .gelu_backward = cuda_gelu_backward,
-    .add = cuda_add,
-    .bias_backward = cuda_bias_backward,
-    .cross_entropy = cuda_cross_entropy,
-    .sum_squares = cuda_sum_squares,
-    .gelu_tanh_forward = cuda_gelu_tanh_forward,
-    .gelu_tanh_backward = cuda_gelu_tanh_backward,
-    .alloc_host = cuda_alloc_host,
-    .free_host = cuda_free_host,
-    .copy_async = cuda_copy_async,
-    .stream_create = cuda_stream_create,
-    .stream_destroy = cuda_stream_destroy,
-    .event_create = cuda_event_create,
-    .event_destroy = cuda_event_destroy,
-    .event_record = cuda_event_record,
-    .stream_wait_event = cuda_stream_wait_event,
-    .event_query = cuda_event_query,
-    .event_sync = cuda_event_sync,
-    .enqueue_host = cuda_enqueue_host,
-    .cross_entropy_ld = cuda_cross_entropy_ld,
-    .cross_entropy_scaled = cuda_cross_entropy_scaled,
-    .loss_scaler_update = cuda_loss_scaler_update,
-    .graph_begin = cuda_graph_begin,
-    .graph_end = cuda_graph_end,
-    .graph_launch = cuda_graph_launch,
-    .graph_destroy = cuda_graph_destroy,
-    .add_layernorm_forward = cuda_add_layernorm_forward,
-    .describe = cuda_describe,
-};
-
-GB_PLUGIN_DEFINE_CAPS(GB_KIND_DEVICE, "cuda", "1.2.0",
-                      "one NVIDIA GPU (sm_80+): cuBLASLt matmul with epilogues, deterministic "
-                      "kernels with the CPU device's summation orders",
-                      GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) |
-                      GB_DTYPE_BIT(GB_F16), CUDA_CAPS, GB_NO_OPTIONS, cuda_ops)
+GB_DEVICE_PLUGIN("cuda", "1.2.0",
+                 "one NVIDIA GPU (sm_80+): cuBLASLt matmul with epilogues, deterministic "
+                 "kernels with the CPU device's summation orders",
+                 GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) |
+                 GB_DTYPE_BIT(GB_F16), CUDA_CAPS, GB_NO_OPTIONS,
+                 .create = cuda_create, .destroy = cuda_destroy, .context = cuda_context,
+                 .info = cuda_info, .alloc = cuda_alloc, .free = cuda_free, .copy = cuda_copy,
+                 .memset_zero = cuda_memset_zero, .sync = cuda_sync, .matmul = cuda_matmul,
+                 .embed_forward = cuda_embed_forward, .embed_backward = cuda_embed_backward,
+                 .layernorm_forward = cuda_layernorm_forward,
+                 .layernorm_backward = cuda_layernorm_backward, .gelu_forward = cuda_gelu_forward,
+                 .gelu_backward = cuda_gelu_backward, .add = cuda_add,
+                 .bias_backward = cuda_bias_backward, .cross_entropy = cuda_cross_entropy,
+                 .sum_squares = cuda_sum_squares, .gelu_tanh_forward = cuda_gelu_tanh_forward,
+                 .gelu_tanh_backward = cuda_gelu_tanh_backward, .alloc_host = cuda_alloc_host,
+                 .free_host = cuda_free_host, .copy_async = cuda_copy_async,
+                 .stream_create = cuda_stream_create, .stream_destroy = cuda_stream_destroy,
+                 .event_create = cuda_event_create, .event_destroy = cuda_event_destroy,
+                 .event_record = cuda_event_record, .stream_wait_event = cuda_stream_wait_event,
+                 .event_query = cuda_event_query, .event_sync = cuda_event_sync,
+                 .enqueue_host = cuda_enqueue_host, .cross_entropy_ld = cuda_cross_entropy_ld,
+                 .cross_entropy_scaled = cuda_cross_entropy_scaled,
+                 .loss_scaler_update = cuda_loss_scaler_update, .graph_begin = cuda_graph_begin,
+                 .graph_end = cuda_graph_end, .graph_launch = cuda_graph_launch,
+                 .graph_destroy = cuda_graph_destroy,
+                 .add_layernorm_forward = cuda_add_layernorm_forward, .describe = cuda_describe)

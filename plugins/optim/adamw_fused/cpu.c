@@ -1,26 +1,26 @@
 /* AdamW on the CPU in one pass over memory: optim/adamw's mathematics at the speed of
  * the memory bus.
  *
- * A step reads p, g, m and v once and writes p, m and v once (28 bytes per parameter,
- * plus 2 for a bf16/f16 working copy when the core asks for one), applying in that one
- * pass the clip and loss-scale factor, the group's weight decay, both moments with bias
- * correction and the update; with the loss scale on the device (ABI 1.4) it reads the
- * scale there and leaves everything as it is when the gradients overflowed. The squared gradient norm that clipping needs comes from
- * grad_norm_sq, a second read of g (4 bytes per parameter), so a step reads the
- * gradients twice in all. Both loops run on the kernels of kernels.h: AVX-512 when the
- * CPU has it (decided at run time, so a -Dnative=false build still uses it), otherwise
- * portable C; each OpenMP thread takes one contiguous, 64-byte-aligned slice of the flat
- * buffers and walks the groups that meet it.
+ * A step reads p, g, m and v once and writes p, m and v once (28 bytes per parameter, plus
+ * 2 for a bf16/f16 working copy when the core asks for one), applying in that one pass the
+ * clip and loss-scale factor, the group's weight decay, both moments with bias correction
+ * and the update; with the loss scale on the device (ABI 1.4) it reads the scale there and
+ * leaves everything as it is when the gradients overflowed. The squared gradient norm that
+ * clipping needs comes from grad_norm_sq, a second read of g (4 bytes per parameter), so a
+ * step reads the gradients twice in all. Both loops run on the kernels of kernels.h:
+ * AVX-512 when the CPU has it (decided at run time, so a -Dnative=false build still uses
+ * it), otherwise portable C; each OpenMP thread takes one contiguous, 64-byte-aligned
+ * slice of the flat buffers and walks the groups that meet it.
  *
- * Results: the same options, defaults, validation and state layout (m then v, 8n bytes)
- * as optim/adamw, so the two can take over each other's state. The parameters are
- * bit-identical to optim/adamw's for the same squared norm: every element goes through
- * the same f32 operations in the same order (kernels/common/adamw.h, which the CUDA
- * plugins share), with contraction into FMA turned off and no reciprocal tricks. The one difference is grad_norm_sq itself, which
- * sums in double over 256 fixed chunks of 16 lanes each (so it does not depend on the
- * thread count) where the CPU device sums one chunk per thread; both round a double to
- * f32 at the end, so the two norms differ only when that double lies within a few ulps
- * of a rounding boundary, and then by one f32 ulp.
+ * Results: the same options, defaults, validation and state layout (m then v, 8n bytes) as
+ * optim/adamw, so the two can take over each other's state. The parameters are
+ * bit-identical to optim/adamw's for the same squared norm: every element goes through the
+ * same f32 operations in the same order (kernels/common/adamw.h, which the CUDA plugins
+ * share), with contraction into FMA turned off and no reciprocal tricks. The one
+ * difference is grad_norm_sq itself, which sums in double over 256 fixed chunks of 16
+ * lanes each (so it does not depend on the thread count) where the CPU device sums one
+ * chunk per thread; both round a double to f32 at the end, so the two norms differ only
+ * when that double lies within a few ulps of a rounding boundary, and then by one f32 ulp.
  *
  * Deliberately left out, as in optim/adamw: AMSGrad, maximize, and parameters other
  * than f32 masters.

@@ -58,7 +58,8 @@ static gb_status bf16_policy(void *self, gb_precision_policy *out)
 /* The scaler entries stay NULL: bf16 needs no loss scaling. */
 GB_PRECISION_PLUGIN("bf16", "1.0.0",
                     "bf16 activations, matmuls and weights, f32 master weights; no loss scaling",
-                    GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_BF16), GB_CAP_DETERMINISTIC,
+                    GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
+                    GB_DTYPE_BIT(GB_BF16), GB_CAP_DETERMINISTIC,
                     GB_OPTIONS(bf16_options), .create = bf16_create,
                     .destroy = policy_instance_destroy, .eligible = policy_eligible_anywhere,
                     .policy = bf16_policy)

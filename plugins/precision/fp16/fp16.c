@@ -146,7 +146,8 @@ static gb_status fp16_scaler_set(void *self, const gb_loss_scaler *in)
 
 GB_PRECISION_PLUGIN("fp16", "1.0.0",
                     "f16 compute, f32 master weights, dynamic loss scaling (PyTorch GradScaler)",
-                    GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_F16), GB_CAP_DETERMINISTIC,
+                    GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
+                    GB_DTYPE_BIT(GB_F16), GB_CAP_DETERMINISTIC,
                     GB_OPTIONS(fp16_options), .create = fp16_create,
                     .destroy = policy_instance_destroy, .eligible = policy_eligible_anywhere,
                     .policy = fp16_policy, .loss_scale = fp16_loss_scale, .update = fp16_update,
