@@ -64,8 +64,8 @@ static const gb_cli_spec spec = {
                          "shown\n(default 5)"},
         [OPT_PLUGINS] = {"plugins", 0, "LIST", "attention plugins, comma-separated\n"
                          "(default math,mem_efficient,flash)"},
-        [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
-        [OPT_DEVICE] = {"device", 0, "NAME", "device plugin: cpu or cuda (default cpu)"},
+        [OPT_THREADS] = GB_BENCH_OPTION_THREADS,
+        [OPT_DEVICE] = GB_BENCH_OPTION_DEVICE,
         [OPT_DTYPE] = {"dtype", 0, "T", "element type of q, k, v, out and the gradients: f32, bf16 "
                        "or f16\n(default f32); the run's [precision] plugin computes in it (fp32,\n"
                        "bf16 or fp16), and a plugin that does not take it is not eligible"},

@@ -48,7 +48,7 @@ static const gb_cli_spec spec = {
         [OPT_VOCAB] = {"vocab", 0, "V",
                        "LM head width (default: 65, Tiny Shakespeare's characters,\n"
                        "for S, M and C,T,B; 50304 for G)"},
-        [OPT_DEVICE] = {"device", 0, "NAME", "device plugin: cpu or cuda (default cpu)"},
+        [OPT_DEVICE] = GB_BENCH_OPTION_DEVICE,
         [OPT_DTYPE] = {"dtype", 0, "f32|bf16|f16",
                        "the activations' and weights' dtype, as a run of\n"
                        "that precision has them (default f32); weight gradients\n"
@@ -58,7 +58,7 @@ static const gb_cli_spec spec = {
                            "(bias, GELU, GELU's derivative, bias gradient)"},
         [OPT_REPEATS] = {"repeats", 0, "N", "timed calls per shape after one warm-up; the median "
                          "is shown\n(default 10)"},
-        [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
+        [OPT_THREADS] = GB_BENCH_OPTION_THREADS,
         [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
     },
 };

@@ -61,7 +61,7 @@ static const gb_cli_spec spec = {
                         "k, M or G\nsuffix (default 10M,100M)"},
         [OPT_REPEATS] = {"repeats", 0, "N", "timed updates per measurement; the median is shown "
                          "(default 10)"},
-        [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
+        [OPT_THREADS] = GB_BENCH_OPTION_THREADS,
         [OPT_PLUGINS] = {"plugins", 0, "LIST", "optimizer plugins, comma-separated; the first is "
                          "the baseline of\nthe speed-up column (default adamw,adamw_fused)"},
         [OPT_SET] = {"set", 0, "S.K=V", "a config line for every plugin's run, e.g. "
