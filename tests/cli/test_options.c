@@ -26,19 +26,16 @@ static void check(int ok, const char *what, int line)
 
 enum { OPT_STEPS, OPT_SET, OPT_PROFILE, OPT_SEED };
 
-static const gb_cli_option options[] = {
-    [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
-    [OPT_SET] = {"set", 's', "K=V", "a config override,\nrepeatable"},
-    [OPT_PROFILE] = {"profile", 'p', NULL, "time every kernel call"},
-    [OPT_SEED] = {"seed", 0, "N", "the seed"},
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "demo",
     .usage = "gearbox demo [OPTIONS] FILE...",
     .about = "Does nothing, for the test.\n",
-    .options = options,
+    .options = {
+        [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
+        [OPT_SET] = {"set", 's', "K=V", "a config override,\nrepeatable"},
+        [OPT_PROFILE] = {"profile", 'p', NULL, "time every kernel call"},
+        [OPT_SEED] = {"seed", 0, "N", "the seed"},
+    },
     .notes = "Exit status: 0.\n",
 };
 
@@ -112,18 +109,18 @@ static void check_help(void)
     printf("%s", text);
     CHECK(strncmp(text, "usage: gearbox demo [OPTIONS] FILE...\n", 38) == 0);
     CHECK(strstr(text, "Does nothing, for the test.\n") && strstr(text, "Exit status: 0.\n"));
-    for (int i = 0; options[i].name; i++) {
+    for (const gb_cli_option *o = spec.options; o->name; o++) {
         char label[64];
-        snprintf(label, sizeof label, "--%s%s%s", options[i].name, options[i].arg ? " " : "",
-                 options[i].arg ? options[i].arg : "");
+        snprintf(label, sizeof label, "--%s%s%s", o->name, o->arg ? " " : "",
+                 o->arg ? o->arg : "");
         check(strstr(text, label) != NULL, label, __LINE__);
-        if (options[i].short_name) {
-            snprintf(label, sizeof label, "-%c, --%s", options[i].short_name, options[i].name);
+        if (o->short_name) {
+            snprintf(label, sizeof label, "-%c, --%s", o->short_name, o->name);
             check(strstr(text, label) != NULL, label, __LINE__);
         }
         char first_line[64];
-        snprintf(first_line, sizeof first_line, "%.*s", (int)strcspn(options[i].help, "\n"),
-                 options[i].help);
+        snprintf(first_line, sizeof first_line, "%.*s", (int)strcspn(o->help, "\n"),
+                 o->help);
         check(strstr(text, first_line) != NULL, first_line, __LINE__);
     }
     CHECK(strstr(text, "-h, --help") != NULL);
@@ -135,6 +132,34 @@ static void check_help(void)
         line_start--;
     CHECK(first && second && second - (first + strlen("a config override,\n")) ==
                                  first - line_start);
+    free(text);
+}
+
+/* A table with every one of its GB_CLI_MAX_OPTIONS entries used has no empty entry after
+ * the last: that last one is still parsed and listed, and nothing past it is read. */
+static void check_full_table(void)
+{
+    static char names[GB_CLI_MAX_OPTIONS][8];
+    gb_cli_spec full = {.verb = "demo", .usage = "gearbox demo"};
+    for (int i = 0; i < GB_CLI_MAX_OPTIONS; i++) {
+        snprintf(names[i], sizeof names[i], "o%d", i);
+        full.options[i] = (gb_cli_option){names[i], 0, NULL, "an option"};
+    }
+    char got[256], err[1024], want[64];
+    snprintf(want, sizeof want, "o%d= o0=", GB_CLI_MAX_OPTIONS - 1);
+    char line[64];
+    snprintf(line, sizeof line, "--o%d --o0", GB_CLI_MAX_OPTIONS - 1);
+    parse(&full, line, got, sizeof got, err, sizeof err);
+    printf("full table: %s\n", got);
+    CHECK(strcmp(got, want) == 0 && !*err);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    gb_cli_help(&full, f);
+    fclose(f);
+    snprintf(line, sizeof line, "--o%d ", GB_CLI_MAX_OPTIONS - 1);
+    CHECK(strstr(text, line) && strstr(text, "--help"));
     free(text);
 }
 
@@ -163,6 +188,8 @@ int main(void)
     parse(&dispatch, "-p attn --T 4", got, sizeof got, err, sizeof err);
     printf("stop at operand: %s\n", got);
     CHECK(strcmp(got, "profile= next=attn") == 0 && !*err);
+
+    check_full_table();
 
     /* the parser starts afresh each time, as verbs parsed one after another need */
     expect("--steps 1", "steps=1", NULL);

@@ -48,30 +48,6 @@
 enum { OPT_T, OPT_HEADS, OPT_HEAD_DIM, OPT_BATCH, OPT_REPEATS, OPT_PLUGINS, OPT_THREADS,
        OPT_DEVICE, OPT_DTYPE, OPT_MAX_SECONDS, OPT_SET, OPT_PLUGIN_PATH };
 
-static const gb_cli_option options[] = {
-    [OPT_T] = {"T", 0, "LIST", "sequence lengths, comma-separated (default 256,1024,4096,8192)"},
-    [OPT_HEADS] = {"heads", 0, "N", "attention heads (default 12)"},
-    [OPT_HEAD_DIM] = {"head-dim", 0, "N", "head_dim (default 64)"},
-    [OPT_BATCH] = {"batch", 0, "N", "batch size (default 1)"},
-    [OPT_REPEATS] = {"repeats", 0, "N", "timed runs per cell after one warm-up; the median is "
-                     "shown\n(default 5)"},
-    [OPT_PLUGINS] = {"plugins", 0, "LIST", "attention plugins, comma-separated\n"
-                     "(default math,mem_efficient,flash)"},
-    [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
-    [OPT_DEVICE] = {"device", 0, "NAME", "device plugin: cpu or cuda (default cpu)"},
-    [OPT_DTYPE] = {"dtype", 0, "T", "element type of q, k, v, out and the gradients: f32, bf16 "
-                   "or f16\n(default f32); the run's [precision] plugin computes in it (fp32,\n"
-                   "bf16 or fp16), and a plugin that does not take it is not eligible"},
-    [OPT_MAX_SECONDS] = {"max-seconds", 0, "S", "time budget of one cell; a plugin is not timed "
-                         "at a T where its\nlast time, scaled by T^2, would exceed it "
-                         "(default 60)"},
-    [OPT_SET] = {"set", 0, "K=V", "a config override as for `gearbox train`, applied last, "
-                 "e.g.\nprecision.plugin=tf32 (f32 with TF32 products); the precision\n"
-                 "must still compute in --dtype (at most 8)"},
-    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "bench attn",
     .usage = "gearbox bench attn [OPTIONS]",
@@ -79,7 +55,28 @@ static const gb_cli_spec spec = {
         "Times causal attention forward+backward of each plugin at each sequence length,\n"
         "with its TFLOP/s (6 B H D T (T + 1) FLOPs: the causal triangle, no recomputation),\n"
         "and prints the extra memory each declares (saved per layer + workspace).\n",
-    .options = options,
+    .options = {
+        [OPT_T] = {"T", 0, "LIST", "sequence lengths, comma-separated (default 256,1024,4096,8192)"},
+        [OPT_HEADS] = {"heads", 0, "N", "attention heads (default 12)"},
+        [OPT_HEAD_DIM] = {"head-dim", 0, "N", "head_dim (default 64)"},
+        [OPT_BATCH] = {"batch", 0, "N", "batch size (default 1)"},
+        [OPT_REPEATS] = {"repeats", 0, "N", "timed runs per cell after one warm-up; the median is "
+                         "shown\n(default 5)"},
+        [OPT_PLUGINS] = {"plugins", 0, "LIST", "attention plugins, comma-separated\n"
+                         "(default math,mem_efficient,flash)"},
+        [OPT_THREADS] = GB_BENCH_OPTION_THREADS,
+        [OPT_DEVICE] = GB_BENCH_OPTION_DEVICE,
+        [OPT_DTYPE] = {"dtype", 0, "T", "element type of q, k, v, out and the gradients: f32, bf16 "
+                       "or f16\n(default f32); the run's [precision] plugin computes in it (fp32,\n"
+                       "bf16 or fp16), and a plugin that does not take it is not eligible"},
+        [OPT_MAX_SECONDS] = {"max-seconds", 0, "S", "time budget of one cell; a plugin is not "
+                             "timed at a T where its\nlast time, scaled by T^2, would exceed "
+                             "it (default 60)"},
+        [OPT_SET] = {"set", 0, "K=V", "a config override as for `gearbox train`, applied last, "
+                     "e.g.\nprecision.plugin=tf32 (f32 with TF32 products); the precision\n"
+                     "must still compute in --dtype (at most 8)"},
+        [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    },
 };
 
 typedef struct bench_args {
@@ -183,7 +180,7 @@ static int parse_device(const char *text, char *out)
 static int parse_option(void *ctx, int opt, const char *val)
 {
     bench_args *a = ctx;
-    const char *flag = options[opt].name;
+    const char *flag = spec.options[opt].name;
     switch (opt) {
     case OPT_T:
         return parse_lengths(val, a);

@@ -34,22 +34,6 @@
 enum { OPT_VOCAB, OPT_DEVICE, OPT_DTYPE, OPT_EPILOGUES, OPT_REPEATS, OPT_THREADS,
        OPT_PLUGIN_PATH };
 
-static const gb_cli_option options[] = {
-    [OPT_VOCAB] = {"vocab", 0, "V", "LM head width (default: 65, Tiny Shakespeare's characters,\n"
-                   "for S, M and C,T,B; 50304 for G)"},
-    [OPT_DEVICE] = {"device", 0, "NAME", "device plugin: cpu or cuda (default cpu)"},
-    [OPT_DTYPE] = {"dtype", 0, "f32|bf16|f16", "the activations' and weights' dtype, as a run of\n"
-                   "that precision has them (default f32); weight gradients\n"
-                   "accumulate in f32"},
-    [OPT_EPILOGUES] = {"epilogues", 0, NULL, "each matmul with the epilogue a GPT-2 run gives it\n"
-                       "(bias, GELU, GELU's derivative, bias gradient)"},
-    [OPT_REPEATS] = {"repeats", 0, "N", "timed calls per shape after one warm-up; the median "
-                     "is shown\n(default 10)"},
-    [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
-    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "bench matmul",
     .usage = "gearbox bench matmul [MODEL...] [OPTIONS]",
@@ -60,7 +44,23 @@ static const gb_cli_spec spec = {
         "MODEL is S (n_embd 128, T 64, B 12: examples/shakespeare_char.ini), M (n_embd 384,\n"
         "T 256, B 8), G (GPT-2 124M: n_embd 768, T 1024, B 16, vocab 50304), or C,T,B for any\n"
         "other; the default is S M.\n",
-    .options = options,
+    .options = {
+        [OPT_VOCAB] = {"vocab", 0, "V",
+                       "LM head width (default: 65, Tiny Shakespeare's characters,\n"
+                       "for S, M and C,T,B; 50304 for G)"},
+        [OPT_DEVICE] = GB_BENCH_OPTION_DEVICE,
+        [OPT_DTYPE] = {"dtype", 0, "f32|bf16|f16",
+                       "the activations' and weights' dtype, as a run of\n"
+                       "that precision has them (default f32); weight gradients\n"
+                       "accumulate in f32"},
+        [OPT_EPILOGUES] = {"epilogues", 0, NULL,
+                           "each matmul with the epilogue a GPT-2 run gives it\n"
+                           "(bias, GELU, GELU's derivative, bias gradient)"},
+        [OPT_REPEATS] = {"repeats", 0, "N", "timed calls per shape after one warm-up; the median "
+                         "is shown\n(default 10)"},
+        [OPT_THREADS] = GB_BENCH_OPTION_THREADS,
+        [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    },
 };
 
 typedef struct model_shape {

@@ -49,21 +49,6 @@
 
 enum { OPT_PARAMS, OPT_REPEATS, OPT_THREADS, OPT_PLUGINS, OPT_SET, OPT_PLUGIN_PATH };
 
-static const gb_cli_option options[] = {
-    [OPT_PARAMS] = {"params", 0, "LIST", "parameter counts, comma-separated, with an optional "
-                    "k, M or G\nsuffix (default 10M,100M)"},
-    [OPT_REPEATS] = {"repeats", 0, "N", "timed updates per measurement; the median is shown "
-                     "(default 10)"},
-    [OPT_THREADS] = {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"},
-    [OPT_PLUGINS] = {"plugins", 0, "LIST", "optimizer plugins, comma-separated; the first is "
-                     "the baseline of\nthe speed-up column (default adamw,adamw_fused)"},
-    [OPT_SET] = {"set", 0, "S.K=V", "a config line for every plugin's run, e.g. "
-                 "--set device.plugin=cuda\n(the device the buffers live on; default the cpu "
-                 "device; at most 8)"},
-    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "bench optim",
     .usage = "gearbox bench optim [OPTIONS]",
@@ -71,7 +56,19 @@ static const gb_cli_spec spec = {
         "Times one optimizer update (gradient-norm pass + step) of each plugin and prints ms\n"
         "per update, bytes moved, GB/s and the share of this machine's STREAM-style triad\n"
         "bandwidth, measured by the same command.\n",
-    .options = options,
+    .options = {
+        [OPT_PARAMS] = {"params", 0, "LIST", "parameter counts, comma-separated, with an optional "
+                        "k, M or G\nsuffix (default 10M,100M)"},
+        [OPT_REPEATS] = {"repeats", 0, "N", "timed updates per measurement; the median is shown "
+                         "(default 10)"},
+        [OPT_THREADS] = GB_BENCH_OPTION_THREADS,
+        [OPT_PLUGINS] = {"plugins", 0, "LIST", "optimizer plugins, comma-separated; the first is "
+                         "the baseline of\nthe speed-up column (default adamw,adamw_fused)"},
+        [OPT_SET] = {"set", 0, "S.K=V", "a config line for every plugin's run, e.g. "
+                     "--set device.plugin=cuda\n(the device the buffers live on; default the cpu "
+                     "device; at most 8)"},
+        [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    },
 };
 
 typedef struct bench_args {
@@ -137,7 +134,7 @@ static int parse_params(const char *text, bench_args *a)
 static int parse_option(void *ctx, int opt, const char *val)
 {
     bench_args *a = ctx;
-    const char *flag = options[opt].name;
+    const char *flag = spec.options[opt].name;
     switch (opt) {
     case OPT_PARAMS:
         return parse_params(val, a);

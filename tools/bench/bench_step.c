@@ -28,18 +28,6 @@
 
 enum { OPT_STEPS, OPT_WARMUP, OPT_PROFILE, OPT_SET, OPT_PLUGIN_PATH };
 
-static const gb_cli_option options[] = {
-    [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
-    [OPT_WARMUP] = {"warmup", 0, "N", "steps run first and not timed (default 2)"},
-    [OPT_PROFILE] = {"profile", 0, NULL, "then run N more steps timing every kernel call and "
-                     "print the time\nper phase (forward/backward matmul, attention, "
-                     "layernorm, optimizer...)\nand the GFLOP/s of the matmul and attention "
-                     "phases"},
-    [OPT_SET] = GB_CLI_OPTION_SET,
-    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "bench step",
     .usage = "gearbox bench step [CONFIG] [--steps N] [--warmup N] [--profile]\n"
@@ -54,7 +42,16 @@ static const gb_cli_spec spec = {
         "can beat) and for bf16 or f16 that dtype's own (AVX512_BF16 dot products, AVX512_FP16\n"
         "FMAs), and the triad bandwidth.\n"
         "Nothing is written.\n",
-    .options = options,
+    .options = {
+        [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
+        [OPT_WARMUP] = {"warmup", 0, "N", "steps run first and not timed (default 2)"},
+        [OPT_PROFILE] = {"profile", 0, NULL, "then run N more steps timing every kernel call and "
+                         "print the time\nper phase (forward/backward matmul, attention, "
+                         "layernorm, optimizer...)\nand the GFLOP/s of the matmul and attention "
+                         "phases"},
+        [OPT_SET] = GB_CLI_OPTION_SET,
+        [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    },
 };
 
 typedef struct step_args {

@@ -11,6 +11,11 @@
 
 #define GB_BENCH_NAME_CAP 64
 
+/* The option-table entries (options.h) of the benchmarks that take them. */
+#define GB_BENCH_OPTION_THREADS                                                            \
+    {"threads", 0, "N", "OpenMP threads; 0 for every online CPU (default 0)"}
+#define GB_BENCH_OPTION_DEVICE {"device", 0, "NAME", "device plugin: cpu or cuda (default cpu)"}
+
 /* The median of v (n > 0); sorts v in place. */
 double gb_bench_median(double *v, long n);
 

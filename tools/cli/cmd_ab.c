@@ -16,24 +16,6 @@
 enum { OPT_VARIANT, OPT_BASELINE, OPT_STEPS, OPT_WARMUP, OPT_REPEATS, OPT_TOLERANCE, OPT_SET,
        OPT_OUT, OPT_PLUGIN_PATH };
 
-static const gb_cli_option options[] = {
-    [OPT_VARIANT] = {"variant", 0, "NAME:OVERRIDES",
-                     "a variant: a name, then comma-separated overrides of CONFIG\n"
-                     "(`--variant base:` has none); two or more. A piece without\n"
-                     "'=' continues the previous value (a value with a comma)"},
-    [OPT_BASELINE] = {"baseline", 0, "NAME", "compare with this variant (default: the first "
-                      "variant with\nno overrides, else the first)"},
-    [OPT_STEPS] = {"steps", 0, "N", "steps per run (default 50)"},
-    [OPT_WARMUP] = {"warmup", 0, "W", "first steps not timed (default 5)"},
-    [OPT_REPEATS] = {"repeats", 0, "R", "runs per variant (default 3)"},
-    [OPT_TOLERANCE] = {"tolerance", 0, "X", "loss differences up to X read as the same curve "
-                       "(default 1e-4)"},
-    [OPT_SET] = {"set", 0, "section.key=value", "override for every variant (repeatable)"},
-    [OPT_OUT] = {"out", 0, "DIR", "the report folder (default out/ab-YYYYmmdd-HHMMSS)"},
-    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "ab",
     .usage = "gearbox ab CONFIG --variant NAME:[section.key=value[,...]] --variant ... [OPTIONS]\n"
@@ -44,7 +26,22 @@ static const gb_cli_spec spec = {
         "the baseline: step time, tokens/s, the speed ratio with a 95% confidence interval,\n"
         "planned and peak memory, and how far the loss curves differ. Every figure comes from\n"
         "the metrics.jsonl each run writes.\n",
-    .options = options,
+    .options = {
+        [OPT_VARIANT] = {"variant", 0, "NAME:OVERRIDES",
+                         "a variant: a name, then comma-separated overrides of CONFIG\n"
+                         "(`--variant base:` has none); two or more. A piece without\n"
+                         "'=' continues the previous value (a value with a comma)"},
+        [OPT_BASELINE] = {"baseline", 0, "NAME", "compare with this variant (default: the first "
+                          "variant with\nno overrides, else the first)"},
+        [OPT_STEPS] = {"steps", 0, "N", "steps per run (default 50)"},
+        [OPT_WARMUP] = {"warmup", 0, "W", "first steps not timed (default 5)"},
+        [OPT_REPEATS] = {"repeats", 0, "R", "runs per variant (default 3)"},
+        [OPT_TOLERANCE] = {"tolerance", 0, "X", "loss differences up to X read as the same curve "
+                           "(default 1e-4)"},
+        [OPT_SET] = {"set", 0, "section.key=value", "override for every variant (repeatable)"},
+        [OPT_OUT] = {"out", 0, "DIR", "the report folder (default out/ab-YYYYmmdd-HHMMSS)"},
+        [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    },
     .notes =
         "With config files only (A.ini B.ini), each file is a variant named after it and the\n"
         "first is the baseline. The report folder gets summary.md, loss.svg, step_times.svg, and\n"

@@ -5,8 +5,6 @@
 #include "bench.h"
 #include "cli.h"
 
-static const gb_cli_option options[] = {{0}};
-
 static const gb_cli_spec spec = {
     .verb = "bench",
     .usage = "gearbox bench KIND [OPTIONS]",
@@ -16,7 +14,6 @@ static const gb_cli_spec spec = {
         "  optim   optimizer step time, bytes moved and GB/s, against a STREAM-style triad\n"
         "  matmul  sgemm GFLOP/s at the model's shapes (configs S and M), against the peak\n"
         "  step    ms per training step, tokens/s and MFU for a config\n",
-    .options = options,
     .notes = "`gearbox bench KIND --help` lists each one's options.\n",
     .stop_at_operand = 1,
 };

@@ -19,32 +19,22 @@
 
 enum { OPT_VOCAB, OPT_INPUT, OPT_OUTPUT, OPT_DTYPE, OPT_STATS };
 
-static const gb_cli_option encode_options[] = {
-    [OPT_VOCAB] = VOCAB_OPTION,
-    [OPT_INPUT] = {"input", 0, "FILE", "the text to encode ('-': the standard input)"},
-    [OPT_OUTPUT] = {"output", 0, "FILE", "write the ids to FILE as a token file of --dtype\n"
-                    "instead of numbers to the standard output"},
-    [OPT_DTYPE] = {"dtype", 0, "uint16|uint32", "the token file's ids (default uint16 where\n"
-                   "the vocabulary fits, else uint32)"},
-    [OPT_STATS] = {"stats", 0, NULL, "say on the standard error how many bytes and ids, and\n"
-                   "how long encoding took (loading the vocabulary apart)"},
-    {0}};
-
 static const gb_cli_spec encode_spec = {
     .verb = "encode",
     .usage = "gearbox encode --vocab PATH [TEXT | --input FILE] [--output FILE --dtype D]",
     .about = "Writes the GPT-2 BPE ids of TEXT, of FILE, or of the standard input (when neither is\n"
              "given), as decimal numbers on one line; <|endoftext|> in the text becomes its id.\n"
              "Bytes that are not UTF-8 are encoded too, so `gearbox decode` gives them back.\n",
-    .options = encode_options};
-
-static const gb_cli_option decode_options[] = {
-    [OPT_VOCAB] = VOCAB_OPTION,
-    [OPT_INPUT] = {"input", 0, "FILE", "the ids ('-': the standard input)"},
-    [OPT_OUTPUT] = {"output", 0, "FILE", "write the bytes to FILE instead of the standard output"},
-    [OPT_DTYPE] = {"dtype", 0, "text|uint16|uint32", "how the input holds the ids: decimal\n"
-                   "numbers (text, the default) or a token file"},
-    {0}};
+    .options = {
+        [OPT_VOCAB] = VOCAB_OPTION,
+        [OPT_INPUT] = {"input", 0, "FILE", "the text to encode ('-': the standard input)"},
+        [OPT_OUTPUT] = {"output", 0, "FILE", "write the ids to FILE as a token file of --dtype\n"
+                        "instead of numbers to the standard output"},
+        [OPT_DTYPE] = {"dtype", 0, "uint16|uint32", "the token file's ids (default uint16 where\n"
+                       "the vocabulary fits, else uint32)"},
+        [OPT_STATS] = {"stats", 0, NULL, "say on the standard error how many bytes and ids, and\n"
+                       "how long encoding took (loading the vocabulary apart)"},
+    }};
 
 static const gb_cli_spec decode_spec = {
     .verb = "decode",
@@ -52,7 +42,14 @@ static const gb_cli_spec decode_spec = {
     .about = "Writes the bytes of GPT-2 BPE ids: the IDs given, or those of FILE or of the standard\n"
              "input (when none is given), as decimal numbers separated by blanks, or a token file\n"
              "of --dtype.\n",
-    .options = decode_options};
+    .options = {
+        [OPT_VOCAB] = VOCAB_OPTION,
+        [OPT_INPUT] = {"input", 0, "FILE", "the ids ('-': the standard input)"},
+        [OPT_OUTPUT] = {"output", 0, "FILE",
+                        "write the bytes to FILE instead of the standard output"},
+        [OPT_DTYPE] = {"dtype", 0, "text|uint16|uint32", "how the input holds the ids: decimal\n"
+                       "numbers (text, the default) or a token file"},
+    }};
 
 typedef struct codec_args {
     const char *vocab, *input, *output, *dtype;

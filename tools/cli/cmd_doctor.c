@@ -23,8 +23,6 @@
 #include "gearbox/engine/run.h"
 #include "gearbox/engine/settings.h"
 
-static const gb_cli_option options[] = {GB_CLI_OPTION_PLUGIN_PATH, {0}};
-
 static const gb_cli_spec spec = {
     .verb = "doctor",
     .usage = "gearbox doctor [CONFIG] [--plugin-path DIRS]",
@@ -38,7 +36,7 @@ static const gb_cli_spec spec = {
         "its [run] threads, [run] plugin_path and [device] plugin are the ones checked.\n"
         "Takes a few seconds. Exit status: 0 (warnings are advice), 2 on a bad command line\n"
         "or CONFIG.\n",
-    .options = options,
+    .options = {GB_CLI_OPTION_PLUGIN_PATH},
 };
 
 #define MAX_WARNINGS 32

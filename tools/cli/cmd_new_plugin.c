@@ -23,15 +23,6 @@
 
 #define MAX_NAME 40
 
-static const gb_cli_option options[] = {
-    {"cuda", 0, NULL, "for attn and optim: a plugin for the cuda device, built with nvcc\n"
-     "(sm_80, sm_90, warnings as errors) as KIND-NAME-cuda.so: DIR/NAME.cu,\n"
-     "whose create() checks for the cuda device and a GPU and keeps the\n"
-     "device's compute stream, and DIR/cuda_status.h (CUDA errors as\n"
-     "gearbox's)"},
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "new-plugin",
     .usage = "gearbox new-plugin [--cuda] KIND NAME DIR",
@@ -46,7 +37,13 @@ static const gb_cli_spec spec = {
         "`[KIND] plugin = NAME` will select). DIR must not exist or be empty; its parent must\n"
         "exist. Then: meson setup DIR/build DIR && ninja -C DIR/build, and\n"
         "gearbox test-plugin DIR/build/KIND-NAME-cpu.so runs the conformance checks.\n",
-    .options = options,
+    .options = {
+        {"cuda", 0, NULL, "for attn and optim: a plugin for the cuda device, built with nvcc\n"
+         "(sm_80, sm_90, warnings as errors) as KIND-NAME-cuda.so: DIR/NAME.cu,\n"
+         "whose create() checks for the cuda device and a GPU and keeps the\n"
+         "device's compute stream, and DIR/cuda_status.h (CUDA errors as\n"
+         "gearbox's)"},
+    },
 };
 
 static const char *template_text(const char *name)

@@ -7,8 +7,6 @@
 #include "cli.h"
 #include "gearbox/engine/loader.h"
 
-static const gb_cli_option options[] = {GB_CLI_OPTION_PLUGIN_PATH, {0}};
-
 static const gb_cli_spec spec = {
     .verb = "plugins",
     .usage = "gearbox plugins [KIND] [--plugin-path DIRS]\n"
@@ -19,7 +17,7 @@ static const gb_cli_spec spec = {
         "optim, precision, comm. `show NAME` (or KIND/NAME when names clash) prints one plugin\n"
         "with every config key: type, default, range or choices, and what it does.\n"
         "Plugins that fail to load are reported with the reason, and the exit status is 1.\n",
-    .options = options,
+    .options = {GB_CLI_OPTION_PLUGIN_PATH},
 };
 
 static const char *const type_names[] = {"int", "float", "bool", "string", "enum"};

@@ -21,28 +21,26 @@
 
 enum { OPT_TOKENIZER, OPT_VOCAB };
 
-static const gb_cli_option options[] = {
-    [OPT_TOKENIZER] = {"tokenizer", 0, "bytes|gpt2",
-                       "bytes: one token per distinct byte (the default); the\n"
-                       "ids' bytes go to OUTDIR/vocab.txt, sorted.\n"
-                       "gpt2: GPT-2's BPE (nanoGPT's layout, no vocab.txt); the\n"
-                       "text is cut at the first character boundary at or\n"
-                       "after 90% of its bytes and each part encoded apart;\n"
-                       "<|endoftext|> in the text becomes its id.\n"
-                       "OUTDIR/tokenizer.txt notes the vocabulary for runs\n"
-                       "and sample"},
-    [OPT_VOCAB] = {"vocab", 0, "PATH", "GPT-2's vocabulary (needed with gpt2): a folder with\n"
-                   "encoder.json and vocab.bpe, or a tiktoken ranks file\n"
-                   "such as gpt2.tiktoken"},
-    {0}};
-
 static const gb_cli_spec spec = {
     .verb = "prepare",
     .usage = "gearbox prepare [--tokenizer bytes|gpt2] [--vocab PATH] TEXT OUTDIR",
     .about = "Reads the text file TEXT and writes OUTDIR/train.bin and OUTDIR/val.bin (uint16\n"
              "little-endian token ids of the first 90% and the last 10% of the text), which\n"
              "`[data] dir` points at.\n",
-    .options = options};
+    .options = {
+        [OPT_TOKENIZER] = {"tokenizer", 0, "bytes|gpt2",
+                           "bytes: one token per distinct byte (the default); the\n"
+                           "ids' bytes go to OUTDIR/vocab.txt, sorted.\n"
+                           "gpt2: GPT-2's BPE (nanoGPT's layout, no vocab.txt); the\n"
+                           "text is cut at the first character boundary at or\n"
+                           "after 90% of its bytes and each part encoded apart;\n"
+                           "<|endoftext|> in the text becomes its id.\n"
+                           "OUTDIR/tokenizer.txt notes the vocabulary for runs\n"
+                           "and sample"},
+        [OPT_VOCAB] = {"vocab", 0, "PATH", "GPT-2's vocabulary (needed with gpt2): a folder with\n"
+                       "encoder.json and vocab.bpe, or a tiktoken ranks file\n"
+                       "such as gpt2.tiktoken"},
+    }};
 
 typedef struct prepare_args {
     const char *tokenizer, *vocab;

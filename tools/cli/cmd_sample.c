@@ -21,29 +21,27 @@
 enum { OPT_PROMPT, OPT_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_SEED, OPT_VOCAB,
        OPT_PLUGIN_PATH };
 
-static const gb_cli_option options[] = {
-    [OPT_PROMPT] = {"prompt", 0, "S", "text to continue (default: a newline); an empty one\n"
-                    "starts from <|endoftext|> with a GPT-2 vocabulary"},
-    [OPT_TOKENS] = {"tokens", 0, "N", "tokens to generate (default 500)"},
-    [OPT_TEMPERATURE] = {"temperature", 0, "T", "softmax temperature (default 0.8); 0 is greedy:\n"
-                         "the likeliest token each time, as --top-k 1"},
-    [OPT_TOP_K] = {"top-k", 0, "K", "sample among the K likeliest tokens; 0 for all\n"
-                   "(default 200)"},
-    [OPT_SEED] = {"seed", 0, "N", "random seed (default 1337)"},
-    [OPT_VOCAB] = {"vocab", 0, "PATH", "GPT-2's vocabulary, for a model trained on GPT-2 BPE\n"
-                   "tokens: a folder with encoder.json and vocab.bpe, or a\n"
-                   "tiktoken file (default: the run's [data] vocab, or the\n"
-                   "one `gearbox prepare` noted in its data folder)"},
-    [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
-    {0}};
-
 static const gb_cli_spec spec = {
     .verb = "sample",
     .usage = "gearbox sample CHECKPOINT [OPTIONS]",
     .about = "Generates text from CHECKPOINT (a .gbk file, or an out_dir: its newest checkpoint),\n"
              "using the model, vocabulary and plugins recorded in it. The same --seed gives the\n"
              "same text.\n",
-    .options = options};
+    .options = {
+        [OPT_PROMPT] = {"prompt", 0, "S", "text to continue (default: a newline); an empty one\n"
+                        "starts from <|endoftext|> with a GPT-2 vocabulary"},
+        [OPT_TOKENS] = {"tokens", 0, "N", "tokens to generate (default 500)"},
+        [OPT_TEMPERATURE] = {"temperature", 0, "T", "softmax temperature (default 0.8); 0 "
+                             "is greedy:\nthe likeliest token each time, as --top-k 1"},
+        [OPT_TOP_K] = {"top-k", 0, "K", "sample among the K likeliest tokens; 0 for all\n"
+                       "(default 200)"},
+        [OPT_SEED] = {"seed", 0, "N", "random seed (default 1337)"},
+        [OPT_VOCAB] = {"vocab", 0, "PATH", "GPT-2's vocabulary, for a model trained on GPT-2 BPE\n"
+                       "tokens: a folder with encoder.json and vocab.bpe, or a\n"
+                       "tiktoken file (default: the run's [data] vocab, or the\n"
+                       "one `gearbox prepare` noted in its data folder)"},
+        [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
+    }};
 
 static int parse_real(const char *flag, const char *text, double lo, double hi, double *out)
 {

@@ -13,24 +13,6 @@
 
 enum { OPT_PLUGIN_PATH, OPT_DEVICE, OPT_THREADS, OPT_SET, OPT_STRICT };
 
-static const gb_cli_option options[] = {
-    [OPT_PLUGIN_PATH] = {"plugin-path", 0, "DIRS", "':'-separated folders searched first for "
-                         "the reference plugins\n(then GEARBOX_PLUGIN_PATH, then the built-in "
-                         "folder)"},
-    [OPT_DEVICE] = {"device", 0, "NAME", "the device plugin the checks run on (default: cpu "
-                    "when the\nplugin runs there)"},
-    [OPT_THREADS] = {"threads", 0, "N", "CPU threads, 1 to 1024 (default: every online CPU)"},
-    [OPT_SET] = {"set", 0, "KEY=VALUE", "an option of the plugin's own section (repeatable, at "
-                 "most 16),\nso one file can be checked with several tile sizes"},
-    [OPT_STRICT] = {"strict", 0, NULL, "add the promises gearbox's own plugins make beyond the "
-                    "contract;\nfor attn: the same bits at 1, 2 and 3 threads and for every "
-                    "choice\nof an `isa` option, causal outputs bit-identical when later keys\n"
-                    "change, bf16 eligible, refusals of i32, bad strides and shapes that\n"
-                    "name their cause, saved and workspace memory linear in T (but\n"
-                    "attn/math, which keeps (T, T) scores)"},
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "test-plugin",
     .usage = "gearbox test-plugin PLUGIN.so [--plugin-path DIRS] [--device NAME] [--threads N]\n"
@@ -51,7 +33,22 @@ static const gb_cli_spec spec = {
         "GB_ERR_UNSUPPORTED, or said a problem is not eligible), which is not a failure. The\n"
         "exit status is 1 when a check failed or when no check of its kind passed, 77 when the\n"
         "plugin's device is not available on this machine (a skip, to meson), else 0.\n",
-    .options = options,
+    .options = {
+        [OPT_PLUGIN_PATH] = {"plugin-path", 0, "DIRS", "':'-separated folders searched first for "
+                             "the reference plugins\n(then GEARBOX_PLUGIN_PATH, then the built-in "
+                             "folder)"},
+        [OPT_DEVICE] = {"device", 0, "NAME", "the device plugin the checks run on (default: cpu "
+                        "when the\nplugin runs there)"},
+        [OPT_THREADS] = {"threads", 0, "N", "CPU threads, 1 to 1024 (default: every online CPU)"},
+        [OPT_SET] = {"set", 0, "KEY=VALUE", "an option of the plugin's own section (repeatable, at "
+                     "most 16),\nso one file can be checked with several tile sizes"},
+        [OPT_STRICT] = {"strict", 0, NULL, "add the promises gearbox's own plugins make beyond the "
+                        "contract;\nfor attn: the same bits at 1, 2 and 3 threads and for every "
+                        "choice\nof an `isa` option, causal outputs bit-identical when later keys\n"
+                        "change, bf16 eligible, refusals of i32, bad strides and shapes that\n"
+                        "name their cause, saved and workspace memory linear in T (but\n"
+                        "attn/math, which keeps (T, T) scores)"},
+    },
 };
 
 typedef struct test_args {

@@ -15,14 +15,6 @@
 #include "gearbox/engine/run.h"
 #include "gearbox/engine/train.h"
 
-static const gb_cli_option train_options[] = {
-    GB_CLI_OPTION_SET,
-    {"resume", 0, "CHECKPOINT", "continue a run from a checkpoint it wrote; the steps that\n"
-     "follow give the same losses as the uninterrupted run"},
-    GB_CLI_OPTION_PLUGIN_PATH,
-    {0},
-};
-
 const gb_cli_spec gb_cli_train_spec = {
     .verb = "train",
     .usage = "gearbox train CONFIG [--set section.key=value]... [--resume CHECKPOINT]\n"
@@ -31,7 +23,12 @@ const gb_cli_spec gb_cli_train_spec = {
         "Trains the GPT described by the INI file CONFIG (see examples/shakespeare_char.ini).\n"
         "Relative paths in CONFIG resolve against CONFIG's folder. Every section and key is\n"
         "validated before any work starts; `gearbox check CONFIG` shows the effective values.\n",
-    .options = train_options,
+    .options = {
+        GB_CLI_OPTION_SET,
+        {"resume", 0, "CHECKPOINT", "continue a run from a checkpoint it wrote; the steps that\n"
+         "follow give the same losses as the uninterrupted run"},
+        GB_CLI_OPTION_PLUGIN_PATH,
+    },
     .notes =
         "Writes OUT_DIR/metrics.jsonl (one JSON object per logged step and per evaluation, and\n"
         "a summary with the memory figures at the end), OUT_DIR/manifest.json and\n"
@@ -57,12 +54,6 @@ int gb_cmd_train(int argc, char **argv)
     return rc;
 }
 
-static const gb_cli_option check_options[] = {
-    GB_CLI_OPTION_SET,
-    GB_CLI_OPTION_PLUGIN_PATH,
-    {0},
-};
-
 static const gb_cli_spec check_spec = {
     .verb = "check",
     .usage = "gearbox check CONFIG [--set section.key=value]... [--plugin-path DIRS]",
@@ -72,7 +63,10 @@ static const gb_cli_spec check_spec = {
         "the plugins chosen, the data folder's layout (gearbox, nanoGPT or llm.c) with the\n"
         "tokens of each split, the memory plan, and the effective configuration with every\n"
         "default filled in.\n",
-    .options = check_options,
+    .options = {
+        GB_CLI_OPTION_SET,
+        GB_CLI_OPTION_PLUGIN_PATH,
+    },
     .notes = "Exit status: 0 when the config would train, 2 otherwise.\n",
 };
 

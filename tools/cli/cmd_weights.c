@@ -12,11 +12,6 @@
 #include "options.h"
 #include "weights.h"
 
-static const gb_cli_option import_options[] = {
-    {"padded-vocab-size", 0, "N", "pad the token embedding to N rows, as llm.c does (GPT-2:\n"
-     "50304); the extra rows are never predicted"},
-    {0}};
-
 static const gb_cli_spec import_spec = {
     .verb = "import",
     .usage = "gearbox import SOURCE CHECKPOINT [--padded-vocab-size N]",
@@ -31,25 +26,26 @@ static const gb_cli_spec import_spec = {
     "  - llm.c's gpt2_124M.bin (f32) or gpt2_124M_bf16.bin (its padded vocabulary kept).\n"
     "The checkpoint's [model] section is the config a fine-tuning run must repeat;\n"
     "`gearbox check` on it shows the memory plan.\n",
-    .options = import_options};
-
-static const gb_cli_option export_options[] = {
-    {"format", 0, "hf|llm.c", "hf (the default): DEST is a folder: model.safetensors and\n"
-     "config.json that transformers' GPT2LMHeadModel\n"
-     ".from_pretrained(DEST) loads (the real vocabulary rows only;\n"
-     "activation_function gelu_new for [model] gelu = tanh, gelu\n"
-     "for erf; bos/eos_token_id <|endoftext|>, the last id, for\n"
-     "GPT-2 BPE tokens). A model without biases is refused.\n"
-     "llm.c: DEST is a file in llm.c's layout (version 3, f32);\n"
-     "llm.c runs only GPT-2 with biases and GELU's tanh form"},
-    {0}};
+    .options = {
+        {"padded-vocab-size", 0, "N", "pad the token embedding to N rows, as llm.c does (GPT-2:\n"
+         "50304); the extra rows are never predicted"},
+    }};
 
 static const gb_cli_spec export_spec = {
     .verb = "export",
     .usage = "gearbox export CHECKPOINT DEST [--format hf|llm.c]",
     .about = "Writes the weights of a gearbox checkpoint (a .gbk file, or an out_dir: its newest)\n"
              "for other programs.\n",
-    .options = export_options};
+    .options = {
+        {"format", 0, "hf|llm.c", "hf (the default): DEST is a folder: model.safetensors and\n"
+         "config.json that transformers' GPT2LMHeadModel\n"
+         ".from_pretrained(DEST) loads (the real vocabulary rows only;\n"
+         "activation_function gelu_new for [model] gelu = tanh, gelu\n"
+         "for erf; bos/eos_token_id <|endoftext|>, the last id, for\n"
+         "GPT-2 BPE tokens). A model without biases is refused.\n"
+         "llm.c: DEST is a file in llm.c's layout (version 3, f32);\n"
+         "llm.c runs only GPT-2 with biases and GELU's tanh form"},
+    }};
 
 /* N of "--padded-vocab-size N": 1 to 2^20. */
 static int parse_padding(const char *text, int64_t *out)

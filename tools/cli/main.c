@@ -45,16 +45,13 @@ static const char verbs_text[] =
 
 enum { OPT_VERSION };
 
-static const gb_cli_option options[] = {
-    [OPT_VERSION] = {"version", 0, NULL, "print gearbox's version and plugin ABI and exit"},
-    {0},
-};
-
 static const gb_cli_spec spec = {
     .verb = "",
     .usage = "gearbox [--version] VERB [ARGS...]",
     .about = verbs_text,
-    .options = options,
+    .options = {
+        [OPT_VERSION] = {"version", 0, NULL, "print gearbox's version and plugin ABI and exit"},
+    },
     .stop_at_operand = 1,
 };
 

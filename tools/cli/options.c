@@ -17,19 +17,23 @@ static const gb_cli_option *option_at(const gb_cli_parser *p, int i)
     return i == p->n_options ? &help_option : &p->spec->options[i];
 }
 
+/* The entries of spec's table: those before the first without a name (a full table has
+ * none without). */
+static int count_options(const gb_cli_spec *spec)
+{
+    int n = 0;
+    while (n < GB_CLI_MAX_OPTIONS && spec->options[n].name)
+        n++;
+    return n;
+}
+
 void gb_cli_begin(gb_cli_parser *p, const gb_cli_spec *spec, int argc, char **argv)
 {
     memset(p, 0, sizeof *p);
     p->spec = spec;
     p->argc = argc;
     p->argv = argv;
-    while (spec->options[p->n_options].name)
-        p->n_options++;
-    if (p->n_options > GB_CLI_MAX_OPTIONS) {   /* a table this code was not built for */
-        fprintf(stderr, "gearbox %s: %d options, more than GB_CLI_MAX_OPTIONS (%d)\n",
-                spec->verb, p->n_options, GB_CLI_MAX_OPTIONS);
-        abort();
-    }
+    p->n_options = count_options(spec);
     /* '-': operands come back in order, argv is not permuted (`gearbox ab` quotes it in
      * its report); '+': stop at the first operand; ':': a missing value is reported as
      * such rather than as an unknown option */
@@ -164,10 +168,10 @@ static void print_option(FILE *f, const gb_cli_option *o, int column)
 void gb_cli_help(const gb_cli_spec *spec, FILE *f)
 {
     enum { MAX_COLUMN = 30 };
-    int column = 0, n = 0;
+    int column = 0, n = count_options(spec);
     char label[160];
-    for (; spec->options[n].name; n++) {
-        label_of(&spec->options[n], label, sizeof label);
+    for (int i = 0; i < n; i++) {
+        label_of(&spec->options[i], label, sizeof label);
         int width = (int)strlen(label) + 2;
         if (width <= MAX_COLUMN && width > column)
             column = width;

@@ -1,21 +1,22 @@
 /* Command-line options from one table per subcommand, parsed with getopt_long.
  *
- * A verb describes its options once, as an array of gb_cli_option that ends with {0}.
- * From that table gb_cli_begin builds getopt_long's `struct option` array and its short
- * option string, and gb_cli_help prints the --help text (the usage lines, the text about
- * the verb, every option with its argument and help, then the notes), so what the verb
- * accepts and what --help says come from the same lines. Every table gets --help (and
- * -h) without listing it. Errors name the verb and the option and point to
+ * A verb describes its options once, in the options array of its gb_cli_spec, one entry
+ * per option from index 0 on (the entries past the last are zero: no terminator is
+ * written). From that table gb_cli_begin builds getopt_long's `struct option` array and
+ * its short option string, and gb_cli_help prints the --help text (the usage lines, the
+ * text about the verb, every option with its argument and help, then the notes), so what
+ * the verb accepts and what --help says come from the same lines. Every table gets
+ * --help (and -h) without listing it. Errors name the verb and the option and point to
  * `gearbox VERB --help`; they exit with status 2.
  *
  *     enum { OPT_STEPS, OPT_PROFILE };
- *     static const gb_cli_option options[] = {
- *         [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
- *         [OPT_PROFILE] = {"profile", 'p', NULL, "also time every kernel call"},
- *         {0}};
  *     static const gb_cli_spec spec = {
  *         .verb = "bench step", .usage = "gearbox bench step [CONFIG] [OPTIONS]",
- *         .about = "Runs training steps of CONFIG ...", .options = options};
+ *         .about = "Runs training steps of CONFIG ...",
+ *         .options = {
+ *             [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
+ *             [OPT_PROFILE] = {"profile", 'p', NULL, "also time every kernel call"},
+ *         }};
  *
  *     gb_cli_parser p;
  *     gb_cli_begin(&p, &spec, argc, argv);      // argv[0] is the verb, as main passes it
@@ -47,11 +48,14 @@ typedef struct gb_cli_option {
     const char *help;      /* what it does; '\n' starts another line of help */
 } gb_cli_option;
 
+/* The most options one verb takes: a table with more does not compile. */
+#define GB_CLI_MAX_OPTIONS 32
+
 typedef struct gb_cli_spec {
     const char *verb;            /* as messages name it: "train", "bench attn" */
     const char *usage;           /* "gearbox VERB ..." lines, without "usage: " */
     const char *about;           /* the paragraphs before the options (ending in '\n'), or NULL */
-    const gb_cli_option *options;   /* ends with {0}; may be just {0} */
+    gb_cli_option options[GB_CLI_MAX_OPTIONS];   /* from index 0 to the first without a name */
     const char *notes;           /* the paragraphs after them (ending in '\n'), or NULL */
     int stop_at_operand;         /* 1: the first operand ends the parse (see above) */
 } gb_cli_spec;
@@ -61,8 +65,6 @@ enum {
     GB_CLI_OPERAND = -2,   /* p.value is an operand */
     GB_CLI_EXIT = -3,      /* stop, returning p.status: 0 after --help, 2 after an error */
 };
-
-#define GB_CLI_MAX_OPTIONS 32
 
 typedef struct gb_cli_parser {
     const gb_cli_spec *spec;
@@ -77,7 +79,7 @@ typedef struct gb_cli_parser {
     char shortopts[3 * GB_CLI_MAX_OPTIONS + 8];
 } gb_cli_parser;
 
-/* Prepares to parse argv[1..argc) against spec (at most GB_CLI_MAX_OPTIONS options). */
+/* Prepares to parse argv[1..argc) against spec. */
 void gb_cli_begin(gb_cli_parser *p, const gb_cli_spec *spec, int argc, char **argv);
 
 /* The index in spec->options of the next option given, GB_CLI_OPERAND, GB_CLI_END, or
