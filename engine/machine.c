@@ -18,21 +18,14 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
-#include <immintrin.h>
 #endif
 
 #include "fsutil.h"
+#include "gearbox/cpu_isa.h"
 
 /* ---- CPU ----------------------------------------------------------------------------- */
 
 #if defined(__x86_64__) || defined(__i386__)
-static uint64_t read_xcr0(void)
-{
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return (uint64_t)hi << 32 | lo;
-}
-
 static void read_brand(char *out, size_t cap)
 {
     unsigned regs[12] = {0};
@@ -51,37 +44,24 @@ static void read_brand(char *out, size_t cap)
     snprintf(out, cap, "%.*s", (int)len, start);
 }
 
-void gb_cpu_detect_hardware(gb_cpu_features *out)
-{
-    memset(out, 0, sizeof *out);
-    snprintf(out->model, sizeof out->model, "unknown CPU");
-    read_brand(out->model, sizeof out->model);
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
-        return;
-    uint64_t xcr0 = read_xcr0();
-    int avx_state = (xcr0 & 0x6) == 0x6;             /* SSE and AVX registers */
-    int avx512_state = avx_state && (xcr0 & 0xe0) == 0xe0;  /* opmask, ZMM halves */
-    int amx_state = (xcr0 & 0x60000) == 0x60000;     /* XTILECFG, XTILEDATA */
-    out->fma = avx_state && (c & bit_FMA);
-    if (__get_cpuid_max(0, NULL) < 7)
-        return;
-    __cpuid_count(7, 0, a, b, c, d);
-    out->avx2 = avx_state && (b & bit_AVX2);
-    out->avx512f = avx512_state && (b & bit_AVX512F);
-    out->avx512_fp16 = avx512_state && (d & (1u << 23));
-    out->amx_tile = amx_state && (d & (1u << 24));
-    out->amx_bf16 = amx_state && (d & (1u << 22));
-    __cpuid_count(7, 1, a, b, c, d);
-    out->avx512_bf16 = avx512_state && (a & (1u << 5));
-}
 #else
-void gb_cpu_detect_hardware(gb_cpu_features *out)
+static void read_brand(char *out, size_t cap)
 {
-    memset(out, 0, sizeof *out);
-    snprintf(out->model, sizeof out->model, "unknown CPU");
+    (void)out;
+    (void)cap;
 }
 #endif
+
+void gb_cpu_detect_hardware(gb_cpu_features *out)
+{
+    gb_cpu_isa isa;
+    gb_cpu_isa_detect(&isa);
+    *out = (gb_cpu_features){.avx2 = isa.avx2, .fma = isa.fma, .avx512f = isa.avx512f,
+                             .avx512_bf16 = isa.avx512_bf16, .avx512_fp16 = isa.avx512_fp16,
+                             .amx_tile = isa.amx_tile, .amx_bf16 = isa.amx_bf16};
+    snprintf(out->model, sizeof out->model, "unknown CPU");
+    read_brand(out->model, sizeof out->model);
+}
 
 /* The features by name, as gb_cpu_feature_list and GEARBOX_CPU_FEATURES spell them. */
 static const struct {

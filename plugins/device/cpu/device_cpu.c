@@ -19,6 +19,7 @@
 
 #include "cpu_device.h"
 #include "deferred.h"
+#include "gearbox/cpu_isa.h"
 #include "gearbox/plugin.h"
 
 static const gb_option cpu_options[] = {
@@ -155,10 +156,12 @@ static cpu_native cpu_native_now(void)
         return n;
     }
     const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-    n.amx_bf16 = __builtin_cpu_supports("amx-bf16") != 0;
+    gb_cpu_isa has;
+    gb_cpu_isa_detect(&has);
+    n.amx_bf16 = has.amx_bf16;
     n.onednn_amx = (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
-    n.avx512_bf16 = __builtin_cpu_supports("avx512bf16") != 0;
-    n.avx512_fp16 = __builtin_cpu_supports("avx512fp16") != 0;
+    n.avx512_bf16 = has.avx512_bf16;
+    n.avx512_fp16 = has.avx512_fp16;
     return n;
 }
 
