@@ -28,6 +28,7 @@
 
 #include <ini.h>
 
+#include "fsutil.h"
 #include "text.h"
 
 #define NAME_CHARS "abcdefghijklmnopqrstuvwxyz0123456789_"
@@ -396,49 +397,23 @@ static gb_config *parse_text(const char *text, const char *origin, char *dir, gb
     return cfg;
 }
 
-/* The whole file as one string, or NULL with the reason in `diag`. */
+/* The whole file, or stream (gb_read_input), as one string, or NULL with the reason in
+ * `diag`. */
 static char *read_file(const char *path, gb_diag *diag)
 {
-    FILE *file = fopen(path, "rb");
-    if (!file) {
-        gb_diag_add(diag, "%s: cannot open: %s", path, strerror(errno));
+    unsigned char *text;
+    size_t len;
+    const char *why;
+    if (gb_read_input(path, &text, &len, &why) != 0) {
+        gb_diag_add(diag, "%s: cannot open: %s", path, why);
         return NULL;
     }
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    int error = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            size_t grown_cap = cap ? cap * 2 : 8192;
-            char *grown = realloc(text, grown_cap);
-            if (!grown) {
-                error = ENOMEM;
-                break;
-            }
-            text = grown;
-            cap = grown_cap;
-        }
-        size_t got = fread(text + len, 1, cap - len - 1, file);
-        len += got;
-        if (!got) {
-            if (ferror(file))
-                error = errno ? errno : EIO;
-            break;
-        }
-    }
-    fclose(file);
-    if (error) {
-        gb_diag_add(diag, "%s: cannot read: %s", path, strerror(error));
-        free(text);
-        return NULL;
-    }
-    text[len] = '\0';
-    if (strlen(text) != len) {
+    if (strlen((char *)text) != len) {
         gb_diag_add(diag, "%s: not a text file (it contains NUL bytes)", path);
         free(text);
         return NULL;
     }
-    return text;
+    return (char *)text;
 }
 
 static char *join_path(const char *dir, const char *name)
@@ -464,10 +439,15 @@ static char *folder_of(const char *path, gb_diag *diag)
 
 gb_config *gb_config_load(const char *path, gb_diag *diag)
 {
+    /* a stream has no folder of its own (bash's <(...) is /dev/fd/63): its relative paths
+     * resolve against the working folder */
+    int stream = gb_input_is_stream(path);
     char *text = read_file(path, diag);
     if (!text)
         return NULL;
-    char *dir = folder_of(path, diag);
+    char *dir = stream ? getcwd(NULL, 0) : folder_of(path, diag);
+    if (!dir && stream)
+        gb_diag_add(diag, "%s: cannot find the working folder: %s", path, strerror(errno));
     gb_config *cfg = dir ? parse_text(text, path, dir, diag) : NULL;
     free(text);
     return cfg;

@@ -51,7 +51,9 @@ static const char *not_a_file(mode_t mode)
     if (S_ISDIR(mode))
         return "it is a folder, not a file";
     if (S_ISFIFO(mode))
-        return "it is a named pipe, not a regular file; copy what it carries into a file";
+        return "it is a named pipe, not a regular file, and this input must be a file that can "
+               "be sized and read again (or mapped), which a pipe cannot; copy what it carries "
+               "into a file first";
     return "it is not a regular file (a socket or device)";
 }
 
@@ -110,6 +112,80 @@ int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, c
     *data = buf;
     *size = (size_t)st.st_size;
     return 0;
+}
+
+/* Reads the stream `fd` to its end into a malloc'ed buffer with a NUL after it. */
+static const char *read_stream(int fd, unsigned char **data, size_t *size)
+{
+    size_t cap = 0, len = 0;
+    unsigned char *buf = NULL;
+    for (;;) {
+        if (len == cap) {
+            size_t grown_cap = cap ? 2 * cap : 1 << 16;
+            unsigned char *grown = realloc(buf, grown_cap + 1);
+            if (!grown) {
+                free(buf);
+                return "out of memory for its contents";
+            }
+            buf = grown;
+            cap = grown_cap;
+        }
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got == 0)
+            break;
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            const char *why = strerror(errno);
+            free(buf);
+            return why;
+        }
+        len += (size_t)got;
+    }
+    buf[len] = '\0';
+    *data = buf;
+    *size = len;
+    return NULL;
+}
+
+/* Whether the open descriptor `fd` (of type `mode`) is read as a stream. */
+static int is_stream(int fd, mode_t mode)
+{
+    return S_ISFIFO(mode) || (S_ISCHR(mode) && isatty(fd));
+}
+
+int gb_input_is_stream(const char *path)
+{
+    struct stat st;
+    if (strcmp(path, "-") == 0)
+        return 1;
+    if (stat(path, &st) != 0)
+        return 0;
+    if (!S_ISCHR(st.st_mode))
+        return S_ISFIFO(st.st_mode);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    int stream = fd >= 0 && isatty(fd);
+    if (fd >= 0)
+        close(fd);
+    return stream;
+}
+
+int gb_read_input(const char *path, unsigned char **data, size_t *size, const char **why)
+{
+    *data = NULL;
+    *size = 0;
+    if (!gb_input_is_stream(path))
+        return gb_read_regular_file(path, data, size, why);
+    int standard = strcmp(path, "-") == 0;
+    /* blocking: a named pipe's open waits for its writer */
+    int fd = standard ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    struct stat st;
+    *why = fd < 0 || fstat(fd, &st) != 0 ? strerror(errno)
+           : is_stream(fd, st.st_mode) || S_ISREG(st.st_mode) ? read_stream(fd, data, size)
+           : not_a_file(st.st_mode);
+    if (fd >= 0 && !standard)
+        close(fd);
+    return *why ? -1 : 0;
 }
 
 int gb_map_regular_file(const char *path, const unsigned char **data, size_t *size,

@@ -118,3 +118,36 @@ exact_resume() {
         fail "$name: no final evaluation"
     fi
 }
+
+# expect_ok NAME COMMAND...: COMMAND succeeds.
+expect_ok() {
+    local name=$1
+    shift
+    "$@" > "$WORK/ok.out" 2>&1 && pass "$name" || fail "$name: $(tail -3 "$WORK/ok.out")"
+}
+
+# expect_write_errors NAME COMMAND...: COMMAND, its standard output a full disk (/dev/full)
+# and then a pipe whose reader is gone, fails (status 1) saying that it cannot write the
+# standard output.
+expect_write_errors() {
+    local name=$1 out rc
+    shift
+    rm -f "$WORK/no-reader"
+    mkfifo "$WORK/no-reader"
+    # a pipe with a writer (fd 9) and no reader left: every write to it fails with EPIPE
+    exec 8<> "$WORK/no-reader" 9> "$WORK/no-reader" 8<&-
+    for out in /dev/full pipe; do
+        rc=0
+        if [ $out = pipe ]; then
+            "$@" >&9 2> "$WORK/stderr" || rc=$?
+        else
+            "$@" > /dev/full 2> "$WORK/stderr" || rc=$?
+        fi
+        if [ "$rc" -eq 1 ] && grep -q "cannot write the standard output" "$WORK/stderr"; then
+            pass "$name > $out: $(head -n 1 "$WORK/stderr" | cut -c1-120)"
+        else
+            fail "$name > $out: status $rc; stderr: $(head -c 400 "$WORK/stderr")"
+        fi
+    done
+    exec 9>&-
+}

@@ -57,6 +57,18 @@ mkdir -p "$WORK/nothing"
 expect_error "folder without token files" 2 "holds no training tokens: expected train.bin and val.bin" -- \
     train --set data.dir="$WORK/nothing"
 
+# options: a single-value option given twice (the last once won silently), and options
+# that would be ignored
+expect_refusals "$GEARBOX" <<CASES
+train --resume twice | option --resume is given twice ($WORK/a.gbk, then $WORK/b.gbk): give it once | train $CFG --resume $WORK/a.gbk --resume $WORK/b.gbk
+import --padded-vocab-size twice | option --padded-vocab-size is given twice (256, then 512) | import $WORK/x $WORK/y.gbk --padded-vocab-size 256 --padded-vocab-size 512
+encode --input twice | option --input is given twice (a, then b) | encode --vocab $WORK --input a --input b
+sample --seed twice, as --seed=N | option --seed is given twice (1, then 2) | sample $WORK --seed 1 --seed=2
+--plugin-path that does not exist | --plugin-path $WORK/no-plugins: $WORK/no-plugins: No such file or directory; name folders that exist | train $CFG --plugin-path $WORK/no-plugins
+--plugin-path: each folder | $WORK/data/vocab.txt: it is not a folder | plugins --plugin-path $FIXTURES:$WORK/data/vocab.txt
+CASES
+expect_ok "--set repeats" "$GEARBOX" check "$CFG" --set run.steps=3 --set run.seed=2
+
 # a refused run does no work
 if [ -e "$WORK/out-bad" ]; then
     fail "a refused run created its out_dir"

@@ -2,8 +2,10 @@
 # Hostile input, each case a finding of the hardening review: what should be a file but is
 # a folder or a named pipe, crafted checkpoints, a resume into a kill's leftovers,
 # values whose products overflow, what `check` must refuse because `train` would, and
-# messages that echo the file. Every case ends with a message naming the thing at fault,
-# never with a hang (a pipe is never opened for reading) or a run on bad state.
+# messages that echo the file; then inputs as Unix users give them: pipes where a stream
+# is enough, write errors, overwrites, empty splits and temperatures too small. Every case
+# ends with a message naming the thing at fault, never with a hang (a pipe where a file is
+# needed is refused unopened) or a run on bad state.
 source "$(dirname "$0")/lib.sh"
 make_data
 CRAFT="$SRC/tests/cli/craft_checkpoint.py"
@@ -30,8 +32,8 @@ expect_error "--resume a folder" 2 "cannot read checkpoint $WORK/out: it is a fo
 expect_error "--resume a named pipe" 2 "it is a named pipe" -- train --resume "$WORK/pipe/train.bin"
 expect_error "prepare a folder" 1 "cannot read $WORK/folder: it is a folder, not a file" -- \
     timeout 60 "$GEARBOX" prepare "$WORK/folder" "$WORK/prepared"
-expect_error "prepare a named pipe" 1 "it is a named pipe" -- \
-    timeout 60 "$GEARBOX" prepare "$WORK/pipe/train.bin" "$WORK/prepared"
+expect_error "import a named pipe, at once" 1 "it is a named pipe, not a regular file, and this input must be a file" -- \
+    timeout 10 "$GEARBOX" import "$WORK/pipe/train.bin" "$WORK/imported.gbk"
 
 # 3 and 5: crafted checkpoints, checksummed so that only the damage is left to refuse
 craft() { python3 "$CRAFT" "$CKPT" "$WORK/$1.gbk" "$2" "$3"; }
@@ -103,4 +105,60 @@ expect_error "sample --tokens 0x10" 2 "--tokens 0x10: expected a whole number" -
 expect_error "sample -x" 2 "unknown option -x" -- "$GEARBOX" sample "$WORK/out" -x
 expect_error "ab variant that sets run.steps" 2 "--variant fast: run.steps=5: \`gearbox ab\` sets run.steps for every run itself" -- \
     "$GEARBOX" ab "$WORK/run.ini" --variant base: --variant fast:run.steps=5 --steps 4 --warmup 1
+
+# pipes and the standard input where a stream is enough
+TEXT="$WORK/tiny.txt"
+VOCAB="$SRC/tests/tokenizer/fixture"
+for how in "<(cat)" "-" "/dev/stdin"; do
+    case $how in
+        "<(cat)") timeout 60 "$GEARBOX" prepare <(cat "$TEXT") "$WORK/piped" ;;
+        *) timeout 60 "$GEARBOX" prepare "$how" "$WORK/piped" < <(cat "$TEXT") ;;
+    esac > "$WORK/piped.log" 2>&1 &&
+        cmp -s "$WORK/piped/train.bin" "$WORK/data/train.bin" &&
+        cmp -s "$WORK/piped/val.bin" "$WORK/data/val.bin" &&
+        pass "prepare $how: the token files of the file itself" ||
+        fail "prepare $how: $(cat "$WORK/piped.log")"
+    rm -rf "$WORK/piped"
+done
+want=$("$GEARBOX" encode --vocab "$VOCAB" --input "$TEXT")
+[ "$(timeout 60 "$GEARBOX" encode --vocab "$VOCAB" --input <(cat "$TEXT"))" = "$want" ] &&
+    [ "$(cat "$TEXT" | timeout 60 "$GEARBOX" encode --vocab "$VOCAB" --input /dev/stdin)" = "$want" ] &&
+    pass "encode --input <(...) and --input /dev/stdin read the pipe" ||
+    fail "encode from a pipe"
+[ "$(echo "$want" | timeout 60 "$GEARBOX" decode --vocab "$VOCAB" --input /dev/stdin)" = "$(cat "$TEXT")" ] &&
+    pass "decode --input /dev/stdin reads the pipe" || fail "decode from a pipe"
+expect_error "--resume a pipe says a file is needed and why" 2 "must be a file that can be sized and read again" -- \
+    train --resume <(cat "$CKPT")
+
+# write errors: a full disk, a closed pipe
+expect_write_errors "sample" "$GEARBOX" sample "$WORK/out" --tokens 200
+expect_write_errors "check" "$GEARBOX" check "$WORK/run.ini"
+expect_write_errors "encode" "$GEARBOX" encode --vocab "$VOCAB" --input "$TEXT"
+expect_write_errors "decode" "$GEARBOX" decode --vocab "$VOCAB" 40 41 42
+expect_write_errors "plugins" "$GEARBOX" plugins
+expect_write_errors "prepare's summary" "$GEARBOX" prepare "$TEXT" "$WORK/prepared-full"
+expect_write_errors "import's summary" "$GEARBOX" import --force "$SRC/tests/weights/fixtures/gpt2_tiny" "$WORK/full.gbk"
+expect_write_errors "--help" "$GEARBOX" sample --help
+expect_error "encode --output /dev/full" 1 "cannot write /dev/full: No space left on device" -- \
+    "$GEARBOX" encode --vocab "$VOCAB" --input "$TEXT" --output /dev/full
+
+# what would be lost or ignored
+expect_ok "import into a new checkpoint" "$GEARBOX" import "$SRC/tests/weights/fixtures/gpt2_tiny" "$WORK/imp.gbk"
+expect_error "import over an existing checkpoint" 1 "$WORK/imp.gbk exists; pass --force to overwrite it" -- \
+    "$GEARBOX" import "$SRC/tests/weights/fixtures/gpt2_tiny" "$WORK/imp.gbk"
+expect_ok "import --force overwrites" "$GEARBOX" import --force "$SRC/tests/weights/fixtures/gpt2_tiny" "$WORK/imp.gbk"
+expect_error "sample --vocab for a byte-level model" 1 "holds a model of byte tokens, whose vocabulary it carries; --vocab is for GPT-2 BPE models: drop it" -- \
+    "$GEARBOX" sample "$WORK/out" --tokens 2 --vocab "$VOCAB"
+printf 'a' > "$WORK/one-byte.txt"
+expect_error "prepare: an empty train split" 1 "one-byte.txt gives the train split no tokens (train 0, val 1" -- \
+    "$GEARBOX" prepare "$WORK/one-byte.txt" "$WORK/prepared-empty"
+printf 'ab\xc3\xa9' > "$WORK/short.txt"   # the cut at 90% moves past the last character
+expect_error "prepare gpt2: an empty val split" 1 "short.txt gives the val split no tokens (train 4, val 0" -- \
+    "$GEARBOX" prepare --tokenizer gpt2 --vocab "$VOCAB" "$WORK/short.txt" "$WORK/prepared-empty"
+[ -e "$WORK/prepared-empty" ] && fail "a refused prepare wrote its folder" ||
+    pass "a refused prepare wrote nothing"
+expect_error "sample --temperature 1e-38" 2 "--temperature 1e-38: too small to compute with (the logits divided by it overflow); the smallest is 1e-30, or 0 for greedy" -- \
+    "$GEARBOX" sample "$WORK/out" --temperature 1e-38
+expect_ok "sample --temperature 1e-30" "$GEARBOX" sample "$WORK/out" --tokens 5 --temperature 1e-30
+expect_ok "sample --temperature 0" "$GEARBOX" sample "$WORK/out" --tokens 5 --temperature 0
 finish

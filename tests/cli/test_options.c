@@ -3,7 +3,8 @@
  * in command-line order in each spelling getopt_long takes; an unknown option, a missing
  * value, a value given to a flag and an ambiguous abbreviation exit with status 2 and a
  * message that names the verb and the option and points to `gearbox VERB --help`; a verb
- * that hands its operand on stops there. */
+ * that hands its operand on stops there. A single-value option given twice, and a
+ * --plugin-path naming a folder that does not exist, are errors naming the option. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static void check(int ok, const char *what, int line)
 }
 #define CHECK(cond) check((cond), #cond, __LINE__)
 
-enum { OPT_STEPS, OPT_SET, OPT_PROFILE, OPT_SEED };
+enum { OPT_STEPS, OPT_SET, OPT_PROFILE, OPT_SEED, OPT_PLUGIN_PATH };
 
 static const gb_cli_spec spec = {
     .verb = "demo",
@@ -35,6 +36,7 @@ static const gb_cli_spec spec = {
         [OPT_SET] = {"set", 's', "K=V", "a config override,\nrepeatable"},
         [OPT_PROFILE] = {"profile", 'p', NULL, "time every kernel call"},
         [OPT_SEED] = {"seed", 0, "N", "the seed"},
+        [OPT_PLUGIN_PATH] = {"plugin-path", 0, "DIRS", "plugin folders"},
     },
     .notes = "Exit status: 0.\n",
 };
@@ -166,7 +168,14 @@ static void check_full_table(void)
 int main(void)
 {
     check_help();
-    expect("a --steps 5 b --steps=6", "@a steps=5 @b steps=6", NULL);
+    expect("a --steps 5 b --seed=6", "@a steps=5 @b seed=6", NULL);
+    expect("a --steps 5 b --steps=6", "@a steps=5 @b|2",
+           "option --steps is given twice (5, then 6): give it once");
+    expect("--plugin-path .::/ -p", "plugin-path=.::/ profile=", NULL);
+    expect("--plugin-path .:/nonexistent-gearbox", "|2",
+           "--plugin-path .:/nonexistent-gearbox: /nonexistent-gearbox: No such file or "
+           "directory; name folders that exist");
+    expect("--plugin-path /dev/null", "|2", "/dev/null: it is not a folder");
     expect("-s x=1 -sy=2 --set z=3 -p f", "set=x=1 set=y=2 set=z=3 profile= @f", NULL);
     expect("--ste 4 --pro", "steps=4 profile=", NULL);        /* unambiguous prefixes */
     expect("--steps -3", "steps=-3", NULL);                  /* a value may start with '-' */

@@ -84,6 +84,12 @@ void gb_cli_bound_openmp_spin(char **argv);
  * write. 0, or 1 after printing which folder could not be made and why. */
 int gb_cli_make_parents(const char *verb, const char *path);
 
+/* Flushes the standard output and checks that all written to it arrived: 0, or 1 after
+ * saying "gearbox VERB: cannot write the standard output: WHY" (a full disk, a pipe whose
+ * reader is gone). main calls it after every verb; a verb that writes as it goes (sample)
+ * calls it to stop at the first failure. */
+int gb_cli_flush_stdout(const char *verb);
+
 /* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
 int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -97,37 +97,16 @@ static int dtype_size(const char *verb, const char *dtype, int allow_text)
     return -1;
 }
 
-/* The whole of FILE, or of the standard input for "-". NULL after saying why. */
+/* The whole of FILE, a pipe, or the standard input for "-". NULL after saying why. */
 static char *read_input(const char *verb, const char *path, size_t *len)
 {
-    if (strcmp(path, "-") != 0) {
-        unsigned char *data;
-        const char *why;
-        if (gb_read_regular_file(path, &data, len, &why) == 0)
-            return (char *)data;
-        fprintf(stderr, "gearbox %s: cannot read %s: %s\n", verb, path, why);
-        return NULL;
-    }
-    size_t cap = 1 << 16;
-    char *data = malloc(cap);
-    *len = 0;
-    for (size_t got = 1; data && got;) {
-        if (*len == cap) {
-            char *grown = realloc(data, cap *= 2);
-            if (!grown)
-                break;
-            data = grown;
-        }
-        got = fread(data + *len, 1, cap - *len, stdin);
-        *len += got;
-    }
-    if (!data || ferror(stdin) || !feof(stdin)) {
-        fprintf(stderr, "gearbox %s: cannot read the standard input: %s\n", verb,
-                data ? strerror(errno) : "out of memory");
-        free(data);
-        return NULL;
-    }
-    return data;
+    unsigned char *data;
+    const char *why;
+    if (gb_read_input(path, &data, len, &why) == 0)
+        return (char *)data;
+    fprintf(stderr, "gearbox %s: cannot read %s: %s\n", verb,
+            strcmp(path, "-") ? path : "the standard input", why);
+    return NULL;
 }
 
 static gb_bpe *load_vocab(const char *verb, const char *path)
@@ -143,12 +122,15 @@ static gb_bpe *load_vocab(const char *verb, const char *path)
 /* Writes `n` bytes to `path`, or to the standard output when it is NULL. */
 static int write_output(const char *verb, const char *path, const void *data, size_t n)
 {
-    FILE *f = path ? fopen(path, "wb") : stdout;
+    if (!path) {
+        fwrite(data, 1, n, stdout);
+        return gb_cli_flush_stdout(verb);
+    }
+    FILE *f = fopen(path, "wb");
     int ok = f && fwrite(data, 1, n, f) == n;
-    ok &= f && (path ? fclose(f) : fflush(f)) == 0;
+    ok &= f && fclose(f) == 0;
     if (!ok)
-        fprintf(stderr, "gearbox %s: cannot write %s: %s\n", verb,
-                path ? path : "the standard output", strerror(errno));
+        fprintf(stderr, "gearbox %s: cannot write %s: %s\n", verb, path, strerror(errno));
     return ok ? 0 : 1;
 }
 
@@ -181,7 +163,7 @@ static int print_ids(const int32_t *ids, int64_t n)
     for (int64_t i = 0; i < n; i++)
         printf("%s%d", i ? " " : "", ids[i]);
     putchar('\n');
-    return fflush(stdout) == 0 ? 0 : 1;
+    return gb_cli_flush_stdout("encode");
 }
 
 int gb_cmd_encode(int argc, char **argv)

@@ -26,7 +26,8 @@ static const gb_cli_spec spec = {
     .usage = "gearbox prepare [--tokenizer bytes|gpt2] [--vocab PATH] TEXT OUTDIR",
     .about = "Reads the text file TEXT and writes OUTDIR/train.bin and OUTDIR/val.bin (uint16\n"
              "little-endian token ids of the first 90% and the last 10% of the text), which\n"
-             "`[data] dir` points at.\n",
+             "`[data] dir` points at. TEXT may be a pipe (`<(zcat text.gz)`) or '-', the\n"
+             "standard input. A text too short to give both splits a token is refused.\n",
     .options = {
         [OPT_TOKENIZER] = {"tokenizer", 0, "bytes|gpt2",
                            "bytes: one token per distinct byte (the default); the\n"
@@ -69,6 +70,18 @@ static int write_file(const char *dir, const char *name, const void *data, size_
     return ok ? 0 : -1;
 }
 
+/* A split of no tokens, which a run could draw no window from: -1 after naming it. */
+static int refuse_empty_split(const char *text_path, size_t n_train, size_t n)
+{
+    if (n_train > 0 && n > n_train)
+        return 0;
+    fprintf(stderr, "gearbox prepare: %s gives the %s split no tokens (train %zu, val %zu: the "
+            "first 90%% of the text and the last 10%%), and a run cannot train or evaluate on "
+            "an empty split; give a longer text\n", text_path, n_train ? "val" : "train",
+            n_train, n - n_train);
+    return -1;
+}
+
 /* The train and val token files: ids [0, n_train) and [n_train, n). */
 static int write_splits(const char *dir, const uint16_t *ids, size_t n_train, size_t n)
 {
@@ -102,16 +115,17 @@ static int make_out_dir(const char *dir, const char *stale)
     return 0;
 }
 
-static unsigned char *read_text(const char *path, size_t *n)
+/* The text at `path` ("-": the standard input), which messages call `name`. */
+static unsigned char *read_text(const char *path, const char *name, size_t *n)
 {
     unsigned char *text;
     const char *why;
-    if (gb_read_regular_file(path, &text, n, &why)) {
-        fprintf(stderr, "gearbox prepare: cannot read %s: %s\n", path, why);
+    if (gb_read_input(path, &text, n, &why)) {
+        fprintf(stderr, "gearbox prepare: cannot read %s: %s\n", name, why);
         return NULL;
     }
     if (*n == 0) {
-        fprintf(stderr, "gearbox prepare: %s is empty; give it the text to train on\n", path);
+        fprintf(stderr, "gearbox prepare: %s is empty; give it the text to train on\n", name);
         free(text);
         return NULL;
     }
@@ -140,7 +154,8 @@ static int prepare_bytes(const char *text_path, const unsigned char *text, size_
     size_t n_train = (size_t)((double)n * 0.9);
     char vocab_path[4200];
     snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", out);
-    int rc = make_out_dir(out, GB_TOKENIZER_NOTE) ? 1 : gb_vocab_write(vocab_path, &vocab);
+    int rc = refuse_empty_split(text_path, n_train, n) || make_out_dir(out, GB_TOKENIZER_NOTE)
+                 ? 1 : gb_vocab_write(vocab_path, &vocab);
     if (rc == -1)
         fprintf(stderr, "gearbox prepare: cannot write %s\n", vocab_path);
     if (!rc && !(rc = write_splits(out, ids, n_train, n)))
@@ -214,7 +229,8 @@ static int prepare_gpt2(const char *text_path, const unsigned char *text, size_t
     int rc = !bpe || encode_part(bpe, (const char *)text, cut, &ids, &n_ids, text_path);
     n_train = n_ids;
     rc = rc || encode_part(bpe, (const char *)text + cut, n - cut, &ids, &n_ids, text_path) ||
-         make_out_dir(out, "vocab.txt") || write_splits(out, ids, n_train, n_ids);
+         refuse_empty_split(text_path, n_train, n_ids) || make_out_dir(out, "vocab.txt") ||
+         write_splits(out, ids, n_train, n_ids);
     if (!rc && gb_tokenizer_note_write(out, absolute) != 0) {
         fprintf(stderr, "gearbox prepare: cannot write %s/%s: %s\n", out, GB_TOKENIZER_NOTE,
                 strerror(errno));
@@ -245,9 +261,10 @@ int gb_cmd_prepare(int argc, char **argv)
         return gb_cli_usage_error("prepare", gpt2 ? "--tokenizer gpt2 needs --vocab PATH (a "
                                   "folder with encoder.json and vocab.bpe, or a tiktoken file)"
                                   : "--vocab goes with --tokenizer gpt2");
-    const char *text_path = operands[0], *out = operands[1];
+    const char *text_path = strcmp(operands[0], "-") ? operands[0] : "the standard input";
+    const char *out = operands[1];
     size_t n;
-    unsigned char *text = read_text(text_path, &n);
+    unsigned char *text = read_text(operands[0], text_path, &n);
     if (!text)
         return 1;
     rc = gpt2 ? prepare_gpt2(text_path, text, n, out, a.vocab)

@@ -32,7 +32,8 @@ static const gb_cli_spec spec = {
                         "starts from <|endoftext|> with a GPT-2 vocabulary"},
         [OPT_TOKENS] = {"tokens", 0, "N", "tokens to generate (default 500)"},
         [OPT_TEMPERATURE] = {"temperature", 0, "T", "softmax temperature (default 0.8); 0 "
-                             "is greedy:\nthe likeliest token each time, as --top-k 1"},
+                             "is greedy:\nthe likeliest token each time, as --top-k 1; above 0,\n"
+                             "at least 1e-30"},
         [OPT_TOP_K] = {"top-k", 0, "K", "sample among the K likeliest tokens; 0 for all\n"
                        "(default 200)"},
         [OPT_SEED] = {"seed", 0, "N", "random seed (default 1337)"},
@@ -53,6 +54,21 @@ static int parse_real(const char *flag, const char *text, double lo, double hi, 
                                   lo, hi);
     *out = v;
     return 0;
+}
+
+/* The smallest temperature above 0: logits divided by less would overflow a float
+ * (|logit| up to 3.4e8 stays finite divided by 1e-30); 0 is greedy. */
+#define MIN_TEMPERATURE 1e-30
+
+static int parse_temperature(const char *text, double *out)
+{
+    if (parse_real("--temperature", text, 0.0, 1e6, out))
+        return 2;
+    if (*out == 0.0 || *out >= MIN_TEMPERATURE)
+        return 0;
+    return gb_cli_usage_error("sample", "--temperature %s: too small to compute with (the "
+                              "logits divided by it overflow); the smallest is %g, or 0 for "
+                              "greedy", text, MIN_TEMPERATURE);
 }
 
 /* A whole number written in decimal digits only: "1.5", "0x10", "-1" and "1e3" are not
@@ -88,7 +104,7 @@ static int on_option(void *ctx, int index, const char *v)
         a->top_k = (long)n;
         break;
     case OPT_SEED: rc = parse_count("--seed", v, ULLONG_MAX, &a->seed); break;
-    case OPT_TEMPERATURE: rc = parse_real("--temperature", v, 0.0, 1e6, &a->temperature); break;
+    case OPT_TEMPERATURE: rc = parse_temperature(v, &a->temperature); break;
     }
     return rc ? 2 : 0;
 }
@@ -117,14 +133,21 @@ static int likeliest(const float *logits, int64_t V)
 }
 
 /* Draws a token from logits (V) with temperature and top-k; temperature 0 and top-k 1
- * are greedy, drawing nothing. */
+ * are greedy, drawing nothing. -1 after saying that the scaled logits overflowed. */
 static int draw(float *logits, int64_t V, const gb_sample_args *a, gb_rng *rng)
 {
     if (a->temperature == 0.0 || a->top_k == 1)
         return likeliest(logits, V);
     double max = -INFINITY;
     for (int64_t i = 0; i < V; i++) {
-        logits[i] = (float)(logits[i] / a->temperature);
+        float scaled = (float)(logits[i] / a->temperature);
+        if (!isfinite(scaled) && isfinite(logits[i])) {
+            fprintf(stderr, "gearbox sample: --temperature %g: token %lld's logit %g divided "
+                    "by it overflows; raise the temperature, or give 0 for greedy\n",
+                    a->temperature, (long long)i, logits[i]);
+            return -1;
+        }
+        logits[i] = scaled;
         max = fmax(max, logits[i]);
     }
     float cutoff = -INFINITY;
@@ -229,9 +252,12 @@ static int generate(gb_model *m, const gb_model_config *mc, const text_codec *co
             gb_model_get_logits(m, logits, 1, T))
             goto out;
         int id = draw(logits + (T - 1) * mc->vocab_size, mc->vocab_size, a, &rng);
+        if (id < 0)
+            goto out;
         ids[n++] = id;
         put_token(codec, id);
-        fflush(stdout);
+        if (gb_cli_flush_stdout("sample"))   /* a full disk or a closed pipe ends it */
+            goto out;
     }
     putchar('\n');
     rc = 0;
@@ -247,6 +273,11 @@ static int open_codec(text_codec *c, const gb_settings *s, const gb_checkpoint *
                       const gb_sample_args *a, const char *path, gb_diag *diag)
 {
     *c = (text_codec){ck->vocab, NULL};
+    if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2 && a->vocab) {
+        gb_diag_add(diag, "--vocab %s: %s holds a model of byte tokens, whose vocabulary it "
+                    "carries; --vocab is for GPT-2 BPE models: drop it", a->vocab, path);
+        return -1;
+    }
     if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2)
         return 0;
     const char *vocab = a->vocab ? a->vocab : gb_settings_vocab_path(s);

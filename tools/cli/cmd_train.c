@@ -43,7 +43,8 @@ const gb_cli_spec gb_cli_train_spec = {
 
 int gb_cmd_train(int argc, char **argv)
 {
-    gb_train_catch_signals();
+    /* SIGINT and SIGTERM are caught only once the config is read (gb_train): until then
+     * they end gearbox, which may wait for the writer of a config that is a named pipe */
     gb_cli_run run = {0};
     int rc = gb_cli_parse_run(&gb_cli_train_spec, argc, argv, &run, NULL, NULL);
     if (rc)
@@ -67,7 +68,8 @@ static const gb_cli_spec check_spec = {
         GB_CLI_OPTION_SET,
         GB_CLI_OPTION_PLUGIN_PATH,
     },
-    .notes = "Exit status: 0 when the config would train, 2 otherwise.\n",
+    .notes = "Exit status: 0 when the config would train, 1 when the standard output could\n"
+             "not be written, 2 when the config would not train.\n",
 };
 
 static void print_resolution(gb_runtime *rt)
@@ -161,7 +163,7 @@ int gb_cmd_check(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     gb_diag diag = {0};
     gb_runtime *rt = gb_runtime_open(run.cfg, run.plugin_path, &diag);
-    int problems = !rt;
+    int problems = !rt, lost = 0;   /* lost: the standard output could not be written */
     gb_dataset *ds = NULL;
     gb_model *model = NULL;
     if (!problems)
@@ -192,7 +194,9 @@ int gb_cmd_check(int argc, char **argv)
         print_data(ds);
         gb_model_print_memory(model, stdout, "# ");
         gb_config_write(run.cfg, stdout);
-        fprintf(stderr, "%s: ok\n", run.config_path);
+        lost = gb_cli_flush_stdout("check");
+        if (!lost)
+            fprintf(stderr, "%s: ok\n", run.config_path);
     }
     gb_model_free(model);
     gb_data_free(ds);
@@ -200,5 +204,5 @@ int gb_cmd_check(int argc, char **argv)
     if (problems)
         print_stand_in_plan(run.cfg, run.plugin_path);
     gb_config_free(run.cfg);
-    return problems ? 2 : 0;
+    return problems ? 2 : lost;
 }

@@ -12,9 +12,11 @@
 #include "options.h"
 #include "weights.h"
 
+enum { OPT_PADDED_VOCAB_SIZE, OPT_FORCE };
+
 static const gb_cli_spec import_spec = {
     .verb = "import",
-    .usage = "gearbox import SOURCE CHECKPOINT [--padded-vocab-size N]",
+    .usage = "gearbox import SOURCE CHECKPOINT [--padded-vocab-size N] [--force]",
     .about =
     "Writes the GPT-2 weights of SOURCE as the gearbox checkpoint CHECKPOINT (.gbk), which\n"
     "[train] init_from fine-tunes from (step 0, a fresh optimizer) and `gearbox sample`\n"
@@ -27,8 +29,10 @@ static const gb_cli_spec import_spec = {
     "The checkpoint's [model] section is the config a fine-tuning run must repeat;\n"
     "`gearbox check` on it shows the memory plan.\n",
     .options = {
-        {"padded-vocab-size", 0, "N", "pad the token embedding to N rows, as llm.c does (GPT-2:\n"
-         "50304); the extra rows are never predicted"},
+        [OPT_PADDED_VOCAB_SIZE] = {"padded-vocab-size", 0, "N", "pad the token embedding to N "
+                                   "rows, as llm.c does (GPT-2:\n50304); the extra rows are "
+                                   "never predicted"},
+        [OPT_FORCE] = {"force", 0, NULL, "overwrite CHECKPOINT when it exists (else refused)"},
     }};
 
 static const gb_cli_spec export_spec = {
@@ -60,14 +64,32 @@ static int parse_padding(const char *text, int64_t *out)
     return 0;
 }
 
-/* The two positional arguments and the one option of a verb. 0; -1 after --help; 2 after
- * a usage error. */
-static int parse_args(int argc, char **argv, const gb_cli_spec *spec, const char *pos[2],
-                      const char **value)
+/* What import was asked for beside its operands. */
+typedef struct import_args {
+    const char *padding;   /* --padded-vocab-size, or NULL */
+    int force;
+} import_args;
+
+static int on_import_option(void *ctx, int index, const char *value)
 {
-    const char *names = strcmp(spec->verb, "import") == 0 ? "SOURCE CHECKPOINT"
-                                                           : "CHECKPOINT DEST";
-    return gb_cli_parse_operands(spec, argc, argv, gb_cli_keep_value, value, 2, 2, names, pos);
+    import_args *a = ctx;
+    if (index == OPT_FORCE)
+        a->force = 1;
+    else
+        a->padding = value;
+    return 0;
+}
+
+/* Import's refusal to replace a checkpoint, which may be a run's only copy of its weights,
+ * unless --force says so: 0, or 1 after saying what to do. */
+static int refuse_overwrite(const char *target, int force)
+{
+    struct stat st;
+    if (force || lstat(target, &st) != 0)
+        return 0;
+    fprintf(stderr, "gearbox import: %s exists; pass --force to overwrite it, or name another "
+            "CHECKPOINT\n", target);
+    return 1;
 }
 
 /* One line on what was converted, for the user to check against the source. */
@@ -122,17 +144,20 @@ static int read_source(const char *source, const char *padding, int64_t padded, 
 
 int gb_cmd_import(int argc, char **argv)
 {
-    const char *pos[2] = {NULL, NULL}, *padding = NULL;
+    const char *pos[2] = {NULL, NULL};
+    import_args a = {0};
     int64_t padded = 0;
-    int rc = parse_args(argc, argv, &import_spec, pos, &padding);
+    int rc = gb_cli_parse_operands(&import_spec, argc, argv, on_import_option, &a, 2, 2,
+                                   "SOURCE CHECKPOINT", pos);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (padding && parse_padding(padding, &padded))
+    if (a.padding && parse_padding(a.padding, &padded))
         return 2;
     gb_weights w;
     gb_diag diag = {0};
     char *target = import_target(pos[1]);
-    rc = !target || read_source(pos[0], padding, padded, &w, &diag) ? 1 : 0;
+    rc = !target || refuse_overwrite(target, a.force) ||
+         read_source(pos[0], a.padding, padded, &w, &diag) ? 1 : 0;
     if (rc == 0) {
         rc = gb_cli_make_parents("import", target) ||
              gb_weights_write_checkpoint(target, &w, &diag) ? 1 : 0;
@@ -149,7 +174,8 @@ int gb_cmd_import(int argc, char **argv)
 int gb_cmd_export(int argc, char **argv)
 {
     const char *pos[2] = {NULL, NULL}, *format = "hf";
-    int parsed = parse_args(argc, argv, &export_spec, pos, &format);
+    int parsed = gb_cli_parse_operands(&export_spec, argc, argv, gb_cli_keep_value, &format, 2,
+                                       2, "CHECKPOINT DEST", pos);
     if (parsed)
         return parsed < 0 ? 0 : parsed;
     int llmc = strcmp(format, "llm.c") == 0;

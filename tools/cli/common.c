@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,24 @@ int gb_cli_make_parents(const char *verb, const char *path)
         return 0;
     fprintf(stderr, "gearbox %s: cannot create the folder %s for %s: %s; choose a path you can "
             "write\n", verb, dir, path, strerror(errno));
+    return 1;
+}
+
+int gb_cli_flush_stdout(const char *verb)
+{
+    int failed_before = ferror(stdout);
+    errno = 0;
+    if (fflush(stdout) == 0 && !failed_before)
+        return 0;
+    /* glibc keeps what it could not write, so the flush fails again and says why */
+    const char *why = errno ? strerror(errno)
+                            : "an earlier write failed (a full disk, or a pipe whose reader "
+                              "is gone)";
+    const char *space = *verb ? " " : "";
+    fprintf(stderr, "gearbox%s%s: cannot write the standard output: %s; what it printed is "
+            "incomplete\n", space, verb, why);
+    __fpurge(stdout);   /* what could not be written is dropped, not tried again at exit */
+    clearerr(stdout);
     return 1;
 }
 

@@ -1,4 +1,6 @@
-/* `gearbox`: dispatches to one verb per subcommand. */
+/* `gearbox`: dispatches to one verb per subcommand, then checks that what it printed
+ * reached the standard output. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,7 +57,13 @@ static const gb_cli_spec spec = {
     .stop_at_operand = 1,
 };
 
-int main(int argc, char **argv)
+/* The verb's exit status, made an error when its standard output was lost. */
+static int finish(const char *verb, int status)
+{
+    return gb_cli_flush_stdout(verb) && status == 0 ? 1 : status;
+}
+
+static int run(int argc, char **argv)
 {
     gb_cli_bound_openmp_spin(argv);
     /* what the engine reports reaches the screen as the engine's default printer writes it */
@@ -90,8 +98,16 @@ int main(int argc, char **argv)
     };
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
         if (strcmp(argv[p.next], verbs[i].name) == 0)
-            return verbs[i].run(argc - p.next, argv + p.next);
+            return finish(verbs[i].name, verbs[i].run(argc - p.next, argv + p.next));
     fprintf(stderr, "gearbox: unknown verb '%s'\n\n", argv[p.next]);
     gb_cli_help(&spec, stderr);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    /* a reader that went away is a write error each verb reports (EPIPE), not a silent
+     * death by SIGPIPE */
+    signal(SIGPIPE, SIG_IGN);
+    return finish("", run(argc, argv));
 }

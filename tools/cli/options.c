@@ -1,14 +1,19 @@
 /* Options from one table per verb; see options.h. */
 #include "options.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
 /* getopt_long hands back this plus the option's index for every long option, clear of
  * the values it uses itself (1 for an operand, '?', ':', the short letters). */
 #define LONG_BASE 0x100
+
+/* Options whose every value counts, in every verb's table: they may be given again. */
+static const char *const repeatable[] = {"set", "variant"};
 
 static const gb_cli_option help_option = {"help", 'h', NULL, "print this help and exit"};
 
@@ -104,6 +109,44 @@ static int refused(gb_cli_parser *p, int code)
     return gb_cli_usage_error(verb, "unknown option %s", arg);
 }
 
+/* The first entry of the ':'-separated list `dirs` that is not a folder: 0, or the exit
+ * status of a usage error naming it (an empty entry, as in "a::b", names nothing and
+ * passes). */
+static int check_folders(const gb_cli_parser *p, const gb_cli_option *o, const char *dirs)
+{
+    for (const char *entry = dirs; *entry;) {
+        size_t len = strcspn(entry, ":");
+        char dir[4096];
+        struct stat st;
+        snprintf(dir, sizeof dir, "%.*s", (int)len, entry);
+        const char *why = stat(dir, &st) != 0 ? strerror(errno)
+                          : S_ISDIR(st.st_mode) ? NULL : "it is not a folder";
+        if (len && why)
+            return gb_cli_usage_error(p->spec->verb, "--%s %s: %s: %s; name folders that exist",
+                                      o->name, dirs, dir, why);
+        entry += len + (entry[len] == ':');
+    }
+    return 0;
+}
+
+/* Refuses what the value of option i may not be: a second value of a single-value option
+ * (which would silently replace the first), a folder list naming a missing folder. 0, or
+ * the exit status of the usage error. */
+static int check_value(gb_cli_parser *p, int i)
+{
+    const gb_cli_option *o = &p->spec->options[i];
+    int repeats = 0;
+    for (size_t k = 0; k < sizeof repeatable / sizeof repeatable[0]; k++)
+        repeats |= strcmp(o->name, repeatable[k]) == 0;
+    if (!o->arg || repeats)
+        return 0;
+    if (p->given[i])
+        return gb_cli_usage_error(p->spec->verb, "option --%s is given twice (%s, then %s): "
+                                  "give it once", o->name, p->given[i], p->value);
+    p->given[i] = p->value;
+    return strcmp(o->name, "plugin-path") == 0 ? check_folders(p, o, p->value) : 0;
+}
+
 int gb_cli_next(gb_cli_parser *p)
 {
     if (p->after_dashes) {   /* getopt_long leaves what follows "--" in argv */
@@ -133,6 +176,8 @@ int gb_cli_next(gb_cli_parser *p)
         p->status = 0;
         return GB_CLI_EXIT;
     }
+    if ((p->status = check_value(p, i)) != 0)
+        return GB_CLI_EXIT;
     return i;
 }
 

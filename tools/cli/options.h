@@ -31,7 +31,10 @@
  *
  * Options and operands come back in command-line order (they may be mixed); `--` ends
  * the options. Long options take their value as `--name VALUE` or `--name=VALUE`, and
- * may be shortened to any unambiguous prefix, as getopt_long allows. A verb whose
+ * may be shortened to any unambiguous prefix, as getopt_long allows. An option that takes a
+ * value may be given once (a second value would silently replace the first), except those
+ * whose every value counts, which mean the same in every verb: --set and --variant. The
+ * folders of --plugin-path (':'-separated) must exist. A verb whose
  * operand starts another command line (`gearbox bench KIND ...`) sets stop_at_operand:
  * parsing then ends at the first operand, which is argv[p.next].
  */
@@ -75,6 +78,7 @@ typedef struct gb_cli_parser {
     int next;              /* after GB_CLI_END: the index of the first argument not parsed */
     int after_dashes;      /* handing out the operands after "--" */
     int n_options;
+    const char *given[GB_CLI_MAX_OPTIONS];   /* each single-value option's value so far */
     struct option longopts[GB_CLI_MAX_OPTIONS + 2];
     char shortopts[3 * GB_CLI_MAX_OPTIONS + 8];
 } gb_cli_parser;

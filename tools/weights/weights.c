@@ -442,11 +442,15 @@ static const struct {
 
 int gb_weights_llmc_kind(const char *path, const char **other)
 {
-    FILE *f = fopen(path, "rb");
+    /* mapped, not opened with fopen: a named pipe is refused rather than waited on */
+    const unsigned char *data;
+    size_t size;
+    const char *why;
     int32_t magic = 0;
-    int read = f && fread(&magic, sizeof magic, 1, f) == 1;
-    if (f)
-        fclose(f);
+    int read = gb_map_regular_file(path, &data, &size, &why) == 0 && size >= sizeof magic;
+    if (read)
+        memcpy(&magic, data, sizeof magic);
+    gb_unmap_file(data, size);
     for (size_t i = 0; read && other && i < sizeof llmc_others / sizeof llmc_others[0]; i++)
         if (magic == llmc_others[i].magic) {
             *other = llmc_others[i].what;

@@ -15,9 +15,19 @@ int gb_make_parent_dirs(const char *path, char *dir, size_t cap);
 
 /* Reads the regular file at `path` whole into a malloc'ed buffer with a NUL after its
  * *size bytes, so text can be parsed in place. A folder, named pipe, socket or device is
- * refused without reading from it (a pipe would block, a folder's size is meaningless).
+ * refused without reading from it (a pipe would block, a folder's size is meaningless);
+ * the refusal of a pipe says that this input must be a file and how to make one.
  * 0, or -1 with *why saying what is wrong in words that follow "cannot read PATH: ". */
 int gb_read_regular_file(const char *path, unsigned char **data, size_t *size, const char **why);
+/* Reads an input that may be a stream: "-" is the standard input; a pipe (a named pipe,
+ * bash's <(...), /dev/stdin) or a terminal is read to its end (opening a named pipe waits
+ * for a writer, as cat does; SIGINT and SIGTERM end the wait unless caught); a regular file
+ * as gb_read_regular_file reads it. A folder, socket or other device is refused. The
+ * buffer is malloc'ed with a NUL after its *size bytes. 0, or -1 with *why as above. */
+int gb_read_input(const char *path, unsigned char **data, size_t *size, const char **why);
+/* Whether `path` is read as a stream by gb_read_input: "-", a pipe or a terminal. */
+int gb_input_is_stream(const char *path);
+
 /* The same, adding "cannot read PATH: WHY" to `diag` when it fails. */
 int gb_read_file_or_say(const char *path, unsigned char **data, size_t *size, gb_diag *diag);
 

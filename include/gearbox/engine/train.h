@@ -20,8 +20,8 @@ typedef struct gb_train_options {
 int gb_train(gb_config *cfg, const gb_train_options *opts);
 /* From here on SIGINT and SIGTERM (how schedulers preempt a job) only ask the run to stop:
  * gb_train then finishes the current step, writes a checkpoint and returns 130, also when
- * the signal came while it was still starting. gb_train calls it; `gearbox train` calls it
- * before reading the config already. */
+ * the signal came while it was still starting. gb_train calls it first; `gearbox train`
+ * not before, so that a signal still ends it while it waits for a config from a pipe. */
 void gb_train_catch_signals(void);
 
 /* What `gearbox train` steps, shared with `gearbox bench step` so both measure the
