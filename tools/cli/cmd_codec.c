@@ -27,7 +27,8 @@ static const gb_cli_spec encode_spec = {
              "Bytes that are not UTF-8 are encoded too, so `gearbox decode` gives them back.\n",
     .options = {
         [OPT_VOCAB] = VOCAB_OPTION,
-        [OPT_INPUT] = {"input", 0, "FILE", "the text to encode ('-': the standard input)"},
+        [OPT_INPUT] = {"input", 0, "FILE", "the text to encode: a file, a pipe such as\n"
+                       "<(zcat text.gz), or '-' for the standard input"},
         [OPT_OUTPUT] = {"output", 0, "FILE", "write the ids to FILE as a token file of --dtype\n"
                         "instead of numbers to the standard output"},
         [OPT_DTYPE] = {"dtype", 0, "uint16|uint32", "the token file's ids (default uint16 where\n"
@@ -44,7 +45,8 @@ static const gb_cli_spec decode_spec = {
              "of --dtype.\n",
     .options = {
         [OPT_VOCAB] = VOCAB_OPTION,
-        [OPT_INPUT] = {"input", 0, "FILE", "the ids ('-': the standard input)"},
+        [OPT_INPUT] = {"input", 0, "FILE", "the ids: a file, a pipe, or '-' for the standard\n"
+                       "input"},
         [OPT_OUTPUT] = {"output", 0, "FILE",
                         "write the bytes to FILE instead of the standard output"},
         [OPT_DTYPE] = {"dtype", 0, "text|uint16|uint32", "how the input holds the ids: decimal\n"

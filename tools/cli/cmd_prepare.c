@@ -23,7 +23,7 @@ enum { OPT_TOKENIZER, OPT_VOCAB };
 
 static const gb_cli_spec spec = {
     .verb = "prepare",
-    .usage = "gearbox prepare [--tokenizer bytes|gpt2] [--vocab PATH] TEXT OUTDIR",
+    .usage = "gearbox prepare [--tokenizer bytes|gpt2] [--vocab PATH] TEXT|- OUTDIR",
     .about = "Reads the text file TEXT and writes OUTDIR/train.bin and OUTDIR/val.bin (uint16\n"
              "little-endian token ids of the first 90% and the last 10% of the text), which\n"
              "`[data] dir` points at. TEXT may be a pipe (`<(zcat text.gz)`) or '-', the\n"
