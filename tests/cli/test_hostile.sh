@@ -147,6 +147,10 @@ expect_ok "import into a new checkpoint" "$GEARBOX" import "$SRC/tests/weights/f
 expect_error "import over an existing checkpoint" 1 "$WORK/imp.gbk exists; pass --force to overwrite it" -- \
     "$GEARBOX" import "$SRC/tests/weights/fixtures/gpt2_tiny" "$WORK/imp.gbk"
 expect_ok "import --force overwrites" "$GEARBOX" import --force "$SRC/tests/weights/fixtures/gpt2_tiny" "$WORK/imp.gbk"
+mkfifo "$WORK/imp.fifo"   # a stand-in for /dev/null, which a rename would replace
+expect_error "import --force over a named pipe" 1 "CHECKPOINT $WORK/imp.fifo is a device, pipe or socket, which the checkpoint would replace; name a file" -- \
+    timeout 10 "$GEARBOX" import --force "$SRC/tests/weights/fixtures/gpt2_tiny" "$WORK/imp.fifo"
+[ -p "$WORK/imp.fifo" ] && pass "the named pipe is left in place" || fail "import replaced a named pipe"
 expect_error "sample --vocab for a byte-level model" 1 "holds a model of byte tokens, whose vocabulary it carries; --vocab is for GPT-2 BPE models: drop it" -- \
     "$GEARBOX" sample "$WORK/out" --tokens 2 --vocab "$VOCAB"
 printf 'a' > "$WORK/one-byte.txt"

@@ -81,11 +81,20 @@ static int on_import_option(void *ctx, int index, const char *value)
 }
 
 /* Import's refusal to replace a checkpoint, which may be a run's only copy of its weights,
- * unless --force says so: 0, or 1 after saying what to do. */
+ * unless --force says so, and anything but a file even then (the checkpoint is written
+ * beside it and renamed over it, which would replace a device such as /dev/null): 0, or
+ * 1 after saying what to do. */
 static int refuse_overwrite(const char *target, int force)
 {
     struct stat st;
-    if (force || lstat(target, &st) != 0)
+    if (stat(target, &st) != 0)
+        return 0;
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "gearbox import: CHECKPOINT %s is a device, pipe or socket, which the "
+                "checkpoint would replace; name a file\n", target);
+        return 1;
+    }
+    if (force)
         return 0;
     fprintf(stderr, "gearbox import: %s exists; pass --force to overwrite it, or name another "
             "CHECKPOINT\n", target);
