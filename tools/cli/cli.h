@@ -60,8 +60,18 @@ int gb_cli_parse_run_args(const gb_cli_spec *spec, int argc, char **argv, gb_cli
 int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run *run,
                      gb_cli_option_fn own, void *ctx);
 
-/* train's command line, for the fuzz target of its parser. */
-extern const gb_cli_spec gb_cli_train_spec;
+/* Each verb's command line (train's also for the fuzz target of its parser). */
+extern const gb_cli_spec gb_cli_train_spec, gb_cli_check_spec, gb_cli_prepare_spec,
+    gb_cli_sample_spec, gb_cli_encode_spec, gb_cli_decode_spec, gb_cli_import_spec,
+    gb_cli_export_spec, gb_cli_plugins_spec, gb_cli_bench_spec, gb_cli_doctor_spec,
+    gb_cli_ab_spec, gb_cli_new_plugin_spec, gb_cli_test_plugin_spec;
+
+/* `gearbox` itself: its options and its verbs, whose lines in its --help come from the
+ * specs above (verbs.c). */
+extern const gb_cli_spec gb_cli_gearbox_spec;
+
+/* Prints "gearbox VERSION (git REVISION), plugin ABI MAJOR.MINOR" on stdout. */
+void gb_cli_print_version(void);
 
 /* What `gearbox sample` was asked for. */
 typedef struct gb_sample_args {

@@ -19,7 +19,7 @@
 
 enum { OPT_VOCAB, OPT_INPUT, OPT_OUTPUT, OPT_DTYPE, OPT_STATS };
 
-static const gb_cli_spec encode_spec = {
+const gb_cli_spec gb_cli_encode_spec = {
     .verb = "encode",
     .usage = "gearbox encode --vocab PATH [TEXT | --input FILE] [--output FILE --dtype D]",
     .about = "Writes the GPT-2 BPE ids of TEXT, of FILE, or of the standard input (when neither is\n"
@@ -36,7 +36,7 @@ static const gb_cli_spec encode_spec = {
                        "how long encoding took (loading the vocabulary apart)"},
     }};
 
-static const gb_cli_spec decode_spec = {
+const gb_cli_spec gb_cli_decode_spec = {
     .verb = "decode",
     .usage = "gearbox decode --vocab PATH [ID... | --input FILE] [--dtype D] [--output FILE]",
     .about = "Writes the bytes of GPT-2 BPE ids: the IDs given, or those of FILE or of the standard\n"
@@ -188,7 +188,7 @@ int gb_cmd_encode(int argc, char **argv)
 {
     codec_args a;
     int first;
-    int rc = parse(argc, argv, &encode_spec, &a, &first);
+    int rc = parse(argc, argv, &gb_cli_encode_spec, &a, &first);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - first > 1)
@@ -308,7 +308,7 @@ int gb_cmd_decode(int argc, char **argv)
 {
     codec_args a;
     int first;
-    int rc = parse(argc, argv, &decode_spec, &a, &first);
+    int rc = parse(argc, argv, &gb_cli_decode_spec, &a, &first);
     if (rc)
         return rc < 0 ? 0 : rc;
     int size = a.dtype ? dtype_size("decode", a.dtype, 1) : 0;

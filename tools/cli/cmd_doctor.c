@@ -23,7 +23,7 @@
 #include "gearbox/engine/run.h"
 #include "gearbox/engine/settings.h"
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_doctor_spec = {
     .verb = "doctor",
     .usage = "gearbox doctor [CONFIG] [--plugin-path DIRS]",
     .about =
@@ -380,8 +380,8 @@ static int parse_args(int argc, char **argv, const char **config_path,
                       const char **plugin_path)
 {
     *plugin_path = NULL;
-    return gb_cli_parse_operands(&spec, argc, argv, gb_cli_keep_value, plugin_path, 0, 1,
-                                 "[CONFIG]", config_path);
+    return gb_cli_parse_operands(&gb_cli_doctor_spec, argc, argv, gb_cli_keep_value,
+                                 plugin_path, 0, 1, "[CONFIG]", config_path);
 }
 
 int gb_cmd_doctor(int argc, char **argv)
@@ -410,8 +410,7 @@ int gb_cmd_doctor(int argc, char **argv)
     warnings *w = calloc(1, sizeof *w);
     if (!w)
         return 1;
-    printf("gearbox %s (git %s), plugin ABI %d.%d\n", GB_VERSION, gb_git_revision,
-           GB_ABI_MAJOR, GB_ABI_MINOR);
+    gb_cli_print_version();
     check_cpu(w);
     check_threads(config_path, threads, w);
     /* The device a run would use, asked for its libraries and measured. */

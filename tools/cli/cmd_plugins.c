@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "gearbox/engine/loader.h"
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_plugins_spec = {
     .verb = "plugins",
     .usage = "gearbox plugins [KIND] [--plugin-path DIRS]\n"
              "       gearbox plugins show NAME [--plugin-path DIRS]",
@@ -121,7 +121,7 @@ int gb_cmd_plugins(int argc, char **argv)
     const char *plugin_path = NULL, *kind_name = NULL, *show_name = NULL;
     int show = 0;
     gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
+    gb_cli_begin(&p, &gb_cli_plugins_spec, argc, argv);
     for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
         if (opt == GB_CLI_EXIT)
             return p.status;

@@ -12,7 +12,7 @@
 #include "options.h"
 #include "weights.h"
 
-static const gb_cli_spec import_spec = {
+const gb_cli_spec gb_cli_import_spec = {
     .verb = "import",
     .usage = "gearbox import SOURCE CHECKPOINT [--padded-vocab-size N]",
     .about =
@@ -31,7 +31,7 @@ static const gb_cli_spec import_spec = {
          "50304); the extra rows are never predicted"},
     }};
 
-static const gb_cli_spec export_spec = {
+const gb_cli_spec gb_cli_export_spec = {
     .verb = "export",
     .usage = "gearbox export CHECKPOINT DEST [--format hf|llm.c]",
     .about = "Writes the weights of a gearbox checkpoint (a .gbk file, or an out_dir: its newest)\n"
@@ -124,7 +124,7 @@ int gb_cmd_import(int argc, char **argv)
 {
     const char *pos[2] = {NULL, NULL}, *padding = NULL;
     int64_t padded = 0;
-    int rc = parse_args(argc, argv, &import_spec, pos, &padding);
+    int rc = parse_args(argc, argv, &gb_cli_import_spec, pos, &padding);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (padding && parse_padding(padding, &padded))
@@ -149,7 +149,7 @@ int gb_cmd_import(int argc, char **argv)
 int gb_cmd_export(int argc, char **argv)
 {
     const char *pos[2] = {NULL, NULL}, *format = "hf";
-    int parsed = parse_args(argc, argv, &export_spec, pos, &format);
+    int parsed = parse_args(argc, argv, &gb_cli_export_spec, pos, &format);
     if (parsed)
         return parsed < 0 ? 0 : parsed;
     int llmc = strcmp(format, "llm.c") == 0;

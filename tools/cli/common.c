@@ -73,9 +73,10 @@ int gb_cli_parse_run_args(const gb_cli_spec *spec, int argc, char **argv, gb_cli
             rc = own(ctx, opt, p.value);
         }
     }
-    if (rc == 0 && !run->config_path)
-        return gb_cli_usage_error(spec->verb, "missing CONFIG (an INI file such as "
-                                  "examples/shakespeare_char.ini)");
+    if (rc == 0 && (!run->config_path || !*run->config_path))
+        return gb_cli_usage_error(spec->verb, "%s CONFIG (an INI file such as "
+                                  "examples/shakespeare_char.ini)",
+                                  run->config_path ? "empty argument for" : "missing");
     return rc;
 }
 
