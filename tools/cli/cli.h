@@ -94,6 +94,9 @@ void gb_cli_bound_openmp_spin(char **argv);
  * write. 0, or 1 after printing which folder could not be made and why. */
 int gb_cli_make_parents(const char *verb, const char *path);
 
+/* Prints each problem in diag as "gearbox VERB: PROBLEM" on stderr. */
+void gb_cli_print_problems(const char *verb, const gb_diag *diag);
+
 /* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
 int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

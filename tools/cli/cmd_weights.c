@@ -102,6 +102,12 @@ static char *import_target(const char *checkpoint)
 static int read_source(const char *source, const char *padding, int64_t padded, gb_weights *w,
                        gb_diag *diag)
 {
+    if (gb_weights_is_checkpoint(source)) {
+        gb_diag_add(diag, "%s is a gearbox checkpoint already: there is nothing to import; "
+                    "[train] init_from and `gearbox sample` read it as it is, and `gearbox "
+                    "export` writes its weights for Hugging Face or llm.c", source);
+        return -1;
+    }
     const char *other = NULL;
     int llmc = gb_weights_llmc_kind(source, &other);
     if (llmc < 0) {
@@ -140,7 +146,7 @@ int gb_cmd_import(int argc, char **argv)
             describe("import", target, &w);
         gb_weights_free(&w);
     }
-    gb_diag_print(&diag, stderr);
+    gb_cli_print_problems("import", &diag);
     gb_diag_clear(&diag);
     free(target);
     return rc;
@@ -169,7 +175,7 @@ int gb_cmd_export(int argc, char **argv)
                   : gb_weights_write_hf(pos[1], &w, &diag);
     if (rc == 0)
         describe("export", pos[1], &w);
-    gb_diag_print(&diag, stderr);
+    gb_cli_print_problems("export", &diag);
     gb_diag_clear(&diag);
     gb_weights_free(&w);
     gb_checkpoint_free(&ck);

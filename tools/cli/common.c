@@ -21,6 +21,12 @@ int gb_cli_make_parents(const char *verb, const char *path)
     return 1;
 }
 
+void gb_cli_print_problems(const char *verb, const gb_diag *diag)
+{
+    for (int i = 0; i < diag->count; i++)
+        fprintf(stderr, "gearbox %s: %s\n", verb, diag->messages[i]);
+}
+
 int gb_cli_usage_error(const char *verb, const char *fmt, ...)
 {
     char raw[2048], shown[2048];

@@ -12,6 +12,7 @@
 
 #include "gearbox/convert.h"
 
+#include "gearbox/engine/checkpoint.h"
 #include "gearbox/engine/config.h"
 #include "gearbox/engine/fsutil.h"
 #include "safetensors.h"
@@ -440,13 +441,28 @@ static const struct {
     {20240801, "llm.c's LLaMA 3 token data"},
 };
 
-int gb_weights_llmc_kind(const char *path, const char **other)
+/* The first n bytes of the file at path into buf: 1, or 0 when it has fewer or cannot
+ * be read. */
+static int read_head(const char *path, void *buf, size_t n)
 {
     FILE *f = fopen(path, "rb");
-    int32_t magic = 0;
-    int read = f && fread(&magic, sizeof magic, 1, f) == 1;
+    int read = f && fread(buf, n, 1, f) == 1;
     if (f)
         fclose(f);
+    return read;
+}
+
+int gb_weights_is_checkpoint(const char *path)
+{
+    char head[sizeof GB_CHECKPOINT_MAGIC - 1];
+    return read_head(path, head, sizeof head) &&
+           memcmp(head, GB_CHECKPOINT_MAGIC, sizeof head) == 0;
+}
+
+int gb_weights_llmc_kind(const char *path, const char **other)
+{
+    int32_t magic = 0;
+    int read = read_head(path, &magic, sizeof magic);
     for (size_t i = 0; read && other && i < sizeof llmc_others / sizeof llmc_others[0]; i++)
         if (magic == llmc_others[i].magic) {
             *other = llmc_others[i].what;
