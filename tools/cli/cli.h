@@ -5,6 +5,7 @@
 #define GB_CLI_H
 
 #include "gearbox/engine/config.h"
+#include "gearbox/engine/loader.h"
 #include "options.h"
 
 int gb_cmd_train(int argc, char **argv);
@@ -93,6 +94,11 @@ void gb_cli_bound_openmp_spin(char **argv);
 /* Creates the missing folders above the file or folder `path` that VERB is about to
  * write. 0, or 1 after printing which folder could not be made and why. */
 int gb_cli_make_parents(const char *verb, const char *path);
+
+/* Prints the plugins all[0 .. n) a line each after `indent`: kind, name, version, devices
+ * and file, each column as wide as its widest entry; with `header`, the columns' names
+ * first. A plugin that an earlier one of its kind, name and device hides is marked so. */
+void gb_cli_list_plugins(const gb_plugin **all, int n, const char *indent, int header);
 
 /* Prints each problem in diag as "gearbox VERB: PROBLEM" on stderr. */
 void gb_cli_print_problems(const char *verb, const gb_diag *diag);

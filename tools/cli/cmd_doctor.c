@@ -344,13 +344,7 @@ static void list_plugins(gb_loader *loader, warnings *w)
     check_mpi(all, n);
     printf("plugins\n");
     item("search path", "%s", gb_loader_path_string(loader));
-    for (int i = 0; i < n; i++) {
-        const gb_plugin_desc *d = all[i]->desc;
-        char devices[32];
-        gb_device_list(d->devices, devices, sizeof devices);
-        printf("  %-9s %-14s %-8s %-9s %s\n", gb_kind_name(d->kind), d->name, d->version,
-               devices, all[i]->path);
-    }
+    gb_cli_list_plugins(all, n, "  ", 0);
     for (int i = 0; i < problems.count; i++) {
         printf("  failed to load: %s\n", problems.messages[i]);
         warn(w, "a plugin failed to load: %s; fix: rebuild it against this gearbox's "
