@@ -17,12 +17,14 @@ verb_lines() {
     awk -v verb="$1" '/^  [a-z]/ { on = ($1 == verb) } on' "$WORK/help.txt"
 }
 for verb in train check sample plugins doctor ab test-plugin; do
-    verb_lines "$verb" | grep -q -- "--plugin-path DIRS" || fail "gearbox --help: $verb lacks --plugin-path"
+    verb_lines "$verb" | grep -q -- "--plugin-path DIRS" ||
+        fail "gearbox --help: $verb lacks --plugin-path"
 done
 verb_lines decode | grep -q -- "--output FILE" || fail "gearbox --help: decode lacks --output"
 verb_lines encode | grep -q -- "--dtype uint16|uint32" && verb_lines encode | grep -q -- "--stats" ||
     fail "gearbox --help: encode lacks --dtype or --stats"
-[ "$FAILURES" -eq 0 ] && pass "gearbox --help lists --plugin-path for its 7 verbs, decode --output, encode --dtype and --stats"
+[ "$FAILURES" -eq 0 ] &&
+    pass "gearbox --help lists --plugin-path for its 7 verbs, decode --output, encode --dtype, --stats"
 
 # gearbox version and --version: the version and the ABI of include/gearbox/plugin.h.
 major=$(sed -n 's/^#define GB_ABI_MAJOR \([0-9]*\)$/\1/p' "$SRC/include/gearbox/plugin.h")
@@ -52,7 +54,8 @@ decode --output "" | option --output needs a FILE, not an empty value | decode -
 --input "" | option --input needs a FILE, not an empty value | decode --vocab $WORK --input=
 train --resume "" | option --resume needs a CHECKPOINT, not an empty value | train $WORK/run.ini --resume=
 CASES
-expect_error "export's DEST ''" 2 "gearbox export: the argument for DEST is empty (expected CHECKPOINT DEST)" -- \
+expect_error "export's DEST ''" 2 \
+    "gearbox export: the argument for DEST is empty (expected CHECKPOINT DEST)" -- \
     "$GEARBOX" export "$WORK/x.gbk" ""
 expect_error "import's CHECKPOINT ''" 2 "gearbox import: the argument for CHECKPOINT is empty" -- \
     "$GEARBOX" import "$WORK/x" ""
@@ -64,8 +67,8 @@ CKPT=$WORK/gpt2like/ckpt-000002.gbk
 "$GEARBOX" export "$CKPT" "$WORK/hf" > /dev/null || fail "export to $WORK/hf"
 
 expect_error "import of a gearbox checkpoint says so and what reads it" 1 \
-    "gearbox import: $CKPT is a gearbox checkpoint already: there is nothing to import; [train] init_from and \`gearbox sample\` read it as it is" -- \
-    "$GEARBOX" import "$CKPT" "$WORK/again.gbk"
+    "gearbox import: $CKPT is a gearbox checkpoint already: there is nothing to import; [train] \
+init_from and \`gearbox sample\` read it as it is" -- "$GEARBOX" import "$CKPT" "$WORK/again.gbk"
 grep -q "safetensors\|100 MiB" "$WORK/stderr" && fail "import of a .gbk still speaks of safetensors"
 expect_error "import names the checkpoint the user gave, as import" 1 \
     "gearbox import: cannot write checkpoint /proc/gearbox-test.gbk: " -- \
@@ -73,17 +76,19 @@ expect_error "import names the checkpoint the user gave, as import" 1 \
 expect_error "export names the file it could not write, as export" 1 \
     "gearbox export: cannot write /proc/self/model.safetensors: " -- \
     "$GEARBOX" export "$CKPT" /proc/self
-expect_error "export to llm.c names the file, as export" 1 "gearbox export: cannot write /proc/x.bin: " -- \
-    "$GEARBOX" export "$CKPT" /proc/x.bin --format llm.c
+expect_error "export to llm.c names the file, as export" 1 \
+    "gearbox export: cannot write /proc/x.bin: " -- "$GEARBOX" export "$CKPT" /proc/x.bin --format llm.c
 "$GEARBOX" import "$WORK/hf" /proc/gearbox-test.gbk 2>&1 | grep -q "\.tmp\|gearbox: error" &&
     fail "import still names a .tmp file or speaks as gearbox: error"
 "$GEARBOX" export "$CKPT" /proc/self 2>&1 | grep -q "\.tmp\|gearbox: error" &&
     fail "export still names a .tmp file or speaks as gearbox: error"
 
 # check: a fusion the device cannot apply is not called "off" above `fuse_gelu = true`.
-"$GEARBOX" check "$WORK/run.ini" > "$WORK/check.txt" 2> "$WORK/check.err" || fail "check: $(cat "$WORK/check.err")"
+"$GEARBOX" check "$WORK/run.ini" > "$WORK/check.txt" 2> "$WORK/check.err" ||
+    fail "check: $(cat "$WORK/check.err")"
 grep -q "^fuse_gelu = true$" "$WORK/check.txt" &&
-    grep -q "^# fusions: .*fuse_gelu = true, not applied: the device's matmul has no epilogues" "$WORK/check.txt" &&
+    grep -q "^# fusions: .*fuse_gelu = true, not applied: the device's matmul has no epilogues" \
+        "$WORK/check.txt" &&
     ! grep -q "fuse_gelu off" "$WORK/check.txt" &&
     pass "check: the fusions line and the effective config agree on fuse_gelu" ||
     fail "check: $(grep -e fusions -e '^fuse_gelu' "$WORK/check.txt")"
