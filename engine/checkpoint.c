@@ -14,7 +14,7 @@
 #include "fsutil.h"
 #include "settings.h"
 
-static const char magic[8] = {'G', 'E', 'A', 'R', 'B', 'O', 'X', 'K'};
+static const char magic[sizeof GB_CHECKPOINT_MAGIC - 1] = GB_CHECKPOINT_MAGIC;
 
 typedef struct hashed_file {
     FILE *f;
@@ -61,8 +61,8 @@ int gb_checkpoint_write(const char *path, const gb_checkpoint *ck, gb_diag *diag
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     hashed_file hf = {fopen(tmp, "wb"), 0xcbf29ce484222325ull, 0};
-    if (!hf.f) {
-        gb_diag_add(diag, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    if (!hf.f) {   /* the path the user named: the temporary file beside it is ours */
+        gb_diag_add(diag, "cannot write checkpoint %s: %s", path, strerror(errno));
         return -1;
     }
     uint32_t version = GB_CHECKPOINT_VERSION, sections = 6;

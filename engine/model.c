@@ -594,7 +594,8 @@ static const char *fusion_obstacle(const gb_model *m, gb_fusion f)
     return "unknown fusion";
 }
 
-/* The plan's line on fusions: those in effect, and why each wanted one is not. */
+/* The plan's line on fusions: those in effect, and why each wanted one is not (its key
+ * stays true, as the effective config `gearbox check` prints under this line says). */
 static void print_fusions(const gb_model *m, FILE *out, const char *prefix)
 {
     fprintf(out, "%sfusions:", prefix);
@@ -608,7 +609,7 @@ static void print_fusions(const gb_model *m, FILE *out, const char *prefix)
         fprintf(out, " none");
     for (size_t i = 0; i < sizeof fusion_keys / sizeof fusion_keys[0]; i++)
         if ((m->cfg.fuse & ~m->fused) & fusion_keys[i].bit)
-            fprintf(out, "; %s off: %s", fusion_keys[i].key,
+            fprintf(out, "; %s = true, not applied: %s", fusion_keys[i].key,
                     fusion_obstacle(m, fusion_keys[i].bit));
     fprintf(out, "\n");
 }

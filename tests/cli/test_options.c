@@ -1,10 +1,13 @@
 /* The option helper of every verb (tools/cli/options.c) on a table of its own: --help
  * lists every option with its short form, value and help; options and operands come back
  * in command-line order in each spelling getopt_long takes; an unknown option, a missing
- * value, a value given to a flag and an ambiguous abbreviation exit with status 2 and a
- * message that names the verb and the option and points to `gearbox VERB --help`; a verb
- * that hands its operand on stops there. A single-value option given twice, and a
- * --plugin-path naming a folder that does not exist, are errors naming the option. */
+ * value, a value given to a flag, an empty path and an ambiguous abbreviation exit with
+ * status 2 and a message that names the verb and the option and points to `gearbox VERB
+ * --help`; a verb that hands its operand on stops there. Then gearbox's own tables:
+ * `gearbox --help` shows every verb with every option of the verb's table and no other,
+ * and a verb's usage line names only options it takes. A single-value option given twice,
+ * and a --plugin-path naming a folder that does not exist, are errors naming the option. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +28,7 @@ static void check(int ok, const char *what, int line)
 }
 #define CHECK(cond) check((cond), #cond, __LINE__)
 
-enum { OPT_STEPS, OPT_SET, OPT_PROFILE, OPT_SEED, OPT_PLUGIN_PATH };
+enum { OPT_STEPS, OPT_SET, OPT_PROFILE, OPT_SEED, OPT_PLUGIN_PATH, OPT_OUT };
 
 static const gb_cli_spec spec = {
     .verb = "demo",
@@ -37,6 +40,7 @@ static const gb_cli_spec spec = {
         [OPT_PROFILE] = {"profile", 'p', NULL, "time every kernel call"},
         [OPT_SEED] = {"seed", 0, "N", "the seed"},
         [OPT_PLUGIN_PATH] = {"plugin-path", 0, "DIRS", "plugin folders"},
+        [OPT_OUT] = {"out", 0, "FILE", "where to write"},
     },
     .notes = "Exit status: 0.\n",
 };
@@ -101,13 +105,20 @@ static void expect(const char *line, const char *want, const char *want_err)
     }
 }
 
-static void check_help(void)
+/* The text gb_cli_help writes for spec, malloc'ed. */
+static char *help_of(const gb_cli_spec *spec)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    gb_cli_help(&spec, f);
+    gb_cli_help(spec, f);
     fclose(f);
+    return text;
+}
+
+static void check_help(void)
+{
+    char *text = help_of(&spec);
     printf("%s", text);
     CHECK(strncmp(text, "usage: gearbox demo [OPTIONS] FILE...\n", 38) == 0);
     CHECK(strstr(text, "Does nothing, for the test.\n") && strstr(text, "Exit status: 0.\n"));
@@ -155,14 +166,137 @@ static void check_full_table(void)
     printf("full table: %s\n", got);
     CHECK(strcmp(got, want) == 0 && !*err);
 
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    gb_cli_help(&full, f);
-    fclose(f);
+    char *text = help_of(&full);
     snprintf(line, sizeof line, "--o%d ", GB_CLI_MAX_OPTIONS - 1);
     CHECK(strstr(text, line) && strstr(text, "--help"));
     free(text);
+}
+
+static int takes_option(const gb_cli_spec *spec, const char *name, size_t len)
+{
+    for (const gb_cli_option *o = spec->options; o < spec->options + GB_CLI_MAX_OPTIONS &&
+                                                 o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return 1;
+    return len == 4 && strncmp(name, "help", 4) == 0;
+}
+
+/* The length of the option name after "--" at `at` (letters, digits and '-'). */
+static size_t option_name_length(const char *at)
+{
+    size_t n = 0;
+    while (isalnum((unsigned char)at[n]) || (n && at[n] == '-'))
+        n++;
+    return n;
+}
+
+/* Each "--NAME" in text is an option of spec; a failure names `where` and it. */
+static void check_names_only_options(const char *where, const char *text,
+                                     const gb_cli_spec *spec)
+{
+    for (const char *at = text; (at = strstr(at, "--")); at += 2) {
+        size_t n = option_name_length(at + 2);
+        if (n && !takes_option(spec, at + 2, n)) {
+            printf("FAIL: %s names --%.*s, which `gearbox %s` does not take\n", where, (int)n,
+                   at + 2, spec->verb);
+            failures++;
+        }
+    }
+}
+
+/* Whether text names --name as a whole option name. */
+static int names_option(const char *text, const char *name)
+{
+    for (const char *at = text; (at = strstr(at, "--")); at += 2)
+        if (option_name_length(at + 2) == strlen(name) &&
+            strncmp(at + 2, name, strlen(name)) == 0)
+            return 1;
+    return 0;
+}
+
+/* A verb's lines in its command's help, malloc'ed: from "  VERB" to the next verb's line
+ * or the blank line after the last; NULL when it has none. */
+static char *verb_lines(const char *help, const char *verb)
+{
+    char head[64];
+    snprintf(head, sizeof head, "\n  %s", verb);
+    const char *at = help;
+    while ((at = strstr(at, head)) && !strchr(" \n", at[strlen(head)]))
+        at++;
+    if (!at)
+        return NULL;
+    const char *end = ++at;
+    do
+        end = strchr(end, '\n') + 1;
+    while (end[0] == ' ' && end[1] == ' ' && end[2] == ' ');
+    return strndup(at, (size_t)(end - at));
+}
+
+/* `gearbox --help` against every verb's table: each verb is listed with a summary and with
+ * every option it takes, and with none it does not take; each verb's own usage names only
+ * options it takes; the verb each line names is the one gearbox runs. A failure names the
+ * verb and the option. */
+static void check_gearbox_help(void)
+{
+    const gb_cli_spec *gearbox = &gb_cli_gearbox_spec;
+    char *help = help_of(gearbox);
+    printf("%s", help);
+    int verbs = 0;
+    for (const gb_cli_verb *v = gearbox->verbs; v->spec; v++, verbs++) {
+        const gb_cli_spec *spec = v->spec;
+        char where[128], summary[128];
+        char *lines = verb_lines(help, spec->verb);
+        snprintf(where, sizeof where, "`gearbox --help`'s lines on %s", spec->verb);
+        check(lines != NULL, where, __LINE__);
+        snprintf(summary, sizeof summary, "%.*s", v->summary ? (int)strcspn(v->summary, "\n")
+                                                             : 0, v->summary ? v->summary : "");
+        check(*summary && lines && strstr(lines, summary), "with its summary", __LINE__);
+        for (const gb_cli_option *o = spec->options;
+             lines && o < spec->options + GB_CLI_MAX_OPTIONS && o->name; o++)
+            if (!names_option(lines, o->name)) {
+                printf("FAIL: %s lack --%s, which the verb takes\n", where, o->name);
+                failures++;
+            }
+        if (lines)
+            check_names_only_options(where, lines, spec);
+        snprintf(where, sizeof where, "the usage of `gearbox %s --help`", spec->verb);
+        check_names_only_options(where, spec->usage, spec);
+        check(gb_cli_find_verb(gearbox, spec->verb) == v, spec->verb, __LINE__);
+        free(lines);
+    }
+    printf("%d verbs\n", verbs);
+    CHECK(verbs >= 15 && gb_cli_find_verb(gearbox, "nonesuch") == NULL);
+    free(help);
+}
+
+/* A command of verbs lists each with its operands, its options and its summary: an option
+ * the operands name is not repeated, a long synopsis wraps under the operands and puts the
+ * summary on a line of its own. */
+static void check_verb_lines(void)
+{
+    static const gb_cli_spec many = {
+        .verb = "many",
+        .usage = "gearbox many",
+        .options = {{"first-option", 0, "VALUE", "a"}, {"second-option", 0, "VALUE", "b"},
+                    {"third-option", 0, "VALUE", "c"}, {"fourth-option", 0, NULL, "d"}}};
+    static const gb_cli_verb verbs[] = {
+        {&spec, NULL, "--out FILE [ARGS...]", "a verb\nof two lines"},
+        {&many, NULL, "", "one line"},
+        {0},
+    };
+    gb_cli_spec command = {.verb = "", .usage = "gearbox VERB", .verbs = verbs};
+    char *help = help_of(&command);
+    printf("%s", help);
+    CHECK(strstr(help, "\nverbs:\n  demo --out FILE [ARGS...] [--steps N] [--set K=V] "
+                       "[--profile] [--seed N]\n       [--plugin-path DIRS]\n"
+                       "                                  a verb\n"
+                       "                                  of two lines\n") != NULL);
+    CHECK(strstr(help, "\n  many [--first-option VALUE] [--second-option VALUE] "
+                       "[--third-option VALUE]\n       [--fourth-option]\n"
+                       "                                  one line\n") != NULL);
+    CHECK(gb_cli_find_verb(&command, "many") == &verbs[1] &&
+          gb_cli_find_verb(&command, "man") == NULL);
+    free(help);
 }
 
 int main(void)
@@ -189,6 +323,8 @@ int main(void)
     expect("--se 1", "|2", "option --se is ambiguous: --set or --seed?");
     expect("a --help --bogus", "@a|0", NULL);                /* the help, on stdout */
     expect("-h", "|0", NULL);
+    expect("--out=", "|2", "option --out needs a FILE, not an empty value");
+    expect("--seed= --out=x", "seed= out=x", NULL);          /* only a path cannot be empty */
 
     /* a verb whose first operand starts another command line stops there */
     gb_cli_spec dispatch = spec;
@@ -202,5 +338,8 @@ int main(void)
 
     /* the parser starts afresh each time, as verbs parsed one after another need */
     expect("--steps 1", "steps=1", NULL);
+
+    check_verb_lines();
+    check_gearbox_help();
     return failures ? 1 : 0;
 }

@@ -40,6 +40,11 @@ text=$'caf\xc3\xa9 \xff\xfe half<|endoftext|>  end\n'
     [ "$(stat -c %s "$WORK/u16.bin")" -eq $((2 * $(wc -w < "$WORK/ids.txt"))) ] &&
     pass "a token file is uint16 by default for a vocabulary below 65536 ids" ||
     fail "default dtype: $(stat -c %s "$WORK/u16.bin") bytes"
+"$GEARBOX" decode --vocab "$VOCAB" --input "$WORK/u16.bin" --output "$WORK/back16" &&
+    cmp -s "$WORK/random" "$WORK/back16" &&
+    "$GEARBOX" decode --vocab "$VOCAB" --input "$WORK/ids.txt" | cmp -s - "$WORK/random" &&
+    pass "decode --input FILE reads encode --output's token file, and encode's numbers, with no --dtype" ||
+    fail "decode --input without --dtype: $(head -c 300 "$WORK/back16")"
 
 expect_error "decode names an id beyond the vocabulary, and the fix" 1 \
     "argument 2, byte 0: id 557 is not a token of this vocabulary (ids 0 to 556); decode with the vocabulary the ids were encoded with" -- \

@@ -5,6 +5,7 @@
 #define GB_CLI_H
 
 #include "gearbox/engine/config.h"
+#include "gearbox/engine/loader.h"
 #include "options.h"
 
 int gb_cmd_train(int argc, char **argv);
@@ -60,8 +61,18 @@ int gb_cli_parse_run_args(const gb_cli_spec *spec, int argc, char **argv, gb_cli
 int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run *run,
                      gb_cli_option_fn own, void *ctx);
 
-/* train's command line, for the fuzz target of its parser. */
-extern const gb_cli_spec gb_cli_train_spec;
+/* Each verb's command line (train's also for the fuzz target of its parser). */
+extern const gb_cli_spec gb_cli_train_spec, gb_cli_check_spec, gb_cli_prepare_spec,
+    gb_cli_sample_spec, gb_cli_encode_spec, gb_cli_decode_spec, gb_cli_import_spec,
+    gb_cli_export_spec, gb_cli_plugins_spec, gb_cli_bench_spec, gb_cli_doctor_spec,
+    gb_cli_ab_spec, gb_cli_new_plugin_spec, gb_cli_test_plugin_spec;
+
+/* `gearbox` itself: its options and its verbs, whose lines in its --help come from the
+ * specs above (verbs.c). */
+extern const gb_cli_spec gb_cli_gearbox_spec;
+
+/* Prints "gearbox VERSION (git REVISION), plugin ABI MAJOR.MINOR" on stdout. */
+void gb_cli_print_version(void);
 
 /* What `gearbox sample` was asked for. */
 typedef struct gb_sample_args {
@@ -89,6 +100,14 @@ int gb_cli_make_parents(const char *verb, const char *path);
  * reader is gone). main calls it after every verb; a verb that writes as it goes (sample)
  * calls it to stop at the first failure. */
 int gb_cli_flush_stdout(const char *verb);
+
+/* Prints the plugins all[0 .. n) a line each after `indent`: kind, name, version, devices
+ * and file, each column as wide as its widest entry; with `header`, the columns' names
+ * first. A plugin that an earlier one of its kind, name and device hides is marked so. */
+void gb_cli_list_plugins(const gb_plugin **all, int n, const char *indent, int header);
+
+/* Prints each problem in diag as "gearbox VERB: PROBLEM" on stderr. */
+void gb_cli_print_problems(const char *verb, const gb_diag *diag);
 
 /* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
 int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

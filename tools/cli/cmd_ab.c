@@ -16,7 +16,7 @@
 enum { OPT_VARIANT, OPT_BASELINE, OPT_STEPS, OPT_WARMUP, OPT_REPEATS, OPT_TOLERANCE, OPT_SET,
        OPT_OUT, OPT_PLUGIN_PATH };
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_ab_spec = {
     .verb = "ab",
     .usage = "gearbox ab CONFIG --variant NAME:[section.key=value[,...]] --variant ... [OPTIONS]\n"
              "       gearbox ab A.ini B.ini [MORE.ini...] [OPTIONS]",
@@ -137,7 +137,7 @@ static int parse_args(int argc, char **argv, ab_args *a)
 {
     *a = (ab_args){.steps = 50, .warmup = 5, .repeats = 3, .tolerance = 1e-4};
     gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
+    gb_cli_begin(&p, &gb_cli_ab_spec, argc, argv);
     for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
         if (opt == GB_CLI_EXIT)
             return p.status ? p.status : -1;

@@ -5,7 +5,7 @@
 #include "bench.h"
 #include "cli.h"
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_bench_spec = {
     .verb = "bench",
     .usage = "gearbox bench KIND [OPTIONS]",
     .about =
@@ -26,7 +26,7 @@ int gb_cmd_bench(int argc, char **argv)
     } kinds[] = {{"attn", gb_bench_attn}, {"optim", gb_bench_optim},
                  {"matmul", gb_bench_matmul}, {"step", gb_bench_step}};
     gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
+    gb_cli_begin(&p, &gb_cli_bench_spec, argc, argv);
     if (gb_cli_next(&p) == GB_CLI_EXIT)
         return p.status;
     if (p.next == argc)

@@ -19,7 +19,7 @@
 
 enum { OPT_VOCAB, OPT_INPUT, OPT_OUTPUT, OPT_DTYPE, OPT_STATS };
 
-static const gb_cli_spec encode_spec = {
+const gb_cli_spec gb_cli_encode_spec = {
     .verb = "encode",
     .usage = "gearbox encode --vocab PATH [TEXT | --input FILE] [--output FILE --dtype D]",
     .about = "Writes the GPT-2 BPE ids of TEXT, of FILE, or of the standard input (when neither is\n"
@@ -37,20 +37,24 @@ static const gb_cli_spec encode_spec = {
                        "how long encoding took (loading the vocabulary apart)"},
     }};
 
-static const gb_cli_spec decode_spec = {
+const gb_cli_spec gb_cli_decode_spec = {
     .verb = "decode",
     .usage = "gearbox decode --vocab PATH [ID... | --input FILE] [--dtype D] [--output FILE]",
     .about = "Writes the bytes of GPT-2 BPE ids: the IDs given, or those of FILE or of the standard\n"
              "input (when none is given), as decimal numbers separated by blanks, or a token file\n"
-             "of --dtype.\n",
+             "(see --dtype).\n",
     .options = {
         [OPT_VOCAB] = VOCAB_OPTION,
         [OPT_INPUT] = {"input", 0, "FILE", "the ids: a file, a pipe, or '-' for the standard\n"
                        "input"},
         [OPT_OUTPUT] = {"output", 0, "FILE",
                         "write the bytes to FILE instead of the standard output"},
-        [OPT_DTYPE] = {"dtype", 0, "text|uint16|uint32", "how the input holds the ids: decimal\n"
-                       "numbers (text, the default) or a token file"},
+        [OPT_DTYPE] = {"dtype", 0, "text|uint16|uint32",
+                       "how the input holds the ids: decimal numbers (text) or a\n"
+                       "token file. Default: text for IDs and the standard input;\n"
+                       "for --input FILE, text when FILE is plain ASCII text,\n"
+                       "else the token file `encode --output` writes (uint16\n"
+                       "where the vocabulary fits, else uint32)"},
     }};
 
 typedef struct codec_args {
@@ -97,6 +101,27 @@ static int dtype_size(const char *verb, const char *dtype, int allow_text)
     gb_cli_usage_error(verb, "--dtype %s: expected %suint16 or uint32", dtype,
                        allow_text ? "text, " : "");
     return -1;
+}
+
+/* The bytes per id of the token files encode writes unless told: uint16 where the
+ * vocabulary fits, else uint32. */
+static int token_size(const gb_bpe *bpe)
+{
+    return gb_bpe_vocab_size(bpe) > 65536 ? 4 : 2;
+}
+
+/* How decode reads an --input FILE given no --dtype: as decimal ids (0) when it is plain
+ * ASCII text, as encode prints them (a typo in it then gets the text reader's message);
+ * else as the token file encode --output writes by default (token_size). A token file
+ * of real text is not plain ASCII: the ids of common tokens have a byte below 32. */
+static int token_file_default(const char *data, size_t len, const gb_bpe *bpe)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)data[i];
+        if ((c < 32 || c > 126) && c != '\t' && c != '\r' && c != '\n')
+            return token_size(bpe);
+    }
+    return 0;
 }
 
 /* The whole of FILE, a pipe, or the standard input for "-". NULL after saying why. */
@@ -172,7 +197,7 @@ int gb_cmd_encode(int argc, char **argv)
 {
     codec_args a;
     int first;
-    int rc = parse(argc, argv, &encode_spec, &a, &first);
+    int rc = parse(argc, argv, &gb_cli_encode_spec, &a, &first);
     if (rc)
         return rc < 0 ? 0 : rc;
     if (argc - first > 1)
@@ -205,8 +230,7 @@ int gb_cmd_encode(int argc, char **argv)
         fprintf(stderr, "gearbox encode: %s\n", diag.messages[i]);
     gb_diag_clear(&diag);
     if (rc == 0 && a.output)
-        rc = write_token_file(a.output, ids, n, size ? size : gb_bpe_vocab_size(bpe) > 65536
-                                                                  ? 4 : 2,
+        rc = write_token_file(a.output, ids, n, size ? size : token_size(bpe),
                               gb_bpe_vocab_size(bpe));
     else if (rc == 0)
         rc = print_ids(ids, n);
@@ -292,7 +316,7 @@ int gb_cmd_decode(int argc, char **argv)
 {
     codec_args a;
     int first;
-    int rc = parse(argc, argv, &decode_spec, &a, &first);
+    int rc = parse(argc, argv, &gb_cli_decode_spec, &a, &first);
     if (rc)
         return rc < 0 ? 0 : rc;
     int size = a.dtype ? dtype_size("decode", a.dtype, 1) : 0;
@@ -313,9 +337,12 @@ int gb_cmd_decode(int argc, char **argv)
         rc = parse_text_ids(argv[i], strlen(argv[i]), where, vocab, &ids, &n, &cap);
     }
     if (first == argc) {
-        const char *name = a.input && strcmp(a.input, "-") != 0 ? a.input : "the standard input";
+        int from_file = a.input && strcmp(a.input, "-") != 0;
+        const char *name = from_file ? a.input : "the standard input";
         size_t len;
         char *data = read_input("decode", a.input ? a.input : "-", &len);
+        if (data && from_file && !a.dtype)
+            size = token_file_default(data, len, bpe);
         rc = !data ? -1 : size ? parse_file_ids((unsigned char *)data, len, size, name, vocab,
                                                 &ids, &n, &cap)
                                : parse_text_ids(data, len, name, vocab, &ids, &n, &cap);

@@ -23,7 +23,7 @@
 #include "gearbox/engine/run.h"
 #include "gearbox/engine/settings.h"
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_doctor_spec = {
     .verb = "doctor",
     .usage = "gearbox doctor [CONFIG] [--plugin-path DIRS]",
     .about =
@@ -344,13 +344,7 @@ static void list_plugins(gb_loader *loader, warnings *w)
     check_mpi(all, n);
     printf("plugins\n");
     item("search path", "%s", gb_loader_path_string(loader));
-    for (int i = 0; i < n; i++) {
-        const gb_plugin_desc *d = all[i]->desc;
-        char devices[32];
-        gb_device_list(d->devices, devices, sizeof devices);
-        printf("  %-9s %-14s %-8s %-9s %s\n", gb_kind_name(d->kind), d->name, d->version,
-               devices, all[i]->path);
-    }
+    gb_cli_list_plugins(all, n, "  ", 0);
     for (int i = 0; i < problems.count; i++) {
         printf("  failed to load: %s\n", problems.messages[i]);
         warn(w, "a plugin failed to load: %s; fix: rebuild it against this gearbox's "
@@ -380,8 +374,8 @@ static int parse_args(int argc, char **argv, const char **config_path,
                       const char **plugin_path)
 {
     *plugin_path = NULL;
-    return gb_cli_parse_operands(&spec, argc, argv, gb_cli_keep_value, plugin_path, 0, 1,
-                                 "[CONFIG]", config_path);
+    return gb_cli_parse_operands(&gb_cli_doctor_spec, argc, argv, gb_cli_keep_value,
+                                 plugin_path, 0, 1, "[CONFIG]", config_path);
 }
 
 int gb_cmd_doctor(int argc, char **argv)
@@ -410,8 +404,7 @@ int gb_cmd_doctor(int argc, char **argv)
     warnings *w = calloc(1, sizeof *w);
     if (!w)
         return 1;
-    printf("gearbox %s (git %s), plugin ABI %d.%d\n", GB_VERSION, gb_git_revision,
-           GB_ABI_MAJOR, GB_ABI_MINOR);
+    gb_cli_print_version();
     check_cpu(w);
     check_threads(config_path, threads, w);
     /* The device a run would use, asked for its libraries and measured. */

@@ -23,7 +23,7 @@
 
 #define MAX_NAME 40
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_new_plugin_spec = {
     .verb = "new-plugin",
     .usage = "gearbox new-plugin [--cuda] KIND NAME DIR",
     .about =
@@ -164,8 +164,8 @@ static int set_cuda(void *cuda, int index, const char *value)
 
 static int parse_args(int argc, char **argv, int *cuda, const char *operands[3])
 {
-    return gb_cli_parse_operands(&spec, argc, argv, set_cuda, cuda, 3, 3, "KIND NAME DIR",
-                                 operands);
+    return gb_cli_parse_operands(&gb_cli_new_plugin_spec, argc, argv, set_cuda, cuda, 3, 3,
+                                 "KIND NAME DIR", operands);
 }
 
 int gb_cmd_new_plugin(int argc, char **argv)

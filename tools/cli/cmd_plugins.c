@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "gearbox/engine/loader.h"
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_plugins_spec = {
     .verb = "plugins",
     .usage = "gearbox plugins [KIND] [--plugin-path DIRS]\n"
              "       gearbox plugins show NAME [--plugin-path DIRS]",
@@ -104,16 +104,31 @@ static int shadowed(const gb_plugin **all, int i)
     return 0;
 }
 
-static void list(const gb_plugin **all, int n)
+void gb_cli_list_plugins(const gb_plugin **all, int n, const char *indent, int header)
 {
-    printf("%-10s %-14s %-8s %-9s %s\n", "KIND", "NAME", "VERSION", "DEVICES", "FILE");
-    for (int i = 0; i < n; i++) {
-        char devices[32];
-        gb_device_list(all[i]->desc->devices, devices, sizeof devices);
-        printf("%-10s %-14s %-8s %-9s %s%s\n", gb_kind_name(all[i]->desc->kind),
-               all[i]->desc->name, all[i]->desc->version, devices, all[i]->path,
+    static const char *const titles[4] = {"KIND", "NAME", "VERSION", "DEVICES"};
+    char (*devices)[32] = calloc((size_t)n + 1, sizeof *devices);
+    int width[4] = {0};
+    for (int c = 0; header && c < 4; c++)
+        width[c] = (int)strlen(titles[c]);
+    for (int i = 0; devices && i < n; i++) {
+        const gb_plugin_desc *d = all[i]->desc;
+        gb_device_list(d->devices, devices[i], sizeof devices[i]);
+        const char *cells[4] = {gb_kind_name(d->kind), d->name, d->version, devices[i]};
+        for (int c = 0; c < 4; c++)
+            if ((int)strlen(cells[c]) > width[c])
+                width[c] = (int)strlen(cells[c]);
+    }
+    if (header)
+        printf("%s%-*s  %-*s  %-*s  %-*s  FILE\n", indent, width[0], titles[0], width[1],
+               titles[1], width[2], titles[2], width[3], titles[3]);
+    for (int i = 0; devices && i < n; i++) {
+        const gb_plugin_desc *d = all[i]->desc;
+        printf("%s%-*s  %-*s  %-*s  %-*s  %s%s\n", indent, width[0], gb_kind_name(d->kind),
+               width[1], d->name, width[2], d->version, width[3], devices[i], all[i]->path,
                shadowed(all, i) ? " (not used: the same name is found first above)" : "");
     }
+    free(devices);
 }
 
 int gb_cmd_plugins(int argc, char **argv)
@@ -121,7 +136,7 @@ int gb_cmd_plugins(int argc, char **argv)
     const char *plugin_path = NULL, *kind_name = NULL, *show_name = NULL;
     int show = 0;
     gb_cli_parser p;
-    gb_cli_begin(&p, &spec, argc, argv);
+    gb_cli_begin(&p, &gb_cli_plugins_spec, argc, argv);
     for (int opt; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
         if (opt == GB_CLI_EXIT)
             return p.status;
@@ -150,7 +165,7 @@ int gb_cmd_plugins(int argc, char **argv)
     if (show_name)
         rc = show_named(all, n, show_name, loader);
     else
-        list(all, n);
+        gb_cli_list_plugins(all, n, "", 1);
     if (!show_name && n == 0)
         printf("(no plugins found; search path: %s)\n", gb_loader_path_string(loader));
     gb_diag_print(&diag, stderr);

@@ -21,7 +21,7 @@
 
 enum { OPT_TOKENIZER, OPT_VOCAB };
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_prepare_spec = {
     .verb = "prepare",
     .usage = "gearbox prepare [--tokenizer bytes|gpt2] [--vocab PATH] TEXT|- OUTDIR",
     .about = "Reads the text file TEXT and writes OUTDIR/train.bin and OUTDIR/val.bin (uint16\n"
@@ -249,8 +249,8 @@ int gb_cmd_prepare(int argc, char **argv)
 {
     prepare_args a = {"bytes", NULL};
     const char *operands[2];
-    int rc = gb_cli_parse_operands(&spec, argc, argv, on_option, &a, 2, 2, "TEXT OUTDIR",
-                                   operands);
+    int rc = gb_cli_parse_operands(&gb_cli_prepare_spec, argc, argv, on_option, &a, 2, 2,
+                                   "TEXT OUTDIR", operands);
     if (rc)
         return rc < 0 ? 0 : rc;
     int gpt2 = strcmp(a.tokenizer, "gpt2") == 0;

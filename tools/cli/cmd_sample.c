@@ -21,7 +21,7 @@
 enum { OPT_PROMPT, OPT_TOKENS, OPT_TEMPERATURE, OPT_TOP_K, OPT_SEED, OPT_VOCAB,
        OPT_PLUGIN_PATH };
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_sample_spec = {
     .verb = "sample",
     .usage = "gearbox sample CHECKPOINT [OPTIONS]",
     .about = "Generates text from CHECKPOINT (a .gbk file, or an out_dir: its newest checkpoint),\n"
@@ -112,8 +112,8 @@ static int on_option(void *ctx, int index, const char *v)
 int gb_cli_parse_sample(int argc, char **argv, gb_sample_args *a)
 {
     *a = (gb_sample_args){NULL, "\n", NULL, NULL, 500, 200, 0.8, 1337};
-    return gb_cli_parse_operands(&spec, argc, argv, on_option, a, 1, 1, "CHECKPOINT",
-                                 &a->checkpoint);
+    return gb_cli_parse_operands(&gb_cli_sample_spec, argc, argv, on_option, a, 1, 1,
+                                 "CHECKPOINT", &a->checkpoint);
 }
 
 static int descending(const void *x, const void *y)

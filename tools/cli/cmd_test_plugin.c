@@ -13,7 +13,7 @@
 
 enum { OPT_PLUGIN_PATH, OPT_DEVICE, OPT_THREADS, OPT_SET, OPT_STRICT };
 
-static const gb_cli_spec spec = {
+const gb_cli_spec gb_cli_test_plugin_spec = {
     .verb = "test-plugin",
     .usage = "gearbox test-plugin PLUGIN.so [--plugin-path DIRS] [--device NAME] [--threads N]\n"
              "                           [--set KEY=VALUE]... [--strict]",
@@ -89,8 +89,8 @@ static int parse_option(void *ctx, int opt, const char *value)
 /* 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, test_args *a)
 {
-    return gb_cli_parse_operands(&spec, argc, argv, parse_option, a, 1, 1, "PLUGIN.so",
-                                 &a->path);
+    return gb_cli_parse_operands(&gb_cli_test_plugin_spec, argc, argv, parse_option, a, 1, 1,
+                                 "PLUGIN.so", &a->path);
 }
 
 int gb_cmd_test_plugin(int argc, char **argv)

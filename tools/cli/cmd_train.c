@@ -56,7 +56,7 @@ int gb_cmd_train(int argc, char **argv)
     return rc;
 }
 
-static const gb_cli_spec check_spec = {
+const gb_cli_spec gb_cli_check_spec = {
     .verb = "check",
     .usage = "gearbox check CONFIG [--set section.key=value]... [--plugin-path DIRS]",
     .about =
@@ -159,7 +159,7 @@ static int check_init_from(const gb_settings *s, gb_diag *diag)
 int gb_cmd_check(int argc, char **argv)
 {
     gb_cli_run run = {0};
-    int rc = gb_cli_parse_run(&check_spec, argc, argv, &run, NULL, NULL);
+    int rc = gb_cli_parse_run(&gb_cli_check_spec, argc, argv, &run, NULL, NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
     gb_diag diag = {0};

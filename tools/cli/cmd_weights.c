@@ -14,7 +14,7 @@
 
 enum { OPT_PADDED_VOCAB_SIZE, OPT_FORCE };
 
-static const gb_cli_spec import_spec = {
+const gb_cli_spec gb_cli_import_spec = {
     .verb = "import",
     .usage = "gearbox import SOURCE CHECKPOINT [--padded-vocab-size N] [--force]",
     .about =
@@ -35,7 +35,7 @@ static const gb_cli_spec import_spec = {
         [OPT_FORCE] = {"force", 0, NULL, "overwrite CHECKPOINT when it exists (else refused)"},
     }};
 
-static const gb_cli_spec export_spec = {
+const gb_cli_spec gb_cli_export_spec = {
     .verb = "export",
     .usage = "gearbox export CHECKPOINT DEST [--format hf|llm.c]",
     .about = "Writes the weights of a gearbox checkpoint (a .gbk file, or an out_dir: its newest)\n"
@@ -133,6 +133,12 @@ static char *import_target(const char *checkpoint)
 static int read_source(const char *source, const char *padding, int64_t padded, gb_weights *w,
                        gb_diag *diag)
 {
+    if (gb_weights_is_checkpoint(source)) {
+        gb_diag_add(diag, "%s is a gearbox checkpoint already: there is nothing to import; "
+                    "[train] init_from and `gearbox sample` read it as it is, and `gearbox "
+                    "export` writes its weights for Hugging Face or llm.c", source);
+        return -1;
+    }
     const char *other = NULL;
     int llmc = gb_weights_llmc_kind(source, &other);
     if (llmc < 0) {
@@ -156,7 +162,7 @@ int gb_cmd_import(int argc, char **argv)
     const char *pos[2] = {NULL, NULL};
     import_args a = {0};
     int64_t padded = 0;
-    int rc = gb_cli_parse_operands(&import_spec, argc, argv, on_import_option, &a, 2, 2,
+    int rc = gb_cli_parse_operands(&gb_cli_import_spec, argc, argv, on_import_option, &a, 2, 2,
                                    "SOURCE CHECKPOINT", pos);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -174,7 +180,7 @@ int gb_cmd_import(int argc, char **argv)
             describe("import", target, &w);
         gb_weights_free(&w);
     }
-    gb_diag_print(&diag, stderr);
+    gb_cli_print_problems("import", &diag);
     gb_diag_clear(&diag);
     free(target);
     return rc;
@@ -183,8 +189,8 @@ int gb_cmd_import(int argc, char **argv)
 int gb_cmd_export(int argc, char **argv)
 {
     const char *pos[2] = {NULL, NULL}, *format = "hf";
-    int parsed = gb_cli_parse_operands(&export_spec, argc, argv, gb_cli_keep_value, &format, 2,
-                                       2, "CHECKPOINT DEST", pos);
+    int parsed = gb_cli_parse_operands(&gb_cli_export_spec, argc, argv, gb_cli_keep_value,
+                                       &format, 2, 2, "CHECKPOINT DEST", pos);
     if (parsed)
         return parsed < 0 ? 0 : parsed;
     int llmc = strcmp(format, "llm.c") == 0;
@@ -204,7 +210,7 @@ int gb_cmd_export(int argc, char **argv)
                   : gb_weights_write_hf(pos[1], &w, &diag);
     if (rc == 0)
         describe("export", pos[1], &w);
-    gb_diag_print(&diag, stderr);
+    gb_cli_print_problems("export", &diag);
     gb_diag_clear(&diag);
     gb_weights_free(&w);
     gb_checkpoint_free(&ck);

@@ -40,6 +40,12 @@ int gb_cli_flush_stdout(const char *verb)
     return 1;
 }
 
+void gb_cli_print_problems(const char *verb, const gb_diag *diag)
+{
+    for (int i = 0; i < diag->count; i++)
+        fprintf(stderr, "gearbox %s: %s\n", verb, diag->messages[i]);
+}
+
 int gb_cli_usage_error(const char *verb, const char *fmt, ...)
 {
     char raw[2048], shown[2048];
@@ -92,9 +98,10 @@ int gb_cli_parse_run_args(const gb_cli_spec *spec, int argc, char **argv, gb_cli
             rc = own(ctx, opt, p.value);
         }
     }
-    if (rc == 0 && !run->config_path)
-        return gb_cli_usage_error(spec->verb, "missing CONFIG (an INI file such as "
-                                  "examples/shakespeare_char.ini)");
+    if (rc == 0 && (!run->config_path || !*run->config_path))
+        return gb_cli_usage_error(spec->verb, "%s CONFIG (an INI file such as "
+                                  "examples/shakespeare_char.ini)",
+                                  run->config_path ? "empty argument for" : "missing");
     return rc;
 }
 

@@ -1,6 +1,7 @@
 /* Options from one table per verb; see options.h. */
 #include "options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,7 +135,7 @@ static int check_folders(const gb_cli_parser *p, const gb_cli_option *o, const c
  * the exit status of the usage error. */
 static int check_value(gb_cli_parser *p, int i)
 {
-    const gb_cli_option *o = &p->spec->options[i];
+    const gb_cli_option *o = option_at(p, i);
     int repeats = 0;
     for (size_t k = 0; k < sizeof repeatable / sizeof repeatable[0]; k++)
         repeats |= strcmp(o->name, repeatable[k]) == 0;
@@ -145,6 +146,16 @@ static int check_value(gb_cli_parser *p, int i)
                                   "give it once", o->name, p->given[i], p->value);
     p->given[i] = p->value;
     return strcmp(o->name, "plugin-path") == 0 ? check_folders(p, o, p->value) : 0;
+}
+
+/* Whether an option's value named `arg` in --help is a path, which an empty value never is. */
+static int names_a_file(const char *arg)
+{
+    static const char *const paths[] = {"FILE", "PATH", "DIR", "CHECKPOINT"};
+    for (size_t i = 0; arg && i < sizeof paths / sizeof paths[0]; i++)
+        if (strcmp(arg, paths[i]) == 0)
+            return 1;
+    return 0;
 }
 
 int gb_cli_next(gb_cli_parser *p)
@@ -176,6 +187,12 @@ int gb_cli_next(gb_cli_parser *p)
         p->status = 0;
         return GB_CLI_EXIT;
     }
+    const gb_cli_option *o = option_at(p, i);
+    if (p->value && !*p->value && names_a_file(o->arg)) {
+        p->status = gb_cli_usage_error(p->spec->verb, "option --%s needs a %s, not an empty "
+                                       "value", o->name, o->arg);
+        return GB_CLI_EXIT;
+    }
     if ((p->status = check_value(p, i)) != 0)
         return GB_CLI_EXIT;
     return i;
@@ -190,17 +207,16 @@ static void label_of(const gb_cli_option *o, char *buf, size_t cap)
     snprintf(buf, cap, "  %s--%s%s%s", letter, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
 }
 
-/* The help of one option from column `column`, each of its lines indented to it. */
-static void print_option(FILE *f, const gb_cli_option *o, int column)
+/* `text` from column `column`, where the line written so far ends at column `at`: on
+ * this line when there is room for it, else on the next; each of its lines indented to
+ * the column. */
+static void print_at_column(FILE *f, int at, const char *text, int column)
 {
-    char label[160];
-    label_of(o, label, sizeof label);
-    int width = (int)strlen(label);
-    if (width + 2 > column)
-        fprintf(f, "%s\n%*s", label, column, "");
+    if (at + 2 > column)
+        fprintf(f, "\n%*s", column, "");
     else
-        fprintf(f, "%-*s", column, label);
-    for (const char *line = o->help; *line;) {
+        fprintf(f, "%*s", column - at, "");
+    for (const char *line = text; *line;) {
         size_t len = strcspn(line, "\n");
         fwrite(line, 1, len, f);
         fputc('\n', f);
@@ -208,6 +224,75 @@ static void print_option(FILE *f, const gb_cli_option *o, int column)
         if (*line == '\n' && *++line)
             fprintf(f, "%*s", column, "");
     }
+}
+
+/* The help of one option from column `column`, each of its lines indented to it. */
+static void print_option(FILE *f, const gb_cli_option *o, int column)
+{
+    char label[160];
+    label_of(o, label, sizeof label);
+    fputs(label, f);
+    print_at_column(f, (int)strlen(label), o->help, column);
+}
+
+enum { HELP_WIDTH = 90, SUMMARY_COLUMN = 34 };
+
+/* A synopsis being written: the columns of its last line, where a wrapped line starts. */
+typedef struct synopsis {
+    FILE *f;
+    int at, indent, wrapped;
+} synopsis;
+
+/* Writes `word` after a blank, or on a new line when it would pass HELP_WIDTH. */
+static void put_word(synopsis *s, const char *word)
+{
+    int len = (int)strlen(word);
+    if (s->at > s->indent && s->at + 1 + len > HELP_WIDTH) {
+        fprintf(s->f, "\n%*s", s->indent, "");
+        s->at = s->indent;
+        s->wrapped = 1;
+    } else {
+        fputc(' ', s->f);
+        s->at++;
+    }
+    fputs(word, s->f);
+    s->at += len;
+}
+
+/* Whether `text` names the option --`name` (not only one it starts, such as --name-x). */
+static int names_option(const char *text, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *at = text; (at = strstr(at, "--")); at += 2)
+        if (strncmp(at + 2, name, len) == 0 && !isalnum((unsigned char)at[2 + len]) &&
+            at[2 + len] != '-')
+            return 1;
+    return 0;
+}
+
+/* A verb's lines in its command's --help: "  VERB OPERANDS [--option VALUE]...", every
+ * option of its table that the operands do not name, wrapped under the operands; then
+ * its summary from SUMMARY_COLUMN, beside a one-line synopsis or under a longer one. */
+static void print_verb(FILE *f, const gb_cli_verb *v)
+{
+    const gb_cli_spec *spec = v->spec;
+    synopsis s = {f, fprintf(f, "  %s", spec->verb), 0, 0};
+    s.indent = s.at + 1;
+    const char *operands = v->operands ? v->operands : "";
+    if (*operands)
+        put_word(&s, operands);
+    for (int i = 0; i < count_options(spec); i++) {
+        const gb_cli_option *o = &spec->options[i];
+        char word[160];
+        snprintf(word, sizeof word, "[--%s%s%s]", o->name, o->arg ? " " : "",
+                 o->arg ? o->arg : "");
+        if (!names_option(operands, o->name))
+            put_word(&s, word);
+    }
+    if (v->summary)
+        print_at_column(f, s.wrapped ? HELP_WIDTH : s.at, v->summary, SUMMARY_COLUMN);
+    else
+        fputc('\n', f);
 }
 
 void gb_cli_help(const gb_cli_spec *spec, FILE *f)
@@ -227,12 +312,24 @@ void gb_cli_help(const gb_cli_spec *spec, FILE *f)
     fprintf(f, "usage: %s\n", spec->usage);
     if (spec->about)
         fprintf(f, "\n%s", spec->about);
+    if (spec->verbs)
+        fputs("\nverbs:\n", f);
+    for (const gb_cli_verb *v = spec->verbs; v && v->spec; v++)
+        print_verb(f, v);
     fputs("\noptions:\n", f);
     for (int i = 0; i < n; i++)
         print_option(f, &spec->options[i], column);
     print_option(f, &help_option, column);
     if (spec->notes)
         fprintf(f, "\n%s", spec->notes);
+}
+
+const gb_cli_verb *gb_cli_find_verb(const gb_cli_spec *spec, const char *name)
+{
+    for (const gb_cli_verb *v = spec->verbs; v && v->spec; v++)
+        if (strcmp(v->spec->verb, name) == 0)
+            return v;
+    return NULL;
 }
 
 int gb_cli_parse(const gb_cli_spec *spec, int argc, char **argv,
@@ -260,6 +357,15 @@ int gb_cli_parse(const gb_cli_spec *spec, int argc, char **argv,
     return rc;
 }
 
+/* Word `i` of the blank-separated `names` into buf. */
+static const char *word_of(const char *names, int i, char *buf, size_t cap)
+{
+    for (; i > 0 && strchr(names, ' '); i--)
+        names = strchr(names, ' ') + 1;
+    snprintf(buf, cap, "%.*s", (int)strcspn(names, " "), names);
+    return buf;
+}
+
 int gb_cli_parse_operands(const gb_cli_spec *spec, int argc, char **argv,
                           int (*on_option)(void *ctx, int index, const char *value), void *ctx,
                           int min, int max, const char *names, const char **operands)
@@ -275,6 +381,12 @@ int gb_cli_parse_operands(const gb_cli_spec *spec, int argc, char **argv,
     if (given < min)
         return gb_cli_usage_error(spec->verb, "missing %s (%d of %d given)", names, given,
                                   min);
+    for (int i = 0; i < given; i++)
+        if (!*argv[first + i]) {
+            char name[64];
+            return gb_cli_usage_error(spec->verb, "the argument for %s is empty (expected %s)",
+                                      word_of(names, i, name, sizeof name), names);
+        }
     for (int i = 0; i < max; i++)
         operands[i] = i < given ? argv[first + i] : NULL;
     return 0;

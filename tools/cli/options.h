@@ -36,7 +36,14 @@
  * whose every value counts, which mean the same in every verb: --set and --variant. The
  * folders of --plugin-path (':'-separated) must exist. A verb whose
  * operand starts another command line (`gearbox bench KIND ...`) sets stop_at_operand:
- * parsing then ends at the first operand, which is argv[p.next].
+ * parsing then ends at the first operand, which is argv[p.next]. A value whose name in
+ * --help is FILE, PATH, DIR or CHECKPOINT names a file, and an empty one is refused, naming
+ * the option (a shell variable left unset, not a path).
+ *
+ * A command whose first operand names a verb (`gearbox` itself) lists its verbs in `verbs`:
+ * its --help then shows each verb's synopsis (its operands, then every option of the verb's
+ * own table) and its summary, so the overview cannot leave out an option a verb takes;
+ * gb_cli_find_verb finds the one to run.
  */
 #ifndef GB_CLI_OPTIONS_H
 #define GB_CLI_OPTIONS_H
@@ -54,6 +61,8 @@ typedef struct gb_cli_option {
 /* The most options one verb takes: a table with more does not compile. */
 #define GB_CLI_MAX_OPTIONS 32
 
+struct gb_cli_verb;
+
 typedef struct gb_cli_spec {
     const char *verb;            /* as messages name it: "train", "bench attn" */
     const char *usage;           /* "gearbox VERB ..." lines, without "usage: " */
@@ -61,7 +70,18 @@ typedef struct gb_cli_spec {
     gb_cli_option options[GB_CLI_MAX_OPTIONS];   /* from index 0 to the first without a name */
     const char *notes;           /* the paragraphs after them (ending in '\n'), or NULL */
     int stop_at_operand;         /* 1: the first operand ends the parse (see above) */
+    /* a command of verbs: its verbs, ending with one whose spec is NULL; else NULL */
+    const struct gb_cli_verb *verbs;
 } gb_cli_spec;
+
+/* A verb of a command, as the command runs it and lists it in its --help. */
+typedef struct gb_cli_verb {
+    const gb_cli_spec *spec;     /* its options, its name (spec->verb) and its own --help */
+    int (*run)(int argc, char **argv);   /* argv[0] is the verb */
+    const char *operands;        /* the synopsis before its options: "SOURCE CHECKPOINT";
+                                  * an option named here ("--vocab PATH") is not repeated */
+    const char *summary;         /* what it does, in a line or two ('\n' between them) */
+} gb_cli_verb;
 
 enum {
     GB_CLI_END = -1,       /* no more arguments (or, with stop_at_operand, an operand) */
@@ -92,6 +112,9 @@ int gb_cli_next(gb_cli_parser *p);
 
 /* Writes spec's --help text to f. */
 void gb_cli_help(const gb_cli_spec *spec, FILE *f);
+
+/* The verb of spec->verbs named `name`, or NULL. */
+const gb_cli_verb *gb_cli_find_verb(const gb_cli_spec *spec, const char *name);
 
 /* For a verb whose operands are a plain list: runs the parse, handing each option to
  * on_option(ctx, index, value) in command-line order, and moves the operands, in their

@@ -362,7 +362,8 @@ int gb_safetensors_write(const char *path, const gb_st_out *tensors, int count,
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = header ? fopen(tmp, "wb") : NULL;
     if (!f) {
-        gb_diag_add(diag, "cannot write %s: %s", tmp, header ? strerror(errno) : "out of memory");
+        /* the path the user named: the temporary file beside it is ours */
+        gb_diag_add(diag, "cannot write %s: %s", path, header ? strerror(errno) : "out of memory");
         free(header);
         return -1;
     }

@@ -12,6 +12,7 @@
 
 #include "gearbox/convert.h"
 
+#include "gearbox/engine/checkpoint.h"
 #include "gearbox/engine/config.h"
 #include "gearbox/engine/fsutil.h"
 #include "safetensors.h"
@@ -440,17 +441,32 @@ static const struct {
     {20240801, "llm.c's LLaMA 3 token data"},
 };
 
-int gb_weights_llmc_kind(const char *path, const char **other)
+/* The first n bytes of the file at path into buf: 1, or 0 when it has fewer or cannot
+ * be read. */
+static int read_head(const char *path, void *buf, size_t n)
 {
     /* mapped, not opened with fopen: a named pipe is refused rather than waited on */
     const unsigned char *data;
     size_t size;
     const char *why;
-    int32_t magic = 0;
-    int read = gb_map_regular_file(path, &data, &size, &why) == 0 && size >= sizeof magic;
+    int read = gb_map_regular_file(path, &data, &size, &why) == 0 && size >= n;
     if (read)
-        memcpy(&magic, data, sizeof magic);
+        memcpy(buf, data, n);
     gb_unmap_file(data, size);
+    return read;
+}
+
+int gb_weights_is_checkpoint(const char *path)
+{
+    char head[sizeof GB_CHECKPOINT_MAGIC - 1];
+    return read_head(path, head, sizeof head) &&
+           memcmp(head, GB_CHECKPOINT_MAGIC, sizeof head) == 0;
+}
+
+int gb_weights_llmc_kind(const char *path, const char **other)
+{
+    int32_t magic = 0;
+    int read = read_head(path, &magic, sizeof magic);
     for (size_t i = 0; read && other && i < sizeof llmc_others / sizeof llmc_others[0]; i++)
         if (magic == llmc_others[i].magic) {
             *other = llmc_others[i].what;

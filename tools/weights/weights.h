@@ -35,6 +35,8 @@ int gb_weights_read_hf(const char *path, int64_t padded_vocab, gb_weights *w, gb
  * Hugging Face's GPT-2 cannot hold (no biases). */
 int gb_weights_write_hf(const char *dir, const gb_weights *w, gb_diag *diag);
 
+/* 1 when the file at `path` starts as a gearbox checkpoint does (GB_CHECKPOINT_MAGIC). */
+int gb_weights_is_checkpoint(const char *path);
 /* 1 when the file at `path` starts with llm.c's magic number. */
 int gb_weights_is_llmc(const char *path);
 /* 1 for llm.c's model file; -1 for another of llm.c's files, which *other (when not

@@ -18,6 +18,8 @@
 #include "gearbox/engine/settings.h"
 
 #define GB_CHECKPOINT_VERSION 1
+/* The 8 bytes every checkpoint starts with, by which a program tells one apart. */
+#define GB_CHECKPOINT_MAGIC "GEARBOXK"
 
 typedef struct gb_checkpoint {
     char *config_text;        /* effective config as INI */
