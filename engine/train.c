@@ -805,7 +805,10 @@ static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t star
 static int prepare(gb_trainer *t, gb_config *cfg, const char *plugin_path)
 {
     gb_diag diag = {0};
-    int problems = gb_runtime_resolve(&t->rt, cfg, plugin_path, &diag);
+    /* a fine-tuning run's model is its init_from checkpoint's */
+    int problems = gb_checkpoint_take_model(cfg, &diag);
+    if (!problems)
+        problems = gb_runtime_resolve(&t->rt, cfg, plugin_path, &diag);
     t->s = &t->rt.settings;
     if (!problems) {
         t->data = gb_data_open(t->s, &diag);

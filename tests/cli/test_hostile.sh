@@ -25,8 +25,11 @@ expect_error "token file that is a folder" 2 "train.bin: it is a folder, not a f
     train --set data.dir="$WORK/folder"
 expect_error "token file that is a named pipe" 2 "train.bin: it is a named pipe, not a regular file" -- \
     train --set data.dir="$WORK/pipe"
-expect_error "--resume a folder" 2 "cannot read checkpoint $WORK/out: it is a folder; name one of its checkpoints, e.g. the newest, $WORK/out/ckpt-000004.gbk" -- \
+expect_error "--resume OUT_DIR takes its newest checkpoint" 2 "$WORK/out/ckpt-000004.gbk is at step 4; [run] steps = 4 leaves nothing to train" -- \
     train --resume "$WORK/out"
+mkdir -p "$WORK/empty_out"
+expect_error "--resume a folder without checkpoints" 2 "cannot read checkpoint $WORK/empty_out: it is a folder; name one of its checkpoints (it holds none)" -- \
+    train --resume "$WORK/empty_out"
 expect_error "--resume a named pipe" 2 "it is a named pipe" -- train --resume "$WORK/pipe/train.bin"
 expect_error "prepare a folder" 1 "cannot read $WORK/folder: it is a folder, not a file" -- \
     timeout 60 "$GEARBOX" prepare "$WORK/folder" "$WORK/prepared"
@@ -77,6 +80,32 @@ check: eval_iters of 2^31 | [run] eval_iters = 2147483648: out of range | --set 
 check: tokens_per_step of 2^31 | [data] tokens_per_step = 2147483648 needs 33554432 micro-steps | --set data.tokens_per_step=2147483648
 check: steps x micro-steps overflow | [run] steps = 8000000000000 with 1048576 gradient accumulation steps | --set run.steps=8000000000000 --set data.gradient_accumulation_steps=1048576
 CASES
+
+# init_from: check judges the checkpoint and the model as train does. The config below
+# has no [model] section: a fine-tuning run's model is the checkpoint's.
+head -c 5000 "$CKPT" > "$WORK/truncated.gbk"
+printf '[run]\nsteps = 4\nthreads = 2\neval_every = 0\neval_iters = 2\n[data]\ndir = %s\n[train]\ninit_from = %s\n' \
+    "$WORK/data" "$CKPT" > "$WORK/finetune.ini"
+for verb in train check; do
+    run_it() { timeout 60 "$GEARBOX" $verb "$WORK/finetune.ini" --set run.out_dir="$WORK/refused" "$@"; }
+    expect_error "$verb: a truncated init_from checkpoint" 2 \
+        "[train] init_from = $WORK/truncated.gbk: not a readable checkpoint" -- \
+        run_it --set train.init_from="$WORK/truncated.gbk"
+    expect_error "$verb: an init_from checkpoint holding NaN" 2 \
+        "nan.gbk: tensor wte holds 1 non-finite values" -- \
+        run_it --set train.init_from="$WORK/nan.gbk"
+    expect_error "$verb: a [model] key that disagrees with init_from's model" 2 \
+        "--set model.n_embd=16: [model] n_embd = 16, but [train] init_from = $CKPT holds a model with n_embd = 32" -- \
+        run_it --set model.n_embd=16
+    expect_error "$verb: a vocab_size the data's vocab.txt does not fit" 2 \
+        "its vocab.txt holds 59 tokens, but the model has only 8 ids ([model] vocab_size)" -- \
+        timeout 60 "$GEARBOX" $verb "$WORK/run.ini" --set run.out_dir="$WORK/refused" --set model.vocab_size=8
+done
+timeout 60 "$GEARBOX" check "$WORK/finetune.ini" > "$WORK/ft_check.txt" 2>&1 &&
+    timeout 60 "$GEARBOX" train "$WORK/finetune.ini" --set run.out_dir="$WORK/ft" > "$WORK/ft.log" 2>&1 &&
+    grep -qx "n_embd = 32" "$WORK/ft_check.txt" &&
+    pass "a fine-tune config without [model] passes check and trains" ||
+    fail "fine-tune without [model]: $(tail -3 "$WORK/ft_check.txt" "$WORK/ft.log")"
 
 # 9: messages
 printf '[run]\nsteps = 5\x1b[2J\x07\n' > "$WORK/control.ini"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gearbox/engine/checkpoint.h"
 #include "gearbox/engine/fsutil.h"
 #include "gearbox/engine/text.h"
 
@@ -83,8 +84,11 @@ int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run 
                      gb_cli_option_fn own, void *ctx)
 {
     int rc = gb_cli_parse_run_args(spec, argc, argv, run, own, ctx);
-    if (rc)
-        return rc;
+    return rc ? rc : gb_cli_load_run(run);
+}
+
+int gb_cli_load_run(gb_cli_run *run)
+{
     gb_diag diag = {0};
     run->cfg = gb_config_load(run->config_path, &diag);
     for (int i = 0; run->cfg && i < run->n_sets; i++)
@@ -98,4 +102,10 @@ int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run 
         return 2;
     }
     return 0;
+}
+
+char *gb_cli_checkpoint_path(const char *given)
+{
+    char *newest = gb_checkpoint_latest(given);
+    return newest ? newest : strdup(given);
 }
