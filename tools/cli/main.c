@@ -7,11 +7,12 @@
 #include "cli.h"
 
 static const char verbs_text[] =
-    "  train CONFIG [--set section.key=value]... [--resume CHECKPOINT]\n"
+    "  train CONFIG [--set section.key=value]... [--resume CHECKPOINT|OUT_DIR]\n"
     "                                  train a GPT as the INI file says\n"
-    "  check CONFIG [--set section.key=value]...\n"
+    "  check CONFIG|CHECKPOINT [--set section.key=value]...\n"
     "                                  validate a config, resolve its plugins, print the\n"
-    "                                  effective configuration\n"
+    "                                  effective configuration; or a checkpoint's shape,\n"
+    "                                  parameters and memory plan\n"
     "  prepare [--tokenizer gpt2 --vocab PATH] TEXT OUTDIR\n"
     "                                  make token files from a text file: character-level,\n"
     "                                  or GPT-2 BPE in nanoGPT's layout\n"
