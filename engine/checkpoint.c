@@ -357,11 +357,10 @@ char *gb_checkpoint_latest(const char *dir)
     return path;
 }
 
-/* The model of the checkpoint `path` (read and verified as `ck`) into cfg. A run that took
- * its vocabulary size from its data saved vocab_size = 0; the checkpoint's vocabulary
- * says how many ids that was. */
-static int take_model_of(gb_config *cfg, const gb_checkpoint *ck, const char *path,
-                         gb_diag *diag)
+/* A run that took its vocabulary size from its data saved vocab_size = 0; the
+ * checkpoint's vocabulary says how many ids that was. */
+int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *path, gb_config *cfg,
+                                gb_diag *diag)
 {
     gb_config *saved = gb_config_load_string(ck->config_text, path, "/", diag);
     const char *vocab_size = saved ? gb_config_get(saved, "model", "vocab_size") : NULL;
@@ -391,7 +390,7 @@ int gb_checkpoint_take_model(gb_config *cfg, gb_diag *diag)
         gb_diag_add(diag, "[train] init_from = %s: not a readable checkpoint; write one with "
                     "`gearbox import`, or name a run's ckpt-STEP.gbk", path ? path : given);
     else
-        problems = take_model_of(cfg, &ck, path, diag);
+        problems = gb_checkpoint_inherit_model(&ck, path, cfg, diag);
     gb_checkpoint_free(&ck);
     free(path);
     return problems;

@@ -61,6 +61,9 @@ int gb_checkpoint_check_model(const gb_checkpoint *ck, const char *path, const g
  * check call it before resolving cfg. 0 (also without init_from), or the number of
  * problems added to `diag`. */
 int gb_checkpoint_take_model(gb_config *cfg, gb_diag *diag);
+/* Its second half: the [model] section of `ck` (read from `path`) into cfg. */
+int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *path, gb_config *cfg,
+                                gb_diag *diag);
 
 /* The newest checkpoint in dir, a file named exactly "ckpt-STEP.gbk" (by step; the
  * ".tmp" a crash leaves is not one), malloc'ed, or NULL. */
