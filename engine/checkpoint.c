@@ -359,39 +359,42 @@ char *gb_checkpoint_latest(const char *dir)
 
 /* A run that took its vocabulary size from its data saved vocab_size = 0; the
  * checkpoint's vocabulary says how many ids that was. */
-int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *path, gb_config *cfg,
+int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *origin, gb_config *cfg,
                                 gb_diag *diag)
 {
-    gb_config *saved = gb_config_load_string(ck->config_text, path, "/", diag);
+    gb_config *saved = gb_config_load_string(ck->config_text, origin, "/", diag);
     const char *vocab_size = saved ? gb_config_get(saved, "model", "vocab_size") : NULL;
     char assignment[64];
     snprintf(assignment, sizeof assignment, "model.vocab_size=%d", ck->vocab->size);
     int problems = !saved || ((!vocab_size || strcmp(vocab_size, "0") == 0) &&
                               gb_config_set(saved, assignment, diag) != 0);
-    if (!problems) {
-        char *origin = NULL;
-        problems = asprintf(&origin, "[train] init_from = %s", path) < 0
-                       ? 1 : gb_settings_inherit_model(cfg, saved, origin, diag);
-        free(origin);
-    }
+    if (!problems)
+        problems = gb_settings_inherit_model(cfg, saved, origin, diag);
     gb_config_free(saved);
     return problems;
 }
 
-int gb_checkpoint_take_model(gb_config *cfg, gb_diag *diag)
+int gb_checkpoint_take_model(gb_config *cfg, const char *resume, gb_diag *diag)
 {
     const char *given = gb_config_get(cfg, "train", "init_from");
-    if (!given || !*given)
+    if (!resume && (!given || !*given))
         return 0;
-    char *path = gb_config_resolve_path(cfg, "train", "init_from", given);
+    char *path = resume ? strdup(resume) : gb_config_resolve_path(cfg, "train", "init_from", given);
+    char *origin = NULL;
+    if (!path || asprintf(&origin, resume ? "--resume %s" : "[train] init_from = %s", path) < 0) {
+        free(path);
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
     gb_checkpoint ck = {0};
-    int problems = !path || gb_checkpoint_read(path, &ck, diag) != 0;
-    if (problems)
-        gb_diag_add(diag, "[train] init_from = %s: not a readable checkpoint; write one with "
-                    "`gearbox import`, or name a run's ckpt-STEP.gbk", path ? path : given);
-    else
-        problems = gb_checkpoint_inherit_model(&ck, path, cfg, diag);
+    int problems = gb_checkpoint_read(path, &ck, diag) != 0;
+    if (problems && !resume)
+        gb_diag_add(diag, "%s: not a readable checkpoint; write one with `gearbox import`, or "
+                    "name a run's ckpt-STEP.gbk", origin);
+    if (!problems)
+        problems = gb_checkpoint_inherit_model(&ck, origin, cfg, diag);
     gb_checkpoint_free(&ck);
+    free(origin);
     free(path);
     return problems;
 }

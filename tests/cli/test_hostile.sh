@@ -50,7 +50,7 @@ expect_error "a negative step" 2 "section 2 (STEP): the step is negative" -- \
     train --resume "$WORK/negative.gbk"
 expect_error "a non-finite parameter" 2 "nan.gbk: tensor wte holds 1 non-finite values (the first, element 5, is nan)" -- \
     train --resume "$WORK/nan.gbk"
-expect_error "resume with another n_head" 2 "was trained with [model] n_head = 2, this config says 1" -- \
+expect_error "resume with another n_head" 2 "--set model.n_head=1: [model] n_head = 1, but --resume $CKPT holds a model with n_head = 2" -- \
     train --resume "$CKPT" --set model.n_head=1
 
 # 6: a kill's leftovers next to the checkpoints, and metrics after a resume
@@ -106,6 +106,12 @@ timeout 60 "$GEARBOX" check "$WORK/finetune.ini" > "$WORK/ft_check.txt" 2>&1 &&
     grep -qx "n_embd = 32" "$WORK/ft_check.txt" &&
     pass "a fine-tune config without [model] passes check and trains" ||
     fail "fine-tune without [model]: $(tail -3 "$WORK/ft_check.txt" "$WORK/ft.log")"
+mv "$CKPT" "$WORK/moved.gbk"   # a resumed run needs no init_from: the model is --resume's
+timeout 60 "$GEARBOX" train "$WORK/finetune.ini" --set run.out_dir="$WORK/ft" --set run.steps=6 \
+    --resume "$WORK/ft" > "$WORK/ft.log" 2>&1 && grep -q "resumed from $WORK/ft/ckpt-000004.gbk at step 4" "$WORK/ft.log" &&
+    pass "--resume OUT_DIR of a config without [model] takes the checkpoint's model, init_from gone" ||
+    fail "resume without [model]: $(tail -3 "$WORK/ft.log")"
+mv "$WORK/moved.gbk" "$CKPT"
 
 # 9: messages
 printf '[run]\nsteps = 5\x1b[2J\x07\n' > "$WORK/control.ini"

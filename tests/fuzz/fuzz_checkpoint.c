@@ -21,7 +21,7 @@ static void give_model(const gb_checkpoint *ck, gb_diag *diag)
 {
     gb_config *cfg = gb_config_load_string("[model]\nbias = true\n", "fuzz.ini", "/", diag);
     gb_settings s;
-    if (cfg && gb_checkpoint_inherit_model(ck, "fuzz.gbk", cfg, diag) == 0) {
+    if (cfg && gb_checkpoint_inherit_model(ck, "[train] init_from = fuzz.gbk", cfg, diag) == 0) {
         gb_settings_resolve(cfg, &s, diag);
         gb_settings_free(&s);   /* also what a refused config had resolved */
     }

@@ -22,8 +22,9 @@ const gb_cli_spec gb_cli_train_spec = {
         "Trains the GPT described by the INI file CONFIG (see examples/shakespeare_char.ini).\n"
         "Relative paths in CONFIG resolve against CONFIG's folder. Every section and key is\n"
         "validated before any work starts; `gearbox check CONFIG` shows the effective values.\n"
-        "With [train] init_from = CHECKPOINT the model is the checkpoint's: [model] keys left\n"
-        "out are taken from it, and one set to another value is refused.\n",
+        "A run that starts from a checkpoint (--resume, or else [train] init_from) has its\n"
+        "model: [model] keys CONFIG leaves out are taken from the checkpoint, and one set to\n"
+        "another value is refused.\n",
     .options = {
         GB_CLI_OPTION_SET,
         {"resume", 0, "CHECKPOINT", "continue a run from a checkpoint it wrote, or from the\n"
@@ -274,7 +275,7 @@ int gb_cmd_check(int argc, char **argv)
         return rc;
     gb_diag diag = {0};
     /* as train does: a fine-tuning run's model is its init_from checkpoint's */
-    int model_unknown = gb_checkpoint_take_model(run.cfg, &diag) != 0;
+    int model_unknown = gb_checkpoint_take_model(run.cfg, NULL, &diag) != 0;
     gb_runtime *rt = model_unknown ? NULL : gb_runtime_open(run.cfg, run.plugin_path, &diag);
     int problems = !rt;
     gb_dataset *ds = NULL;

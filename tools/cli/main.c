@@ -7,7 +7,7 @@
 #include "cli.h"
 
 static const char verbs_text[] =
-    "  train CONFIG [--set section.key=value]... [--resume CHECKPOINT|OUT_DIR]\n"
+    "  train CONFIG [--set section.key=value]... [--resume CHECKPOINT]\n"
     "                                  train a GPT as the INI file says\n"
     "  check CONFIG|CHECKPOINT [--set section.key=value]...\n"
     "                                  validate a config, resolve its plugins, print the\n"

@@ -54,15 +54,16 @@ uint64_t gb_checkpoint_checksum(const void *data, size_t n);
 int gb_checkpoint_check_model(const gb_checkpoint *ck, const char *path, const gb_model *m,
                               const gb_settings *s, gb_diag *diag);
 
-/* A fine-tuning run's model: with [train] init_from set, the checkpoint it names is read
- * and verified, and its [model] section becomes cfg's: a key cfg leaves out is taken from
- * it (vocab_size as the checkpoint's vocabulary where its run took the data's), a key cfg
- * sets to another value is reported with both values and where cfg sets it. Train and
- * check call it before resolving cfg. 0 (also without init_from), or the number of
- * problems added to `diag`. */
-int gb_checkpoint_take_model(gb_config *cfg, gb_diag *diag);
-/* Its second half: the [model] section of `ck` (read from `path`) into cfg. */
-int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *path, gb_config *cfg,
+/* A run's model, as the checkpoint it starts from describes it: `resume` (a checkpoint
+ * path, or NULL) or else [train] init_from is read and verified, and its [model] section
+ * becomes cfg's: a key cfg leaves out is taken from it (vocab_size as the checkpoint's
+ * vocabulary where its run took the data's), a key cfg sets to another value is reported
+ * with both values and where cfg sets it. Train and check call it before resolving cfg.
+ * 0 (also with neither), or the number of problems added to `diag`. */
+int gb_checkpoint_take_model(gb_config *cfg, const char *resume, gb_diag *diag);
+/* Its second half: the [model] section of `ck` into cfg, `origin` naming the checkpoint
+ * in messages ("[train] init_from = PATH"). */
+int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *origin, gb_config *cfg,
                                 gb_diag *diag);
 
 /* The newest checkpoint in dir, a file named exactly "ckpt-STEP.gbk" (by step; the
