@@ -70,17 +70,6 @@ static int parse_args(int argc, char **argv, const gb_cli_spec *spec, const char
     return gb_cli_parse_operands(spec, argc, argv, gb_cli_keep_value, value, 2, 2, names, pos);
 }
 
-void gb_cli_print_model(FILE *out, const char *prefix, const gb_model_config *c,
-                        int64_t n_params)
-{
-    fprintf(out, "%s%lld parameters | n_layer %lld, n_head %lld, n_embd %lld, block_size %lld, "
-            "vocab %lld (%lld rows), bias %s, gelu %s\n", prefix, (long long)n_params,
-            (long long)c->n_layer, (long long)c->n_head, (long long)c->n_embd,
-            (long long)c->block_size, (long long)c->vocab_size,
-            (long long)gb_model_table_rows(c), c->bias ? "true" : "false",
-            c->gelu_tanh ? "tanh" : "erf");
-}
-
 /* One line on what was converted, for the user to check against the source. */
 static void describe(const char *verb, const char *path, const gb_weights *w)
 {

@@ -109,3 +109,14 @@ char *gb_cli_checkpoint_path(const char *given)
     char *newest = gb_checkpoint_latest(given);
     return newest ? newest : strdup(given);
 }
+
+void gb_cli_print_model(FILE *out, const char *prefix, const gb_model_config *c,
+                        int64_t n_params)
+{
+    fprintf(out, "%s%lld parameters | n_layer %lld, n_head %lld, n_embd %lld, block_size %lld, "
+            "vocab %lld (%lld rows), bias %s, gelu %s\n", prefix, (long long)n_params,
+            (long long)c->n_layer, (long long)c->n_head, (long long)c->n_embd,
+            (long long)c->block_size, (long long)c->vocab_size,
+            (long long)gb_model_table_rows(c), c->bias ? "true" : "false",
+            c->gelu_tanh ? "tanh" : "erf");
+}
