@@ -42,6 +42,7 @@ craft repeated dup CONF
 craft nostep drop STEP
 craft negative step -1
 craft nan nan 5
+craft wide conf "vocab_size = 0|vocab_size = 200"
 expect_error "a repeated section" 2 "section 6 (CONF): it appears twice" -- \
     train --resume "$WORK/repeated.gbk"
 expect_error "no step section" 2 "the STEP section (the step it was written at) is missing" -- \
@@ -50,6 +51,9 @@ expect_error "a negative step" 2 "section 2 (STEP): the step is negative" -- \
     train --resume "$WORK/negative.gbk"
 expect_error "a non-finite parameter" 2 "nan.gbk: tensor wte holds 1 non-finite values (the first, element 5, is nan)" -- \
     train --resume "$WORK/nan.gbk"
+expect_error "sample refuses a checkpoint whose own vocabulary does not fit its model" 1 \
+    "wide.gbk: its byte vocabulary holds 59 tokens, but the model has 200 ids ([model] vocab_size)" -- \
+    timeout 60 "$GEARBOX" sample "$WORK/wide.gbk" --tokens 3
 expect_error "resume with another n_head" 2 "--set model.n_head=1: [model] n_head = 1, but --resume $CKPT holds a model with n_head = 2" -- \
     train --resume "$CKPT" --set model.n_head=1
 

@@ -244,7 +244,7 @@ static int open_codec(text_codec *c, int64_t model_ids, const gb_settings *s,
     char what[4200];
     *c = (text_codec){ck->vocab, NULL};
     if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2) {
-        snprintf(what, sizeof what, "%s: the byte vocabulary it holds", path);
+        snprintf(what, sizeof what, "%s: its byte vocabulary", path);
         return gb_vocab_check_fit(model_ids, ck->vocab->size, what, "the checkpoint was "
                                   "written with a vocabulary its model cannot use", diag);
     }
