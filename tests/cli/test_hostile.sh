@@ -43,6 +43,7 @@ craft nostep drop STEP
 craft negative step -1
 craft nan nan 5
 craft wide conf "vocab_size = 0|vocab_size = 200"
+head -c 5000 "$CKPT" > "$WORK/truncated.gbk"
 expect_error "a repeated section" 2 "section 6 (CONF): it appears twice" -- \
     train --resume "$WORK/repeated.gbk"
 expect_error "no step section" 2 "the STEP section (the step it was written at) is missing" -- \
@@ -51,6 +52,14 @@ expect_error "a negative step" 2 "section 2 (STEP): the step is negative" -- \
     train --resume "$WORK/negative.gbk"
 expect_error "a non-finite parameter" 2 "nan.gbk: tensor wte holds 1 non-finite values (the first, element 5, is nan)" -- \
     train --resume "$WORK/nan.gbk"
+expect_error "check CHECKPOINT refuses a non-finite parameter as sample would" 2 \
+    "nan.gbk: tensor wte holds 1 non-finite values" -- timeout 60 "$GEARBOX" check "$WORK/nan.gbk"
+expect_error "check CHECKPOINT refuses a truncated one" 2 "truncated.gbk: checksum mismatch" -- \
+    timeout 60 "$GEARBOX" check "$WORK/truncated.gbk"
+timeout 60 "$GEARBOX" check "$WORK/out" --set data.batch_size=2 > "$WORK/ck.txt" 2> "$WORK/ck.err" &&
+    grep -q "^# checkpoint $WORK/out/ckpt-000004.gbk: step 4, \[optim\] plugin = adamw" "$WORK/ck.txt" &&
+    grep -q "^# memory plan: " "$WORK/ck.txt" &&
+    pass "check OUT_DIR describes its newest checkpoint" || fail "check OUT_DIR: $(cat "$WORK/ck.err")"
 expect_error "sample refuses a checkpoint whose own vocabulary does not fit its model" 1 \
     "wide.gbk: its byte vocabulary holds 59 tokens, but the model has 200 ids ([model] vocab_size)" -- \
     timeout 60 "$GEARBOX" sample "$WORK/wide.gbk" --tokens 3
@@ -87,7 +96,6 @@ CASES
 
 # init_from: check judges the checkpoint and the model as train does. The config below
 # has no [model] section: a fine-tuning run's model is the checkpoint's.
-head -c 5000 "$CKPT" > "$WORK/truncated.gbk"
 printf '[run]\nsteps = 4\nthreads = 2\neval_every = 0\neval_iters = 2\n[data]\ndir = %s\n[train]\ninit_from = %s\n' \
     "$WORK/data" "$CKPT" > "$WORK/finetune.ini"
 for verb in train check; do
