@@ -264,6 +264,18 @@ int gb_checkpoint_parse(const unsigned char *data, size_t size, const char *name
     return 0;
 }
 
+int gb_checkpoint_is_file(const char *path)
+{
+    const unsigned char *data;
+    size_t size;
+    const char *why;
+    if (gb_map_regular_file(path, &data, &size, &why))
+        return 0;
+    int is = size >= sizeof magic && memcmp(data, magic, sizeof magic) == 0;
+    gb_unmap_file(data, size);
+    return is;
+}
+
 /* Names the newest checkpoint of a folder given where a checkpoint file belongs. */
 static void suggest_newest(const char *dir, gb_diag *diag)
 {
@@ -343,6 +355,48 @@ char *gb_checkpoint_latest(const char *dir)
     if (path)
         sprintf(path, "%s/%s", dir, best_name);
     return path;
+}
+
+/* A run that took its vocabulary size from its data saved vocab_size = 0; the
+ * checkpoint's vocabulary says how many ids that was. */
+int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *origin, gb_config *cfg,
+                                gb_diag *diag)
+{
+    gb_config *saved = gb_config_load_string(ck->config_text, origin, "/", diag);
+    const char *vocab_size = saved ? gb_config_get(saved, "model", "vocab_size") : NULL;
+    char assignment[64];
+    snprintf(assignment, sizeof assignment, "model.vocab_size=%d", ck->vocab->size);
+    int problems = !saved || ((!vocab_size || strcmp(vocab_size, "0") == 0) &&
+                              gb_config_set(saved, assignment, diag) != 0);
+    if (!problems)
+        problems = gb_settings_inherit_model(cfg, saved, origin, diag);
+    gb_config_free(saved);
+    return problems;
+}
+
+int gb_checkpoint_take_model(gb_config *cfg, const char *resume, gb_diag *diag)
+{
+    const char *given = gb_config_get(cfg, "train", "init_from");
+    if (!resume && (!given || !*given))
+        return 0;
+    char *path = resume ? strdup(resume) : gb_config_resolve_path(cfg, "train", "init_from", given);
+    char *origin = NULL;
+    if (!path || asprintf(&origin, resume ? "--resume %s" : "[train] init_from = %s", path) < 0) {
+        free(path);
+        gb_diag_add(diag, "out of memory");
+        return 1;
+    }
+    gb_checkpoint ck = {0};
+    int problems = gb_checkpoint_read(path, &ck, diag) != 0;
+    if (problems && !resume)
+        gb_diag_add(diag, "%s: not a readable checkpoint; write one with `gearbox import`, or "
+                    "name a run's ckpt-STEP.gbk", origin);
+    if (!problems)
+        problems = gb_checkpoint_inherit_model(&ck, origin, cfg, diag);
+    gb_checkpoint_free(&ck);
+    free(origin);
+    free(path);
+    return problems;
 }
 
 /* A [model] value as the config writes it: an enum's choice, or the number. */

@@ -846,6 +846,51 @@ int gb_config_validate_section(gb_config *cfg, const char *section, const gb_opt
     return problems;
 }
 
+/* Whether `a` and `b`, parsed as `opt` asks, are the same value ("yes" is "true"). */
+static bool same_value(const gb_option *opt, const char *a, const char *b)
+{
+    gb_value va, vb;
+    char why[512];
+    if (parse_value(opt, a, &va, why, sizeof why) != VALUE_OK ||
+        parse_value(opt, b, &vb, why, sizeof why) != VALUE_OK)
+        return strcmp(a, b) == 0;   /* validation reports the malformed one */
+    switch (opt->type) {
+    case GB_OPT_FLOAT: return va.f == vb.f;
+    case GB_OPT_STRING: return strcmp(va.s, vb.s) == 0;
+    default: return va.i == vb.i;
+    }
+}
+
+int gb_config_inherit(gb_config *cfg, const gb_config *from, const char *section,
+                      const gb_option *options, size_t n_options, const char *origin,
+                      gb_diag *diag)
+{
+    int problems = 0;
+    const char *place = keep_string(cfg, origin);
+    const gb_section *kept = place ? enter(cfg, section, strlen(section), place) : NULL;
+    if (!kept)
+        return report_out_of_memory(diag);
+    for (size_t i = 0; i < n_options; i++) {
+        const char *theirs = gb_config_get(from, section, options[i].key);
+        const gb_entry *ours = find_entry(cfg, section, options[i].key);
+        if (!theirs || (ours && same_value(&options[i], ours->value, theirs)))
+            continue;
+        if (ours) {
+            gb_diag_add(diag, "%s: [%s] %s = %s, but %s holds a model with %s = %s; remove "
+                        "the key (the checkpoint's value is taken) or start from another "
+                        "checkpoint", ours->place, section, options[i].key, ours->value,
+                        origin, options[i].key, theirs);
+            problems++;
+            continue;
+        }
+        gb_entry entry = {.section = kept->name, .key = keep_string(cfg, options[i].key),
+                          .value = keep_string(cfg, theirs), .place = place, .line = 0};
+        if (!entry.key || !entry.value || !add_entry(cfg, entry))
+            return problems + report_out_of_memory(diag);
+    }
+    return problems;
+}
+
 int gb_config_set_effective(gb_config *cfg, const char *section, const char *key,
                             const char *text)
 {

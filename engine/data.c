@@ -88,6 +88,24 @@ int gb_vocab_read(const char *path, gb_vocab *vocab, gb_diag *diag)
     return rc;
 }
 
+int gb_vocab_check_fit(int64_t model_ids, int64_t size, const char *what, const char *fix,
+                       gb_diag *diag)
+{
+    int64_t padded = (size + 127) / 128 * 128;
+    if (size <= model_ids && model_ids <= padded)
+        return 0;
+    if (size > model_ids)
+        gb_diag_add(diag, "%s holds %lld tokens, but the model has only %lld ids ([model] "
+                    "vocab_size), one for each token it reads or predicts: %s", what,
+                    (long long)size, (long long)model_ids, fix);
+    else
+        gb_diag_add(diag, "%s holds %lld tokens, but the model has %lld ids ([model] "
+                    "vocab_size), more than those tokens padded up to a multiple of 128 "
+                    "(%lld); the ids beyond its tokens decode to nothing: %s", what,
+                    (long long)size, (long long)model_ids, (long long)padded, fix);
+    return -1;
+}
+
 int gb_vocab_write(const char *path, const gb_vocab *vocab)
 {
     FILE *f = fopen(path, "w");
@@ -342,7 +360,36 @@ static int resolve_bytes(gb_dataset *ds, const gb_settings *s, gb_diag *diag)
         return -1;
     ds->tokenizer = GB_TOKENIZER_BYTES;
     ds->id_limit = s->vocab_size ? s->vocab_size : ds->vocab.size;
-    return 0;
+    char what[4300];
+    snprintf(what, sizeof what, "[data] dir = %s: its vocab.txt", s->data_dir);
+    return s->vocab_size ? gb_vocab_check_fit(s->vocab_size, ds->vocab.size, what,
+                                              "prepare the data with the model's vocabulary, "
+                                              "or train another [model] vocab_size", diag)
+                         : 0;
+}
+
+/* The size of the GPT-2 vocabulary at ds->vocab_path: the model's where [model]
+ * vocab_size leaves it to the data, else checked against it. */
+static int read_gpt2_size(gb_dataset *ds, const gb_settings *s, gb_diag *diag)
+{
+    gb_bpe *bpe = gb_bpe_load(ds->vocab_path, diag);
+    int64_t size = gb_bpe_vocab_size(bpe);
+    gb_bpe_free(bpe);
+    if (!bpe) {
+        gb_diag_add(diag, "[data] dir = %s: the size of its GPT-2 vocabulary is read from "
+                    "those files; or set [model] vocab_size (50257 for GPT-2's)", s->data_dir);
+        return -1;
+    }
+    if (!s->vocab_size) {
+        ds->id_limit = size;
+        return 0;
+    }
+    char what[4300];
+    snprintf(what, sizeof what, "[data] dir = %s: its GPT-2 vocabulary %s", s->data_dir,
+             ds->vocab_path);
+    return gb_vocab_check_fit(s->vocab_size, size, what, "give [data] vocab the vocabulary "
+                              "the data was encoded with, or train another [model] vocab_size",
+                              diag);
 }
 
 /* GPT-2 tokens: the vocabulary files from [data] vocab or the note `gearbox prepare`
@@ -363,17 +410,8 @@ static int resolve_gpt2(gb_dataset *ds, const gb_settings *s, gb_diag *diag)
     if (failed)
         return -1;
     ds->id_limit = s->vocab_size;
-    if (!ds->id_limit && ds->vocab_path) {
-        gb_bpe *bpe = gb_bpe_load(ds->vocab_path, diag);
-        ds->id_limit = gb_bpe_vocab_size(bpe);
-        gb_bpe_free(bpe);
-        if (!bpe) {
-            gb_diag_add(diag, "[data] dir = %s: the size of its GPT-2 vocabulary is read from "
-                        "those files; or set [model] vocab_size (50257 for GPT-2's)",
-                        s->data_dir);
-            return -1;
-        }
-    }
+    if (ds->vocab_path && read_gpt2_size(ds, s, diag))
+        return -1;
     if (!ds->id_limit) {
         gb_diag_add(diag, "%s holds %s token files, which do not say how many ids there are: "
                     "set [model] vocab_size (50257 for GPT-2's; nanoGPT's GPT-2 models use "

@@ -104,6 +104,23 @@ static const gb_option data_options[] = {
                        "stream of its own while the current micro-step computes (on devices "
                        "with streams, ABI 1.2; false: draw and copy each batch in line)"},
 };
+/* The [model] keys that make a model what it is: its parameters' shapes and every loss
+ * (n_head changes no shape). A checkpoint's model is these; keys added for training
+ * alone are not among them. */
+static const int shape_keys[] = {MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE,
+                                 MODEL_VOCAB_SIZE, MODEL_BIAS, MODEL_PADDED_VOCAB_SIZE,
+                                 MODEL_GELU};
+
+int gb_settings_inherit_model(gb_config *cfg, const gb_config *from, const char *origin,
+                              gb_diag *diag)
+{
+    gb_option shape[sizeof shape_keys / sizeof shape_keys[0]];
+    for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++)
+        shape[i] = model_options[shape_keys[i]];
+    return gb_config_inherit(cfg, from, "model", shape, sizeof shape / sizeof shape[0], origin,
+                             diag);
+}
+
 /* `batch_size = auto` is validated against this entry in place of the numeric one. */
 static const gb_option batch_size_auto = {"batch_size", GB_OPT_ENUM, "auto", 0, 0, "auto",
                                           "the most sequences that fit [run] memory_budget"};

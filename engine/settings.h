@@ -58,6 +58,11 @@ extern const size_t gb_n_known_sections;
  * gb_settings_free). */
 int gb_settings_resolve(gb_config *cfg, gb_settings *out, gb_diag *diag);
 void gb_settings_free(gb_settings *s);
+/* The [model] keys that shape a model, taken from `from` (a checkpoint's saved config)
+ * into cfg as gb_config_inherit does, `origin` naming the checkpoint. Returns the number
+ * of problems added to `diag`. */
+int gb_settings_inherit_model(gb_config *cfg, const gb_config *from, const char *origin,
+                              gb_diag *diag);
 
 /* The learning rate at optimizer step `it` (0-based): linear warmup over warmup_iters,
  * then cosine decay to min_lr at lr_decay_iters, as nanoGPT's get_lr. */

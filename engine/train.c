@@ -802,10 +802,13 @@ static int open_outputs(gb_trainer *t, const gb_train_options *opts, time_t star
 
 /* ---- set-up -------------------------------------------------------------------------- */
 
-static int prepare(gb_trainer *t, gb_config *cfg, const char *plugin_path)
+static int prepare(gb_trainer *t, gb_config *cfg, const char *plugin_path, const char *resume)
 {
     gb_diag diag = {0};
-    int problems = gb_runtime_resolve(&t->rt, cfg, plugin_path, &diag);
+    /* the model is the checkpoint's the run starts from: --resume's, or init_from's */
+    int problems = gb_checkpoint_take_model(cfg, resume, &diag);
+    if (!problems)
+        problems = gb_runtime_resolve(&t->rt, cfg, plugin_path, &diag);
     t->s = &t->rt.settings;
     if (!problems) {
         t->data = gb_data_open(t->s, &diag);
@@ -935,18 +938,25 @@ static int build_model(gb_trainer *t)
     return 0;
 }
 
-gb_trainer *gb_trainer_open(gb_config *cfg, const char *plugin_path)
+/* gb_trainer_open for a run that will start from `resume` (NULL: from init_from, or
+ * from scratch). */
+static gb_trainer *open_trainer(gb_config *cfg, const char *plugin_path, const char *resume)
 {
     gb_trainer *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
     *t = (gb_trainer){.cfg = cfg, .train_loss = NAN, .val_loss = NAN};
-    if (prepare(t, cfg, plugin_path) || build_model(t)) {
+    if (prepare(t, cfg, plugin_path, resume) || build_model(t)) {
         gb_trainer_close(t);
         return NULL;
     }
     print_plan(t);
     return t;
+}
+
+gb_trainer *gb_trainer_open(gb_config *cfg, const char *plugin_path)
+{
+    return open_trainer(cfg, plugin_path, NULL);
 }
 
 void gb_trainer_close(gb_trainer *t)
@@ -1003,7 +1013,7 @@ int gb_train(gb_config *cfg, const gb_train_options *opts)
 {
     time_t start = time(NULL);
     gb_train_catch_signals();
-    gb_trainer *t = gb_trainer_open(cfg, opts->plugin_path);
+    gb_trainer *t = open_trainer(cfg, opts->plugin_path, opts->resume);
     if (!t || start_from(t, opts) || gb_ddp_broadcast_params(t->ddp) ||
         open_outputs(t, opts, start)) {
         gb_trainer_close(t);

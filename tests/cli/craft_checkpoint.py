@@ -6,6 +6,7 @@ reader refuses is the damage and not the checksum (gearbox/engine/checkpoint.h h
   craft_checkpoint.py IN OUT dup TAG    with section TAG twice
   craft_checkpoint.py IN OUT step N     with the step set to N
   craft_checkpoint.py IN OUT nan I      with parameter I set to NaN
+  craft_checkpoint.py IN OUT conf A|B   with its saved config's text A replaced by B
 """
 import struct
 import sys
@@ -40,6 +41,9 @@ def main(src, dst, op, arg):
         i = 4 * int(arg)
         secs = [[t, b[:i] + struct.pack("<f", float("nan")) + b[i + 4:] if t == b"PRMS" else b]
                 for t, b in secs]
+    elif op == "conf":
+        old, new = (part.encode() for part in arg.split("|"))
+        secs = [[t, b.replace(old, new) if t == b"CONF" else b] for t, b in secs]
     else:
         sys.exit("unknown operation " + op)
     body = magic + struct.pack("<II", version, len(secs))

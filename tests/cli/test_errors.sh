@@ -76,10 +76,16 @@ else
     pass "refused runs created no out_dir"
 fi
 
-# ids are checked as windows are drawn (token files are mapped, not read whole), so this
-# one is met at the first batch, with the file and the token's offset
-expect_error "token id >= vocab size" 1 "data/train.bin: token " -- \
+# a vocab.txt of more tokens than the model has ids is refused before the run starts
+expect_error "vocab.txt larger than vocab_size" 2 "its vocab.txt holds 59 tokens, but the model has only 10 ids" -- \
     train --set model.vocab_size=10
+# ids are checked as windows are drawn (token files are mapped, not read whole), so with
+# no vocab.txt to compare (nanoGPT's layout) this one is met at the first batch, with the
+# file and the token's offset
+mkdir -p "$WORK/ids"
+cp "$WORK/data/train.bin" "$WORK/data/val.bin" "$WORK/ids/"
+expect_error "token id >= vocab size" 1 "ids/train.bin: token " -- \
+    train --set model.vocab_size=10 --set data.dir="$WORK/ids"
 expect_error "token id >= vocab size names the vocabulary" 1 "but the vocabulary has 10 ids" -- \
-    train --set model.vocab_size=10
+    train --set model.vocab_size=10 --set data.dir="$WORK/ids"
 finish

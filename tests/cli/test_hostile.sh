@@ -27,8 +27,11 @@ expect_error "token file that is a folder" 2 "train.bin: it is a folder, not a f
     train --set data.dir="$WORK/folder"
 expect_error "token file that is a named pipe" 2 "train.bin: it is a named pipe, not a regular file" -- \
     train --set data.dir="$WORK/pipe"
-expect_error "--resume a folder" 2 "cannot read checkpoint $WORK/out: it is a folder; name one of its checkpoints, e.g. the newest, $WORK/out/ckpt-000004.gbk" -- \
+expect_error "--resume OUT_DIR takes its newest checkpoint" 2 "$WORK/out/ckpt-000004.gbk is at step 4; [run] steps = 4 leaves nothing to train" -- \
     train --resume "$WORK/out"
+mkdir -p "$WORK/empty_out"
+expect_error "--resume a folder without checkpoints" 2 "cannot read checkpoint $WORK/empty_out: it is a folder; name one of its checkpoints (it holds none)" -- \
+    train --resume "$WORK/empty_out"
 expect_error "--resume a named pipe" 2 "it is a named pipe" -- train --resume "$WORK/pipe/train.bin"
 expect_error "prepare a folder" 1 "cannot read $WORK/folder: it is a folder, not a file" -- \
     timeout 60 "$GEARBOX" prepare "$WORK/folder" "$WORK/prepared"
@@ -41,6 +44,8 @@ craft repeated dup CONF
 craft nostep drop STEP
 craft negative step -1
 craft nan nan 5
+craft wide conf "vocab_size = 0|vocab_size = 200"
+head -c 5000 "$CKPT" > "$WORK/truncated.gbk"
 expect_error "a repeated section" 2 "section 6 (CONF): it appears twice" -- \
     train --resume "$WORK/repeated.gbk"
 expect_error "no step section" 2 "the STEP section (the step it was written at) is missing" -- \
@@ -49,7 +54,18 @@ expect_error "a negative step" 2 "section 2 (STEP): the step is negative" -- \
     train --resume "$WORK/negative.gbk"
 expect_error "a non-finite parameter" 2 "nan.gbk: tensor wte holds 1 non-finite values (the first, element 5, is nan)" -- \
     train --resume "$WORK/nan.gbk"
-expect_error "resume with another n_head" 2 "was trained with [model] n_head = 2, this config says 1" -- \
+expect_error "check CHECKPOINT refuses a non-finite parameter as sample would" 2 \
+    "nan.gbk: tensor wte holds 1 non-finite values" -- timeout 60 "$GEARBOX" check "$WORK/nan.gbk"
+expect_error "check CHECKPOINT refuses a truncated one" 2 "truncated.gbk: checksum mismatch" -- \
+    timeout 60 "$GEARBOX" check "$WORK/truncated.gbk"
+timeout 60 "$GEARBOX" check "$WORK/out" --set data.batch_size=2 > "$WORK/ck.txt" 2> "$WORK/ck.err" &&
+    grep -q "^# checkpoint $WORK/out/ckpt-000004.gbk: step 4, \[optim\] plugin = adamw" "$WORK/ck.txt" &&
+    grep -q "^# memory plan: " "$WORK/ck.txt" &&
+    pass "check OUT_DIR describes its newest checkpoint" || fail "check OUT_DIR: $(cat "$WORK/ck.err")"
+expect_error "sample refuses a checkpoint whose own vocabulary does not fit its model" 1 \
+    "wide.gbk: its byte vocabulary holds 59 tokens, but the model has 200 ids ([model] vocab_size)" -- \
+    timeout 60 "$GEARBOX" sample "$WORK/wide.gbk" --tokens 3
+expect_error "resume with another n_head" 2 "--set model.n_head=1: [model] n_head = 1, but --resume $CKPT holds a model with n_head = 2" -- \
     train --resume "$CKPT" --set model.n_head=1
 
 # 6: a kill's leftovers next to the checkpoints, and metrics after a resume
@@ -79,6 +95,37 @@ check: eval_iters of 2^31 | [run] eval_iters = 2147483648: out of range | --set 
 check: tokens_per_step of 2^31 | [data] tokens_per_step = 2147483648 needs 33554432 micro-steps | --set data.tokens_per_step=2147483648
 check: steps x micro-steps overflow | [run] steps = 8000000000000 with 1048576 gradient accumulation steps | --set run.steps=8000000000000 --set data.gradient_accumulation_steps=1048576
 CASES
+
+# init_from: check judges the checkpoint and the model as train does. The config below
+# has no [model] section: a fine-tuning run's model is the checkpoint's.
+printf '[run]\nsteps = 4\nthreads = 2\neval_every = 0\neval_iters = 2\n[data]\ndir = %s\n[train]\ninit_from = %s\n' \
+    "$WORK/data" "$CKPT" > "$WORK/finetune.ini"
+for verb in train check; do
+    run_it() { timeout 60 "$GEARBOX" $verb "$WORK/finetune.ini" --set run.out_dir="$WORK/refused" "$@"; }
+    expect_error "$verb: a truncated init_from checkpoint" 2 \
+        "[train] init_from = $WORK/truncated.gbk: not a readable checkpoint" -- \
+        run_it --set train.init_from="$WORK/truncated.gbk"
+    expect_error "$verb: an init_from checkpoint holding NaN" 2 \
+        "nan.gbk: tensor wte holds 1 non-finite values" -- \
+        run_it --set train.init_from="$WORK/nan.gbk"
+    expect_error "$verb: a [model] key that disagrees with init_from's model" 2 \
+        "--set model.n_embd=16: [model] n_embd = 16, but [train] init_from = $CKPT holds a model with n_embd = 32" -- \
+        run_it --set model.n_embd=16
+    expect_error "$verb: a vocab_size the data's vocab.txt does not fit" 2 \
+        "its vocab.txt holds 59 tokens, but the model has only 8 ids ([model] vocab_size)" -- \
+        timeout 60 "$GEARBOX" $verb "$WORK/run.ini" --set run.out_dir="$WORK/refused" --set model.vocab_size=8
+done
+timeout 60 "$GEARBOX" check "$WORK/finetune.ini" > "$WORK/ft_check.txt" 2>&1 &&
+    timeout 60 "$GEARBOX" train "$WORK/finetune.ini" --set run.out_dir="$WORK/ft" > "$WORK/ft.log" 2>&1 &&
+    grep -qx "n_embd = 32" "$WORK/ft_check.txt" &&
+    pass "a fine-tune config without [model] passes check and trains" ||
+    fail "fine-tune without [model]: $(tail -3 "$WORK/ft_check.txt" "$WORK/ft.log")"
+mv "$CKPT" "$WORK/moved.gbk"   # a resumed run needs no init_from: the model is --resume's
+timeout 60 "$GEARBOX" train "$WORK/finetune.ini" --set run.out_dir="$WORK/ft" --set run.steps=6 \
+    --resume "$WORK/ft" > "$WORK/ft.log" 2>&1 && grep -q "resumed from $WORK/ft/ckpt-000004.gbk at step 4" "$WORK/ft.log" &&
+    pass "--resume OUT_DIR of a config without [model] takes the checkpoint's model, init_from gone" ||
+    fail "resume without [model]: $(tail -3 "$WORK/ft.log")"
+mv "$WORK/moved.gbk" "$CKPT"
 
 # 9: messages
 printf '[run]\nsteps = 5\x1b[2J\x07\n' > "$WORK/control.ini"

@@ -4,8 +4,11 @@
 #ifndef GB_CLI_H
 #define GB_CLI_H
 
+#include <stdio.h>
+
 #include "gearbox/engine/config.h"
 #include "gearbox/engine/loader.h"
+#include "gearbox/engine/model.h"
 #include "options.h"
 
 int gb_cmd_train(int argc, char **argv);
@@ -73,6 +76,19 @@ extern const gb_cli_spec gb_cli_gearbox_spec;
 
 /* Prints "gearbox VERSION (git REVISION), plugin ABI MAJOR.MINOR" on stdout. */
 void gb_cli_print_version(void);
+
+/* The loading half of gb_cli_parse_run: run->config_path read into run->cfg, the
+ * overrides applied. 0, or 2 after printing the problems. */
+int gb_cli_load_run(gb_cli_run *run);
+
+/* The checkpoint a verb reads: `given` itself, or the newest ckpt-STEP.gbk of the out_dir
+ * `given` names. malloc'ed; NULL only when out of memory. A folder without checkpoints
+ * comes back as it is, for the checkpoint reader to say so. */
+char *gb_cli_checkpoint_path(const char *given);
+
+/* One line on a model: its parameters and [model] shape, after `prefix`. */
+void gb_cli_print_model(FILE *out, const char *prefix, const gb_model_config *c,
+                        int64_t n_params);
 
 /* What `gearbox sample` was asked for. */
 typedef struct gb_sample_args {

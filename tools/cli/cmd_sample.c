@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "gearbox/engine/bpe.h"
 #include "gearbox/engine/checkpoint.h"
@@ -238,12 +237,6 @@ static int generate(gb_model *m, const gb_model_config *mc, const text_codec *co
         goto out;
     if (n == 0)   /* GPT-2 starts a text after <|endoftext|> */
         ids[n++] = codec->bpe ? gb_bpe_end_of_text(codec->bpe) : 0;
-    if (ids[0] >= mc->vocab_size) {
-        fprintf(stderr, "gearbox sample: the empty prompt starts from <|endoftext|>, id %d, "
-                "beyond the model's %lld ids: give a --prompt\n", ids[0],
-                (long long)mc->vocab_size);
-        goto out;
-    }
     fputs(a->prompt, stdout);
     gb_rng rng = gb_rng_stream(a->seed, GB_RNG_SAMPLE, 0, 0);
     for (long i = 0; i < a->tokens; i++) {
@@ -268,18 +261,24 @@ out:
 }
 
 /* The codec of the run's data: GPT-2's BPE when its [data] tokenizer says gpt2, from
- * --vocab or the run's [data] vocab. -1 after saying what is missing. */
-static int open_codec(text_codec *c, const gb_settings *s, const gb_checkpoint *ck,
-                      const gb_sample_args *a, const char *path, gb_diag *diag)
+ * --vocab or the run's [data] vocab; else the checkpoint's bytes. Either must fit the
+ * model's `model_ids`. -1 after saying what is missing or does not fit. */
+static int open_codec(text_codec *c, int64_t model_ids, const gb_settings *s,
+                      const gb_checkpoint *ck, const gb_sample_args *a, const char *path,
+                      gb_diag *diag)
 {
+    char what[4200];
     *c = (text_codec){ck->vocab, NULL};
     if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2 && a->vocab) {
         gb_diag_add(diag, "--vocab %s: %s holds a model of byte tokens, whose vocabulary it "
                     "carries; --vocab is for GPT-2 BPE models: drop it", a->vocab, path);
         return -1;
     }
-    if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2)
-        return 0;
+    if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2) {
+        snprintf(what, sizeof what, "%s: its byte vocabulary", path);
+        return gb_vocab_check_fit(model_ids, ck->vocab->size, what, "the checkpoint was "
+                                  "written with a vocabulary its model cannot use", diag);
+    }
     const char *vocab = a->vocab ? a->vocab : gb_settings_vocab_path(s);
     if (!vocab) {
         gb_diag_add(diag, "%s: the model was trained on GPT-2 BPE tokens ([data] tokenizer = "
@@ -289,7 +288,11 @@ static int open_codec(text_codec *c, const gb_settings *s, const gb_checkpoint *
         return -1;
     }
     c->bpe = gb_bpe_load(vocab, diag);
-    return c->bpe ? 0 : -1;
+    snprintf(what, sizeof what, "%s %s", a->vocab ? "--vocab" : "the run's [data] vocab =",
+             vocab);
+    return c->bpe ? gb_vocab_check_fit(model_ids, gb_bpe_vocab_size(c->bpe), what,
+                                       "give the vocabulary the model was trained with", diag)
+                  : -1;
 }
 
 static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *ck)
@@ -304,7 +307,7 @@ static int run_sample(const gb_sample_args *a, const char *path, gb_checkpoint *
         const gb_settings *s = gb_runtime_settings(rt);
         gb_model_config mc = gb_model_config_of(s, ck->vocab->size);
         text_codec codec = {0};
-        if (!open_codec(&codec, s, ck, a, path, &diag))
+        if (!open_codec(&codec, mc.vocab_size, s, ck, a, path, &diag))
             m = gb_model_create(rt, &mc, 1, 0);
         if (m && !gb_checkpoint_check_model(ck, path, m, s, &diag) &&
             !gb_model_set_params(m, ck->params))
@@ -325,13 +328,9 @@ int gb_cmd_sample(int argc, char **argv)
     int rc = gb_cli_parse_sample(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    struct stat st;
-    char *path = stat(a.checkpoint, &st) == 0 && S_ISDIR(st.st_mode)
-                     ? gb_checkpoint_latest(a.checkpoint) : strdup(a.checkpoint);
-    if (!path) {
-        fprintf(stderr, "gearbox sample: no checkpoint (ckpt-*.gbk) in %s\n", a.checkpoint);
+    char *path = gb_cli_checkpoint_path(a.checkpoint);
+    if (!path)
         return 1;
-    }
     gb_checkpoint ck;
     gb_diag diag = {0};
     rc = 1;

@@ -26,8 +26,8 @@ const gb_cli_spec gb_cli_import_spec = {
     "    GPT2LMHeadModel.save_pretrained writes them, or as the model hub has them);\n"
     "  - a model.safetensors file, with its config.json beside it;\n"
     "  - llm.c's gpt2_124M.bin (f32) or gpt2_124M_bf16.bin (its padded vocabulary kept).\n"
-    "The checkpoint's [model] section is the config a fine-tuning run must repeat;\n"
-    "`gearbox check` on it shows the memory plan.\n",
+    "A fine-tuning run's [train] init_from = CHECKPOINT takes its [model] section from it;\n"
+    "`gearbox check CHECKPOINT` shows its shape, parameters and memory plan.\n",
     .options = {
         [OPT_PADDED_VOCAB_SIZE] = {"padded-vocab-size", 0, "N", "pad the token embedding to N "
                                    "rows, as llm.c does (GPT-2:\n50304); the extra rows are "
@@ -104,13 +104,8 @@ static int refuse_overwrite(const char *target, int force)
 /* One line on what was converted, for the user to check against the source. */
 static void describe(const char *verb, const char *path, const gb_weights *w)
 {
-    const gb_model_config *c = &w->cfg;
-    printf("gearbox %s: %s: %lld parameters | n_layer %lld, n_head %lld, n_embd %lld, "
-           "block_size %lld, vocab %lld (%lld rows), bias %s, gelu %s\n", verb, path,
-           (long long)w->n_params, (long long)c->n_layer, (long long)c->n_head,
-           (long long)c->n_embd, (long long)c->block_size, (long long)c->vocab_size,
-           (long long)gb_model_table_rows(c), c->bias ? "true" : "false",
-           c->gelu_tanh ? "tanh" : "erf");
+    printf("gearbox %s: %s: ", verb, path);
+    gb_cli_print_model(stdout, "", &w->cfg, w->n_params);
 }
 
 /* Where import writes: CHECKPOINT, or CHECKPOINT/ckpt-000000.gbk for a folder (one that
@@ -196,8 +191,8 @@ int gb_cmd_export(int argc, char **argv)
     int llmc = strcmp(format, "llm.c") == 0;
     if (!llmc && strcmp(format, "hf") != 0)
         return gb_cli_usage_error("export", "--format %s: expected hf or llm.c", format);
-    char *path = gb_checkpoint_latest(pos[0]);
-    if (!path && !(path = strdup(pos[0])))
+    char *path = gb_cli_checkpoint_path(pos[0]);
+    if (!path)
         return 1;
     gb_checkpoint ck;
     gb_weights w = {0};

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gearbox/engine/checkpoint.h"
 #include "gearbox/engine/fsutil.h"
 #include "gearbox/engine/text.h"
 
@@ -109,8 +110,11 @@ int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run 
                      gb_cli_option_fn own, void *ctx)
 {
     int rc = gb_cli_parse_run_args(spec, argc, argv, run, own, ctx);
-    if (rc)
-        return rc;
+    return rc ? rc : gb_cli_load_run(run);
+}
+
+int gb_cli_load_run(gb_cli_run *run)
+{
     gb_diag diag = {0};
     run->cfg = gb_config_load(run->config_path, &diag);
     for (int i = 0; run->cfg && i < run->n_sets; i++)
@@ -124,4 +128,21 @@ int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run 
         return 2;
     }
     return 0;
+}
+
+char *gb_cli_checkpoint_path(const char *given)
+{
+    char *newest = gb_checkpoint_latest(given);
+    return newest ? newest : strdup(given);
+}
+
+void gb_cli_print_model(FILE *out, const char *prefix, const gb_model_config *c,
+                        int64_t n_params)
+{
+    fprintf(out, "%s%lld parameters | n_layer %lld, n_head %lld, n_embd %lld, block_size %lld, "
+            "vocab %lld (%lld rows), bias %s, gelu %s\n", prefix, (long long)n_params,
+            (long long)c->n_layer, (long long)c->n_head, (long long)c->n_embd,
+            (long long)c->block_size, (long long)c->vocab_size,
+            (long long)gb_model_table_rows(c), c->bias ? "true" : "false",
+            c->gelu_tanh ? "tanh" : "erf");
 }

@@ -43,6 +43,9 @@ int gb_checkpoint_read(const char *path, gb_checkpoint *ck, gb_diag *diag);
 int gb_checkpoint_parse(const unsigned char *data, size_t size, const char *name,
                         gb_checkpoint *ck, gb_diag *diag);
 void gb_checkpoint_free(gb_checkpoint *ck);
+/* 1 when `path` is a regular file that starts as a checkpoint does (its magic), else 0;
+ * reads nothing else, and never from a pipe. */
+int gb_checkpoint_is_file(const char *path);
 /* The checksum a checkpoint ends with, over its `n` bytes before it. */
 uint64_t gb_checkpoint_checksum(const void *data, size_t n);
 
@@ -52,6 +55,18 @@ uint64_t gb_checkpoint_checksum(const void *data, size_t n);
  * tensor). 0, or -1 with the problems in diag. */
 int gb_checkpoint_check_model(const gb_checkpoint *ck, const char *path, const gb_model *m,
                               const gb_settings *s, gb_diag *diag);
+
+/* A run's model, as the checkpoint it starts from describes it: `resume` (a checkpoint
+ * path, or NULL) or else [train] init_from is read and verified, and its [model] section
+ * becomes cfg's: a key cfg leaves out is taken from it (vocab_size as the checkpoint's
+ * vocabulary where its run took the data's), a key cfg sets to another value is reported
+ * with both values and where cfg sets it. Train and check call it before resolving cfg.
+ * 0 (also with neither), or the number of problems added to `diag`. */
+int gb_checkpoint_take_model(gb_config *cfg, const char *resume, gb_diag *diag);
+/* Its second half: the [model] section of `ck` into cfg, `origin` naming the checkpoint
+ * in messages ("[train] init_from = PATH"). */
+int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *origin, gb_config *cfg,
+                                gb_diag *diag);
 
 /* The newest checkpoint in dir, a file named exactly "ckpt-STEP.gbk" (by step; the
  * ".tmp" a crash leaves is not one), malloc'ed, or NULL. */

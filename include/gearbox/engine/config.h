@@ -55,6 +55,15 @@ int gb_config_validate_section(gb_config *cfg, const char *section, const gb_opt
                                size_t n_options, const char *const *ignore, size_t n_ignore,
                                gb_value *values, gb_diag *diag);
 
+/* Takes [section] of `from` (a checkpoint's saved config) into cfg, key by key for the
+ * keys of `options`: a key cfg leaves out gets `from`'s value, noted as coming from
+ * `origin`; a key cfg sets to another value (compared as `options` parse them, so "yes"
+ * is "true") is reported with both values and where cfg sets it. Returns the number of
+ * problems added to `diag`. */
+int gb_config_inherit(gb_config *cfg, const gb_config *from, const char *section,
+                      const gb_option *options, size_t n_options, const char *origin,
+                      gb_diag *diag);
+
 /* Replaces the effective value of a validated key with `text` (a path made absolute, so
  * that a config saved into a checkpoint means the same file wherever it is read).
  * 0, or -1 when the key has no effective value or "key=text" is longer than a config line

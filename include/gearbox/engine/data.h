@@ -49,6 +49,13 @@ int gb_vocab_read(const char *path, gb_vocab *vocab, gb_diag *diag);
 int gb_vocab_parse(const char *text, size_t size, const char *name, gb_vocab *vocab,
                    gb_diag *diag);
 int gb_vocab_write(const char *path, const gb_vocab *vocab);
+/* Whether a vocabulary of `size` tokens fits a model of `model_ids` ids ([model]
+ * vocab_size): at least one id per token, and no more than padding up to a multiple of
+ * 128 adds (nanoGPT's 50304 for GPT-2's 50257). A narrower model is fed ids it has no row
+ * for, a wider one predicts ids that decode to nothing. 0, or -1 after reporting both
+ * sizes into diag, `what` naming the vocabulary and `fix` saying what to do. */
+int gb_vocab_check_fit(int64_t model_ids, int64_t size, const char *what, const char *fix,
+                       gb_diag *diag);
 
 /* The note `gearbox prepare --tokenizer gpt2` leaves in its folder: which GPT-2
  * vocabulary it encoded with, so that a run on the folder need not be told again. */
