@@ -37,7 +37,7 @@ static const gb_cli_verb verbs[] = {
     {&gb_cli_check_spec, gb_cmd_check, "CONFIG|CHECKPOINT",
      "validate a config, resolve its plugins, print the\neffective configuration; or a "
      "checkpoint's shape,\nparameters and memory plan"},
-    {&gb_cli_prepare_spec, gb_cmd_prepare, "TEXT OUTDIR",
+    {&gb_cli_prepare_spec, gb_cmd_prepare, "TEXT|- OUTDIR",
      "make token files from a text file: character-level,\nor GPT-2 BPE in nanoGPT's layout"},
     {&gb_cli_sample_spec, gb_cmd_sample, "CHECKPOINT", "generate text from a checkpoint"},
     {&gb_cli_encode_spec, gb_cmd_encode, "--vocab PATH [TEXT]",
