@@ -19,7 +19,7 @@ const size_t gb_n_known_sections = sizeof gb_known_sections / sizeof gb_known_se
 
 enum { RUN_SEED, RUN_STEPS, RUN_OUT_DIR, RUN_THREADS, RUN_LOG_EVERY, RUN_EVAL_EVERY,
        RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH, RUN_MEMORY_BUDGET,
-       RUN_ALLOW_WRITABLE_PLUGINS, RUN_CUDA_GRAPHS };
+       RUN_ALLOW_WRITABLE_PLUGINS, RUN_CUDA_GRAPHS, RUN_KEEP_LAST };
 static const gb_option run_options[] = {
     [RUN_SEED] = {"seed", GB_OPT_INT, "1337", 0, BIG, NULL,
                   "fixes initialisation and the order of batches"},
@@ -52,6 +52,9 @@ static const gb_option run_options[] = {
                          "record each micro-step's forward and backward once as CUDA graphs "
                          "and launch them from then on (a device with graphs, ABI 1.4: cuda; "
                          "not with data-parallel runs)"},
+    [RUN_KEEP_LAST] = {"keep_last", GB_OPT_INT, "0", 0, BIG, NULL,
+                       "after each checkpoint, delete out_dir's older ones but the newest N and "
+                       "the one with the best val loss (0: keep all)"},
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
@@ -410,6 +413,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->eval_every = run[RUN_EVAL_EVERY].i;
     s->eval_iters = run[RUN_EVAL_ITERS].i;
     s->checkpoint_every = run[RUN_CHECKPOINT_EVERY].i;
+    s->keep_last = run[RUN_KEEP_LAST].i;
     problems += resolve_plugin_path(cfg, s, run[RUN_PLUGIN_PATH].s, diag);
     s->allow_writable_plugins = (int)run[RUN_ALLOW_WRITABLE_PLUGINS].i;
     s->cuda_graphs = (int)run[RUN_CUDA_GRAPHS].i;

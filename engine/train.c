@@ -296,6 +296,7 @@ static int save_checkpoint(gb_trainer *t, int64_t step)
     if (rc == 0) {
         say(t, "checkpoint: %s", path);
         remember_checkpoint(t, path, step);
+        gb_checkpoint_retain(t->s->out_dir, t->s->keep_last, step);
     }
     gb_diag_report(&diag, "train");
     gb_diag_clear(&diag);
