@@ -10,6 +10,7 @@
 int gb_cmd_train(int argc, char **argv);
 int gb_cmd_prepare(int argc, char **argv);
 int gb_cmd_sample(int argc, char **argv);
+int gb_cmd_eval(int argc, char **argv);
 int gb_cmd_plugins(int argc, char **argv);
 int gb_cmd_check(int argc, char **argv);
 int gb_cmd_bench(int argc, char **argv);

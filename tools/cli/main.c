@@ -18,6 +18,9 @@ static const char verbs_text[] =
     "  sample CHECKPOINT [--prompt S] [--tokens N] [--temperature T] [--top-k K] [--seed N]\n"
     "         [--vocab PATH]\n"
     "                                  generate text from a checkpoint\n"
+    "  eval CONFIG --ckpt CHECKPOINT [--batches N] [--hellaswag FILE]\n"
+    "                                  a checkpoint's validation loss, and multiple-choice\n"
+    "                                  accuracy on a HellaSwag JSONL file\n"
     "  encode --vocab PATH [TEXT | --input FILE] [--output FILE]\n"
     "                                  GPT-2 BPE ids of a text or file, as numbers or a\n"
     "                                  token file\n"
@@ -83,7 +86,7 @@ int main(int argc, char **argv)
     } verbs[] = {
         {"train", gb_cmd_train},     {"check", gb_cmd_check},     {"prepare", gb_cmd_prepare},
         {"sample", gb_cmd_sample},   {"plugins", gb_cmd_plugins}, {"bench", gb_cmd_bench},
-        {"doctor", gb_cmd_doctor},
+        {"doctor", gb_cmd_doctor},   {"eval", gb_cmd_eval},
         {"ab", gb_cmd_ab},           {"import", gb_cmd_import},   {"export", gb_cmd_export},
         {"encode", gb_cmd_encode},   {"decode", gb_cmd_decode},
         {"new-plugin", gb_cmd_new_plugin}, {"test-plugin", gb_cmd_test_plugin},
