@@ -58,7 +58,7 @@ static const gb_option run_options[] = {
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
-       MODEL_BIAS, MODEL_PADDED_VOCAB_SIZE, MODEL_GELU };
+       MODEL_BIAS, MODEL_PADDED_VOCAB_SIZE, MODEL_GELU, MODEL_DROPOUT };
 static const gb_option model_options[] = {
     [MODEL_N_LAYER] = {"n_layer", GB_OPT_INT, "4", 1, 1024, NULL, "transformer blocks"},
     [MODEL_N_HEAD] = {"n_head", GB_OPT_INT, "4", 1, 1024, NULL, "attention heads per block"},
@@ -78,6 +78,11 @@ static const gb_option model_options[] = {
     [MODEL_GELU] = {"gelu", GB_OPT_ENUM, "erf", 0, 0, "erf|tanh",
                     "GELU's form: erf, exact (PyTorch's F.gelu, nanoGPT); tanh, GPT-2's "
                     "approximation (Hugging Face's gelu_new, llm.c)"},
+    [MODEL_DROPOUT] = {"dropout", GB_OPT_FLOAT, "0", 0, 0.95, NULL,
+                       "training's drop probability on the embeddings' sum and after each "
+                       "attention projection and MLP, as nanoGPT (not on attention's "
+                       "probabilities); off in evaluation and sampling; needs a device with "
+                       "dropout (ABI 1.7: cpu, cuda)"},
 };
 
 enum { DATA_DIR, DATA_TOKENIZER, DATA_VOCAB, DATA_BATCH_SIZE, DATA_GRAD_ACCUM,
@@ -430,6 +435,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->bias = (int)model[MODEL_BIAS].i;
     s->padded_vocab_size = model[MODEL_PADDED_VOCAB_SIZE].i;
     s->gelu_tanh = model[MODEL_GELU].i == 1;
+    s->dropout = model[MODEL_DROPOUT].f;
     s->data_dir = gb_config_resolve_path(cfg, "data", "dir", data[DATA_DIR].s);
     s->tokenizer = (gb_tokenizer)data[DATA_TOKENIZER].i;
     if (*data[DATA_VOCAB].s)

@@ -27,6 +27,7 @@ typedef struct gb_settings {
     int bias;
     int64_t padded_vocab_size;  /* rows of wte; 0: vocab_size */
     int gelu_tanh;            /* gelu = tanh */
+    double dropout;           /* training's drop probability; 0: none */
     /* [data] */
     const char *data_dir;     /* absolute */
     gb_tokenizer tokenizer;

@@ -430,6 +430,8 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
         uint64_t index = (uint64_t)(it * accum + micro);
         if (micro == accum - 1)
             gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
+        /* [model] dropout's masks: this micro-step's, each rank drawing its own rows' */
+        gb_model_set_dropout_step(t->model, index + (uint64_t)t->rank * 0x9e3779b97f4a7c15ull);
         if (forward_training_batch(t, index, dloss) || gb_model_stage_loss(t->model, micro) ||
             gb_model_backward(t->model, dloss) ||
             send_next_batch(t, index + 1))
@@ -889,6 +891,13 @@ static int enable_graphs(gb_trainer *t)
                   "plugin = %s (%s) records no graphs (ABI 1.4's graph_begin, graph_end, "
                   "graph_launch and graph_destroy); use [device] plugin = cuda, or set "
                   "cuda_graphs = false", dev->desc->name, dev->path);
+        return -1;
+    }
+    if (t->s->dropout > 0.0) {
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true is not "
+                  "available with [model] dropout = %g: each micro-step draws new masks, a "
+                  "seed a recorded graph would repeat; set dropout = 0 or cuda_graphs = false",
+                  t->s->dropout);
         return -1;
     }
     if (t->ddp) {

@@ -184,6 +184,29 @@ gb_status cpu_q_add(void *self, gb_dtype dtype, void *out, const void *a, const 
     return submit_pointwise((pointwise_work){self, dtype, out, a, b, n, NULL, cpu_add});
 }
 
+typedef struct dropout_work {
+    cpu_device *dev;
+    gb_dtype dtype;
+    void *out;
+    const void *in;
+    int64_t n;
+    float p;
+    uint64_t seed;
+} dropout_work;
+
+static gb_status run_dropout(void *arg)
+{
+    dropout_work *w = arg;
+    return cpu_dropout(w->dev, w->dtype, w->out, w->in, w->n, w->p, w->seed);
+}
+
+gb_status cpu_q_dropout(void *self, gb_dtype dtype, void *out, const void *in, int64_t n,
+                        float p, uint64_t seed)
+{
+    dropout_work w = {self, dtype, out, in, n, p, seed};
+    return cpu_submit(self, NULL, run_dropout, &w, sizeof w);
+}
+
 typedef struct reduce_work {
     cpu_device *dev;
     gb_dtype dtype;
