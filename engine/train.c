@@ -885,19 +885,19 @@ static int enable_graphs(gb_trainer *t)
     const gb_plugin *dev = t->rt.inst[GB_KIND_DEVICE].plugin;
     if (!t->s->cuda_graphs)
         return 0;
+    if (t->s->dropout > 0.0) {
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true is not "
+                  "available with [model] dropout = %g: each micro-step draws its own masks, "
+                  "which a recorded graph would repeat; set dropout = 0 or cuda_graphs = false",
+                  t->s->dropout);
+        return -1;
+    }
     if (!GB_DEVICE_HAS(ops, graph_begin) || !GB_DEVICE_HAS(ops, graph_end) ||
         !GB_DEVICE_HAS(ops, graph_launch) || !GB_DEVICE_HAS(ops, graph_destroy)) {
         gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true: [device] "
                   "plugin = %s (%s) records no graphs (ABI 1.4's graph_begin, graph_end, "
                   "graph_launch and graph_destroy); use [device] plugin = cuda, or set "
                   "cuda_graphs = false", dev->desc->name, dev->path);
-        return -1;
-    }
-    if (t->s->dropout > 0.0) {
-        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true is not "
-                  "available with [model] dropout = %g: each micro-step draws new masks, a "
-                  "seed a recorded graph would repeat; set dropout = 0 or cuda_graphs = false",
-                  t->s->dropout);
         return -1;
     }
     if (t->ddp) {
