@@ -18,10 +18,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "model.h"
 #include "runtime.h"
+#include "test_run.h"
 
 enum { L = 2, H = 2, C = 16, T = 8, B = 2, V = 11 };
 #define STEP 3
@@ -35,18 +35,6 @@ static void check(int ok, const char *fmt, const char *detail)
     failures += !ok;
 }
 
-/* The [device] section from the environment (as test_gpt_reference.c). */
-static const char *device_section(char *out, size_t cap)
-{
-    const char *device = getenv("GEARBOX_TEST_DEVICE"), *like = getenv("GEARBOX_TEST_GPU_LIKE");
-    if (device && *device)
-        snprintf(out, cap, "[device]\nplugin = %s\n", device);
-    else
-        snprintf(out, cap, "%s", like && strcmp(like, "1") == 0 ? "[device]\nemulate_gpu = true\n"
-                                                              : "");
-    return out;
-}
-
 static gb_model *build(gb_runtime *rt, gb_config **cfg, double dropout)
 {
     char text[1024], device[128];
@@ -54,14 +42,8 @@ static gb_model *build(gb_runtime *rt, gb_config **cfg, double dropout)
              "[run]\nthreads = 2\n[model]\nn_layer = %d\nn_head = %d\nn_embd = %d\n"
              "block_size = %d\nvocab_size = %d\ndropout = %g\n[data]\nbatch_size = %d\n"
              "[train]\nfuse_classifier = false\n[precision]\nplugin = fp32\n%s",
-             L, H, C, T, V, dropout, B, device_section(device, sizeof device));
-    gb_diag diag = {0};
-    *cfg = gb_config_load_string(text, "dropout test config", "/", &diag);
-    int failed = !*cfg || gb_runtime_resolve(rt, *cfg, NULL, &diag) ||
-                 gb_runtime_start(rt, &diag);
-    gb_diag_print(&diag, stderr);
-    gb_diag_clear(&diag);
-    if (failed)
+             L, H, C, T, V, dropout, B, gb_test_device_section(device, sizeof device));
+    if (gb_test_start_runtime(rt, cfg, text, "dropout test config"))
         return NULL;
     gb_model_config mc = gb_model_config_of(&rt->settings, 0);
     gb_model *m = gb_model_create(rt, &mc, B, 1);
