@@ -536,10 +536,11 @@ int64_t gb_model_table_rows(const gb_model_config *cfg)
 }
 
 /* What the model asks of the config beyond its sizes: padding that covers the vocabulary
- * (which may come from the data), and a device with GELU's tanh form (optional in ABI
- * 1.2) when the model uses it. Checked when the model is made, not when it is only
- * planned (a plan sizes buffers; its callers go on to make the model). */
-static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
+ * (which may come from the data), a device with dropout (optional in ABI 1.7) when a
+ * training model drops (evaluation and sampling never do), and one with GELU's tanh form
+ * (optional in ABI 1.2) when the model uses it. Checked when the model is made, not when
+ * it is only planned (a plan sizes buffers; its callers go on to make the model). */
+static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg, int train)
 {
     const gb_device_ops *ops = rt->dev;
     const gb_plugin *dev = rt->inst[GB_KIND_DEVICE].plugin;
@@ -549,7 +550,7 @@ static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
                   (long long)cfg->padded_vocab_size, (long long)cfg->vocab_size);
         return -1;
     }
-    if (cfg->dropout > 0.0f && !GB_DEVICE_HAS(ops, dropout)) {
+    if (train && cfg->dropout > 0.0f && !GB_DEVICE_HAS(ops, dropout)) {
         gb_report(GB_REPORT_ERROR, "model", "gearbox: error: [model] dropout = %g: [device] "
                   "plugin = %s (%s) has no dropout kernel (ABI 1.7's dropout); use a device "
                   "that has one (cpu, cuda), or set dropout = 0", (double)cfg->dropout,
@@ -669,7 +670,7 @@ static int finish_creation(gb_model *m)
 
 gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train)
 {
-    if (check_model_choices(rt, cfg))
+    if (check_model_choices(rt, cfg, train))
         return NULL;
     gb_model *m = lay_out(rt, cfg, batch, train, 0);
     if (!m || finish_creation(m)) {
