@@ -46,6 +46,8 @@ printf '%s\n' '{"ctx": "a", "endings": ["b", "c"], "label": 1}' '{"ctx": "a", "e
     '{"ctx": "a", "endings": ["b", "c"], "label": 2}' '[1, 2]' > "$WORK/bad.jsonl"
 : > "$WORK/empty.jsonl"
 printf '%s\n' '{"ctx": "the cat", "endings": ["sat", "zzz"], "label": 0}' > "$WORK/bytes.jsonl"
+for _ in $(seq 1000); do printf '\x8b\x00\xff'; done > "$WORK/garbage.jsonl"
+printf '%*s' 100000 '' | tr ' ' '[' > "$WORK/deep.jsonl"
 run=("$GEARBOX" eval "$WORK/run.ini" --ckpt "$WORK/mem" --batches 0)
 expect_error "a line that is not JSON" 2 "bad.jsonl:2: not a JSON object" -- \
     "${run[@]}" --hellaswag "$WORK/bad.jsonl"
@@ -60,9 +62,12 @@ expect_refusals "${run[@]}" <<TABLE
 an empty file | empty.jsonl holds no items | --hellaswag $WORK/empty.jsonl
 a missing file | cannot read $WORK/none.jsonl | --hellaswag $WORK/none.jsonl
 a byte the vocabulary lacks | bytes.jsonl:1: ending 1 holds byte 122 ('z') | --hellaswag $WORK/bytes.jsonl
+binary bytes | garbage.jsonl:1: not a JSON object | --hellaswag $WORK/garbage.jsonl
+100000 nested arrays | deep.jsonl:1: not a JSON object | --hellaswag $WORK/deep.jsonl
 TABLE
 expect_refusals "$GEARBOX" eval "$WORK/run.ini" <<TABLE
 no --ckpt | --ckpt CHECKPOINT is needed |
+nothing to evaluate | --batches 0 without --hellaswag leaves nothing | --ckpt $WORK/mem --batches 0
 a bad --batches | --batches x: expected a whole number | --ckpt $WORK/mem --batches x
 a folder without checkpoints | the folder holds no checkpoint | --ckpt $WORK/data
 TABLE

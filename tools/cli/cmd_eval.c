@@ -47,7 +47,9 @@ static const gb_cli_spec spec = {
         "the items whose lowest sum is the label's ending, acc_norm those whose lowest mean per\n"
         "ending token is (the figure those scripts report). Items longer than block_size lose\n"
         "the start of their context.\n"
-        "Exit status: 0 done, 1 failed while evaluating, 2 refused before starting.\n",
+        "Exit status: 0 done, 1 failed while evaluating, 2 refused: a bad config, checkpoint\n"
+        "or HellaSwag file (a line that is not an item is refused before any work; an item\n"
+        "the model cannot read, when it is reached).\n",
 };
 
 typedef struct eval_args {
@@ -270,30 +272,26 @@ static int score_item(evaluation *e, const item_codec *c, const char *file,
     return rc;
 }
 
-static int print_hellaswag(evaluation *e, const char *file, gb_diag *diag)
+/* The items of `set` (read from `file`) scored: 0, or the exit status after saying why. */
+static int print_hellaswag(evaluation *e, const gb_hellaswag *set, const char *file,
+                           gb_diag *diag)
 {
-    gb_hellaswag set;
     item_codec codec;
-    if (gb_hellaswag_read(file, &set, diag))
+    if (open_item_codec(&codec, e->ds, diag))
         return 2;
-    if (open_item_codec(&codec, e->ds, diag)) {
-        gb_hellaswag_free(&set);
-        return 2;
-    }
     int64_t right = 0, right_norm = 0;
     int rc = 0;
-    for (int64_t i = 0; rc == 0 && i < set.count; i++) {
+    for (int64_t i = 0; rc == 0 && i < set->count; i++) {
         int by_sum, by_mean;
-        rc = score_item(e, &codec, file, &set.items[i], &by_sum, &by_mean, diag);
-        right += by_sum == set.items[i].label;
-        right_norm += by_mean == set.items[i].label;
+        rc = score_item(e, &codec, file, &set->items[i], &by_sum, &by_mean, diag);
+        right += by_sum == set->items[i].label;
+        right_norm += by_mean == set->items[i].label;
     }
     if (rc == 0)
         printf("hellaswag: %lld items of %s: acc %.4f (%lld right), acc_norm %.4f (%lld right)\n",
-               (long long)set.count, file, (double)right / (double)set.count, (long long)right,
-               (double)right_norm / (double)set.count, (long long)right_norm);
+               (long long)set->count, file, (double)right / (double)set->count,
+               (long long)right, (double)right_norm / (double)set->count, (long long)right_norm);
     gb_bpe_free(codec.bpe);
-    gb_hellaswag_free(&set);
     return rc;
 }
 
@@ -304,21 +302,27 @@ int gb_cmd_eval(int argc, char **argv)
     int rc = gb_cli_parse_run(&spec, argc, argv, &run, on_option, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!a.ckpt) {
+    if (!a.ckpt || (a.batches == 0 && !a.hellaswag)) {
         gb_config_free(run.cfg);
-        return gb_cli_usage_error("eval", "--ckpt CHECKPOINT is needed: the checkpoint file, "
-                                  "or the out_dir, whose weights to evaluate");
+        return gb_cli_usage_error("eval", !a.ckpt ? "--ckpt CHECKPOINT is needed: the "
+                                  "checkpoint file, or the out_dir, whose weights to evaluate"
+                                  : "--batches 0 without --hellaswag leaves nothing to "
+                                  "evaluate");
     }
     gb_diag diag = {0};
     evaluation e = {0};
-    rc = open_evaluation(&e, &run, &a, &diag) ? 2 : 0;
+    gb_hellaswag set = {0};
+    /* a bad file is refused before any work */
+    rc = (a.hellaswag && gb_hellaswag_read(a.hellaswag, &set, &diag)) ||
+         open_evaluation(&e, &run, &a, &diag) ? 2 : 0;
     int64_t batches = a.batches < 0 && rc == 0 ? gb_settings_eval_iters(e.s) : a.batches;
     if (rc == 0 && batches > 0 && print_val_loss(&e, batches))
         rc = 1;
     if (rc == 0 && a.hellaswag)
-        rc = print_hellaswag(&e, a.hellaswag, &diag);
+        rc = print_hellaswag(&e, &set, a.hellaswag, &diag);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);
+    gb_hellaswag_free(&set);
     close_evaluation(&e);
     gb_config_free(run.cfg);
     if (rc == 0 && fflush(stdout) != 0) {
