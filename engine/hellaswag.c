@@ -126,23 +126,22 @@ int gb_hellaswag_parse(const char *text, size_t size, const char *name, gb_hella
 {
     *set = (gb_hellaswag){0};
     int64_t cap = 0, line_no = 0;
-    int bad = 0;
-    for (const char *line = text; line < text + size;) {
+    int bad = 0, out_of_memory = 0;
+    for (const char *line = text; line < text + size && !out_of_memory;) {
         const char *newline = memchr(line, '\n', (size_t)(text + size - line));
         size_t len = newline ? (size_t)(newline - line) : (size_t)(text + size - line);
         line_no++;
         int rc = blank(line, len) ? 0 : add_line(line, len, line_no, name, set, &cap, bad, diag);
-        if (rc < 0)
-            break;
-        bad += rc;
+        out_of_memory = rc < 0;
+        bad += rc > 0;
         line += len + 1;
     }
     if (bad > MAX_REPORTED)
         gb_diag_add(diag, "%s: %d more bad lines", name, bad - MAX_REPORTED);
-    if (bad == 0 && set->count == 0)
+    if (bad == 0 && !out_of_memory && set->count == 0)
         gb_diag_add(diag, "%s holds no items: expected one HellaSwag item per line, "
                     "{\"ctx\": ..., \"endings\": [...], \"label\": N}", name);
-    if (bad || set->count == 0 || diag->count) {
+    if (bad || out_of_memory || set->count == 0) {
         gb_hellaswag_free(set);
         return -1;
     }

@@ -144,7 +144,9 @@ void gb_model_set_dropout_step(gb_model *m, uint64_t micro_step);
  * loss scale change; not while a profile is attached. Their calls take nothing that
  * changes from step to step but those two (the learning rate and step count are the
  * optimizer's, which runs outside), so a launch does what running them would. Not with a
- * grads-ready callback (data-parallel runs), which the host runs during backward. */
+ * grads-ready callback (data-parallel runs), which the host runs during backward, nor
+ * with [model] dropout, whose masks change with every micro-step (a launch would repeat
+ * the recorded one's; gearbox train refuses the pair). */
 void gb_model_use_graphs(gb_model *m);
 /* How many graphs were recorded and launched so far. */
 void gb_model_graph_counts(const gb_model *m, int64_t *recorded, int64_t *launched);
