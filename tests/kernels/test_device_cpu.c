@@ -558,11 +558,13 @@ static void test_dropout_case(int64_t n, float p, kt_rng *rng)
 static void test_dropout(void)
 {
     kt_section("dropout (ABI 1.7)");
+    static const struct {
+        int64_t n;
+        float p;
+    } cases[] = {{40003, 0.3f}, {40003, 0.0f}, {7, 0.5f}, {100000, 0.1f}};
     kt_rng rng = kt_seed(8);
-    test_dropout_case(40003, 0.3f, &rng);
-    test_dropout_case(40003, 0.0f, &rng);
-    test_dropout_case(7, 0.5f, &rng);
-    test_dropout_case(100000, 0.1f, &rng);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        test_dropout_case(cases[i].n, cases[i].p, &rng);
     float f[4] = {1, 2, 3, 4};
     kt_clear_error();
     gb_status st = ops->dropout(dev, GB_F32, f, f, 4, 1.0f, 1);
