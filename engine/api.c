@@ -91,11 +91,13 @@ int64_t gb_settings_accumulation(const gb_settings *s) { return s->gradient_accu
 gb_tokenizer gb_settings_tokenizer(const gb_settings *s) { return s->tokenizer; }
 const char *gb_settings_vocab_path(const gb_settings *s) { return s->vocab_path; }
 const char *gb_settings_init_from(const gb_settings *s) { return s->init_from; }
+int64_t gb_settings_eval_iters(const gb_settings *s) { return s->eval_iters; }
 
 gb_data_format gb_data_format_of(const gb_dataset *ds) { return ds->format; }
 gb_tokenizer gb_data_tokenizer(const gb_dataset *ds) { return ds->tokenizer; }
 int64_t gb_data_id_limit(const gb_dataset *ds) { return ds->id_limit; }
 const gb_vocab *gb_data_vocab(const gb_dataset *ds) { return &ds->vocab; }
+const char *gb_data_vocab_path(const gb_dataset *ds) { return ds->vocab_path; }
 int64_t gb_data_tokens(const gb_dataset *ds, gb_split split) { return ds->split[split].length; }
 int gb_data_file_count(const gb_dataset *ds, gb_split split) { return ds->split[split].n_files; }
 

@@ -333,6 +333,11 @@ static long long checkpoint_step(const char *name)
     return step;
 }
 
+long long gb_checkpoint_file_step(const char *name)
+{
+    return checkpoint_step(name);
+}
+
 char *gb_checkpoint_latest(const char *dir)
 {
     DIR *d = opendir(dir);

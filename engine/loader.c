@@ -318,6 +318,10 @@ static const abi_sizes abi_versions[] = {
     {6, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, describe), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
+    /* 1.7 appended the device's dropout (optional) */
+    {7, END_OF(gb_plugin_desc, caps),
+     {0, END_OF(gb_device_ops, dropout), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+      END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
 };
 #define N_ABI_VERSIONS ((int)(sizeof abi_versions / sizeof abi_versions[0]))
 

@@ -76,7 +76,10 @@ struct gb_model {
     gb_dtype act;                   /* activations (and matmul inputs), from the policy */
     int32_t tf32;                   /* the policy lets f32 products round inputs to TF32 */
     size_t act_size;                /* bytes per activation element */
-    uint64_t seed;                  /* the run's seed (stochastic rounding draws from it) */
+    uint64_t seed;                  /* the run's seed (stochastic rounding and dropout
+                                       draw from it) */
+    uint64_t dropout_step;          /* gb_model_set_dropout_step's micro-step */
+    int dropping;                   /* the last forward dropped (training with dropout) */
 
     gb_param_tensor *tensors;
     int n_tensors;
@@ -289,6 +292,7 @@ gb_model_config gb_model_config_of(const gb_settings *s, int64_t data_vocab)
         .block_size = s->block_size, .vocab_size = s->vocab_size ? s->vocab_size : data_vocab,
         .bias = s->bias, .recompute = (gb_recompute)s->recompute,
         .padded_vocab_size = s->padded_vocab_size, .gelu_tanh = s->gelu_tanh,
+        .dropout = (float)s->dropout,
         .fuse = (s->fuse_classifier ? GB_FUSE_CLASSIFIER : 0u) |
                 (s->fuse_gelu ? GB_FUSE_GELU : 0u) |
                 (s->fuse_bias_grad ? GB_FUSE_BIAS_GRAD : 0u) |
@@ -532,10 +536,11 @@ int64_t gb_model_table_rows(const gb_model_config *cfg)
 }
 
 /* What the model asks of the config beyond its sizes: padding that covers the vocabulary
- * (which may come from the data), and a device with GELU's tanh form (optional in ABI
- * 1.2) when the model uses it. Checked when the model is made, not when it is only
- * planned (a plan sizes buffers; its callers go on to make the model). */
-static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
+ * (which may come from the data), a device with dropout (optional in ABI 1.7) when a
+ * training model drops (evaluation and sampling never do), and one with GELU's tanh form
+ * (optional in ABI 1.2) when the model uses it. Checked when the model is made, not when
+ * it is only planned (a plan sizes buffers; its callers go on to make the model). */
+static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg, int train)
 {
     const gb_device_ops *ops = rt->dev;
     const gb_plugin *dev = rt->inst[GB_KIND_DEVICE].plugin;
@@ -543,6 +548,13 @@ static int check_model_choices(const gb_runtime *rt, const gb_model_config *cfg)
         gb_report(GB_REPORT_ERROR, "model", "gearbox: error: [model] padded_vocab_size = %lld "
                   "is smaller than the vocabulary (%lld ids); pad up or set 0",
                   (long long)cfg->padded_vocab_size, (long long)cfg->vocab_size);
+        return -1;
+    }
+    if (train && cfg->dropout > 0.0f && !GB_DEVICE_HAS(ops, dropout)) {
+        gb_report(GB_REPORT_ERROR, "model", "gearbox: error: [model] dropout = %g: [device] "
+                  "plugin = %s (%s) has no dropout kernel (ABI 1.7's dropout); use a device "
+                  "that has one (cpu, cuda), or set dropout = 0", (double)cfg->dropout,
+                  dev->desc->name, dev->path);
         return -1;
     }
     if (!cfg->gelu_tanh ||
@@ -659,7 +671,7 @@ static int finish_creation(gb_model *m)
 
 gb_model *gb_model_create(gb_runtime *rt, const gb_model_config *cfg, int64_t batch, int train)
 {
-    if (check_model_choices(rt, cfg))
+    if (check_model_choices(rt, cfg, train))
         return NULL;
     gb_model *m = lay_out(rt, cfg, batch, train, 0);
     if (!m || finish_creation(m)) {
@@ -1157,6 +1169,37 @@ static gb_tensor heads_view(const gb_model *m, void *base, int64_t B, int64_t T,
     };
 }
 
+/* Dropout's sites in a micro-step: the embeddings' sum, then per layer the attention
+ * projection's and the MLP's output. */
+enum { DROP_EMBED = 0, DROP_ATTN = 1, DROP_MLP = 2 };
+#define DROP_SITE(l, which) (1 + 2 * (uint64_t)(l) + ((which) - DROP_ATTN))
+
+/* out = dropout(in) over n activations at `site` of the micro-step being trained, when the
+ * pass drops (nothing otherwise); forward and backward (which applies it to the gradient)
+ * draw the same mask. Timed with the residual adds beside it in forward, with the input
+ * gradients in backward. */
+static int dropout(gb_model *m, gb_phase phase, void *out, const void *in, int64_t n,
+                   uint64_t site)
+{
+    if (!m->dropping)
+        return 0;
+    gb_rng r = gb_rng_stream(m->seed, GB_RNG_DROPOUT, m->dropout_step, site);
+    uint64_t seed = gb_rng_next(&r);
+    TIMED_CALL(m, phase, &m->rt->inst[GB_KIND_DEVICE], "dropout",
+               m->rt->dev->dropout(m->dev, m->act, out, in, n, m->cfg.dropout, seed));
+    return 0;
+}
+
+/* The gradient `grad` through dropout at `site`: grad itself when the pass did not drop,
+ * else `scratch` holding dropout(grad). NULL after reporting a failed call. */
+static const void *dropout_grad(gb_model *m, void *scratch, const void *grad, int64_t n,
+                                uint64_t site)
+{
+    if (!m->dropping)
+        return grad;
+    return dropout(m, GB_PHASE_BWD_MATMUL_DX, scratch, grad, n, site) ? NULL : scratch;
+}
+
 static int attention_forward(gb_model *m, layer_acts *a, int64_t B, int64_t T)
 {
     gb_instance *inst = &m->rt->inst[GB_KIND_ATTN];
@@ -1243,10 +1286,12 @@ static int block_forward(gb_model *m, int64_t l, const void *residual, int64_t B
     if (linear_forward(m, a->qkv, a->ln1, p->qkvw, p->qkvb, N, C, 3 * C) ||
         attention_forward(m, a, B, T) ||
         linear_forward(m, m->proj, a->atty, p->projw, p->projb, N, C, C) ||
+        dropout(m, GB_PHASE_FWD_RESIDUAL, m->proj, m->proj, N * C, DROP_SITE(l, DROP_ATTN)) ||
         add_layernorm_forward(m, a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, residual, m->proj,
                               p->ln2w, p->ln2b, N) ||
         mlp_up_forward(m, a, p, N) ||
-        linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C))
+        linear_forward(m, m->proj, a->fch_gelu, p->fcprojw, p->fcprojb, N, 4 * C, C) ||
+        dropout(m, GB_PHASE_FWD_RESIDUAL, m->proj, m->proj, N * C, DROP_SITE(l, DROP_MLP)))
         return -1;
     if (chain && l + 1 < m->cfg.n_layer) {
         layer_acts *next = &m->acts[l + 1];
@@ -1295,6 +1340,8 @@ static int forward_on_device(gb_model *m, int64_t B, int64_t T, int has_targets,
     TIMED_CALL(m, GB_PHASE_FWD_EMBED, dev, "embed_forward",
                ops->embed_forward(m->dev, m->act, m->encoded, m->tokens, m->p.wte, m->p.wpe, B,
                                   T, C));
+    if (dropout(m, GB_PHASE_FWD_RESIDUAL, m->encoded, m->encoded, N * C, DROP_EMBED))
+        return -1;
     const void *residual = m->encoded;
     for (int64_t l = 0; l < m->cfg.n_layer; l++) {
         if (block_forward(m, l, residual, B, T))
@@ -1343,6 +1390,7 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
 {
     if (check_batch_shape(m, B, T) || copy_batch(m, tokens, targets, B, T))
         return -1;
+    m->dropping = 0;   /* evaluation and sampling never drop */
     return forward_on_device(m, B, T, targets != NULL, mean_loss, 0, 0.0f);
 }
 
@@ -1427,12 +1475,18 @@ int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T, float dloss)
     m->last_T = T;
     int fused = (m->fused & GB_FUSE_CLASSIFIER) != 0;
     float scale = fused ? dlogit_scale_of(m, dloss, B * T) : 0.0f;
+    m->dropping = m->train && m->cfg.dropout > 0.0f;
     if (run_recorded(m, &m->graphs[GRAPH_FORWARD], B * T, scale, fused, forward_work))
         return -1;
     m->last_has_targets = 1;
     m->dlogits_ready = fused;
     m->dlogits_scale = scale;
     return 0;
+}
+
+void gb_model_set_dropout_step(gb_model *m, uint64_t micro_step)
+{
+    m->dropout_step = micro_step;
 }
 
 void gb_model_use_graphs(gb_model *m)
@@ -1564,15 +1618,21 @@ static int block_backward(gb_model *m, int64_t l, const void *residual, int64_t 
     int fused = (m->fused & GB_FUSE_GELU) != 0;
     gb_matmul_epilogue dgelu = !fused ? GB_EPILOGUE_DEFAULT
                                : m->cfg.gelu_tanh ? GB_EPILOGUE_DGELU_TANH : GB_EPILOGUE_DGELU;
+    /* dres passes dropout's mask to each branch it feeds and stays whole for the residual
+     * path: the masked copies go to scratch free at that point (dC, then d4C) */
+    const void *dmlp = NULL;
     if (recompute_for_backward(m, l, residual, B, T, RECOMPUTE_MLP_INPUTS) ||
-        linear_backward_ep(m, m->d4C, g->fcprojw, g->fcprojb, m->dres, C, a->fch_gelu,
+        !(dmlp = dropout_grad(m, m->dC, m->dres, N * C, DROP_SITE(l, DROP_MLP))) ||
+        linear_backward_ep(m, m->d4C, g->fcprojw, g->fcprojb, dmlp, C, a->fch_gelu,
                            p->fcprojw, N, 4 * C, C, dgelu, fused ? a->fch : NULL))
         return -1;
+    const void *dattn = NULL;
     if ((!fused && gelu_backward(m, m->d4C, a->fch, N * 4 * C)) ||
         linear_backward(m, m->dC, g->fcw, g->fcb, m->d4C, a->ln2, p->fcw, N, C, 4 * C) ||
         layernorm_backward(m, g->ln2w, g->ln2b, m->dC, a->res2, p->ln2w, a->ln2_mean,
                            a->ln2_rstd, N) ||
-        linear_backward(m, m->dC, g->projw, g->projb, m->dres, a->atty, p->projw, N, C, C) ||
+        !(dattn = dropout_grad(m, m->d4C, m->dres, N * C, DROP_SITE(l, DROP_ATTN))) ||
+        linear_backward(m, m->dC, g->projw, g->projb, dattn, a->atty, p->projw, N, C, C) ||
         attention_backward(m, a, m->dC, B, T) ||
         recompute_for_backward(m, l, residual, B, T, RECOMPUTE_LN1) ||
         linear_backward(m, m->dC, g->qkvw, g->qkvb, m->d3C, a->ln1, p->qkvw, N, C, 3 * C) ||
@@ -1620,6 +1680,8 @@ static int backward_work(gb_model *m, float dlogit_scale)
         if (block_backward(m, l, residual, B, T) || grads_ready_from(m, m->g.layers[l].ln1w))
             return -1;
     }
+    if (dropout(m, GB_PHASE_BWD_MATMUL_DX, m->dres, m->dres, N * C, DROP_EMBED))
+        return -1;
     TIMED_CALL(m, GB_PHASE_BWD_EMBED, dev, "embed_backward",
                ops->embed_backward(m->dev, m->act, m->g.wte, m->g.wpe, m->dres, m->tokens, B, T,
                                    C));

@@ -19,7 +19,7 @@ const size_t gb_n_known_sections = sizeof gb_known_sections / sizeof gb_known_se
 
 enum { RUN_SEED, RUN_STEPS, RUN_OUT_DIR, RUN_THREADS, RUN_LOG_EVERY, RUN_EVAL_EVERY,
        RUN_EVAL_ITERS, RUN_CHECKPOINT_EVERY, RUN_PLUGIN_PATH, RUN_MEMORY_BUDGET,
-       RUN_ALLOW_WRITABLE_PLUGINS, RUN_CUDA_GRAPHS };
+       RUN_ALLOW_WRITABLE_PLUGINS, RUN_CUDA_GRAPHS, RUN_KEEP_LAST };
 static const gb_option run_options[] = {
     [RUN_SEED] = {"seed", GB_OPT_INT, "1337", 0, BIG, NULL,
                   "fixes initialisation and the order of batches"},
@@ -52,10 +52,13 @@ static const gb_option run_options[] = {
                          "record each micro-step's forward and backward once as CUDA graphs "
                          "and launch them from then on (a device with graphs, ABI 1.4: cuda; "
                          "not with data-parallel runs)"},
+    [RUN_KEEP_LAST] = {"keep_last", GB_OPT_INT, "0", 0, BIG, NULL,
+                       "after each checkpoint, delete out_dir's older ones but the newest N and "
+                       "the one with the best val loss (0: keep all)"},
 };
 
 enum { MODEL_N_LAYER, MODEL_N_HEAD, MODEL_N_EMBD, MODEL_BLOCK_SIZE, MODEL_VOCAB_SIZE,
-       MODEL_BIAS, MODEL_PADDED_VOCAB_SIZE, MODEL_GELU };
+       MODEL_BIAS, MODEL_PADDED_VOCAB_SIZE, MODEL_GELU, MODEL_DROPOUT };
 static const gb_option model_options[] = {
     [MODEL_N_LAYER] = {"n_layer", GB_OPT_INT, "4", 1, 1024, NULL, "transformer blocks"},
     [MODEL_N_HEAD] = {"n_head", GB_OPT_INT, "4", 1, 1024, NULL, "attention heads per block"},
@@ -75,6 +78,11 @@ static const gb_option model_options[] = {
     [MODEL_GELU] = {"gelu", GB_OPT_ENUM, "erf", 0, 0, "erf|tanh",
                     "GELU's form: erf, exact (PyTorch's F.gelu, nanoGPT); tanh, GPT-2's "
                     "approximation (Hugging Face's gelu_new, llm.c)"},
+    [MODEL_DROPOUT] = {"dropout", GB_OPT_FLOAT, "0", 0, 0.95, NULL,
+                       "training's drop probability on the embeddings' sum and after each "
+                       "attention projection and MLP, as nanoGPT (not on attention's "
+                       "probabilities); off in evaluation and sampling; needs a device with "
+                       "dropout (ABI 1.7: cpu, cuda)"},
 };
 
 enum { DATA_DIR, DATA_TOKENIZER, DATA_VOCAB, DATA_BATCH_SIZE, DATA_GRAD_ACCUM,
@@ -427,6 +435,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->eval_every = run[RUN_EVAL_EVERY].i;
     s->eval_iters = run[RUN_EVAL_ITERS].i;
     s->checkpoint_every = run[RUN_CHECKPOINT_EVERY].i;
+    s->keep_last = run[RUN_KEEP_LAST].i;
     problems += resolve_plugin_path(cfg, s, run[RUN_PLUGIN_PATH].s, diag);
     s->allow_writable_plugins = (int)run[RUN_ALLOW_WRITABLE_PLUGINS].i;
     s->cuda_graphs = (int)run[RUN_CUDA_GRAPHS].i;
@@ -443,6 +452,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->bias = (int)model[MODEL_BIAS].i;
     s->padded_vocab_size = model[MODEL_PADDED_VOCAB_SIZE].i;
     s->gelu_tanh = model[MODEL_GELU].i == 1;
+    s->dropout = model[MODEL_DROPOUT].f;
     s->data_dir = gb_config_resolve_path(cfg, "data", "dir", data[DATA_DIR].s);
     s->tokenizer = (gb_tokenizer)data[DATA_TOKENIZER].i;
     if (*data[DATA_VOCAB].s)

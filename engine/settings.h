@@ -21,11 +21,13 @@ typedef struct gb_settings {
     uint64_t memory_budget;   /* bytes for batch_size = auto; 0: the device's memory */
     int allow_writable_plugins;
     int cuda_graphs;          /* training forward and backward as device graphs */
+    int64_t keep_last;        /* checkpoints kept besides the best; 0: all */
     /* [model] */
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;  /* vocab 0: from the data */
     int bias;
     int64_t padded_vocab_size;  /* rows of wte; 0: vocab_size */
     int gelu_tanh;            /* gelu = tanh */
+    double dropout;           /* training's drop probability; 0: none */
     /* [data] */
     const char *data_dir;     /* absolute */
     gb_tokenizer tokenizer;

@@ -143,21 +143,32 @@ static int draw_training_rows(void *ctx, uint64_t index, int32_t *tokens, int32_
     return rc;
 }
 
-static int estimate_loss(gb_trainer *t, gb_split split, int64_t step, double *out)
+int gb_split_loss(gb_model *m, const gb_dataset *ds, const gb_settings *s, gb_split split,
+                  int64_t step, int64_t batches, int64_t first_row, int64_t rows,
+                  int32_t *tokens, int32_t *targets, double *out)
 {
-    const gb_settings *s = t->s;
     int purpose = split == GB_SPLIT_TRAIN ? GB_RNG_EVAL_TRAIN : GB_RNG_VAL_BATCH;
     double sum = 0.0;
-    for (int64_t i = 0; i < s->eval_iters; i++) {
+    gb_diag diag = {0};
+    for (int64_t i = 0; i < batches; i++) {
         uint64_t index = ((uint64_t)step << 20) | (uint64_t)i;
         float loss;
-        if (draw_batch(t, split, purpose, index) ||
-            gb_model_forward(t->model, t->tokens, t->targets, t->rows, s->block_size, &loss))
+        int rc = gb_data_batch(ds, split, (uint64_t)s->seed, purpose, index, first_row,
+                               first_row + rows, s->block_size, tokens, targets, &diag);
+        gb_diag_report(&diag, "train");
+        gb_diag_clear(&diag);
+        if (rc || gb_model_forward(m, tokens, targets, rows, s->block_size, &loss))
             return -1;
         sum += loss;
     }
-    *out = sum / (double)s->eval_iters;
+    *out = sum / (double)batches;
     return 0;
+}
+
+static int estimate_loss(gb_trainer *t, gb_split split, int64_t step, double *out)
+{
+    return gb_split_loss(t->model, t->data, t->s, split, step, t->s->eval_iters, t->first_row,
+                         t->rows, t->tokens, t->targets, out);
 }
 
 static int evaluate(gb_trainer *t, int64_t step)
@@ -296,6 +307,7 @@ static int save_checkpoint(gb_trainer *t, int64_t step)
     if (rc == 0) {
         say(t, "checkpoint: %s", path);
         remember_checkpoint(t, path, step);
+        gb_checkpoint_retain(t->s->out_dir, t->s->keep_last, step);
     }
     gb_diag_report(&diag, "train");
     gb_diag_clear(&diag);
@@ -418,6 +430,8 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
         uint64_t index = (uint64_t)(it * accum + micro);
         if (micro == accum - 1)
             gb_ddp_arm(t->ddp); /* earlier micro-steps only accumulate (DDP's no_sync) */
+        /* [model] dropout's masks: this micro-step's, each rank drawing its own rows' */
+        gb_model_set_dropout_step(t->model, index + (uint64_t)t->rank * 0x9e3779b97f4a7c15ull);
         if (forward_training_batch(t, index, dloss) || gb_model_stage_loss(t->model, micro) ||
             gb_model_backward(t->model, dloss) ||
             send_next_batch(t, index + 1))
@@ -874,6 +888,13 @@ static int enable_graphs(gb_trainer *t)
     const gb_plugin *dev = t->rt.inst[GB_KIND_DEVICE].plugin;
     if (!t->s->cuda_graphs)
         return 0;
+    if (t->s->dropout > 0.0) {
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true is not "
+                  "available with [model] dropout = %g: each micro-step draws its own masks, "
+                  "which a recorded graph would repeat; set dropout = 0 or cuda_graphs = false",
+                  t->s->dropout);
+        return -1;
+    }
     if (!GB_DEVICE_HAS(ops, graph_begin) || !GB_DEVICE_HAS(ops, graph_end) ||
         !GB_DEVICE_HAS(ops, graph_launch) || !GB_DEVICE_HAS(ops, graph_destroy)) {
         gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true: [device] "

@@ -5,13 +5,13 @@
 # build-fuzz/corpus/NAME; a crash, leak or hang is written into tests/fuzz/corpus/NAME/
 # (crash-*, leak-*, timeout-*): fix it and commit the file, and the fuzz suite replays it
 # under the sanitizers from then on. Ends with the executions each target got.
-# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: ini checkpoint data vocab cli bpe)
+# usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: ini checkpoint data vocab cli bpe hellaswag)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-300}
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(ini checkpoint data vocab cli bpe)
+[ "${#targets[@]}" -gt 0 ] || targets=(ini checkpoint data vocab cli bpe hellaswag)
 ./scripts/setup.sh --fuzz > /dev/null
 
 flags="-fsanitize=fuzzer-no-link -fno-sanitize-recover=all"

@@ -389,6 +389,17 @@ typedef struct gb_device_ops {
      * side effects, the same answer for the life of the process. `host` serves log and
      * set_error only. */
     gb_status (*describe)(const gb_host *host, gb_device_desc *out);
+
+    /* ---- ABI 1.7: dropout (optional; NULL: the core refuses [model] dropout > 0) ---- */
+    /* out[i] = in[i] * keep(seed, i) / (1 - p) for i in [0, n), else 0: inverted dropout
+     * with drop probability p in [0, 1). keep(seed, i) must be a pure function of the
+     * seed and the element's index, never of the thread count or launch shape, so that
+     * the backward pass regenerates the mask by calling dropout on the gradient with the
+     * forward's seed. gearbox's devices draw it by kernels/common/dropout.h (a counter
+     * hash of seed and i), so they drop the same elements. in, out act (n); out may
+     * alias in. Queued like the other kernels. */
+    gb_status (*dropout)(void *self, gb_dtype dtype, void *out, const void *in, int64_t n,
+                         float p, uint64_t seed);   /* ABI 1.7 */
 } gb_device_ops;
 
 /* Whether the device vtable `ops` has the optional `entry`: within its struct_size (a

@@ -9,6 +9,7 @@
  *   model.h, checkpoint.h  the GPT model, its memory plan and weights; checkpoint files
  *   autobatch.h            [data] batch_size = auto
  *   data.h, bpe.h          token folders and vocabularies; GPT-2's tokenizer
+ *   hellaswag.h            multiple-choice evaluation files and an ending's loss
  *   loader.h, instance.h   find, load and bind plugins (doctor, conformance, benchmarks)
  *   machine.h, gpu_monitor.h  what the machine is, MFU's peaks, a GPU's live figures
  *   profile.h              per-phase timers of a training step
@@ -31,6 +32,7 @@
 #include "gearbox/engine/diag.h"
 #include "gearbox/engine/fsutil.h"
 #include "gearbox/engine/gpu_monitor.h"
+#include "gearbox/engine/hellaswag.h"
 #include "gearbox/engine/instance.h"
 #include "gearbox/engine/loader.h"
 #include "gearbox/engine/machine.h"

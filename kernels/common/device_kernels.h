@@ -42,7 +42,9 @@
                                         void *dlogits, const void *logits, int64_t ld,      \
                                         const int32_t *targets, int64_t N, int64_t V,       \
                                         float dloss);                                       \
-    gb_status prefix##_sum_squares(void *self, float *out, const float *x, int64_t n)
+    gb_status prefix##_sum_squares(void *self, float *out, const float *x, int64_t n);      \
+    gb_status prefix##_dropout(void *self, gb_dtype dtype, void *out, const void *in,       \
+                               int64_t n, float p, uint64_t seed)
 
 #define GB_DEVICE_LOSS_KERNELS(prefix)                                                      \
     gb_status prefix##_cross_entropy(void *self, gb_dtype dtype, float *losses,             \

@@ -467,6 +467,14 @@ ENTRY(gb_device_ops, describe, 344, gb_status (*)(const gb_host *, gb_device_des
 SIZES_NOW(6, 72, 80, 64, 528, 192, 352, 56, 56, 120, 48, 32, 96, 72);
 SIZE_NOW(6, gb_device_desc, 264);
 
+/* ---- ABI 1.7 ------------------------------------------------------------------------ */
+/* 1.6's device vtable ends where 1.7 appends dropout */
+END(gb_device_ops, describe, 352);
+ENTRY(gb_device_ops, dropout, 352,
+      gb_status (*)(void *, gb_dtype, void *, const void *, int64_t, float, uint64_t));
+SIZES_NOW(7, 72, 80, 64, 528, 192, 360, 56, 56, 120, 48, 32, 96, 72);
+SIZE_NOW(7, gb_device_desc, 264);
+
 int main(void)
 {
     if (!FROZEN) {

@@ -33,6 +33,7 @@
 #include "gbt.h"
 #include "model.h"
 #include "runtime.h"
+#include "test_run.h"
 
 static double tolerance = 1e-4;
 static double adam_allowance;   /* added to the absolute floor after the AdamW steps */
@@ -74,29 +75,10 @@ static const char *precision_section(const char *precision)
     return "[precision]\nplugin = fp32\n";
 }
 
-/* GEARBOX_TEST_GPU_LIKE=1: the same checks on the CPU device's GPU-like mode, where the
- * host cannot touch device memory and work waits in a queue (device.h). */
-static int gpu_like(void)
-{
-    const char *v = getenv("GEARBOX_TEST_GPU_LIKE");
-    return v && strcmp(v, "1") == 0;
-}
-
-/* The [device] section: GEARBOX_TEST_DEVICE's plugin, or device/cpu (GPU-like or not). */
-static void device_section(char *out, size_t cap)
-{
-    const char *device = getenv("GEARBOX_TEST_DEVICE");
-    if (device && *device)
-        snprintf(out, cap, "[device]\nplugin = %s\n", device);
-    else
-        snprintf(out, cap, "%s", gpu_like() ? "[device]\nemulate_gpu = true\n" : "");
-}
-
 static gb_model *build_model(gb_runtime *rt, gb_config **cfg, const int32_t *c,
                              const char *precision)
 {
     char text[1024], device[128];
-    device_section(device, sizeof device);
     int lowp = strcmp(precision, "fp32") != 0;
     snprintf(text, sizeof text,
              "[run]\nthreads = 2\n"
@@ -106,14 +88,9 @@ static gb_model *build_model(gb_runtime *rt, gb_config **cfg, const int32_t *c,
              "[optim]\nplugin = %s\nbeta1 = 0.9\nbeta2 = 0.99\neps = 1e-8\n"
              "weight_decay = 0.1\n%s%s",
              c[0], c[1], c[2], c[3], c[5], c[6] ? "true" : "false", c[4],
-             lowp ? "adamw_fused" : "adamw", precision_section(precision), device);
-    gb_diag diag = {0};
-    *cfg = gb_config_load_string(text, "reference config", "/", &diag);
-    int failed = !*cfg || gb_runtime_resolve(rt, *cfg, NULL, &diag) ||
-                 gb_runtime_start(rt, &diag);
-    gb_diag_print(&diag, stderr);
-    gb_diag_clear(&diag);
-    if (failed)
+             lowp ? "adamw_fused" : "adamw", precision_section(precision),
+             gb_test_device_section(device, sizeof device));
+    if (gb_test_start_runtime(rt, cfg, text, "reference config"))
         return NULL;
     gb_model_config mc = gb_model_config_of(&rt->settings, 0);
     return gb_model_create(rt, &mc, c[4], 1);

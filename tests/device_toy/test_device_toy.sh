@@ -2,7 +2,8 @@
 # The toy device (device_toy.c): a family of its own, f32 only, synchronous with no stream
 # or event entries. `gearbox train` runs it with the CPU plugins of the other kinds (they
 # declare any host-memory device), its loss goes down, and the run names it; a device that
-# fills part of the stream group is refused, the missing entries named.
+# fills part of the stream group is refused, the missing entries named; training with
+# [model] dropout is refused on it, as it has no dropout entry, evaluation is not.
 # usage: test_device_toy.sh GEARBOX FIXTURES_DIR SOURCE_ROOT TOY_DIR
 source "$(dirname "$0")/../cli/lib.sh" "$1" "$2" "$3"
 TOY=$4
@@ -70,4 +71,13 @@ expect_error "a plugin that needs CUDA memory on the toy device" 2 \
 expect_error "part of the stream group" 2 \
     "fills 2 of the 12 stream and event entries (ABI 1.6: all or none); missing: copy_async, stream_create" -- \
     "$GEARBOX" check run.ini --plugin-path "$TOY" --set device.plugin=toy_partial
+# the toy device has no dropout kernel (ABI 1.7's optional entry): dropout is refused
+expect_error "dropout on a device without the entry" 2 \
+    "[model] dropout = 0.1: [device] plugin = toy" -- \
+    "$GEARBOX" check run.ini --plugin-path "$TOY" --set device.plugin=toy --set model.dropout=0.1
+# ... but evaluating such a model, which never drops, is not
+"$GEARBOX" eval run.ini --plugin-path "$TOY" --set device.plugin=toy --set model.dropout=0.1 \
+    --ckpt toy --batches 1 > eval.txt 2>&1 && grep -q "^val loss [0-9.]* over 1 batches" eval.txt &&
+    pass "eval of a dropout config on the toy device ($(cat eval.txt))" ||
+    fail "eval of a dropout config on the toy device: $(cat eval.txt)"
 finish

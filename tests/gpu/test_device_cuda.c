@@ -531,12 +531,13 @@ static void test_add_layernorm(gb_dtype dtype, int64_t N, int64_t C, int with_bi
                 (size_t)(2 * N));
 }
 
-/* The element-wise kernels: add, GELU and GELU-tanh, the same bits on both devices. */
+/* The element-wise kernels: add, GELU and GELU-tanh, and dropout (ABI 1.7: the same mask
+ * from the same seed), the same bits on both devices. */
 typedef struct pointwise_ctx {
     gb_dtype dtype;
     int64_t n;
     const void *x, *y;
-    int kernel;   /* 0 add, 1 gelu fwd, 2 gelu bwd, 3 tanh fwd, 4 tanh bwd */
+    int kernel;   /* 0 add, 1 gelu fwd, 2 gelu bwd, 3 tanh fwd, 4 tanh bwd, 5 dropout */
 } pointwise_ctx;
 
 static void run_pointwise(device *d, const void *p, void *out)
@@ -551,7 +552,8 @@ static void run_pointwise(device *d, const void *p, void *out)
     case 1: st = ops->gelu_forward(d->self, c->dtype, o, x, c->n); break;
     case 2: st = ops->gelu_backward(d->self, c->dtype, y, x, y, c->n); o = y; break;
     case 3: st = ops->gelu_tanh_forward(d->self, c->dtype, o, x, c->n); break;
-    default: st = ops->gelu_tanh_backward(d->self, c->dtype, y, x, y, c->n); o = y; break;
+    case 4: st = ops->gelu_tanh_backward(d->self, c->dtype, y, x, y, c->n); o = y; break;
+    default: st = ops->dropout(d->self, c->dtype, x, x, c->n, 0.3f, 0x5eedull); o = x; break;
     }
     expect_ok(st, d, "element-wise kernel");
     dev_down(d, out, o, bytes);
@@ -560,11 +562,12 @@ static void run_pointwise(device *d, const void *p, void *out)
 static void test_pointwise(gb_dtype dtype, int64_t n, kt_rng *rng)
 {
     static const char *names[] = {"add", "gelu_forward", "gelu_backward (dx aliases dout)",
-                                  "gelu_tanh_forward", "gelu_tanh_backward (dx aliases dout)"};
+                                  "gelu_tanh_forward", "gelu_tanh_backward (dx aliases dout)",
+                                  "dropout p=0.3 (in place)"};
     pointwise_ctx c = {dtype, n, act_random(rng, dtype, (size_t)n, -6, 6),
                        act_random(rng, dtype, (size_t)n, -1, 1), 0};
     const size_t bytes = act_bytes(dtype, (size_t)n);
-    for (int k = 0; k < 5; k++) {
+    for (int k = 0; k < 6; k++) {
         c.kernel = k;
         void *want = kt_floats(bytes / 4 + 1), *got = kt_floats(bytes / 4 + 1);
         char what[96];

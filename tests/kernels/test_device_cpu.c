@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dropout.h"
 #include "gearbox/device.h"
 #include "kernel_test.h"
 
@@ -500,6 +501,77 @@ static void test_pointwise(void)
     }
 }
 
+/* ---- dropout (ABI 1.7) --------------------------------------------------------------- */
+
+/* Elements of x where dropout's output is 0 and x is not, counted; -1 when an output is
+ * neither 0 nor x / (1 - p) rounded to f32. */
+static int64_t dropped_count(const float *x, const float *out, int64_t n, float p)
+{
+    const float scale = 1.0f / (1.0f - p);
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (out[i] == 0.0f && x[i] != 0.0f)
+            dropped++;
+        else if (out[i] != x[i] * scale)
+            return -1;
+    }
+    return dropped;
+}
+
+static void test_dropout_case(int64_t n, float p, kt_rng *rng)
+{
+    float *x = kt_floats(n), *y = kt_floats(n), *out = kt_floats(n), *again = kt_floats(n);
+    float *dy = kt_floats(n), *want = kt_floats(n);
+    kt_fill(rng, x, n, 0.5, 1.5);   // never 0, so a dropped element shows
+    kt_fill(rng, y, n, 0.5, 1.5);
+    const uint64_t seed = 0x1234abcdull;
+    char what[128];
+    snprintf(what, sizeof what, "dropout p=%g n=%lld", (double)p, (long long)n);
+    expect_status(ops->dropout(dev, GB_F32, out, x, n, p, seed), GB_OK, what);
+    int64_t dropped = dropped_count(x, out, n, p);
+    /* the drop count is binomial(n, p): within 5 standard deviations */
+    double sd = sqrt((double)n * p * (1.0 - p)), expected = (double)n * p;
+    kt_expect(dropped >= 0 && fabs((double)dropped - expected) <= 5.0 * sd + 1e-9,
+              "%s: %lld dropped (-1: an output neither 0 nor x / (1 - p)), expected %.0f +- %.0f",
+              what, (long long)dropped, expected, 5.0 * sd);
+    for (int64_t i = 0; i < n; i++)
+        want[i] = gb_dropout_apply(x[i], seed, (uint64_t)i, gb_dropout_threshold(p),
+                                   gb_dropout_scale(p));
+    kt_same_bits("  the mask of kernels/common/dropout.h", out, want, n);
+    memcpy(again, x, (size_t)n * sizeof *x);
+    ops->dropout(dev, GB_F32, again, again, n, p, seed);   // in place, as the core calls it
+    kt_same_bits("  in place, the same seed: the same bits", again, out, n);
+    /* backward regenerates the mask: the gradient is dropped where the input was */
+    ops->dropout(dev, GB_F32, dy, y, n, p, seed);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; i++)
+        differ += (dy[i] == 0.0f) != (out[i] == 0.0f);
+    kt_expect(differ == 0, "  %lld elements dropped in one tensor and not the other with the "
+              "same seed", (long long)differ);
+    ops->dropout(dev, GB_F32, again, x, n, p, seed + 1);
+    differ = 0;
+    for (int64_t i = 0; i < n; i++)
+        differ += (again[i] == 0.0f) != (out[i] == 0.0f);
+    kt_expect(p == 0.0f || n < 100 || differ > 0, "  seed + 1 drops the same elements");
+}
+
+static void test_dropout(void)
+{
+    kt_section("dropout (ABI 1.7)");
+    static const struct {
+        int64_t n;
+        float p;
+    } cases[] = {{40003, 0.3f}, {40003, 0.0f}, {7, 0.5f}, {100000, 0.1f}};
+    kt_rng rng = kt_seed(8);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        test_dropout_case(cases[i].n, cases[i].p, &rng);
+    float f[4] = {1, 2, 3, 4};
+    kt_clear_error();
+    gb_status st = ops->dropout(dev, GB_F32, f, f, 4, 1.0f, 1);
+    kt_expect(st == GB_ERR_INVALID_ARG && strstr(kt_last_error(), "p = 1"),
+              "dropout with p = 1 returned %d: \"%s\"", (int)st, kt_last_error());
+}
+
 /* ---- bias_backward, sum_squares ------------------------------------------------------- */
 
 static void test_bias_backward_case(int64_t N, int64_t C, kt_rng *rng)
@@ -694,7 +766,8 @@ int main(int argc, char **argv)
               ops->embed_forward && ops->embed_backward && ops->layernorm_forward &&
               ops->layernorm_backward && ops->gelu_forward && ops->gelu_backward && ops->add &&
               ops->bias_backward && ops->cross_entropy && ops->sum_squares &&
-              ops->gelu_tanh_forward && ops->gelu_tanh_backward && ops->cross_entropy_ld,
+              ops->gelu_tanh_forward && ops->gelu_tanh_backward && ops->cross_entropy_ld &&
+              ops->dropout,
               "a gb_device_ops entry is NULL");
     gb_host host = kt_host(2);
     kt_expect((desc->caps & GB_CAP_GELU_TANH) != 0, "device/cpu does not declare "
@@ -705,6 +778,7 @@ int main(int argc, char **argv)
     test_embed();
     test_layernorm();
     test_pointwise();
+    test_dropout();
     test_reductions();
     test_cross_entropy();
     test_refusals();

@@ -14,6 +14,7 @@
 int gb_cmd_train(int argc, char **argv);
 int gb_cmd_prepare(int argc, char **argv);
 int gb_cmd_sample(int argc, char **argv);
+int gb_cmd_eval(int argc, char **argv);
 int gb_cmd_plugins(int argc, char **argv);
 int gb_cmd_check(int argc, char **argv);
 int gb_cmd_bench(int argc, char **argv);
@@ -66,9 +67,9 @@ int gb_cli_parse_run(const gb_cli_spec *spec, int argc, char **argv, gb_cli_run 
 
 /* Each verb's command line (train's also for the fuzz target of its parser). */
 extern const gb_cli_spec gb_cli_train_spec, gb_cli_check_spec, gb_cli_prepare_spec,
-    gb_cli_sample_spec, gb_cli_encode_spec, gb_cli_decode_spec, gb_cli_import_spec,
-    gb_cli_export_spec, gb_cli_plugins_spec, gb_cli_bench_spec, gb_cli_doctor_spec,
-    gb_cli_ab_spec, gb_cli_new_plugin_spec, gb_cli_test_plugin_spec;
+    gb_cli_sample_spec, gb_cli_eval_spec, gb_cli_encode_spec, gb_cli_decode_spec,
+    gb_cli_import_spec, gb_cli_export_spec, gb_cli_plugins_spec, gb_cli_bench_spec,
+    gb_cli_doctor_spec, gb_cli_ab_spec, gb_cli_new_plugin_spec, gb_cli_test_plugin_spec;
 
 /* `gearbox` itself: its options and its verbs, whose lines in its --help come from the
  * specs above (verbs.c). */

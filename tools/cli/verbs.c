@@ -40,6 +40,8 @@ static const gb_cli_verb verbs[] = {
     {&gb_cli_prepare_spec, gb_cmd_prepare, "TEXT|- OUTDIR",
      "make token files from a text file: character-level,\nor GPT-2 BPE in nanoGPT's layout"},
     {&gb_cli_sample_spec, gb_cmd_sample, "CHECKPOINT", "generate text from a checkpoint"},
+    {&gb_cli_eval_spec, gb_cmd_eval, "CONFIG",
+     "a checkpoint's validation loss, and multiple-choice\naccuracy on a HellaSwag JSONL file"},
     {&gb_cli_encode_spec, gb_cmd_encode, "--vocab PATH [TEXT]",
      "GPT-2 BPE ids of a text, a file or the standard\ninput, as numbers or a token file"},
     {&gb_cli_decode_spec, gb_cmd_decode, "--vocab PATH [ID...]",

@@ -71,5 +71,13 @@ int gb_checkpoint_inherit_model(const gb_checkpoint *ck, const char *origin, gb_
 /* The newest checkpoint in dir, a file named exactly "ckpt-STEP.gbk" (by step; the
  * ".tmp" a crash leaves is not one), malloc'ed, or NULL. */
 char *gb_checkpoint_latest(const char *dir);
+/* The step of a checkpoint's file name ("ckpt-STEP.gbk", no folder), else -1. */
+long long gb_checkpoint_file_step(const char *name);
+
+/* [run] keep_last: deletes the checkpoints of `dir` but the newest `keep_last` (by step),
+ * the one just written (`newest_step`) and the one whose step had the lowest val loss in
+ * dir/metrics.jsonl, reporting each file deleted (a file that cannot be deleted is a
+ * warning: the run goes on). keep_last 0 deletes nothing. */
+void gb_checkpoint_retain(const char *dir, int64_t keep_last, int64_t newest_step);
 
 #endif

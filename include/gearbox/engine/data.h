@@ -83,6 +83,9 @@ gb_data_format gb_data_format_of(const gb_dataset *ds);
 gb_tokenizer gb_data_tokenizer(const gb_dataset *ds);
 int64_t gb_data_id_limit(const gb_dataset *ds);
 const gb_vocab *gb_data_vocab(const gb_dataset *ds);
+/* The GPT-2 vocabulary files the folder's ids decode with ([data] vocab, or the one
+ * `gearbox prepare` noted), absolute; NULL for byte tokens or when none is known. */
+const char *gb_data_vocab_path(const gb_dataset *ds);
 /* The tokens of `split`, its file count, and the path of its file `i` (in stream order). */
 int64_t gb_data_tokens(const gb_dataset *ds, gb_split split);
 int gb_data_file_count(const gb_dataset *ds, gb_split split);

@@ -48,6 +48,11 @@ typedef struct gb_model_config {
     int64_t padded_vocab_size;
     int gelu_tanh;          /* 1: GELU's tanh form (GPT-2's); 0: the exact erf form */
     unsigned fuse;          /* gb_fusion bits wanted */
+    /* Training's drop probability ([model] dropout; 0: none), applied as nanoGPT does to
+     * the embeddings' sum and to each attention projection's and MLP's output, in
+     * gb_model_forward_loaded and its backward only; needs a device with ABI 1.7's
+     * dropout. */
+    float dropout;
 } gb_model_config;
 
 /* The model a run's settings describe; `data_vocab` is the data's vocabulary size, used
@@ -128,13 +133,20 @@ int gb_model_load_batch(gb_model *m, const int32_t *tokens, const int32_t *targe
  * also computes the loss gradient (replacing the logits) with dloss, the value the
  * gb_model_backward that follows must be given. */
 int gb_model_forward_loaded(gb_model *m, int64_t B, int64_t T, float dloss);
+/* The training micro-step the following gb_model_forward_loaded and gb_model_backward
+ * belong to: with [model] dropout their masks are drawn from the run's seed (that of
+ * gb_model_init), this number and the site, so a micro-step drops the same elements
+ * whenever it is run (resume, recompute) and backward regenerates forward's masks. */
+void gb_model_set_dropout_step(gb_model *m, uint64_t micro_step);
 /* From now on gb_model_forward_loaded and gb_model_backward run as device graphs (ABI
  * 1.4's graph entries, which the device must have): each recorded once (after one run as
  * it is) and launched from then on, recorded again when the tokens per micro-batch or the
  * loss scale change; not while a profile is attached. Their calls take nothing that
  * changes from step to step but those two (the learning rate and step count are the
  * optimizer's, which runs outside), so a launch does what running them would. Not with a
- * grads-ready callback (data-parallel runs), which the host runs during backward. */
+ * grads-ready callback (data-parallel runs), which the host runs during backward, nor
+ * with [model] dropout, whose masks change with every micro-step (a launch would repeat
+ * the recorded one's; gearbox train refuses the pair). */
 void gb_model_use_graphs(gb_model *m);
 /* How many graphs were recorded and launched so far. */
 void gb_model_graph_counts(const gb_model *m, int64_t *recorded, int64_t *launched);

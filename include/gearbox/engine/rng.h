@@ -53,6 +53,6 @@ static inline double gb_rng_normal(gb_rng *r)
 
 /* Purposes of derived streams; values are part of the reproducibility contract. */
 enum { GB_RNG_INIT = 1, GB_RNG_TRAIN_BATCH = 2, GB_RNG_VAL_BATCH = 3, GB_RNG_EVAL_TRAIN = 4,
-       GB_RNG_SAMPLE = 5 };
+       GB_RNG_SAMPLE = 5, GB_RNG_DROPOUT = 6 };
 
 #endif

@@ -41,5 +41,6 @@ int64_t gb_settings_accumulation(const gb_settings *s);
 gb_tokenizer gb_settings_tokenizer(const gb_settings *s);   /* [data] tokenizer */
 const char *gb_settings_vocab_path(const gb_settings *s);   /* [data] vocab */
 const char *gb_settings_init_from(const gb_settings *s);    /* [train] init_from */
+int64_t gb_settings_eval_iters(const gb_settings *s);       /* [run] eval_iters */
 
 #endif

@@ -6,6 +6,8 @@
 #define GB_CORE_TRAIN_H
 
 #include "gearbox/engine/config.h"
+#include "gearbox/engine/data.h"
+#include "gearbox/engine/model.h"
 #include "gearbox/engine/profile.h"
 #include "gearbox/engine/settings.h"
 
@@ -57,5 +59,14 @@ int gb_trainer_evaluate(gb_trainer *t, int64_t step, double *train_loss, double 
  * six digits), from which `gearbox train --resume` and `gearbox sample` continue; on a
  * data-parallel rank other than 0 nothing. 0, or -1 after printing why. */
 int gb_trainer_save(gb_trainer *t, int64_t step);
+
+/* The mean loss of `batches` batches of `split`, the ones the run configured by `s`
+ * evaluates after `step` optimizer steps (gb_trainer_evaluate draws [run] eval_iters of
+ * them), each of rows [first_row, first_row + rows) of the batch through the model `m`
+ * (of at least `rows` sequences), with host buffers tokens and targets of rows x
+ * block_size; `batches` at most 2^20 - 1. 0, or -1 after reporting why. */
+int gb_split_loss(gb_model *m, const gb_dataset *ds, const gb_settings *s, gb_split split,
+                  int64_t step, int64_t batches, int64_t first_row, int64_t rows,
+                  int32_t *tokens, int32_t *targets, double *loss);
 
 #endif

@@ -123,8 +123,8 @@ gb_status cpu_q_layernorm_backward(void *self, gb_dtype dtype, void *dx, float *
     return cpu_submit(self, NULL, run_layernorm_backward, &w, sizeof w);
 }
 
-/* GELU forward and backward (both forms), and add: elementwise over n, out = unary(a)
- * or binary(a, b). */
+/* GELU forward and backward (both forms), add and dropout: elementwise over n, out =
+ * unary(a), binary(a, b), or without either kernel dropout(a) with p and seed. */
 typedef gb_status (*unary_kernel)(void *self, gb_dtype dtype, void *out, const void *a,
                                   int64_t n);
 typedef gb_status (*binary_kernel)(void *self, gb_dtype dtype, void *out, const void *a,
@@ -137,13 +137,17 @@ typedef struct pointwise_work {
     int64_t n;
     unary_kernel unary;
     binary_kernel binary;
+    float p;            /* dropout's */
+    uint64_t seed;
 } pointwise_work;
 
 static gb_status run_pointwise(void *arg)
 {
     pointwise_work *w = arg;
-    return w->binary ? w->binary(w->dev, w->dtype, w->out, w->a, w->b, w->n)
-                     : w->unary(w->dev, w->dtype, w->out, w->a, w->n);
+    if (w->binary)
+        return w->binary(w->dev, w->dtype, w->out, w->a, w->b, w->n);
+    return w->unary ? w->unary(w->dev, w->dtype, w->out, w->a, w->n)
+                    : cpu_dropout(w->dev, w->dtype, w->out, w->a, w->n, w->p, w->seed);
 }
 
 static gb_status submit_pointwise(pointwise_work w)
@@ -154,34 +158,41 @@ static gb_status submit_pointwise(pointwise_work w)
 gb_status cpu_q_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n)
 {
     return submit_pointwise(
-        (pointwise_work){self, dtype, out, x, NULL, n, cpu_gelu_forward, NULL});
+        (pointwise_work){self, dtype, out, x, NULL, n, cpu_gelu_forward, NULL, 0, 0});
 }
 
 gb_status cpu_q_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                               const void *dout, int64_t n)
 {
     return submit_pointwise(
-        (pointwise_work){self, dtype, dx, x, dout, n, NULL, cpu_gelu_backward});
+        (pointwise_work){self, dtype, dx, x, dout, n, NULL, cpu_gelu_backward, 0, 0});
 }
 
 gb_status cpu_q_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
                                   int64_t n)
 {
     return submit_pointwise(
-        (pointwise_work){self, dtype, out, x, NULL, n, cpu_gelu_tanh_forward, NULL});
+        (pointwise_work){self, dtype, out, x, NULL, n, cpu_gelu_tanh_forward, NULL, 0, 0});
 }
 
 gb_status cpu_q_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                                    const void *dout, int64_t n)
 {
     return submit_pointwise(
-        (pointwise_work){self, dtype, dx, x, dout, n, NULL, cpu_gelu_tanh_backward});
+        (pointwise_work){self, dtype, dx, x, dout, n, NULL, cpu_gelu_tanh_backward, 0, 0});
 }
 
 gb_status cpu_q_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
                     int64_t n)
 {
-    return submit_pointwise((pointwise_work){self, dtype, out, a, b, n, NULL, cpu_add});
+    return submit_pointwise((pointwise_work){self, dtype, out, a, b, n, NULL, cpu_add, 0, 0});
+}
+
+gb_status cpu_q_dropout(void *self, gb_dtype dtype, void *out, const void *in, int64_t n,
+                        float p, uint64_t seed)
+{
+    return submit_pointwise(
+        (pointwise_work){self, dtype, out, in, NULL, n, NULL, NULL, p, seed});
 }
 
 typedef struct reduce_work {

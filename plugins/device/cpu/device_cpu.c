@@ -233,4 +233,5 @@ GB_DEVICE_PLUGIN("cpu", "1.3.0",
                  .event_query = cpu_event_query, .event_sync = cpu_event_sync,
                  .enqueue_host = cpu_enqueue_host, .cross_entropy_ld = cpu_q_cross_entropy_ld,
                  .cross_entropy_scaled = cpu_q_cross_entropy_scaled,
-                 .loss_scaler_update = cpu_q_loss_scaler_update, .describe = cpu_describe)
+                 .loss_scaler_update = cpu_q_loss_scaler_update, .describe = cpu_describe,
+                 .dropout = cpu_q_dropout)

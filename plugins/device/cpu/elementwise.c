@@ -1,5 +1,5 @@
 /* Element-wise kernels on the CPU device: GELU forward and backward in the exact (erf)
- * and the tanh form, and the residual add.
+ * and the tanh form, the residual add, and dropout (kernels/common/dropout.h's mask).
  *
  * Each is one flat range split statically across threads. The exact GELU runs the
  * instance's vectorised loops (cpu_kernels.h) on each thread's slice, the tanh form
@@ -9,6 +9,7 @@
  * block at a time through per-thread f32 rows (dtype_rows.h).
  */
 #include "cpu_device.h"
+#include "dropout.h"
 #include "pointwise.h"
 
 /* Slice `part` of `parts` of n elements: [begin, end), cut on multiples of CPU_VEC so
@@ -32,12 +33,18 @@ static int64_t step_of(gb_dtype dtype, int64_t n)
 
 typedef void (*unary_fn)(float *out, const float *x, int64_t n);
 typedef void (*binary_fn)(float *out, const float *a, const float *b, int64_t n);
+/* A unary function of each element and its index: elements [first, first + n). */
+typedef struct indexed_fn {
+    void (*run)(float *out, const float *x, int64_t first, int64_t n, const void *ctx);
+    const void *ctx;
+} indexed_fn;
 
-/* out = unary(a), or binary(a, b) when `binary` is given, over n elements of `dtype`.
- * 16-bit blocks go through the thread's f32 rows: a, then b, then out. */
-static gb_status elementwise(cpu_device *dev, const char *kernel, gb_dtype dtype,
-                             unary_fn unary, binary_fn binary, void *out_, const void *a_,
-                             const void *b_, int64_t n)
+/* out = unary(a), binary(a, b) when `binary` is given, or indexed.run over a when that
+ * is, over n elements of `dtype`. 16-bit blocks go through the thread's f32 rows: a, then
+ * b, then out. */
+static gb_status elementwise_indexed(cpu_device *dev, const char *kernel, gb_dtype dtype,
+                                     unary_fn unary, binary_fn binary, indexed_fn indexed,
+                                     void *out_, const void *a_, const void *b_, int64_t n)
 {
     const int inputs = binary ? 2 : 1;
     const int64_t floats = (inputs + 1) * WIDEN_BLOCK;
@@ -57,7 +64,9 @@ static gb_status elementwise(cpu_device *dev, const char *kernel, gb_dtype dtype
             const float *a = dtype_read_row(a_, dtype, i, len, cpu_thread_rows(rows, floats, 0));
             float *out = dtype_write_row(out_, dtype, i,
                                          cpu_thread_rows(rows, floats, inputs * WIDEN_BLOCK));
-            if (binary)
+            if (indexed.run)
+                indexed.run(out, a, i, len, indexed.ctx);
+            else if (binary)
                 binary(out, a,
                        dtype_read_row(b_, dtype, i, len,
                                       cpu_thread_rows(rows, floats, WIDEN_BLOCK)),
@@ -68,6 +77,14 @@ static gb_status elementwise(cpu_device *dev, const char *kernel, gb_dtype dtype
         }
     }
     return GB_OK;
+}
+
+static gb_status elementwise(cpu_device *dev, const char *kernel, gb_dtype dtype,
+                             unary_fn unary, binary_fn binary, void *out, const void *a,
+                             const void *b, int64_t n)
+{
+    return elementwise_indexed(dev, kernel, dtype, unary, binary, (indexed_fn){NULL, NULL},
+                               out, a, b, n);
 }
 
 gb_status cpu_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n)
@@ -111,4 +128,28 @@ gb_status cpu_add(void *self, gb_dtype dtype, void *out, const void *a, const vo
                   int64_t n)
 {
     return elementwise(self, "add", dtype, NULL, add_loop, out, a, b, n);
+}
+
+typedef struct dropout_mask {
+    uint64_t seed, threshold;
+    float scale;
+} dropout_mask;
+
+// out, x (n): elements first .. first + n - 1 of the tensor; out may alias x
+static void dropout_loop(float *out, const float *x, int64_t first, int64_t n, const void *ctx)
+{
+    const dropout_mask *m = ctx;
+    for (int64_t j = 0; j < n; j++)
+        out[j] = gb_dropout_apply(x[j], m->seed, (uint64_t)(first + j), m->threshold, m->scale);
+}
+
+gb_status cpu_dropout(void *self, gb_dtype dtype, void *out, const void *in, int64_t n,
+                      float p, uint64_t seed)
+{
+    if (!(p >= 0.0f && p < 1.0f))
+        return cpu_fail(self, GB_ERR_INVALID_ARG, "dropout: p = %g is outside [0, 1)",
+                        (double)p);
+    dropout_mask mask = {seed, gb_dropout_threshold(p), gb_dropout_scale(p)};
+    return elementwise_indexed(self, "dropout", dtype, NULL, NULL,
+                               (indexed_fn){dropout_loop, &mask}, out, in, NULL, n);
 }

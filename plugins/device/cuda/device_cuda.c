@@ -542,4 +542,5 @@ GB_DEVICE_PLUGIN("cuda", "1.2.0",
                  .loss_scaler_update = cuda_loss_scaler_update, .graph_begin = cuda_graph_begin,
                  .graph_end = cuda_graph_end, .graph_launch = cuda_graph_launch,
                  .graph_destroy = cuda_graph_destroy,
-                 .add_layernorm_forward = cuda_add_layernorm_forward, .describe = cuda_describe)
+                 .add_layernorm_forward = cuda_add_layernorm_forward, .describe = cuda_describe,
+                 .dropout = cuda_dropout)

@@ -1,5 +1,6 @@
-/* Element-wise kernels of the CUDA device: the residual add, and GELU forward and backward
- * in the exact (erf) and tanh forms.
+/* Element-wise kernels of the CUDA device: the residual add, GELU forward and backward
+ * in the exact (erf) and tanh forms, and dropout, whose mask (kernels/common/dropout.h)
+ * is a function of the element's index alone, the CPU device's mask.
  *
  * One kernel strides over the n elements, widening each to f32, computing, and rounding
  * on store (kernels/cuda/act.cuh); the formulas are kernels/common/gelu.h's, so with this
@@ -11,6 +12,7 @@
 #include "act.cuh"
 #include "cuda_device.h"
 #include "cuda_status.h"
+#include "dropout.h"
 #include "gelu.h"
 
 enum pointwise_op { OP_ADD, OP_GELU, OP_GELU_GRAD, OP_GELU_TANH, OP_GELU_TANH_GRAD };
@@ -76,4 +78,33 @@ extern "C" gb_status cuda_gelu_tanh_backward(void *self, gb_dtype dtype, void *d
                                              const void *x, const void *dout, int64_t n)
 {
     return pointwise(self, "gelu_tanh_backward", OP_GELU_TANH_GRAD, dtype, dx, x, dout, n);
+}
+
+// out, in (n) act; out may alias in
+static __global__ void dropout_kernel(gb_dtype dtype, void *out, const void *in, int64_t n,
+                                      uint64_t seed, uint64_t threshold, float scale)
+{
+    const int64_t step = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
+        gb_act_store(out, dtype, i,
+                     gb_dropout_apply(gb_act_load(in, dtype, i), seed, (uint64_t)i, threshold,
+                                      scale));
+}
+
+extern "C" gb_status cuda_dropout(void *self, gb_dtype dtype, void *out, const void *in,
+                                  int64_t n, float p, uint64_t seed)
+{
+    cuda_device *dev = (cuda_device *)self;
+    const gb_host *host = dev->host;
+    if (!(p >= 0.0f && p < 1.0f)) {
+        host->set_error(host, "dropout: p = %g is outside [0, 1)", (double)p);
+        return GB_ERR_INVALID_ARG;
+    }
+    gb_status st = cuda_begin(dev, "dropout", dtype, n, 1);
+    if (st != GB_OK || n == 0)
+        return st;
+    dropout_kernel<<<cuda_blocks(n), CUDA_BLOCK, 0, dev->compute>>>(
+        dtype, out, in, n, seed, gb_dropout_threshold(p), gb_dropout_scale(p));
+    GB_CUDA_CHECK_LAUNCH("dropout_kernel");
+    return GB_OK;
 }
