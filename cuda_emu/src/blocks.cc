@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -629,11 +630,34 @@ void setup_block(block &b, const kernel_run &run, uint64_t linear)
 }
 
 
+/* The blocks of a launch are taken in the resume order too: first to last, last to
+ * first, or a seeded permutation (first + i * stride modulo the count, the stride prime to
+ * it). A block that writes another block's rows then loses or wins against that block's
+ * own writes in each order, whatever the number of host threads. */
 struct launch_job {
     const kernel_run *run;
     uint64_t blocks;
+    uint64_t first = 0, stride = 1;
     std::atomic<uint64_t> next{0};
 };
+
+void order_blocks(launch_job &job)
+{
+    if (order_setting() != resume_order::random || job.blocks < 2)
+        return;
+    uint64_t r = mix(run_seed() ^ mix(job.run->serial) ^ 0xb10c5ull);
+    job.first = r % job.blocks;
+    job.stride = mix(r) % job.blocks | 1;
+    while (std::gcd(job.stride, job.blocks) != 1)
+        job.stride = (job.stride + 1) % job.blocks;
+}
+
+uint64_t block_at(const launch_job &job, uint64_t i)
+{
+    if (order_setting() == resume_order::reversed)
+        return job.blocks - 1 - i;
+    return (job.first + (unsigned __int128)i * job.stride % job.blocks) % job.blocks;
+}
 
 void work_on(launch_job &job)
 {
@@ -643,7 +667,7 @@ void work_on(launch_job &job)
         uint64_t i = job.next.fetch_add(1);
         if (i >= job.blocks)
             break;
-        setup_block(b, *job.run, i);
+        setup_block(b, *job.run, block_at(job, i));
         run_block(b);
     }
     current_block = nullptr;
@@ -739,6 +763,7 @@ void run_kernel(const kernel_run &run)
     launch_job job;
     job.run = &run;
     job.blocks = (uint64_t)run.grid.x * run.grid.y * run.grid.z;
+    order_blocks(job);
     pool.run(job);
 }
 

@@ -12,7 +12,8 @@
  * CUDA_R_32F; host or device alpha and beta; transposes; strided batches, stride 0
  * broadcasting an input; C == D in place. Epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU,
  * GELU_AUX, GELU_BIAS, GELU_AUX_BIAS, DGELU, DGELU_BGRAD, BGRADA and BGRADB, with GELU in
- * cuBLASLt's tanh form (kernels/common/gelu.h).
+ * cuBLASLt's tanh form, computed from its formulas written here (lt_gelu), not from the
+ * kernels' header that device/cuda's element-wise GELU uses, which this double checks.
  *
  * Semantics where cublasLt.h and the cuBLAS documentation leave room, chosen here:
  * - the bias is added after alpha and beta C: D = act(alpha AB + beta C + bias);
@@ -48,6 +49,7 @@
 #include <cublasLt.h>
 
 #include <cinttypes>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -59,7 +61,6 @@
 
 #include "emu.h"
 #include "gearbox/convert.h"
-#include "gelu.h"
 
 namespace {
 
@@ -534,6 +535,35 @@ batch_entry entry_of(const matmul_call &c, int64_t b)
     return batch_entry{at(c.c), at(c.d), at(c.vec), at(c.aux)};
 }
 
+/* cuBLASLt's GELU, the tanh form 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+ * and its derivative 0.5 (1 + t) + 0.5 x (1 - t^2) u', t = tanh(u), in double with libm's
+ * tanh, from their definitions. A GPU's cuBLASLt takes tanh from hardware good to about
+ * 2^-11 (TF32's precision); so does this double (lt_tanh rounds it to 11 significant
+ * bits), so a result that cuBLASLt's epilogue computed in place of device/cuda's f32
+ * element-wise GELU shows against f32's tolerance, as it would on a GPU. */
+constexpr double LT_GELU_SQRT_2_OVER_PI = 0.79788456080286535588;
+constexpr double LT_GELU_CUBIC = 0.044715;
+
+double lt_tanh(double u)
+{
+    int exponent;
+    const double mantissa = std::frexp(std::tanh(u), &exponent);
+    return std::ldexp(std::nearbyint(std::ldexp(mantissa, 11)), exponent - 11);
+}
+
+float lt_gelu(float x)
+{
+    const double t = lt_tanh(LT_GELU_SQRT_2_OVER_PI * (x + LT_GELU_CUBIC * x * x * x));
+    return (float)(0.5 * x * (1.0 + t));
+}
+
+float lt_gelu_grad(float x)
+{
+    const double t = lt_tanh(LT_GELU_SQRT_2_OVER_PI * (x + LT_GELU_CUBIC * x * x * x));
+    const double du = LT_GELU_SQRT_2_OVER_PI * (1.0 + 3.0 * LT_GELU_CUBIC * x * x);
+    return (float)(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du);
+}
+
 /* alpha sum + beta C + bias through the activation, into D (and aux). Returns D's value
  * before its rounding to D's type. */
 float finish_element(const matmul_call &c, const batch_entry &e, float alpha, float beta,
@@ -547,11 +577,11 @@ float finish_element(const matmul_call &c, const batch_entry &e, float alpha, fl
     if (c.epilogue.aux_out)
         store(c.aux.type, e.aux, i + j * c.aux.ld, v);
     if (c.epilogue.gelu)
-        v = gb_gelu_tanh(v);
+        v = lt_gelu(v);
     if (c.epilogue.relu)
         v = v > 0.0f ? v : 0.0f;
     if (c.epilogue.dgelu)
-        v = v * gb_gelu_tanh_grad(load(c.aux.type, e.aux, i + j * c.aux.ld));
+        v = v * lt_gelu_grad(load(c.aux.type, e.aux, i + j * c.aux.ld));
     store(c.d.type, e.d, offset_of(c.d, i, j), v);
     return v;
 }

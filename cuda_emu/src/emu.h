@@ -42,6 +42,9 @@ const allocation *find_allocation(const void *p, size_t bytes);
 /* Sets the calling thread's last error (cudaGetLastError) and returns err. */
 cudaError_t set_last_error(cudaError_t err);
 
+/* Notes that `kernel` was launched, in GEARBOX_CUDA_EMU_LAUNCHED's file (launched.cc). */
+void record_launch(const void *kernel);
+
 }  // namespace gb_emu
 
 #endif

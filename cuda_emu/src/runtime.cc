@@ -825,6 +825,7 @@ void submit_kernel(const launch_site &site, const void *kernel, dim3 grid, dim3 
     o.what = std::string("kernel ") + site.kernel;
     o.run = [run] { run_kernel(*run); };
     push(st, std::move(o));
+    record_launch(kernel);
 }
 
 }  // namespace gb_emu

@@ -1,6 +1,6 @@
 /* attn/flash's CUDA object on the edges of its tiles that the conformance kit's 16-bit
  * rows leave out (test_conformance_cuda.sh runs the kit): head_dim 64 and 128, causal and
- * not, T shorter than one 64-row tile, T not a multiple of the tile with causal key tiles
+ * not, a shape for each of the other tile widths (32, 80 and 96 columns), T shorter than one 64-row tile, T not a multiple of the tile with causal key tiles
  * skipped, several batches and heads, in bf16 and f16, and views whose rows do not start on
  * 16 bytes (loaded element by element instead of by cp.async). Forward and backward run through
  * the plugin ABI on device/cuda; the reference is computed here in double from the same
@@ -42,6 +42,15 @@ static const shape shapes[] = {
     {1, 2, 100, 64, 0, GB_F16, 0},
     {2, 1, 90, 128, 1, GB_BF16, 0},
     {1, 2, 70, 64, 1, GB_BF16, 1},
+    /* one shape per 16-bit tile width the others leave out (every kernel instance runs:
+       cuda-emu-launched), head_dims 81-96 among them */
+    {1, 1, 20, 24, 1, GB_BF16, 0},    /* 32 columns, head_dim padded */
+    {1, 1, 40, 32, 0, GB_F16, 0},
+    {1, 1, 20, 72, 0, GB_BF16, 0},    /* 80 columns */
+    {1, 2, 30, 80, 1, GB_F16, 0},
+    {1, 1, 70, 90, 1, GB_BF16, 0},    /* 96 columns: two query tiles, the last partial */
+    {1, 2, 20, 81, 0, GB_F16, 0},
+    {1, 1, 20, 96, 1, GB_F16, 0},
 };
 
 typedef struct gpu {

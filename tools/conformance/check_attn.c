@@ -59,15 +59,16 @@ typedef struct shape {
     int causal, packed;
 } shape;
 
-/* T = 1, 7, 20, 33, 63, 64, 65, 100, 130, 257 and head_dim 8 to 128 (48 and 80 not
- * powers of two), on both sides of the usual tile sizes 16, 32, 64 and 128. */
+/* T = 1, 7, 20, 33, 63, 64, 65, 100, 130, 257 and head_dim 8 to 128 (48, 80 and 88 not
+ * powers of two; 88 in a tile of 96 columns), on both sides of the usual tile sizes 16,
+ * 32, 64 and 128. */
 static const shape shapes[] = {
     {1, 1, 1, 8, 1, 1},    {1, 1, 1, 64, 0, 0},   {2, 3, 7, 8, 1, 1},     {2, 3, 7, 8, 0, 1},
     {2, 3, 7, 16, 1, 1},   {2, 3, 7, 8, 0, 0},    {1, 1, 20, 128, 1, 0},  {2, 2, 33, 48, 0, 0},
     {1, 2, 63, 32, 1, 1},  {2, 1, 63, 80, 0, 1},  {2, 2, 64, 48, 1, 0},   {1, 3, 64, 64, 1, 1},
     {2, 4, 64, 64, 1, 1},  {1, 2, 65, 48, 1, 1},  {1, 3, 65, 64, 1, 1},   {2, 2, 65, 16, 0, 1},
     {1, 2, 100, 128, 1, 1}, {2, 2, 100, 80, 1, 0}, {1, 2, 130, 32, 1, 1}, {1, 1, 257, 8, 0, 0},
-    {2, 2, 257, 64, 1, 1}, {1, 2, 257, 48, 1, 1},
+    {2, 2, 257, 64, 1, 1}, {1, 2, 257, 48, 1, 1},  {1, 2, 33, 88, 1, 0},
 };
 
 /* The shapes the 16-bit rows run: odd and tile-sized T, head_dim 8 to 128. */

@@ -30,6 +30,13 @@ const thread_view &here();
 
 /* ---- launches ---------------------------------------------------------------------- */
 
+/* Every kernel, template instances too, is listed in its object's section
+ * __patchable_function_entries (the attribute's one no-op instruction at its entry is the
+ * price), so the emulated plugins say which of their functions are kernels
+ * (tests/cuda_emu/test_launched.sh). */
+#undef __global__
+#define __global__ __attribute__((patchable_function_entry(1, 0)))
+
 struct launch_site {
     const char *file;
     int line;

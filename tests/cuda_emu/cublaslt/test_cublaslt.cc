@@ -13,8 +13,10 @@
  *
  * Tolerances: the double sums in f32, so an element may differ from the exact sum by
  * (k + 2) 2^-24 sum |a b|, plus one rounding per addition of beta C and bias, plus GELU's
- * f32 evaluation (1e-5 relative), plus half an ulp of the output type (2^-8 for bf16,
- * 2^-11 for f16, 2^-24 for f32). The reference uses the same (rounded) inputs.
+ * f32 evaluation (1e-5 relative) and its tanh, which the double takes to 11 significant
+ * bits as a GPU's hardware tanh (2^-11 of tanh: 2^-12 |x| of GELU, 2^-11 (1/2 + |x| u')
+ * of its derivative), plus half an ulp of the output type (2^-8 for bf16, 2^-11 for f16,
+ * 2^-24 for f32). The reference uses the same (rounded) inputs.
  *
  * Prints "ok: ..." / "FAIL: ..." lines; exits 1 on a failure.
  */
@@ -308,6 +310,15 @@ void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const
 
 /* ---- the reference -------------------------------------------------------------------- */
 
+/* How far cuBLASLt's tanh may be from the exact one (relative). */
+constexpr double LT_TANH_ERROR = 0x1p-11;
+
+/* u' of the tanh form's u(x) = sqrt(2/pi) (x + 0.044715 x^3). */
+double gelu_tanh_du(double x)
+{
+    return std::sqrt(2.0 / M_PI) * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
 double gelu_tanh(double x)
 {
     const double u = std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
@@ -318,7 +329,7 @@ double gelu_tanh_grad(double x)
 {
     const double c = std::sqrt(2.0 / M_PI);
     const double t = std::tanh(c * (x + 0.044715 * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * gelu_tanh_du(x);
 }
 
 struct epilogue_info {
@@ -487,15 +498,19 @@ expected reference(const spec &s, const epilogue_info &ep, const problem &p)
                     e.aux_tol[aux_at] = tol + half_ulp(s.cd, v);
                 }
                 if (ep.gelu) {
-                    v = gelu_tanh(v);
-                    tol = 1.2 * tol + 1e-5 * std::fabs(v) + 1e-6;
+                    const double x = v;
+                    v = gelu_tanh(x);
+                    tol = 1.2 * tol + 1e-5 * std::fabs(v) + 1e-6 +
+                          0.5 * std::fabs(x) * LT_TANH_ERROR;
                 }
                 if (ep.relu)
                     v = v > 0.0 ? v : 0.0;
                 if (ep.dgelu) {
-                    double g = gelu_tanh_grad(p.aux0[aux_at]);
+                    const double x = p.aux0[aux_at], g = gelu_tanh_grad(x);
+                    const double dg = LT_TANH_ERROR * (0.5 + std::fabs(x) * gelu_tanh_du(x));
+                    tol = tol * std::fabs(g) + std::fabs(v) * dg;
                     v *= g;
-                    tol = tol * std::fabs(g) + 1e-5 * std::fabs(v) + 1e-6;
+                    tol += 1e-5 * std::fabs(v) + 1e-6;
                 }
                 const int64_t d_at = p.ld.at(i, j, bi);
                 e.d[d_at] = v;
