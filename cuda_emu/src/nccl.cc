@@ -186,6 +186,23 @@ ncclResult_t blocking_of(const char *fn, const ncclConfig_t *config, bool *block
     return ncclSuccess;
 }
 
+/* Ends a communicator's life (destroy or abort); a NULL comm is accepted, as by NCCL. Its
+ * rank leaves the world, and work still queued for it does nothing. */
+ncclResult_t end_comm(const char *fn, ncclComm_t comm, ncclComm::phase how)
+{
+    if (!comm)
+        return ncclSuccess;
+    std::lock_guard<std::mutex> hold(comms().lock);
+    ncclResult_t r = check_alive(fn, comm);
+    if (r != ncclSuccess)
+        return r;
+    comm->state = how;
+    comm->stopped.store(true);
+    if (comm->world)
+        gb_emu::nccl_world_leave(comm->world);
+    return ncclSuccess;
+}
+
 /* Records the first asynchronous error of comm, from its queued work. */
 void set_async_error(ncclComm *comm, ncclResult_t result, const std::string &why)
 {
@@ -263,31 +280,16 @@ ncclResult_t init(const char *fn, ncclComm_t *out, int nranks, const ncclUniqueI
         delete comm;
         return fail(ncclSystemError, "%s: out of memory", fn);
     }
-    *out = comm;
     comm->joining = comm->world != nullptr;
     if (comm->joining && blocking) {
         comm->joining = false;
-        if ((r = wait_for_ranks(fn, comm)) != ncclSuccess)
+        if ((r = wait_for_ranks(fn, comm)) != ncclSuccess) {
+            end_comm(fn, comm, ncclComm::phase::aborted);   /* the caller gets no handle */
             return r;
+        }
     }
+    *out = comm;
     return answer(comm);
-}
-
-/* Ends a communicator's life (destroy or abort); a NULL comm is accepted, as by NCCL. Its
- * rank leaves the world, and work still queued for it does nothing. */
-ncclResult_t end_comm(const char *fn, ncclComm_t comm, ncclComm::phase how)
-{
-    if (!comm)
-        return ncclSuccess;
-    std::lock_guard<std::mutex> hold(comms().lock);
-    ncclResult_t r = check_alive(fn, comm);
-    if (r != ncclSuccess)
-        return r;
-    comm->state = how;
-    comm->stopped.store(true);
-    if (comm->world)
-        gb_emu::nccl_world_leave(comm->world);
-    return ncclSuccess;
 }
 
 /* One query of a settled communicator into *out. */

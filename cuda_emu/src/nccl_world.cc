@@ -474,25 +474,29 @@ nccl_world *nccl_world_join(const ncclUniqueId &id, int nranks, int rank, int de
 ncclResult_t nccl_world_ready(nccl_world *w, std::string *error)
 {
     for (int r = 0; r < w->nranks; r++) {
-        const rank_slot &slot = w->seg->ranks[r];
-        if (!slot.joined.load(std::memory_order_acquire))
-            return ncclInProgress;
-        std::string gone = r == w->rank ? "" : departure(w, r);
-        if (!gone.empty()) {
-            *error = printed("setup: %s", gone.c_str());
-            return ncclRemoteError;
-        }
-        for (int q = 0; q < r; q++)
-            if (w->seg->ranks[q].device == slot.device) {
-                *error = printed("ranks %d and %d both use GPU %d: every rank needs a GPU of "
-                                 "its own", q, r, (int)slot.device);
-                return ncclInvalidUsage;
+        if (w->seg->ranks[r].joined.load(std::memory_order_acquire))
+            continue;
+        for (int q = 0; q < w->nranks; q++) {   /* a rank that left will never see it done */
+            std::string gone = q == w->rank || !w->seg->ranks[q].joined.load()
+                                   ? "" : departure(w, q);
+            if (!gone.empty()) {
+                *error = printed("setup: %s before rank %d joined", gone.c_str(), r);
+                return ncclRemoteError;
             }
+        }
+        return ncclInProgress;
     }
     if (!w->unlinked) {   /* everyone has it mapped: the name is no longer needed */
         shm_unlink(w->name);
         w->unlinked = true;
     }
+    for (int r = 0; r < w->nranks; r++)
+        for (int q = 0; q < r; q++)
+            if (w->seg->ranks[q].device == w->seg->ranks[r].device) {
+                *error = printed("ranks %d and %d both use GPU %d: every rank needs a GPU of "
+                                 "its own", q, r, (int)w->seg->ranks[r].device);
+                return ncclInvalidUsage;
+            }
     return ncclSuccess;
 }
 

@@ -30,8 +30,9 @@ nccl_world *nccl_world_join(const ncclUniqueId &id, int nranks, int rank, int de
                             std::string *error);
 
 /* Whether every rank has joined: ncclSuccess; ncclInProgress while some have not;
- * ncclRemoteError or ncclInvalidUsage (and *error) when a rank left before all joined or
- * two ranks claim one GPU. Never blocks. */
+ * ncclRemoteError (and *error) when a rank left before all joined, ncclInvalidUsage when
+ * two ranks claim one GPU. Never blocks. A rank that leaves after all joined is seen by
+ * the next collective. */
 ncclResult_t nccl_world_ready(nccl_world *w, std::string *error);
 
 /* One collective as every rank sees it: each rank's `send`, reduced with `op` in `type`
