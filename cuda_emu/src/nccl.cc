@@ -22,8 +22,10 @@
  * Asynchronous errors: a collective that cannot complete because a rank died or left
  * (ncclRemoteError, naming the rank), or because the ranks called different collectives
  * (ncclInvalidUsage), returns from its queued work with recvbuff unfinished and leaves its
- * error on the communicator: ncclCommGetAsyncError reports it and ncclGetLastError(comm)
- * says why; the collectives queued after it then do nothing.
+ * error on the communicator: ncclCommGetAsyncError reports it, ncclGetLastError(comm)
+ * says why, the collectives queued after it do nothing and later calls to queue one
+ * return the error. A collective waiting for a rank that hangs waits until ncclCommAbort,
+ * as on a GPU.
  *
  * Checks, made when a call is made (what a GPU would only show later, if at all): the
  * communicator is one made here and neither destroyed nor aborted (handles are never
@@ -150,7 +152,8 @@ ncclResult_t check_settled(const char *fn, const ncclComm *comm)
     return r;
 }
 
-/* Settled and not finalized: ready for a collective. Takes the registry's lock. */
+/* Settled, not finalized and without an asynchronous error (NCCL returns that error to
+ * every call that queues work): ready for a collective. Takes the registry's lock. */
 ncclResult_t check_ready(const char *fn, const ncclComm *comm)
 {
     std::lock_guard<std::mutex> hold(comms().lock);
@@ -158,6 +161,9 @@ ncclResult_t check_ready(const char *fn, const ncclComm *comm)
     if (r == ncclSuccess && comm->state == ncclComm::phase::finalized)
         r = fail(ncclInvalidUsage, "%s: comm %p was finalized (ncclCommFinalize); only "
                  "ncclCommDestroy may follow", fn, (const void *)comm);
+    if (r == ncclSuccess && comm->async_result.load() != ncclSuccess)
+        r = fail(comm->async_result.load(), "%s: comm %p has failed: %s", fn,
+                 (const void *)comm, comm->async_message);
     return r;
 }
 

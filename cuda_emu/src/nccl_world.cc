@@ -18,9 +18,10 @@
  * the ranks it waits for every WAKE_MS: one whose lock is gone exited (or left, when it
  * says so), and the collective fails with ncclRemoteError naming it, instead of waiting
  * forever. A rank that is alive but never comes (stopped, deadlocked) is waited for until
- * the communicator is aborted or GEARBOX_CUDA_EMU_NCCL_TIMEOUT_S (600) passes: while a
- * collective waits, this process's emulated runtime is busy, so the caller's own watchdog
- * cannot query the stream (on a GPU it could).
+ * the communicator is aborted, as NCCL's kernels wait: meanwhile the waiting thread is
+ * parked (gb_emu::waiting_on_peers), so the caller's watchdog can still query its events,
+ * see the collective overdue and abort. GEARBOX_CUDA_EMU_NCCL_TIMEOUT_S (600) bounds the
+ * wait for a program that never aborts.
  */
 #include "nccl_world.h"
 
@@ -45,6 +46,7 @@
 #include <random>
 #include <type_traits>
 
+#include "emu.h"
 #include "gearbox/convert.h"
 
 namespace gb_emu {
@@ -161,13 +163,23 @@ double timeout_s()
     return limit;
 }
 
+/* The calling thread waits on its peers while this lives (gb_emu::waiting_on_peers). */
+struct parked_wait {
+    parked_wait() { waiting_on_peers(true); }
+    ~parked_wait() { waiting_on_peers(false); }
+    parked_wait(const parked_wait &) = delete;
+    parked_wait &operator=(const parked_wait &) = delete;
+};
+
 /* Waits until every rank's `counter` reaches `step`: ncclSuccess, or ncclRemoteError with
- * *error naming the rank that will never get there. */
+ * *error naming the rank that will never get there. Other threads' event queries are
+ * answered meanwhile (parked_wait). */
 ncclResult_t wait_all(nccl_world *w, std::atomic<uint64_t> rank_slot::*counter, uint64_t step,
                       const nccl_exchange &x, const std::atomic<bool> &aborted,
                       std::string *error)
 {
     using clock = std::chrono::steady_clock;
+    const parked_wait parked;
     const clock::time_point start = clock::now();
     clock::time_point looked = start;
     for (;;) {

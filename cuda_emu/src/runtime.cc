@@ -115,6 +115,11 @@ static cudaError_t not_live(const char *call, const void *handle, const char *wh
 namespace {
 
 std::recursive_mutex state_lock;   /* every API call; recursive: drains call back in */
+/* Whether the thread holding state_lock waits on other processes (waiting_on_peers); it
+ * must take park_lock to stop waiting, so state read under park_lock while `parked` holds
+ * still. */
+std::mutex park_lock;
+bool parked = false;
 thread_local bool in_host_function = false;
 thread_local const char *running_op = nullptr;   /* the library op being run, for faults */
 
@@ -762,6 +767,12 @@ cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> run)
     o.run = std::move(run);
     push(st, std::move(o));
     return cudaSuccess;
+}
+
+void waiting_on_peers(bool waiting)
+{
+    std::lock_guard<std::mutex> hold(park_lock);
+    parked = waiting;
 }
 
 const allocation *find_allocation(const void *p, size_t bytes)
@@ -1434,9 +1445,29 @@ static cudaError_t event_to_wait_for(cudaEvent_t event, const char *call, event_
     return cudaSuccess;
 }
 
+/* cudaEventQuery's answer while another thread runs an operation that waits on other
+ * processes (waiting_on_peers): the event's state as it stands, without progress. false
+ * when no operation is parked (the caller waits for state_lock). */
+static bool query_while_parked(cudaEvent_t event, cudaError_t *answer)
+{
+    std::lock_guard<std::mutex> hold(park_lock);
+    if (!parked)
+        return false;
+    event_state *e = nullptr;
+    *answer = event_to_wait_for(event, "cudaEventQuery", &e);
+    if (*answer == cudaSuccess && e->last && !e->last->done)
+        *answer = cudaErrorNotReady;
+    return true;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-    API("cudaEventQuery");
+    api_entry("cudaEventQuery");
+    /* polled rather than waited for: the thread holding it may park meanwhile */
+    std::unique_lock<std::recursive_mutex> hold(state_lock, std::defer_lock);
+    for (cudaError_t answer; !hold.try_lock(); usleep(200))
+        if (query_while_parked(event, &answer))
+            return answer;
     event_state *e = nullptr;
     if (cudaError_t err = event_to_wait_for(event, "cudaEventQuery", &e))
         return err;
