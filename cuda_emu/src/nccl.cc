@@ -48,10 +48,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <mutex>
 #include <new>
-#include <random>
 #include <set>
 #include <string>
 
@@ -488,7 +486,8 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm)
             return fail(ncclInvalidUsage, "%s: comm %p was already finalized", fn, (void *)comm);
     }
     /* The collectives still queued run now, as NCCL's finalize completes them: the other
-     * ranks wait for this one's part. Outside the registry's lock, which queued work takes. */
+     * ranks wait for this one's part. Outside the registry's lock, so that calls on other
+     * threads (a watchdog's ncclCommGetAsyncError) do not wait for the other ranks too. */
     if (comm->world)
         cudaDeviceSynchronize();
     std::lock_guard<std::mutex> hold(comms().lock);

@@ -319,7 +319,7 @@ size_t size_of(ncclDataType_t type)
 
 signature signature_of(const nccl_exchange &x)
 {
-    signature s = {};
+    signature s;
     snprintf(s.what, sizeof s.what, "%s", x.what);
     s.seq = x.seq;
     s.count = x.count;
@@ -334,7 +334,8 @@ std::string disagreement(const nccl_world *w, const signature &mine)
 {
     for (int r = 0; r < w->nranks; r++) {
         const signature &s = w->seg->ranks[r].sig;
-        if (memcmp(&s, &mine, sizeof s) != 0)
+        if (strcmp(s.what, mine.what) != 0 || s.seq != mine.seq || s.count != mine.count ||
+            s.type != mine.type || s.op != mine.op || s.root != mine.root)
             return printed("rank %d runs %s #%llu (count %zu, type %d, op %d, root %d) where "
                            "rank %d runs %s #%llu (count %zu, type %d, op %d, root %d): every "
                            "rank must call the same collectives in the same order", w->rank,
