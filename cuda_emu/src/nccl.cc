@@ -21,11 +21,11 @@
  *
  * Asynchronous errors: a collective that cannot complete because a rank died or left
  * (ncclRemoteError, naming the rank), or because the ranks called different collectives
- * (ncclInvalidUsage), returns from its queued work with recvbuff unfinished and leaves its
- * error on the communicator: ncclCommGetAsyncError reports it, ncclGetLastError(comm)
- * says why, the collectives queued after it do nothing and later calls to queue one
- * return the error. A collective waiting for a rank that hangs waits until ncclCommAbort,
- * as on a GPU.
+ * (ncclInvalidUsage), leaves its error on the communicator: ncclCommGetAsyncError reports
+ * it, ncclGetLastError(comm) says why and later calls to queue a collective return it. As
+ * on a GPU, where NCCL's kernels stay stuck on a lost peer, the failed collective stays in
+ * flight (recvbuff unfinished) until ncclCommAbort, and so does one waiting for a rank
+ * that hangs; the collectives queued after it then do nothing.
  *
  * Checks, made when a call is made (what a GPU would only show later, if at all): the
  * communicator is one made here and neither destroyed nor aborted (handles are never
@@ -388,8 +388,10 @@ void run_collective(ncclComm *comm, const gb_emu::nccl_exchange &x, const transf
     }
     std::string why;
     ncclResult_t r = gb_emu::nccl_world_exchange(comm->world, x, comm->stopped, &why);
-    if (r != ncclSuccess && !comm->stopped.load())
+    if (r != ncclSuccess && !comm->stopped.load()) {
         set_async_error(comm, r, why);
+        gb_emu::nccl_world_hold_until_abort(comm->stopped);
+    }
 }
 
 /* Checks a collective's arguments and queues it on `stream`. root: a broadcast's, or -1

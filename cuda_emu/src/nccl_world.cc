@@ -530,6 +530,16 @@ ncclResult_t nccl_world_exchange(nccl_world *w, const nccl_exchange &x,
     return ncclSuccess;
 }
 
+void nccl_world_hold_until_abort(const std::atomic<bool> &aborted)
+{
+    using clock = std::chrono::steady_clock;
+    const parked_wait parked;
+    const clock::time_point start = clock::now();
+    while (!aborted.load() &&
+           std::chrono::duration<double>(clock::now() - start).count() <= timeout_s())
+        usleep(WAKE_MS * 1000);
+}
+
 void nccl_world_leave(nccl_world *w)
 {
     w->seg->ranks[w->rank].left.store(1, std::memory_order_release);

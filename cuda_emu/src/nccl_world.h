@@ -59,6 +59,12 @@ bool nccl_world_reduces(ncclDataType_t type);
 ncclResult_t nccl_world_exchange(nccl_world *w, const nccl_exchange &x,
                                  const std::atomic<bool> &aborted, std::string *error);
 
+/* Keeps a failed collective in flight until `aborted` (its communicator's abort), as NCCL's
+ * kernels stay stuck on a lost peer until ncclCommAbort; parked meanwhile, so other
+ * threads' event queries see it unfinished. GEARBOX_CUDA_EMU_NCCL_TIMEOUT_S bounds it for a
+ * program that never aborts. */
+void nccl_world_hold_until_abort(const std::atomic<bool> &aborted);
+
 /* Leaves the world: the peers' next wait on this rank reports that it left. The segment
  * stays mapped, since work queued before may still run (and finds its communicator
  * aborted). */

@@ -951,9 +951,11 @@ static cudaError_t check_ordinal(int device)
                                                   : set_last_error(cudaErrorInvalidDevice);
 }
 
+/* The current device is the calling thread's alone: no state_lock, so a thread can pick
+ * its GPU while another holds the lock for long (a collective waiting on its peers). */
 cudaError_t cudaSetDevice(int device)
 {
-    API("cudaSetDevice");
+    api_entry("cudaSetDevice");
     cudaError_t e = check_ordinal(device);
     if (e == cudaSuccess)
         current_device = device;
@@ -962,7 +964,7 @@ cudaError_t cudaSetDevice(int device)
 
 cudaError_t cudaGetDevice(int *device)
 {
-    API("cudaGetDevice");
+    api_entry("cudaGetDevice");
     *device = current_device;
     return cudaSuccess;
 }

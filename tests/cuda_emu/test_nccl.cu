@@ -3,7 +3,8 @@
  * than one staging step, of nothing), broadcast from a rank other than 0, collectives in
  * stream order behind the kernels that write their buffers, a non-blocking setup that
  * waits for the last rank, and the failures: ranks that disagree on a collective, two ranks
- * on one GPU, a rank that exits or leaves while the others wait for it.
+ * on one GPU, a rank that exits or leaves while the others wait for it (the failed
+ * collective then stays in flight until a watchdog thread aborts the communicator).
  *
  * Written as CUDA (it is compiled through cu2cc.py like the plugins' .cu files).
  */
@@ -11,7 +12,9 @@
 #include <nccl.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emu_test.h"
@@ -171,6 +174,33 @@ static bool collectives(const ncclUniqueId &id, int rank)
     return all;
 }
 
+/* Runs the work queued so far as a program with a watchdog does: meanwhile another thread
+ * polls ncclCommGetAsyncError and aborts the communicator on an error, which ends the
+ * failed collective (it stays in flight until then, as on a GPU). The error, and
+ * ncclGetLastError's message for it in *why. */
+static ncclResult_t sync_with_watchdog(ncclComm_t comm, std::string *why)
+{
+    ncclResult_t error = ncclSuccess;
+    std::atomic<bool> synced{false};
+    std::thread watchdog([&] {
+        while (!synced.load()) {
+            ncclResult_t state = ncclSuccess;
+            ncclCommGetAsyncError(comm, &state);
+            if (state != ncclSuccess && state != ncclInProgress) {
+                error = state;
+                *why = ncclGetLastError(comm);
+                ncclCommAbort(comm);
+                return;
+            }
+            usleep(1000);
+        }
+    });
+    cudaDeviceSynchronize();
+    synced = true;
+    watchdog.join();
+    return error;
+}
+
 /* Rank 0's collective after its peer has gone (rank 1 runs `peer`): the all-reduce ends
  * with ncclRemoteError and a message containing `expected`. */
 static void peer_gone(const char *what, const std::function<void(ncclComm_t)> &peer,
@@ -189,14 +219,10 @@ static void peer_gone(const char *what, const std::function<void(ncclComm_t)> &p
         float *x = nullptr;
         cudaMalloc(&x, 64);
         ncclAllReduce(x, x, 16, ncclFloat32, ncclSum, comm, nullptr);
-        cudaDeviceSynchronize();
-        ncclResult_t state = ncclSuccess;
-        ncclCommGetAsyncError(comm, &state);
-        const char *why = ncclGetLastError(comm);
-        bool named = state == ncclRemoteError && strstr(why, expected);
-        printf("  rank 0: %s: %s\n", ncclGetErrorString(state), why);
-        ncclCommAbort(comm);
-        return named;
+        std::string why;
+        ncclResult_t state = sync_with_watchdog(comm, &why);
+        printf("  rank 0: %s: %s\n", ncclGetErrorString(state), why.c_str());
+        return state == ncclRemoteError && why.find(expected) != std::string::npos;
     });
     emu_check(ok, what);
 }
@@ -225,12 +251,11 @@ int main()
         float *x = nullptr;
         cudaMalloc(&x, 64);
         ncclAllReduce(x, x, rank == 0 ? 4 : 5, ncclFloat32, ncclSum, comm, nullptr);
-        cudaDeviceSynchronize();
-        ncclResult_t state = ncclSuccess;
-        ncclCommGetAsyncError(comm, &state);
-        printf("  rank %d: %s\n", rank, ncclGetLastError(comm));
+        std::string why;
+        ncclResult_t state = sync_with_watchdog(comm, &why);
+        printf("  rank %d: %s\n", rank, why.c_str());
         return state == ncclInvalidUsage &&
-               strstr(ncclGetLastError(comm), "must call the same collectives");
+               why.find("must call the same collectives") != std::string::npos;
     }), "ranks that call different collectives both get ncclInvalidUsage saying so");
 
     ncclGetUniqueId(&id);

@@ -6,7 +6,8 @@
 #   accumulation;
 # - on every rank of 2, bucket 1's all-reduce was queued before the kernels of the rest of
 #   backward and ran while they were still queued (the emulator's operation trace);
-# - a rank killed during training makes the other stop at once with an error naming it.
+# - a rank killed during training makes the other stop at once with an error naming it and
+#   the collective that failed.
 # usage: test_ddp_nccl_emu.sh GEARBOX FIXTURES_DIR SOURCE_ROOT COMPARE_PARAMS (suite
 # gpu-emu: the emulated plugins lead GEARBOX_PLUGIN_PATH and GEARBOX_TEST_DEVICE=cuda)
 source "$(dirname "$0")/../cli/lib.sh"
@@ -103,6 +104,8 @@ elif wait "${ranks[0]}"; then
     fail "death: rank 0 exited 0 after rank 1 was killed"
 elif ! grep -q "rank 1 (pid ${ranks[1]}) exited" "$WORK/death.0.log"; then
     fail "death: rank 0's error does not name rank 1: $(tail -c 800 "$WORK/death.0.log")"
+elif ! grep -Eq 'all_reduce #([0-9]+) .*ncclAllReduce #\1 ' "$WORK/death.0.log"; then
+    fail "death: comm/nccl names another collective than the one that failed: $(grep -m 1 error "$WORK/death.0.log")"
 else
     pass "death: rank 0 stopped $((SECONDS - start)) s after rank 1 was killed: $(grep -m 1 -o "rank 1 (pid.*" "$WORK/death.0.log" | cut -c1-120)"
 fi
