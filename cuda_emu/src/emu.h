@@ -30,6 +30,13 @@ void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * cudaErrorInvalidResourceHandle for a destroyed or unknown stream. */
 cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> run);
 
+/* Marks the calling thread, which runs a queued operation, as waiting on other processes
+ * (the NCCL double's collective waiting for its peers) while `waiting` is true: it touches
+ * no emulator state meanwhile, so cudaEventQuery on other threads answers from that state
+ * at once instead of waiting for the operation, as a GPU answers queries while a
+ * collective's kernel spins. */
+void waiting_on_peers(bool waiting);
+
 /* One cudaMalloc allocation. */
 struct allocation {
     char *base;          /* what cudaMalloc returned */

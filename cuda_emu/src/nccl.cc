@@ -1,21 +1,31 @@
-/* The NCCL double: the entry points of nccl.h that plugins/comm/nccl calls, for a world
- * of one rank on the emulated GPU.
+/* The NCCL double: the entry points of nccl.h that plugins/comm/nccl calls, for worlds of
+ * one process per rank, each an emulated GPU.
  *
- * Covered: ncclGetVersion (the header's NCCL_VERSION_CODE), ncclGetUniqueId (random
- * bytes), ncclCommInitRank, ncclCommInitRankConfig, ncclCommGetAsyncError,
+ * Covered: ncclGetVersion (the header's NCCL_VERSION_CODE), ncclGetUniqueId (a marker and
+ * a random token), ncclCommInitRank, ncclCommInitRankConfig, ncclCommGetAsyncError,
  * ncclCommFinalize, ncclCommDestroy, ncclCommAbort, ncclCommCount, ncclCommUserRank,
  * ncclCommCuDevice, ncclGetErrorString, ncclGetLastError, ncclAllReduce (sum, prod, max,
- * min, avg) and ncclBroadcast. With one rank every reduction and the broadcast leave
- * recvbuff equal to sendbuff, so a collective is a copy (none when in place), queued on
- * its stream with gb_emu::enqueue: it runs in order with the kernels around it and is the
- * only code here that touches device memory.
+ * min, avg) and ncclBroadcast. A collective is queued on its stream with gb_emu::enqueue:
+ * it runs in order with the kernels around it, when something waits for the stream, and
+ * is the only code here that touches device memory. With one rank every reduction and the
+ * broadcast leave recvbuff equal to sendbuff, so it is a copy (none when in place); with
+ * several, the ranks meet in shared memory named by the unique id and exchange the data
+ * (nccl_world.cc), the reductions in rank order, so every rank gets the same bits.
  *
- * A world of more than one rank is refused with ncclInvalidUsage. A non-blocking
- * communicator (config.blocking = 0) behaves as NCCL allows: ncclCommInitRankConfig and
- * ncclCommFinalize answer ncclInProgress, and the next ncclCommGetAsyncError completes
- * the operation and reports ncclSuccess; until then the communicator may not be used
+ * A non-blocking communicator (config.blocking = 0) behaves as NCCL allows:
+ * ncclCommInitRankConfig and ncclCommFinalize answer ncclInProgress, and
+ * ncclCommGetAsyncError reports ncclSuccess once the operation is done (a finalize at
+ * once; a setup once every rank has joined); until then the communicator may not be used
  * (ncclInvalidArgument, as NCCL says for a communicator used too early). Collectives
- * answer ncclSuccess in both modes.
+ * answer ncclSuccess in both modes. A blocking setup waits for every rank to join.
+ *
+ * Asynchronous errors: a collective that cannot complete because a rank died or left
+ * (ncclRemoteError, naming the rank), or because the ranks called different collectives
+ * (ncclInvalidUsage), leaves its error on the communicator: ncclCommGetAsyncError reports
+ * it, ncclGetLastError(comm) says why and later calls to queue a collective return it. As
+ * on a GPU, where NCCL's kernels stay stuck on a lost peer, the failed collective stays in
+ * flight (recvbuff unfinished) until ncclCommAbort, and so does one waiting for a rank
+ * that hangs; the collectives queued after it then do nothing.
  *
  * Checks, made when a call is made (what a GPU would only show later, if at all): the
  * communicator is one made here and neither destroyed nor aborted (handles are never
@@ -27,32 +37,43 @@
  * thread: NCCL keeps one per process, but a caller reads it on the thread that failed.
  *
  * Left out: every other entry point (groups, split, send/recv, user reduction ops, buffer
- * registration), and asynchronous errors (there is no peer to lose).
+ * registration), and fp8 reductions between ranks.
  */
 #include <nccl.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <mutex>
 #include <new>
-#include <random>
 #include <set>
+#include <string>
 
 #include "emu.h"
+#include "nccl_world.h"
 
 /* The opaque type behind ncclComm_t. */
 struct ncclComm {
     enum class phase { live, finalized, destroyed, aborted };
-    int rank;
-    int nranks;
-    int device;          /* the current CUDA device at initialization */
-    bool blocking;
-    bool in_progress;    /* answered ncclInProgress; the next ncclCommGetAsyncError ends it */
-    phase state;
+    int rank = 0;
+    int nranks = 1;
+    int device = 0;            /* the current CUDA device at initialization */
+    bool blocking = true;
+    bool in_progress = false;  /* answered ncclInProgress; ncclCommGetAsyncError ends it */
+    bool joining = false;      /* a non-blocking setup waits for the other ranks */
+    phase state = phase::live;
+    gb_emu::nccl_world *world = nullptr;   /* the other ranks; none in a world of 1 */
+    unsigned long long collectives = 0;    /* queued so far, numbering them in messages */
+    std::atomic<bool> stopped{false};      /* destroyed or aborted: queued work does nothing */
+    /* The first asynchronous error, set by queued work; the message is written once, before
+     * the result is published. */
+    std::atomic<ncclResult_t> async_result{ncclSuccess};
+    std::mutex async_lock;
+    char async_message[512] = "";
 };
 
 namespace {
@@ -129,7 +150,8 @@ ncclResult_t check_settled(const char *fn, const ncclComm *comm)
     return r;
 }
 
-/* Settled and not finalized: ready for a collective. Takes the registry's lock. */
+/* Settled, not finalized and without an asynchronous error (NCCL returns that error to
+ * every call that queues work): ready for a collective. Takes the registry's lock. */
 ncclResult_t check_ready(const char *fn, const ncclComm *comm)
 {
     std::lock_guard<std::mutex> hold(comms().lock);
@@ -137,6 +159,9 @@ ncclResult_t check_ready(const char *fn, const ncclComm *comm)
     if (r == ncclSuccess && comm->state == ncclComm::phase::finalized)
         r = fail(ncclInvalidUsage, "%s: comm %p was finalized (ncclCommFinalize); only "
                  "ncclCommDestroy may follow", fn, (const void *)comm);
+    if (r == ncclSuccess && comm->async_result.load() != ncclSuccess)
+        r = fail(comm->async_result.load(), "%s: comm %p has failed: %s", fn,
+                 (const void *)comm, comm->async_message);
     return r;
 }
 
@@ -165,17 +190,73 @@ ncclResult_t blocking_of(const char *fn, const ncclConfig_t *config, bool *block
     return ncclSuccess;
 }
 
-ncclResult_t init(const char *fn, ncclComm_t *out, int nranks, int rank,
+/* Ends a communicator's life (destroy or abort); a NULL comm is accepted, as by NCCL. Its
+ * rank leaves the world, and work still queued for it does nothing. */
+ncclResult_t end_comm(const char *fn, ncclComm_t comm, ncclComm::phase how)
+{
+    if (!comm)
+        return ncclSuccess;
+    std::lock_guard<std::mutex> hold(comms().lock);
+    ncclResult_t r = check_alive(fn, comm);
+    if (r != ncclSuccess)
+        return r;
+    comm->state = how;
+    comm->stopped.store(true);
+    if (comm->world)
+        gb_emu::nccl_world_leave(comm->world);
+    return ncclSuccess;
+}
+
+/* Records the first asynchronous error of comm, from its queued work. */
+void set_async_error(ncclComm *comm, ncclResult_t result, const std::string &why)
+{
+    std::lock_guard<std::mutex> hold(comm->async_lock);
+    if (comm->async_result.load() != ncclSuccess)
+        return;
+    snprintf(comm->async_message, sizeof comm->async_message, "%s", why.c_str());
+    comm->async_result.store(result);
+}
+
+/* While a setup is in progress: whether every rank has joined (ncclInProgress while not),
+ * recording the error that ends it. The caller holds the registry's lock. */
+ncclResult_t setup_state(ncclComm *comm)
+{
+    std::string why;
+    ncclResult_t r = gb_emu::nccl_world_ready(comm->world, &why);
+    if (r != ncclSuccess && r != ncclInProgress)
+        set_async_error(comm, r, why);
+    return r;
+}
+
+/* A blocking setup: waits (without a limit, as NCCL does) until every rank has joined. */
+ncclResult_t wait_for_ranks(const char *fn, ncclComm *comm)
+{
+    for (;;) {
+        ncclResult_t r;
+        {
+            std::lock_guard<std::mutex> hold(comms().lock);
+            r = setup_state(comm);
+        }
+        if (r == ncclSuccess)
+            return r;
+        if (r != ncclInProgress)
+            return fail(r, "%s: %s", fn, comm->async_message);
+        usleep(1000);
+    }
+}
+
+ncclResult_t init(const char *fn, ncclComm_t *out, int nranks, const ncclUniqueId &id, int rank,
                   const ncclConfig_t *config)
 {
     if (!out)
         return fail(ncclInvalidArgument, "%s: comm (where the communicator goes) is NULL", fn);
     *out = nullptr;
-    if (nranks != 1)
-        return fail(ncclInvalidUsage, "%s: the emulated NCCL runs a world of 1 only (nranks %d)",
-                    fn, nranks);
-    if (rank != 0)
-        return fail(ncclInvalidArgument, "%s: rank %d is not in [0, nranks = 1)", fn, rank);
+    if (nranks < 1 || nranks > gb_emu::NCCL_WORLD_MAX_RANKS)
+        return fail(ncclInvalidArgument, "%s: nranks %d is not in [1, %d] (the emulated "
+                    "NCCL's largest world)", fn, nranks, gb_emu::NCCL_WORLD_MAX_RANKS);
+    if (rank < 0 || rank >= nranks)
+        return fail(ncclInvalidArgument, "%s: rank %d is not in [0, nranks = %d)", fn, rank,
+                    nranks);
     bool blocking = true;
     ncclResult_t r = blocking_of(fn, config, &blocking);
     if (r != ncclSuccess)
@@ -185,26 +266,34 @@ ncclResult_t init(const char *fn, ncclComm_t *out, int nranks, int rank,
     if (e != cudaSuccess)
         return fail(ncclUnhandledCudaError, "%s: cudaGetDevice failed: %s", fn,
                     cudaGetErrorString(e));
-    ncclComm *comm = new (std::nothrow) ncclComm{0, 1, device, blocking, false,
-                                                  ncclComm::phase::live};
-    if (!comm || !remember(comm)) {
+    ncclComm *comm = new (std::nothrow) ncclComm;
+    if (!comm)
+        return fail(ncclSystemError, "%s: out of memory", fn);
+    comm->rank = rank;
+    comm->nranks = nranks;
+    comm->device = device;
+    comm->blocking = blocking;
+    std::string why;
+    if (nranks > 1 && !(comm->world = gb_emu::nccl_world_join(id, nranks, rank, device, &why))) {
+        delete comm;
+        return fail(ncclInvalidUsage, "%s: %s", fn, why.c_str());
+    }
+    if (!remember(comm)) {
+        if (comm->world)
+            gb_emu::nccl_world_leave(comm->world);
         delete comm;
         return fail(ncclSystemError, "%s: out of memory", fn);
     }
+    comm->joining = comm->world != nullptr;
+    if (comm->joining && blocking) {
+        comm->joining = false;
+        if ((r = wait_for_ranks(fn, comm)) != ncclSuccess) {
+            end_comm(fn, comm, ncclComm::phase::aborted);   /* the caller gets no handle */
+            return r;
+        }
+    }
     *out = comm;
     return answer(comm);
-}
-
-/* Ends a communicator's life (destroy or abort); a NULL comm is accepted, as by NCCL. */
-ncclResult_t end_comm(const char *fn, ncclComm_t comm, ncclComm::phase how)
-{
-    if (!comm)
-        return ncclSuccess;
-    std::lock_guard<std::mutex> hold(comms().lock);
-    ncclResult_t r = check_alive(fn, comm);
-    if (r == ncclSuccess)
-        comm->state = how;
-    return r;
 }
 
 /* One query of a settled communicator into *out. */
@@ -286,33 +375,52 @@ ncclResult_t check_transfer(const char *fn, const transfer &t)
     return ncclSuccess;
 }
 
-/* Queues the copy that is the collective's whole effect in a world of one. */
-ncclResult_t enqueue_copy(const char *fn, cudaStream_t stream, const transfer &t)
+/* The collective's effect on this rank: a copy in a world of one; the exchange with the
+ * other ranks otherwise, whose failure becomes the communicator's asynchronous error. */
+void run_collective(ncclComm *comm, const gb_emu::nccl_exchange &x, const transfer &t)
 {
-    const transfer copy = t;
-    cudaError_t e = gb_emu::enqueue(stream, fn, [copy] {
-        if (copy.bytes != 0 && copy.send != copy.recv)
-            std::memcpy(copy.recv, copy.send, copy.bytes);
-    });
-    if (e != cudaSuccess)
-        return fail(ncclUnhandledCudaError, "%s: stream %p cannot take work: %s (%s)", fn,
-                    (void *)stream, cudaGetErrorName(e), cudaGetErrorString(e));
-    return ncclSuccess;
+    if (comm->stopped.load() || comm->async_result.load() != ncclSuccess)
+        return;   /* destroyed, aborted or broken: nobody to meet */
+    if (!comm->world) {
+        if (t.bytes != 0 && t.send != t.recv)
+            std::memcpy(t.recv, t.send, t.bytes);
+        return;
+    }
+    std::string why;
+    ncclResult_t r = gb_emu::nccl_world_exchange(comm->world, x, comm->stopped, &why);
+    if (r != ncclSuccess && !comm->stopped.load()) {
+        set_async_error(comm, r, why);
+        gb_emu::nccl_world_hold_until_abort(comm->stopped);
+    }
 }
 
-/* Checks a collective's arguments and queues its copy. */
+/* Checks a collective's arguments and queues it on `stream`. root: a broadcast's, or -1
+ * for an all-reduce with `op`. */
 ncclResult_t collective(const char *fn, const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t type, ncclComm_t comm, cudaStream_t stream)
+                        ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm,
+                        cudaStream_t stream)
 {
     transfer t = {sendbuff, recvbuff, 0};
     ncclResult_t r = check_ready(fn, comm);
+    if (r == ncclSuccess && root >= comm->nranks)
+        r = fail(ncclInvalidArgument, "%s: root %d is not a rank of this world of %d", fn, root,
+                 comm->nranks);
+    if (r == ncclSuccess && root < 0 && comm->nranks > 1 && !gb_emu::nccl_world_reduces(type))
+        r = fail(ncclInvalidArgument, "%s: the emulated NCCL reduces no fp8 (datatype %d) "
+                 "between ranks", fn, (int)type);
     if (r == ncclSuccess)
         r = bytes_of(fn, count, type, &t.bytes);
     if (r == ncclSuccess)
         r = check_transfer(fn, t);
-    if (r == ncclSuccess)
-        r = enqueue_copy(fn, stream, t);
-    return r;
+    if (r != ncclSuccess)
+        return r;
+    const gb_emu::nccl_exchange x = {fn, ++comm->collectives, sendbuff, recvbuff, count, type,
+                                     op, root};
+    cudaError_t e = gb_emu::enqueue(stream, fn, [comm, x, t] { run_collective(comm, x, t); });
+    if (e != cudaSuccess)
+        return fail(ncclUnhandledCudaError, "%s: stream %p cannot take work: %s (%s)", fn,
+                    (void *)stream, cudaGetErrorName(e), cudaGetErrorString(e));
+    return ncclSuccess;
 }
 
 }  // namespace
@@ -331,27 +439,21 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
 {
     if (!uniqueId)
         return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
-    try {
-        std::random_device source;
-        for (char &c : uniqueId->internal)
-            c = (char)(source() & 0xff);
-    } catch (const std::exception &e) {   /* no entropy source: exceptions stop at the C ABI */
-        return fail(ncclSystemError, "ncclGetUniqueId: no random source: %s", e.what());
-    }
+    std::string why;
+    if (!gb_emu::nccl_world_make_id(uniqueId, &why))
+        return fail(ncclSystemError, "ncclGetUniqueId: %s", why.c_str());
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t *config)
 {
-    (void)commId;   /* one rank: nobody to meet */
-    return init("ncclCommInitRankConfig", comm, nranks, rank, config);
+    return init("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank)
 {
-    (void)commId;
-    return init("ncclCommInitRank", comm, nranks, rank, nullptr);
+    return init("ncclCommInitRank", comm, nranks, commId, rank, nullptr);
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
@@ -362,21 +464,35 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
     ncclResult_t r = check_alive("ncclCommGetAsyncError", comm);
     if (r != ncclSuccess)
         return r;
-    comm->in_progress = false;   /* an operation in progress completes when looked at */
-    *asyncError = ncclSuccess;
+    if (comm->joining) {   /* a setup: done once every rank has joined */
+        ncclResult_t state = setup_state(comm);
+        comm->joining = state == ncclInProgress;
+    }
+    if (!comm->joining)
+        comm->in_progress = false;   /* a finalize completes when looked at */
+    *asyncError = comm->async_result.load();
+    if (*asyncError == ncclSuccess && comm->in_progress)
+        *asyncError = ncclInProgress;
     return ncclSuccess;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm)
 {
     const char *fn = "ncclCommFinalize";
+    {
+        std::lock_guard<std::mutex> hold(comms().lock);
+        ncclResult_t r = check_settled(fn, comm);
+        if (r != ncclSuccess)
+            return r;
+        if (comm->state == ncclComm::phase::finalized)
+            return fail(ncclInvalidUsage, "%s: comm %p was already finalized", fn, (void *)comm);
+    }
+    /* The collectives still queued run now, as NCCL's finalize completes them: the other
+     * ranks wait for this one's part. Outside the registry's lock, so that calls on other
+     * threads (a watchdog's ncclCommGetAsyncError) do not wait for the other ranks too. */
+    if (comm->world)
+        cudaDeviceSynchronize();
     std::lock_guard<std::mutex> hold(comms().lock);
-    ncclResult_t r = check_settled(fn, comm);
-    if (r != ncclSuccess)
-        return r;
-    if (comm->state == ncclComm::phase::finalized)
-        return fail(ncclInvalidUsage, "%s: comm %p was already finalized", fn, (void *)comm);
-    /* nothing to flush: collectives only queue copies on their streams */
     comm->state = ncclComm::phase::finalized;
     return answer(comm);
 }
@@ -425,7 +541,11 @@ const char *ncclGetErrorString(ncclResult_t result)
 
 const char *ncclGetLastError(ncclComm_t comm)
 {
-    (void)comm;   /* as in NCCL: the last error of any communicator (here: of this thread) */
+    /* a communicator's asynchronous error; else, as in NCCL, the last error of any
+     * communicator (here: of this thread) */
+    std::lock_guard<std::mutex> hold(comms().lock);
+    if (comm && comms().made.count(comm) && comm->async_result.load() != ncclSuccess)
+        return comm->async_message;
     return last_error;
 }
 
@@ -437,8 +557,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
     const long long o = (long long)op;
     if (o < 0 || o >= ncclNumOps)   /* user ops (ncclRedOpCreate*) are not emulated */
         return fail(ncclInvalidArgument, "%s: op %lld is not a built-in ncclRedOp_t", fn, o);
-    /* sum, prod, max, min and avg over one rank all equal its own data */
-    return collective(fn, sendbuff, recvbuff, count, datatype, comm, stream);
+    return collective(fn, sendbuff, recvbuff, count, datatype, op, -1, comm, stream);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
@@ -446,8 +565,7 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                            cudaStream_t stream)
 {
     const char *fn = "ncclBroadcast";
-    if (root != 0)
-        return fail(ncclInvalidArgument, "%s: root %d is not a rank of this world of 1", fn,
-                    root);
-    return collective(fn, sendbuff, recvbuff, count, datatype, comm, stream);
+    if (root < 0)
+        return fail(ncclInvalidArgument, "%s: root %d is negative", fn, root);
+    return collective(fn, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
 }

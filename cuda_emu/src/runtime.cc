@@ -115,6 +115,11 @@ static cudaError_t not_live(const char *call, const void *handle, const char *wh
 namespace {
 
 std::recursive_mutex state_lock;   /* every API call; recursive: drains call back in */
+/* Whether the thread holding state_lock waits on other processes (waiting_on_peers); it
+ * must take park_lock to stop waiting, so state read under park_lock while `parked` holds
+ * still. */
+std::mutex park_lock;
+bool parked = false;
 thread_local bool in_host_function = false;
 thread_local const char *running_op = nullptr;   /* the library op being run, for faults */
 
@@ -764,6 +769,12 @@ cudaError_t enqueue(cudaStream_t s, const char *what, std::function<void()> run)
     return cudaSuccess;
 }
 
+void waiting_on_peers(bool waiting)
+{
+    std::lock_guard<std::mutex> hold(park_lock);
+    parked = waiting;
+}
+
 const allocation *find_allocation(const void *p, size_t bytes)
 {
     std::lock_guard<std::recursive_mutex> hold(state_lock);
@@ -941,9 +952,11 @@ static cudaError_t check_ordinal(int device)
                                                   : set_last_error(cudaErrorInvalidDevice);
 }
 
+/* The current device is the calling thread's alone: no state_lock, so a thread can pick
+ * its GPU while another holds the lock for long (a collective waiting on its peers). */
 cudaError_t cudaSetDevice(int device)
 {
-    API("cudaSetDevice");
+    api_entry("cudaSetDevice");
     cudaError_t e = check_ordinal(device);
     if (e == cudaSuccess)
         current_device = device;
@@ -952,7 +965,7 @@ cudaError_t cudaSetDevice(int device)
 
 cudaError_t cudaGetDevice(int *device)
 {
-    API("cudaGetDevice");
+    api_entry("cudaGetDevice");
     *device = current_device;
     return cudaSuccess;
 }
@@ -1435,9 +1448,29 @@ static cudaError_t event_to_wait_for(cudaEvent_t event, const char *call, event_
     return cudaSuccess;
 }
 
+/* cudaEventQuery's answer while another thread runs an operation that waits on other
+ * processes (waiting_on_peers): the event's state as it stands, without progress. false
+ * when no operation is parked (the caller waits for state_lock). */
+static bool query_while_parked(cudaEvent_t event, cudaError_t *answer)
+{
+    std::lock_guard<std::mutex> hold(park_lock);
+    if (!parked)
+        return false;
+    event_state *e = nullptr;
+    *answer = event_to_wait_for(event, "cudaEventQuery", &e);
+    if (*answer == cudaSuccess && e->last && !e->last->done)
+        *answer = cudaErrorNotReady;
+    return true;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-    API("cudaEventQuery");
+    api_entry("cudaEventQuery");
+    /* polled rather than waited for: the thread holding it may park meanwhile */
+    std::unique_lock<std::recursive_mutex> hold(state_lock, std::defer_lock);
+    for (cudaError_t answer; !hold.try_lock(); usleep(200))
+        if (query_while_parked(event, &answer))
+            return answer;
     event_state *e = nullptr;
     if (cudaError_t err = event_to_wait_for(event, "cudaEventQuery", &e))
         return err;

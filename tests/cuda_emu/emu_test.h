@@ -19,7 +19,7 @@
 
 static int emu_failures = 0;
 
-static void emu_check(bool ok, const char *what)
+static inline void emu_check(bool ok, const char *what)
 {
     printf("%s: %s\n", ok ? "ok" : "FAIL", what);
     fflush(stdout);
@@ -40,7 +40,7 @@ static void emu_destroy_streams(Streams... streams)
 }
 
 /* Runs `body` in a child; returns its stderr and sets *aborted when it died of SIGABRT. */
-static std::string emu_run_child(const std::function<void()> &body, bool *aborted)
+static inline std::string emu_run_child(const std::function<void()> &body, bool *aborted)
 {
     int pipefd[2];
     if (pipe(pipefd) != 0)
@@ -69,7 +69,7 @@ static std::string emu_run_child(const std::function<void()> &body, bool *aborte
 }
 
 /* `body` must be stopped by the emulator with a message containing every fragment. */
-static void emu_expect_stop(const char *what, const std::function<void()> &body,
+static inline void emu_expect_stop(const char *what, const std::function<void()> &body,
                             std::initializer_list<const char *> fragments)
 {
     bool aborted = false;

@@ -326,6 +326,16 @@ static void watchdog_abort(nccl_comm *s, const op_desc *op, op_result why)
         s->host->log(s->host, GB_LOG_ERROR, "comm/nccl: %s", message);
 }
 
+/* The collective an asynchronous error of NCCL belongs to: the oldest watched one not yet
+ * complete (the watchdog forgets complete ones only at their deadlines, so the oldest
+ * watched may long be done). */
+static watched *first_unfinished(nccl_comm *s)
+{
+    while (s->oldest < s->seq && cudaEventQuery(watched_of(s, s->oldest)->done) == cudaSuccess)
+        s->oldest++;
+    return watched_of(s, s->oldest);
+}
+
 /* One look at the oldest collective watched: forgets it once complete, aborts when it
  * is overdue or NCCL reports an error. 1 when it should look again at once. */
 static int watch_oldest(nccl_comm *s)
@@ -342,7 +352,7 @@ static int watch_oldest(nccl_comm *s)
     }
     ncclResult_t state = comm_state(s->comm);
     if (state != ncclSuccess && state != ncclInProgress) {
-        watchdog_abort(s, &w->op, nccl_error(state));
+        watchdog_abort(s, &first_unfinished(s)->op, nccl_error(state));
         return 0;
     }
     double poll = monotonic_s() + ASYNC_ERROR_POLL_S;
