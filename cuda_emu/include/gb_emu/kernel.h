@@ -36,10 +36,28 @@ struct launch_site {
     const char *kernel;   /* as written at the launch, e.g. "forward_kernel<E, DP>" */
 };
 
-/* Checks the configuration (a failure sets cudaGetLastError's error and says why on
- * stderr) and queues `thread_body`, which runs the kernel for one CUDA thread, on stream. */
-void submit_kernel(const launch_site &site, const void *kernel, dim3 grid, dim3 block,
-                   size_t shared_bytes, cudaStream_t stream, std::function<void()> thread_body);
+/* A kernel's __launch_bounds__ (max_threads 0: it has none) and where they are written. */
+struct launch_bounds {
+    unsigned max_threads, min_blocks;
+    const char *file;
+    int line;
+};
+
+/* cu2cc.py starts every kernel's body with
+ *   if (bounds_probe()) return declare_bounds(__FILE__, __LINE__, <its __launch_bounds__>);
+ * probe_bounds runs `call_kernel` (the kernel with the launch's arguments) with the probe
+ * on, so the kernel only says its bounds, in its own scope (template arguments and all). */
+bool bounds_probe();
+void declare_bounds(const char *file, int line, unsigned max_threads = 0,
+                    unsigned min_blocks = 0, unsigned max_blocks_per_cluster = 0);
+launch_bounds probe_bounds(const std::function<void()> &call_kernel);
+
+/* Checks the configuration against CUDA's limits and the kernel's bounds (a failure sets
+ * cudaGetLastError's error and says why on stderr) and queues `thread_body`, which runs
+ * the kernel for one CUDA thread, on stream. */
+void submit_kernel(const launch_site &site, const void *kernel, const launch_bounds &bounds,
+                   dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   std::function<void()> thread_body);
 
 /* `kernel<<<grid, block, shared, stream>>>(args...)` is written by cu2cc.py as
  * launch(__FILE__, __LINE__, "kernel", kernel, grid, block, shared, stream)(args...): the
@@ -59,8 +77,9 @@ template <class... P> class launcher {
         static_assert(sizeof...(A) == sizeof...(P), "a launch passes every kernel parameter");
         std::tuple<std::decay_t<P>...> copied(static_cast<P>(std::forward<A>(args))...);
         void (*kernel)(P...) = kernel_;
-        submit_kernel(site_, reinterpret_cast<const void *>(kernel), grid_, block_, shared_,
-                      stream_, [kernel, copied]() { std::apply(kernel, copied); });
+        const std::function<void()> body = [kernel, copied]() { std::apply(kernel, copied); };
+        submit_kernel(site_, reinterpret_cast<const void *>(kernel), probe_bounds(body), grid_,
+                      block_, shared_, stream_, body);
     }
 
   private:
@@ -188,7 +207,6 @@ static constexpr int warpSize = 32;
 #define blockDim (::gb_emu::here().block_dim)
 #define gridDim (::gb_emu::here().grid_dim)
 
-#define __launch_bounds__(...)
 #define __syncthreads() ::gb_emu::syncthreads(__FILE__, __LINE__)
 #define __syncwarp(...) ::gb_emu::syncwarp_at{__FILE__, __LINE__}(__VA_ARGS__)
 #define __shfl_sync(mask, ...) \
