@@ -12,23 +12,17 @@
 
 #define GB_EMU_EXPORT extern "C" __attribute__((visibility("default")))
 
-#define GB_EMU_ACCESSES(n)                                                                \
-    GB_EMU_EXPORT void __tsan_read##n(void *p)                                             \
+#define GB_EMU_ACCESS(entry, n, is_write)                                                  \
+    GB_EMU_EXPORT void entry(void *p)                                                       \
     {                                                                                       \
-        gb_emu::checked_access(p, n, false, __builtin_return_address(0));                  \
-    }                                                                                       \
-    GB_EMU_EXPORT void __tsan_write##n(void *p)                                            \
-    {                                                                                       \
-        gb_emu::checked_access(p, n, true, __builtin_return_address(0));                   \
-    }                                                                                       \
-    GB_EMU_EXPORT void __tsan_unaligned_read##n(void *p)                                   \
-    {                                                                                       \
-        gb_emu::checked_access(p, n, false, __builtin_return_address(0));                  \
-    }                                                                                       \
-    GB_EMU_EXPORT void __tsan_unaligned_write##n(void *p)                                  \
-    {                                                                                       \
-        gb_emu::checked_access(p, n, true, __builtin_return_address(0));                   \
+        gb_emu::checked_access(p, n, is_write, __builtin_return_address(0));               \
     }
+
+#define GB_EMU_ACCESSES(n)                                                                \
+    GB_EMU_ACCESS(__tsan_read##n, n, false)                                                 \
+    GB_EMU_ACCESS(__tsan_write##n, n, true)                                                 \
+    GB_EMU_ACCESS(__tsan_unaligned_read##n, n, false)                                       \
+    GB_EMU_ACCESS(__tsan_unaligned_write##n, n, true)
 
 GB_EMU_ACCESSES(1)
 GB_EMU_ACCESSES(2)

@@ -15,7 +15,10 @@
  * disagree on the call, the mask or the width, a mask without the caller, overlapping
  * masks, shared memory above the launch's limit, a WMMA load of shared memory that an
  * asynchronous copy (cp.async) is still filling, a thread that exits with copies it never
- * waited for.
+ * waited for. And, for each load and store of the instrumented kernel code
+ * (checked_access), an access outside the block's shared objects, a read of shared memory
+ * never written, or still filled by a cp.async, or written by another thread with no
+ * barrier or __syncwarp of both lanes since.
  */
 #include "blocks.h"
 
@@ -1069,6 +1072,18 @@ void check_shared_read(block &b, site at, const char *what, size_t off, size_t s
     }
 }
 
+/* Whether the shadow of [off, off + size) is that of a write by the running thread since
+ * the last synchronization: reading or writing those bytes again changes nothing. */
+bool all_mine(const block &b, size_t off, size_t size)
+{
+    const uint32_t mine = shadow_word(SHADOW_WRITTEN, b.running->index, b.serial);
+    const uint32_t *w = b.area->shadow + off;
+    for (size_t i = 0; i < size; i++)
+        if (w[i] != mine)
+            return false;
+    return true;
+}
+
 void check_shared_write(block &b, site at, size_t off, size_t size)
 {
     for (size_t i = off; i < off + size; i++) {
@@ -1229,11 +1244,13 @@ void checked_access(const void *p, size_t bytes, bool write, const void *pc)
         return;
     }
     block *b = current_block;
-    if (!b || !b->running || !b->area)
+    if (!b || !b->running)
         return;
     const size_t off = area_offset(*b, p);
     if (off == SIZE_MAX)
         return;
+    if (off + bytes <= SHARED_AREA && all_mine(*b, off, bytes))
+        return;   /* the common case: the running thread's own bytes, as it wrote them */
     if (write)
         check_shared_write(*b, site{nullptr, 0, pc}, off, bytes);
     else
@@ -1256,13 +1273,14 @@ bool bounds_probe()
 void declare_bounds(const char *file, int line, unsigned max_threads, unsigned min_blocks,
                     unsigned max_blocks_per_cluster)
 {
+    (void)min_blocks;
     (void)max_blocks_per_cluster;
-    declared = launch_bounds{max_threads, min_blocks, file, line};
+    declared = launch_bounds{max_threads, file, line};
 }
 
 launch_bounds probe_bounds(const std::function<void()> &call_kernel)
 {
-    declared = launch_bounds{0, 0, nullptr, 0};
+    declared = launch_bounds{0, nullptr, 0};
     probing = true;
     call_kernel();
     probing = false;

@@ -157,11 +157,8 @@ static __global__ void shuffles(float *out, int mode)
         v += __shfl_xor_sync(0xffffffffu, v, 1, 3);   // ODD_WIDTH
     } else if (mode == 5) {
         v += __shfl_xor_sync(lane < 16 ? 0xffffffffu : 0x7fffffffu, v, 1);   // MASKS_DIFFER
-    } else if (mode == 6) {
-        if (lane == 0 || lane == 31)
-            __syncwarp(0x80000001u);
-        else if (lane == 1)
-            __syncwarp(0x80000002u);   // OVERLAP
+    } else if (mode == 6) {   // one line: whichever call comes second is reported
+        if (lane < 2 || lane == 31) __syncwarp(lane == 1 ? 0x80000002u : 0x80000001u);   // OVERLAP
     }
     out[threadIdx.x] = v;
 }

@@ -36,9 +36,11 @@ struct launch_site {
     const char *kernel;   /* as written at the launch, e.g. "forward_kernel<E, DP>" */
 };
 
-/* A kernel's __launch_bounds__ (max_threads 0: it has none) and where they are written. */
+/* A kernel's __launch_bounds__ (max_threads 0: it has none) and where they are written.
+ * Its minimum of resident blocks and cluster size shape a GPU's register allocation, which
+ * the emulator does not model: declare_bounds takes them and lets them go. */
 struct launch_bounds {
-    unsigned max_threads, min_blocks;
+    unsigned max_threads;
     const char *file;
     int line;
 };
@@ -128,9 +130,11 @@ void async_copy_issue(const char *file, int line, void *dst, const void *src, si
                       size_t zfill);
 void async_commit(const char *file, int line);
 void async_wait_prior(const char *file, int line, size_t prior);
-/* Stops the kernel when `bytes` of shared memory at p, read by `what` (a WMMA load), are
- * the destination of an asynchronous copy not yet waited for, or waited for by its thread
- * with no __syncthreads since (nor a full-warp __syncwarp, for a reader in its warp). Memory outside the block's shared memory is not checked. */
+/* Stops the kernel when `bytes` of shared memory at p, read by `what` (a WMMA load, whose
+ * own loads run on one lane's behalf), lie outside the block's shared objects, are the
+ * destination of an asynchronous copy not yet waited for, or were written by another
+ * thread (a copy: by the thread that waited for it) with no __syncthreads since, nor a
+ * __syncwarp of both lanes. Memory outside the block's shared memory is not checked. */
 void shared_read(const char *file, int line, const char *what, const void *p, size_t bytes);
 
 /* ---- barriers and warp collectives --------------------------------------------------- */
