@@ -14,7 +14,12 @@ copies every other byte unchanged:
   3. static __shared__ TYPE NAME[e1][e2], ...;  inside a function becomes, per declarator,
        static char gb_emu_site_NAME;
        auto &NAME = ::gb_emu::block_shared<TYPE[e1][e2]>(&gb_emu_site_NAME);
-     (all on the declaration's line).
+     (all on the declaration's line);
+  4. every __global__ function's body starts with
+       if (::gb_emu::bounds_probe()) return ::gb_emu::declare_bounds(__FILE__, __LINE__, B);
+     where B are the arguments of its __launch_bounds__(B), which goes (none: no B): the
+     launch helper calls the kernel once in that probe to learn its bounds, as the real
+     build's are known to the driver, and refuses a larger block as CUDA does.
 
 Line numbers survive: the output is a `#line 1 "<absolute input path>"` line followed by
 the input, and no rewrite adds or removes a newline (a rewrite that swallows newlines
@@ -652,6 +657,59 @@ def _shared_edit(src, toks, i, scope):
     return start, end, text + '\n' * src.count('\n', start, end), e + 1
 
 
+# ---- kernels: __launch_bounds__ --------------------------------------------------------------
+
+def _kernel_edits(src, toks, i):
+    """The rewrites of the __global__ function whose `__global__` is toks[i]: its
+    __launch_bounds__ removed (newlines kept) and the probe put after its body's '{'."""
+    where = toks[i].start
+    s = i
+    while s > 0 and not toks[s - 1].pp and toks[s - 1].text not in (';', '{', '}'):
+        s -= 1
+    edits, bounds, k = [], None, s
+    params = None
+    while k < len(toks) and not toks[k].pp:
+        t = toks[k]
+        if t.text == '__launch_bounds__':
+            if k + 1 >= len(toks) or toks[k + 1].text != '(':
+                raise PassError(t.start, "expected '(' after __launch_bounds__")
+            end = _balanced_end(toks, k + 1, t.start)
+            bounds = _joined(src, toks[k + 2:end - 1])
+            edits.append((t.start, toks[end - 1].end,
+                          '\n' * src.count('\n', t.start, toks[end - 1].end)))
+            k = end
+            continue
+        if t.text == '__attribute__' and k + 1 < len(toks) and toks[k + 1].text == '(':
+            k = _balanced_end(toks, k + 1, t.start)
+            continue
+        if t.text == '<' and _opens_template(toks, k):
+            depth = 0
+            while k < len(toks):
+                depth += {'<': 1, '>': -1}.get(toks[k].text, 0)
+                k += 1
+                if depth == 0:
+                    break
+            continue
+        if t.text == '(' and k > i:
+            params = _balanced_end(toks, k, where)
+            break
+        k += 1
+    if params is None:
+        raise PassError(where, 'cannot find the parameter list of this __global__ function')
+    k = params
+    while k < len(toks) and toks[k].text not in ('{', ';') and not toks[k].pp:
+        k += 1
+    if k >= len(toks) or toks[k].pp:
+        raise PassError(where, "expected the '{' or ';' that ends this __global__ function's "
+                        "declaration")
+    if toks[k].text == '{':
+        args = ', ' + bounds if bounds else ''
+        edits.append((toks[k].end, toks[k].end,
+                      ' if (::gb_emu::bounds_probe()) return ::gb_emu::declare_bounds('
+                      '__FILE__, __LINE__%s);' % args))
+    return edits
+
+
 # ---- the pass -------------------------------------------------------------------------------
 
 def _check_directives(toks):
@@ -679,6 +737,8 @@ def convert(src):
             start, end, text, k = _shared_edit(src, toks, k, scopes[k])
             edits.append((start, end, text))
         else:
+            if t.kind == 'id' and t.text == '__global__':
+                edits.extend(_kernel_edits(src, toks, k))
             k += 1
     return _apply(src, edits)
 

@@ -15,11 +15,15 @@
  * disagree on the call, the mask or the width, a mask without the caller, overlapping
  * masks, shared memory above the launch's limit, a WMMA load of shared memory that an
  * asynchronous copy (cp.async) is still filling, a thread that exits with copies it never
- * waited for.
+ * waited for. And, for each load and store of the instrumented kernel code
+ * (checked_access), an access outside the block's shared objects, a read of shared memory
+ * never written, or still filled by a cp.async, or written by another thread with no
+ * barrier or __syncwarp of both lanes since.
  */
 #include "blocks.h"
 
 #include <boost/context/detail/fcontext.hpp>
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -97,22 +101,29 @@ struct stack_pool {
         if (m == MAP_FAILED)
             violation("cannot map a %zu-byte fiber stack: %s", STACK_BYTES, strerror(errno));
         mprotect(m, page, PROT_NONE);
-        remember_guard((char *)m, page);
+        remember_guard((char *)m, page, "stack overflow (each emulated CUDA thread has 256 "
+                       "KiB)");
         return (char *)m + page;
     }
 
     void give(char *s) { free_stacks.push_back(s); }
 
-    static void remember_guard(char *guard, size_t bytes);
+    static void remember_guard(char *guard, size_t bytes, const char *meaning);
 };
 
+/* A guard page: where it is and what an access to it means. */
+struct guard_page {
+    char *at;
+    size_t bytes;
+    const char *meaning;
+};
 std::mutex guards_lock;
-std::vector<std::pair<char *, size_t>> guards;
+std::vector<guard_page> guards;
 
-void stack_pool::remember_guard(char *guard, size_t bytes)
+void stack_pool::remember_guard(char *guard, size_t bytes, const char *meaning)
 {
     std::lock_guard<std::mutex> hold(guards_lock);
-    guards.emplace_back(guard, bytes);
+    guards.push_back(guard_page{guard, bytes, meaning});
 }
 
 thread_local stack_pool stacks;
@@ -182,10 +193,17 @@ const char *call_name(const rendezvous &g)
 
 constexpr int MAX_GROUPS = 32;   /* disjoint masks: at most one per lane */
 
+/* A __syncwarp of some of a warp's lanes: its serial and mask. */
+struct partial_sync {
+    uint32_t serial, mask;
+};
+
 struct warp {
     rendezvous groups[MAX_GROUPS];
     uint32_t open = 0;   /* bit g: groups[g] is open */
     uint32_t busy = 0;   /* the union of the open groups' masks */
+    uint32_t full_serial = 0;              /* the last __syncwarp of all its lanes */
+    std::vector<partial_sync> partials;    /* those of fewer lanes since then */
 };
 
 /* Calls fn(g) for each open group of the warp. */
@@ -195,9 +213,47 @@ template <class F> void each_open(warp &wp, F fn)
         fn(wp.groups[__builtin_ctz(o)]);
 }
 
+/* A __shared__ object of the block: where it lies in the shared area, and where it was
+ * declared (for reports). */
 struct static_slot {
     const void *site;
     size_t offset, bytes;
+    const char *file;
+    int line;
+};
+
+/* The shared memory of the blocks one host thread runs: one mapping, a guard page at each
+ * end, laid out per block as
+ *   [slack][static objects, a red zone after each][...][dynamic shared memory][slack]
+ * with the dynamic bytes (the launch's count, exactly) ending SHARED_SLACK bytes (plus
+ * their alignment) below the upper guard. Every byte has a shadow word, checked by the
+ * instrumented kernel code at each access (shared_access): SHADOW_OUT for bytes that are
+ * no object's, SHADOW_UNWRITTEN, SHADOW_PENDING while a cp.async fills them (the issuing
+ * thread in the lane bits), SHADOW_WRITTEN with the writing thread and the block's sync
+ * serial at the write. */
+constexpr size_t SHARED_AREA = 256u << 10;   /* 227 KiB of objects, red zones, slack */
+constexpr size_t SHARED_SLACK = 256;
+constexpr size_t RED_ZONE = 64;
+constexpr uint32_t SHADOW_OUT = 0, SHADOW_UNWRITTEN = 1u << 30, SHADOW_PENDING = 2u << 30,
+                   SHADOW_WRITTEN = 3u << 30, SHADOW_STATE = 3u << 30;
+constexpr int SHADOW_LANE_SHIFT = 20;
+constexpr uint32_t SHADOW_SERIAL = (1u << SHADOW_LANE_SHIFT) - 1;
+
+uint32_t shadow_word(uint32_t state, int lane_index, uint32_t serial)
+{
+    return state | (uint32_t)lane_index << SHADOW_LANE_SHIFT | (serial & SHADOW_SERIAL);
+}
+
+int shadow_lane(uint32_t w)
+{
+    return (int)(w >> SHADOW_LANE_SHIFT & 0x3ff);
+}
+
+struct shared_area {
+    char *base = nullptr;       /* the first byte after the lower guard page */
+    uint32_t *shadow = nullptr; /* one word per byte of the area */
+    size_t static_end = SHARED_SLACK;   /* the current block's static objects end here */
+    size_t dynamic_offset = SHARED_AREA;   /* and its dynamic shared memory starts here */
 };
 
 struct block {
@@ -215,22 +271,18 @@ struct block {
     int barrier_line = 0;
     unsigned exited_after = ~0u;   /* fewest barriers any exited lane passed */
     int exited_lane = -1;
-    std::vector<unsigned char> shared;
-    size_t shared_used = 0;        /* dynamic, then static objects */
+    shared_area *area = nullptr;   /* the host thread's */
+    size_t static_bytes = 0;       /* the static objects as CUDA counts them (aligned) */
     std::vector<static_slot> statics;
-    /* Asynchronous copies: per 4 bytes of shared memory, 0 when readable by all, else
-     * COPY_PENDING or COPY_WAITED with the issuing thread's index, and COPY_WARP once a
-     * full-warp __syncwarp of the issuer's warp has made a waited copy readable by that
-     * warp; every thread may read it after the next __syncthreads. */
-    std::vector<uint32_t> copy_state;
-    std::vector<async_copy> copies_waited;
+    /* Publication of writes: every __syncthreads and completed __syncwarp takes the next
+     * serial; a write carries the serial current when it was made, and another thread may
+     * read it once a barrier, or a __syncwarp of both lanes, has a later serial. */
+    uint32_t serial = 0, barrier_serial = 0;
+    bool in_collective = false;    /* a WMMA action runs on the last lane's behalf */
 };
 
-constexpr uint32_t COPY_PENDING = 1u << 30, COPY_WAITED = 2u << 30, COPY_WARP = 1u << 29,
-                   COPY_LANE = 0xffff;
-constexpr size_t COPY_GRAIN = 4;   /* the smallest copy, and every copy's alignment */
-
-thread_local block *current_block = nullptr;
+/* initial-exec: every instrumented access reads it */
+__attribute__((tls_model("initial-exec"))) thread_local block *current_block = nullptr;
 
 /* ---- reports ----------------------------------------------------------------------- */
 
@@ -252,16 +304,37 @@ std::string tid(const lane &l)
     return buf;
 }
 
+/* Where a check was called from: a .cu file and line, or (an instrumented access) the
+ * return address into the kernel's code, turned into a file and line only for a report. */
+struct site {
+    const char *file;
+    int line;
+    const void *pc;
+};
+
+[[noreturn]] void vfail(site at, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (!at.file)
+        access_site(at.pc, &at.file, &at.line);
+    block &b = *current_block;
+    violation("%s:%d: %s: %s", at.file, at.line, thread_name(b, *b.running).c_str(), msg);
+}
+
+[[noreturn]] __attribute__((format(printf, 2, 3))) void fail_site(site at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(at, fmt, ap);
+}
+
 [[noreturn]] __attribute__((format(printf, 3, 4))) void fail_at(const char *file, int line,
                                                                 const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    block &b = *current_block;
-    violation("%s:%d: %s: %s", file, line, thread_name(b, *b.running).c_str(), msg);
+    vfail(site{file, line, nullptr}, fmt, ap);
 }
 
 block &this_block(const char *what)
@@ -382,18 +455,23 @@ void run_block(block &b)
 
 /* ---- barriers ------------------------------------------------------------------------ */
 
-/* Marks the 4-byte grains of `c`'s destination. */
-void mark_copy(block &b, const async_copy &c, uint32_t state)
+/* The serial of the next synchronization of the block. */
+uint32_t next_serial(block &b)
 {
-    for (size_t g = c.offset / COPY_GRAIN; g < (c.offset + c.bytes) / COPY_GRAIN; g++)
-        b.copy_state[g] = state;
+    return ++b.serial;
+}
+
+/* Sets the shadow of `bytes` of the area at `offset`. */
+void mark_shadow(block &b, size_t offset, size_t bytes, uint32_t word)
+{
+    std::fill(b.area->shadow + offset, b.area->shadow + offset + bytes, word);
 }
 
 void release_barrier(block &b)
 {
-    for (const async_copy &c : b.copies_waited)
-        mark_copy(b, c, 0);
-    b.copies_waited.clear();
+    b.barrier_serial = next_serial(b);
+    for (warp &wp : b.warps)
+        wp.partials.clear();
     for (lane &l : b.lanes)
         if (l.state == lane_state::at_barrier) {
             l.barriers++;
@@ -495,14 +573,35 @@ void complete_shuffle(block &b, int w, rendezvous &g)
     }
 }
 
-/* A full-warp __syncwarp: the copies its lanes waited for become readable by the warp. */
-void publish_to_warp(block &b, int w)
+/* A completed __syncwarp publishes its lanes' writes to one another. */
+void publish_in_warp(block &b, int w, unsigned mask)
 {
-    for (const async_copy &c : b.copies_waited) {
-        const uint32_t st = b.copy_state[c.offset / COPY_GRAIN];
-        if ((st & COPY_WAITED) && (int)(st & COPY_LANE) / 32 == w)
-            mark_copy(b, c, st | COPY_WARP);
+    warp &wp = b.warps[(size_t)w];
+    if (mask == existing_lanes(b, w)) {
+        wp.full_serial = next_serial(b);
+        wp.partials.clear();
+    } else {
+        wp.partials.push_back(partial_sync{next_serial(b), mask});
     }
+}
+
+/* Whether a write that thread `writer` made at `serial` is visible to thread `reader`: a
+ * barrier, or a __syncwarp of both lanes, came after it. Past the serials the shadow can
+ * hold, every write counts as visible. */
+bool published(const block &b, int reader, int writer, uint32_t serial)
+{
+    if (b.serial > SHADOW_SERIAL || b.barrier_serial > serial)
+        return true;
+    if (reader / 32 != writer / 32)
+        return false;
+    const warp &wp = b.warps[(size_t)(reader / 32)];
+    if (wp.full_serial > serial)
+        return true;
+    const unsigned both = 1u << (reader % 32) | 1u << (writer % 32);
+    for (const partial_sync &p : wp.partials)
+        if (p.serial > serial && (p.mask & both) == both)
+            return true;
+    return false;
 }
 
 void complete_group(block &b, int w, rendezvous &g)
@@ -511,11 +610,13 @@ void complete_group(block &b, int w, rendezvous &g)
         void *lanes[32];
         for (int i = 0; i < 32; i++)
             lanes[i] = b.lanes[(size_t)(32 * w + i)].mine;
+        b.in_collective = true;
         (*g.action)(lanes);
+        b.in_collective = false;
     } else if (g.op != warp_op::syncwarp) {
         complete_shuffle(b, w, g);
-    } else if (g.mask == existing_lanes(b, w)) {
-        publish_to_warp(b, w);
+    } else {
+        publish_in_warp(b, w, g.mask);
     }
     for (int i = 0; i < 32; i++)
         if (g.mask >> i & 1)
@@ -587,10 +688,44 @@ warp_op op_of(shuffle_kind kind)
 
 /* ---- running a launch ---------------------------------------------------------------- */
 
-char *shared_base(block &b)
+/* This host thread's shared area, mapped on first use with a guard page at each end. */
+shared_area *thread_area()
 {
-    uintptr_t p = (uintptr_t)b.shared.data();
-    return (char *)((p + 255) & ~(uintptr_t)255);
+    static thread_local shared_area area;
+    if (area.base)
+        return &area;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    void *m = mmap(nullptr, SHARED_AREA + 2 * page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *w = mmap(nullptr, SHARED_AREA * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED || w == MAP_FAILED)
+        violation("cannot map a block's shared memory: %s", strerror(errno));
+    mprotect(m, page, PROT_NONE);
+    mprotect((char *)m + page + SHARED_AREA, page, PROT_NONE);
+    stack_pool::remember_guard((char *)m, page, "an access below the block's shared memory "
+                               "(out of bounds)");
+    stack_pool::remember_guard((char *)m + page + SHARED_AREA, page, "an access above the "
+                               "block's shared memory (out of bounds)");
+    area.base = (char *)m + page;
+    area.shadow = (uint32_t *)w;   /* zero: SHADOW_OUT */
+    return &area;
+}
+
+/* Gives the block the area with nothing in it but the launch's dynamic shared memory,
+ * every byte 0xff (NaN) and unwritten. */
+void setup_shared(block &b, const kernel_run &run)
+{
+    shared_area &a = *(b.area = thread_area());
+    mark_shadow(b, 0, a.static_end, SHADOW_OUT);
+    mark_shadow(b, a.dynamic_offset, SHARED_AREA - a.dynamic_offset, SHADOW_OUT);
+    a.dynamic_offset = (SHARED_AREA - SHARED_SLACK - run.dynamic_bytes) & ~(size_t)255;
+    std::memset(a.base + a.dynamic_offset, 0xff, run.dynamic_bytes);
+    mark_shadow(b, a.dynamic_offset, run.dynamic_bytes, SHADOW_UNWRITTEN);
+    a.static_end = SHARED_SLACK;
+    b.static_bytes = 0;
+    b.statics.clear();
+    b.serial = b.barrier_serial = 0;
 }
 
 void setup_block(block &b, const kernel_run &run, uint64_t linear)
@@ -602,8 +737,11 @@ void setup_block(block &b, const kernel_run &run, uint64_t linear)
     const size_t n = (size_t)k.x * k.y * k.z;
     b.lanes.resize(n);
     b.warps.resize((n + 31) / 32);
-    for (warp &wp : b.warps)
+    for (warp &wp : b.warps) {
         wp.open = wp.busy = 0;
+        wp.full_serial = 0;
+        wp.partials.clear();
+    }
     b.ready.clear();
     for (size_t i = 0; i < n; i++) {
         lane &l = b.lanes[i];
@@ -619,16 +757,8 @@ void setup_block(block &b, const kernel_run &run, uint64_t linear)
     b.at_barrier = 0;
     b.exited_after = ~0u;
     b.exited_lane = -1;
-    /* the limit rounded up, plus the 256-byte alignment shared_base may skip */
-    const size_t most = std::max({run.shared_limit, run.dynamic_bytes, (size_t)1});
-    b.shared.resize((most + 255) / 256 * 256 + 256);
-    b.shared_used = (run.dynamic_bytes + 255) & ~(size_t)255;
-    std::memset(shared_base(b), 0xff, b.shared_used);
-    b.statics.clear();
-    std::fill(b.copy_state.begin(), b.copy_state.end(), 0u);
-    b.copies_waited.clear();
+    setup_shared(b, run);
 }
-
 
 /* The blocks of a launch are taken in the resume order too: first to last, last to
  * first, or a seeded permutation (first + i * stride modulo the count, the stride prime to
@@ -777,15 +907,15 @@ void describe_running_thread(char *buf, size_t cap)
     snprintf(buf, cap, "%s", thread_name(*b, *b->running).c_str());
 }
 
-bool in_stack_guard(const void *addr)
+const char *guard_meaning(const void *addr)
 {
     std::unique_lock<std::mutex> hold(guards_lock, std::try_to_lock);
     if (!hold.owns_lock())
-        return false;
-    for (const auto &g : guards)
-        if ((const char *)addr >= g.first && (const char *)addr < g.first + g.second)
-            return true;
-    return false;
+        return nullptr;
+    for (const guard_page &g : guards)
+        if ((const char *)addr >= g.at && (const char *)addr < g.at + g.bytes)
+            return g.meaning;
+    return nullptr;
 }
 
 uint64_t run_seed()
@@ -878,38 +1008,162 @@ void device_violation(const char *file, int line, const char *fmt, ...)
 
 /* ---- asynchronous copies ----------------------------------------------------------- */
 
+namespace {
+
+/* ---- checked accesses ---------------------------------------------------------------- */
+
+/* The object of the block's shared memory nearest the byte at `off` (the one that holds
+ * it, or the one whose end or start is closest): its start, size and description. */
+void nearest_object(const block &b, size_t off, size_t *start, size_t *bytes, char *what,
+                    size_t cap)
+{
+    size_t best = SIZE_MAX;
+    auto consider = [&](size_t s, size_t n, const char *file, int line) {
+        const size_t distance = off < s ? s - off : off < s + n ? 0 : off - (s + n) + 1;
+        if (distance >= best)
+            return;
+        best = distance;
+        *start = s;
+        *bytes = n;
+        if (file)
+            snprintf(what, cap, "the __shared__ object declared at %s:%d", file, line);
+        else
+            snprintf(what, cap, "the dynamic shared memory (extern __shared__)");
+    };
+    consider(b.area->dynamic_offset, b.run->dynamic_bytes, nullptr, 0);
+    for (const static_slot &s : b.statics)
+        consider(s.offset, s.bytes, s.file, s.line);
+}
+
+/* "N bytes at byte X of <object>, which has M bytes" for an access of `size` bytes at
+ * area offset `off`. */
+std::string shared_place(const block &b, size_t off, size_t size)
+{
+    size_t start = 0, bytes = 0;
+    char what[256], out[512];
+    nearest_object(b, off, &start, &bytes, what, sizeof what);
+    snprintf(out, sizeof out, "%zu bytes at byte %lld of %s, which has %zu bytes", size,
+             (long long)off - (long long)start, what, bytes);
+    return out;
+}
+
+[[noreturn]] void shared_violation(const block &b, site at, const char *verb, size_t bad,
+                                   size_t size, size_t off)
+{
+    fail_site(at, "%s %s: out of bounds (byte %zu of the access is no object's; the "
+            "block has %zu bytes of dynamic and %zu of static shared memory)", verb,
+            shared_place(b, off, size).c_str(), bad - off, b.run->dynamic_bytes,
+            b.static_bytes);
+}
+
+/* How much of a read is checked: bounds only (a WMMA action's own loads, which the call's
+ * shared_read checked for its lanes), bounds and the order of writes (a WMMA load: a
+ * tile's padding rows are loaded unwritten and their results dropped), or everything. */
+enum class read_check { bounds, ordering, all };
+
+/* Reads of `size` bytes at area offset `off` by the running thread: inside an object,
+ * written, not an unfinished cp.async's, and another thread's write only once published. */
+void check_shared_read(block &b, site at, const char *what, size_t off, size_t size,
+                       read_check level)
+{
+    const bool checks_values = level != read_check::bounds;
+    const lane &me = *b.running;
+    for (size_t i = off; i < off + size && i < SHARED_AREA; i++) {
+        const uint32_t w = b.area->shadow[i];
+        switch (w & SHADOW_STATE) {
+        case SHADOW_OUT:
+            shared_violation(b, at, what, i, size, off);
+        case SHADOW_UNWRITTEN:
+            if (level == read_check::all)
+                fail_site(at, "%s %s: byte %zu of them was never written (a read of "
+                        "uninitialised shared memory)", what, shared_place(b, off, size).c_str(),
+                        i - off);
+            break;
+        case SHADOW_PENDING:
+            if (checks_values)
+                fail_site(at, "%s shared memory (offset %zu) that an asynchronous copy "
+                        "of thread %s still fills: __pipeline_wait_prior, then __syncthreads, "
+                        "must come before the read", what, i,
+                        tid(b.lanes[(size_t)shadow_lane(w)]).c_str());
+            break;
+        default:
+            if (checks_values && shadow_lane(w) != me.index &&
+                !published(b, me.index, shadow_lane(w), w & SHADOW_SERIAL))
+                fail_site(at, "%s %s, which thread %s wrote with no __syncthreads (nor "
+                        "a __syncwarp of both lanes) between that write and this read (a race: "
+                        "the value read is undefined)", what, shared_place(b, off, size).c_str(),
+                        tid(b.lanes[(size_t)shadow_lane(w)]).c_str());
+        }
+    }
+}
+
+/* Whether the shadow of [off, off + size) is that of a write by the running thread since
+ * the last synchronization: reading or writing those bytes again changes nothing. */
+bool all_mine(const block &b, size_t off, size_t size)
+{
+    const uint32_t mine = shadow_word(SHADOW_WRITTEN, b.running->index, b.serial);
+    const uint32_t *w = b.area->shadow + off;
+    for (size_t i = 0; i < size; i++)
+        if (w[i] != mine)
+            return false;
+    return true;
+}
+
+void check_shared_write(block &b, site at, size_t off, size_t size)
+{
+    for (size_t i = off; i < off + size; i++) {
+        const uint32_t w = i < SHARED_AREA ? b.area->shadow[i] : SHADOW_OUT;
+        if ((w & SHADOW_STATE) == SHADOW_OUT)
+            shared_violation(b, at, "writes", i, size, off);
+        if ((w & SHADOW_STATE) == SHADOW_PENDING)
+            fail_site(at, "writes shared memory (offset %zu) that an asynchronous copy of "
+                    "thread %s still fills: wait for the copy first", i,
+                    tid(b.lanes[(size_t)shadow_lane(w)]).c_str());
+    }
+    mark_shadow(b, off, size, shadow_word(SHADOW_WRITTEN, b.running->index, b.serial));
+}
+
+}  // namespace
+
+/* The area's offset of p when p lies in it (guards aside), else SIZE_MAX. */
+static size_t area_offset(const block &b, const void *p)
+{
+    const size_t off = (size_t)((const char *)p - b.area->base);
+    return off < SHARED_AREA ? off : SIZE_MAX;
+}
+
 void async_copy_issue(const char *file, int line, void *dst, const void *src, size_t bytes,
                       size_t zfill)
 {
     block &b = this_block("__pipeline_memcpy_async");
     lane &l = *b.running;
-    const char *base = shared_base(b), *d = static_cast<const char *>(dst);
-    const char *s = static_cast<const char *>(src);
     if (bytes != 4 && bytes != 8 && bytes != 16)
         fail_at(file, line, "__pipeline_memcpy_async of %zu bytes: it copies 4, 8 or 16", bytes);
     if (zfill > bytes)
         fail_at(file, line, "__pipeline_memcpy_async: zfill %zu is more than the %zu bytes "
                 "copied", zfill, bytes);
-    if (d < base || d + bytes > base + b.shared_used)
+    const size_t off = area_offset(b, dst);
+    if (off == SIZE_MAX)
         fail_at(file, line, "__pipeline_memcpy_async: destination %p is not in the block's "
-                "shared memory (%p, %zu bytes)", dst, (const void *)base, b.shared_used);
-    if (s + bytes > base && s < base + b.shared.size())
+                "shared memory", dst);
+    if (area_offset(b, src) != SIZE_MAX)
         fail_at(file, line, "__pipeline_memcpy_async: source %p is shared memory; it copies "
                 "from global memory", src);
-    if ((uintptr_t)d % bytes || (uintptr_t)s % bytes)
+    if ((uintptr_t)dst % bytes || (uintptr_t)src % bytes)
         fail_at(file, line, "__pipeline_memcpy_async of %zu bytes: destination %p and source "
                 "%p must both be %zu-byte aligned", bytes, dst, src, bytes);
-    if (b.copy_state.size() != b.shared.size() / COPY_GRAIN)   // first copy of this launch size
-        b.copy_state.assign(b.shared.size() / COPY_GRAIN, 0u);
-    const async_copy c{(size_t)(d - base), bytes, zfill, src, file, line};
-    for (size_t g = c.offset / COPY_GRAIN; g < (c.offset + bytes) / COPY_GRAIN; g++)
-        if (b.copy_state[g] & COPY_PENDING)
-            fail_at(file, line, "__pipeline_memcpy_async into shared memory that thread %u's "
-                    "copy still fills (offset %zu): wait for it first", b.copy_state[g] &
-                    COPY_LANE, g * COPY_GRAIN);
+    for (size_t i = off; i < off + bytes; i++) {
+        const uint32_t w = b.area->shadow[i];
+        if ((w & SHADOW_STATE) == SHADOW_OUT)
+            shared_violation(b, site{file, line, nullptr}, "__pipeline_memcpy_async into", i,
+                             bytes, off);
+        if ((w & SHADOW_STATE) == SHADOW_PENDING)
+            fail_at(file, line, "__pipeline_memcpy_async into shared memory that thread %d's "
+                    "copy still fills (offset %zu): wait for it first", shadow_lane(w), i);
+    }
     std::memset(dst, 0xff, bytes);   // undefined until waited for: NaN, as a GPU may show
-    mark_copy(b, c, COPY_PENDING | (uint32_t)l.index);
-    l.copies_open.push_back(c);
+    mark_shadow(b, off, bytes, shadow_word(SHADOW_PENDING, l.index, 0));
+    l.copies_open.push_back(async_copy{off, bytes, zfill, src, file, line});
 }
 
 void async_commit(const char *file, int line)
@@ -921,19 +1175,20 @@ void async_commit(const char *file, int line)
     l.copies_open.clear();
 }
 
+/* The copy lands at its thread's wait: written by that thread, for the others to read
+ * after a barrier (or a __syncwarp of both lanes). */
 void async_wait_prior(const char *file, int line, size_t prior)
 {
     (void)file;
     (void)line;
     block &b = this_block("__pipeline_wait_prior");
     lane &l = *b.running;
-    char *base = shared_base(b);
+    char *base = b.area->base;
     while (l.copy_groups.size() > prior) {
         for (const async_copy &c : l.copy_groups.front()) {
             std::memcpy(base + c.offset, c.src, c.bytes - c.zfill);
             std::memset(base + c.offset + c.bytes - c.zfill, 0, c.zfill);
-            mark_copy(b, c, COPY_WAITED | (uint32_t)l.index);
-            b.copies_waited.push_back(c);
+            mark_shadow(b, c.offset, c.bytes, shadow_word(SHADOW_WRITTEN, l.index, b.serial));
         }
         l.copy_groups.pop_front();
     }
@@ -942,30 +1197,15 @@ void async_wait_prior(const char *file, int line, size_t prior)
 void shared_read(const char *file, int line, const char *what, const void *p, size_t bytes)
 {
     block &b = this_block(what);
-    const char *base = shared_base(b), *at = static_cast<const char *>(p);
-    if (b.copy_state.empty() || at < base || at >= base + b.shared_used)
-        return;
-    const size_t from = (size_t)(at - base) / COPY_GRAIN;
-    const size_t to = std::min(((size_t)(at - base) + bytes + COPY_GRAIN - 1) / COPY_GRAIN,
-                               b.copy_state.size());
-    for (size_t g = from; g < to; g++) {
-        const uint32_t st = b.copy_state[g];
-        if (st & COPY_PENDING)
-            fail_at(file, line, "%s reads shared memory (offset %zu) that an asynchronous copy "
-                    "of thread %u still fills: __pipeline_wait_prior, then __syncthreads, "
-                    "must come before the read", what, g * COPY_GRAIN, st & COPY_LANE);
-        if ((st & COPY_WAITED) && !((st & COPY_WARP) && (int)(st & COPY_LANE) / 32 ==
-                                                          b.running->index / 32))
-            fail_at(file, line, "%s reads shared memory (offset %zu) whose asynchronous copy "
-                    "thread %u waited for, but no __syncthreads (nor, within the copying "
-                    "warp, a full-warp __syncwarp) has made it visible to the other threads "
-                    "yet", what, g * COPY_GRAIN, st & COPY_LANE);
-    }
+    const size_t off = area_offset(b, p);
+    if (off != SIZE_MAX)
+        check_shared_read(b, site{file, line, nullptr}, what, off, bytes, read_check::ordering);
 }
 
 void *dynamic_shared_base()
 {
-    return shared_base(this_block("extern __shared__"));
+    block &b = this_block("extern __shared__");
+    return b.area->base + b.area->dynamic_offset;
 }
 
 void *block_static(const void *site, size_t bytes, size_t align, const char *file, int line)
@@ -973,17 +1213,103 @@ void *block_static(const void *site, size_t bytes, size_t align, const char *fil
     block &b = this_block("__shared__");
     for (const static_slot &s : b.statics)
         if (s.site == site)
-            return shared_base(b) + s.offset;
-    size_t offset = (b.shared_used + align - 1) & ~(align - 1);
-    if (offset + bytes > b.run->shared_limit)
+            return b.area->base + s.offset;
+    const size_t counted = (b.static_bytes + align - 1) / align * align + bytes;
+    if (counted + b.run->dynamic_bytes > b.run->shared_limit)
         fail_at(file, line, "__shared__ object of %zu bytes: with the launch's %zu bytes of "
                 "dynamic shared memory the block needs %zu bytes, above its limit of %zu (48 "
                 "KiB unless cudaFuncSetAttribute raised it)", bytes, b.run->dynamic_bytes,
-                offset + bytes, b.run->shared_limit);
-    b.shared_used = offset + bytes;
-    b.statics.push_back(static_slot{site, offset, bytes});
-    std::memset(shared_base(b) + offset, 0xff, bytes);
-    return shared_base(b) + offset;
+                counted + b.run->dynamic_bytes, b.run->shared_limit);
+    shared_area &a = *b.area;
+    const size_t offset = (a.static_end + align - 1) / align * align;
+    if (offset + bytes + RED_ZONE > a.dynamic_offset)
+        fail_at(file, line, "__shared__ object of %zu bytes: the emulator's shared area has no "
+                "room for it beside its red zones (%zu static bytes so far)", bytes,
+                b.static_bytes);
+    b.static_bytes = counted;
+    a.static_end = offset + bytes + RED_ZONE;
+    b.statics.push_back(static_slot{site, offset, bytes, file, line});
+    std::memset(a.base + offset, 0xff, bytes);
+    mark_shadow(b, offset, bytes, SHADOW_UNWRITTEN);
+    return a.base + offset;
+}
+
+/* ---- instrumented accesses ------------------------------------------------------------ */
+
+void access_site(const void *pc, const char **file, int *line)
+{
+    static char path[1024];
+    *file = "(unknown .cu line: the emulated build has no line table)";
+    *line = 0;
+    Dl_info info;
+    if (!pc || !dladdr(pc, &info) || !info.dli_fname)
+        return;
+    char command[1400];
+    snprintf(command, sizeof command, "addr2line -i -e '%s' 0x%zx 2>/dev/null", info.dli_fname,
+             (size_t)((const char *)pc - 1 - (const char *)info.dli_fbase));
+    FILE *p = popen(command, "r");
+    if (!p)
+        return;
+    char out[1024] = "";
+    const bool got = fgets(out, sizeof out, p) != nullptr;   /* the innermost inlined frame */
+    pclose(p);
+    char *colon = got ? strrchr(out, ':') : nullptr;
+    if (!colon || out[0] == '?')
+        return;
+    *colon = '\0';
+    snprintf(path, sizeof path, "%s", out);
+    *file = path;
+    *line = atoi(colon + 1);
+}
+
+void checked_access(const void *p, size_t bytes, bool write, const void *pc)
+{
+    if (device_arena_holds(p)) {
+        device_access(p, bytes, write, pc);
+        return;
+    }
+    block *b = current_block;
+    if (!b || !b->running)
+        return;
+    const size_t off = area_offset(*b, p);
+    if (off == SIZE_MAX)
+        return;
+    if (off + bytes <= SHARED_AREA && all_mine(*b, off, bytes))
+        return;   /* the common case: the running thread's own bytes, as it wrote them */
+    if (write)
+        check_shared_write(*b, site{nullptr, 0, pc}, off, bytes);
+    else
+        check_shared_read(*b, site{nullptr, 0, pc}, "reads", off, bytes,
+                          b->in_collective ? read_check::bounds : read_check::all);
+}
+
+/* ---- launch bounds ----------------------------------------------------------------- */
+
+namespace {
+thread_local bool probing = false;
+thread_local launch_bounds declared;
+}  // namespace
+
+bool bounds_probe()
+{
+    return probing;
+}
+
+void declare_bounds(const char *file, int line, unsigned max_threads, unsigned min_blocks,
+                    unsigned max_blocks_per_cluster)
+{
+    (void)min_blocks;
+    (void)max_blocks_per_cluster;
+    declared = launch_bounds{max_threads, file, line};
+}
+
+launch_bounds probe_bounds(const std::function<void()> &call_kernel)
+{
+    declared = launch_bounds{0, nullptr, 0};
+    probing = true;
+    call_kernel();
+    probing = false;
+    return declared;
 }
 
 }  // namespace gb_emu

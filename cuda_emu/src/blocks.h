@@ -31,8 +31,19 @@ void run_kernel(const kernel_run &run);
 /* The CUDA thread running on the calling host thread, for fault reports: "kernel K
  * (launched at F:L), block (x,y,z), thread (x,y,z)", or "" outside kernels. */
 void describe_running_thread(char *buf, size_t cap);
-/* Whether addr lies in the guard page of a fiber stack (a CUDA thread overflowed it). */
-bool in_stack_guard(const void *addr);
+/* What an access to addr means when it lies in a guard page of the executor's (a fiber
+ * stack's: an overflow; a block's shared memory's: out of bounds), else nullptr. */
+const char *guard_meaning(const void *addr);
+
+/* An access of `bytes` at p by instrumented code (the emulated .cu files are compiled with
+ * -fsanitize=thread's instrumentation, whose entry points access.cc implements): device
+ * memory goes to device_access (runtime.cc); the running block's shared memory is checked
+ * here, and a broken rule stops the kernel with the .cu line of `pc`, the return address
+ * into the access's code. Other memory (stacks, host memory) is not checked. */
+void checked_access(const void *p, size_t bytes, bool write, const void *pc);
+/* The .cu file and line of the code before `pc` (addr2line on its line table; the emulated
+ * build compiles with -g1), or a placeholder saying there is none. */
+void access_site(const void *pc, const char **file, int *line);
 
 /* How many threads run blocks (GEARBOX_CUDA_EMU_THREADS, default: the online CPUs). */
 int executor_threads();

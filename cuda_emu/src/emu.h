@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace gb_emu {
@@ -45,6 +46,22 @@ struct allocation {
 };
 /* The device allocation that holds all of [p, p + bytes), or nullptr. */
 const allocation *find_allocation(const void *p, size_t bytes);
+
+/* Device memory is carved from one reserved range of addresses (the arena), so an
+ * instrumented access tells device memory with one comparison. */
+extern uintptr_t device_arena_lo;
+extern size_t device_arena_bytes;
+inline bool device_arena_holds(const void *p)
+{
+    return (uintptr_t)p - device_arena_lo < device_arena_bytes;
+}
+/* An instrumented access of `bytes` at p, inside the arena (blocks.h: checked_access):
+ * within an allocation, and not a read of bytes nothing wrote; else a report with the .cu
+ * line of `pc`, and the process aborts. */
+void device_access(const void *p, size_t bytes, bool write, const void *pc);
+/* [p, p + bytes) of device memory was written by code the instrumentation does not see
+ * (copies, memsets, library doubles); nothing outside device memory. */
+void mark_device_written(const void *p, size_t bytes);
 
 /* Sets the calling thread's last error (cudaGetLastError) and returns err. */
 cudaError_t set_last_error(cudaError_t err);

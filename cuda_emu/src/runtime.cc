@@ -8,8 +8,11 @@
  *   the work that the wait depends on runs, in a seeded random interleaving of the streams
  *   involved. A missing cudaStreamWaitEvent therefore gives stale data, not a lucky pass.
  * - Device memory is inaccessible (PROT_NONE) whenever host code runs; a host access
- *   faults with a message naming the allocation. Each allocation ends at a guard page
- *   (past-the-end accesses fault too) and starts filled with 0xff bytes (NaN).
+ *   faults with a message naming the allocation. Each allocation lies between two guard
+ *   pages in one reserved range, starts filled with 0xff bytes (NaN), and has a shadow
+ *   byte per byte (no allocation's, unwritten, written) that the kernels' instrumented
+ *   accesses are checked against (device_access): out of bounds to the byte, and reads of
+ *   bytes never written.
  * - Copies follow CUDA's rules for host memory: a pageable source is staged before
  *   cudaMemcpyAsync returns; a pageable destination is filled when it returns; pinned
  *   memory is truly asynchronous, and a host access to pinned memory while a copy of it
@@ -146,9 +149,19 @@ size_t round_up(size_t n, size_t to)
 
 struct device_block {
     allocation a;
-    char *map;           /* the mapping: data pages, then one guard page */
+    char *map;           /* its pages of the arena: a guard page, data pages, a guard page */
     size_t map_bytes;
 };
+
+/* The arena: one reserved range of addresses that every allocation is carved from (so an
+ * instrumented access tells device memory with one comparison), and its shadow, a byte
+ * per byte: SHADOW_NONE (no allocation's: guards, alignment slack, freed memory),
+ * SHADOW_UNWRITTEN, SHADOW_WRITTEN. Freed pieces are kept by size for the next allocation
+ * of that size. */
+enum : unsigned char { SHADOW_NONE = 0, SHADOW_UNWRITTEN = 1, SHADOW_WRITTEN = 2 };
+unsigned char *device_shadow = nullptr;
+size_t arena_next = 0;
+std::multimap<size_t, size_t> arena_free;   /* map bytes -> offset */
 
 std::map<uintptr_t, device_block> device_blocks;   /* by base */
 unsigned next_allocation_id = 1;
@@ -167,8 +180,8 @@ size_t device_capacity()
 
 void protect_device(const device_block &d, bool open)
 {
-    size_t data = d.map_bytes - page_size();
-    if (mprotect(d.map, data, open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
+    size_t data = d.map_bytes - 2 * page_size();
+    if (mprotect(d.map + page_size(), data, open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0)
         violation("mprotect of device allocation #%u failed: %s", d.a.id, strerror(errno));
 }
 
@@ -181,15 +194,68 @@ void set_device_open(bool open)
         protect_device(kv.second, open);
 }
 
+/* The allocation whose pages (guards included) hold p: the last that starts at or below
+ * p, or the next, whose lower guard and slack lie below its start. */
 const device_block *device_block_at(const void *p)
 {
     auto it = device_blocks.upper_bound((uintptr_t)p);
+    const char *c = (const char *)p;
+    if (it != device_blocks.end() && c >= it->second.map)
+        return &it->second;
     if (it == device_blocks.begin())
         return nullptr;
     --it;
     const device_block &d = it->second;
-    const char *c = (const char *)p;
     return c >= d.map && c < d.map + d.map_bytes ? &d : nullptr;
+}
+
+/* Reserves the arena (at the first cudaMalloc): eight times the emulated GPU's memory, for
+ * guard pages and freed pieces, and at least 64 GiB of addresses. */
+bool reserve_arena()
+{
+    if (device_shadow)
+        return true;
+    const size_t bytes = std::max(device_capacity() * 8, (size_t)64 << 30);
+    void *m = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *s = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED || s == MAP_FAILED)
+        return false;
+    device_shadow = (unsigned char *)s;
+    device_arena_lo = (uintptr_t)m;
+    device_arena_bytes = bytes;
+    return true;
+}
+
+/* `map_bytes` of the arena, PROT_NONE: a freed piece of that size, or new addresses. */
+char *arena_take(size_t map_bytes)
+{
+    auto it = arena_free.find(map_bytes);
+    size_t offset;
+    if (it != arena_free.end()) {
+        offset = it->second;
+        arena_free.erase(it);
+    } else {
+        if (arena_next + map_bytes > device_arena_bytes)
+            return nullptr;
+        offset = arena_next;
+        arena_next += map_bytes;
+    }
+    return (char *)device_arena_lo + offset;
+}
+
+/* Gives a piece back: its pages and its shadow dropped (zero: SHADOW_NONE). */
+void arena_give(char *map, size_t map_bytes)
+{
+    const size_t offset = (size_t)(map - (char *)device_arena_lo);
+    mmap(map, map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    madvise(device_shadow + offset, map_bytes, MADV_DONTNEED);
+    arena_free.emplace(map_bytes, offset);
+}
+
+unsigned char *shadow_of(const void *p)
+{
+    return device_shadow + ((uintptr_t)p - device_arena_lo);
 }
 
 /* ---- pinned host memory ------------------------------------------------------------- */
@@ -359,7 +425,7 @@ void on_fault(int sig, siginfo_t *info, void *uctx)
     const device_block *d = readable ? device_block_at(addr) : nullptr;
     if (d) {
         size_t offset = (size_t)(addr - d->a.base);
-        if (addr >= d->map + d->map_bytes - page_size() || addr < d->a.base)
+        if (addr >= d->map + d->map_bytes - page_size() || addr < d->map + page_size())
             snprintf(msg, sizeof msg, "gearbox cuda emulator: %s: access at byte %zd of device "
                      "allocation #%u, which has %zu bytes: out of bounds\n",
                      who[0] ? who : "host code", (ssize_t)(addr - d->a.base), d->a.id, d->a.bytes);
@@ -386,9 +452,9 @@ void on_fault(int sig, siginfo_t *info, void *uctx)
         if (step_over((uintptr_t)addr, uctx))
             return;   /* the rest of a page that a pending copy shares: allowed */
     }
-    if (in_stack_guard(addr)) {
-        snprintf(msg, sizeof msg, "gearbox cuda emulator: %s: stack overflow (each emulated "
-                 "CUDA thread has 256 KiB)\n", who[0] ? who : "a CUDA thread");
+    if (const char *meaning = guard_meaning(addr)) {
+        snprintf(msg, sizeof msg, "gearbox cuda emulator: %s: %s\n",
+                 who[0] ? who : "a CUDA thread", meaning);
         write_line(msg);
         abort();
     }
@@ -784,10 +850,87 @@ const allocation *find_allocation(const void *p, size_t bytes)
     return &d->a;
 }
 
+uintptr_t device_arena_lo = 0;
+size_t device_arena_bytes = 0;
+
+void mark_device_written(const void *p, size_t bytes)
+{
+    if (device_arena_holds(p))
+        memset(shadow_of(p), SHADOW_WRITTEN, bytes);
+}
+
+/* "N bytes at byte X of device allocation #I, which has M bytes" for an access at p. */
+static std::string device_place(const void *p, size_t bytes)
+{
+    const device_block *d = device_block_at(p);
+    char out[256];
+    if (!d)
+        snprintf(out, sizeof out, "%zu bytes at %p, device memory that no allocation holds "
+                 "(freed, or never allocated)", bytes, p);
+    else
+        snprintf(out, sizeof out, "%zu bytes at byte %lld of device allocation #%u, which has "
+                 "%zu bytes", bytes, (long long)((const char *)p - d->a.base), d->a.id,
+                 d->a.bytes);
+    return out;
+}
+
+[[noreturn]] static void device_violation_at(const void *pc, const char *what)
+{
+    const char *file;
+    int line;
+    char who[512];
+    access_site(pc, &file, &line);
+    describe_running_thread(who, sizeof who);
+    violation("%s:%d: %s: %s", file, line, who[0] ? who : "host code", what);
+}
+
+/* Whether every byte of [p, p + bytes) still holds cudaMalloc's 0xff. */
+static bool all_poison(const unsigned char *p, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i++)
+        if (p[i] != 0xff)
+            return false;
+    return true;
+}
+
+/* Kernels run while the table of allocations holds still (the launching thread waits for
+ * them with the state lock), so it is read here without the lock. A read of bytes that
+ * are unwritten in the shadow but do not all hold cudaMalloc's 0xff any more was of
+ * bytes written by code the instrumentation does not see (the cuBLASLt and NCCL doubles):
+ * they count as written. */
+void device_access(const void *p, size_t bytes, bool write, const void *pc)
+{
+    unsigned char *shadow = shadow_of(p);
+    if (bytes <= 8) {   /* the common case: bytes already written */
+        uint64_t state = 0;
+        memcpy(&state, shadow, bytes);
+        if (state == 0x0202020202020202ull >> (8 * (8 - bytes)))
+            return;
+    }
+    char what[512];
+    bool unwritten = false;
+    for (size_t i = 0; i < bytes; i++) {
+        if (shadow[i] == SHADOW_NONE) {
+            snprintf(what, sizeof what, "%s %s: out of bounds (byte %zu of the access is no "
+                     "allocation's)", write ? "writes" : "reads", device_place(p, bytes).c_str(), i);
+            device_violation_at(pc, what);
+        }
+        unwritten = unwritten || shadow[i] == SHADOW_UNWRITTEN;
+    }
+    if (!write && unwritten && all_poison((const unsigned char *)p, bytes)) {
+        snprintf(what, sizeof what, "reads %s, never written (a read of uninitialised device "
+                 "memory)", device_place(p, bytes).c_str());
+        device_violation_at(pc, what);
+    }
+    if (write || unwritten)
+        memset(shadow, SHADOW_WRITTEN, bytes);
+}
+
 /* ---- kernels ------------------------------------------------------------------------- */
 
-void submit_kernel(const launch_site &site, const void *kernel, dim3 grid, dim3 block,
-                   size_t shared_bytes, cudaStream_t stream, std::function<void()> body)
+void submit_kernel(const launch_site &site, const void *kernel, const launch_bounds &bounds,
+                   dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   std::function<void()> body)
 {
     api_entry("a kernel launch");
     std::lock_guard<std::recursive_mutex> hold(state_lock);
@@ -798,6 +941,13 @@ void submit_kernel(const launch_site &site, const void *kernel, dim3 grid, dim3 
         refuse(cudaErrorInvalidConfiguration, "%s:%d: launch of %s: a block of (%u,%u,%u) = "
                "%llu threads; CUDA allows 1 to 1024 threads per block, at most (1024,1024,64)",
                f, l, site.kernel, block.x, block.y, block.z, (unsigned long long)threads);
+        return;
+    }
+    if (bounds.max_threads && threads > bounds.max_threads) {
+        refuse(cudaErrorLaunchOutOfResources, "%s:%d: launch of %s: a block of %llu threads, "
+               "above the %u of the kernel's __launch_bounds__ (%s:%d): too many resources "
+               "requested for launch", f, l, site.kernel, (unsigned long long)threads,
+               bounds.max_threads, bounds.file, bounds.line);
         return;
     }
     if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 0x7fffffffu || grid.y > 65535 ||
@@ -894,6 +1044,8 @@ static const struct {
     {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
     {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration",
      "invalid configuration argument"},
+    {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources",
+     "too many resources requested for launch"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle",
      "invalid resource handle"},
@@ -1084,18 +1236,22 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
         return set_last_error(cudaErrorMemoryAllocation);
     const size_t used = round_up(bytes ? bytes : 1, 256);
     const size_t data = round_up(used, page_size());
-    void *m = mmap(nullptr, data + page_size(), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED)
-        return set_last_error(cudaErrorMemoryAllocation);
+    char *m = reserve_arena() ? arena_take(data + 2 * page_size()) : nullptr;
+    if (!m)
+        return refuse(cudaErrorMemoryAllocation, "cudaMalloc(%zu): the emulator's range of "
+                      "device addresses is spent", bytes);
     device_block d;
-    d.map = (char *)m;
-    d.map_bytes = data + page_size();
-    d.a.base = d.map + data - used;   /* the end meets the guard page */
+    d.map = m;
+    d.map_bytes = data + 2 * page_size();
+    /* 256-byte aligned as CUDA's, the aligned end meeting the upper guard page; the bytes
+     * between the end and the guard, and below the start, are no allocation's in the
+     * shadow, so an instrumented access there is reported to the byte */
+    d.a.base = d.map + page_size() + data - used;
     d.a.bytes = bytes;
     d.a.id = next_allocation_id++;
-    memset(d.a.base, 0xff, used);
-    mprotect(d.map + data, page_size(), PROT_NONE);
+    protect_device(d, true);
+    memset(d.a.base, 0xff, bytes);
+    memset(shadow_of(d.a.base), SHADOW_UNWRITTEN, bytes);
     if (!device_open)
         protect_device(d, false);
     device_blocks[(uintptr_t)d.a.base] = d;
@@ -1110,7 +1266,7 @@ cudaError_t cudaFree(void *ptr)
     return free_block("cudaFree", "cudaMalloc", cudaErrorInvalidDevicePointer, device_blocks,
                       ptr, [](device_block &b) {
                           device_used -= b.a.bytes;
-                          munmap(b.map, b.map_bytes);
+                          arena_give(b.map, b.map_bytes);
                       });
 }
 
@@ -1240,6 +1396,11 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
     } else {
         o.run = [dst, src, bytes] { memmove(dst, src, bytes); };
     }
+    if (to == place::device)
+        o.run = [copy = std::move(o.run), dst, bytes] {
+            copy();
+            mark_device_written(dst, bytes);
+        };
     if (from == place::pinned || to == place::pinned) {
         const uint64_t src_hold = from == place::pinned ? hold_pinned(src, bytes, false, by) : 0;
         const uint64_t dst_hold = to == place::pinned ? hold_pinned(dst, bytes, true, by) : 0;
@@ -1279,7 +1440,10 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
         return e;
     op o;
     o.what = "cudaMemsetAsync";
-    o.run = [ptr, value, bytes] { memset(ptr, value, bytes); };
+    o.run = [ptr, value, bytes] {
+        memset(ptr, value, bytes);
+        mark_device_written(ptr, bytes);
+    };
     push(st, std::move(o));
     return cudaSuccess;
 }

@@ -1,5 +1,7 @@
 /* The CUDA rules the emulator asserts, each with a small kernel that breaks it: barriers,
- * warp shuffles and __syncwarp, WMMA, asynchronous copies, launch limits and shared memory. Every broken kernel
+ * warp shuffles and __syncwarp, WMMA, asynchronous copies, launch limits and launch bounds,
+ * the bounds of shared and device memory, reads of memory never written or written by
+ * another thread without a barrier between. Every broken kernel
  * must be stopped with a message that names the rule and this file's line; the correct
  * kernels beside them must give the right answer in every resume order.
  *
@@ -42,13 +44,13 @@ static __global__ void barrier_in_both_arms(float *out)
     out[threadIdx.x] = 1.0f;
 }
 
-/* Thread t reads what thread t + 1 wrote, without a barrier: the answer depends on the
- * order threads run in. */
+/* Thread t reads what thread t + 1 wrote, without a barrier: depending on the order
+ * threads run in, the slot is unwritten or written unpublished; either is reported. */
 static __global__ void neighbour_without_barrier(float *out)
 {
     __shared__ float s[64];
     s[threadIdx.x] = (float)threadIdx.x;
-    out[threadIdx.x] = s[(threadIdx.x + 1) % 64];
+    out[threadIdx.x] = s[(threadIdx.x + 1) % 64];   // NO_BARRIER
 }
 
 static __global__ void neighbour_with_barrier(float *out)
@@ -62,7 +64,63 @@ static __global__ void neighbour_with_barrier(float *out)
 static __global__ void read_shared_unwritten(float *out)
 {
     extern __shared__ float dyn[];
-    out[threadIdx.x] = dyn[threadIdx.x];
+    out[threadIdx.x] = dyn[threadIdx.x];   // UNWRITTEN_SHARED
+}
+
+/* Each thread fills and reads back its float of dynamic shared memory, `past` floats
+ * beyond the start when `past` is set (a pointer past the end of the block's memory). */
+static __global__ void own_dynamic_slot(float *out, int past)
+{
+    extern __shared__ float dyn[];
+    float *mine = dyn + threadIdx.x + past;
+    *mine = (float)threadIdx.x;   // OWN_SLOT
+    out[threadIdx.x] = *mine;
+}
+
+/* Thread t writes out[t + shift]: a shift of 1 writes past the end of a launch-sized
+ * array, -1 below its start. */
+static __global__ void shifted_store(float *out, int shift)
+{
+    out[(int)threadIdx.x + shift] = 1.0f;   // SHIFTED_STORE
+}
+
+static __global__ void read_device_unwritten(float *out, const float *in)
+{
+    out[threadIdx.x] = in[threadIdx.x];   // UNWRITTEN_DEVICE
+}
+
+static __global__ void __launch_bounds__(64) bounded_kernel(float *out)
+{
+    out[threadIdx.x] = 1.0f;
+}
+
+/* A warp's lanes exchange their slots after a shuffle, which meets every lane but orders
+ * no memory: without the __syncwarp a lane reads another's write unpublished. */
+static __global__ void swap_in_warp(float *out, int with_syncwarp)
+{
+    __shared__ float s[32];
+    const int lane = threadIdx.x % 32;
+    s[lane] = (float)lane;
+    float v = __shfl_xor_sync(0xffffffffu, (float)lane, 1);
+    if (with_syncwarp)
+        __syncwarp();
+    out[lane] = s[lane ^ 1] + v;   // SWAP_READ
+}
+
+/* The cross-entropy block max: each warp's max into partials[warp], then thread 0 takes
+ * the max of the partials, which needs a __syncthreads between. */
+static __global__ void block_max(float *out, const float *in, int with_barrier)
+{
+    __shared__ float partials[2];
+    float v = in[threadIdx.x];
+    for (int o = 16; o > 0; o /= 2)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (threadIdx.x % 32 == 0)
+        partials[threadIdx.x / 32] = v;
+    if (with_barrier)
+        __syncthreads();
+    if (threadIdx.x == 0)
+        out[0] = fmaxf(partials[0], partials[1]);   // PARTIALS_READ
 }
 
 static __global__ void too_much_static_shared(float *out)
@@ -99,11 +157,8 @@ static __global__ void shuffles(float *out, int mode)
         v += __shfl_xor_sync(0xffffffffu, v, 1, 3);   // ODD_WIDTH
     } else if (mode == 5) {
         v += __shfl_xor_sync(lane < 16 ? 0xffffffffu : 0x7fffffffu, v, 1);   // MASKS_DIFFER
-    } else if (mode == 6) {
-        if (lane == 0 || lane == 31)
-            __syncwarp(0x80000001u);
-        else if (lane == 1)
-            __syncwarp(0x80000002u);   // OVERLAP
+    } else if (mode == 6) {   // one line: whichever call comes second is reported
+        if (lane < 2 || lane == 31) __syncwarp(lane == 1 ? 0x80000002u : 0x80000001u);   // OVERLAP
     }
     out[threadIdx.x] = v;
 }
@@ -171,8 +226,7 @@ static __global__ void async_tile(float *out, const __half *a, const __half *b, 
     const int lane = threadIdx.x % 32;
     __pipeline_memcpy_async(tile + 8 * lane, a + 8 * lane, mode == 3 ? 12 : 16);   // COPY
     __pipeline_commit();
-    if (mode == 4 && lane == 0)
-        out[0] = __half2float(tile[0]);
+    if (mode == 4 && lane == 0) out[0] = __half2float(tile[0]);   // READ_EARLY
     if (mode == 5)
         return;
     if (mode != 1)
@@ -258,16 +312,10 @@ static void barrier_rules()
     for (int i = 0; i < 64; i++)
         right = right && h[(size_t)i] == (float)((i + 1) % 64);
     emu_check(right, "a neighbour's shared memory read after a barrier is its value");
-    neighbour_without_barrier<<<1, 64>>>(out);
-    h = host_copy(out, 64);
-    bool stale = false;
-    for (int i = 0; i < 64; i++)
-        stale = stale || h[(size_t)i] != (float)((i + 1) % 64);
-    emu_check(stale, "a neighbour's shared memory read without a barrier gives wrong values "
-              "(shared memory starts as NaN; in-order or reversed, some thread reads first)");
-    read_shared_unwritten<<<1, 32, 32 * sizeof(float)>>>(out);
-    h = host_copy(out, 32);
-    emu_check(std::isnan(h[0]) && std::isnan(h[31]), "dynamic shared memory starts as NaN");
+    stop_at("a neighbour's shared memory read without a barrier", [&] {
+        neighbour_without_barrier<<<1, 64>>>(out);
+        cudaDeviceSynchronize();
+    }, "NO_BARRIER", "of the __shared__ object declared at");
     stop_at("64 KiB of static shared memory", [&] {
         too_much_static_shared<<<1, 32>>>(out);
         cudaDeviceSynchronize();
@@ -388,14 +436,13 @@ static void async_copy_rules()
     async_tile<<<1, 32>>>(t.out, t.a, t.b, 6);
     emu_check(host_copy(t.out, 256) == c, "a one-warp block: wait, __syncwarp, then WMMA: the "
               "same product");
-    async_tile<<<1, 32>>>(t.out, t.a, t.b, 4);
-    c = host_copy(t.out, 1);
-    emu_check(std::isnan(c[0]), "a read of a cp.async destination before the wait gives NaN");
     stop_each([&](int mode) { async_tile<<<1, 32>>>(t.out, t.a, t.b, mode); }, {
         {1, "a WMMA load of a cp.async destination before the wait", "READ_TILE", "still fills"},
         {2, "a WMMA load of other threads' waited copies without __syncthreads", "READ_TILE",
          "no __syncthreads"},
         {3, "a cp.async of 12 bytes", "COPY", "it copies 4, 8 or 16"},
+        {4, "a plain read of a cp.async destination before the wait", "READ_EARLY",
+         "still fills"},
         {5, "threads that exit with copies not waited for", "COPY", "never waited"},
     });
 }
@@ -410,18 +457,98 @@ static void launch_rules()
     neighbour_with_barrier<<<dim3(1, 70000), 64>>>(out);
     emu_check(cudaGetLastError() == cudaErrorInvalidConfiguration,
               "a grid of 70000 in y: cudaErrorInvalidConfiguration");
-    read_shared_unwritten<<<1, 32, 64 << 10>>>(out);
+    own_dynamic_slot<<<1, 32, 64 << 10>>>(out, 0);
     emu_check(cudaGetLastError() == cudaErrorInvalidValue,
               "64 KiB of dynamic shared memory without the attribute: refused");
-    emu_check(cudaFuncSetAttribute(read_shared_unwritten, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    emu_check(cudaFuncSetAttribute(own_dynamic_slot, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    64 << 10) == cudaSuccess, "the attribute raises the limit");
-    read_shared_unwritten<<<1, 32, 64 << 10>>>(out);
+    own_dynamic_slot<<<1, 32, 64 << 10>>>(out, 0);
     emu_check(cudaGetLastError() == cudaSuccess, "64 KiB with the attribute: launched");
     cudaDeviceSynchronize();
-    emu_check(cudaFuncSetAttribute(read_shared_unwritten, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    emu_check(cudaFuncSetAttribute(own_dynamic_slot, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    228 << 10) == cudaErrorInvalidValue,
               "the attribute above 227 KiB (sm_90): refused");
     cudaFree(out);
+}
+
+/* __launch_bounds__(64) launched with 128 threads: refused as CUDA refuses it, with a
+ * line that names the kernel and its bounds. */
+static void launch_bounds_rule()
+{
+    float *out = device_array<float>(128);
+    cudaGetLastError();
+    bounded_kernel<<<1, 64>>>(out);
+    emu_check(cudaGetLastError() == cudaSuccess, "a block within its __launch_bounds__: launched");
+    bool aborted = false;
+    std::string err = emu_run_child([&] {
+        cudaGetLastError();
+        bounded_kernel<<<1, 128>>>(out);
+        _exit(cudaGetLastError() == cudaErrorLaunchOutOfResources ? 0 : 1);
+    }, &aborted);
+    emu_check(!aborted && err.find("launch of bounded_kernel: a block of 128 threads, above the "
+                                   "64 of the kernel's __launch_bounds__") != std::string::npos &&
+                  err.find("too many resources requested for launch") != std::string::npos,
+              "a block above __launch_bounds__: cudaErrorLaunchOutOfResources, naming the kernel");
+    cudaDeviceSynchronize();
+    cudaFree(out);
+}
+
+/* Shared and device memory end where the launch and the allocation say, to the byte. */
+static void memory_bound_rules()
+{
+    float *out = device_array<float>(100);
+    own_dynamic_slot<<<1, 32, 32 * sizeof(float)>>>(out, 0);
+    std::vector<float> h = host_copy(out, 32);
+    emu_check(h[31] == 31.0f, "each thread's float of dynamic shared memory holds its value");
+    stop_at("dynamic shared memory a few bytes short of the block's need", [&] {
+        own_dynamic_slot<<<1, 32, 32 * sizeof(float) - 3>>>(out, 0);
+        cudaDeviceSynchronize();
+    }, "OWN_SLOT", "at byte 124 of the dynamic shared memory (extern __shared__), which has "
+       "125 bytes: out of bounds");
+    stop_at("a pointer past the end of the block's shared memory", [&] {
+        own_dynamic_slot<<<1, 32, 32 * sizeof(float)>>>(out, 32);
+        cudaDeviceSynchronize();
+    }, "OWN_SLOT", "of the dynamic shared memory (extern __shared__), which has 128 bytes: out "
+       "of bounds");
+    stop_at("a store one float past the end of a device allocation", [&] {
+        shifted_store<<<1, 100>>>(out, 1);
+        cudaDeviceSynchronize();
+    }, "SHIFTED_STORE", "writes 4 bytes at byte 400 of device allocation");
+    stop_at("a store one float below the start of a device allocation", [&] {
+        shifted_store<<<1, 100>>>(out, -1);
+        cudaDeviceSynchronize();
+    }, "SHIFTED_STORE", "writes 4 bytes at byte -4 of device allocation");
+    cudaFree(out);
+}
+
+/* What a GPU leaves undefined is reported at the read, whatever the value read. */
+static void undefined_read_rules()
+{
+    float *out = device_array<float>(64), *in = device_array<float>(64);
+    stop_at("a read of dynamic shared memory never written", [&] {
+        read_shared_unwritten<<<1, 32, 32 * sizeof(float)>>>(out);
+        cudaDeviceSynchronize();
+    }, "UNWRITTEN_SHARED", "was never written (a read of uninitialised shared memory)");
+    stop_at("a read of device memory never written", [&] {
+        read_device_unwritten<<<1, 32>>>(out, in);
+        cudaDeviceSynchronize();
+    }, "UNWRITTEN_DEVICE", "never written (a read of uninitialised device memory)");
+    std::vector<float> ones(64, 1.0f);
+    cudaMemcpy(in, ones.data(), sizeof(float) * 64, cudaMemcpyHostToDevice);
+    swap_in_warp<<<1, 32>>>(out, 1);
+    std::vector<float> h = host_copy(out, 32);
+    emu_check(h[0] == 2.0f && h[31] == 60.0f, "lanes swap their slots after a __syncwarp");
+    stop_at("a lane reading another lane's write with no __syncwarp between", [&] {
+        swap_in_warp<<<1, 32>>>(out, 0);
+        cudaDeviceSynchronize();
+    }, "SWAP_READ", "with no __syncthreads (nor a __syncwarp of both lanes)");
+    block_max<<<1, 64>>>(out, in, 1);
+    emu_check(host_copy(out, 1)[0] == 1.0f, "the block max with a barrier before the partials");
+    stop_at("the block max reading other warps' partials with no __syncthreads", [&] {
+        block_max<<<1, 64>>>(out, in, 0);
+        cudaDeviceSynchronize();
+    }, "PARTIALS_READ", "of the __shared__ object declared at");
+    emu_free(out, in);
 }
 
 int main()
@@ -431,5 +558,8 @@ int main()
     wmma_rules();
     async_copy_rules();
     launch_rules();
+    launch_bounds_rule();
+    memory_bound_rules();
+    undefined_read_rules();
     return emu_finish("test_rules");
 }

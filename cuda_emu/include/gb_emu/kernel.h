@@ -43,10 +43,30 @@ struct launch_site {
     const char *kernel;   /* as written at the launch, e.g. "forward_kernel<E, DP>" */
 };
 
-/* Checks the configuration (a failure sets cudaGetLastError's error and says why on
- * stderr) and queues `thread_body`, which runs the kernel for one CUDA thread, on stream. */
-void submit_kernel(const launch_site &site, const void *kernel, dim3 grid, dim3 block,
-                   size_t shared_bytes, cudaStream_t stream, std::function<void()> thread_body);
+/* A kernel's __launch_bounds__ (max_threads 0: it has none) and where they are written.
+ * Its minimum of resident blocks and cluster size shape a GPU's register allocation, which
+ * the emulator does not model: declare_bounds takes them and lets them go. */
+struct launch_bounds {
+    unsigned max_threads;
+    const char *file;
+    int line;
+};
+
+/* cu2cc.py starts every kernel's body with
+ *   if (bounds_probe()) return declare_bounds(__FILE__, __LINE__, <its __launch_bounds__>);
+ * probe_bounds runs `call_kernel` (the kernel with the launch's arguments) with the probe
+ * on, so the kernel only says its bounds, in its own scope (template arguments and all). */
+bool bounds_probe();
+void declare_bounds(const char *file, int line, unsigned max_threads = 0,
+                    unsigned min_blocks = 0, unsigned max_blocks_per_cluster = 0);
+launch_bounds probe_bounds(const std::function<void()> &call_kernel);
+
+/* Checks the configuration against CUDA's limits and the kernel's bounds (a failure sets
+ * cudaGetLastError's error and says why on stderr) and queues `thread_body`, which runs
+ * the kernel for one CUDA thread, on stream. */
+void submit_kernel(const launch_site &site, const void *kernel, const launch_bounds &bounds,
+                   dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   std::function<void()> thread_body);
 
 /* `kernel<<<grid, block, shared, stream>>>(args...)` is written by cu2cc.py as
  * launch(__FILE__, __LINE__, "kernel", kernel, grid, block, shared, stream)(args...): the
@@ -66,8 +86,9 @@ template <class... P> class launcher {
         static_assert(sizeof...(A) == sizeof...(P), "a launch passes every kernel parameter");
         std::tuple<std::decay_t<P>...> copied(static_cast<P>(std::forward<A>(args))...);
         void (*kernel)(P...) = kernel_;
-        submit_kernel(site_, reinterpret_cast<const void *>(kernel), grid_, block_, shared_,
-                      stream_, [kernel, copied]() { std::apply(kernel, copied); });
+        const std::function<void()> body = [kernel, copied]() { std::apply(kernel, copied); };
+        submit_kernel(site_, reinterpret_cast<const void *>(kernel), probe_bounds(body), grid_,
+                      block_, shared_, stream_, body);
     }
 
   private:
@@ -116,9 +137,11 @@ void async_copy_issue(const char *file, int line, void *dst, const void *src, si
                       size_t zfill);
 void async_commit(const char *file, int line);
 void async_wait_prior(const char *file, int line, size_t prior);
-/* Stops the kernel when `bytes` of shared memory at p, read by `what` (a WMMA load), are
- * the destination of an asynchronous copy not yet waited for, or waited for by its thread
- * with no __syncthreads since (nor a full-warp __syncwarp, for a reader in its warp). Memory outside the block's shared memory is not checked. */
+/* Stops the kernel when `bytes` of shared memory at p, read by `what` (a WMMA load, whose
+ * own loads run on one lane's behalf), lie outside the block's shared objects, are the
+ * destination of an asynchronous copy not yet waited for, or were written by another
+ * thread (a copy: by the thread that waited for it) with no __syncthreads since, nor a
+ * __syncwarp of both lanes. Memory outside the block's shared memory is not checked. */
 void shared_read(const char *file, int line, const char *what, const void *p, size_t bytes);
 
 /* ---- barriers and warp collectives --------------------------------------------------- */
@@ -195,7 +218,6 @@ static constexpr int warpSize = 32;
 #define blockDim (::gb_emu::here().block_dim)
 #define gridDim (::gb_emu::here().grid_dim)
 
-#define __launch_bounds__(...)
 #define __syncthreads() ::gb_emu::syncthreads(__FILE__, __LINE__)
 #define __syncwarp(...) ::gb_emu::syncwarp_at{__FILE__, __LINE__}(__VA_ARGS__)
 #define __shfl_sync(mask, ...) \

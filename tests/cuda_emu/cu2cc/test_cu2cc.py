@@ -47,14 +47,21 @@ def strip_code(src):
     return pattern.sub(lambda m: re.sub(r'[^\n]', ' ', m.group(0)), src)
 
 
+# What the pass puts at the start of every kernel's body (group 1: its __launch_bounds__).
+PROBE = re.compile(r' if \(::gb_emu::bounds_probe\(\)\) return '
+                   r'::gb_emu::declare_bounds\(__FILE__, __LINE__(?:, (.*?))?\);')
+
+
 class PassTest(unittest.TestCase):
-    def convert(self, src):
+    def convert(self, src, keep_probes=False):
+        """The pass's output less its #line, and (unless kept) less the kernels' probes,
+        which BoundsTest checks."""
         rc, text, err, path = run_pass(src)
         self.assertEqual(rc, 0, err)
         first, _, body = text.partition('\n')
         self.assertEqual(first, '#line 1 "%s"' % path)
         self.assertEqual(body.count('\n'), src.count('\n'), 'a newline was added or removed')
-        return body
+        return body if keep_probes else PROBE.sub('', body)
 
     def assertError(self, src, line, *fragments):
         rc, text, err, path = run_pass(src)
@@ -329,6 +336,34 @@ def project_cu_files():
     return sorted(found)
 
 
+class BoundsTest(PassTest):
+    def test_probe_with_bounds(self):
+        src = ('template <int N>\n__global__ void __launch_bounds__(N * 32,\n  2) k(int *p)\n'
+               '{\n    p[0] = 1;\n}\n')
+        body = self.convert(src, keep_probes=True)
+        lines = body.split('\n')
+        self.assertEqual(lines[1].strip(), '__global__ void')
+        self.assertEqual(lines[2].strip(), 'k(int *p)')
+        self.assertEqual(PROBE.search(lines[3]).group(1), 'N * 32, 2')
+
+    def test_probe_without_bounds_and_declarations(self):
+        src = '__global__ void k(int *p);\nstatic __global__ void k(int *p) { p[0] = 1; }\n'
+        lines = self.convert(src, keep_probes=True).split('\n')
+        self.assertEqual(lines[0], '__global__ void k(int *p);')
+        match = PROBE.search(lines[1])
+        self.assertIsNotNone(match)
+        self.assertIsNone(match.group(1))
+
+    def test_project_kernels_have_probes(self):
+        for path in project_cu_files():
+            with open(path, newline='') as f:
+                src = f.read()
+            kernels = len(re.findall(r'\b__global__\b[^;{]*\{', strip_code(src)))
+            with self.subTest(path=os.path.relpath(path, REPO)):
+                self.assertEqual(len(PROBE.findall(self.convert(src, keep_probes=True))),
+                                 kernels)
+
+
 class ProjectFilesTest(PassTest):
     """Every .cu file of the project converts, every launch and __shared__ declaration in
     it is rewritten, and the lines that hold none are unchanged."""
@@ -353,7 +388,7 @@ class ProjectFilesTest(PassTest):
                 self.assertGreaterEqual(rewritten, n_shared)
                 touched = set()
                 for n, (a, b) in enumerate(zip(src.split('\n'), body.split('\n')), 1):
-                    if a != b:
+                    if a != b and '__launch_bounds__' not in a:
                         touched.add(n)
                         self.assertIn('::gb_emu::', b + ''.join(
                             body.split('\n')[max(0, n - 4):n]), 'line %d changed' % n)
@@ -375,6 +410,9 @@ typedef struct stream_s *cudaStream_t;
 namespace gb_emu {
 template <class T> T *dynamic_shared();
 template <class T> T &block_shared(char *site);
+bool bounds_probe();
+void declare_bounds(const char *file, int line, unsigned max_threads = 0,
+                    unsigned min_blocks = 0, unsigned max_blocks_per_cluster = 0);
 struct launcher { template <class... A> void operator()(A...) const; };
 template <class K> launcher launch(const char *file, int line, const char *name, K kernel,
                                    dim3 grid, dim3 block, unsigned long shmem,
