@@ -467,6 +467,15 @@ ENTRY(gb_device_ops, describe, 344, gb_status (*)(const gb_host *, gb_device_des
 SIZES_NOW(6, 72, 80, 64, 528, 192, 352, 56, 56, 120, 48, 32, 96, 72);
 SIZE_NOW(6, gb_device_desc, 264);
 
+/* ---- ABI 1.7 ------------------------------------------------------------------------ */
+/* 1.6's attention vtable ends where 1.7 appends forward_cached */
+END(gb_attn_ops, backward, 56);
+ENTRY(gb_attn_ops, forward_cached, 56,
+      gb_status (*)(void *, const gb_attn_problem *, int64_t, gb_tensor, gb_tensor, gb_tensor,
+                    gb_tensor, gb_tensor, gb_tensor));
+SIZES_NOW(7, 72, 80, 64, 528, 192, 352, 56, 64, 120, 48, 32, 96, 72);
+SIZE_NOW(7, gb_device_desc, 264);
+
 int main(void)
 {
     if (!FROZEN) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Plugins built against the frozen headers of ABI 1.0 to 1.5 (tests/abi/v1.0 to v1.5: an
+# Plugins built against the frozen headers of ABI 1.0 to 1.6 (tests/abi/v1.0 to v1.6: an
 # attention and an optimizer each) load, are reported with their version, and
 # train under this gearbox's ABI.
 # usage: test_old_plugins.sh GEARBOX FIXTURES_DIR SOURCE_ROOT OLD_PLUGINS_DIR
@@ -8,7 +8,7 @@ OLD=$4
 cd "$WORK" || exit 1
 make_data
 
-for v in 1.0 1.1 1.2 1.3 1.4 1.5; do
+for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6; do
     tag=${v/./}
     attn="$OLD/attn-naive-abi$tag-cpu.so"
     optim="$OLD/optim-sgd-abi$tag-cpu.so"
@@ -26,6 +26,16 @@ for v in 1.0 1.1 1.2 1.3 1.4 1.5; do
         cat train$tag.txt
     fi
 done
+
+# sampling with an attention plugin built before ABI 1.7, which has no forward_cached:
+# every token runs the forward over the whole window, and says so
+if "$GEARBOX" sample out16 --tokens 30 --temperature 0 > sample16.txt 2> sample16.err &&
+    "$GEARBOX" sample out16 --tokens 30 --temperature 0 --no-cache > window16.txt 2> /dev/null &&
+    cmp -s sample16.txt window16.txt && grep -q "predates ABI 1.7" sample16.err; then
+    pass "an ABI 1.6 attention samples without a KV cache ($(cat sample16.err))"
+else
+    fail "sampling with the ABI 1.6 attention: $(cat sample16.err)"
+fi
 
 # the losses move: the old optimizer really updated the parameters
 first=$(sed -n 's/.*step *1\/8 | loss \([0-9.]*\).*/\1/p' train10.txt)

@@ -97,8 +97,7 @@ static int dtype_size(const char *verb, const char *dtype, int allow_text)
     return -1;
 }
 
-/* The whole of FILE, or of the standard input for "-". NULL after saying why. */
-static char *read_input(const char *verb, const char *path, size_t *len)
+char *gb_cli_read_input(const char *verb, const char *path, size_t *len)
 {
     if (strcmp(path, "-") != 0) {
         unsigned char *data;
@@ -127,6 +126,7 @@ static char *read_input(const char *verb, const char *path, size_t *len)
         free(data);
         return NULL;
     }
+    data[*len] = '\0'; /* the last fread left room: it read less than it had */
     return data;
 }
 
@@ -203,8 +203,8 @@ int gb_cmd_encode(int argc, char **argv)
     if (!bpe)
         return 1;
     size_t len = first < argc ? strlen(argv[first]) : 0;
-    char *text = first < argc ? strdup(argv[first]) : read_input("encode", a.input ? a.input
-                                                                                   : "-", &len);
+    char *text = first < argc ? strdup(argv[first])
+                              : gb_cli_read_input("encode", a.input ? a.input : "-", &len);
     int32_t *ids = NULL;
     int64_t n = 0, cap = 0;
     gb_diag diag = {0};
@@ -331,7 +331,7 @@ int gb_cmd_decode(int argc, char **argv)
     if (first == argc) {
         const char *name = a.input && strcmp(a.input, "-") != 0 ? a.input : "the standard input";
         size_t len;
-        char *data = read_input("decode", a.input ? a.input : "-", &len);
+        char *data = gb_cli_read_input("decode", a.input ? a.input : "-", &len);
         rc = !data ? -1 : size ? parse_file_ids((unsigned char *)data, len, size, name, vocab,
                                                 &ids, &n, &cap)
                                : parse_text_ids(data, len, name, vocab, &ids, &n, &cap);
