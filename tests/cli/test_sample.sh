@@ -124,6 +124,26 @@ expect_error "a prompt file outside the vocabulary" 1 \
     "--prompt-file $WORK/outside.txt: the prompt's byte 126 '~' is not in the model's" -- \
     "$GEARBOX" sample "$ck" --prompt-file "$WORK/outside.txt"
 
+# <|endoftext|> ends a text of a GPT-2 BPE model (the tokenizer fixture's vocabulary, on a
+# text of two sentences each ended by it) unless --keep-going; on the CPU only (each
+# device runs this part of sample alike)
+if [ "$device" = cpu ]; then
+    for i in $(seq 400); do printf 'hello world<|endoftext|>to be or not<|endoftext|>'; done \
+        > "$WORK/eot.txt"
+    "$GEARBOX" prepare --tokenizer gpt2 --vocab "$SRC/tests/tokenizer/fixture" "$WORK/eot.txt" \
+        "$WORK/eot_data" > "$WORK/eot_prepare.log" 2>&1 || fail "prepare: $(cat "$WORK/eot_prepare.log")"
+    train_run eot --set data.dir="$WORK/eot_data" --set run.steps=60 &&
+        sample_text stop "$WORK/eot" --prompt "hello" --tokens 40 --temperature 0 &&
+        sample_text keep "$WORK/eot" --prompt "hello" --tokens 40 --temperature 0 --keep-going
+    grep -q "^sample: [1-9] tokens x 1 sample" "$WORK/stop.err" &&
+        ! grep -q "endoftext" "$WORK/stop.txt" &&
+        pass "a GPT-2 BPE text ends at <|endoftext|> ($(head -n 1 "$WORK/stop.txt"); $(cat "$WORK/stop.err"))" ||
+        fail "no stop at <|endoftext|>: $(head -c 200 "$WORK/stop.txt") $(cat "$WORK/stop.err")"
+    grep -q "^sample: 40 tokens x 1 sample" "$WORK/keep.err" && grep -q "endoftext" "$WORK/keep.txt" &&
+        pass "--keep-going samples past <|endoftext|>" ||
+        fail "--keep-going: $(head -c 200 "$WORK/keep.txt") $(cat "$WORK/keep.err")"
+fi
+
 expect_refusals "$GEARBOX" sample "$ck" <<'CASES'
 --top-p 0 | --top-p 0: expected a number in (0, 1] | --top-p 0
 --top-p above 1 | --top-p 1.5: expected a number in (0, 1] | --top-p 1.5
