@@ -20,9 +20,11 @@ struct gb_kv_cache {
     gb_model_config cfg;
     int64_t batch;
     int incremental;          /* the attention plugin has forward_cached */
-    void **keys, **values;    /* per layer (batch, block_size, n_embd) activations, device */
+    void **layers;            /* layer l's keys at 2l, its values at 2l + 1: (batch,
+                                 block_size, n_embd) activations each, device */
     int32_t *tokens;          /* (batch, block_size) host: each sequence's window */
-    int32_t *window;          /* (batch, block_size) host: the window packed for a forward */
+    int32_t *window;          /* (batch, block_size) host, after tokens: the window packed
+                                 for a forward */
     int64_t length;           /* tokens each sequence holds (at most block_size) */
     int64_t past;             /* positions whose keys and values are in the cache */
 };
@@ -55,14 +57,11 @@ static int allocate_layers(gb_kv_cache *c)
     const size_t bytes = (size_t)(c->batch * c->cfg.block_size * c->cfg.n_embd) *
                          gb_dtype_size(c->rt->policy.activation_dtype);
     gb_instance *dev = &c->rt->inst[GB_KIND_DEVICE];
-    c->keys = calloc((size_t)c->cfg.n_layer, sizeof *c->keys);
-    c->values = calloc((size_t)c->cfg.n_layer, sizeof *c->values);
-    if (!c->keys || !c->values)
+    c->layers = calloc((size_t)(2 * c->cfg.n_layer), sizeof *c->layers);
+    if (!c->layers)
         return -1;
-    for (int64_t l = 0; l < c->cfg.n_layer; l++) {
-        GB_CALL(dev, "alloc", c->rt->dev->alloc(dev->self, bytes, &c->keys[l]));
-        GB_CALL(dev, "alloc", c->rt->dev->alloc(dev->self, bytes, &c->values[l]));
-    }
+    for (int64_t i = 0; i < 2 * c->cfg.n_layer; i++)
+        GB_CALL(dev, "alloc", c->rt->dev->alloc(dev->self, bytes, &c->layers[i]));
     return 0;
 }
 
@@ -72,12 +71,12 @@ gb_kv_cache *gb_kv_cache_create(gb_model *m, gb_runtime *rt, const gb_model_conf
     gb_kv_cache *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    *c = (gb_kv_cache){.m = m, .rt = rt, .cfg = *cfg, .batch = batch,
-                       .incremental = cached && attention_has_cache(rt)};
     const size_t window = (size_t)(batch * cfg->block_size);
-    c->tokens = malloc(window * sizeof *c->tokens);
-    c->window = malloc(window * sizeof *c->window);
-    if (!c->tokens || !c->window || (c->incremental && allocate_layers(c))) {
+    *c = (gb_kv_cache){.m = m, .rt = rt, .cfg = *cfg, .batch = batch,
+                       .incremental = cached && attention_has_cache(rt),
+                       .tokens = malloc(2 * window * sizeof *c->tokens)};
+    c->window = c->tokens ? c->tokens + window : NULL;
+    if (!c->tokens || (c->incremental && allocate_layers(c))) {
         gb_report(GB_REPORT_ERROR, "model", "gearbox: error: could not allocate the KV cache "
                   "(batch %lld, block_size %lld, %lld layers) on the %s device",
                   (long long)batch, (long long)cfg->block_size, (long long)cfg->n_layer,
@@ -92,17 +91,11 @@ void gb_kv_cache_free(gb_kv_cache *c)
 {
     if (!c)
         return;
-    void *dev = c->rt->inst[GB_KIND_DEVICE].self;
-    for (int64_t l = 0; l < c->cfg.n_layer; l++) {
-        if (c->keys && c->keys[l])
-            c->rt->dev->free(dev, c->keys[l]);
-        if (c->values && c->values[l])
-            c->rt->dev->free(dev, c->values[l]);
-    }
-    free(c->keys);
-    free(c->values);
+    for (int64_t i = 0; c->layers && i < 2 * c->cfg.n_layer; i++)
+        if (c->layers[i])
+            c->rt->dev->free(c->rt->inst[GB_KIND_DEVICE].self, c->layers[i]);
+    free(c->layers);
     free(c->tokens);
-    free(c->window);
     free(c);
 }
 
@@ -138,8 +131,8 @@ int gb_kv_cache_attention(gb_kv_cache *c, int64_t layer, const gb_attn_problem *
     gb_instance *attn = &c->rt->inst[GB_KIND_ATTN];
     GB_CALL(attn, "forward_cached",
             c->rt->attn->forward_cached(attn->self, p, c->past, out, q, k, v,
-                                        cache_view(c, c->keys[layer], p),
-                                        cache_view(c, c->values[layer], p)));
+                                        cache_view(c, c->layers[2 * layer], p),
+                                        cache_view(c, c->layers[2 * layer + 1], p)));
     return 0;
 }
 

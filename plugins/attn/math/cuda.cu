@@ -340,13 +340,13 @@ static gb_status math_forward_cached(void *self, const gb_attn_problem *p, int64
                                      gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v,
                                      gb_tensor k_cache, gb_tensor v_cache)
 {
-    cudaStream_t stream = (cudaStream_t)((const gb_instance *)self)->device.stream;
-    return attn_cuda_forward_cached((const attn_math_cuda *)self, PLUGIN, math_eligible, p, past, out, q, k, v,
-                                    k_cache, v_cache,
-                                    [&](auto kernel, unsigned blocks, unsigned threads,
-                                        auto... args) {
-                                        kernel<<<blocks, threads, 0, stream>>>(args...);
-                                    });
+    const gb_instance *a = (const attn_math_cuda *)self;
+    cudaStream_t stream = (cudaStream_t)a->device.stream;
+    auto launch = [&](auto kernel, unsigned blocks, unsigned threads, auto... args) {
+        kernel<<<blocks, threads, 0, stream>>>(args...);
+    };
+    return attn_cuda_forward_cached(a, PLUGIN, math_eligible, p, past, out, q, k, v, k_cache,
+                                    v_cache, launch);
 }
 
 GB_ATTN_PLUGIN("math", "1.0.0",
