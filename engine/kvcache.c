@@ -65,6 +65,18 @@ static int allocate_layers(gb_kv_cache *c)
     return 0;
 }
 
+void gb_kv_cache_free(gb_kv_cache *c)
+{
+    if (!c)
+        return;
+    for (int64_t i = 0; c->layers && i < 2 * c->cfg.n_layer; i++)
+        if (c->layers[i])
+            c->rt->dev->free(c->rt->inst[GB_KIND_DEVICE].self, c->layers[i]);
+    free(c->layers);
+    free(c->tokens);
+    free(c);
+}
+
 gb_kv_cache *gb_kv_cache_create(gb_model *m, gb_runtime *rt, const gb_model_config *cfg,
                                 int64_t batch, int cached)
 {
@@ -85,18 +97,6 @@ gb_kv_cache *gb_kv_cache_create(gb_model *m, gb_runtime *rt, const gb_model_conf
         return NULL;
     }
     return c;
-}
-
-void gb_kv_cache_free(gb_kv_cache *c)
-{
-    if (!c)
-        return;
-    for (int64_t i = 0; c->layers && i < 2 * c->cfg.n_layer; i++)
-        if (c->layers[i])
-            c->rt->dev->free(c->rt->inst[GB_KIND_DEVICE].self, c->layers[i]);
-    free(c->layers);
-    free(c->tokens);
-    free(c);
 }
 
 int64_t gb_kv_cache_length(const gb_kv_cache *c)

@@ -56,7 +56,7 @@ static const gb_cli_spec spec = {
         [OPT_KEEP_GOING] = {"keep-going", 0, NULL, "with a GPT-2 vocabulary, go on past "
                             "<|endoftext|>\n(default: a text ends there)"},
         [OPT_NO_CACHE] = {"no-cache", 0, NULL, "no KV cache: run the model over the whole "
-                          "window\nfor every token (slower; the same tokens)"},
+                          "window\nfor every token (slower; to compare with)"},
         [OPT_VOCAB] = {"vocab", 0, "PATH", "GPT-2's vocabulary, for a model trained on GPT-2 BPE\n"
                        "tokens: a folder with encoder.json and vocab.bpe, or a\n"
                        "tiktoken file (default: the run's [data] vocab, or the\n"
