@@ -291,34 +291,34 @@ typedef struct abi_sizes {
 
 static const abi_sizes abi_versions[] = {
     {0, END_OF(gb_plugin_desc, ops),
-     {0, END_OF(gb_device_ops, sum_squares), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, sum_squares), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
     /* 1.1 appended fields to argument structs only */
     {1, END_OF(gb_plugin_desc, ops),
-     {0, END_OF(gb_device_ops, sum_squares), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, sum_squares), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
     {2, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, enqueue_host), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, enqueue_host), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
     /* 1.3 appended the device's cross_entropy_ld (optional) */
     {3, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, cross_entropy_ld), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
-      END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
+     {0, END_OF(gb_device_ops, cross_entropy_ld), END_OF(gb_attn_ops, backward),
+      sizeof(gb_optim_ops), END_OF(gb_precision_ops, load_state), sizeof(gb_comm_ops)}},
     /* 1.4 appended the loss scaler on the device (the device's cross_entropy_scaled and
      * loss_scaler_update, the precision plugin's scaler_get and scaler_set), the device's
      * graph entries and gb_device_info.pci_bus_id (all optional) */
     {4, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, graph_destroy), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, graph_destroy), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
     /* 1.5 appended the device's add_layernorm_forward (optional) */
     {5, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, add_layernorm_forward), sizeof(gb_attn_ops),
+     {0, END_OF(gb_device_ops, add_layernorm_forward), END_OF(gb_attn_ops, backward),
       sizeof(gb_optim_ops), END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
     /* 1.6 appended the device's describe (mandatory; its stream group became optional) */
     {6, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, describe), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, describe), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
-    /* 1.7 appended the device's dropout (optional) */
+    /* 1.7 appended the device's dropout and the attention's forward_cached (optional) */
     {7, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, dropout), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},

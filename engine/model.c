@@ -12,6 +12,7 @@
 #include "gearbox/convert.h"
 
 #include "clock.h"
+#include "kvcache_step.h"
 #include "loader.h"
 #include "report.h"
 #include "rng.h"
@@ -132,6 +133,7 @@ struct gb_model {
     model_graph graphs[2];          /* indexed by GRAPH_FORWARD, GRAPH_BACKWARD */
     int64_t graph_recordings, graph_launches;
 
+    gb_kv_cache *kv;                /* during gb_model_forward_cached: attention over it */
     int64_t last_B, last_T;         /* shape of the last forward */
     int last_has_targets;
     unsigned fused;                 /* the gb_fusion bits in effect (wanted and possible) */
@@ -1205,11 +1207,13 @@ static int attention_forward(gb_model *m, layer_acts *a, int64_t B, int64_t T)
     gb_instance *inst = &m->rt->inst[GB_KIND_ATTN];
     int64_t C = m->cfg.n_embd;
     gb_attn_problem prob = attn_problem(m, B, T);
+    gb_tensor out = heads_view(m, a->atty, B, T, 0), q = heads_view(m, a->qkv, B, T, 1),
+              k = heads_view(m, at(m, a->qkv, C), B, T, 1),
+              v = heads_view(m, at(m, a->qkv, 2 * C), B, T, 1);
+    if (m->kv) /* the new rows over the keys and values of the positions before them */
+        return gb_kv_cache_attention(m->kv, a - m->acts, &prob, out, q, k, v);
     TIMED_CALL(m, GB_PHASE_FWD_ATTN, inst, "forward",
-               m->rt->attn->forward(inst->self, &prob, heads_view(m, a->atty, B, T, 0),
-                                    heads_view(m, a->qkv, B, T, 1),
-                                    heads_view(m, at(m, a->qkv, C), B, T, 1),
-                                    heads_view(m, at(m, a->qkv, 2 * C), B, T, 1), a->attn_saved,
+               m->rt->attn->forward(inst->self, &prob, out, q, k, v, a->attn_saved,
                                     m->attn_workspace));
     count_flops(m, GB_PHASE_FWD_ATTN, 2.0 * causal_product_flops(&prob));
     return 0;
@@ -1337,9 +1341,11 @@ static int forward_on_device(gb_model *m, int64_t B, int64_t T, int has_targets,
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
     int64_t C = m->cfg.n_embd, V = m->cfg.vocab_size, N = B * T;
+    /* over a KV cache the tokens start at the first position it does not hold */
+    const float *wpe = m->p.wpe + (m->kv ? gb_kv_cache_past(m->kv) * C : 0);
     TIMED_CALL(m, GB_PHASE_FWD_EMBED, dev, "embed_forward",
-               ops->embed_forward(m->dev, m->act, m->encoded, m->tokens, m->p.wte, m->p.wpe, B,
-                                  T, C));
+               ops->embed_forward(m->dev, m->act, m->encoded, m->tokens, m->p.wte, wpe, B, T,
+                                  C));
     if (dropout(m, GB_PHASE_FWD_RESIDUAL, m->encoded, m->encoded, N * C, DROP_EMBED))
         return -1;
     const void *residual = m->encoded;
@@ -1392,6 +1398,17 @@ int gb_model_forward(gb_model *m, const int32_t *tokens, const int32_t *targets,
         return -1;
     m->dropping = 0;   /* evaluation and sampling never drop */
     return forward_on_device(m, B, T, targets != NULL, mean_loss, 0, 0.0f);
+}
+
+int gb_model_forward_cached(gb_model *m, gb_kv_cache *c, const int32_t *tokens, int64_t B,
+                            int64_t T)
+{
+    if (check_batch_shape(m, B, T) || copy_batch(m, tokens, NULL, B, T))
+        return -1;
+    m->kv = c;
+    int rc = forward_on_device(m, B, T, 0, NULL, 0, 0.0f);
+    m->kv = NULL;
+    return rc;
 }
 
 int gb_model_load_batch(gb_model *m, const int32_t *tokens, const int32_t *targets, int64_t B,

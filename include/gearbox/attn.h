@@ -72,7 +72,29 @@ typedef struct gb_attn_ops {
                           gb_tensor dk, gb_tensor dv, gb_tensor dout, gb_tensor q,
                           gb_tensor k, gb_tensor v, gb_tensor out, const void *saved,
                           void *workspace);
+
+    /* ---- ABI 1.7 ---- */
+    /* Attention of new query rows over cached keys and values, for sampling with a KV
+     * cache. Optional: NULL (or a plugin built before 1.7) makes the core run forward over
+     * every position again for each new token. problem->seq_len is T, the new rows, at
+     * positions past .. past+T-1 of their sequences. k and v (B, H, T, D) are the new rows'
+     * keys and values; k_cache and v_cache are (B, H, past + T, D) views of every position's
+     * (their stride[2] may leave room for later ones). The call first writes k and v into
+     * rows past .. past+T-1 of the caches, then out (B, H, T, D) = softmax(q k_cache^T *
+     * scale + mask) v_cache, new row i seeing positions 0 .. past+i (all past + T when
+     * problem->causal is 0). Queued on the compute stream as forward is; it saves nothing
+     * for backward and takes no workspace. A problem eligible() accepts with seq_len
+     * past + T is one this call computes. */
+    gb_status (*forward_cached)(void *self, const gb_attn_problem *problem, int64_t past,
+                                gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v,
+                                gb_tensor k_cache, gb_tensor v_cache);
 } gb_attn_ops;
+
+/* Whether an attention vtable has optional entry `entry` (ABI 1.7 on), judged by its
+ * struct_size as GB_DEVICE_HAS judges a device's. */
+#define GB_ATTN_HAS(ops, entry)                                                           \
+    ((ops)->struct_size >= offsetof(gb_attn_ops, entry) + sizeof((ops)->entry) &&        \
+     (ops)->entry != NULL)
 
 #ifdef __cplusplus
 }

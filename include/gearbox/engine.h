@@ -7,6 +7,7 @@
  *   run.h                  a run's runtime: the config's plugins bound and created
  *   train.h                train as a config says, or step, evaluate and save a trainer
  *   model.h, checkpoint.h  the GPT model, its memory plan and weights; checkpoint files
+ *   kvcache.h              sampling with a KV cache: the forward over new tokens only
  *   autobatch.h            [data] batch_size = auto
  *   data.h, bpe.h          token folders and vocabularies; GPT-2's tokenizer
  *   hellaswag.h            multiple-choice evaluation files and an ending's loss
@@ -34,6 +35,7 @@
 #include "gearbox/engine/gpu_monitor.h"
 #include "gearbox/engine/hellaswag.h"
 #include "gearbox/engine/instance.h"
+#include "gearbox/engine/kvcache.h"
 #include "gearbox/engine/loader.h"
 #include "gearbox/engine/machine.h"
 #include "gearbox/engine/model.h"

@@ -468,11 +468,16 @@ SIZES_NOW(6, 72, 80, 64, 528, 192, 352, 56, 56, 120, 48, 32, 96, 72);
 SIZE_NOW(6, gb_device_desc, 264);
 
 /* ---- ABI 1.7 ------------------------------------------------------------------------ */
-/* 1.6's device vtable ends where 1.7 appends dropout */
+/* 1.6's device vtable ends where 1.7 appends dropout, its attention vtable where 1.7
+ * appends forward_cached */
 END(gb_device_ops, describe, 352);
 ENTRY(gb_device_ops, dropout, 352,
       gb_status (*)(void *, gb_dtype, void *, const void *, int64_t, float, uint64_t));
-SIZES_NOW(7, 72, 80, 64, 528, 192, 360, 56, 56, 120, 48, 32, 96, 72);
+END(gb_attn_ops, backward, 56);
+ENTRY(gb_attn_ops, forward_cached, 56,
+      gb_status (*)(void *, const gb_attn_problem *, int64_t, gb_tensor, gb_tensor, gb_tensor,
+                    gb_tensor, gb_tensor, gb_tensor));
+SIZES_NOW(7, 72, 80, 64, 528, 192, 360, 56, 64, 120, 48, 32, 96, 72);
 SIZE_NOW(7, gb_device_desc, 264);
 
 int main(void)

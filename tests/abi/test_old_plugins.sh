@@ -27,6 +27,16 @@ for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6; do
     fi
 done
 
+# sampling with an attention plugin built before ABI 1.7, which has no forward_cached:
+# every token runs the forward over the whole window, and says so
+if "$GEARBOX" sample out16 --tokens 30 --temperature 0 > sample16.txt 2> sample16.err &&
+    "$GEARBOX" sample out16 --tokens 30 --temperature 0 --no-cache > window16.txt 2> /dev/null &&
+    cmp -s sample16.txt window16.txt && grep -q "predates ABI 1.7" sample16.err; then
+    pass "an ABI 1.6 attention samples without a KV cache ($(cat sample16.err))"
+else
+    fail "sampling with the ABI 1.6 attention: $(cat sample16.err)"
+fi
+
 # the losses move: the old optimizer really updated the parameters
 first=$(sed -n 's/.*step *1\/8 | loss \([0-9.]*\).*/\1/p' train10.txt)
 last=$(sed -n 's/.*step *8\/8 | loss \([0-9.]*\).*/\1/p' train10.txt)

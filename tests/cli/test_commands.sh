@@ -49,12 +49,12 @@ grep -q '"val_loss"' "$WORK/out/metrics.jsonl" && pass "metrics.jsonl has val_lo
     fail "metrics.jsonl lacks val_loss"
 grep -q '"step": 20, "loss": .*"lr": .*"ms": .*"tokens_per_s"' "$WORK/out/metrics.jsonl" &&
     pass "metrics.jsonl has step, loss, lr, ms, tokens_per_s" || fail "metrics.jsonl fields"
-"$GEARBOX" sample "$WORK/out" --tokens 40 --prompt "ROMEO:" > "$WORK/sample.txt" 2>&1 ||
-    fail "sample: $(cat "$WORK/sample.txt")"
+"$GEARBOX" sample "$WORK/out" --tokens 40 --prompt "ROMEO:" > "$WORK/sample.txt" \
+    2> "$WORK/sample.err" || fail "sample: $(cat "$WORK/sample.err")"
 chars=$(head -c -1 "$WORK/sample.txt" | wc -c)
 [ "$chars" -eq 46 ] && head -c 6 "$WORK/sample.txt" | grep -q "ROMEO:" &&
     pass "sample prints the prompt and 40 tokens" || fail "sample output ($chars bytes): $(cat "$WORK/sample.txt")"
-"$GEARBOX" sample "$WORK/out" --tokens 40 --prompt "ROMEO:" > "$WORK/sample2.txt" 2>&1
+"$GEARBOX" sample "$WORK/out" --tokens 40 --prompt "ROMEO:" > "$WORK/sample2.txt" 2> /dev/null
 cmp -s "$WORK/sample.txt" "$WORK/sample2.txt" && pass "sample is reproducible for a seed" ||
     fail "sample differs between runs with one seed"
 expect_error "sample prompt outside the vocabulary" 1 "is not in the model's vocabulary" -- \

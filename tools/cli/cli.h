@@ -95,10 +95,18 @@ void gb_cli_print_model(FILE *out, const char *prefix, const gb_model_config *c,
 typedef struct gb_sample_args {
     const char *checkpoint, *prompt, *plugin_path;
     const char *vocab;         /* --vocab: GPT-2's vocabulary files, or NULL */
-    long tokens, top_k;
-    double temperature;
+    const char *prompt_file;   /* --prompt-file: "-" for the standard input, or NULL */
+    int prompt_given;          /* --prompt was given (it and --prompt-file exclude each other) */
+    long tokens, top_k, num_samples;
+    double temperature, top_p;
     unsigned long long seed;
+    int keep_going;            /* --keep-going: past <|endoftext|> */
+    int no_cache;              /* --no-cache: the whole window for every token */
 } gb_sample_args;
+
+/* The whole of FILE, or of the standard input for "-", with a NUL after its *len bytes.
+ * NULL after saying why, as "gearbox VERB: cannot read ...". */
+char *gb_cli_read_input(const char *verb, const char *path, size_t *len);
 
 /* Parses sample's arguments (no file is touched). 0; -1 after printing --help; or the
  * exit status after printing the problem (2). */

@@ -124,8 +124,7 @@ static int token_file_default(const char *data, size_t len, const gb_bpe *bpe)
     return 0;
 }
 
-/* The whole of FILE, a pipe, or the standard input for "-". NULL after saying why. */
-static char *read_input(const char *verb, const char *path, size_t *len)
+char *gb_cli_read_input(const char *verb, const char *path, size_t *len)
 {
     unsigned char *data;
     const char *why;
@@ -212,8 +211,8 @@ int gb_cmd_encode(int argc, char **argv)
     if (!bpe)
         return 1;
     size_t len = first < argc ? strlen(argv[first]) : 0;
-    char *text = first < argc ? strdup(argv[first]) : read_input("encode", a.input ? a.input
-                                                                                   : "-", &len);
+    char *text = first < argc ? strdup(argv[first])
+                              : gb_cli_read_input("encode", a.input ? a.input : "-", &len);
     int32_t *ids = NULL;
     int64_t n = 0, cap = 0;
     gb_diag diag = {0};
@@ -340,7 +339,7 @@ int gb_cmd_decode(int argc, char **argv)
         int from_file = a.input && strcmp(a.input, "-") != 0;
         const char *name = from_file ? a.input : "the standard input";
         size_t len;
-        char *data = read_input("decode", a.input ? a.input : "-", &len);
+        char *data = gb_cli_read_input("decode", a.input ? a.input : "-", &len);
         if (data && from_file && !a.dtype)
             size = token_file_default(data, len, bpe);
         rc = !data ? -1 : size ? parse_file_ids((unsigned char *)data, len, size, name, vocab,

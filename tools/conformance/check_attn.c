@@ -7,8 +7,9 @@
  * out, dq, dk and dv must agree within 1e-5 abs + 1e-4 rel. The same row also checks
  * that q, k and v are left alone, that a second run gives the same bits (resume and A/B
  * depend on it), and for causal problems that keys and values after a position s cannot
- * change the output at s. Outputs, saved and workspace start as NaN, so whatever is read
- * before it is written shows.
+ * change the output at s and, for a plugin with ABI 1.7's forward_cached, that half the
+ * rows and then one row at a time over a KV cache give forward's out. Outputs, saved and
+ * workspace start as NaN, so whatever is read before it is written shows.
  *
  * With --strict (kit->strict), what gearbox's own CPU attention plugins promise beyond
  * the contract, each its own row: causal outputs at positions <= s keep their bits (not
@@ -473,6 +474,51 @@ static void check_rerun(gb_kit *kit, const gb_kit_instance *ki, const attn_case 
                       "differs in %zu values", differ);
 }
 
+/* ABI 1.7's forward_cached, on a causal problem of a plugin that has it: the first half of
+ * the rows as one call over empty caches, then each further row alone over the rows
+ * cached before it, must give forward's out (`first`, on the host) within the dtype's
+ * tolerance. The caches are (B, H, T, D) views of (B, T, H, D) buffers, as the engine's. */
+static void check_cached(gb_kit *kit, const gb_kit_instance *ki, const attn_case *c,
+                         attn_buffers *m, const float *first, char *problems, size_t cap)
+{
+    const gb_attn_ops *ops = ki->ops;
+    const int64_t T = c->p.seq_len, D = c->p.head_dim, C = c->p.heads * D;
+    const int64_t cache_stride[4] = {T * C, D, C, 1};
+    float *nan = gb_kit_host_alloc(kit, c->n_out * sizeof(float));
+    float *out = gb_kit_host_alloc(kit, c->n_out * sizeof(float));
+    if (nan)
+        gb_kit_fill_nan(nan, c->n_out);
+    void *keys = nan ? device_copy_as(kit, c, nan, c->n_out) : NULL;
+    void *values = nan ? device_copy_as(kit, c, nan, c->n_out) : NULL;
+    if (!out || !keys || !values || upload_as(kit, c, m->out, nan, c->n_out)) {
+        gb_kit_append(problems, cap, "forward_cached: %s", kit->memory_error);
+        return;
+    }
+    gb_status st = GB_OK;
+    for (int64_t past = 0, n = T > 1 ? T / 2 : 1; st == GB_OK && past < T; past += n, n = 1) {
+        attn_case rows = *c, whole = *c;
+        rows.p.seq_len = n;
+        whole.p.seq_len = past + n;
+        const int64_t q = past * c->stride_qkv[2];
+        st = ops->forward_cached(ki->inst.self, &rows.p, past,
+                                 view(m->out, past * c->stride_out[2], &rows, c->stride_out),
+                                 view(m->qkv, q, &rows, c->stride_qkv),
+                                 view(m->qkv, c->offset_k + q, &rows, c->stride_qkv),
+                                 view(m->qkv, c->offset_v + q, &rows, c->stride_qkv),
+                                 view(keys, 0, &whole, cache_stride),
+                                 view(values, 0, &whole, cache_stride));
+    }
+    char detail[256];
+    if (st == GB_OK && download_as(kit, c, out, m->out, c->n_out))
+        st = kit->memory_status;
+    if (st != GB_OK)
+        gb_kit_append(problems, cap, "forward_cached failed (%s): %s", gb_status_name(st),
+                      ki->inst.error);
+    else if (!close_enough(c, out, first, c->n_out, detail, sizeof detail))
+        gb_kit_append(problems, cap, "forward_cached (half the rows, then one at a time) "
+                      "differs from forward: %s", detail);
+}
+
 static void check_shape(gb_kit *kit, const gb_kit_instance *ki, const gb_kit_instance *ref,
                         const shape *s, gb_dtype dtype, gb_rng *rng)
 {
@@ -531,6 +577,9 @@ static void check_shape(gb_kit *kit, const gb_kit_instance *ki, const gb_kit_ins
         gb_kit_append(problems, sizeof problems, "forward or backward wrote into q, k or v "
                       "(%zu values changed)", touched);
     check_rerun(kit, ki, &c, &m, &got, problems, sizeof problems);
+    const int cached = s->causal && GB_ATTN_HAS(ops, forward_cached);
+    if (cached)
+        check_cached(kit, ki, &c, &m, got.out, problems, sizeof problems);
     if (s->causal && s->T > 1)
         check_causality(kit, ki, &c, &m, got.out, rng, causes, sizeof causes);
 
@@ -539,9 +588,10 @@ static void check_shape(gb_kit *kit, const gb_kit_instance *ki, const gb_kit_ins
                       causes[0] && problems[0] ? "; " : "", problems);
     else
         gb_kit_report(kit, check, GB_KIT_PASS, "out, dq, dk, dv within %s of attn/math in f32 "
-                      "(max abs diff %.2g); rerun bit-identical%s", tolerance_of(dtype).text, worst,
-                      s->causal && s->T > 1 ? (kit->strict ? "; causal, bit-exact"
-                                                           : "; causal") : "");
+                      "(max abs diff %.2g); rerun bit-identical%s%s", tolerance_of(dtype).text,
+                      worst, s->causal && s->T > 1 ? (kit->strict ? "; causal, bit-exact"
+                                                                  : "; causal") : "",
+                      cached ? "; forward_cached as forward" : "");
 }
 
 /* ---- --strict ------------------------------------------------------------------------- */

@@ -120,4 +120,27 @@ static inline gb_status attn_check_eligible_call(const gb_instance *a, const cha
     return attn_check_call(a->host, plugin, call, ok, reason, p, names, views, n);
 }
 
+/* forward_cached's checks (ABI 1.7): `past` not negative, the whole window (seq_len
+ * past + T) one the plugin's eligible() accepts, and the views: out, q, k, v (B, H, T, D)
+ * and the caches (B, H, past + T, D), in that order in `views`. */
+static inline gb_status attn_check_cached_call(const gb_instance *a, const char *plugin,
+                                               attn_eligible_fn eligible,
+                                               const gb_attn_problem *p, int64_t past,
+                                               const gb_tensor *const views[6])
+{
+    static const char *const names[] = {"out", "q", "k", "v", "k_cache", "v_cache"};
+    if (past < 0) {
+        a->host->set_error(a->host, "forward_cached: past = %lld; it counts the cached "
+                           "positions and cannot be negative", (long long)past);
+        return GB_ERR_INVALID_ARG;
+    }
+    gb_attn_problem whole = *p;
+    whole.seq_len = p->seq_len + past;
+    gb_status status = attn_check_eligible_call(a, plugin, "forward_cached", eligible, &whole,
+                                                names + 4, views + 4, 2);
+    return status != GB_OK ? status
+                           : attn_check_call(a->host, plugin, "forward_cached", 1, "", p,
+                                             names, views, 4);
+}
+
 #endif /* GB_ATTN_CHECKS_H */

@@ -4,8 +4,8 @@
  *
  * An instance starts with an attn_cpu (its own fields follow): create() takes it from
  * attn_cpu_create(), and the ops table points destroy at gb_instance_destroy and
- * eligible, forward and backward at the functions below. forward() and backward() refuse
- * what eligible() would, then queue the plugin's compute on the device's stream
+ * eligible, forward, backward and forward_cached at the functions below. Each refuses
+ * what eligible() would, then queues its compute on the device's stream
  * (gb_device_run_host) with the problem and every view copied, and return without
  * waiting for it: everything the compute touches is device memory. Header-only, like the
  * rest of plugins/attn/common/.
@@ -13,6 +13,7 @@
 #ifndef GB_ATTN_CPU_H
 #define GB_ATTN_CPU_H
 
+#include "attn_cached_cpu.h"
 #include "attn_views.h"
 #include "gearbox/attn.h"
 
@@ -160,6 +161,24 @@ static inline gb_status attn_cpu_backward(void *self, const gb_attn_problem *p, 
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
     return attn_cpu_queue(a, "backward", &call, names, views,
                           a->kind->backward_reads_out ? 8 : 7);
+}
+
+/* forward_cached (ABI 1.7): refuses what forward would for the whole window, then queues
+ * attn_cached_cpu.h's compute. */
+static inline gb_status attn_cpu_forward_cached(void *self, const gb_attn_problem *p,
+                                                int64_t past, gb_tensor out, gb_tensor q,
+                                                gb_tensor k, gb_tensor v, gb_tensor k_cache,
+                                                gb_tensor v_cache)
+{
+    attn_cpu *a = self;
+    const gb_tensor *views[] = {&out, &q, &k, &v, &k_cache, &v_cache};
+    gb_status status = attn_check_cached_call(&a->base, a->kind->plugin, attn_cpu_eligible, p,
+                                              past, views);
+    if (status != GB_OK)
+        return status;
+    attn_cached_call call = {.p = *p, .past = past, .out = out, .q = q, .k = k, .v = v,
+                             .k_cache = k_cache, .v_cache = v_cache, .threads = a->threads};
+    return gb_device_run_host(&a->base.device, attn_cached_compute, &call, sizeof call);
 }
 
 #endif /* GB_ATTN_CPU_H */

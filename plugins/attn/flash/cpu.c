@@ -525,4 +525,5 @@ GB_ATTN_PLUGIN("flash", "1.0.0",
                ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
                GB_OPTIONS(flash_options), .create = flash_create, .destroy = gb_instance_destroy,
                .eligible = attn_cpu_eligible, .memory = flash_memory,
-               .forward = attn_cpu_forward, .backward = attn_cpu_backward)
+               .forward = attn_cpu_forward, .backward = attn_cpu_backward,
+               .forward_cached = attn_cpu_forward_cached)

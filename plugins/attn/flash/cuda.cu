@@ -48,6 +48,7 @@
 #include <type_traits>
 
 #include "act.cuh"
+#include "attn_cached_cuda.cuh"
 #include "attn_checks.h"
 #include "attn_flash_math.h"
 #include "cuda_status.h"
@@ -960,6 +961,20 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
     });
 }
 
+/* forward_cached (ABI 1.7): new rows over the caches, by attn/common's warp per row. */
+static gb_status flash_forward_cached(void *self, const gb_attn_problem *p, int64_t past,
+                                      gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v,
+                                      gb_tensor k_cache, gb_tensor v_cache)
+{
+    const gb_instance *a = (const gb_instance *)self;
+    cudaStream_t stream = (cudaStream_t)a->device.stream;
+    auto launch = [&](auto kernel, unsigned blocks, unsigned threads, auto... args) {
+        kernel<<<blocks, threads, 0, stream>>>(args...);
+    };
+    return attn_cuda_forward_cached(a, PLUGIN, flash_eligible, p, past, out, q, k, v, k_cache,
+                                    v_cache, launch);
+}
+
 static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk,
                                 gb_tensor dv, gb_tensor dout, gb_tensor q, gb_tensor k,
                                 gb_tensor v, gb_tensor out, const void *saved, void *workspace)
@@ -1008,5 +1023,5 @@ GB_ATTN_PLUGIN("flash", "1.1.0",
                "bf16, f16",
                GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
                GB_NO_OPTIONS, flash_create, gb_instance_destroy, flash_eligible, flash_memory,
-               flash_forward, flash_backward)
+               flash_forward, flash_backward, flash_forward_cached)
 }

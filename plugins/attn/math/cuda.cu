@@ -32,6 +32,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "attn_cached_cuda.cuh"
 #include "attn_checks.h"
 #include "cuda_status.h"
 #include "warp.cuh"
@@ -333,11 +334,26 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
 
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
+/* forward_cached (ABI 1.7): new rows over the caches, by attn/common's warp per row (the
+ * batched GEMMs of forward would multiply one row at a time). */
+static gb_status math_forward_cached(void *self, const gb_attn_problem *p, int64_t past,
+                                     gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v,
+                                     gb_tensor k_cache, gb_tensor v_cache)
+{
+    const gb_instance *a = (const attn_math_cuda *)self;
+    cudaStream_t stream = (cudaStream_t)a->device.stream;
+    auto launch = [&](auto kernel, unsigned blocks, unsigned threads, auto... args) {
+        kernel<<<blocks, threads, 0, stream>>>(args...);
+    };
+    return attn_cuda_forward_cached(a, PLUGIN, math_eligible, p, past, out, q, k, v, k_cache,
+                                    v_cache, launch);
+}
+
 GB_ATTN_PLUGIN("math", "1.0.0",
                "materialises the T x T probabilities; batched GEMMs through the device "
                "and a softmax kernel; f32, bf16, f16",
                GB_DEVICE_CUDA, ATTN_DTYPES,
                GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
                math_create, gb_instance_destroy, math_eligible, math_memory, math_forward,
-               math_backward)
+               math_backward, math_forward_cached)
 }

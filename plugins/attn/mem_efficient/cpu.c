@@ -224,4 +224,5 @@ GB_ATTN_PLUGIN("mem_efficient", "1.0.0",
                GB_OPTIONS(mem_efficient_options), .create = mem_efficient_create,
                .destroy = gb_instance_destroy, .eligible = attn_cpu_eligible,
                .memory = mem_efficient_memory, .forward = attn_cpu_forward,
-               .backward = attn_cpu_backward)
+               .backward = attn_cpu_backward,
+               .forward_cached = attn_cpu_forward_cached)

@@ -82,5 +82,5 @@ GB_ATTN_PLUGIN("mem_efficient", "1.1.0",
                GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
                GB_NO_OPTIONS, mem_efficient_create, gb_instance_destroy,
                mem_efficient_eligible, mem_efficient_memory, mem_efficient_forward,
-               mem_efficient_backward)
+               mem_efficient_backward, NULL)
 }
