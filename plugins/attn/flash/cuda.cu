@@ -967,12 +967,8 @@ static gb_status flash_forward_cached(void *self, const gb_attn_problem *p, int6
                                       gb_tensor k_cache, gb_tensor v_cache)
 {
     const gb_instance *a = (const gb_instance *)self;
-    cudaStream_t stream = (cudaStream_t)a->device.stream;
-    auto launch = [&](auto kernel, unsigned blocks, unsigned threads, auto... args) {
-        kernel<<<blocks, threads, 0, stream>>>(args...);
-    };
     return attn_cuda_forward_cached(a, PLUGIN, flash_eligible, p, past, out, q, k, v, k_cache,
-                                    v_cache, launch);
+                                    v_cache);
 }
 
 static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor dq, gb_tensor dk,

@@ -341,12 +341,8 @@ static gb_status math_forward_cached(void *self, const gb_attn_problem *p, int64
                                      gb_tensor k_cache, gb_tensor v_cache)
 {
     const gb_instance *a = (const attn_math_cuda *)self;
-    cudaStream_t stream = (cudaStream_t)a->device.stream;
-    auto launch = [&](auto kernel, unsigned blocks, unsigned threads, auto... args) {
-        kernel<<<blocks, threads, 0, stream>>>(args...);
-    };
     return attn_cuda_forward_cached(a, PLUGIN, math_eligible, p, past, out, q, k, v, k_cache,
-                                    v_cache, launch);
+                                    v_cache);
 }
 
 GB_ATTN_PLUGIN("math", "1.0.0",
