@@ -408,6 +408,8 @@ static int generate(gb_kv_cache *kv, const gb_model_config *mc, const text_codec
         putchar('\n');
     else
         print_texts(&texts, codec, prompt);
+    if (gb_cli_flush_stdout("sample"))   /* the text ends before the figures on stderr */
+        goto out;
     char how[256];
     gb_kv_cache_incremental(kv, how);
     fprintf(stderr, "sample: %lld tokens x %lld sample%s in %.2f s: %.1f tokens/s (%s)\n",
