@@ -13,8 +13,8 @@
  * the ones training passes. A cell is one untimed warm-up (it also faults the pages in),
  * then up to --repeats timed runs of forward + backward; the medians are printed.
  *
- * TFLOP/s counts what the engine's profile counts (engine/model.c): one (T, T) x (T, D)
- * product per head over the causal triangle, diagonal included, is 2 B H D T (T + 1) / 2
+ * TFLOP/s counts what the engine's profile counts (engine/model_profile.c): one
+ * (T, T) x (T, D) product per head over the causal triangle, diagonal included, is 2 B H D T (T + 1) / 2
  * FLOPs; forward is two products (Q K^T, P V), backward four (dV, dP, dQ, dK), so
  * forward+backward is 6 B H D T (T + 1) FLOPs, with nothing counted for recomputing P.
  * (FlashAttention's own benchmarks count backward as 2.5 forwards: their figures read

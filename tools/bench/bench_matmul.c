@@ -5,7 +5,7 @@
  * CPU's rated and measured peaks), with a measured 1024^3 sgemm beside it.
  *
  * For each linear layer out (N, OC) = in (N, IC) @ W^T, N = B*T, the step runs three
- * matmuls, timed separately as training calls them (engine/model.c): forward (m N, n OC,
+ * matmuls, timed separately as training calls them (engine/model_*.c): forward (m N, n OC,
  * k IC, W transposed; output in the dtype), the input gradient (N, IC, OC; in the dtype)
  * and the weight gradient (OC, IC, N, input transposed, accumulating into f32). With
  * --epilogues each is timed with the epilogue a GPT-2 run gives it: the bias in the
@@ -248,7 +248,7 @@ static void print_peaks(gb_runtime *rt, double peak, const char *source, const c
            GB_PEAK_CALLS);
 }
 
-/* The three matmuls of linear layer `l` as a run in `a->dtype` calls them (engine/model.c),
+/* The three matmuls of linear layer `l` as a run in `a->dtype` calls them (engine/model_*.c),
  * with their GPT-2 epilogues under --epilogues. */
 static void linear_calls(const linear *l, long N, long IC, long OC, const bench_args *a,
                          timed_call calls[3])
