@@ -36,7 +36,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/convert.h"

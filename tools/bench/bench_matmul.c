@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/engine/machine.h"
