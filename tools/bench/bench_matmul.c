@@ -71,7 +71,7 @@ typedef struct bench_args {
     model_shape models[MAX_MODELS];
     int n_models;
     long vocab, repeats, threads;   /* vocab 0: each model's own */
-    const char *plugin_path;
+    gb_bench_overrides overrides;   /* the plugin path alone: matmul takes no --set */
     const char *device;
     gb_dtype dtype;
     int epilogues;
@@ -124,7 +124,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         else if (opt == OPT_THREADS)
             rc = gb_bench_parse_long("bench matmul", "threads", p.value, 0, 1024, &a->threads);
         else
-            a->plugin_path = p.value;
+            a->overrides.plugin_path = p.value;
         if (rc)
             return rc;
     }
@@ -304,7 +304,7 @@ static int start_device(const bench_args *a, gb_config **cfg, gb_runtime **rt)
     char text[160];
     snprintf(text, sizeof text, "[run]\nthreads = %ld\n[device]\nplugin = %s\n", a->threads,
              a->device);
-    return gb_bench_start(text, "gearbox bench matmul", NULL, 0, a->plugin_path, cfg, rt);
+    return gb_bench_start(text, "gearbox bench matmul", &a->overrides, cfg, rt);
 }
 
 int gb_bench_matmul(int argc, char **argv)
