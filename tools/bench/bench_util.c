@@ -1,7 +1,6 @@
 /* Shared helpers of the microbenchmarks; see bench_util.h. */
 #include "bench_util.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +22,13 @@ double gb_bench_median(double *v, long n)
 int gb_bench_parse_long(const char *verb, const char *flag, const char *text, long lo, long hi,
                         long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return gb_cli_usage_error(verb, "--%s %s: expected an integer in [%ld, %ld]", flag, text,
-                                  lo, hi);
-    *out = v;
+    char dashed[GB_BENCH_NAME_CAP + 2];
+    unsigned long long n = 0;
+    snprintf(dashed, sizeof dashed, "--%s", flag);
+    if (gb_cli_parse_count(verb, dashed, text, (unsigned long long)lo, (unsigned long long)hi,
+                           &n))
+        return 2;
+    *out = (long)n;
     return 0;
 }
 

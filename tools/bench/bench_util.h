@@ -19,8 +19,9 @@
 /* The median of v (n > 0); sorts v in place. */
 double gb_bench_median(double *v, long n);
 
-/* `text` as an integer in [lo, hi] into *out: 0, or 2 after a usage message for `verb`
- * ("bench attn") naming the option `flag` (its long name, without "--"). */
+/* `text` as a whole number from lo (0 or more) to hi into *out, read as gb_cli_parse_count
+ * reads it: 0, or 2 after a usage message for `verb` ("bench attn") naming the option
+ * `flag` (its long name, without "--"). */
 int gb_bench_parse_long(const char *verb, const char *flag, const char *text, long lo, long hi,
                         long *out);
 

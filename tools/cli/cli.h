@@ -147,4 +147,10 @@ void gb_cli_print_problems(const char *verb, const gb_diag *diag);
 /* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
 int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The value of option `flag` ("--tokens") as a whole number from lo to hi, written in
+ * decimal digits only ("1.5", "0x10", "-1" and "1e3" are not counts a user meant), into
+ * *out: 0, or 2 after a usage error for `verb` that names the flag and the range. */
+int gb_cli_parse_count(const char *verb, const char *flag, const char *text,
+                       unsigned long long lo, unsigned long long hi, unsigned long long *out);
+
 #endif

@@ -61,16 +61,14 @@ typedef struct eval_args {
 static int on_option(void *ctx, int index, const char *value)
 {
     eval_args *a = ctx;
-    char *end;
+    unsigned long long n = 0;
     switch (index) {
     case OPT_CKPT: a->ckpt = value; break;
     case OPT_HELLASWAG: a->hellaswag = value; break;
     case OPT_BATCHES:
-        errno = 0;
-        a->batches = value[0] >= '0' && value[0] <= '9' ? strtoll(value, &end, 10) : -1;
-        if (value[0] < '0' || value[0] > '9' || errno || *end || a->batches > (1 << 20) - 1)
-            return gb_cli_usage_error("eval", "--batches %s: expected a whole number from 0 to "
-                                      "%d", value, (1 << 20) - 1);
+        if (gb_cli_parse_count("eval", "--batches", value, 0, (1 << 20) - 1, &n))
+            return 2;
+        a->batches = (long long)n;
         break;
     }
     return 0;

@@ -92,21 +92,6 @@ static int parse_temperature(const char *text, double *out)
                               "greedy", text, MIN_TEMPERATURE);
 }
 
-/* A whole number from lo to hi written in decimal digits only: "1.5", "0x10", "-1" and
- * "1e3" are not counts a user meant. */
-static int parse_count(const char *flag, const char *text, unsigned long long lo,
-                       unsigned long long hi, unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
-    if (text[0] < '0' || text[0] > '9' || errno || *end || v < lo || v > hi)
-        return gb_cli_usage_error("sample", "%s %s: expected a whole number from %llu to %llu",
-                                  flag, text, lo, hi);
-    *out = v;
-    return 0;
-}
-
 /* --top-p: a probability mass in (0, 1]; 0 would keep no token. */
 static int parse_top_p(const char *text, double *out)
 {
@@ -132,18 +117,18 @@ static int on_option(void *ctx, int index, const char *v)
     case OPT_KEEP_GOING: a->keep_going = 1; break;
     case OPT_NO_CACHE: a->no_cache = 1; break;
     case OPT_TOKENS:
-        rc = parse_count("--tokens", v, 0, 1000000000, &n);
+        rc = gb_cli_parse_count("sample", "--tokens", v, 0, 1000000000, &n);
         a->tokens = (long)n;
         break;
     case OPT_NUM_SAMPLES:
-        rc = parse_count("--num-samples", v, 1, MAX_SAMPLES, &n);
+        rc = gb_cli_parse_count("sample", "--num-samples", v, 1, MAX_SAMPLES, &n);
         a->num_samples = (long)n;
         break;
     case OPT_TOP_K:
-        rc = parse_count("--top-k", v, 0, 1000000000, &n);
+        rc = gb_cli_parse_count("sample", "--top-k", v, 0, 1000000000, &n);
         a->top_k = (long)n;
         break;
-    case OPT_SEED: rc = parse_count("--seed", v, 0, ULLONG_MAX, &a->seed); break;
+    case OPT_SEED: rc = gb_cli_parse_count("sample", "--seed", v, 0, ULLONG_MAX, &a->seed); break;
     case OPT_TEMPERATURE: rc = parse_temperature(v, &a->temperature); break;
     case OPT_TOP_P: rc = parse_top_p(v, &a->top_p); break;
     }
