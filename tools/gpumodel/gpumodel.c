@@ -155,15 +155,16 @@ static double dtype_bytes(const char *t)
     return strcmp(t, "f32") == 0 || strcmp(t, "tf32") == 0 ? 4.0 : 2.0;
 }
 
-/* A call timed at a fitted rate, never faster than moving `bytes` through DRAM. */
+/* A call timed at a fitted rate, never faster than moving `bytes` through DRAM, plus a
+ * launch (the fitted rates come from large products, where a launch is noise). */
 static gb_gpu_estimate fitted(const gb_gpu_spec *gpu, double flops, double rate, double peak,
                               double bytes)
 {
-    gb_gpu_estimate e = {.flops = flops, .occupancy = -1.0};
+    gb_gpu_estimate e = {.flops = flops, .occupancy = -1.0, .launch_s = gpu->launch_s};
     e.bound_s[GB_BOUND_FITTED] = flops / rate;
     e.bound_s[GB_BOUND_DRAM] = bytes / dram_rate(gpu);
     e.bound = gb_gpu_largest_bound(e.bound_s);
-    e.seconds = e.bound_s[e.bound];
+    e.seconds = e.bound_s[e.bound] + e.launch_s;
     e.roofline_s = fmax(flops / peak, e.bound_s[GB_BOUND_DRAM]);
     return e;
 }
