@@ -3,7 +3,8 @@
  * figures: a coalesced float4 copy is DRAM-bound, a kernel of mma tiles compute-bound, one
  * block of one warp waiting on 1000 loads latency-bound; a stride-32 read coalesces to
  * 1/8, 32-way and 2-way bank conflicts read 32 and 2 (wavefronts over requests) less the
- * stores' none; a cuBLASLt matmul takes the measured rate of its pass; an event is skipped
+ * stores' none; a cuBLASLt matmul takes the measured rate of its pass; a memset writes
+ * through DRAM and a host copy crosses PCIe; an event is skipped
  * and a record without a field, or not JSON, is refused naming what is wrong.
  */
 #include <stdio.h>
@@ -12,7 +13,7 @@
 #include "check.h"
 #include "gpumodel/gpumodel.h"
 
-#define RECORDS 10
+#define RECORDS 12
 
 static int read_records(const char *path, gb_record *out, char (*why)[256], int *rc)
 {
@@ -116,6 +117,18 @@ static void check_matmul(const gb_record *r)
     CHECK_NEAR(attn.seconds, 1e12 / 133.468e12 + 2.5e-6, 1e-12);
 }
 
+/* 1 GB set at 3.0 TB/s: 333 us; 50 MB from the host at PCIe's 50 GB/s: 1 ms; each + 2.5 us. */
+static void check_copies(const gb_record *memset, const gb_record *upload)
+{
+    const gb_gpu_spec *gpu = gb_gpu_find("H100");
+    CHECK(memset->type == GB_RECORD_COPY && upload->type == GB_RECORD_COPY);
+    gb_gpu_estimate m = gb_gpu_predict_copy(gpu, &memset->copy);
+    gb_gpu_estimate u = gb_gpu_predict_copy(gpu, &upload->copy);
+    CHECK(m.bound == GB_BOUND_DRAM && u.bound == GB_BOUND_PCIE);
+    CHECK_NEAR(m.seconds, 1e9 / 3.0e12 + 2.5e-6, 1e-12);
+    CHECK_NEAR(u.seconds, 50e6 / 50e9 + 2.5e-6, 1e-12);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -128,7 +141,7 @@ int main(int argc, char **argv)
     check_table();
     if (!CHECK(read_records(argv[1], r, why, rc) == RECORDS))
         return check_exit("gpumodel");
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 10; i++)
         check_that(rc[i] == 0, "record %d: %s", i + 1, why[i]);
     check_copy(&r[0]);
     check_mma(&r[1]);
@@ -136,7 +149,8 @@ int main(int argc, char **argv)
     check_counters(&r[3], &r[4], &r[5]);
     check_matmul(&r[6]);
     CHECK(r[7].type == GB_RECORD_OTHER);
-    CHECK(rc[8] == -1 && strstr(why[8], "\"gld_sectors\""));
-    CHECK(rc[9] == -1 && strstr(why[9], "not a JSON object"));
+    check_copies(&r[8], &r[9]);
+    CHECK(rc[10] == -1 && strstr(why[10], "\"gld_sectors\""));
+    CHECK(rc[11] == -1 && strstr(why[11], "not a JSON object"));
     return check_exit("gpumodel");
 }

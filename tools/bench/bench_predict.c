@@ -161,9 +161,14 @@ static int take_line(gb_predict *p, const char *line, int group, gb_matmul_pass 
         return 0;
     if (r.type == GB_RECORD_KERNEL) {
         gb_predict_add(p, group, r.kernel.kernel, gb_gpu_predict_kernel(p->gpu, &r.kernel));
-    } else {
+    } else if (r.type == GB_RECORD_MATMUL) {
         matmul_name(&r.matmul, name, sizeof name);
         gb_predict_add(p, group, name, gb_gpu_predict_matmul(p->gpu, &r.matmul, pass));
+    } else {
+        int memset = strcmp(r.copy.kind, "memset") == 0;
+        snprintf(name, sizeof name, "%s%s", memset ? "cudaMemset" : "copy ",
+                 memset ? "" : r.copy.kind);
+        gb_predict_add(p, group, name, gb_gpu_predict_copy(p->gpu, &r.copy));
     }
     return 0;
 }

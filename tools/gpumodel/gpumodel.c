@@ -21,22 +21,22 @@
  * FP32 67 TFLOP/s); the clocks of public spec listings (1.98 GHz boost: the FP32 figure is
  * 132 SMs x 128 lanes x 2 x 1.98 GHz); shared memory from its 32 banks of 4 bytes (one
  * wavefront per clock per SM); the copy bandwidth measured on our H100 (3.0 of 3.35 TB/s,
- * assumed the same share on the H200); the L2 bandwidth, the latencies and the launch
- * overhead are microbenchmarks' orders of magnitude, to be refitted from the pairs
+ * assumed the same share on the H200); PCIe 5.0 x16's 64 GB/s less its usual fifth; the L2
+ * bandwidth, the latencies and the launch overhead are microbenchmarks' orders of magnitude, to be refitted from the pairs
  * scripts/gpu-check.sh records. */
 static const gb_gpu_spec gpus[] = {
     {.name = "H100", .full_name = "NVIDIA H100 SXM5 80GB", .sms = 132, .boost_ghz = 1.98,
      .base_ghz = 1.59, .hbm_bytes_s = 3.35e12, .hbm_efficiency = 3.0 / 3.35, .l2_bytes = 50e6,
      .l2_bytes_s = 5.5e12, .smem_wavefronts_per_clock = 1.0, .tensor_bf16_flops = 989.4e12,
      .tensor_tf32_flops = 494.7e12, .fp32_flops = 66.9e12, .sfu_per_clock = 16.0,
-     .launch_s = 2.5e-6, .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9,
+     .launch_s = 2.5e-6, .pcie_bytes_s = 50e9, .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9,
      .max_threads_per_sm = 2048, .max_warps_per_sm = 64, .max_blocks_per_sm = 32,
      .smem_per_sm = 228.0 * 1024, .smem_reserved_per_block = 1024},
     {.name = "H200", .full_name = "NVIDIA H200 SXM 141GB", .sms = 132, .boost_ghz = 1.98,
      .base_ghz = 1.59, .hbm_bytes_s = 4.8e12, .hbm_efficiency = 3.0 / 3.35, .l2_bytes = 50e6,
      .l2_bytes_s = 5.5e12, .smem_wavefronts_per_clock = 1.0, .tensor_bf16_flops = 989.4e12,
      .tensor_tf32_flops = 494.7e12, .fp32_flops = 66.9e12, .sfu_per_clock = 16.0,
-     .launch_s = 2.5e-6, .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9,
+     .launch_s = 2.5e-6, .pcie_bytes_s = 50e9, .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9,
      .max_threads_per_sm = 2048, .max_warps_per_sm = 64, .max_blocks_per_sm = 32,
      .smem_per_sm = 228.0 * 1024, .smem_reserved_per_block = 1024},
 };
@@ -59,7 +59,7 @@ const char *gb_gpu_bound_name(gb_gpu_bound b)
     static const char *const names[GB_BOUND_COUNT] = {
         [GB_BOUND_COMPUTE] = "compute", [GB_BOUND_DRAM] = "DRAM", [GB_BOUND_L2] = "L2",
         [GB_BOUND_SHARED] = "shared", [GB_BOUND_LATENCY] = "latency",
-        [GB_BOUND_FITTED] = "fitted"};
+        [GB_BOUND_FITTED] = "fitted", [GB_BOUND_PCIE] = "PCIe"};
     return (unsigned)b < GB_BOUND_COUNT ? names[b] : "unknown";
 }
 
@@ -183,6 +183,19 @@ gb_gpu_estimate gb_gpu_predict_matmul(const gb_gpu_spec *gpu, const gb_matmul_sh
     /* the H100's measured share of its 16-bit peak, taken to hold for every dtype and GPU */
     double rate = peak * measured[pass] / MEASURED_PEAK_16BIT;
     return fitted(gpu, flops, rate, peak, bytes);
+}
+
+gb_gpu_estimate gb_gpu_predict_copy(const gb_gpu_spec *gpu, const gb_copy *c)
+{
+    gb_gpu_estimate e = {.occupancy = -1.0, .launch_s = gpu->launch_s};
+    int host = strcmp(c->kind, "HtoD") == 0 || strcmp(c->kind, "DtoH") == 0 ||
+               strcmp(c->kind, "HtoH") == 0;
+    double dram_bytes = strcmp(c->kind, "DtoD") == 0 ? 2.0 * c->bytes : c->bytes;
+    e.bound = host ? GB_BOUND_PCIE : GB_BOUND_DRAM;
+    e.bound_s[e.bound] = host ? c->bytes / gpu->pcie_bytes_s : dram_bytes / dram_rate(gpu);
+    e.roofline_s = host ? e.bound_s[e.bound] : dram_bytes / dram_rate(gpu);
+    e.seconds = e.bound_s[e.bound] + e.launch_s;
+    return e;
 }
 
 gb_gpu_estimate gb_gpu_predict_cudnn_attn(const gb_gpu_spec *gpu, double flops, int backward)
@@ -337,6 +350,13 @@ int gb_record_parse(const char *line, gb_record *out, char *why, size_t cap)
     } else if (strcmp(type, "cublaslt") == 0) {
         out->type = GB_RECORD_MATMUL;
         rc = parse_matmul(&r, &out->matmul, why, cap);
+    } else if (strcmp(type, "memcpy") == 0) {
+        out->type = GB_RECORD_COPY;
+        out->copy.bytes = number(&r, "bytes", 0, 1);
+        text(&r, "kind", out->copy.kind, sizeof out->copy.kind, 1);
+        if (r.missing)
+            snprintf(why, cap, "memcpy record without \"%s\"", r.missing);
+        rc = r.missing ? -1 : 0;
     }
     json_decref(r.obj);
     return rc;

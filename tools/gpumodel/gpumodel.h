@@ -31,6 +31,7 @@ typedef struct gb_gpu_spec {
     double fp32_flops;         /* CUDA cores, an FMA counted as 2 FLOPs */
     double sfu_per_clock;      /* per SM */
     double launch_s;           /* one kernel's launch overhead on a queue */
+    double pcie_bytes_s;       /* host-device copies */
     double dram_latency_s;     /* a global load's round trip */
     double smem_latency_s;
     /* the occupancy rules of its compute capability (sm_90) */
@@ -78,6 +79,7 @@ typedef enum gb_gpu_bound {
     GB_BOUND_SHARED,
     GB_BOUND_LATENCY,
     GB_BOUND_FITTED,     /* a library call timed at an efficiency fitted to a measurement */
+    GB_BOUND_PCIE,       /* a copy between host and device */
     GB_BOUND_COUNT
 } gb_gpu_bound;
 
@@ -115,20 +117,32 @@ gb_gpu_estimate gb_gpu_predict_matmul(const gb_gpu_spec *gpu, const gb_matmul_sh
  * efficiency measured on an H100. */
 gb_gpu_estimate gb_gpu_predict_cudnn_attn(const gb_gpu_spec *gpu, double flops, int backward);
 
+/* A copy or memset the emulator recorded ("memcpy" records). */
+typedef struct gb_copy {
+    double bytes;
+    char kind[16];        /* "HtoD", "DtoH", "DtoD", "HtoH" or "memset" */
+} gb_copy;
+
+/* The time of a copy: a memset writes its bytes through DRAM, a device copy reads and
+ * writes them, a host copy crosses PCIe; plus a launch. */
+gb_gpu_estimate gb_gpu_predict_copy(const gb_gpu_spec *gpu, const gb_copy *c);
+
 /* The dense peak MFU divides by for a matmul dtype ("bf16", "f16", "tf32", "f32"). */
 double gb_gpu_peak_flops(const gb_gpu_spec *gpu, const char *compute);
 
 /* One record line of the emulator's counting mode. */
 typedef enum gb_record_type {
-    GB_RECORD_OTHER,       /* memcpy, nccl, event, or a line not understood */
+    GB_RECORD_OTHER,       /* nccl, event, or a type not understood */
     GB_RECORD_KERNEL,
-    GB_RECORD_MATMUL
+    GB_RECORD_MATMUL,
+    GB_RECORD_COPY
 } gb_record_type;
 
 typedef struct gb_record {
     gb_record_type type;
     gb_kernel_counts kernel;
     gb_matmul_shape matmul;
+    gb_copy copy;
 } gb_record;
 
 /* Parses `line` into *out: 0, or -1 with why[] filled when it is not a JSON object or a
