@@ -17,28 +17,26 @@
 #define MEASURED_CUDNN_FORWARD 214.780e12
 #define MEASURED_CUDNN_BACKWARD 133.468e12
 
-/* Sources: NVIDIA's H100 and H200 datasheets (SMs, HBM, L2 size, dense tensor FLOP/s,
- * FP32 67 TFLOP/s); the clocks of public spec listings (1.98 GHz boost: the FP32 figure is
- * 132 SMs x 128 lanes x 2 x 1.98 GHz); shared memory from its 32 banks of 4 bytes (one
- * wavefront per clock per SM); the copy bandwidth measured on our H100 (3.0 of 3.35 TB/s,
- * assumed the same share on the H200); PCIe 5.0 x16's 64 GB/s less its usual fifth; the L2
- * bandwidth, the latencies and the launch overhead are microbenchmarks' orders of magnitude, to be refitted from the pairs
- * scripts/gpu-check.sh records. */
+/* The H100 SXM and the H200 share the GH100 chip, its clocks and its L2. Sources: NVIDIA's
+ * H100 and H200 datasheets (SMs, HBM, L2 size, dense tensor FLOP/s, FP32 67 TFLOP/s); the
+ * clocks of public spec listings (1.98 GHz boost: the FP32 figure is 132 SMs x 128 lanes x
+ * 2 x 1.98 GHz); shared memory from its 32 banks of 4 bytes (one wavefront per clock per
+ * SM); the copy bandwidth measured on our H100 (3.0 of 3.35 TB/s, assumed the same share on
+ * the H200); PCIe 5.0 x16's 64 GB/s less its usual fifth; the L2 bandwidth, the latencies
+ * and the launch overhead are microbenchmarks' orders of magnitude, to be refitted from the
+ * pairs scripts/gpu-check.sh records. */
+#define GH100_SXM                                                                          \
+    .sms = 132, .boost_ghz = 1.98, .base_ghz = 1.59, .hbm_efficiency = 3.0 / 3.35,         \
+    .l2_bytes = 50e6, .l2_bytes_s = 5.5e12, .smem_wavefronts_per_clock = 1.0,              \
+    .tensor_bf16_flops = 989.4e12, .tensor_tf32_flops = 494.7e12, .fp32_flops = 66.9e12,   \
+    .sfu_per_clock = 16.0, .launch_s = 2.5e-6, .pcie_bytes_s = 50e9,                       \
+    .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9, .max_threads_per_sm = 2048,        \
+    .max_warps_per_sm = 64, .max_blocks_per_sm = 32, .smem_per_sm = 228.0 * 1024,          \
+    .smem_reserved_per_block = 1024
+
 static const gb_gpu_spec gpus[] = {
-    {.name = "H100", .full_name = "NVIDIA H100 SXM5 80GB", .sms = 132, .boost_ghz = 1.98,
-     .base_ghz = 1.59, .hbm_bytes_s = 3.35e12, .hbm_efficiency = 3.0 / 3.35, .l2_bytes = 50e6,
-     .l2_bytes_s = 5.5e12, .smem_wavefronts_per_clock = 1.0, .tensor_bf16_flops = 989.4e12,
-     .tensor_tf32_flops = 494.7e12, .fp32_flops = 66.9e12, .sfu_per_clock = 16.0,
-     .launch_s = 2.5e-6, .pcie_bytes_s = 50e9, .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9,
-     .max_threads_per_sm = 2048, .max_warps_per_sm = 64, .max_blocks_per_sm = 32,
-     .smem_per_sm = 228.0 * 1024, .smem_reserved_per_block = 1024},
-    {.name = "H200", .full_name = "NVIDIA H200 SXM 141GB", .sms = 132, .boost_ghz = 1.98,
-     .base_ghz = 1.59, .hbm_bytes_s = 4.8e12, .hbm_efficiency = 3.0 / 3.35, .l2_bytes = 50e6,
-     .l2_bytes_s = 5.5e12, .smem_wavefronts_per_clock = 1.0, .tensor_bf16_flops = 989.4e12,
-     .tensor_tf32_flops = 494.7e12, .fp32_flops = 66.9e12, .sfu_per_clock = 16.0,
-     .launch_s = 2.5e-6, .pcie_bytes_s = 50e9, .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9,
-     .max_threads_per_sm = 2048, .max_warps_per_sm = 64, .max_blocks_per_sm = 32,
-     .smem_per_sm = 228.0 * 1024, .smem_reserved_per_block = 1024},
+    {.name = "H100", .full_name = "NVIDIA H100 SXM5 80GB", .hbm_bytes_s = 3.35e12, GH100_SXM},
+    {.name = "H200", .full_name = "NVIDIA H200 SXM 141GB", .hbm_bytes_s = 4.8e12, GH100_SXM},
 };
 
 const gb_gpu_spec *gb_gpu_find(const char *name)
