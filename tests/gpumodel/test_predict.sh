@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `gearbox bench step --predict` on the emulated CUDA plugins over a tiny GPT (a second a
-# run): it runs, every line of its table says it is a prediction, each phase's time is the
+# `gearbox bench step --predict H100,H200` on the emulated CUDA plugins over a tiny GPT (a
+# second a run): it runs, a table for each GPU, every line of its table says it is a prediction, each phase's time is the
 # sum of its kernels', the step's total the sum of the phases', every kernel names a bound
 # the model knows, the H200 (more bandwidth, the same compute) is predicted no slower than
 # the H100; without the emulator's counts (the CPU device) --predict is refused, saying
@@ -12,23 +12,13 @@ make_data
 write_config "$WORK/run.ini"
 plugins=(--set attn.plugin=flash --set precision.plugin=bf16 --set optim.plugin=adamw_fused)
 
-# predict GPU: the command's output in $WORK/GPU.txt; 1 when it failed
-predict() {
-    "$GEARBOX" bench step "$WORK/run.ini" --device cuda --predict "$1" "${plugins[@]}" \
-        > "$WORK/$1.txt" 2> "$WORK/$1.err" && return 0
-    fail "--predict $1: exit status $?: $(tail -n 3 "$WORK/$1.err")"
-    return 1
-}
+table=$WORK/predict.txt
 
-# check_table GPU: the table's structure and sums
+# check_table GPU: the structure and sums of GPU's table in $table
 check_table() {
-    local table=$WORK/$1.txt verdict
-    # the table starts at its first labelled line and every line from there is labelled
-    if awk -v tag="[prediction $1] " 'index($0, tag) == 1 { seen = 1 }
-            seen && index($0, tag) != 1 { bad = 1 } END { exit !(seen && !bad) }' "$table"
-    then pass "$1: every line of the table is labelled a prediction"
-    else fail "$1: a line of the table is not labelled [prediction $1]: $(head -c 600 "$table")"
-    fi
+    local verdict
+    grep -q "^\[prediction $1\] one step of" "$table" && pass "$1: a table" ||
+        fail "$1: no table in $(head -c 600 "$table")"
     # columns after the 46-character name: calls, ms, bound (then the kernel's counters)
     verdict=$(awk -v tag="[prediction $1] " '
         index($0, tag) != 1 { next }
@@ -56,7 +46,8 @@ check_table() {
     else
         fail "$1: the table does not add up:${verdict%%|*}"
     fi
-    for phase in "forward: matmul" "forward: attention" "backward: layernorm" "optimizer step"; do
+    for phase in "forward: matmul" "forward: attention" "backward: layernorm" "optimizer step" \
+                 "zeroing gradients"; do
         grep -q "^\[prediction $1\] $phase " "$table" && pass "$1: the phase $phase" ||
             fail "$1: no line for the phase $phase"
     done
@@ -64,7 +55,14 @@ check_table() {
         pass "$1: the step's predicted MFU" || fail "$1: no predicted MFU on the total line"
 }
 
-if predict H100 && predict H200; then
+if "$GEARBOX" bench step "$WORK/run.ini" --device cuda --predict H100,H200 "${plugins[@]}" \
+    > "$table" 2> "$WORK/predict.err"; then
+    # the tables start at the first labelled line and every line from there is labelled
+    if awk 'index($0, "[prediction ") == 1 { seen = 1 }
+            seen && index($0, "[prediction ") != 1 { bad = 1 } END { exit !(seen && !bad) }' "$table"
+    then pass "every line of the tables is labelled a prediction"
+    else fail "a line of the tables is not labelled [prediction GPU]: $(head -c 600 "$table")"
+    fi
     check_table H100
     check_table H200
     if [ -s "$WORK/H100.total" ] && [ -s "$WORK/H200.total" ]; then
@@ -72,6 +70,8 @@ if predict H100 && predict H200; then
             pass "H200 ($(cat "$WORK/H200.total") ms) no slower than H100 ($(cat "$WORK/H100.total") ms)" ||
             fail "H200 predicted slower than H100: $(cat "$WORK/H200.total") > $(cat "$WORK/H100.total") ms"
     fi
+else
+    fail "--predict H100,H200: exit status $?: $(tail -n 3 "$WORK/predict.err")"
 fi
 
 # refusals: the CPU device counts nothing; an unknown GPU; --predict beside --profile
@@ -82,7 +82,7 @@ rc=$?
     fail "--predict on the CPU device: exit $rc: $(tail -n 2 "$WORK/cpu.txt")"
 "$GEARBOX" bench step "$WORK/run.ini" --predict A100 > "$WORK/a100.txt" 2>&1
 rc=$?
-[ "$rc" = 2 ] && grep -q "unknown GPU; expected one of H100, H200" "$WORK/a100.txt" &&
+[ "$rc" = 2 ] && grep -q "unknown GPU 'A100'; expected one of H100, H200" "$WORK/a100.txt" &&
     pass "--predict A100: a usage error naming the GPUs known" ||
     fail "--predict A100: exit $rc: $(tail -n 2 "$WORK/a100.txt")"
 "$GEARBOX" bench step "$WORK/run.ini" --predict H100 --profile > "$WORK/both.txt" 2>&1

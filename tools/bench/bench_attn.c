@@ -79,7 +79,7 @@ static const gb_cli_spec spec = {
                              "timed at a T where its\nlast time, scaled by T^2, would exceed "
                              "it (default 60)"},
         [OPT_PREDICT] = {"predict", 0, "GPU", GB_BENCH_PREDICT_HELP ":\neach cell runs once "
-                         "and prints its predicted times, then\neach plugin's kernels"},
+                         "and prints its predicted times, then each\nplugin's kernels"},
         [OPT_SET] = {"set", 0, "K=V", "a config override as for `gearbox train`, applied last, "
                      "e.g.\nprecision.plugin=tf32 (f32 with TF32 products); the precision\n"
                      "must still compute in --dtype (at most 8)"},
@@ -628,7 +628,7 @@ int gb_bench_attn(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     /* before any plugin loads: the emulator reads where to count when it starts */
-    if (a.predict && !(a.pr = gb_predict_open("bench attn", a.predict, 2 * a.n_plugins)))
+    if (a.predict && !(a.pr = gb_predict_open("bench attn", a.predict, 1, 2 * a.n_plugins)))
         return 2;
     bench_plugin plugins[MAX_ITEMS] = {0};
     for (int k = 0; k < a.n_plugins; k++) {

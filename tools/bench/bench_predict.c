@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "cli.h"
 
 /* Blocks per grid the emulator runs when the user names no other: the first, the last
@@ -32,28 +33,50 @@ typedef struct kernel_group {
 
 struct gb_predict {
     const char *verb;
-    const gb_gpu_spec *gpu;
+    const gb_gpu_spec *gpus[GB_PREDICT_MAX_GPUS];
+    int n_gpus, shown;    /* the GPUs predicted, and the one printed and summed */
     char path[4096];
     int temporary;        /* the file is ours to remove */
     FILE *in;
     long line;            /* lines read so far, for messages */
     long records;
-    kernel_group *groups;
+    kernel_group *groups; /* n_groups per GPU */
     int n_groups;
 };
 
-gb_predict *gb_predict_open(const char *verb, const char *gpu, int groups)
+static kernel_group *group_of(const gb_predict *p, int gpu, int group)
 {
-    const gb_gpu_spec *spec = gb_gpu_find(gpu);
-    if (!spec) {
-        gb_cli_usage_error(verb, "--predict %s: unknown GPU; expected one of %s", gpu,
-                           gb_gpu_names());
+    return &p->groups[gpu * p->n_groups + group];
+}
+
+/* The GPUs of --predict's list into p: 0, or 2 after a usage message. */
+static int find_gpus(gb_predict *p, const char *list, int most)
+{
+    char names[GB_PREDICT_MAX_GPUS][GB_BENCH_NAME_CAP];
+    int listed = 1;
+    for (const char *c = strchr(list, ','); c; c = strchr(c + 1, ','))
+        listed++;
+    if (listed > most)
+        return gb_cli_usage_error(p->verb, "--predict %s: at most %d GPU%s here", list, most,
+                                  most > 1 ? "s" : "");
+    if (gb_bench_parse_names(p->verb, "predict", list, names, most, &p->n_gpus))
+        return 2;
+    for (int i = 0; i < p->n_gpus; i++)
+        if (!(p->gpus[i] = gb_gpu_find(names[i])))
+            return gb_cli_usage_error(p->verb, "--predict %s: unknown GPU '%s'; expected one "
+                                      "of %s", list, names[i], gb_gpu_names());
+    return 0;
+}
+
+gb_predict *gb_predict_open(const char *verb, const char *gpus, int most, int groups)
+{
+    gb_predict *p = calloc(1, sizeof *p);
+    p->verb = verb;
+    if (find_gpus(p, gpus, most)) {
+        free(p);
         return NULL;
     }
-    gb_predict *p = calloc(1, sizeof *p);
-    p->groups = calloc((size_t)groups, sizeof *p->groups);
-    p->verb = verb;
-    p->gpu = spec;
+    p->groups = calloc((size_t)(p->n_gpus * groups), sizeof *p->groups);
     p->n_groups = groups;
     const char *named = getenv("GEARBOX_CUDA_EMU_COUNT");
     if (named && *named) {
@@ -85,7 +108,7 @@ gb_predict *gb_predict_open(const char *verb, const char *gpu, int groups)
 
 void gb_predict_clear(gb_predict *p)
 {
-    for (int g = 0; g < p->n_groups; g++)
+    for (int g = 0; g < p->n_gpus * p->n_groups; g++)
         p->groups[g].n = 0;
 }
 
@@ -93,7 +116,7 @@ void gb_predict_close(gb_predict *p)
 {
     if (!p)
         return;
-    for (int g = 0; g < p->n_groups; g++)
+    for (int g = 0; g < p->n_gpus * p->n_groups; g++)
         free(p->groups[g].entries);
     free(p->groups);
     if (p->in)
@@ -105,7 +128,17 @@ void gb_predict_close(gb_predict *p)
 
 const gb_gpu_spec *gb_predict_gpu(const gb_predict *p)
 {
-    return p->gpu;
+    return p->gpus[p->shown];
+}
+
+int gb_predict_gpu_count(const gb_predict *p)
+{
+    return p->n_gpus;
+}
+
+void gb_predict_show(gb_predict *p, int gpu)
+{
+    p->shown = gpu;
 }
 
 static entry *entry_of(kernel_group *g, const char *name)
@@ -123,9 +156,10 @@ static entry *entry_of(kernel_group *g, const char *name)
     return e;
 }
 
-void gb_predict_add(gb_predict *p, int group, const char *name, gb_gpu_estimate est)
+/* Adds one call's prediction on GPU `gpu` to `group` under `name`. */
+static void add(gb_predict *p, int gpu, int group, const char *name, gb_gpu_estimate est)
 {
-    entry *e = entry_of(&p->groups[group], name);
+    entry *e = entry_of(group_of(p, gpu, group), name);
     e->calls++;
     e->seconds += est.seconds;
     e->roofline_s += est.roofline_s;
@@ -159,16 +193,20 @@ static int take_line(gb_predict *p, const char *line, int group, gb_matmul_pass 
     p->records++;
     if (group < 0 || r.type == GB_RECORD_OTHER)
         return 0;
-    if (r.type == GB_RECORD_KERNEL) {
-        gb_predict_add(p, group, r.kernel.kernel, gb_gpu_predict_kernel(p->gpu, &r.kernel));
-    } else if (r.type == GB_RECORD_MATMUL) {
+    int memset = r.type == GB_RECORD_COPY && strcmp(r.copy.kind, "memset") == 0;
+    if (r.type == GB_RECORD_KERNEL)
+        snprintf(name, sizeof name, "%s", r.kernel.kernel);
+    else if (r.type == GB_RECORD_MATMUL)
         matmul_name(&r.matmul, name, sizeof name);
-        gb_predict_add(p, group, name, gb_gpu_predict_matmul(p->gpu, &r.matmul, pass));
-    } else {
-        int memset = strcmp(r.copy.kind, "memset") == 0;
+    else
         snprintf(name, sizeof name, "%s%s", memset ? "cudaMemset" : "copy ",
                  memset ? "" : r.copy.kind);
-        gb_predict_add(p, group, name, gb_gpu_predict_copy(p->gpu, &r.copy));
+    for (int i = 0; i < p->n_gpus; i++) {
+        const gb_gpu_spec *gpu = p->gpus[i];
+        add(p, i, group, name,
+            r.type == GB_RECORD_KERNEL   ? gb_gpu_predict_kernel(gpu, &r.kernel)
+            : r.type == GB_RECORD_MATMUL ? gb_gpu_predict_matmul(gpu, &r.matmul, pass)
+                                         : gb_gpu_predict_copy(gpu, &r.copy));
     }
     return 0;
 }
@@ -211,8 +249,9 @@ int gb_predict_check_counted(const gb_predict *p)
 double gb_predict_seconds(const gb_predict *p, int group)
 {
     double s = 0.0;
-    for (int i = 0; i < p->groups[group].n; i++)
-        s += p->groups[group].entries[i].seconds;
+    const kernel_group *g = group_of(p, p->shown, group);
+    for (int i = 0; i < g->n; i++)
+        s += g->entries[i].seconds;
     return s;
 }
 
@@ -220,7 +259,7 @@ void gb_predict_printf(const gb_predict *p, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    printf("[prediction %s] ", p->gpu->name);
+    printf("[prediction %s] ", p->gpus[p->shown]->name);
     vprintf(fmt, ap);
     va_end(ap);
 }
@@ -271,7 +310,7 @@ static void print_entry(const gb_predict *p, const entry *e)
 
 void gb_predict_print_group(const gb_predict *p, int group, const char *label)
 {
-    kernel_group *g = &p->groups[group];
+    kernel_group *g = group_of(p, p->shown, group);
     if (g->n == 0)
         return;
     entry total = {.occupancy = -1};

@@ -12,21 +12,29 @@
 
 typedef struct gb_predict gb_predict;
 
+/* The most GPUs one --predict lists. */
+#define GB_PREDICT_MAX_GPUS 4
+
 /* The help of --predict, which each benchmark's option table completes. */
 #define GB_BENCH_PREDICT_HELP                                                              \
     "on the CUDA emulator's plugins (a -Dgpu_emu build, --device cuda):\ncount what "      \
     "every kernel does and print the time it is predicted to\ntake on GPU (H100 or H200; " \
     "docs/gpu.md) instead of timing this machine"
 
-/* A prediction on the GPU called `gpu` for `verb` ("bench step"), in `groups` groups:
- * names the file the emulator counts into (a temporary one unless GEARBOX_CUDA_EMU_COUNT
- * names one) and its sampling, which must happen before any plugin is loaded. NULL after
- * a usage message (an unknown GPU). */
-gb_predict *gb_predict_open(const char *verb, const char *gpu, int groups);
+/* A prediction for `verb` ("bench step") on the GPUs of `gpus`, a comma-separated list of
+ * at most `most` names ("H100,H200"), in `groups` groups each: names the file the emulator
+ * counts into (a temporary one unless GEARBOX_CUDA_EMU_COUNT names one) and its sampling,
+ * which must happen before any plugin is loaded. NULL after a usage message (an unknown
+ * GPU, too many). */
+gb_predict *gb_predict_open(const char *verb, const char *gpus, int most, int groups);
 void gb_predict_close(gb_predict *p);
+int gb_predict_gpu_count(const gb_predict *p);
+/* The GPU whose figures gb_predict_seconds and the printing functions give (the first
+ * until another is shown). */
+void gb_predict_show(gb_predict *p, int gpu);
 const gb_gpu_spec *gb_predict_gpu(const gb_predict *p);
 
-/* Takes every record counted since the last take into `group`; a matmul is timed at the
+/* Takes every record counted since the last take into `group` of every GPU; a matmul is timed at the
  * efficiency of `pass`. A group < 0 drops them (warm-up). 0, or -1 after a message naming
  * the file and line of a record that cannot be read. */
 int gb_predict_take(gb_predict *p, int group, gb_matmul_pass pass);
@@ -38,8 +46,6 @@ void gb_predict_clear(gb_predict *p);
 
 /* The predicted seconds of `group`: the sum over its records. */
 double gb_predict_seconds(const gb_predict *p, int group);
-/* Adds a call predicted from its shapes alone (cuDNN) to `group` as `name`. */
-void gb_predict_add(gb_predict *p, int group, const char *name, gb_gpu_estimate e);
 
 /* Prints "[prediction GPU]" and the title, then the header of the kernel table. */
 void gb_predict_print_header(const gb_predict *p, const char *title);

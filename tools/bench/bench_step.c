@@ -60,8 +60,8 @@ static const gb_cli_spec spec = {
         [OPT_DEVICE] = {"device", 0, "NAME", "the [device] plugin, cpu or cuda (as --set "
                         "device.plugin=NAME)"},
         [OPT_PREDICT] = {"predict", 0, "GPU", GB_BENCH_PREDICT_HELP ":\nthe warm-up "
-                         "steps, then one step counted, printed as its\npredicted time per "
-                         "phase and per kernel, the step's total and\nits MFU on GPU"},
+                         "steps, then one step counted, and its predicted time\nper phase and "
+                         "per kernel, its total and its MFU (H100,H200: a\ntable for each)"},
         [OPT_SET] = GB_CLI_OPTION_SET,
         [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
     },
@@ -306,7 +306,10 @@ static int predict_step(gb_trainer *t, long warmup, gb_predict *pr, const char *
     if (rc || marks.failed || gb_predict_take(pr, GB_PHASE_COUNT, GB_PASS_FORWARD) ||
         gb_predict_check_counted(pr))
         return -1;
-    report_prediction(t, pr, &profile, config);
+    for (int gpu = 0; gpu < gb_predict_gpu_count(pr); gpu++) {
+        gb_predict_show(pr, gpu);
+        report_prediction(t, pr, &profile, config);
+    }
     return 0;
 }
 
@@ -337,7 +340,8 @@ int gb_bench_step(int argc, char **argv)
     }
     if (a.warmup < 0)
         a.warmup = a.predict ? 0 : 2;
-    gb_predict *pr = a.predict ? gb_predict_open("bench step", a.predict, GB_PHASE_COUNT + 1)
+    gb_predict *pr = a.predict ? gb_predict_open("bench step", a.predict, GB_PREDICT_MAX_GPUS,
+                                                 GB_PHASE_COUNT + 1)
                                : NULL;
     if (a.predict && !pr) {
         gb_config_free(run.cfg);
