@@ -387,10 +387,13 @@ static int run_once(const bench_plugin *bp, const bench_args *a, const gb_attn_p
     return 0;
 }
 
-/* --predict: one run, counted (what came before it dropped), its times the predicted ones. */
+/* --predict: one run, counted, its times the predicted ones; what the device ran before
+ * it (the inputs' uploads) is dropped. */
 static int predict_cell(bench_plugin *bp, const bench_args *a, const gb_attn_problem *p,
                         bench_buffers *b, cell *c)
 {
+    gb_instance *dev = gb_runtime_instance(bp->rt, GB_KIND_DEVICE);
+    GB_CALL(dev, "sync", gb_runtime_device_ops(bp->rt)->sync(dev->self));
     double fwd, bwd;
     if (gb_predict_take(a->pr, -1, GB_PASS_FORWARD) || run_once(bp, a, p, b, &fwd, &bwd))
         return -1;
