@@ -298,7 +298,8 @@ static int predict_step(gb_trainer *t, long warmup, gb_predict *pr, const char *
             return -1;
     predict_marks marks = {.predict = pr};
     gb_profile profile = {.mark = take_phase, .mark_ctx = &marks};
-    if (gb_predict_take(pr, -1, GB_PASS_FORWARD))
+    /* what the device still has queued (the weights' first upload) is not the step's */
+    if (gb_trainer_sync(t) || gb_predict_take(pr, -1, GB_PASS_FORWARD))
         return -1;
     gb_trainer_set_profile(t, &profile);
     int rc = gb_trainer_step(t, warmup, NULL) || gb_trainer_sync(t);
