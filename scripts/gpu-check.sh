@@ -602,7 +602,7 @@ bench_predictions() {
         [ -f "$log/bench-attn-cuda.txt" ] && [ -f "$log/bench-predict-attn.txt" ] &&
             pair_attn "$log/bench-attn-cuda.txt" "$log/bench-predict-attn.txt" "$gpu"
     } > "$pairs"
-    record "bench predicted/measured" PASS "$(grep -c 'pred/meas\|[0-9]$' "$pairs") pairs (predicted-vs-measured.txt)"
+    record "bench predicted/measured" PASS "$(grep -cE ' [0-9.]+ +[0-9.]+ +[0-9.]+$|pred/meas [0-9]' "$pairs") pairs (predicted-vs-measured.txt)"
 }
 
 # The fusions ([train] fuse_*, docs/gpu.md) on and off, GPT-2 124M's shape in bf16 on the
