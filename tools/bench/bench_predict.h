@@ -38,8 +38,8 @@ const gb_gpu_spec *gb_predict_gpu(const gb_predict *p);
  * efficiency of `pass`. A group < 0 drops them (warm-up). 0, or -1 after a message naming
  * the file and line of a record that cannot be read. */
 int gb_predict_take(gb_predict *p, int group, gb_matmul_pass pass);
-/* 0 when the emulator counted anything since the open; else a message that --predict
- * needs the emulated CUDA plugins, and -1. */
+/* 0 when the emulator counted anything since the open (read by gb_predict_take); else a
+ * message that --predict needs the emulated CUDA plugins, and -1. */
 int gb_predict_check_counted(const gb_predict *p);
 /* Empties every group (a new attention cell). */
 void gb_predict_clear(gb_predict *p);

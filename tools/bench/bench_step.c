@@ -290,9 +290,14 @@ static void report_prediction(gb_trainer *t, gb_predict *pr, const gb_profile *p
                       "record carries no register count\n");
 }
 
-/* --predict: `warmup` steps, then one with the profile's marks taking the counts. */
+/* --predict: `warmup` steps, then one with the profile's marks taking the counts. The
+ * weights' upload is counted by the emulator alone: without it nothing runs (a GPU's or
+ * the CPU's plugins). */
 static int predict_step(gb_trainer *t, long warmup, gb_predict *pr, const char *config)
 {
+    if (gb_trainer_sync(t) || gb_predict_take(pr, -1, GB_PASS_FORWARD) ||
+        gb_predict_check_counted(pr))
+        return -1;
     for (long it = 0; it < warmup; it++)
         if (gb_trainer_step(t, it, NULL) || gb_trainer_sync(t))
             return -1;
@@ -304,8 +309,7 @@ static int predict_step(gb_trainer *t, long warmup, gb_predict *pr, const char *
     gb_trainer_set_profile(t, &profile);
     int rc = gb_trainer_step(t, warmup, NULL) || gb_trainer_sync(t);
     gb_trainer_set_profile(t, NULL);
-    if (rc || marks.failed || gb_predict_take(pr, GB_PHASE_COUNT, GB_PASS_FORWARD) ||
-        gb_predict_check_counted(pr))
+    if (rc || marks.failed || gb_predict_take(pr, GB_PHASE_COUNT, GB_PASS_FORWARD))
         return -1;
     for (int gpu = 0; gpu < gb_predict_gpu_count(pr); gpu++) {
         gb_predict_show(pr, gpu);
