@@ -16,6 +16,8 @@ double gb_model_phase_begin(gb_model *m)
     if (!m->profile)
         return 0.0;
     m->rt->dev->sync(m->dev);
+    if (m->profile->mark)
+        m->profile->mark(m->profile->mark_ctx, GB_PHASE_COUNT);
     return gb_now_ms();
 }
 
@@ -28,6 +30,8 @@ void gb_model_phase_end(gb_model *m, gb_phase phase, double start)
         phase = GB_PHASE_RECOMPUTE;
     m->profile->ms[phase] += gb_now_ms() - start;
     m->profile->calls[phase]++;
+    if (m->profile->mark)
+        m->profile->mark(m->profile->mark_ctx, phase);
 }
 
 /* Adds `flops` executed by a call of `phase` to the profile, when one is attached. */

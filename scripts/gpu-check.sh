@@ -13,8 +13,11 @@
 #   bench     short benchmarks: bench/compare_gpu.py (GPT-2 124M against PyTorch, alone and
 #             beside a process polling the GPU), `gearbox bench step --profile`, `gearbox
 #             bench matmul G` (each GPT-2 product with its epilogue), `gearbox bench attn`
-#             and bench/sdpa_attn.py; then one page of it all, bench-summary.md;
-#             last a `gearbox ab` of the [train] fuse_* settings on GPT-2 124M's shape
+#             and bench/sdpa_attn.py; then one page of it all, bench-summary.md; the time
+#             model's prediction of the step's phases and the attention cells on the
+#             emulated plugins of the same build, beside what was measured
+#             (predicted-vs-measured.txt); last a `gearbox ab` of the [train] fuse_*
+#             settings on GPT-2 124M's shape
 # Each stage writes its logs into OUT/STAGE/ and its lines, ending with "stage result",
 # into OUT/summary.txt (a rerun of a stage replaces its lines); later stages use the build
 # the build stage left in BUILD. docs/gpu.md ("Building on a GPU machine") is the guide.
@@ -39,6 +42,7 @@
 #              STAGE_LIMIT   seconds a stage may take (default 450); what is left then is
 #                            SKIP; TRAIN_LIMIT (120) and SANITIZE_RUN_LIMIT (120) bound a run
 #              BENCH         0 skips the benchmarks
+#              PREDICT_LIMIT seconds the step's prediction may take (default 300)
 #              PYTHON        the interpreter with PyTorch 2.x for bench/*.py (default python3)
 #              DEPS_PACKAGES the packages `deps` unpacks (default: Debian 12's names)
 # Exit status: 0 when no stage run by this command failed (skips do not fail), 1 when one
@@ -521,6 +525,86 @@ bench() {
     fi
 }
 
+# ---- predictions beside the measurements ----
+# The time model (docs/gpu.md, "Predicting GPU time without a GPU") predicts, on the
+# emulated plugins of this same build (BUILD/cuda_emu/plugins, -Dgpu_emu), what the bench
+# stage has just measured; each pair goes into predicted-vs-measured.txt, so every GPU run
+# recalibrates the model.
+# gpu_model: H100 or H200 from nvidia-smi's name of GPU 0, else nothing
+gpu_model() {
+    case $(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -n 1) in
+        *H200*) echo H200 ;;
+        *H100*) echo H100 ;;
+    esac
+}
+# pair_step PROFILE PREDICTION GPU: per phase, measured and predicted ms and their ratio
+# (the attention phases against cuDNN's predicted time: the profile ran attn/cudnn)
+pair_step() {
+    awk -v tag="[prediction $3] " '
+        FNR == NR { if ($0 ~ /^  [a-z].* +[0-9.]+ +[0-9.-]+% /) {
+                        name = substr($0, 3, 30); sub(/ +$/, "", name)
+                        measured[name] = substr($0, 34, 10) + 0; order[n++] = name }
+                    next }
+        index($0, tag) != 1 { next }
+        { line = substr($0, length(tag) + 1) }
+        line ~ /^  \(cuDNN/ { v = line; sub(/.*shapes: /, "", v); sub(/ ms.*/, "", v)
+                              predicted[last] = v + 0; next }
+        line ~ /^step total/ { v = line; sub(/^step total /, "", v); sub(/ ms.*/, "", v)
+                               total = v + 0; next }
+        line !~ /^  / { name = substr(line, 1, 46); sub(/ +$/, "", name); split(substr(line, 48), f, " ")
+                        predicted[name] = f[2] + 0; last = name }
+        END { printf "%-30s %12s %13s %10s\n", "phase", "measured ms", "predicted ms", "pred/meas"
+              for (i = 0; i < n; i++) { k = order[i]
+                  if (k in predicted) printf "%-30s %12.3f %13.3f %10.2f\n", k, measured[k],
+                                             predicted[k], predicted[k] / measured[k]
+                  else printf "%-30s %12.3f %13s\n", k, measured[k], "-" }
+              if (total) printf "%-30s %12s %13.3f\n", "step total (prediction)", "", total }' "$1" "$2"
+}
+# pair_attn MEASURED PREDICTION GPU: per T and plugin, measured and predicted fwd+bwd ms
+pair_attn() {
+    awk -v tag="[prediction $3] " '
+        FNR == NR { if ($0 ~ /^T = /) { t = $3; sub(":", "", t) }
+                    else if ($0 ~ /^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ /) measured[t " " $1] = $4
+                    next }
+        index($0, tag) != 1 { next }
+        { line = substr($0, length(tag) + 1) }
+        line ~ /^T = .*inputs/ { split(line, w, " "); t = w[3]; sub(":", "", t) }
+        line ~ /^  [a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ / { split(line, f, " ")
+            k = t " " f[1]
+            printf "T %-6s %-14s measured %10s ms  predicted %10.2f ms  pred/meas %s\n",
+                   t, f[1], (k in measured) ? measured[k] : "-", f[4],
+                   (k in measured && measured[k] > 0) ? sprintf("%.2f", f[4] / measured[k]) : "-" }' "$1" "$2"
+}
+bench_predictions() {
+    local gpu emu=$build/cuda_emu/plugins pairs=$log/predicted-vs-measured.txt
+    gpu=$(gpu_model)
+    if [ ! -f "$emu/device-cuda.so" ]; then
+        record "bench predictions" SKIP "no emulated plugins in $emu: the build needs -Dgpu_emu (g++, libboost-context-dev)"
+        return
+    elif [ -z "$gpu" ]; then
+        record "bench predictions" SKIP "the time model has figures for H100 and H200, not this GPU"
+        return
+    elif [ ! -f "$1/train.bin" ]; then
+        record "bench predictions" SKIP "no GPT-2 tokens in $1 (made with PyTorch's numpy above)"
+        return
+    fi
+    GEARBOX_PLUGIN_PATH=$emu:$build/plugins bench "bench-predict-step" "${PREDICT_LIMIT:-300}" \
+        "$gearbox" bench step examples/gpt2_124m.ini --device cuda --predict "$gpu" \
+        --set data.dir="$1" --set data.tokens_per_step=0 --set data.gradient_accumulation_steps=1 \
+        --set data.batch_size=16 --set precision.plugin=bf16 --set optim.plugin=adamw_fused \
+        --set attn.plugin=flash
+    GEARBOX_PLUGIN_PATH=$emu:$build/plugins bench "bench-predict-attn" 120 "$gearbox" bench attn \
+        --device cuda --dtype bf16 --T 1024,4096 --plugins flash,math --predict "$gpu"
+    {
+        echo "# $gpu: measured on this GPU, predicted by the time model on the emulated plugins of the same build"
+        [ -f "$log/bench-profile.txt" ] && [ -f "$log/bench-predict-step.txt" ] &&
+            pair_step "$log/bench-profile.txt" "$log/bench-predict-step.txt" "$gpu"
+        [ -f "$log/bench-attn-cuda.txt" ] && [ -f "$log/bench-predict-attn.txt" ] &&
+            pair_attn "$log/bench-attn-cuda.txt" "$log/bench-predict-attn.txt" "$gpu"
+    } > "$pairs"
+    record "bench predicted/measured" PASS "$(grep -cE ' [0-9.]+ +[0-9.]+ +[0-9.]+$|pred/meas [0-9]' "$pairs") pairs (predicted-vs-measured.txt)"
+}
+
 # The fusions ([train] fuse_*, docs/gpu.md) on and off, GPT-2 124M's shape in bf16 on the
 # train stage's characters (vocab_size 50257 keeps the classifier GPT-2's size).
 bench_fusions() {
@@ -582,6 +666,7 @@ stage_bench() {
         --repeats 3 --json "$log/bench-sdpa.json"
     python3 bench/gpu_summary.py --logs "$log" --out "$log/bench-summary.md" > /dev/null &&
         record "bench summary" PASS "one page: bench-summary.md"
+    bench_predictions "$tokens"
     bench_fusions
 }
 

@@ -9,6 +9,10 @@
  * A load from shared memory that an asynchronous copy (cuda_pipeline.h) has not finished
  * filling for every thread stops the kernel (gb_emu::shared_read).
  *
+ * With GEARBOX_CUDA_EMU_COUNT, each load and store is counted by the accesses a GPU makes
+ * for it (gb_emu::count_fragment) and each mma_sync as one tensor-core operation of its
+ * shape and types; the element loops below are not counted.
+ *
  * Which lane holds which element of a fragment is unspecified in CUDA; here it is a
  * permutation drawn per process from GEARBOX_CUDA_EMU_SEED, so code that indexes a
  * fragment's x[] by position gets garbage instead of working by luck. Products of
@@ -116,6 +120,9 @@ void load(const char *file, int line, const char *call, Frag &f, const T *p, uns
     check_operand<T>(file, line, call, p, ldm);
     ::gb_emu::warp_collective(file, line, call, ::gb_emu::collective_key{p, ldm, layout}, &f,
                               [&](void *const *lanes) {
+                                  if (::gb_emu::counting_on())
+                                      ::gb_emu::count_fragment(p, ldm, layout == mem_col_major,
+                                                               sizeof(T), sizeof(T) == 4, false);
                                   for (int i = 0; i < 16; i++)   // rows, or columns
                                       ::gb_emu::shared_read(file, line, call, p + (size_t)i * ldm,
                                                             16 * sizeof(T));
@@ -161,6 +168,9 @@ inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, 
     const emu::placement &where = emu::placement_of<accumulator>();
     ::gb_emu::warp_collective(file, line, call, ::gb_emu::collective_key{p, ldm, layout},
                               const_cast<frag *>(&f), [&](void *const *lanes) {
+                                  if (::gb_emu::counting_on())
+                                      ::gb_emu::count_fragment(p, ldm, layout == mem_col_major,
+                                                               sizeof(float), true, true);
                                   for (int r = 0; r < 16; r++)
                                       for (int c = 0; c < 16; c++) {
                                           const int e = r * 16 + c;
@@ -191,6 +201,9 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float> &d,
     emu::mma_lane mine{&d, &a, &b, &c};
     ::gb_emu::warp_collective(file, line, "wmma::mma_sync", ::gb_emu::collective_key{nullptr, 0, 0},
                               &mine, [](void *const *lanes) {
+        if (::gb_emu::counting_on())
+            ::gb_emu::count_mma(std::is_same<T, __half>::value ? "m16n16k16.f16.f32"
+                                                               : "m16n16k16.bf16.f32");
         const emu::placement &pa = emu::placement_of<matrix_a>(), &pb = emu::placement_of<matrix_b>(),
                              &pc = emu::placement_of<accumulator>();
         float A[256], B[256], C[256];

@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "counters.h"
 #include "emu.h"
 
 namespace ctx = boost::context::detail;
@@ -470,6 +471,8 @@ void mark_shadow(block &b, size_t offset, size_t bytes, uint32_t word)
 void release_barrier(block &b)
 {
     b.barrier_serial = next_serial(b);
+    if (counting)
+        count_barrier();
     for (warp &wp : b.warps)
         wp.partials.clear();
     for (lane &l : b.lanes)
@@ -555,6 +558,8 @@ int shuffle_source(warp_op op, int me, int arg, int width)
 
 void complete_shuffle(block &b, int w, rendezvous &g)
 {
+    if (counting)
+        count_shuffle();
     for (int me = 0; me < 32; me++) {
         if (!(g.mask >> me & 1))
             continue;
@@ -766,7 +771,8 @@ void setup_block(block &b, const kernel_run &run, uint64_t linear)
  * own writes in each order, whatever the number of host threads. */
 struct launch_job {
     const kernel_run *run;
-    uint64_t blocks;
+    uint64_t blocks;        /* how many run: all, or a sample (counters.h) */
+    uint64_t grid_blocks;
     uint64_t first = 0, stride = 1;
     std::atomic<uint64_t> next{0};
 };
@@ -797,8 +803,10 @@ void work_on(launch_job &job)
         uint64_t i = job.next.fetch_add(1);
         if (i >= job.blocks)
             break;
-        setup_block(b, *job.run, block_at(job, i));
+        setup_block(b, *job.run, sampled_block(block_at(job, i), job.blocks, job.grid_blocks));
         run_block(b);
+        if (counting)
+            count_block_done(b.static_bytes);
     }
     current_block = nullptr;
 }
@@ -892,7 +900,8 @@ void run_kernel(const kernel_run &run)
     static executor pool(executor_threads() - 1);
     launch_job job;
     job.run = &run;
-    job.blocks = (uint64_t)run.grid.x * run.grid.y * run.grid.z;
+    job.grid_blocks = (uint64_t)run.grid.x * run.grid.y * run.grid.z;
+    job.blocks = blocks_to_run(job.grid_blocks);
     order_blocks(job);
     pool.run(job);
 }
@@ -1164,6 +1173,11 @@ void async_copy_issue(const char *file, int line, void *dst, const void *src, si
     std::memset(dst, 0xff, bytes);   // undefined until waited for: NaN, as a GPU may show
     mark_shadow(b, off, bytes, shadow_word(SHADOW_PENDING, l.index, 0));
     l.copies_open.push_back(async_copy{off, bytes, zfill, src, file, line});
+    if (counting) {   /* a global load and a shared store, the site its file and line */
+        const uintptr_t site = (uintptr_t)file ^ (uintptr_t)line << 48;
+        count_access(l.index, space::global, access_kind::cp_async, src, bytes, false, site);
+        count_access(l.index, space::shared, access_kind::cp_async, dst, bytes, true, site);
+    }
 }
 
 void async_commit(const char *file, int line)
@@ -1262,8 +1276,24 @@ void access_site(const void *pc, const char **file, int *line)
     *line = atoi(colon + 1);
 }
 
+/* Hands an instrumented access of the running thread to the counters: device memory is
+ * global, the block's shared area shared; the rest (stacks, host memory) and a WMMA call's
+ * element loop (counted by its real pattern instead) are not counted. */
+static void count_checked(const void *p, size_t bytes, bool write, const void *pc)
+{
+    const block *b = current_block;
+    if (!b || !b->running || b->in_collective)
+        return;
+    const space where = device_arena_holds(p) ? space::global : space::shared;
+    if (where == space::shared && area_offset(*b, p) == SIZE_MAX)
+        return;
+    count_access(b->running->index, where, access_kind::plain, p, bytes, write, (uintptr_t)pc);
+}
+
 void checked_access(const void *p, size_t bytes, bool write, const void *pc)
 {
+    if (__builtin_expect(counting, false))
+        count_checked(p, bytes, write, pc);
     if (device_arena_holds(p)) {
         device_access(p, bytes, write, pc);
         return;

@@ -59,6 +59,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "counters.h"
 #include "emu.h"
 #include "gearbox/convert.h"
 
@@ -412,6 +413,52 @@ struct matmul_call {
     float alpha = 1.0f, beta = 0.0f;            // host pointer mode
     const char *alpha_ptr = nullptr, *beta_ptr = nullptr;   // device pointer mode
 };
+
+/* ---- the counting mode's line ----------------------------------------------------------- */
+
+const char *short_name(element t)
+{
+    return t == element::f32 ? "f32" : t == element::bf16 ? "bf16" : "f16";
+}
+
+/* cuBLASLt's name of the epilogue, less CUBLASLT_EPILOGUE_. */
+std::string epilogue_name(const epilogue_parts &e)
+{
+    if (e.dgelu)
+        return e.bgrad_d ? "DGELU_BGRAD" : "DGELU";
+    if (e.bgrad_a || e.bgrad_b)
+        return e.bgrad_a ? "BGRADA" : "BGRADB";
+    std::string name = e.gelu ? "GELU" : e.relu ? "RELU" : "";
+    if (e.aux_out)
+        name += "_AUX";
+    if (e.bias)
+        name += name.empty() ? "BIAS" : "_BIAS";
+    return name.empty() ? "DEFAULT" : name;
+}
+
+const char *compute_name(input_rounding r)
+{
+    switch (r) {
+    case input_rounding::none: return "32F";
+    case input_rounding::tf32: return "32F_FAST_TF32";
+    case input_rounding::bf16: return "32F_FAST_16BF";
+    case input_rounding::f16: return "32F_FAST_16F";
+    }
+    return "?";
+}
+
+std::string counted_fields(const matmul_call &c)
+{
+    char out[512];
+    snprintf(out, sizeof out, "\"m\":%" PRId64 ",\"n\":%" PRId64 ",\"k\":%" PRId64
+             ",\"batch\":%" PRId64 ",\"a_type\":\"%s\",\"b_type\":\"%s\",\"c_type\":\"%s\","
+             "\"d_type\":\"%s\",\"compute\":\"%s\",\"trans_a\":%s,\"trans_b\":%s,"
+             "\"epilogue\":\"%s\"", c.m, c.n, c.k, c.batch, short_name(c.a.type),
+             short_name(c.b.type), short_name(c.c.type), short_name(c.d.type),
+             compute_name(c.rounding), c.trans_a ? "true" : "false", c.trans_b ? "true" : "false",
+             epilogue_name(c.epilogue).c_str());
+    return out;
+}
 
 /* ---- the computation -------------------------------------------------------------------- */
 
@@ -1349,6 +1396,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
         if (!call.epilogue.writes_vector())
             return CUBLAS_STATUS_SUCCESS;
     cudaError_t err = gb_emu::enqueue(stream, "cublasLtMatmul", [call] {
+        if (gb_emu::counting)
+            gb_emu::count_record("cublaslt", counted_fields(call));
+        if (gb_emu::sampling())
+            return;  // kernels run some blocks only, so no product is right: its cost is counted
         try {
             run_matmul(call);
         } catch (const std::bad_alloc &) {

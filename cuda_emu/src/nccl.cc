@@ -53,6 +53,7 @@
 #include <set>
 #include <string>
 
+#include "counters.h"
 #include "emu.h"
 #include "nccl_world.h"
 
@@ -416,7 +417,14 @@ ncclResult_t collective(const char *fn, const void *sendbuff, void *recvbuff, si
         return r;
     const gb_emu::nccl_exchange x = {fn, ++comm->collectives, sendbuff, recvbuff, count, type,
                                      op, root};
-    cudaError_t e = gb_emu::enqueue(stream, fn, [comm, x, t] { run_collective(comm, x, t); });
+    cudaError_t e = gb_emu::enqueue(stream, fn, [comm, x, t] {
+        if (gb_emu::counting)
+            gb_emu::count_record("nccl", std::string("\"op\":\"") +
+                                 (x.root < 0 ? "allreduce" : "broadcast") + "\",\"bytes\":" +
+                                 std::to_string(t.bytes) + ",\"ranks\":" +
+                                 std::to_string(comm->nranks));
+        run_collective(comm, x, t);
+    });
     if (e != cudaSuccess)
         return fail(ncclUnhandledCudaError, "%s: stream %p cannot take work: %s (%s)", fn,
                     (void *)stream, cudaGetErrorName(e), cudaGetErrorString(e));

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "blocks.h"
+#include "counters.h"
 #include "emu.h"
 
 namespace gb_emu {
@@ -490,6 +491,7 @@ struct record {
     stream_state *stream;
     uint64_t seq;
     bool done = false;
+    unsigned event = 0;   /* the event's number, for the counting mode's line */
 };
 
 struct op {
@@ -510,6 +512,7 @@ struct stream_state {
 struct event_state {
     std::shared_ptr<record> last;
     unsigned flags;
+    unsigned id;   /* 1, 2, ... in the order events are created */
 };
 
 stream_state default_stream{{}, 1, 0, 0};
@@ -597,6 +600,8 @@ void run_op(op &o)
 {
     if (o.records) {
         o.records->done = true;
+        if (counting)
+            count_record("event", "\"id\":" + std::to_string(o.records->event));
         return;
     }
     if (!o.run)
@@ -664,6 +669,8 @@ void complete(const std::map<stream_state *, uint64_t> &need, int steps = 0)
         op o = std::move(s->queue.front());
         s->queue.pop_front();
         trace_op("run", s, o);
+        if (counting)
+            set_counted_stream(s->id);
         run_op(o);
         s->done_seq = o.seq;
     }
@@ -917,7 +924,7 @@ void device_access(const void *p, size_t bytes, bool write, const void *pc)
         }
         unwritten = unwritten || shadow[i] == SHADOW_UNWRITTEN;
     }
-    if (!write && unwritten && all_poison((const unsigned char *)p, bytes)) {
+    if (!write && unwritten && !sampling() && all_poison((const unsigned char *)p, bytes)) {
         snprintf(what, sizeof what, "reads %s, never written (a read of uninitialised device "
                  "memory)", device_place(p, bytes).c_str());
         device_violation_at(pc, what);
@@ -984,7 +991,10 @@ void submit_kernel(const launch_site &site, const void *kernel, const launch_bou
     run->thread_body = std::move(body);
     op o;
     o.what = std::string("kernel ") + site.kernel;
-    o.run = [run] { run_kernel(*run); };
+    if (counting)
+        o.run = [run, kernel] { run_counted_kernel(*run, kernel); };
+    else
+        o.run = [run] { run_kernel(*run); };
     push(st, std::move(o));
     record_launch(kernel);
 }
@@ -1333,6 +1343,18 @@ static const char *place_name(place p)
     return p == place::device ? "device" : p == place::pinned ? "pinned host" : "pageable host";
 }
 
+/* A copy's kind in the counting mode's line: HtoD, DtoH, DtoD or HtoH. */
+static const char *copy_kind(place to, place from)
+{
+    static const char *const kinds[2][2] = {{"HtoH", "HtoD"}, {"DtoH", "DtoD"}};
+    return kinds[from == place::device][to == place::device];
+}
+
+static void count_copy(size_t bytes, const char *kind)
+{
+    count_record("memcpy", "\"bytes\":" + std::to_string(bytes) + ",\"kind\":\"" + kind + "\"");
+}
+
 static cudaError_t check_device_range(const char *call, const void *p, size_t bytes)
 {
     if (find_allocation(p, bytes))
@@ -1401,6 +1423,11 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
             copy();
             mark_device_written(dst, bytes);
         };
+    if (counting)
+        o.run = [copy = std::move(o.run), bytes, what = copy_kind(to, from)] {
+            copy();
+            count_copy(bytes, what);
+        };
     if (from == place::pinned || to == place::pinned) {
         const uint64_t src_hold = from == place::pinned ? hold_pinned(src, bytes, false, by) : 0;
         const uint64_t dst_hold = to == place::pinned ? hold_pinned(dst, bytes, true, by) : 0;
@@ -1443,6 +1470,8 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
     o.run = [ptr, value, bytes] {
         memset(ptr, value, bytes);
         mark_device_written(ptr, bytes);
+        if (counting)
+            count_copy(bytes, "memset");
     };
     push(st, std::move(o));
     return cudaSuccess;
@@ -1557,7 +1586,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
     API("cudaEventCreateWithFlags");
-    return hand_out(events, new event_state{nullptr, flags}, event);
+    static unsigned next_event_id = 1;
+    return hand_out(events, new event_state{nullptr, flags, next_event_id++}, event);
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
@@ -1592,6 +1622,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
     captured_events.erase(e);
     auto r = std::make_shared<record>();
     r->stream = s;
+    r->event = e->id;
     op o;
     o.what = "cudaEventRecord";
     o.records = r;

@@ -29,6 +29,11 @@
  * when the next run would overrun --max-seconds. Every plugin of a T is timed before
  * its lines are printed, so the speed-up column finds math wherever it is listed.
  * Nothing here judges the figures; docs/BENCHMARKS.md records them.
+ *
+ * --predict GPU times nothing: on the CUDA emulator's plugins each cell runs once, what
+ * the emulator counted in its forward and in its backward is predicted on that GPU
+ * (bench_predict.h), the cells print the predicted times, then each plugin's kernels, and
+ * cuDNN's fused attention predicted from the shapes at its efficiency measured on an H100.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_predict.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/convert.h"
@@ -45,7 +51,7 @@
 #define BASELINE "math"
 
 enum { OPT_T, OPT_HEADS, OPT_HEAD_DIM, OPT_BATCH, OPT_REPEATS, OPT_PLUGINS, OPT_THREADS,
-       OPT_DEVICE, OPT_DTYPE, OPT_MAX_SECONDS, OPT_SET, OPT_PLUGIN_PATH };
+       OPT_DEVICE, OPT_DTYPE, OPT_MAX_SECONDS, OPT_PREDICT, OPT_SET, OPT_PLUGIN_PATH };
 
 static const gb_cli_spec spec = {
     .verb = "bench attn",
@@ -71,6 +77,8 @@ static const gb_cli_spec spec = {
         [OPT_MAX_SECONDS] = {"max-seconds", 0, "S", "time budget of one cell; a plugin is not "
                              "timed at a T where its\nlast time, scaled by T^2, would exceed "
                              "it (default 60)"},
+        [OPT_PREDICT] = {"predict", 0, "GPU", GB_BENCH_PREDICT_HELP ":\neach cell runs once "
+                         "and prints its predicted times, then each\nplugin's kernels"},
         [OPT_SET] = {"set", 0, "K=V", "a config override as for `gearbox train`, applied last, "
                      "e.g.\nprecision.plugin=tf32 (f32 with TF32 products); the precision\n"
                      "must still compute in --dtype (at most 8)"},
@@ -88,6 +96,8 @@ typedef struct bench_args {
     gb_dtype dtype;
     double max_seconds;
     gb_bench_overrides overrides;
+    const char *predict;   /* --predict's GPU, or NULL */
+    gb_predict *pr;        /* its groups: forward and backward of each plugin */
 } bench_args;
 
 /* One plugin loaded through the core, and what its last cell showed. */
@@ -98,6 +108,7 @@ typedef struct bench_plugin {
     int started;
     double last_run_s;   /* one forward + backward at last_T; 0 before the first cell */
     long last_T;
+    int group;           /* --predict: its forward's group; its backward's is the next */
 } bench_plugin;
 
 /* The tensors of one problem, on the device. */
@@ -200,6 +211,9 @@ static int parse_option(void *ctx, int opt, const char *val)
         return gb_bench_parse_dtype("bench attn", val, &a->dtype);
     case OPT_MAX_SECONDS:
         return parse_seconds(val, &a->max_seconds);
+    case OPT_PREDICT:
+        a->predict = val;
+        return 0;
     case OPT_SET:
         return gb_bench_add_set("bench attn", &a->overrides, val);
     default: /* OPT_PLUGIN_PATH */
@@ -334,10 +348,12 @@ static gb_tensor heads_view(char *base, const gb_attn_problem *p, int64_t n, int
     };
 }
 
-/* One forward + backward; the seconds each took in fwd_s, bwd_s. */
-static int run_once(gb_runtime *rt, const gb_attn_problem *p, bench_buffers *b, double *fwd_s,
-                    double *bwd_s)
+/* One forward + backward; the seconds each took in fwd_s, bwd_s. With --predict, what
+ * each counted goes into the plugin's groups. */
+static int run_once(const bench_plugin *bp, const bench_args *a, const gb_attn_problem *p,
+                    bench_buffers *b, double *fwd_s, double *bwd_s)
 {
+    gb_runtime *rt = bp->rt;
     gb_instance *inst = gb_runtime_instance(rt, GB_KIND_ATTN);
     gb_instance *dev = gb_runtime_instance(rt, GB_KIND_DEVICE);
     const gb_attn_ops *attn = gb_runtime_attn_ops(rt);
@@ -351,12 +367,35 @@ static int run_once(gb_runtime *rt, const gb_attn_problem *p, bench_buffers *b, 
     GB_CALL(inst, "forward",
             attn->forward(inst->self, p, out, q, k, v, b->saved, b->workspace));
     GB_CALL(dev, "sync", ops->sync(dev->self));
+    if (a->pr && gb_predict_take(a->pr, bp->group, GB_PASS_FORWARD))
+        return -1;
     double t1 = now_s();
     GB_CALL(inst, "backward", attn->backward(inst->self, p, dq, dk, dv, dout, q, k, v, out,
                                              b->saved, b->workspace));
     GB_CALL(dev, "sync", ops->sync(dev->self));
+    if (a->pr && gb_predict_take(a->pr, bp->group + 1, GB_PASS_DX))
+        return -1;
     *fwd_s = t1 - t0;
     *bwd_s = now_s() - t1;
+    return 0;
+}
+
+/* --predict: one run, counted, its times the predicted ones; what the device ran before
+ * it (the inputs' uploads) is dropped. */
+static int predict_cell(bench_plugin *bp, const bench_args *a, const gb_attn_problem *p,
+                        bench_buffers *b, cell *c)
+{
+    gb_instance *dev = gb_runtime_instance(bp->rt, GB_KIND_DEVICE);
+    GB_CALL(dev, "sync", gb_runtime_device_ops(bp->rt)->sync(dev->self));
+    double fwd, bwd;
+    if (gb_predict_take(a->pr, -1, GB_PASS_FORWARD) || run_once(bp, a, p, b, &fwd, &bwd))
+        return -1;
+    c->runs = 1;
+    c->fwd_ms = 1e3 * gb_predict_seconds(a->pr, bp->group);
+    c->bwd_ms = 1e3 * gb_predict_seconds(a->pr, bp->group + 1);
+    c->total_ms = c->fwd_ms + c->bwd_ms;
+    bp->last_run_s = fwd + bwd;
+    bp->last_T = p->seq_len;
     return 0;
 }
 
@@ -367,12 +406,14 @@ static int time_cell(bench_plugin *bp, const gb_attn_problem *p, bench_buffers *
                      const bench_args *a, cell *c)
 {
     double fwd[1000], bwd[1000], total[1000];
-    if (run_once(bp->rt, p, b, &fwd[0], &bwd[0]))
+    if (a->pr)
+        return predict_cell(bp, a, p, b, c);
+    if (run_once(bp, a, p, b, &fwd[0], &bwd[0]))
         return -1;
     double last = fwd[0] + bwd[0], spent = last;
     int n = 0;
     while (n < a->repeats && spent + last <= a->max_seconds) {
-        if (run_once(bp->rt, p, b, &fwd[n], &bwd[n]))
+        if (run_once(bp, a, p, b, &fwd[n], &bwd[n]))
             return -1;
         last = total[n] = fwd[n] + bwd[n];
         spent += total[n++];
@@ -482,9 +523,14 @@ static void print_header(const bench_args *a, bench_plugin *first)
            gb_dtype_name(gb_runtime_policy(first->rt)->activation_dtype),
            gb_runtime_policy(first->rt)->tf32 ? " with TF32 products" : "");
     printf("device: %s; 1-minute load average %.2f\n", info.name, load[0]);
-    printf("each cell: median of up to %ld runs after a warm-up, at most %g s; extra = saved "
-           "per layer + workspace;\nTFLOP/s of fwd+bwd = 6 B H D T (T + 1) FLOPs (the causal "
-           "triangle) / time\n", a->repeats, a->max_seconds);
+    if (a->pr)
+        printf("each cell: one run counted by the CUDA emulator, its times predicted for an %s "
+               "(docs/gpu.md), not measured; extra = saved per layer + workspace;\n",
+               gb_predict_gpu(a->pr)->full_name);
+    else
+        printf("each cell: median of up to %ld runs after a warm-up, at most %g s; extra = "
+               "saved per layer + workspace;\n", a->repeats, a->max_seconds);
+    printf("TFLOP/s of fwd+bwd = 6 B H D T (T + 1) FLOPs (the causal triangle) / time\n");
 }
 
 /* Forward+backward FLOPs of one causal problem, as the engine's profile counts them. */
@@ -494,23 +540,32 @@ static double fwd_bwd_flops(const gb_attn_problem *p)
     return 6.0 * (double)(p->batch * p->heads * p->head_dim) * T * (T + 1.0);
 }
 
-static void print_inputs(const gb_attn_problem *p)
+/* The start of each line of the cells' table: "[prediction H100] " under --predict. */
+static const char *row_tag(const bench_args *a)
+{
+    static char tag[64];
+    snprintf(tag, sizeof tag, a->pr ? "[prediction %s] " : "", a->predict);
+    return tag;
+}
+
+static void print_inputs(const gb_attn_problem *p, const char *tag)
 {
     char buf[32];
     double bytes = 8.0 * (double)(p->batch * p->seq_len * p->heads * p->head_dim) *
                    (double)gb_dtype_size(p->dtype);
-    printf("\nT = %lld: inputs and gradients (q, k, v, out, dout, dq, dk, dv), not counted "
-           "as extra: %s\n", (long long)p->seq_len, bytes_text(bytes, buf, sizeof buf));
-    printf("  %-14s %10s %10s %12s %9s %9s %12s %12s %12s\n", "plugin", "fwd ms", "bwd ms",
-           "fwd+bwd ms", "TFLOP/s", "vs " BASELINE, "saved/layer", "workspace", "extra");
+    printf("\n%sT = %lld: inputs and gradients (q, k, v, out, dout, dq, dk, dv), not counted "
+           "as extra: %s\n", tag, (long long)p->seq_len, bytes_text(bytes, buf, sizeof buf));
+    printf("%s  %-14s %10s %10s %12s %9s %9s %12s %12s %12s\n",
+           tag, "plugin", "fwd ms", "bwd ms", "fwd+bwd ms", "TFLOP/s", "vs " BASELINE,
+           "saved/layer", "workspace", "extra");
 }
 
 static void print_cell(const char *name, const gb_attn_problem *p, const cell *c,
-                       const cell *baseline)
+                       const cell *baseline, const char *tag)
 {
     char saved[32], workspace[32], extra[32];
     if (!c->eligible) {
-        printf("  %-14s %s\n", name, c->note);
+        printf("%s  %-14s %s\n", tag, name, c->note);
         return;
     }
     bytes_text((double)c->saved, saved, sizeof saved);
@@ -520,15 +575,46 @@ static void print_cell(const char *name, const gb_attn_problem *p, const cell *c
         char speed[32] = "-";
         if (baseline && baseline->total_ms > 0)
             snprintf(speed, sizeof speed, "%.2fx", baseline->total_ms / c->total_ms);
-        printf("  %-14s %10.2f %10.2f %12.2f %9.3g %9s %12s %12s %12s%s\n", name, c->fwd_ms,
+        printf("%s  %-14s %10.2f %10.2f %12.2f %9.3g %9s %12s %12s %12s%s\n", tag, name,
+               c->fwd_ms,
                c->bwd_ms, c->total_ms, fwd_bwd_flops(p) / (c->total_ms * 1e9), speed, saved,
                workspace, extra,
                c->runs == 1 ? "  (1 run)" : "");
     } else {
-        printf("  %-14s %10s %10s %12s %9s %9s %12s %12s %12s\n", name, "-", "-", "-", "-", "-",
-               saved, workspace, extra);
-        printf("  %-14s   %s\n", "", c->note);
+        printf("%s  %-14s %10s %10s %12s %9s %9s %12s %12s %12s\n", tag, name, "-", "-", "-",
+               "-", "-", saved, workspace, extra);
+        printf("%s  %-14s   %s\n", tag, "", c->note);
     }
+}
+
+/* --predict: each plugin's kernels at this T, forward and backward, and cuDNN's fused
+ * attention predicted from the shapes. */
+static void print_kernels(const bench_args *a, const bench_plugin *plugins,
+                          const gb_attn_problem *p)
+{
+    char title[160], label[GB_BENCH_NAME_CAP + 16];
+    snprintf(title, sizeof title, "T = %lld: the kernels of each plugin on an %s",
+             (long long)p->seq_len, gb_predict_gpu(a->pr)->full_name);
+    gb_predict_print_header(a->pr, title);
+    for (int k = 0; k < a->n_plugins; k++)
+        for (int backward = 0; backward < 2; backward++) {
+            snprintf(label, sizeof label, "%s %s", plugins[k].name,
+                     backward ? "backward" : "forward");
+            gb_predict_print_group(a->pr, plugins[k].group + backward, label);
+        }
+    double fwd = fwd_bwd_flops(p) / 3.0;   /* two of the six products */
+    gb_predict_printf(a->pr, "cuDNN's fused attention at these shapes, at the efficiency "
+                      "measured on an H100: fwd %.4f ms, bwd %.4f ms\n",
+                      1e3 * gb_gpu_predict_cudnn_attn(gb_predict_gpu(a->pr), fwd, 0).seconds,
+                      1e3 * gb_gpu_predict_cudnn_attn(gb_predict_gpu(a->pr), 2 * fwd, 1).seconds);
+    gb_predict_clear(a->pr);
+}
+
+static void stop_plugins(bench_plugin *plugins, int n, gb_predict *pr)
+{
+    for (int k = 0; k < n; k++)
+        gb_bench_stop(plugins[k].cfg, plugins[k].rt);
+    gb_predict_close(pr);
 }
 
 int gb_bench_attn(int argc, char **argv)
@@ -537,13 +623,17 @@ int gb_bench_attn(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
+    /* before any plugin loads: the emulator reads where to count when it starts */
+    if (a.predict && !(a.pr = gb_predict_open("bench attn", a.predict, 1, 2 * a.n_plugins)))
+        return 2;
     bench_plugin plugins[MAX_ITEMS] = {0};
-    for (int k = 0; k < a.n_plugins; k++)
+    for (int k = 0; k < a.n_plugins; k++) {
+        plugins[k].group = 2 * k;
         if (start_plugin(a.plugins[k], &a, &plugins[k])) {
-            for (int j = 0; j <= k; j++)
-                gb_bench_stop(plugins[j].cfg, plugins[j].rt);
+            stop_plugins(plugins, k + 1, a.pr);
             return 2;
         }
+    }
     print_header(&a, &plugins[0]);
     for (int i = 0; i < a.n_T && rc == 0; i++) {
         const gb_attn_problem p = {
@@ -568,12 +658,16 @@ int gb_bench_attn(int argc, char **argv)
         }
         if (rc)
             break;
-        print_inputs(&p);
+        print_inputs(&p, row_tag(&a));
         for (int k = 0; k < a.n_plugins; k++)
-            print_cell(plugins[k].name, &p, &cells[k], baseline >= 0 ? &cells[baseline] : NULL);
+            print_cell(plugins[k].name, &p, &cells[k], baseline >= 0 ? &cells[baseline] : NULL,
+                       row_tag(&a));
+        if (a.pr)
+            print_kernels(&a, plugins, &p);
         fflush(stdout);
     }
-    for (int k = 0; k < a.n_plugins; k++)
-        gb_bench_stop(plugins[k].cfg, plugins[k].rt);
+    if (rc == 0 && a.pr && gb_predict_check_counted(a.pr))
+        rc = 1;
+    stop_plugins(plugins, a.n_plugins, a.pr);
     return rc ? 1 : 0;
 }

@@ -10,12 +10,18 @@
  * run first and excluded; the median of the timed steps is reported with their range.
  * --profile then runs as many steps again with per-phase timers (profile.h) and prints
  * where a step's time goes; the median comes from the unprofiled steps.
+ *
+ * --predict GPU times nothing: on the CUDA emulator's plugins it runs the warm-up steps,
+ * then one step with the profile's marks taking what the emulator counted into each
+ * phase, and prints the time each phase and kernel is predicted to take on that GPU
+ * (bench_predict.h), the step's total and its MFU there.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_predict.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/engine/clock.h"
@@ -25,11 +31,12 @@
 
 #define DEFAULT_CONFIG "examples/shakespeare_char.ini"
 
-enum { OPT_STEPS, OPT_WARMUP, OPT_PROFILE, OPT_SET, OPT_PLUGIN_PATH };
+enum { OPT_STEPS, OPT_WARMUP, OPT_PROFILE, OPT_DEVICE, OPT_PREDICT, OPT_SET, OPT_PLUGIN_PATH };
 
 static const gb_cli_spec spec = {
     .verb = "bench step",
     .usage = "gearbox bench step [CONFIG] [--steps N] [--warmup N] [--profile]\n"
+             "                          [--device NAME] [--predict GPU]\n"
              "                          [--set section.key=value]... [--plugin-path DIRS]",
     .about =
         "Runs training steps of CONFIG (default " DEFAULT_CONFIG ", from the working\n"
@@ -43,20 +50,40 @@ static const gb_cli_spec spec = {
         "Nothing is written.\n",
     .options = {
         [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
-        [OPT_WARMUP] = {"warmup", 0, "N", "steps run first and not timed (default 2)"},
+        [OPT_WARMUP] = {"warmup", 0, "N", "steps run first and not timed (default 2; 0 with "
+                        "--predict)"},
         [OPT_PROFILE] = {"profile", 0, NULL, "then run N more steps timing every kernel call and "
                          "print the time\nper phase (forward/backward matmul, attention, "
                          "layernorm, optimizer...)\nand the GFLOP/s of the matmul and attention "
                          "phases"},
+        [OPT_DEVICE] = {"device", 0, "NAME", "the [device] plugin, cpu or cuda (as --set "
+                        "device.plugin=NAME)"},
+        [OPT_PREDICT] = {"predict", 0, "GPU", GB_BENCH_PREDICT_HELP ":\nthe warm-up "
+                         "steps, then one step counted, and its predicted time\nper phase and "
+                         "per kernel, its total and its MFU (H100,H200: a\ntable for each)"},
         [OPT_SET] = GB_CLI_OPTION_SET,
         [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
     },
 };
 
 typedef struct step_args {
-    long steps, warmup;
+    long steps, warmup;   /* warmup < 0: the default */
     int profile;
+    const char *predict;  /* the GPU of --predict, or NULL */
+    gb_cli_run *run;      /* --device adds its --set here */
+    char device_set[GB_BENCH_NAME_CAP + 16];
 } step_args;
+
+/* --device NAME as the override device.plugin=NAME, in its place among the --set ones. */
+static int add_device(step_args *a, const char *name)
+{
+    if (a->run->n_sets == GB_CLI_MAX_SETS)
+        return gb_cli_usage_error("bench step", "--device %s: too many --set and --device "
+                                  "(at most %d)", name, GB_CLI_MAX_SETS);
+    snprintf(a->device_set, sizeof a->device_set, "device.plugin=%s", name);
+    a->run->sets[a->run->n_sets++] = a->device_set;
+    return 0;
+}
 
 /* bench step's own options, beside gb_cli_parse_run's --set and --plugin-path. */
 static int parse_option(void *ctx, int opt, const char *value)
@@ -64,6 +91,10 @@ static int parse_option(void *ctx, int opt, const char *value)
     step_args *a = ctx;
     if (opt == OPT_PROFILE)
         a->profile = 1;
+    else if (opt == OPT_PREDICT)
+        a->predict = value;
+    else if (opt == OPT_DEVICE)
+        return add_device(a, value);
     else if (opt == OPT_STEPS)
         return gb_bench_parse_long("bench step", "steps", value, 1, 1000000, &a->steps);
     else
@@ -202,23 +233,134 @@ static int report_profile(gb_trainer *t, long first, long steps)
     return 0;
 }
 
+/* The group of the records counted since the last mark, and the pass its matmuls serve:
+ * a phase, or GB_PHASE_COUNT for what ran between the model's timed calls. */
+typedef struct predict_marks {
+    gb_predict *predict;
+    int failed;
+} predict_marks;
+
+static void take_phase(void *ctx, gb_phase phase)
+{
+    predict_marks *m = ctx;
+    gb_matmul_pass pass = phase == GB_PHASE_BWD_MATMUL_DX   ? GB_PASS_DX
+                          : phase == GB_PHASE_BWD_MATMUL_DW ? GB_PASS_DW
+                                                            : GB_PASS_FORWARD;
+    if (!m->failed)
+        m->failed = gb_predict_take(m->predict, (int)phase, pass) != 0;
+}
+
+/* The predicted table: each phase with its kernels, cuDNN's attention at the attention
+ * phases' shapes, the step's total and MFU. */
+static void report_prediction(gb_trainer *t, gb_predict *pr, const gb_profile *profile,
+                              const char *config)
+{
+    const gb_gpu_spec *gpu = gb_predict_gpu(pr);
+    const char *sample = getenv("GEARBOX_CUDA_EMU_COUNT_SAMPLE");
+    char title[512];
+    snprintf(title, sizeof title, "one step of %s on an %s, from the CUDA emulator's counts "
+             "(%s blocks per grid, scaled) and gearbox's time model (docs/gpu.md); not a "
+             "measurement", config, gpu->full_name, sample ? sample : "all");
+    gb_predict_print_header(pr, title);
+    double total = 0.0;
+    for (int phase = 0; phase <= GB_PHASE_COUNT; phase++) {
+        total += gb_predict_seconds(pr, phase);
+        gb_predict_print_group(pr, phase, phase == GB_PHASE_COUNT
+                                              ? "between the timed calls"
+                                              : gb_phase_name((gb_phase)phase));
+        if (phase == GB_PHASE_FWD_ATTN || phase == GB_PHASE_BWD_ATTN)
+            gb_predict_printf(pr, "  (cuDNN's fused attention at these shapes: %.4f ms, at "
+                              "the efficiency measured on an H100)\n",
+                              1e3 * gb_gpu_predict_cudnn_attn(gpu, profile->flops[phase],
+                                                              phase == GB_PHASE_BWD_ATTN)
+                                        .seconds);
+    }
+    const gb_settings *s = gb_trainer_settings(t);
+    double tokens = (double)(gb_settings_batch_size(s) * gb_settings_block_size(s) *
+                             gb_settings_accumulation(s));
+    const char *source, *compute;
+    gb_trainer_peak_flops(t, &source, &compute);
+    double peak = gb_gpu_peak_flops(gpu, compute), flops = gb_trainer_flops_per_step(t);
+    gb_predict_printf(pr, "step total %.3f ms (the sum of the phases above) | %.0f tok/s | "
+                      "MFU %.1f%% (%.4g GFLOP per step over %.1f TFLOP/s dense %s)\n",
+                      1e3 * total, tokens / total, 100.0 * flops / total / peak, flops / 1e9,
+                      peak / 1e12, compute);
+    gb_predict_printf(pr, "occupancy with * is from threads and shared memory alone: the "
+                      "record carries no register count\n");
+}
+
+/* --predict: `warmup` steps, then one with the profile's marks taking the counts. The
+ * weights' upload is counted by the emulator alone: without it nothing runs (a GPU's or
+ * the CPU's plugins). */
+static int predict_step(gb_trainer *t, long warmup, gb_predict *pr, const char *config)
+{
+    if (gb_trainer_sync(t) || gb_predict_take(pr, -1, GB_PASS_FORWARD) ||
+        gb_predict_check_counted(pr))
+        return -1;
+    for (long it = 0; it < warmup; it++)
+        if (gb_trainer_step(t, it, NULL) || gb_trainer_sync(t))
+            return -1;
+    predict_marks marks = {.predict = pr};
+    gb_profile profile = {.mark = take_phase, .mark_ctx = &marks};
+    /* what the device still has queued (the weights' first upload) is not the step's */
+    if (gb_trainer_sync(t) || gb_predict_take(pr, -1, GB_PASS_FORWARD))
+        return -1;
+    gb_trainer_set_profile(t, &profile);
+    int rc = gb_trainer_step(t, warmup, NULL) || gb_trainer_sync(t);
+    gb_trainer_set_profile(t, NULL);
+    if (rc || marks.failed || gb_predict_take(pr, GB_PHASE_COUNT, GB_PASS_FORWARD))
+        return -1;
+    for (int gpu = 0; gpu < gb_predict_gpu_count(pr); gpu++) {
+        gb_predict_show(pr, gpu);
+        report_prediction(t, pr, &profile, config);
+    }
+    return 0;
+}
+
+/* The timed steps, their figures and, with --profile, the time per phase. */
+static int measure_steps(gb_trainer *t, const step_args *a)
+{
+    double *ms = calloc(2 * (size_t)a->steps, sizeof *ms), executed;
+    int rc = !ms || run_steps(t, a->warmup, a->steps, ms, &executed) ? 1 : 0;
+    if (rc == 0)
+        report(t, ms, a->steps, executed);
+    if (rc == 0 && a->profile && report_profile(t, a->warmup + a->steps, a->steps))
+        rc = 1;
+    free(ms);
+    return rc;
+}
+
 int gb_bench_step(int argc, char **argv)
 {
-    step_args a = {.steps = 10, .warmup = 2};
     gb_cli_run run = {.config_path = DEFAULT_CONFIG};
+    step_args a = {.steps = 10, .warmup = -1, .run = &run};
     int rc = gb_cli_parse_run(&spec, argc, argv, &run, parse_option, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    printf("gearbox bench step: %s | %ld warm-up steps excluded, then %ld timed\n",
-           run.config_path, a.warmup, a.steps);
+    if (a.predict && a.profile) {
+        gb_config_free(run.cfg);
+        return gb_cli_usage_error("bench step", "--predict and --profile: choose one (the "
+                                  "prediction is already per phase)");
+    }
+    if (a.warmup < 0)
+        a.warmup = a.predict ? 0 : 2;
+    gb_predict *pr = a.predict ? gb_predict_open("bench step", a.predict, GB_PREDICT_MAX_GPUS,
+                                                 GB_PHASE_COUNT + 1)
+                               : NULL;
+    if (a.predict && !pr) {
+        gb_config_free(run.cfg);
+        return 2;
+    }
+    if (pr)
+        printf("gearbox bench step: %s | %ld warm-up steps, then one counted for the "
+               "prediction\n", run.config_path, a.warmup);
+    else
+        printf("gearbox bench step: %s | %ld warm-up steps excluded, then %ld timed\n",
+               run.config_path, a.warmup, a.steps);
     gb_trainer *t = gb_trainer_open(run.cfg, run.plugin_path);
-    double *ms = calloc(2 * (size_t)a.steps, sizeof *ms), executed;
-    rc = !t ? 2 : !ms || run_steps(t, a.warmup, a.steps, ms, &executed) ? 1 : 0;
-    if (rc == 0)
-        report(t, ms, a.steps, executed);
-    if (rc == 0 && a.profile && report_profile(t, a.warmup + a.steps, a.steps))
-        rc = 1;
-    free(ms);
+    rc = !t ? 2 : pr ? (predict_step(t, a.warmup, pr, run.config_path) ? 1 : 0)
+                     : measure_steps(t, &a);
+    gb_predict_close(pr);
     gb_trainer_close(t);
     gb_config_free(run.cfg);
     return rc;

@@ -202,6 +202,19 @@ void warp_collective(const char *file, int line, const char *what, const collect
 [[noreturn]] void device_violation(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- counting (GEARBOX_CUDA_EMU_COUNT; src/counters.cc) ------------------------------ */
+
+/* Whether the counting mode is on. */
+bool counting_on();
+/* A WMMA fragment's load or store, counted by the accesses the GPU makes for it, not by
+ * the emulator's element loop (README.md, "WMMA by its real access pattern"): a 16-bit
+ * matrix_a or matrix_b fragment as ldmatrix.x4 reads it, an f32 accumulator as the
+ * m16n8k16 accumulator layout's lanes access it. `col_major`: the tile's lines are columns. */
+void count_fragment(const void *p, unsigned ldm, int col_major, size_t element_bytes,
+                    bool accumulator, bool write);
+/* One warp-level tensor-core operation of `shape` ("m16n16k16.bf16.f32"). */
+void count_mma(const char *shape);
+
 /* A seed fixed for the process (GEARBOX_CUDA_EMU_SEED), for what the emulator scrambles. */
 uint64_t run_seed();
 

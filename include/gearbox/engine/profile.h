@@ -44,6 +44,12 @@ typedef struct gb_profile {
      * matmuls from their shapes, attention over the causal triangle (diagonal included)
      * that the plugins compute: two products forward, four backward. */
     double flops[GB_PHASE_COUNT];
+    /* Called, when set, with the device synchronised at both ends of every timed call of
+     * the model: with GB_PHASE_COUNT at its start, with its phase at its end, so what the
+     * device ran between the two marks is that call's (`gearbox bench step --predict`
+     * reads the CUDA emulator's counts there). A zeroed profile has none. */
+    void (*mark)(void *ctx, gb_phase phase);
+    void *mark_ctx;
 } gb_profile;
 
 /* "forward: matmul" and the like. */

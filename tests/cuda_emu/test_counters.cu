@@ -1,0 +1,312 @@
+/* The counting mode (GEARBOX_CUDA_EMU_COUNT) on kernels whose counts are known by hand:
+ * Nsight Compute's requests, sectors and wavefronts for a coalesced float4 copy, a
+ * stride-32 float read, 32-way and 2-way shared bank conflicts, a transpose through a
+ * padded tile (none) and an unpadded one (32-way), a cp.async tile load, WMMA bf16 loads
+ * (global, and shared through ldmatrix's pattern, padded and not), an mma and an f32
+ * accumulator store; then a sampled launch scaled to its grid, and the lines of copies and
+ * event records. The expected figures are worked out beside each kernel.
+ *
+ * The counting mode is read when the emulator loads, so the test runs itself twice as a
+ * child ("count" and "sample") with the variables set, and checks the files they wrote.
+ *
+ * Written as CUDA (it is compiled through cu2cc.py like the plugins' .cu files).
+ */
+#include <cuda_bf16.h>
+#include <cuda_pipeline.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "emu_test.h"
+
+namespace wmma = nvcuda::wmma;
+
+/* ---- kernels (one warp each unless said) ------------------------------------------------ */
+
+/* 32 lanes x 16 bytes, consecutive: one load request of 512 bytes = 16 sectors, one store
+ * the same. */
+static __global__ void copy_float4(const float4 *in, float4 *out)
+{
+    out[threadIdx.x] = in[threadIdx.x];
+}
+
+/* Lane i reads float 32 i: 32 sectors for one request; the store is coalesced: 4. */
+static __global__ void read_stride32(const float *in, float *out)
+{
+    out[threadIdx.x] = in[threadIdx.x * 32];
+}
+
+/* Word 32 i in bank 0 for every lane: a store and a load of 32 wavefronts each. Word
+ * 2 i + 1: lanes i and i + 16 share a bank: 2 each. (The __syncwarp calls keep the compiler
+ * from forwarding the stored values to the loads.) */
+static __global__ void bank_conflicts(float *out)
+{
+    __shared__ float s[32 * 32];
+    s[threadIdx.x * 32] = (float)threadIdx.x;
+    __syncwarp();
+    const float a = s[threadIdx.x * 32];
+    s[threadIdx.x * 2 + 1] = a;
+    __syncwarp();
+    out[threadIdx.x] = s[threadIdx.x * 2 + 1];
+}
+
+/* A 32x32 block transposes a 32x32 tile: per warp (one row y) a coalesced load (4
+ * sectors), a shared store of one row (1 wavefront), a barrier, a shared load of one column
+ * (padded: words 33 x + y, all banks apart, 1 wavefront; unpadded: 32 x + y, all in one
+ * bank, 32) and a coalesced store. */
+template <int PAD> static __global__ void transpose(const float *in, float *out)
+{
+    __shared__ float tile[32][32 + PAD];
+    const unsigned x = threadIdx.x, y = threadIdx.y;
+    tile[y][x] = in[y * 32 + x];
+    __syncthreads();
+    out[y * 32 + x] = tile[x][y];
+}
+
+/* Each lane copies 16 consecutive bytes into shared memory with cp.async: one global load
+ * request (16 sectors, 512 bytes; also a cp.async request) and one shared store of 16-byte
+ * accesses (4 phases of 8 lanes, 128 bytes each: 4 wavefronts); then each lane reads its
+ * own 16 bytes back (4 wavefronts) and stores them (16 sectors). */
+static __global__ void cp_async_tile(const float4 *in, float4 *out)
+{
+    __shared__ float4 tile[32];
+    __pipeline_memcpy_async(&tile[threadIdx.x], &in[threadIdx.x], 16);
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    out[threadIdx.x] = tile[threadIdx.x];
+}
+
+/* A and B fragments loaded from global memory (16x16 bf16, ldm 16: 512 contiguous bytes,
+ * 16 sectors each), one mma, and the f32 accumulator stored to global memory row-major
+ * (ldm 16): 4 requests of 8 bytes per lane, each 8 rows of 32 bytes, 8 sectors. */
+static __global__ void wmma_global(const __nv_bfloat16 *a, const __nv_bfloat16 *b, float *c)
+{
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::load_matrix_sync(fa, a, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
+
+/* ldmatrix's pattern on shared tiles. The tiles are filled a 32-bit word per lane: A (16
+ * lines of 24 bf16, 192 words) in 6 requests, B (16 lines of 16, 128 words) in 4, each 1
+ * wavefront. A phase of ldmatrix.x4 reads 8 lines' 16-byte halves: at ldm 24 (48 bytes a
+ * line) the 8 lines start in banks 0, 12, 24, 4, 16, 28, 8, 20 and take 4 each, all apart:
+ * 1 wavefront a phase, 4 the load; at ldm 16 (32 bytes) lines r and r + 4 share banks: 2 a
+ * phase, 8 the load. Then an mma and the accumulator stored to global memory (as above). */
+static __global__ void wmma_shared(float *c)
+{
+    __shared__ __align__(32) __nv_bfloat16 sa[16 * 24];
+    __shared__ __align__(32) __nv_bfloat16 sb[16 * 16];
+    uint32_t *wa = reinterpret_cast<uint32_t *>(sa), *wb = reinterpret_cast<uint32_t *>(sb);
+    for (unsigned i = threadIdx.x; i < 192; i += 32)
+        wa[i] = 0x3f803f80u;   // bf16 1.0 twice
+    for (unsigned i = threadIdx.x; i < 128; i += 32)
+        wb[i] = 0x3f803f80u;
+    __syncwarp();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    wmma::load_matrix_sync(fa, sa, 24);
+    wmma::load_matrix_sync(fb, sb, 16);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
+
+/* A warp sum over 5 shuffles: 5 warp-level shuffle instructions per warp. */
+static __global__ void warp_sum(const float *in, float *out)
+{
+    float v = in[threadIdx.x];
+    for (int d = 16; d > 0; d /= 2)
+        v += __shfl_xor_sync(0xffffffffu, v, d);
+    if (threadIdx.x == 0)
+        out[0] = v;
+}
+
+/* ---- the two children ------------------------------------------------------------------- */
+
+template <class T> static T *device_array(size_t n, int fill_byte)
+{
+    T *p = nullptr;
+    cudaMalloc(&p, n * sizeof(T));
+    cudaMemset(p, fill_byte, n * sizeof(T));
+    return p;
+}
+
+static void launch_known_patterns()
+{
+    float *in = device_array<float>(32 * 32, 0), *out = device_array<float>(32 * 32, 0);
+    __nv_bfloat16 *a = device_array<__nv_bfloat16>(256, 0x3f), *b = device_array<__nv_bfloat16>(256, 0x3f);
+    cudaEvent_t mark;
+    cudaEventCreate(&mark);
+    cudaEventRecord(mark, nullptr);
+    copy_float4<<<1, 32>>>(reinterpret_cast<const float4 *>(in), reinterpret_cast<float4 *>(out));
+    read_stride32<<<1, 32>>>(in, out);
+    bank_conflicts<<<1, 32>>>(out);
+    transpose<1><<<1, dim3(32, 32)>>>(in, out);
+    transpose<0><<<1, dim3(32, 32)>>>(in, out);
+    cp_async_tile<<<1, 32>>>(reinterpret_cast<const float4 *>(in), reinterpret_cast<float4 *>(out));
+    wmma_global<<<1, 32>>>(a, b, out);
+    wmma_shared<<<1, 32>>>(out);
+    warp_sum<<<1, 32>>>(in, out);
+    cudaEventRecord(mark, nullptr);
+    cudaDeviceSynchronize();
+    emu_free(in, out, a, b);
+}
+
+/* 1000 blocks of one warp, each a coalesced float load and store; sampled, 4 of them run. */
+static void launch_sampled()
+{
+    float *in = device_array<float>(32 * 1000, 0), *out = device_array<float>(32 * 1000, 0);
+    copy_float4<<<1000, 8>>>(reinterpret_cast<const float4 *>(in), reinterpret_cast<float4 *>(out));
+    cudaDeviceSynchronize();
+    emu_free(in, out);
+}
+
+/* Runs this program as `role` with the counts going to `path` (and a sample of `sample`
+ * blocks unless null); whether it exited 0. */
+static bool run_child(const char *self, const char *role, const std::string &path,
+                      const char *sample)
+{
+    unlink(path.c_str());
+    const pid_t pid = fork();
+    if (pid == 0) {
+        setenv("GEARBOX_CUDA_EMU_COUNT", path.c_str(), 1);
+        if (sample)
+            setenv("GEARBOX_CUDA_EMU_COUNT_SAMPLE", sample, 1);
+        execl(self, self, role, (char *)nullptr);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* ---- reading the lines ----------------------------------------------------------------- */
+
+static std::vector<std::string> lines_of(const std::string &path)
+{
+    std::vector<std::string> lines;
+    std::ifstream in(path);
+    for (std::string l; std::getline(in, l);)
+        lines.push_back(l);
+    return lines;
+}
+
+/* The line whose kernel name starts with `kernel` (its template arguments included). */
+static std::string kernel_line(const std::vector<std::string> &lines, const std::string &kernel)
+{
+    for (const std::string &l : lines)
+        if (l.find("\"kernel\":\"" + kernel) != std::string::npos)
+            return l;
+    return "";
+}
+
+/* The text after "field": up to the next comma or closing brace. */
+static std::string field(const std::string &line, const std::string &name)
+{
+    const std::string key = "\"" + name + "\":";
+    size_t at = line.find(key);
+    if (at == std::string::npos)
+        return "(absent)";
+    at += key.size();
+    size_t end = line[at] == '{' || line[at] == '[' ? line.find_first_of("}]", at) + 1
+                                                    : line.find_first_of(",}", at);
+    return line.substr(at, end - at);
+}
+
+struct expected {
+    const char *field;
+    const char *value;
+};
+
+static void check_kernel(const std::vector<std::string> &lines, const char *kernel,
+                         std::initializer_list<expected> fields)
+{
+    const std::string line = kernel_line(lines, kernel);
+    emu_check(!line.empty(), (std::string("a line for kernel ") + kernel).c_str());
+    for (const expected &e : fields) {
+        const std::string got = field(line, e.field);
+        char what[512];
+        snprintf(what, sizeof what, "%s: %s is %s (expected %s)", kernel, e.field, got.c_str(),
+                 e.value);
+        emu_check(got == e.value, what);
+    }
+}
+
+static void check_known_patterns(const std::vector<std::string> &lines)
+{
+    check_kernel(lines, "copy_float4", {{"gld_requests", "1"}, {"gld_bytes", "512"},
+        {"gld_sectors", "16"}, {"gst_requests", "1"}, {"gst_bytes", "512"}, {"gst_sectors", "16"},
+        {"grid", "[1,1,1]"}, {"block", "[32,1,1]"}, {"blocks_emulated", "1"}});
+    check_kernel(lines, "read_stride32", {{"gld_requests", "1"}, {"gld_bytes", "128"},
+        {"gld_sectors", "32"}, {"gst_requests", "1"}, {"gst_sectors", "4"}});
+    check_kernel(lines, "bank_conflicts", {{"shst_requests", "2"}, {"shst_wavefronts", "34"},
+        {"shld_requests", "2"}, {"shld_wavefronts", "34"}, {"static_smem", "4096"}});
+    check_kernel(lines, "transpose<1>", {{"gld_requests", "32"}, {"gld_sectors", "128"},
+        {"shst_requests", "32"}, {"shst_wavefronts", "32"}, {"shld_requests", "32"},
+        {"shld_wavefronts", "32"}, {"gst_requests", "32"}, {"gst_sectors", "128"},
+        {"barriers", "1"}});
+    check_kernel(lines, "transpose<0>", {{"shst_wavefronts", "32"}, {"shld_requests", "32"},
+        {"shld_wavefronts", "1024"}});
+    check_kernel(lines, "cp_async_tile", {{"cp_async_requests", "1"}, {"cp_async_bytes", "512"},
+        {"gld_requests", "1"}, {"gld_sectors", "16"}, {"shst_requests", "1"},
+        {"shst_wavefronts", "4"}, {"shld_requests", "1"}, {"shld_wavefronts", "4"},
+        {"gst_requests", "1"}, {"gst_sectors", "16"}});
+    check_kernel(lines, "wmma_global", {{"gld_requests", "2"}, {"gld_bytes", "1024"},
+        {"gld_sectors", "32"}, {"mma", "{\"m16n16k16.bf16.f32\":1}"}, {"gst_requests", "4"},
+        {"gst_bytes", "1024"}, {"gst_sectors", "32"}, {"shld_requests", "0"}});
+    check_kernel(lines, "wmma_shared", {{"shst_requests", "10"}, {"shst_wavefronts", "10"},
+        {"shld_requests", "2"}, {"shld_wavefronts", "12"}, {"gld_requests", "0"},
+        {"gst_requests", "4"}, {"gst_sectors", "32"}});
+    check_kernel(lines, "warp_sum", {{"shuffles", "5"}, {"gld_requests", "1"},
+        {"gld_sectors", "4"}});
+    int events = 0, memsets = 0;
+    for (const std::string &l : lines) {
+        events += l.find("\"type\":\"event\"") != std::string::npos;
+        memsets += l.find("\"type\":\"memcpy\"") != std::string::npos &&
+                   field(l, "kind") == "\"memset\"";
+    }
+    emu_check(events == 2, "the two event records have a line each");
+    emu_check(memsets == 4, "the four memsets have a line each");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "count") == 0) {
+        launch_known_patterns();
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "sample") == 0) {
+        launch_sampled();
+        return 0;
+    }
+    char dir[] = "/tmp/gearbox-emu-counters-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    const std::string counted = std::string(dir) + "/count.jsonl";
+    const std::string sampled = std::string(dir) + "/sample.jsonl";
+    emu_check(run_child(argv[0], "count", counted, nullptr), "the counting child ran");
+    check_known_patterns(lines_of(counted));
+    emu_check(run_child(argv[0], "sample", sampled, "4"), "the sampling child ran");
+    /* 1000 blocks of 8 lanes x 16 bytes: 128 bytes, 4 sectors a block, scaled from 4 */
+    check_kernel(lines_of(sampled), "copy_float4", {{"blocks_total", "1000"},
+        {"blocks_emulated", "4"}, {"gld_requests", "1000"}, {"gld_sectors", "4000"},
+        {"gst_bytes", "128000"}});
+    unlink(counted.c_str());
+    unlink(sampled.c_str());
+    rmdir(dir);
+    return emu_finish("test_counters");
+}
