@@ -17,6 +17,7 @@
 #include "report.h"
 #include "rng.h"
 #include "runtime.h"
+#include "shard.h"
 
 typedef struct layer_params {
     float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb;
@@ -86,6 +87,7 @@ struct gb_model {
     int n_tensors;
     int64_t n_params;
     gb_param_group *groups;         /* host, one per tensor */
+    gb_shard *shard;                /* [optim] shard_state: this rank's part; else NULL */
 
     float *params, *grads;          /* (n_params) each, device */
     void *params_lowp;              /* (n_params) of act: the weights the matmuls read, which
@@ -498,31 +500,42 @@ int gb_model_scaler_to_host(gb_model *m)
     return 0;
 }
 
+/* Elements of the flat parameter and gradient buffers: the parameters, padded to a
+ * multiple of the ranks when the optimizer state is sharded. */
+static int64_t flat_count(const gb_model *m)
+{
+    return gb_shard_padded(m->shard, m->n_params);
+}
+
 static int allocate_parameters(gb_model *m)
 {
-    m->params = ALLOC_F32(m, m->n_params, params);
-    if (m->act != GB_F32 && !(m->params_lowp = ALLOC_ACT(m, m->n_params, params)))
-        return -1;
-    m->p.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
-    m->g.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
-    if (!m->params || !m->p.layers || !m->g.layers)
-        return -1;
-    bind_views(m, m->params, &m->p);
     m->groups = calloc((size_t)m->n_tensors, sizeof *m->groups);
     if (!m->groups)
         return -1;
     for (int i = 0; i < m->n_tensors; i++)
         m->groups[i] = (gb_param_group){m->tensors[i].offset, m->tensors[i].numel,
                                         m->tensors[i].decay};
+    if (m->train && gb_shard_wanted(m->rt) &&
+        !(m->shard = gb_shard_create(m->rt, m->n_params, m->groups, m->n_tensors)))
+        return -1;
+    m->params = ALLOC_F32(m, flat_count(m), params);
+    if (m->act != GB_F32 && !(m->params_lowp = ALLOC_ACT(m, flat_count(m), params)))
+        return -1;
+    m->p.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
+    m->g.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
+    if (!m->params || !m->p.layers || !m->g.layers)
+        return -1;
+    bind_views(m, m->params, &m->p);
     if (!m->train)
         return 0;
-    m->grads = ALLOC_F32(m, m->n_params, grads);
+    m->grads = ALLOC_F32(m, flat_count(m), grads);
     m->norm_sq = ALLOC_F32(m, 1, grads);
     if (!m->grads || !m->norm_sq)
         return -1;
     bind_views(m, m->grads, &m->g);
     gb_instance *opt = &m->rt->inst[GB_KIND_OPTIM];
-    m->optim_state_bytes = m->rt->optim->state_bytes(opt->self, m->n_params);
+    m->optim_state_bytes =
+        m->rt->optim->state_bytes(opt->self, gb_shard_state_count(m->shard, m->n_params));
     m->optim_state = device_alloc(m, m->optim_state_bytes, &m->plan.optimizer);
     if (!m->optim_state)
         return -1;
@@ -659,6 +672,18 @@ static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t bat
     return m;
 }
 
+/* The sharded buffers' padding starts (and stays) zero: the collectives move it. */
+static int zero_padding(gb_model *m)
+{
+    size_t count = (size_t)flat_count(m);
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
+            m->rt->dev->memset_zero(m->dev, m->params, count * sizeof(float)));
+    if (m->params_lowp)
+        GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
+                m->rt->dev->memset_zero(m->dev, m->params_lowp, count * m->act_size));
+    return gb_model_zero_grads(m);
+}
+
 /* What an allocated model needs beyond its device buffers. */
 static int finish_creation(gb_model *m)
 {
@@ -668,6 +693,8 @@ static int finish_creation(gb_model *m)
     if (m->train)
         GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
                 m->rt->dev->memset_zero(m->dev, m->optim_state, m->optim_state_bytes));
+    if (m->shard && zero_padding(m))
+        return -1;
     return gb_model_scaler_to_device(m);
 }
 
@@ -844,6 +871,7 @@ void gb_model_free(gb_model *m)
     free(m->allocations);
     free(m->tensors);
     free(m->groups);
+    gb_shard_free(m->shard);
     free(m->p.layers);
     free(m->g.layers);
     free(m->acts);
@@ -885,6 +913,10 @@ void gb_memory_plan_print(const gb_memory_plan *p, FILE *out, const char *prefix
 void gb_model_print_memory(const gb_model *m, FILE *out, const char *prefix)
 {
     gb_memory_plan_print(&m->plan, out, prefix);
+    if (m->shard)
+        fprintf(out, "%soptimizer state sharded ([optim] shard_state): %zu bytes on this rank "
+                "of %zu in all, 1/%d\n", prefix, m->optim_state_bytes,
+                gb_model_optim_state_bytes(m), m->shard->world);
     if (m->train && m->cfg.recompute != GB_RECOMPUTE_NONE)
         print_recompute_savings(m, out, prefix);
     if (m->train)
@@ -1013,16 +1045,32 @@ int gb_model_get_grads(gb_model *m, float *host)
 
 size_t gb_model_optim_state_bytes(const gb_model *m)
 {
-    return m->optim_state_bytes;
+    if (!m->shard)
+        return m->optim_state_bytes;
+    return (size_t)m->shard->planes * (size_t)m->n_params * sizeof(float);
+}
+
+int gb_model_optim_state_sharded(const gb_model *m)
+{
+    return m->shard != NULL;
+}
+
+const gb_shard *gb_model_shard(const gb_model *m)
+{
+    return m->shard;
 }
 
 int gb_model_set_optim_state(gb_model *m, const void *host)
 {
+    if (m->shard)
+        return gb_shard_set_state(m->rt, m->shard, m->optim_state, host);
     return copy_to_device(m, m->optim_state, host, m->optim_state_bytes);
 }
 
 int gb_model_get_optim_state(gb_model *m, void *host)
 {
+    if (m->shard)   /* the gradients are free between steps: the gather's scratch */
+        return gb_shard_get_state(m->rt, m->shard, m->optim_state, m->grads, host);
     return copy_to_host(m, host, m->optim_state, m->optim_state_bytes);
 }
 
@@ -1547,7 +1595,7 @@ int gb_model_get_logits(gb_model *m, float *host, int64_t B, int64_t T)
 int gb_model_zero_grads(gb_model *m)
 {
     TIMED_CALL(m, GB_PHASE_ZERO_GRADS, &m->rt->inst[GB_KIND_DEVICE], "memset_zero",
-               m->rt->dev->memset_zero(m->dev, m->grads, (size_t)m->n_params * sizeof(float)));
+               m->rt->dev->memset_zero(m->dev, m->grads, (size_t)flat_count(m) * sizeof(float)));
     return 0;
 }
 
@@ -1760,13 +1808,16 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *sk
     gb_instance *opt = &rt->inst[GB_KIND_OPTIM];
     float scale = gb_model_loss_scale(m); /* backward's, before the scaler moves it */
     *skipped = 0;
+    /* sharded: this rank's part of the gradients, then the sum over the ranks */
+    const float *grads = m->grads + (m->shard ? m->shard->begin : 0);
+    int64_t n = gb_shard_state_count(m->shard, m->n_params);
     if (rt->optim->grad_norm_sq)
         TIMED_CALL(m, GB_PHASE_GRAD_NORM, opt, "grad_norm_sq",
-                   rt->optim->grad_norm_sq(opt->self, m->norm_sq, m->grads, m->n_params));
+                   rt->optim->grad_norm_sq(opt->self, m->norm_sq, grads, n));
     else
         TIMED_CALL(m, GB_PHASE_GRAD_NORM, &rt->inst[GB_KIND_DEVICE], "sum_squares",
-                   rt->dev->sum_squares(m->dev, m->norm_sq, m->grads, m->n_params));
-    if (consult_scaler(m, skipped))
+                   rt->dev->sum_squares(m->dev, m->norm_sq, grads, n));
+    if (gb_shard_sum_norm(rt, m->shard, m->norm_sq) || consult_scaler(m, skipped))
         return -1;
     if (*skipped)
         return 0;
@@ -1789,11 +1840,12 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *sk
         .lowp_stochastic = m->params_lowp && rt->policy.stochastic_rounding,
         .lowp_seed = m->seed,
     };
+    gb_shard_narrow(m->shard, &args, m->act_size);
     TIMED_CALL(m, GB_PHASE_OPTIMIZER, opt, "step", rt->optim->step(opt->self, &args));
     if (m->scaler)   /* after the step, which reads the scale it backs off or grows */
         TIMED_CALL(m, GB_PHASE_OPTIMIZER, &rt->inst[GB_KIND_DEVICE], "loss_scaler_update",
                    rt->dev->loss_scaler_update(m->dev, m->scaler, m->norm_sq));
-    return 0;
+    return gb_shard_gather_params(rt, m->shard, m->params, m->params_lowp, m->act);
 }
 
 float *gb_model_grads(gb_model *m)

@@ -37,6 +37,23 @@ else
     fail "sampling with the ABI 1.6 attention: $(cat sample16.err)"
 fi
 
+# [optim] shard_state (ABI 1.8) asks the comm plugin for reduce_scatter_start and all_gather
+# and the optimizer for GB_CAP_RANGE_STEP: a comm plugin built for 1.7 trains without them,
+# and both 1.7 plugins are refused, by name, when the state is to be sharded
+comm="$OLD/comm-world1-abi17-cpu.so"
+"$GEARBOX" train cfg17.ini --set run.out_dir=comm17 --set run.steps=8 --set comm.plugin="$comm" \
+    > comm17.txt 2>&1 && grep -q "^done: 8 steps" comm17.txt &&
+    pass "an ABI 1.7 comm plugin trains 8 steps" ||
+    fail "the ABI 1.7 comm plugin did not train: $(tail -n 3 comm17.txt)"
+expect_error "shard_state with an ABI 1.7 comm plugin" 2 \
+    "[comm] plugin = world1 ($comm, ABI 1.7) has no reduce_scatter_start and all_gather" -- \
+    "$GEARBOX" train cfg17.ini --set run.out_dir=shard17 --set comm.plugin="$comm" \
+    --set optim.shard_state=true
+expect_error "shard_state with an ABI 1.7 optimizer" 2 \
+    "does not declare GB_CAP_RANGE_STEP" -- \
+    "$GEARBOX" train cfg17.ini --set run.out_dir=shard17 --set optim.plugin="$OLD/optim-sgd-abi17-cpu.so" \
+    --set optim.shard_state=true
+
 # the losses move: the old optimizer really updated the parameters
 first=$(sed -n 's/.*step *1\/8 | loss \([0-9.]*\).*/\1/p' train10.txt)
 last=$(sed -n 's/.*step *8\/8 | loss \([0-9.]*\).*/\1/p' train10.txt)
