@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "report.h"
+#include "shard.h"
 
 typedef struct bucket {
     int64_t begin, end;          /* elements of the flat gradient buffer */
@@ -21,6 +22,7 @@ struct gb_ddp {
     int next;                    /* first bucket not started in this pass */
     int oldest;                  /* first bucket not waited for in this pass */
     float *scratch;              /* 8 f32 of device memory for gb_ddp_average */
+    const gb_shard *shard;       /* [optim] shard_state: one reduce-scatter, no buckets */
 };
 
 static gb_instance *comm_inst(gb_ddp *d)
@@ -54,7 +56,8 @@ gb_ddp *gb_ddp_create(gb_runtime *rt, gb_model *model, size_t bucket_bytes, int 
     if (d && rt->dev->alloc(rt->inst[GB_KIND_DEVICE].self, 8 * sizeof(float), &scratch) ==
                  GB_OK) {
         *d = (gb_ddp){.rt = rt, .model = model, .grads = gb_model_grads(model),
-                      .n_params = gb_model_num_params(model), .scratch = scratch};
+                      .n_params = gb_model_num_params(model), .scratch = scratch,
+                      .shard = gb_model_shard(model)};
         if (make_buckets(d, bucket_bytes) == 0)
             return d;
     }
@@ -117,16 +120,32 @@ static int on_grads_ready(void *ctx, int64_t first)
 
 void gb_ddp_arm(gb_ddp *d)
 {
-    if (!d)
+    if (!d || d->shard)
         return;
     d->next = d->oldest = 0;
     gb_model_on_grads_ready(d->model, on_grads_ready, d);
+}
+
+/* Each rank's part of the averaged gradients, in place (shard.h). */
+static int reduce_scatter(gb_ddp *d)
+{
+    const gb_shard *s = d->shard;
+    gb_comm_request req;
+    GB_CALL(comm_inst(d), "gradient reduce-scatter",
+            d->rt->comm->reduce_scatter_start(comm_inst(d)->self, d->grads,
+                                              d->grads + s->begin, s->per_rank, GB_F32,
+                                              GB_REDUCE_AVG, &req));
+    GB_CALL(comm_inst(d), "gradient reduce-scatter",
+            d->rt->comm->all_reduce_wait(comm_inst(d)->self, req));
+    return 0;
 }
 
 int gb_ddp_finish(gb_ddp *d)
 {
     if (!d)
         return 0;
+    if (d->shard)
+        return reduce_scatter(d);
     gb_model_on_grads_ready(d->model, NULL, NULL);
     while (d->next < d->n_buckets)
         if (start_bucket(d))
@@ -166,10 +185,10 @@ int gb_ddp_average(gb_ddp *d, double *vals, int n)
 
 int gb_ddp_buckets(const gb_ddp *d)
 {
-    return d ? d->n_buckets : 0;
+    return d && !d->shard ? d->n_buckets : 0;
 }
 
 size_t gb_ddp_bytes_per_step(const gb_ddp *d)
 {
-    return d ? (size_t)d->n_params * sizeof(float) : 0;
+    return d ? (size_t)gb_shard_padded(d->shard, d->n_params) * sizeof(float) : 0;
 }

@@ -8,6 +8,10 @@
  * has finished its gradients, so communication overlaps the rest of backward, and only
  * the last micro-step of gradient accumulation communicates (DDP's no_sync).
  *
+ * With [optim] shard_state (shard.h) there are no buckets: gb_ddp_finish reduce-scatters
+ * the whole gradient buffer once backward is done, so each rank holds the average of its
+ * own part (the one its optimizer updates); it does not overlap backward.
+ *
  * A world of one process needs none of this: gb_ddp_create returns NULL for it (unless
  * [train] ddp_always asks for the buckets anyway, to check a comm plugin on one device) and
  * every function here accepts NULL and does nothing, so comm/single costs nothing.
@@ -39,7 +43,8 @@ int gb_ddp_finish(gb_ddp *d);
 /* Replaces each of vals[0..n) (host, n <= 8) by its mean over the ranks. */
 int gb_ddp_average(gb_ddp *d, double *vals, int n);
 
-/* Buckets per step and the bytes all-reduced per optimizer step. */
+/* Buckets per step (0 when sharded: one reduce-scatter) and the bytes all-reduced (or
+ * reduce-scattered) per optimizer step. */
 int gb_ddp_buckets(const gb_ddp *d);
 size_t gb_ddp_bytes_per_step(const gb_ddp *d);
 

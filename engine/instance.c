@@ -122,7 +122,7 @@ int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
 {
     const gb_plugin_desc *d = plugin->desc;
     inst->plugin = plugin;
-    inst->n_core = d->kind == GB_KIND_DEVICE ? 2 : 1;
+    inst->n_core = d->kind == GB_KIND_DEVICE || d->kind == GB_KIND_OPTIM ? 2 : 1;
     size_t n = d->n_options + (size_t)inst->n_core;
     inst->schema = calloc(n, sizeof *inst->schema);
     inst->values = calloc(n, sizeof *inst->values);
@@ -131,14 +131,21 @@ int gb_instance_bind(gb_instance *inst, const gb_plugin *plugin, gb_config *cfg,
         return 1;
     }
     /* the section's schema: the core's keys (`plugin`, defaulting to what was asked for;
-     * for devices `ordinal`), then the plugin's own keys */
+     * for devices `ordinal`, for optimizers `shard_state`), then the plugin's own keys */
     inst->schema[0] = (gb_option){"plugin", GB_OPT_STRING, plugin_key, 0, 0, NULL,
                                   "which plugin of this kind to load"};
-    if (inst->n_core == 2)
+    if (d->kind == GB_KIND_DEVICE)
         inst->schema[1] = (gb_option){"ordinal", GB_OPT_INT, "-1", -1, 1024, NULL,
                                       "which device of its kind this process uses; -1: the "
                                       "launcher's local rank (LOCAL_RANK, "
                                       "OMPI_COMM_WORLD_LOCAL_RANK), else 0"};
+    if (d->kind == GB_KIND_OPTIM)
+        inst->schema[1] = (gb_option){"shard_state", GB_OPT_BOOL, "false", 0, 0, NULL,
+                                      "each of the W data-parallel ranks keeps and updates "
+                                      "1/W of the optimizer state (ZeRO-1): gradients "
+                                      "reduce-scattered, parameters all-gathered (a comm "
+                                      "plugin with ABI 1.8's sharded collectives, an "
+                                      "optimizer with GB_CAP_RANGE_STEP)"};
     if (d->n_options)
         memcpy(inst->schema + inst->n_core, d->options, d->n_options * sizeof *d->options);
     init_host(inst, threads);

@@ -163,31 +163,40 @@ static int allocate_activations(gb_model *m)
     return (m->dres && m->dC && m->d3C && m->d4C) ? 0 : -1;
 }
 
+int64_t gb_model_flat_count(const gb_model *m)
+{
+    return gb_shard_padded(m->shard, m->n_params);
+}
+
 static int allocate_parameters(gb_model *m)
 {
-    m->params = ALLOC_F32(m, m->n_params, params);
-    if (m->act != GB_F32 && !(m->params_lowp = ALLOC_ACT(m, m->n_params, params)))
-        return -1;
-    m->p.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
-    m->g.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
-    if (!m->params || !m->p.layers || !m->g.layers)
-        return -1;
-    gb_model_bind_views(m, m->params, &m->p);
     m->groups = calloc((size_t)m->n_tensors, sizeof *m->groups);
     if (!m->groups)
         return -1;
     for (int i = 0; i < m->n_tensors; i++)
         m->groups[i] = (gb_param_group){m->tensors[i].offset, m->tensors[i].numel,
                                         m->tensors[i].decay};
+    if (m->train && gb_shard_wanted(m->rt) &&
+        !(m->shard = gb_shard_create(m->rt, m->n_params, m->groups, m->n_tensors)))
+        return -1;
+    m->params = ALLOC_F32(m, gb_model_flat_count(m), params);
+    if (m->act != GB_F32 && !(m->params_lowp = ALLOC_ACT(m, gb_model_flat_count(m), params)))
+        return -1;
+    m->p.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
+    m->g.layers = calloc((size_t)m->cfg.n_layer, sizeof(layer_params));
+    if (!m->params || !m->p.layers || !m->g.layers)
+        return -1;
+    gb_model_bind_views(m, m->params, &m->p);
     if (!m->train)
         return 0;
-    m->grads = ALLOC_F32(m, m->n_params, grads);
+    m->grads = ALLOC_F32(m, gb_model_flat_count(m), grads);
     m->norm_sq = ALLOC_F32(m, 1, grads);
     if (!m->grads || !m->norm_sq)
         return -1;
     gb_model_bind_views(m, m->grads, &m->g);
     gb_instance *opt = &m->rt->inst[GB_KIND_OPTIM];
-    m->optim_state_bytes = m->rt->optim->state_bytes(opt->self, m->n_params);
+    m->optim_state_bytes =
+        m->rt->optim->state_bytes(opt->self, gb_shard_state_count(m->shard, m->n_params));
     m->optim_state = device_alloc(m, m->optim_state_bytes, &m->plan.optimizer);
     if (!m->optim_state)
         return -1;
@@ -319,6 +328,18 @@ static gb_model *lay_out(gb_runtime *rt, const gb_model_config *cfg, int64_t bat
     return m;
 }
 
+/* The sharded buffers' padding starts (and stays) zero: the collectives move it. */
+static int zero_padding(gb_model *m)
+{
+    size_t count = (size_t)gb_model_flat_count(m);
+    GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
+            m->rt->dev->memset_zero(m->dev, m->params, count * sizeof(float)));
+    if (m->params_lowp)
+        GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
+                m->rt->dev->memset_zero(m->dev, m->params_lowp, count * m->act_size));
+    return gb_model_zero_grads(m);
+}
+
 /* What an allocated model needs beyond its device buffers. */
 static int finish_creation(gb_model *m)
 {
@@ -328,6 +349,8 @@ static int finish_creation(gb_model *m)
     if (m->train)
         GB_CALL(&m->rt->inst[GB_KIND_DEVICE], "memset_zero",
                 m->rt->dev->memset_zero(m->dev, m->optim_state, m->optim_state_bytes));
+    if (m->shard && zero_padding(m))
+        return -1;
     return gb_model_scaler_to_device(m);
 }
 
@@ -369,6 +392,7 @@ void gb_model_free(gb_model *m)
     free(m->allocations);
     free(m->tensors);
     free(m->groups);
+    gb_shard_free(m->shard);
     free(m->p.layers);
     free(m->g.layers);
     free(m->acts);
@@ -389,6 +413,10 @@ void gb_memory_plan_print(const gb_memory_plan *p, FILE *out, const char *prefix
 void gb_model_print_memory(const gb_model *m, FILE *out, const char *prefix)
 {
     gb_memory_plan_print(&m->plan, out, prefix);
+    if (m->shard)
+        fprintf(out, "%soptimizer state sharded ([optim] shard_state): %zu bytes on this rank "
+                "of %zu in all, 1/%d\n", prefix, m->optim_state_bytes,
+                gb_model_optim_state_bytes(m), m->shard->world);
     if (m->train && m->cfg.recompute != GB_RECOMPUTE_NONE)
         gb_model_print_recompute_savings(m, out, prefix);
     if (m->train)

@@ -60,7 +60,8 @@ static const void *dropout_grad(gb_model *m, void *scratch, const void *grad, in
 int gb_model_zero_grads(gb_model *m)
 {
     TIMED_CALL(m, GB_PHASE_ZERO_GRADS, &m->rt->inst[GB_KIND_DEVICE], "memset_zero",
-               m->rt->dev->memset_zero(m->dev, m->grads, (size_t)m->n_params * sizeof(float)));
+               m->rt->dev->memset_zero(m->dev, m->grads,
+                                       (size_t)gb_model_flat_count(m) * sizeof(float)));
     return 0;
 }
 

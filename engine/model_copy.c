@@ -60,16 +60,32 @@ int gb_model_get_grads(gb_model *m, float *host)
 
 size_t gb_model_optim_state_bytes(const gb_model *m)
 {
-    return m->optim_state_bytes;
+    if (!m->shard)
+        return m->optim_state_bytes;
+    return (size_t)m->shard->planes * (size_t)m->n_params * sizeof(float);
+}
+
+int gb_model_optim_state_sharded(const gb_model *m)
+{
+    return m->shard != NULL;
+}
+
+const gb_shard *gb_model_shard(const gb_model *m)
+{
+    return m->shard;
 }
 
 int gb_model_set_optim_state(gb_model *m, const void *host)
 {
+    if (m->shard)
+        return gb_shard_set_state(m->rt, m->shard, m->optim_state, host);
     return gb_model_copy_to_device(m, m->optim_state, host, m->optim_state_bytes);
 }
 
 int gb_model_get_optim_state(gb_model *m, void *host)
 {
+    if (m->shard)   /* the gradients are free between steps: the gather's scratch */
+        return gb_shard_get_state(m->rt, m->shard, m->optim_state, m->grads, host);
     return gb_model_copy_to_host(m, host, m->optim_state, m->optim_state_bytes);
 }
 

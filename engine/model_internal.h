@@ -18,6 +18,7 @@
 #include "loader.h"
 #include "report.h"
 #include "runtime.h"
+#include "shard.h"
 
 typedef struct layer_params {
     float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb;
@@ -87,6 +88,7 @@ struct gb_model {
     int n_tensors;
     int64_t n_params;
     gb_param_group *groups;         /* host, one per tensor */
+    gb_shard *shard;                /* [optim] shard_state: this rank's part; else NULL */
 
     float *params, *grads;          /* (n_params) each, device */
     void *params_lowp;              /* (n_params) of act: the weights the matmuls read, which
@@ -177,6 +179,9 @@ enum { DROP_EMBED = 0, DROP_ATTN = 1, DROP_MLP = 2 };
 
 /* model.c */
 gb_attn_problem gb_model_attn_problem(const gb_model *m, int64_t B, int64_t T);
+/* Elements of the flat parameter and gradient buffers: the parameters, padded to a
+ * multiple of the ranks when the optimizer state is sharded. */
+int64_t gb_model_flat_count(const gb_model *m);
 
 /* model_params.c */
 void gb_model_plan_tensors(gb_model *m);

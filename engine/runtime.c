@@ -9,6 +9,7 @@
 #include "attn_auto.h"
 #include "machine.h"
 #include "report.h"
+#include "shard.h"
 
 int32_t gb_runtime_device_ordinal(const gb_runtime *rt)
 {
@@ -301,6 +302,8 @@ int gb_runtime_start(gb_runtime *rt, gb_diag *diag)
         return create_failed(a, st, diag);
     if ((st = rt->optim->create(&o->host, gb_instance_options(o), &rt->ctx, &o->self)) != GB_OK)
         return create_failed(o, st, diag);
+    if (gb_shard_check(rt, diag))
+        return -1;
     gb_instance_forget_errors();
     return 0;
 }

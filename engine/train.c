@@ -281,10 +281,22 @@ static int check_params_finite(const gb_trainer *t, const float *params, int64_t
     return 0;
 }
 
+/* A rank other than 0 writes no checkpoint, but takes its part in gathering a sharded
+ * optimizer state (gb_model_get_optim_state is then collective). */
+static int gather_for_rank0(gb_trainer *t)
+{
+    if (!gb_model_optim_state_sharded(t->model))
+        return 0; /* every rank holds the same parameters and optimizer state */
+    void *state = malloc(gb_model_optim_state_bytes(t->model));
+    int rc = !state || gb_model_get_optim_state(t->model, state) ? -1 : 0;
+    free(state);
+    return rc;
+}
+
 static int save_checkpoint(gb_trainer *t, int64_t step)
 {
     if (t->rank != 0)
-        return 0; /* every rank holds the same parameters and optimizer state */
+        return gather_for_rank0(t);
     gb_checkpoint ck = {0};
     gb_diag diag = {0};
     ck.config_text = gb_config_text(t->cfg);
@@ -619,7 +631,12 @@ static void print_plan(gb_trainer *t)
     say(t, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld threads",
         t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4], t->s->plugin[5],
         (long long)t->s->threads);
-    if (t->ddp)
+    if (t->ddp && gb_model_optim_state_sharded(t->model))
+        say(t, "data parallel: %d ranks x %lld rows of each batch of %lld | %zu bytes "
+            "reduce-scattered per step, parameters all-gathered ([optim] shard_state)",
+            t->world, (long long)t->rows, (long long)t->s->batch_size,
+            gb_ddp_bytes_per_step(t->ddp));
+    else if (t->ddp)
         say(t, "data parallel: %d ranks x %lld rows of each batch of %lld | %zu bytes "
             "all-reduced per step in %d buckets ([train] bucket_cap_mb)", t->world,
             (long long)t->rows, (long long)t->s->batch_size, gb_ddp_bytes_per_step(t->ddp),

@@ -5,7 +5,7 @@
  * a random token), ncclCommInitRank, ncclCommInitRankConfig, ncclCommGetAsyncError,
  * ncclCommFinalize, ncclCommDestroy, ncclCommAbort, ncclCommCount, ncclCommUserRank,
  * ncclCommCuDevice, ncclGetErrorString, ncclGetLastError, ncclAllReduce (sum, prod, max,
- * min, avg) and ncclBroadcast. A collective is queued on its stream with gb_emu::enqueue:
+ * min, avg), ncclBroadcast, ncclReduceScatter and ncclAllGather. A collective is queued on its stream with gb_emu::enqueue:
  * it runs in order with the kernels around it, when something waits for the stream, and
  * is the only code here that touches device memory. With one rank every reduction and the
  * broadcast leave recvbuff equal to sendbuff, so it is a copy (none when in place); with
@@ -31,7 +31,9 @@
  * communicator is one made here and neither destroyed nor aborted (handles are never
  * freed, so a stale one is recognised), datatype and op are NCCL's built-in ones, the
  * byte count does not overflow, sendbuff and recvbuff are device memory large enough
- * (gb_emu::find_allocation) and, unless equal, do not overlap. A failure returns
+ * (gb_emu::find_allocation) and, unless in place (equal; for ncclReduceScatter recvbuff at
+ * sendbuff + rank * recvcount, for ncclAllGather sendbuff at recvbuff + rank * sendcount),
+ * do not overlap. A failure returns
  * ncclInvalidArgument (ncclInvalidUsage for a finalized communicator) and
  * ncclGetLastError says which argument was wrong and why. The last error is kept per
  * thread: NCCL keeps one per process, but a caller reads it on the thread that failed.
@@ -42,6 +44,7 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdarg>
@@ -324,12 +327,30 @@ constexpr type_info types[] = {
 };
 static_assert(sizeof types / sizeof types[0] == ncclNumTypes, "one entry per ncclDataType_t");
 
-/* One collective's buffers, as checked: `bytes` to copy from send to recv. */
+/* One collective's buffers, as checked: send_bytes read, recv_bytes written (the same
+ * but for the sharded forms), in place when send is `in_place_send`. */
 struct transfer {
     const void *send;
     void *recv;
-    size_t bytes;
+    size_t send_bytes, recv_bytes;
+    const void *in_place_send;
 };
+
+/* The transfer of `count` elements (`bytes`) per rank for a collective of form `form`. */
+transfer transfer_of(gb_emu::exchange_form form, const void *send, void *recv, size_t bytes,
+                     const ncclComm *comm)
+{
+    const size_t all = bytes * (size_t)comm->nranks, mine = bytes * (size_t)comm->rank;
+    switch (form) {
+    case gb_emu::exchange_form::reduce_scatter:
+        return {send, recv, all, bytes, static_cast<const char *>(recv) - mine};
+    case gb_emu::exchange_form::all_gather:
+        return {send, recv, bytes, all, static_cast<const char *>(recv) + mine};
+    case gb_emu::exchange_form::whole:
+        break;
+    }
+    return {send, recv, bytes, bytes, recv};
+}
 
 /* The byte count of `count` elements of `type`, checking both. */
 ncclResult_t bytes_of(const char *fn, size_t count, ncclDataType_t type, size_t *bytes)
@@ -360,19 +381,19 @@ ncclResult_t check_buffer(const char *fn, const char *name, const void *p, size_
                 a->bytes, (const void *)a->base, (size_t)(a->base + a->bytes - (const char *)p));
 }
 
-/* Both buffers device memory, equal (in place) or apart. */
+/* Both buffers device memory, in place or apart. */
 ncclResult_t check_transfer(const char *fn, const transfer &t)
 {
-    ncclResult_t r = check_buffer(fn, "sendbuff", t.send, t.bytes);
+    ncclResult_t r = check_buffer(fn, "sendbuff", t.send, t.send_bytes);
     if (r == ncclSuccess)
-        r = check_buffer(fn, "recvbuff", t.recv, t.bytes);
-    if (r != ncclSuccess || t.bytes == 0 || t.send == t.recv)
+        r = check_buffer(fn, "recvbuff", t.recv, t.recv_bytes);
+    if (r != ncclSuccess || t.send_bytes == 0 || t.send == t.in_place_send)
         return r;
     const uintptr_t s = (uintptr_t)t.send, d = (uintptr_t)t.recv;
-    if (s < d + t.bytes && d < s + t.bytes)
-        return fail(ncclInvalidArgument, "%s: sendbuff %p and recvbuff %p (%zu bytes each) "
-                    "overlap without being equal (in place means the same pointer)", fn, t.send,
-                    t.recv, t.bytes);
+    if (s < d + t.recv_bytes && d < s + t.send_bytes)
+        return fail(ncclInvalidArgument, "%s: sendbuff %p (%zu bytes) and recvbuff %p (%zu "
+                    "bytes) overlap without being in place (sendbuff %p)", fn, t.send,
+                    t.send_bytes, t.recv, t.recv_bytes, t.in_place_send);
     return ncclSuccess;
 }
 
@@ -382,9 +403,9 @@ void run_collective(ncclComm *comm, const gb_emu::nccl_exchange &x, const transf
 {
     if (comm->stopped.load() || comm->async_result.load() != ncclSuccess)
         return;   /* destroyed, aborted or broken: nobody to meet */
-    if (!comm->world) {
-        if (t.bytes != 0 && t.send != t.recv)
-            std::memcpy(t.recv, t.send, t.bytes);
+    if (!comm->world) {   /* one rank: every form is a copy of the same bytes */
+        if (t.recv_bytes != 0 && t.send != t.recv)
+            std::memcpy(t.recv, t.send, t.recv_bytes);
         return;
     }
     std::string why;
@@ -395,34 +416,53 @@ void run_collective(ncclComm *comm, const gb_emu::nccl_exchange &x, const transf
     }
 }
 
+/* The collective's name in the counting mode's records. */
+const char *collective_name(const gb_emu::nccl_exchange &x)
+{
+    switch (x.form) {
+    case gb_emu::exchange_form::reduce_scatter:
+        return "reducescatter";
+    case gb_emu::exchange_form::all_gather:
+        return "allgather";
+    case gb_emu::exchange_form::whole:
+        break;
+    }
+    return x.root < 0 ? "allreduce" : "broadcast";
+}
+
 /* Checks a collective's arguments and queues it on `stream`. root: a broadcast's, or -1
- * for an all-reduce with `op`. */
+ * for a reduction with `op` or an all-gather; count: per rank for the sharded forms. */
 ncclResult_t collective(const char *fn, const void *sendbuff, void *recvbuff, size_t count,
                         ncclDataType_t type, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream)
+                        cudaStream_t stream,
+                        gb_emu::exchange_form form = gb_emu::exchange_form::whole)
 {
-    transfer t = {sendbuff, recvbuff, 0};
+    transfer t = {};
+    size_t bytes = 0;
     ncclResult_t r = check_ready(fn, comm);
     if (r == ncclSuccess && root >= comm->nranks)
         r = fail(ncclInvalidArgument, "%s: root %d is not a rank of this world of %d", fn, root,
                  comm->nranks);
-    if (r == ncclSuccess && root < 0 && comm->nranks > 1 && !gb_emu::nccl_world_reduces(type))
+    if (r == ncclSuccess && root < 0 && form != gb_emu::exchange_form::all_gather &&
+        comm->nranks > 1 && !gb_emu::nccl_world_reduces(type))
         r = fail(ncclInvalidArgument, "%s: the emulated NCCL reduces no fp8 (datatype %d) "
                  "between ranks", fn, (int)type);
+    if (r == ncclSuccess && (r = bytes_of(fn, count, type, &bytes)) == ncclSuccess &&
+        form != gb_emu::exchange_form::whole && bytes > SIZE_MAX / (size_t)comm->nranks)
+        r = fail(ncclInvalidArgument, "%s: count %zu per rank times %d ranks overflows a byte "
+                 "count", fn, count, comm->nranks);
     if (r == ncclSuccess)
-        r = bytes_of(fn, count, type, &t.bytes);
-    if (r == ncclSuccess)
-        r = check_transfer(fn, t);
+        r = check_transfer(fn, t = transfer_of(form, sendbuff, recvbuff, bytes, comm));
     if (r != ncclSuccess)
         return r;
     const gb_emu::nccl_exchange x = {fn, ++comm->collectives, sendbuff, recvbuff, count, type,
-                                     op, root};
+                                     op, root, form};
     cudaError_t e = gb_emu::enqueue(stream, fn, [comm, x, t] {
         if (gb_emu::counting)
-            gb_emu::count_record("nccl", std::string("\"op\":\"") +
-                                 (x.root < 0 ? "allreduce" : "broadcast") + "\",\"bytes\":" +
-                                 std::to_string(t.bytes) + ",\"ranks\":" +
-                                 std::to_string(comm->nranks));
+            gb_emu::count_record("nccl", std::string("\"op\":\"") + collective_name(x) +
+                                 "\",\"bytes\":" +
+                                 std::to_string(std::max(t.send_bytes, t.recv_bytes)) +
+                                 ",\"ranks\":" + std::to_string(comm->nranks));
         run_collective(comm, x, t);
     });
     if (e != cudaSuccess)
@@ -576,4 +616,23 @@ ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
     if (root < 0)
         return fail(ncclInvalidArgument, "%s: root %d is negative", fn, root);
     return collective(fn, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream)
+{
+    const char *fn = "ncclReduceScatter";
+    const long long o = (long long)op;
+    if (o < 0 || o >= ncclNumOps)
+        return fail(ncclInvalidArgument, "%s: op %lld is not a built-in ncclRedOp_t", fn, o);
+    return collective(fn, sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream,
+                      gb_emu::exchange_form::reduce_scatter);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
+{
+    return collective("ncclAllGather", sendbuff, recvbuff, sendcount, datatype, ncclSum, -1,
+                      comm, stream, gb_emu::exchange_form::all_gather);
 }

@@ -10,7 +10,8 @@
  * waits until every rank has consumed the previous step (its staging buffer is free again),
  * copies its part into its buffer and posts the step, waits until every rank has posted,
  * then computes its result from all the buffers (reductions in rank order, so every rank
- * gets the same bits) and consumes the step. Waiting sleeps on a futex (the segment's
+ * gets the same bits) and consumes the step. A reduce-scatter is an all-reduce of which a
+ * rank keeps only its part; an all-gather is one broadcast from each rank in turn. Waiting sleeps on a futex (the segment's
  * bell, rung after every post and consume), so ranks that outnumber the cores cost none.
  *
  * A rank holds a write lock (fcntl) on its own byte of the segment from joining to leaving;
@@ -41,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <random>
@@ -60,7 +62,7 @@ constexpr int WAKE_MS = 20;         /* how often a waiting rank looks at its pee
 
 /* What every rank of one step says it is doing; all must agree. */
 struct signature {
-    char what[16];
+    char what[24];
     unsigned long long seq;
     size_t count;
     int type, op, root;
@@ -513,12 +515,12 @@ ncclResult_t nccl_world_ready(nccl_world *w, std::string *error)
     return ncclSuccess;
 }
 
-ncclResult_t nccl_world_exchange(nccl_world *w, const nccl_exchange &x,
-                                 const std::atomic<bool> &aborted, std::string *error)
+namespace {
+
+/* `bytes` of send combined (reduced, or the root's) into recv, step by step. */
+ncclResult_t exchange_whole(nccl_world *w, const nccl_exchange &x, const char *send, char *recv,
+                            size_t bytes, const std::atomic<bool> &aborted, std::string *error)
 {
-    const size_t bytes = x.count * size_of(x.type);
-    const char *send = static_cast<const char *>(x.send);
-    char *recv = static_cast<char *>(x.recv);
     size_t done = 0;
     do {   /* at least one step: a collective of nothing still meets the other ranks */
         const size_t part = bytes - done < CHUNK ? bytes - done : CHUNK;
@@ -528,6 +530,71 @@ ncclResult_t nccl_world_exchange(nccl_world *w, const nccl_exchange &x,
         done += part;
     } while (done < bytes);
     return ncclSuccess;
+}
+
+/* The reduction of every rank's nranks parts, of which this rank keeps part `rank` in recv.
+ * Each step's result goes through `reduced`; a step writes recv only over the send bytes it
+ * has staged, so recv may be send's own part (in place). */
+ncclResult_t exchange_reduce_scatter(nccl_world *w, const nccl_exchange &x, size_t part_bytes,
+                                     const std::atomic<bool> &aborted, std::string *error)
+{
+    std::unique_ptr<char[]> reduced(new (std::nothrow) char[CHUNK]);
+    if (!reduced) {
+        *error = printed("%s #%llu: out of host memory for a step's reduction", x.what, x.seq);
+        return ncclSystemError;
+    }
+    const char *send = static_cast<const char *>(x.send);
+    char *recv = static_cast<char *>(x.recv);
+    const size_t bytes = part_bytes * (size_t)w->nranks;
+    const size_t mine = part_bytes * (size_t)w->rank, mine_end = mine + part_bytes;
+    size_t done = 0;
+    do {
+        const size_t step = bytes - done < CHUNK ? bytes - done : CHUNK;
+        ncclResult_t r = run_step(w, x, send + done, reduced.get(), step, aborted, error);
+        if (r != ncclSuccess)
+            return r;
+        const size_t from = done > mine ? done : mine;
+        const size_t to = done + step < mine_end ? done + step : mine_end;
+        if (from < to)
+            memcpy(recv + (from - mine), reduced.get() + (from - done), to - from);
+        done += step;
+    } while (done < bytes);
+    return ncclSuccess;
+}
+
+/* Every rank's part broadcast in rank order to its place in recv. */
+ncclResult_t exchange_all_gather(nccl_world *w, const nccl_exchange &x, size_t part_bytes,
+                                 const std::atomic<bool> &aborted, std::string *error)
+{
+    char *recv = static_cast<char *>(x.recv);
+    for (int r = 0; r < w->nranks; r++) {
+        nccl_exchange from_r = x;
+        from_r.root = r;
+        ncclResult_t result = exchange_whole(w, from_r, static_cast<const char *>(x.send),
+                                             recv + part_bytes * (size_t)r, part_bytes, aborted,
+                                             error);
+        if (result != ncclSuccess)
+            return result;
+    }
+    return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t nccl_world_exchange(nccl_world *w, const nccl_exchange &x,
+                                 const std::atomic<bool> &aborted, std::string *error)
+{
+    const size_t bytes = x.count * size_of(x.type);
+    switch (x.form) {
+    case exchange_form::reduce_scatter:
+        return exchange_reduce_scatter(w, x, bytes, aborted, error);
+    case exchange_form::all_gather:
+        return exchange_all_gather(w, x, bytes, aborted, error);
+    case exchange_form::whole:
+        break;
+    }
+    return exchange_whole(w, x, static_cast<const char *>(x.send), static_cast<char *>(x.recv),
+                          bytes, aborted, error);
 }
 
 void nccl_world_hold_until_abort(const std::atomic<bool> &aborted)

@@ -35,18 +35,25 @@ nccl_world *nccl_world_join(const ncclUniqueId &id, int nranks, int rank, int de
  * the next collective. */
 ncclResult_t nccl_world_ready(nccl_world *w, std::string *error);
 
+/* How a collective's buffers are laid out: the same `count` elements on every side
+ * (all-reduce, broadcast), or `count` per rank, nranks of them in send (reduce-scatter:
+ * rank r keeps part r of the reduction) or in recv (all-gather: part r is rank r's send). */
+enum class exchange_form { whole, reduce_scatter, all_gather };
+
 /* One collective as every rank sees it: each rank's `send`, reduced with `op` in `type`
- * (all-reduce) or root's `send` alone (broadcast, root >= 0), into each rank's `recv`.
- * `seq` numbers it on its communicator for messages. */
+ * (all-reduce, reduce-scatter) or root's `send` alone (broadcast, root >= 0; all-gather,
+ * whose parts are broadcasts from each rank in turn), into each rank's `recv`. `seq`
+ * numbers it on its communicator for messages. */
 struct nccl_exchange {
-    const char *what;       /* "ncclAllReduce", "ncclBroadcast" */
+    const char *what;       /* "ncclAllReduce", "ncclBroadcast", ... */
     unsigned long long seq;
     const void *send;
     void *recv;
     size_t count;
     ncclDataType_t type;
     ncclRedOp_t op;
-    int root;               /* broadcast: the root; all-reduce: -1 */
+    int root;               /* broadcast: the root; otherwise -1 */
+    exchange_form form;
 };
 
 /* Whether the emulated world can reduce `type` (fp8 is not emulated beyond one rank). */

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GB_ABI_MAJOR 1
-#define GB_ABI_MINOR 7
+#define GB_ABI_MINOR 8
 
 /* The symbol the core looks up with dlsym(); its type is gb_plugin_entry_fn. */
 #define GB_PLUGIN_ENTRY_NAME "gearbox_plugin_entry"
@@ -93,6 +93,12 @@ typedef enum gb_kind {
                                                  (kernels, or gb_device_enqueue_host) */
 #define GB_CAP_DEVICE_LOSS_SCALE   (1u << 8)  /* optim (ABI 1.4): honours
                                                  gb_optim_step_args.loss_scale */
+#define GB_CAP_RANGE_STEP          (1u << 9)  /* optim (ABI 1.8): steps any contiguous range
+                                                 of the flat buffers alone, its state
+                                                 per element (state_bytes(n) = k * 4n, k
+                                                 planes of n f32, plane j of element i at
+                                                 float j * n + i), so [optim] shard_state
+                                                 can give each rank a shard */
 /* Set by GB_PLUGIN_DEFINE, and assumed for plugins built before 1.2: the plugin declared
  * nothing, so the core checks dtypes and features at call time, as 1.0 and 1.1 did.
  * Declared capabilities come from GB_PLUGIN_DEFINE_CAPS. */

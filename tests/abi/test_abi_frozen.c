@@ -480,6 +480,16 @@ ENTRY(gb_attn_ops, forward_cached, 56,
 SIZES_NOW(7, 72, 80, 64, 528, 192, 360, 56, 64, 120, 48, 32, 96, 72);
 SIZE_NOW(7, gb_device_desc, 264);
 
+/* ---- ABI 1.8 ------------------------------------------------------------------------ */
+/* 1.7's comm vtable ends where 1.8 appends the sharded collectives */
+END(gb_comm_ops, barrier, 72);
+ENTRY(gb_comm_ops, reduce_scatter_start, 72,
+      gb_status (*)(void *, void *, void *, int64_t, gb_dtype, gb_reduce_op, gb_comm_request *));
+ENTRY(gb_comm_ops, all_gather, 80, gb_status (*)(void *, const void *, void *, int64_t, gb_dtype));
+VALUE(GB_CAP_RANGE_STEP, 1u << 9);
+SIZES_NOW(8, 72, 80, 64, 528, 192, 360, 56, 64, 120, 48, 32, 96, 88);
+SIZE_NOW(8, gb_device_desc, 264);
+
 int main(void)
 {
     if (!FROZEN) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Plugins built against the frozen headers of ABI 1.0 to 1.6 (tests/abi/v1.0 to v1.6: an
+# Plugins built against the frozen headers of ABI 1.0 to 1.7 (tests/abi/v1.0 to v1.7: an
 # attention and an optimizer each) load, are reported with their version, and
 # train under this gearbox's ABI.
 # usage: test_old_plugins.sh GEARBOX FIXTURES_DIR SOURCE_ROOT OLD_PLUGINS_DIR
@@ -8,7 +8,7 @@ OLD=$4
 cd "$WORK" || exit 1
 make_data
 
-for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6; do
+for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6 1.7; do
     tag=${v/./}
     attn="$OLD/attn-naive-abi$tag-cpu.so"
     optim="$OLD/optim-sgd-abi$tag-cpu.so"
@@ -36,6 +36,23 @@ if "$GEARBOX" sample out16 --tokens 30 --temperature 0 > sample16.txt 2> sample1
 else
     fail "sampling with the ABI 1.6 attention: $(cat sample16.err)"
 fi
+
+# [optim] shard_state (ABI 1.8) asks the comm plugin for reduce_scatter_start and all_gather
+# and the optimizer for GB_CAP_RANGE_STEP: a comm plugin built for 1.7 trains without them,
+# and both 1.7 plugins are refused, by name, when the state is to be sharded
+comm="$OLD/comm-world1-abi17-cpu.so"
+"$GEARBOX" train cfg17.ini --set run.out_dir=comm17 --set run.steps=8 --set comm.plugin="$comm" \
+    > comm17.txt 2>&1 && grep -q "^done: 8 steps" comm17.txt &&
+    pass "an ABI 1.7 comm plugin trains 8 steps" ||
+    fail "the ABI 1.7 comm plugin did not train: $(tail -n 3 comm17.txt)"
+expect_error "shard_state with an ABI 1.7 comm plugin" 2 \
+    "[comm] plugin = world1 ($comm, ABI 1.7) has no reduce_scatter_start and all_gather" -- \
+    "$GEARBOX" train cfg17.ini --set run.out_dir=shard17 --set comm.plugin="$comm" \
+    --set optim.shard_state=true
+expect_error "shard_state with an ABI 1.7 optimizer" 2 \
+    "does not declare GB_CAP_RANGE_STEP" -- \
+    "$GEARBOX" train cfg17.ini --set run.out_dir=shard17 --set optim.plugin="$OLD/optim-sgd-abi17-cpu.so" \
+    --set optim.shard_state=true
 
 # the losses move: the old optimizer really updated the parameters
 first=$(sed -n 's/.*step *1\/8 | loss \([0-9.]*\).*/\1/p' train10.txt)

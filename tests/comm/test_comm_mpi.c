@@ -5,7 +5,9 @@
  *
  * The collectives: descriptor and options; rank and world; all-reduce SUM and AVG of f32
  * and SUM of i32 with exact expected values; overlapping requests that each rank waits
- * for in its own order; broadcast from the first and the last rank; barrier; refused
+ * for in its own order; broadcast from the first and the last rank; the sharded
+ * collectives (ABI 1.8: reduce-scatter SUM and AVG in place and apart, all-gather in place
+ * and apart, each rank's part checked exactly); barrier; refused
  * requests (they start no collective, so the ranks stay in step).
  *
  * The timeout (WORLD 2, timeout_s = 1): after one all-reduce together, rank 1 sleeps
@@ -116,6 +118,57 @@ static int check_all_reduce_values(const fixture *f)
                   (long long)wrong, N);
     free(x);
     free(k);
+    return failures;
+}
+
+/* Reduce-scatter of N parts per rank (in place when in_place, else into a buffer of its
+ * own), then the all-gather of the shards: every rank ends with the whole reduction. */
+static int check_sharded_pass(const fixture *f, float *x, float *apart, int64_t part,
+                              gb_reduce_op op, int in_place)
+{
+    int failures = 0;
+    int64_t all = part * f->world, mine = part * f->rank;
+    fill_f32(f, x, all);
+    float *shard = in_place ? x + mine : apart;
+    gb_comm_request req;
+    gb_status st = f->ops->reduce_scatter_start(f->self, x, shard, part, GB_F32, op, &req);
+    if (st == GB_OK)
+        st = f->ops->all_reduce_wait(f->self, req);
+    GB_TEST_CHECK(failures, st == GB_OK, "reduce-scatter (op %d, in place %d) returned %d: %s",
+                  op, in_place, st, gb_test_last_error());
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < part; i++) {
+        float want = sum_over_ranks(f->world, mine + i);
+        wrong += shard[i] != (op == GB_REDUCE_AVG ? want / (float)f->world : want);
+    }
+    GB_TEST_CHECK(failures, wrong == 0, "reduce-scatter (op %d, in place %d): %lld of %lld "
+                  "values of rank %d's shard wrong", op, in_place, (long long)wrong,
+                  (long long)part, f->rank);
+    st = f->ops->all_gather(f->self, shard, x, part, GB_F32);
+    GB_TEST_CHECK(failures, st == GB_OK, "all-gather (in place %d) returned %d: %s", in_place,
+                  st, gb_test_last_error());
+    wrong = wrong_f32(f, x, all, op);
+    GB_TEST_CHECK(failures, wrong == 0, "all-gather (in place %d): %lld of %lld values wrong",
+                  in_place, (long long)wrong, (long long)all);
+    return failures;
+}
+
+static int check_sharded(const fixture *f)
+{
+    enum { PART = 300000 };   /* over a MiB per rank */
+    float *x = malloc((size_t)PART * (size_t)f->world * sizeof *x);
+    float *apart = malloc(PART * sizeof *apart);
+    int failures = 0;
+    if (!x || !apart) {
+        printf("FAIL: out of memory\n");
+        failures = 1;
+    }
+    for (int in_place = 0; !failures && in_place < 2; in_place++) {
+        failures += check_sharded_pass(f, x, apart, PART, GB_REDUCE_SUM, in_place);
+        failures += check_sharded_pass(f, x, apart, PART, GB_REDUCE_AVG, in_place);
+    }
+    free(x);
+    free(apart);
     return failures;
 }
 
@@ -259,6 +312,7 @@ static int run_collectives(const fixture *f)
     failures += check_overlapping_requests(f);
     failures += check_broadcast_from(f, 0);
     failures += check_broadcast_from(f, f->world - 1);
+    failures += check_sharded(f);
     failures += check_refusals(f);
     failures += check_inflight_limit(f);
     gb_status st = f->ops->barrier(f->self);

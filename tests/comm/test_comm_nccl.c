@@ -10,7 +10,7 @@
  * buffers ordered on the context's stream, broadcast, barrier and the request
  * bookkeeping. With two or more GPUs it then starts one process per GPU (up to 8) from
  * this binary with torchrun-style variables: all-reduce SUM and AVG over the world,
- * broadcast from the last rank, barrier, and finally a collective the last rank never
+ * reduce-scatter and all-gather (ABI 1.8), broadcast from the last rank, barrier, and finally a collective the last rank never
  * joins: all_reduce_wait returns at once (it only queues a wait on the GPU), and the barrier
  * queued behind it fails on the others once the watchdog aborts the communicator, within
  * timeout_s of the collective, naming it.
@@ -293,6 +293,42 @@ static int check_world_reduce(const gb_comm_ops *ops, void *self, cudaStream_t s
     return failures;
 }
 
+/* The sharded collectives (ABI 1.8) over the world: each rank contributes (r + 1) * (i %
+ * 100) to the 4096 f32 of run_rank's buffer, reduce-scatters them in place, checks its
+ * part, then all-gathers the parts back in place, each step ordered on the stream. */
+static int check_world_sharded(const gb_comm_ops *ops, void *self, cudaStream_t stream,
+                               float *dev, int rank, int world)
+{
+    enum { N = 4096 };
+    const int part = N / world, n = part * world;
+    int failures = 0;
+    float f[N];
+    for (int i = 0; i < n; i++)
+        f[i] = (float)((rank + 1) * (i % 100));
+    cudaMemcpyAsync(dev, f, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, stream);
+    gb_comm_request req = 0;
+    gb_status st = ops->reduce_scatter_start(self, dev, dev + rank * part, part, GB_F32,
+                                             GB_REDUCE_SUM, &req);
+    if (st == GB_OK)
+        st = ops->all_reduce_wait(self, req);
+    GB_TEST_CHECK(failures, st == GB_OK, "rank %d: reduce-scatter: %s", rank,
+                  gb_test_last_error());
+    cudaMemcpyAsync(f, dev + rank * part, part * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    cudaStreamSynchronize(stream);
+    const float ranks_sum = (float)(world * (world + 1) / 2);
+    for (int i = 0; i < part && failures == 0; i++)
+        GB_TEST_CHECK(failures, f[i] == ranks_sum * (float)((rank * part + i) % 100),
+                      "rank %d: element %d of its reduce-scattered part is %g", rank, i, f[i]);
+    st = ops->all_gather(self, dev + rank * part, dev, part, GB_F32);
+    GB_TEST_CHECK(failures, st == GB_OK, "rank %d: all-gather: %s", rank, gb_test_last_error());
+    cudaMemcpyAsync(f, dev, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    cudaStreamSynchronize(stream);
+    for (int i = 0; i < n && failures == 0; i++)
+        GB_TEST_CHECK(failures, f[i] == ranks_sum * (float)(i % 100),
+                      "rank %d: element %d after the all-gather is %g", rank, i, f[i]);
+    return failures;
+}
+
 static int check_world_broadcast(const gb_comm_ops *ops, void *self, cudaStream_t stream,
                                  unsigned char *dev, int rank, int world)
 {
@@ -367,6 +403,7 @@ static int run_rank(const gb_plugin_desc *desc)
     void *dev = NULL;
     cudaMalloc(&dev, 4096 * sizeof(float));
     failures += check_world_reduce(ops, self, sc.stream, dev, rank, world);
+    failures += check_world_sharded(ops, self, sc.stream, dev, rank, world);
     failures += check_world_broadcast(ops, self, sc.stream, dev, rank, world);
     failures += check_peer_hangs(ops, self, dev, rank, world);
     ops->destroy(self);

@@ -13,9 +13,7 @@
 source "$(dirname "$0")/../cli/lib.sh"
 source "$(dirname "$0")/../comm/overlap_trace.sh"
 COMPARE=$4
-# The ranks this test started: whatever happens to a check, none outlives the test.
-started=()
-trap 'for pid in "${started[@]}"; do kill -KILL "$pid" 2> /dev/null; done; rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/nccl_emu_ranks.sh"
 
 make_data
 write_config "$WORK/run.ini"
@@ -23,40 +21,6 @@ write_config "$WORK/run.ini"
 # stays a rounding difference.
 sed -i -e 's/^threads = .*/threads = 1/' -e 's/^learning_rate = .*/learning_rate = 3e-3/' \
     "$WORK/run.ini"
-export GEARBOX_CUDA_EMU_THREADS=1   # up to 4 ranks share the machine's cores
-export GEARBOX_CUDA_EMU_DEVICES=4   # a GPU for each LOCAL_RANK
-port=$((20000 + $$ % 20000))        # rank 0's bootstrap; the next launch takes the next port
-
-# launch W NAME SETTINGS...: starts W ranks training $WORK/run.ini into $WORK/NAME; rank r
-# logs to $WORK/NAME.r.log and traces to $WORK/NAME.r.trace. Their pids go to `ranks`.
-launch() {
-    local world=$1 name=$2
-    shift 2
-    port=$((port + 1))
-    ranks=()
-    for ((r = 0; r < world; r++)); do
-        RANK=$r LOCAL_RANK=$r WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-            GEARBOX_CUDA_EMU_TRACE="$WORK/$name.$r.trace" "$GEARBOX" train "$WORK/run.ini" \
-            --set run.out_dir="$WORK/$name" --set comm.plugin=nccl \
-            --set train.bucket_cap_mb=0.01 "$@" > "$WORK/$name.$r.log" 2>&1 &
-        ranks+=($!)
-        started+=($!)
-    done
-}
-
-# train_ranks W NAME SETTINGS...: W ranks (1: one process, comm/single), to the end.
-train_ranks() {
-    local world=$1 name=$2 r
-    shift 2
-    if [ "$world" -eq 1 ]; then
-        train_run "$name" "$@"
-        return
-    fi
-    launch "$world" "$name" "$@"
-    for r in "${!ranks[@]}"; do
-        wait "${ranks[$r]}" || fail "$name: rank $r failed: $(tail -n 5 "$WORK/$name.$r.log")"
-    done
-}
 
 same_params() {
     local one=$1 many=$2 out

@@ -5,7 +5,8 @@
  * is known whatever the world size. Several all-reduces are put in flight at once and
  * waited for in reverse order, as the core does when it overlaps them with backward.
  * With one process these check the bookkeeping of a world of 1; under a launcher such as
- * mpirun every rank runs the kit and the same checks cover N ranks.
+ * mpirun every rank runs the kit and the same checks cover N ranks. The sharded
+ * collectives of ABI 1.8 are checked where the plugin has them.
  *
  * Left out: dtypes other than f32, timeouts and dead peers.
  */
@@ -127,6 +128,52 @@ static void check_broadcast(comm *c)
     gb_kit_report(kit, check, GB_KIT_PASS, "%d bytes", COUNT);
 }
 
+/* The sharded collectives (ABI 1.8, optional): a buffer of COUNT values per rank
+ * reduce-scattered (average) in place, then the parts all-gathered in place, which leaves
+ * the whole average on every rank. */
+static void check_sharded(comm *c)
+{
+    const char *check = "reduce_scatter avg + all_gather (f32)";
+    gb_kit *kit = c->kit;
+    if (!GB_COMM_HAS(c->ops, reduce_scatter_start) || !GB_COMM_HAS(c->ops, all_gather)) {
+        gb_kit_report(kit, check, GB_KIT_UNSUPPORTED, "no reduce_scatter_start and all_gather "
+                      "(optional, ABI 1.8): [optim] shard_state is refused with this plugin");
+        return;
+    }
+    const int64_t n = (int64_t)COUNT * c->world;
+    float *host = gb_kit_host_alloc(kit, (size_t)n * sizeof(float)), *buf = NULL;
+    for (int64_t i = 0; host && i < n; i++)
+        host[i] = value_at(c->rank, i, 0);
+    if (!host || !(buf = gb_kit_device_copy(kit, host, (size_t)n * sizeof(float)))) {
+        gb_kit_report_memory(kit, check);
+        return;
+    }
+    float *mine = buf + (int64_t)COUNT * c->rank;
+    gb_comm_request request;
+    gb_status st = c->ops->reduce_scatter_start(c->ki->inst.self, buf, mine, COUNT, GB_F32,
+                                                GB_REDUCE_AVG, &request);
+    if (st == GB_OK && (st = c->ops->all_reduce_wait(c->ki->inst.self, request)) == GB_OK)
+        st = c->ops->all_gather(c->ki->inst.self, mine, buf, COUNT, GB_F32);
+    if (st != GB_OK) {
+        gb_kit_report_call(kit, check, c->ki, "reduce_scatter_start, all_gather", st);
+        return;
+    }
+    if (gb_kit_download(kit, host, buf, (size_t)n * sizeof(float))) {
+        gb_kit_report_memory(kit, check);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double want = sum_at(c->world, i, 0) / c->world;
+        if (!(fabs(host[i] - want) <= 1e-6 * fabs(want))) {
+            gb_kit_report(kit, check, GB_KIT_FAIL, "element %lld is %.8g, expected %.8g",
+                          (long long)i, (double)host[i], want);
+            return;
+        }
+    }
+    gb_kit_report(kit, check, GB_KIT_PASS, "%lld f32 values as expected over %d rank%s",
+                  (long long)n, c->world, c->world == 1 ? "" : "s");
+}
+
 static void check_barrier(comm *c)
 {
     gb_status st = c->ops->barrier(c->ki->inst.self);
@@ -147,6 +194,7 @@ void gb_kit_check_comm(gb_kit *kit)
         check_all_reduce(&c, GB_REDUCE_AVG, 1, "all_reduce avg (f32)");
         check_all_reduce(&c, GB_REDUCE_SUM, IN_FLIGHT, "all_reduce, 8 in flight, waited in reverse");
         check_broadcast(&c);
+        check_sharded(&c);
         check_barrier(&c);
     }
     gb_kit_destroy(&ki);

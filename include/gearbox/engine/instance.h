@@ -15,7 +15,8 @@ typedef struct gb_instance {
     const gb_plugin *plugin;
     gb_option *schema;    /* `plugin` followed by the plugin's own options */
     gb_value *values;     /* parallel to schema */
-    int n_core;           /* the core's keys at the head of schema (plugin; ordinal) */
+    int n_core;           /* the core's keys at the head of schema (plugin; a device's
+                             ordinal, an optimizer's shard_state) */
     gb_host host;
     char error[1024];     /* the plugin's last set_error message */
     void *self;           /* NULL until created */

@@ -112,8 +112,13 @@ int gb_model_init(gb_model *m, uint64_t seed);
 int gb_model_set_params(gb_model *m, const float *host);
 int gb_model_get_params(gb_model *m, float *host);
 int gb_model_get_grads(gb_model *m, float *host);
-/* Optimizer state (device buffer of the optim plugin's state_bytes) from/to host. */
+/* Optimizer state (device buffer of the optim plugin's state_bytes) from/to host. With
+ * [optim] shard_state each rank holds a part of it (gb_model_optim_state_sharded), and
+ * the host side is still the whole state, laid out as unsharded (its bytes are what
+ * gb_model_optim_state_bytes says): set takes this rank's part of it; get gathers every
+ * rank's part, so every rank must call it (each receives the whole state). */
 size_t gb_model_optim_state_bytes(const gb_model *m);
+int gb_model_optim_state_sharded(const gb_model *m);
 int gb_model_set_optim_state(gb_model *m, const void *host);
 int gb_model_get_optim_state(gb_model *m, void *host);
 

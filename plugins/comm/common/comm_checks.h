@@ -1,5 +1,5 @@
 /* What every comm plugin of this tree checks the same way: the arguments of
- * all_reduce_start and broadcast, and room for one more outstanding request. Header-only;
+ * all_reduce_start (and reduce_scatter_start's, the same), all_gather and broadcast, and room for one more outstanding request. Header-only;
  * nothing here prints or allocates: reasons go through set_error().
  */
 #ifndef GB_COMM_CHECKS_H
@@ -19,6 +19,23 @@ static inline gb_status comm_check_all_reduce(const gb_host *host, const void *b
     }
     if (gb_dtype_size(dtype) == 0 || (op != GB_REDUCE_SUM && op != GB_REDUCE_AVG)) {
         host->set_error(host, "all_reduce: unknown dtype %d or reduce op %d", (int)dtype, (int)op);
+        return GB_ERR_INVALID_ARG;
+    }
+    return GB_OK;
+}
+
+/* all_gather's arguments (ABI 1.8): a count >= 0, buffers for a count > 0 and a known
+ * dtype; else GB_ERR_INVALID_ARG with the host told which. */
+static inline gb_status comm_check_all_gather(const gb_host *host, const void *send,
+                                              const void *recv, int64_t send_count,
+                                              gb_dtype dtype)
+{
+    if (send_count < 0 || (send_count > 0 && (!send || !recv))) {
+        host->set_error(host, "all_gather: needs send and recv buffers and a count >= 0");
+        return GB_ERR_INVALID_ARG;
+    }
+    if (gb_dtype_size(dtype) == 0) {
+        host->set_error(host, "all_gather: unknown dtype %d", (int)dtype);
         return GB_ERR_INVALID_ARG;
     }
     return GB_OK;

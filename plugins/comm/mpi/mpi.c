@@ -3,6 +3,10 @@
  * Every collective is a non-blocking MPI call on a duplicate of MPI_COMM_WORLD:
  * all_reduce_start posts MPI_Iallreduce in place (AVG is SUM, then a division by the world
  * size when the request completes), broadcast posts MPI_Ibcast and barrier MPI_Ibarrier.
+ * The sharded collectives (ABI 1.8): reduce_scatter_start posts MPI_Ireduce_scatter_block
+ * (in place, MPI_IN_PLACE leaves the rank's shard at the start of the buffer, and
+ * completion moves it to its place, after an average's division), all_gather
+ * MPI_Iallgather in place, of bytes, and waits for it like a broadcast.
  * Waiting polls the requests with sched_yield() between polls, up to [comm] timeout_s;
  * on 2 ranks sharing 2 cores this costs about what MPI_Wait costs. Open MPI is asked for
  * its ring all-reduce (see prefer_ring_all_reduce).
@@ -41,7 +45,7 @@
  * singleton mode).
  *
  * Left out: device memory (device = cuda uses comm/nccl), bf16/f16 reductions, counts
- * above INT_MAX in one all-reduce, and surviving the loss of a rank.
+ * above INT_MAX in one collective, and surviving the loss of a rank.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -69,15 +73,20 @@ static const gb_option mpi_options[] = {
 /* Peers named one by one in a timeout message; the rest are counted. */
 #define MAX_NAMED_PEERS 4
 
-typedef enum collective_kind { ALL_REDUCE, BROADCAST, BARRIER } collective_kind;
+typedef enum collective_kind {
+    ALL_REDUCE, BROADCAST, BARRIER, REDUCE_SCATTER, ALL_GATHER
+} collective_kind;
 
 /* One posted collective: what the timeout message describes and what completion does. */
 typedef struct collective {
     collective_kind kind;
     uint64_t seq;             /* its sequence number (1 for the first collective) */
-    gb_comm_request id;       /* ALL_REDUCE: the core's request; 0 when the slot is free */
-    void *buf;
-    int64_t count;            /* ALL_REDUCE: elements; BROADCAST: bytes */
+    gb_comm_request id;       /* ALL_REDUCE, REDUCE_SCATTER: the core's request; 0 when the
+                                 slot is free */
+    void *buf;                /* REDUCE_SCATTER: where MPI leaves this rank's shard */
+    void *dest;               /* REDUCE_SCATTER: where the shard belongs */
+    int64_t count;            /* ALL_REDUCE, REDUCE_SCATTER (the shard): elements;
+                                 BROADCAST, ALL_GATHER (each rank's part): bytes */
     gb_dtype dtype;
     gb_reduce_op op;
     int root;                 /* BROADCAST */
@@ -166,15 +175,18 @@ static gb_status refuse_after_failure(mpi_comm *m)
 
 /* ---- progress ---------------------------------------------------------------------- */
 
-/* What completing a collective takes beyond MPI: the division of an average. */
+/* What completing a collective takes beyond MPI: the division of an average, and the
+ * move of an in-place reduce-scatter's shard to its place. */
 static void finish(mpi_comm *m, collective *c)
 {
-    if (c->kind == ALL_REDUCE && c->op == GB_REDUCE_AVG) {
+    if ((c->kind == ALL_REDUCE || c->kind == REDUCE_SCATTER) && c->op == GB_REDUCE_AVG) {
         float *x = c->buf;
         const float world = (float)m->world;
         for (int64_t i = 0; i < c->count; i++)
             x[i] /= world;
     }
+    if (c->kind == REDUCE_SCATTER && c->dest != c->buf)
+        memmove(c->dest, c->buf, (size_t)c->count * gb_dtype_size(c->dtype));
 }
 
 /* Records every notice that has arrived and re-posts the receives. */
@@ -253,6 +265,14 @@ static void describe(const collective *c, char *out, size_t size)
         break;
     case BARRIER:
         snprintf(out, size, "barrier #%llu", (unsigned long long)c->seq);
+        break;
+    case REDUCE_SCATTER:
+        snprintf(out, size, "reduce-scatter #%llu (%lld %s per rank)", (unsigned long long)c->seq,
+                 (long long)c->count, gb_dtype_name(c->dtype));
+        break;
+    case ALL_GATHER:
+        snprintf(out, size, "all-gather #%llu (%lld bytes per rank)", (unsigned long long)c->seq,
+                 (long long)c->count);
         break;
     }
 }
@@ -629,37 +649,81 @@ static gb_status check_all_reduce(mpi_comm *m, const void *buf, int64_t count, g
 /* What the queued parts of the collectives receive. */
 typedef struct queued_collective {
     mpi_comm *m;
+    void *send;               /* reduce-scatter, all-gather: the other buffer */
     void *buf;
-    int64_t count;            /* all-reduce: elements; broadcast: bytes */
+    int64_t count;            /* all-reduce, reduce-scatter: elements; broadcast, all-gather:
+                                 bytes (all-gather: each rank's) */
     gb_dtype dtype;
     gb_reduce_op op;
     gb_comm_request id;
     int root;
 } queued_collective;
 
-/* Posts the all-reduce of request `id`: buf holds what the work queued before it left. */
-static gb_status all_reduce_start_run(void *arg)
+/* Numbers collective `c` of a request and takes a free request slot for it (in *slot). */
+static gb_status begin_request(mpi_comm *m, collective c, int *slot)
 {
-    const queued_collective *q = arg;
-    mpi_comm *m = q->m;
     if (m->failed)
         return refuse_after_failure(m);
     gb_status st = progress(m);
     if (st != GB_OK)
         return st;
-    int slot = 0;
-    while (m->slots[slot].id != 0)
-        slot++;
-    st = begin_collective(m, (collective){.kind = ALL_REDUCE, .id = q->id, .buf = q->buf,
-                                          .count = q->count, .dtype = q->dtype, .op = q->op},
-                          slot);
+    *slot = 0;
+    while (m->slots[*slot].id != 0)
+        (*slot)++;
+    return begin_collective(m, c, *slot);
+}
+
+static MPI_Datatype mpi_type_of(gb_dtype dtype)
+{
+    return dtype == GB_F32 ? MPI_FLOAT : MPI_INT;
+}
+
+/* Posts the all-reduce of request `id`: buf holds what the work queued before it left. */
+static gb_status all_reduce_start_run(void *arg)
+{
+    const queued_collective *q = arg;
+    mpi_comm *m = q->m;
+    int slot;
+    gb_status st = begin_request(m, (collective){.kind = ALL_REDUCE, .id = q->id, .buf = q->buf,
+                                                 .count = q->count, .dtype = q->dtype,
+                                                 .op = q->op},
+                                 &slot);
     if (st != GB_OK)
         return st;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, q->buf, (int)q->count,
-                            q->dtype == GB_F32 ? MPI_FLOAT : MPI_INT, MPI_SUM, m->comm,
-                            &m->requests[slot]);
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, q->buf, (int)q->count, mpi_type_of(q->dtype), MPI_SUM,
+                            m->comm, &m->requests[slot]);
     if (rc != MPI_SUCCESS)
         return mpi_failed(m, rc, "MPI_Iallreduce");
+    m->n_inflight++;
+    return GB_OK;
+}
+
+/* Posts the reduce-scatter of request `id` into buf (this rank's shard of send). In place,
+ * MPI_IN_PLACE takes the input from send and leaves the shard at its start; finish() moves
+ * it to buf. */
+static gb_status reduce_scatter_start_run(void *arg)
+{
+    const queued_collective *q = arg;
+    mpi_comm *m = q->m;
+    const int in_place = (char *)q->buf == (char *)q->send + (size_t)m->rank *
+                                                                 (size_t)q->count *
+                                                                 gb_dtype_size(q->dtype);
+    int slot;
+    gb_status st = begin_request(m, (collective){.kind = REDUCE_SCATTER, .id = q->id,
+                                                 .buf = in_place ? q->send : q->buf,
+                                                 .dest = q->buf, .count = q->count,
+                                                 .dtype = q->dtype, .op = q->op},
+                                 &slot);
+    if (st != GB_OK)
+        return st;
+    int rc = in_place ? MPI_Ireduce_scatter_block(MPI_IN_PLACE, q->send, (int)q->count,
+                                                  mpi_type_of(q->dtype), MPI_SUM, m->comm,
+                                                  &m->requests[slot])
+                      : MPI_Ireduce_scatter_block(q->send, q->buf, (int)q->count,
+                                                  mpi_type_of(q->dtype), MPI_SUM, m->comm,
+                                                  &m->requests[slot]);
+    if (rc != MPI_SUCCESS)
+        return mpi_failed(m, rc, "MPI_Ireduce_scatter_block");
     m->n_inflight++;
     return GB_OK;
 }
@@ -716,6 +780,31 @@ static gb_status broadcast_run(void *arg)
     return st;
 }
 
+/* The all-gather into buf, each rank's part `count` bytes: this rank's part is copied to
+ * its place first unless it is there (in place), then gathered in place. */
+static gb_status all_gather_run(void *arg)
+{
+    const queued_collective *q = arg;
+    mpi_comm *m = q->m;
+    if (m->failed)
+        return refuse_after_failure(m);
+    char *mine = (char *)q->buf + (size_t)m->rank * (size_t)q->count;
+    if (q->count > 0 && q->send != mine)
+        memcpy(mine, q->send, (size_t)q->count);
+    gb_status st = progress(m);
+    if (st == GB_OK)
+        st = begin_collective(m, (collective){.kind = ALL_GATHER, .buf = q->buf,
+                                              .count = q->count},
+                              BLOCKING_SLOT);
+    if (st != GB_OK)
+        return st;
+    int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, q->buf, (int)q->count, MPI_BYTE,
+                            m->comm, &m->requests[BLOCKING_SLOT]);
+    if (rc != MPI_SUCCESS)
+        return mpi_failed(m, rc, "MPI_Iallgather");
+    return await(m, BLOCKING_SLOT);
+}
+
 static gb_status barrier_run(void *arg)
 {
     const queued_collective *q = arg;
@@ -747,23 +836,47 @@ static gb_status run_blocking(mpi_comm *m, gb_host_fn fn, queued_collective *q)
 
 /* ---- the collectives ---- */
 
-static gb_status mpi_all_reduce_start(void *self, void *buf, int64_t count, gb_dtype dtype,
-                                      gb_reduce_op op, gb_comm_request *request)
+/* Queues the start of a reduction (all-reduce or reduce-scatter, `run`) with the next
+ * request's id, after checking its arguments as an all-reduce's. */
+static gb_status start_reduction(mpi_comm *m, gb_host_fn run, queued_collective q,
+                                 gb_comm_request *request)
 {
-    mpi_comm *m = self;
     if (m->failed)
         return refuse_after_failure(m);
-    gb_status st = check_all_reduce(m, buf, count, dtype, op, request);
+    gb_status st = check_all_reduce(m, q.buf, q.count, q.dtype, q.op, request);
     if (st != GB_OK)
         return st;
-    queued_collective q = {.m = m, .buf = buf, .count = count, .dtype = dtype, .op = op,
-                           .id = m->next_id};
-    st = gb_device_run_host(&m->device, all_reduce_start_run, &q, sizeof q);
+    q.id = m->next_id;
+    st = gb_device_run_host(&m->device, run, &q, sizeof q);
     if (st != GB_OK)
         return st;
     m->pending[m->n_pending++] = q.id;
     *request = m->next_id++;
     return GB_OK;
+}
+
+static gb_status mpi_all_reduce_start(void *self, void *buf, int64_t count, gb_dtype dtype,
+                                      gb_reduce_op op, gb_comm_request *request)
+{
+    return start_reduction(self, all_reduce_start_run,
+                           (queued_collective){.m = self, .buf = buf, .count = count,
+                                               .dtype = dtype, .op = op},
+                           request);
+}
+
+static gb_status mpi_reduce_scatter_start(void *self, void *send, void *recv, int64_t recv_count,
+                                          gb_dtype dtype, gb_reduce_op op,
+                                          gb_comm_request *request)
+{
+    mpi_comm *m = self;
+    if (recv_count > 0 && !send) {
+        m->host->set_error(m->host, "reduce_scatter_start: send is NULL");
+        return GB_ERR_INVALID_ARG;
+    }
+    return start_reduction(m, reduce_scatter_start_run,
+                           (queued_collective){.m = m, .send = send, .buf = recv,
+                                               .count = recv_count, .dtype = dtype, .op = op},
+                           request);
 }
 
 static gb_status mpi_all_reduce_wait(void *self, gb_comm_request request)
@@ -796,6 +909,25 @@ static gb_status mpi_broadcast(void *self, void *buf, size_t bytes, int root)
     return run_blocking(m, broadcast_run, &q);
 }
 
+static gb_status mpi_all_gather(void *self, const void *send, void *recv, int64_t send_count,
+                                gb_dtype dtype)
+{
+    mpi_comm *m = self;
+    if (m->failed)
+        return refuse_after_failure(m);
+    gb_status st = comm_check_all_gather(m->host, send, recv, send_count, dtype);
+    if (st != GB_OK)
+        return st;
+    size_t bytes = (size_t)send_count * gb_dtype_size(dtype);
+    if (bytes > INT_MAX) {
+        m->host->set_error(m->host, "all_gather: %zu bytes per rank exceed MPI's int count (%d)",
+                           bytes, INT_MAX);
+        return GB_ERR_UNSUPPORTED;
+    }
+    queued_collective q = {.m = m, .send = (void *)send, .buf = recv, .count = (int64_t)bytes};
+    return run_blocking(m, all_gather_run, &q);
+}
+
 static gb_status mpi_barrier(void *self)
 {
     mpi_comm *m = self;
@@ -812,4 +944,5 @@ GB_COMM_PLUGIN("mpi", "1.0.0",
                GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_OPTIONS(mpi_options),
                .create = mpi_create, .destroy = mpi_destroy, .rank = mpi_rank, .world = mpi_world,
                .all_reduce_start = mpi_all_reduce_start, .all_reduce_wait = mpi_all_reduce_wait,
-               .broadcast = mpi_broadcast, .barrier = mpi_barrier)
+               .broadcast = mpi_broadcast, .barrier = mpi_barrier,
+               .reduce_scatter_start = mpi_reduce_scatter_start, .all_gather = mpi_all_gather)

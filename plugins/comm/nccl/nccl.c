@@ -15,7 +15,10 @@
  * event and returns without blocking the host, so only the work queued after the wait (the
  * optimizer, which reads the averaged gradients) waits for the reduction; the kernels of
  * the rest of backward run while it does. broadcast and barrier are blocking: the host
- * waits on the end event (cudaEventSynchronize). `overlap = false` queues the collectives
+ * waits on the end event (cudaEventSynchronize). The sharded collectives (ABI 1.8) follow the
+ * all-reduce: reduce_scatter_start queues ncclReduceScatter behind the same event and its
+ * request is waited for by all_reduce_wait; all_gather queues ncclAllGather and makes the
+ * compute stream wait for it at once, without blocking the host. `overlap = false` queues the collectives
  * on the compute stream instead, in order with the kernels (for A/B comparisons).
  *
  * Nothing waits without a limit. A watchdog thread holds every collective's deadline, the
@@ -72,14 +75,17 @@ static const gb_option nccl_options[] = {
 
 /* ---- describing operations and failures ------------------------------------------------ */
 
-typedef enum op_kind { OP_SETUP, OP_ALL_REDUCE, OP_BROADCAST, OP_BARRIER } op_kind;
+typedef enum op_kind {
+    OP_SETUP, OP_ALL_REDUCE, OP_BROADCAST, OP_BARRIER, OP_REDUCE_SCATTER, OP_ALL_GATHER
+} op_kind;
 
 /* One operation on the communicator, as error messages name it. */
 typedef struct op_desc {
     op_kind kind;
     int64_t seq;      /* collectives: the how-manieth on this communicator, from 1 */
-    int64_t count;    /* all_reduce: elements; broadcast: bytes */
-    gb_dtype dtype;   /* all_reduce */
+    int64_t count;    /* all_reduce: elements; reduce_scatter, all_gather: elements per
+                         rank; broadcast: bytes */
+    gb_dtype dtype;   /* all_reduce, reduce_scatter, all_gather */
     int root;         /* broadcast */
 } op_desc;
 
@@ -124,8 +130,14 @@ static void describe(const op_desc *op, char *out, size_t size)
         snprintf(out, size, "NCCL communicator setup");
         break;
     case OP_ALL_REDUCE:
-        snprintf(out, size, "all_reduce #%lld (%lld x %s)", (long long)op->seq,
-                 (long long)op->count, gb_dtype_name(op->dtype));
+    case OP_REDUCE_SCATTER:
+    case OP_ALL_GATHER:
+        snprintf(out, size, "%s #%lld (%lld x %s%s)",
+                 op->kind == OP_ALL_REDUCE       ? "all_reduce"
+                 : op->kind == OP_REDUCE_SCATTER ? "reduce_scatter"
+                                                 : "all_gather",
+                 (long long)op->seq, (long long)op->count, gb_dtype_name(op->dtype),
+                 op->kind == OP_ALL_REDUCE ? "" : " per rank");
         break;
     case OP_BROADCAST:
         snprintf(out, size, "broadcast #%lld (%lld bytes from rank %d)", (long long)op->seq,
@@ -684,33 +696,48 @@ static gb_status check_all_reduce(nccl_comm *s, const void *buf, int64_t count, 
     return comm_check_room(host, s->n_inflight);
 }
 
-/* Queues the all-reduce `desc` after the compute stream's work so far and watches it.
- * Called with the lock held. */
-static gb_status queue_all_reduce(nccl_comm *s, void *buf, ncclDataType_t type, gb_reduce_op op,
-                                  const op_desc *desc)
+/* One collective's buffers and NCCL arguments, as the queueing below takes them. */
+typedef struct nccl_call {
+    const void *send;
+    void *recv;
+    ncclDataType_t type;
+    ncclRedOp_t op;
+} nccl_call;
+
+/* Queues collective `desc` (all-reduce, reduce-scatter or all-gather) after the compute
+ * stream's work so far and watches it. Called with the lock held. */
+static gb_status queue_collective(nccl_comm *s, const nccl_call *c, const op_desc *desc)
 {
     cudaError_t e = order_after_compute(s);
     if (e != cudaSuccess)
         return finish_op(s, desc, cuda_error(e));
-    ncclResult_t r = ncclAllReduce(buf, buf, (size_t)desc->count, type,
-                                   op == GB_REDUCE_AVG ? ncclAvg : ncclSum, s->comm, s->stream);
+    size_t count = (size_t)desc->count;
+    ncclResult_t r;
+    if (desc->kind == OP_REDUCE_SCATTER)
+        r = ncclReduceScatter(c->send, c->recv, count, c->type, c->op, s->comm, s->stream);
+    else if (desc->kind == OP_ALL_GATHER)
+        r = ncclAllGather(c->send, c->recv, count, c->type, s->comm, s->stream);
+    else
+        r = ncclAllReduce(c->send, c->recv, count, c->type, c->op, s->comm, s->stream);
     gb_status st = check_enqueued(s, r, desc);
     return st == GB_OK ? watch(s, desc) : st;
 }
 
-static gb_status nccl_all_reduce_start(void *self, void *buf, int64_t count, gb_dtype dtype,
-                                       gb_reduce_op op, gb_comm_request *request)
+static ncclRedOp_t nccl_op_of(gb_reduce_op op)
 {
-    nccl_comm *s = self;
-    ncclDataType_t type;
-    gb_status st = check_all_reduce(s, buf, count, dtype, op, request, &type);
-    if (st != GB_OK)
-        return st;
+    return op == GB_REDUCE_AVG ? ncclAvg : ncclSum;
+}
+
+/* Queues a reduction (`kind`: all-reduce or reduce-scatter, `count` elements per rank)
+ * and hands out its request, which all_reduce_wait completes. */
+static gb_status start_reduction(nccl_comm *s, op_kind kind, const nccl_call *c, int64_t count,
+                                 gb_dtype dtype, gb_comm_request *request)
+{
     pthread_mutex_lock(&s->lock);
-    if ((st = make_room(s, "all_reduce")) == GB_OK) {
-        const op_desc desc = {.kind = OP_ALL_REDUCE, .seq = ++s->seq, .count = count,
-                              .dtype = dtype};
-        if ((st = queue_all_reduce(s, buf, type, op, &desc)) == GB_OK) {
+    gb_status st = make_room(s, kind == OP_ALL_REDUCE ? "all_reduce" : "reduce_scatter");
+    if (st == GB_OK) {
+        const op_desc desc = {.kind = kind, .seq = ++s->seq, .count = count, .dtype = dtype};
+        if ((st = queue_collective(s, c, &desc)) == GB_OK) {
             int slot = 0;
             while (s->requests[slot] != 0)
                 slot++;
@@ -721,6 +748,35 @@ static gb_status nccl_all_reduce_start(void *self, void *buf, int64_t count, gb_
     }
     pthread_mutex_unlock(&s->lock);
     return st;
+}
+
+static gb_status nccl_all_reduce_start(void *self, void *buf, int64_t count, gb_dtype dtype,
+                                       gb_reduce_op op, gb_comm_request *request)
+{
+    nccl_comm *s = self;
+    ncclDataType_t type;
+    gb_status st = check_all_reduce(s, buf, count, dtype, op, request, &type);
+    if (st != GB_OK)
+        return st;
+    const nccl_call c = {buf, buf, type, nccl_op_of(op)};
+    return start_reduction(s, OP_ALL_REDUCE, &c, count, dtype, request);
+}
+
+static gb_status nccl_reduce_scatter_start(void *self, void *send, void *recv,
+                                           int64_t recv_count, gb_dtype dtype, gb_reduce_op op,
+                                           gb_comm_request *request)
+{
+    nccl_comm *s = self;
+    ncclDataType_t type;
+    gb_status st = check_all_reduce(s, recv, recv_count, dtype, op, request, &type);
+    if (st != GB_OK)
+        return st;
+    if (recv_count > 0 && !send) {
+        s->host->set_error(s->host, "reduce_scatter_start: send is NULL");
+        return GB_ERR_INVALID_ARG;
+    }
+    const nccl_call c = {send, recv, type, nccl_op_of(op)};
+    return start_reduction(s, OP_REDUCE_SCATTER, &c, recv_count, dtype, request);
 }
 
 /* Work queued on the compute stream from now on starts after collective #seq: a wait on
@@ -779,6 +835,32 @@ static gb_status nccl_broadcast(void *self, void *buf, size_t bytes, int root)
     return st;
 }
 
+/* Queued like an all-reduce; the compute stream waits for it at once (comm.h). */
+static gb_status nccl_all_gather(void *self, const void *send, void *recv, int64_t send_count,
+                                 gb_dtype dtype)
+{
+    nccl_comm *s = self;
+    ncclDataType_t type;
+    gb_status st = comm_check_all_gather(s->host, send, recv, send_count, dtype);
+    if (st != GB_OK)
+        return st;
+    if (!nccl_type_of(dtype, &type)) {
+        s->host->set_error(s->host, "all_gather: dtype %s has no NCCL type (f32, bf16, f16 and "
+                           "i32 are supported)", gb_dtype_name(dtype));
+        return GB_ERR_UNSUPPORTED;
+    }
+    pthread_mutex_lock(&s->lock);
+    if ((st = make_room(s, "all_gather")) == GB_OK) {
+        const op_desc desc = {.kind = OP_ALL_GATHER, .seq = ++s->seq, .count = send_count,
+                              .dtype = dtype};
+        const nccl_call c = {send, recv, type, ncclSum};
+        if ((st = queue_collective(s, &c, &desc)) == GB_OK)
+            st = compute_waits_for(s, desc.seq);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return st;
+}
+
 /* Every rank adds its 0 to barrier_word: the all-reduce completes only once all ranks
  * have reached it, and the word stays 0. */
 static gb_status nccl_barrier(void *self)
@@ -788,7 +870,8 @@ static gb_status nccl_barrier(void *self)
     gb_status st = make_room(s, "barrier");
     if (st == GB_OK) {
         const op_desc desc = {.kind = OP_BARRIER, .seq = ++s->seq, .count = 1};
-        if ((st = queue_all_reduce(s, s->barrier_word, ncclInt32, GB_REDUCE_SUM, &desc)) == GB_OK)
+        const nccl_call c = {s->barrier_word, s->barrier_word, ncclInt32, ncclSum};
+        if ((st = queue_collective(s, &c, &desc)) == GB_OK)
             st = wait_blocking(s, &desc, "barrier");
     }
     pthread_mutex_unlock(&s->lock);
@@ -802,4 +885,5 @@ GB_COMM_PLUGIN("nccl", "1.0.0",
                GB_CAP_DETERMINISTIC, GB_OPTIONS(nccl_options), .create = nccl_create,
                .destroy = nccl_destroy, .rank = nccl_rank, .world = nccl_world,
                .all_reduce_start = nccl_all_reduce_start, .all_reduce_wait = nccl_all_reduce_wait,
-               .broadcast = nccl_broadcast, .barrier = nccl_barrier)
+               .broadcast = nccl_broadcast, .barrier = nccl_barrier,
+               .reduce_scatter_start = nccl_reduce_scatter_start, .all_gather = nccl_all_gather)

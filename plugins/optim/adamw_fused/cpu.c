@@ -173,7 +173,7 @@ GB_OPTIM_PLUGIN("adamw_fused", "1.0.0",
                 "to adamw",
                 GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                 GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
-                    GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
+                    GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE | GB_CAP_RANGE_STEP,
                 GB_OPTIONS(adamw_options), .create = fused_create,
                 .destroy = gb_instance_destroy, .state_bytes = adamw_state_bytes,
                 .step = fused_step, .grad_norm_sq = fused_grad_norm_sq)

@@ -292,7 +292,7 @@ GB_OPTIM_PLUGIN("adamw_fused", "1.0.0",
                 "grad_norm_sq; writes the bf16/f16 working copy",
                 GB_DEVICE_CUDA, GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16),
                 GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
-                    GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
+                    GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE | GB_CAP_RANGE_STEP,
                 GB_OPTIONS(adamw_options), fused_create, fused_destroy, adamw_state_bytes,
                 fused_step, fused_grad_norm_sq)
 }
