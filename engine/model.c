@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "kvcache_step.h"
 #include "loader.h"
+#include "optim_params.h"
 #include "report.h"
 #include "rng.h"
 #include "runtime.h"
@@ -93,6 +94,7 @@ struct gb_model {
                                        NULL when act is f32 */
     void *optim_state;              /* device */
     size_t optim_state_bytes;
+    void *optim_workspace;          /* device scratch of bind_params' size, or NULL */
     float *norm_sq;                 /* device scalar */
     /* The loss scaler, when the policy has one: on the device (ABI 1.4), where the kernels
      * read its scale and its update follows each step; else the precision plugin's
@@ -197,7 +199,8 @@ static const void *working(const gb_model *m, const float *w)
 
 /* ---- parameter layout ---------------------------------------------------------------- */
 
-static void add_tensor(gb_model *m, const char *name, int64_t rows, int64_t cols)
+static gb_param_tensor *add_tensor(gb_model *m, const char *name, int64_t rows, int64_t cols,
+                                   gb_param_role role)
 {
     gb_param_tensor *t = &m->tensors[m->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -206,20 +209,22 @@ static void add_tensor(gb_model *m, const char *name, int64_t rows, int64_t cols
     t->cols = cols;
     t->numel = rows * cols;
     t->decay = rows > 1;
+    t->role = role;
     m->n_params += t->numel;
+    return t;
 }
 
-/* Block l's `module`.weight of (rows, cols), then its .bias of bias_len when the model
- * has biases. */
+/* Block l's `module`.weight of (rows, cols) in `role`, then its .bias of bias_len when
+ * the model has biases. */
 static void add_block_module(gb_model *m, int64_t l, const char *module, int64_t rows,
-                             int64_t cols, int64_t bias_len)
+                             int64_t cols, int64_t bias_len, gb_param_role role)
 {
     char name[64];
     snprintf(name, sizeof name, "h.%lld.%s.weight", (long long)l, module);
-    add_tensor(m, name, rows, cols);
+    add_tensor(m, name, rows, cols, role);
     if (m->cfg.bias) {
         snprintf(name, sizeof name, "h.%lld.%s.bias", (long long)l, module);
-        add_tensor(m, name, 1, bias_len);
+        add_tensor(m, name, 1, bias_len, GB_PARAM_BIAS);
     }
 }
 
@@ -231,19 +236,19 @@ static void plan_tensors(gb_model *m)
     m->tensors = calloc((size_t)(4 + 12 * c->n_layer), sizeof *m->tensors);
     if (!m->tensors)
         return;
-    add_tensor(m, "wte", gb_model_table_rows(c), C);
-    add_tensor(m, "wpe", c->block_size, C);
+    add_tensor(m, "wte", gb_model_table_rows(c), C, GB_PARAM_EMBEDDING)->tied_head = 1;
+    add_tensor(m, "wpe", c->block_size, C, GB_PARAM_EMBEDDING);
     for (int64_t l = 0; l < c->n_layer; l++) {
-        add_block_module(m, l, "ln_1", 1, C, C);
-        add_block_module(m, l, "attn.c_attn", 3 * C, C, 3 * C);
-        add_block_module(m, l, "attn.c_proj", C, C, C);
-        add_block_module(m, l, "ln_2", 1, C, C);
-        add_block_module(m, l, "mlp.c_fc", 4 * C, C, 4 * C);
-        add_block_module(m, l, "mlp.c_proj", C, 4 * C, C);
+        add_block_module(m, l, "ln_1", 1, C, C, GB_PARAM_NORM);
+        add_block_module(m, l, "attn.c_attn", 3 * C, C, 3 * C, GB_PARAM_MATRIX);
+        add_block_module(m, l, "attn.c_proj", C, C, C, GB_PARAM_MATRIX);
+        add_block_module(m, l, "ln_2", 1, C, C, GB_PARAM_NORM);
+        add_block_module(m, l, "mlp.c_fc", 4 * C, C, 4 * C, GB_PARAM_MATRIX);
+        add_block_module(m, l, "mlp.c_proj", C, 4 * C, C, GB_PARAM_MATRIX);
     }
-    add_tensor(m, "ln_f.weight", 1, C);
+    add_tensor(m, "ln_f.weight", 1, C, GB_PARAM_NORM);
     if (c->bias)
-        add_tensor(m, "ln_f.bias", 1, C);
+        add_tensor(m, "ln_f.bias", 1, C, GB_PARAM_BIAS);
 }
 
 gb_param_tensor *gb_model_layout(const gb_model_config *cfg, int *count, int64_t *n_params)
@@ -522,9 +527,14 @@ static int allocate_parameters(gb_model *m)
         return -1;
     bind_views(m, m->grads, &m->g);
     gb_instance *opt = &m->rt->inst[GB_KIND_OPTIM];
+    size_t workspace_bytes;
+    if (gb_optim_bind_params(m->rt, m->tensors, m->n_tensors, m->n_params,
+                             m->params_lowp ? m->act : GB_F32, &workspace_bytes))
+        return -1;
     m->optim_state_bytes = m->rt->optim->state_bytes(opt->self, m->n_params);
     m->optim_state = device_alloc(m, m->optim_state_bytes, &m->plan.optimizer);
-    if (!m->optim_state)
+    if (!m->optim_state || (workspace_bytes &&
+        !(m->optim_workspace = device_alloc(m, workspace_bytes, &m->plan.optimizer))))
         return -1;
     if (!m->rt->precision->update || !place_scaler(m))
         return 0;
@@ -1788,6 +1798,8 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *sk
         .lowp_dtype = m->act,
         .lowp_stochastic = m->params_lowp && rt->policy.stochastic_rounding,
         .lowp_seed = m->seed,
+        .workspace = m->optim_workspace,
+        .lr_max = (float)rt->settings.learning_rate,
     };
     TIMED_CALL(m, GB_PHASE_OPTIMIZER, opt, "step", rt->optim->step(opt->self, &args));
     if (m->scaler)   /* after the step, which reads the scale it backs off or grows */

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define GB_ABI_MAJOR 1
-#define GB_ABI_MINOR 7
+#define GB_ABI_MINOR 8
 
 /* The symbol the core looks up with dlsym(); its type is gb_plugin_entry_fn. */
 #define GB_PLUGIN_ENTRY_NAME "gearbox_plugin_entry"

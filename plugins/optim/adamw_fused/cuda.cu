@@ -294,5 +294,5 @@ GB_OPTIM_PLUGIN("adamw_fused", "1.0.0",
                 GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
                     GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE,
                 GB_OPTIONS(adamw_options), fused_create, fused_destroy, adamw_state_bytes,
-                fused_step, fused_grad_norm_sq)
+                fused_step, fused_grad_norm_sq, NULL)
 }
