@@ -10,13 +10,6 @@
 #include "gearbox/engine/instance.h"
 #include "report.h"
 
-/* Whether `ops` (the loader's copy, cut at the plugin's minor) has bind_params. */
-static int has_bind_params(const gb_optim_ops *ops)
-{
-    return ops->struct_size >= offsetof(gb_optim_ops, bind_params) + sizeof ops->bind_params &&
-           ops->bind_params != NULL;
-}
-
 static gb_optim_param param_of(const gb_param_tensor *t, gb_dtype working)
 {
     return (gb_optim_param){
@@ -35,7 +28,7 @@ int gb_optim_bind_params(gb_runtime *rt, const gb_param_tensor *tensors, int cou
                          gb_dtype working, size_t *workspace_bytes)
 {
     *workspace_bytes = 0;
-    if (!has_bind_params(rt->optim))
+    if (!GB_OPTIM_HAS(rt->optim, bind_params))
         return 0;
     gb_optim_param *params = calloc((size_t)(count > 0 ? count : 1), sizeof *params);
     if (!params) {

@@ -170,6 +170,12 @@ typedef struct gb_optim_ops {
                              size_t *workspace_bytes);
 } gb_optim_ops;
 
+/* Whether `ops` has the optional entry `entry` (within its struct_size, and set): the test
+ * of an entry added after 1.0, on the vtable the core hands out (cut at the plugin's minor). */
+#define GB_OPTIM_HAS(ops, entry)                                                          \
+    ((ops)->struct_size >= offsetof(gb_optim_ops, entry) + sizeof((ops)->entry) &&       \
+     (ops)->entry != NULL)
+
 #ifdef __cplusplus
 }
 #endif

@@ -103,10 +103,7 @@ static __global__ void fused_kernel(fused_buffers b, fused_spans spans, adamw_co
         b.v[i] = v;
         if (!b.lowp)
             continue;
-        if (b.stochastic)
-            b.lowp[i] = gb_bf16_stochastic_at(p, b.seed, b.step, i);
-        else
-            b.lowp[i] = b.lowp_dtype == GB_BF16 ? gb_bf16_from_f32(p) : gb_f16_from_f32(p);
+        b.lowp[i] = gb_lowp_at(p, b.lowp_dtype, b.stochastic, b.seed, b.step, i);
     }
 }
 
