@@ -16,7 +16,7 @@ are printed. On the GPU every run is timed with CUDA events recorded before the 
 between forward and backward, and after the backward (torch.autograd.grad with a random
 dout, so no .grad accumulation is timed); on the CPU with the host clock.
 
-TFLOP/s counts what gearbox counts (engine/model.c's profile, `gearbox bench attn`): one
+TFLOP/s counts what gearbox counts (engine/model_profile.c, `gearbox bench attn`): one
 (T, T) x (T, D) product per head over the causal triangle, diagonal included, is
 2 B H D T (T + 1) / 2 FLOPs; forward is two products (Q K^T, P V) and backward four
 (dV, dP, dQ, dK), so forward+backward is 6 B H D T (T + 1) FLOPs, with nothing counted for

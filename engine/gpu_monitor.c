@@ -1,5 +1,5 @@
-/* GPU figures from NVML; see gpu_monitor.h. The few NVML types and entry points used are
- * declared here as NVML's public API defines them (nvml.h is not needed to build). */
+/* GPU figures from NVML; see gpu_monitor.h. The few NVML entry points used are looked up
+ * by name and called with the types of nvml_types.h (nvml.h is not needed to build). */
 #include "gpu_monitor.h"
 
 #include <dlfcn.h>
@@ -7,15 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int nvml_return;          /* nvmlReturn_t: 0 is NVML_SUCCESS */
-typedef struct nvml_device *nvml_device;
-typedef struct nvml_memory {
-    unsigned long long total, free, used;
-} nvml_memory;
-typedef struct nvml_utilization {
-    unsigned int gpu, memory;
-} nvml_utilization;
-#define NVML_TEMPERATURE_GPU 0
+#include "nvml_types.h"
 
 struct gb_gpu_monitor {
     nvml_device device;

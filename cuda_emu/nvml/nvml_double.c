@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nvml_types.h"   /* engine/: the types gearbox's monitor passes */
+
 #define EXPORT __attribute__((visibility("default")))
 
 enum {
@@ -16,12 +18,6 @@ enum {
     NVML_ERROR_NOT_FOUND = 6
 };
 
-typedef struct nvml_memory {
-    unsigned long long total, free, used;
-} nvml_memory;
-typedef struct nvml_utilization {
-    unsigned int gpu, memory;
-} nvml_utilization;
 
 static int initialised;               /* nvmlInit_v2 calls not yet shut down */
 static char the_gpu;                  /* its handle is this address */

@@ -61,7 +61,7 @@ done
 expect_refusals "${run[@]}" <<TABLE
 an empty file | empty.jsonl holds no items | --hellaswag $WORK/empty.jsonl
 a missing file | cannot read $WORK/none.jsonl | --hellaswag $WORK/none.jsonl
-a byte the vocabulary lacks | bytes.jsonl:1: ending 1 holds byte 122 ('z') | --hellaswag $WORK/bytes.jsonl
+a byte the vocabulary lacks | bytes.jsonl:1: ending 1's byte 122 'z' is not in the model's vocabulary | --hellaswag $WORK/bytes.jsonl
 binary bytes | garbage.jsonl:1: not a JSON object | --hellaswag $WORK/garbage.jsonl
 100000 nested arrays | deep.jsonl:1: not a JSON object | --hellaswag $WORK/deep.jsonl
 TABLE

@@ -119,23 +119,22 @@ static bool collectives(const ncclUniqueId &id, int rank)
         emu_check(ok, what);
         all = all && ok;
     };
+    /* an all-reduce of n elements, each rank holding value(rank, i), gives want(i) */
+    auto reduce = [&](int n, ncclDataType_t type, ncclRedOp_t op, bool in_place, auto value,
+                      auto want, const char *name) {
+        check(all_reduce_gives(comm, s, rank, n, type, op, in_place, value, want), name);
+    };
     const int big = (1 << 20) / 4 * 3 / 2;   /* 1.5 staging steps of f32 */
-    check(all_reduce_gives(comm, s, rank, big, ncclFloat32, ncclSum, true, f32_of, f32_sum),
-          "f32 sum in place over 1.5 staging steps");
-    check(all_reduce_gives(comm, s, rank, 1000, ncclFloat32, ncclAvg, false, f32_of, f32_avg),
-          "f32 avg into another buffer");
-    check(all_reduce_gives(comm, s, rank, 77, ncclInt32, ncclMax, true, i32_of, i32_max),
-          "i32 max");
-    check(all_reduce_gives(comm, s, rank, 77, ncclInt32, ncclMin, true, i32_of, i32_min),
-          "i32 min");
-    check(all_reduce_gives(comm, s, rank, 16, ncclInt64, ncclProd, true, i64_of, i64_prod),
-          "i64 prod");
-    check(all_reduce_gives(comm, s, rank, 9, ncclFloat16, ncclSum, true, f16_of, f16_sum),
-          "f16 sum");
-    check(all_reduce_gives(comm, s, rank, 10, ncclBfloat16, ncclSum, true, bf16_of, bf16_sum),
-          "bf16 sum");
-    check(all_reduce_gives(comm, s, rank, 0, ncclFloat32, ncclSum, true, f32_of, f32_sum),
-          "an all-reduce of nothing still meets the other ranks");
+    reduce(big, ncclFloat32, ncclSum, true, f32_of, f32_sum,
+           "f32 sum in place over 1.5 staging steps");
+    reduce(1000, ncclFloat32, ncclAvg, false, f32_of, f32_avg, "f32 avg into another buffer");
+    reduce(77, ncclInt32, ncclMax, true, i32_of, i32_max, "i32 max");
+    reduce(77, ncclInt32, ncclMin, true, i32_of, i32_min, "i32 min");
+    reduce(16, ncclInt64, ncclProd, true, i64_of, i64_prod, "i64 prod");
+    reduce(9, ncclFloat16, ncclSum, true, f16_of, f16_sum, "f16 sum");
+    reduce(10, ncclBfloat16, ncclSum, true, bf16_of, bf16_sum, "bf16 sum");
+    reduce(0, ncclFloat32, ncclSum, true, f32_of, f32_sum,
+           "an all-reduce of nothing still meets the other ranks");
 
     /* stream order: the kernel that writes the buffer runs before the all-reduce queued
      * behind it, though nothing waited in between */

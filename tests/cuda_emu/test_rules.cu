@@ -270,11 +270,16 @@ static std::string at_line(const char *marker)
     return "test_rules.cu:" + std::to_string(emu_line_of(__FILE__, marker)) + ":";
 }
 
-static void stop_at(const char *what, const std::function<void()> &body, const char *marker,
+/* `launch` queues kernels; once the device has run them, the emulator must have stopped
+ * at the line of `marker`, stating `rule`. */
+static void stop_at(const char *what, const std::function<void()> &launch, const char *marker,
                     const char *rule)
 {
     std::string where = at_line(marker);
-    emu_expect_stop(what, body, {where.c_str(), rule});
+    emu_expect_stop(what, [&] {
+        launch();
+        cudaDeviceSynchronize();
+    }, {where.c_str(), rule});
 }
 
 /* A mode of a test kernel that breaks one rule: the case, the marker of the line the report
@@ -289,37 +294,27 @@ static void stop_each(const std::function<void(int)> &launch,
                       std::initializer_list<broken_mode> modes)
 {
     for (const broken_mode &b : modes)
-        stop_at(b.what, [&] {
-            launch(b.mode);
-            cudaDeviceSynchronize();
-        }, b.marker, b.rule);
+        stop_at(b.what, [&] { launch(b.mode); }, b.marker, b.rule);
 }
 
 static void barrier_rules()
 {
     float *out = device_array<float>(64);
-    stop_at("an early return before a barrier", [&] {
-        early_return<<<1, 64>>>(out);
-        cudaDeviceSynchronize();
-    }, "BARRIER_AFTER_RETURN", "exited");
-    stop_at("barriers in the two arms of an if", [&] {
-        barrier_in_both_arms<<<1, 64>>>(out);
-        cudaDeviceSynchronize();
-    }, "ARM_TWO", "different __syncthreads");
+    stop_at("an early return before a barrier", [&] { early_return<<<1, 64>>>(out); },
+            "BARRIER_AFTER_RETURN", "exited");
+    stop_at("barriers in the two arms of an if", [&] { barrier_in_both_arms<<<1, 64>>>(out); },
+            "ARM_TWO", "different __syncthreads");
     neighbour_with_barrier<<<1, 64>>>(out);
     std::vector<float> h = host_copy(out, 64);
     bool right = true;
     for (int i = 0; i < 64; i++)
         right = right && h[(size_t)i] == (float)((i + 1) % 64);
     emu_check(right, "a neighbour's shared memory read after a barrier is its value");
-    stop_at("a neighbour's shared memory read without a barrier", [&] {
-        neighbour_without_barrier<<<1, 64>>>(out);
-        cudaDeviceSynchronize();
-    }, "NO_BARRIER", "of the __shared__ object declared at");
-    stop_at("64 KiB of static shared memory", [&] {
-        too_much_static_shared<<<1, 32>>>(out);
-        cudaDeviceSynchronize();
-    }, "STATIC_TOO_BIG", "above its limit");
+    stop_at("a neighbour's shared memory read without a barrier",
+            [&] { neighbour_without_barrier<<<1, 64>>>(out); },
+            "NO_BARRIER", "of the __shared__ object declared at");
+    stop_at("64 KiB of static shared memory", [&] { too_much_static_shared<<<1, 32>>>(out); },
+            "STATIC_TOO_BIG", "above its limit");
     cudaFree(out);
 }
 
@@ -349,10 +344,9 @@ static void shuffle_rules()
     emu_check(i[0] == 1 && i[31] == 1, "__shfl_sync takes the source lane modulo the width");
     emu_check(hf[15] == 15 && hf[14] == 15 && hf[31] == 31 && hf[16] == 17,
               "__shfl_down_sync with width 16 stays in each half");
-    stop_at("a shuffle that reads a lane outside its mask", [&] {
-        read_inactive_lane<<<1, 32>>>(out);
-        cudaDeviceSynchronize();
-    }, "INACTIVE_SOURCE", "not in the mask");
+    stop_at("a shuffle that reads a lane outside its mask",
+            [&] { read_inactive_lane<<<1, 32>>>(out); },
+            "INACTIVE_SOURCE", "not in the mask");
     bool aborted = false;
     std::string err = emu_run_child([&] {
         setenv("GEARBOX_CUDA_EMU_ON_ERROR", "continue", 1);
@@ -500,24 +494,20 @@ static void memory_bound_rules()
     own_dynamic_slot<<<1, 32, 32 * sizeof(float)>>>(out, 0);
     std::vector<float> h = host_copy(out, 32);
     emu_check(h[31] == 31.0f, "each thread's float of dynamic shared memory holds its value");
-    stop_at("dynamic shared memory a few bytes short of the block's need", [&] {
-        own_dynamic_slot<<<1, 32, 32 * sizeof(float) - 3>>>(out, 0);
-        cudaDeviceSynchronize();
-    }, "OWN_SLOT", "at byte 124 of the dynamic shared memory (extern __shared__), which has "
-       "125 bytes: out of bounds");
-    stop_at("a pointer past the end of the block's shared memory", [&] {
-        own_dynamic_slot<<<1, 32, 32 * sizeof(float)>>>(out, 32);
-        cudaDeviceSynchronize();
-    }, "OWN_SLOT", "of the dynamic shared memory (extern __shared__), which has 128 bytes: out "
-       "of bounds");
-    stop_at("a store one float past the end of a device allocation", [&] {
-        shifted_store<<<1, 100>>>(out, 1);
-        cudaDeviceSynchronize();
-    }, "SHIFTED_STORE", "writes 4 bytes at byte 400 of device allocation");
-    stop_at("a store one float below the start of a device allocation", [&] {
-        shifted_store<<<1, 100>>>(out, -1);
-        cudaDeviceSynchronize();
-    }, "SHIFTED_STORE", "writes 4 bytes at byte -4 of device allocation");
+    stop_at("dynamic shared memory a few bytes short of the block's need",
+            [&] { own_dynamic_slot<<<1, 32, 32 * sizeof(float) - 3>>>(out, 0); }, "OWN_SLOT",
+            "at byte 124 of the dynamic shared memory (extern __shared__), which has 125 "
+            "bytes: out of bounds");
+    stop_at("a pointer past the end of the block's shared memory",
+            [&] { own_dynamic_slot<<<1, 32, 32 * sizeof(float)>>>(out, 32); }, "OWN_SLOT",
+            "of the dynamic shared memory (extern __shared__), which has 128 bytes: out of "
+            "bounds");
+    stop_at("a store one float past the end of a device allocation",
+            [&] { shifted_store<<<1, 100>>>(out, 1); },
+            "SHIFTED_STORE", "writes 4 bytes at byte 400 of device allocation");
+    stop_at("a store one float below the start of a device allocation",
+            [&] { shifted_store<<<1, 100>>>(out, -1); },
+            "SHIFTED_STORE", "writes 4 bytes at byte -4 of device allocation");
     cudaFree(out);
 }
 
@@ -525,29 +515,25 @@ static void memory_bound_rules()
 static void undefined_read_rules()
 {
     float *out = device_array<float>(64), *in = device_array<float>(64);
-    stop_at("a read of dynamic shared memory never written", [&] {
-        read_shared_unwritten<<<1, 32, 32 * sizeof(float)>>>(out);
-        cudaDeviceSynchronize();
-    }, "UNWRITTEN_SHARED", "was never written (a read of uninitialised shared memory)");
-    stop_at("a read of device memory never written", [&] {
-        read_device_unwritten<<<1, 32>>>(out, in);
-        cudaDeviceSynchronize();
-    }, "UNWRITTEN_DEVICE", "never written (a read of uninitialised device memory)");
+    stop_at("a read of dynamic shared memory never written",
+            [&] { read_shared_unwritten<<<1, 32, 32 * sizeof(float)>>>(out); },
+            "UNWRITTEN_SHARED", "was never written (a read of uninitialised shared memory)");
+    stop_at("a read of device memory never written",
+            [&] { read_device_unwritten<<<1, 32>>>(out, in); },
+            "UNWRITTEN_DEVICE", "never written (a read of uninitialised device memory)");
     std::vector<float> ones(64, 1.0f);
     cudaMemcpy(in, ones.data(), sizeof(float) * 64, cudaMemcpyHostToDevice);
     swap_in_warp<<<1, 32>>>(out, 1);
     std::vector<float> h = host_copy(out, 32);
     emu_check(h[0] == 2.0f && h[31] == 60.0f, "lanes swap their slots after a __syncwarp");
-    stop_at("a lane reading another lane's write with no __syncwarp between", [&] {
-        swap_in_warp<<<1, 32>>>(out, 0);
-        cudaDeviceSynchronize();
-    }, "SWAP_READ", "with no __syncthreads (nor a __syncwarp of both lanes)");
+    stop_at("a lane reading another lane's write with no __syncwarp between",
+            [&] { swap_in_warp<<<1, 32>>>(out, 0); },
+            "SWAP_READ", "with no __syncthreads (nor a __syncwarp of both lanes)");
     block_max<<<1, 64>>>(out, in, 1);
     emu_check(host_copy(out, 1)[0] == 1.0f, "the block max with a barrier before the partials");
-    stop_at("the block max reading other warps' partials with no __syncthreads", [&] {
-        block_max<<<1, 64>>>(out, in, 0);
-        cudaDeviceSynchronize();
-    }, "PARTIALS_READ", "of the __shared__ object declared at");
+    stop_at("the block max reading other warps' partials with no __syncthreads",
+            [&] { block_max<<<1, 64>>>(out, in, 0); },
+            "PARTIALS_READ", "of the __shared__ object declared at");
     emu_free(out, in);
 }
 

@@ -18,6 +18,7 @@
 #include "dropout.h"
 #include "gearbox/device.h"
 #include "kernel_test.h"
+#include "ref_layernorm.h"
 
 #define ATOL 1e-5
 #define RTOL 1e-4
@@ -248,28 +249,6 @@ static void test_embed(void)
 }
 
 /* ---- layernorm ----------------------------------------------------------------------- */
-
-/* out = (x - mean) / sqrt(var + eps) * w + b per row, in double; mean, rstd optional. */
-static void ref_layernorm(double *out, double *mean, double *rstd, const double *x,
-                          const double *w, const double *b, int64_t N, int64_t C, double eps)
-{
-    for (int64_t n = 0; n < N; n++) {
-        const double *xr = x + n * C;
-        double m = 0.0, v = 0.0;
-        for (int64_t c = 0; c < C; c++)
-            m += xr[c];
-        m /= C;
-        for (int64_t c = 0; c < C; c++)
-            v += (xr[c] - m) * (xr[c] - m);
-        double s = 1.0 / sqrt(v / C + eps);
-        for (int64_t c = 0; c < C; c++)
-            out[n * C + c] = (xr[c] - m) * s * w[c] + (b ? b[c] : 0.0);
-        if (mean)
-            mean[n] = m;
-        if (rstd)
-            rstd[n] = s;
-    }
-}
 
 /* The analytic gradient (llm.c, PyTorch): dx = rstd (dnorm - mean(dnorm) - norm *
  * mean(dnorm * norm)), dnorm = w * dout; dw = sum dout * norm; db = sum dout. Adds to

@@ -47,7 +47,7 @@ for run in 1 2; do
         fail "MFU peak: doctor's rated '$rated'; run $run says: $line; doctor: $(grep 'cpu peak' "$WORK/doctor.txt")"
     fi
 done
-expect_error "bench step --steps 0" 2 "--steps 0: expected an integer" -- \
+expect_error "bench step --steps 0" 2 "--steps 0: expected a whole number from 1" -- \
     "$GEARBOX" bench step "$WORK/run.ini" --steps 0
 "$GEARBOX" bench --help | grep -q "^  matmul " && "$GEARBOX" bench --help | grep -q "^  step " &&
     pass "bench --help lists matmul and step" || fail "bench --help"

@@ -13,8 +13,8 @@
  * the ones training passes. A cell is one untimed warm-up (it also faults the pages in),
  * then up to --repeats timed runs of forward + backward; the medians are printed.
  *
- * TFLOP/s counts what the engine's profile counts (engine/model.c): one (T, T) x (T, D)
- * product per head over the causal triangle, diagonal included, is 2 B H D T (T + 1) / 2
+ * TFLOP/s counts what the engine's profile counts (engine/model_profile.c): one
+ * (T, T) x (T, D) product per head over the causal triangle, diagonal included, is 2 B H D T (T + 1) / 2
  * FLOPs; forward is two products (Q K^T, P V), backward four (dV, dP, dQ, dK), so
  * forward+backward is 6 B H D T (T + 1) FLOPs, with nothing counted for recomputing P.
  * (FlashAttention's own benchmarks count backward as 2.5 forwards: their figures read
@@ -36,7 +36,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/convert.h"
@@ -88,9 +87,7 @@ typedef struct bench_args {
     char device[GB_BENCH_NAME_CAP];
     gb_dtype dtype;
     double max_seconds;
-    const char *plugin_path;
-    const char *sets[MAX_ITEMS];
-    int n_sets;
+    gb_bench_overrides overrides;
 } bench_args;
 
 /* One plugin loaded through the core, and what its last cell showed. */
@@ -204,12 +201,9 @@ static int parse_option(void *ctx, int opt, const char *val)
     case OPT_MAX_SECONDS:
         return parse_seconds(val, &a->max_seconds);
     case OPT_SET:
-        if (a->n_sets == MAX_ITEMS)
-            return gb_cli_usage_error("bench attn", "--set: at most %d", MAX_ITEMS);
-        a->sets[a->n_sets++] = val;
-        return 0;
+        return gb_bench_add_set("bench attn", &a->overrides, val);
     default: /* OPT_PLUGIN_PATH */
-        a->plugin_path = val;
+        a->overrides.plugin_path = val;
         return 0;
     }
 }
@@ -262,8 +256,7 @@ static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
     snprintf(text, sizeof text, "[device]\nplugin = %s\n[attn]\nplugin = %s\n[run]\n"
              "threads = %ld\n%s", a->device, name, a->threads, precision_section(a->dtype));
     p->name = name;
-    p->started = !gb_bench_start(text, "gearbox bench attn", a->sets, a->n_sets,
-                                 a->plugin_path, &p->cfg, &p->rt);
+    p->started = !gb_bench_start(text, "gearbox bench attn", &a->overrides, &p->cfg, &p->rt);
     if (!p->started)
         return -1;
     return check_precision(p, a) ? -1 : 0;

@@ -5,7 +5,7 @@
  * CPU's rated and measured peaks), with a measured 1024^3 sgemm beside it.
  *
  * For each linear layer out (N, OC) = in (N, IC) @ W^T, N = B*T, the step runs three
- * matmuls, timed separately as training calls them (engine/model.c): forward (m N, n OC,
+ * matmuls, timed separately as training calls them (engine/model_*.c): forward (m N, n OC,
  * k IC, W transposed; output in the dtype), the input gradient (N, IC, OC; in the dtype)
  * and the weight gradient (OC, IC, N, input transposed, accumulating into f32). With
  * --epilogues each is timed with the epilogue a GPT-2 run gives it: the bias in the
@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/engine/machine.h"
@@ -72,7 +71,7 @@ typedef struct bench_args {
     model_shape models[MAX_MODELS];
     int n_models;
     long vocab, repeats, threads;   /* vocab 0: each model's own */
-    const char *plugin_path;
+    gb_bench_overrides overrides;   /* the plugin path alone: matmul takes no --set */
     const char *device;
     gb_dtype dtype;
     int epilogues;
@@ -125,7 +124,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         else if (opt == OPT_THREADS)
             rc = gb_bench_parse_long("bench matmul", "threads", p.value, 0, 1024, &a->threads);
         else
-            a->plugin_path = p.value;
+            a->overrides.plugin_path = p.value;
         if (rc)
             return rc;
     }
@@ -248,7 +247,7 @@ static void print_peaks(gb_runtime *rt, double peak, const char *source, const c
            GB_PEAK_CALLS);
 }
 
-/* The three matmuls of linear layer `l` as a run in `a->dtype` calls them (engine/model.c),
+/* The three matmuls of linear layer `l` as a run in `a->dtype` calls them (engine/model_*.c),
  * with their GPT-2 epilogues under --epilogues. */
 static void linear_calls(const linear *l, long N, long IC, long OC, const bench_args *a,
                          timed_call calls[3])
@@ -305,7 +304,7 @@ static int start_device(const bench_args *a, gb_config **cfg, gb_runtime **rt)
     char text[160];
     snprintf(text, sizeof text, "[run]\nthreads = %ld\n[device]\nplugin = %s\n", a->threads,
              a->device);
-    return gb_bench_start(text, "gearbox bench matmul", NULL, 0, a->plugin_path, cfg, rt);
+    return gb_bench_start(text, "gearbox bench matmul", &a->overrides, cfg, rt);
 }
 
 int gb_bench_matmul(int argc, char **argv)

@@ -36,7 +36,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/engine/clock.h"
@@ -77,9 +76,7 @@ typedef struct bench_args {
     char plugins[MAX_ITEMS][GB_BENCH_NAME_CAP];
     int n_plugins;
     long repeats, threads;
-    const char *sets[MAX_ITEMS];
-    int n_sets;
-    const char *plugin_path;
+    gb_bench_overrides overrides;
 } bench_args;
 
 /* One plugin loaded through the core. */
@@ -146,12 +143,9 @@ static int parse_option(void *ctx, int opt, const char *val)
     case OPT_THREADS:
         return gb_bench_parse_long("bench optim", flag, val, 0, 1024, &a->threads);
     case OPT_SET:
-        if (a->n_sets == MAX_ITEMS)
-            return gb_cli_usage_error("bench optim", "--set: at most %d", MAX_ITEMS);
-        a->sets[a->n_sets++] = val;
-        return 0;
+        return gb_bench_add_set("bench optim", &a->overrides, val);
     default: /* OPT_PLUGIN_PATH */
-        a->plugin_path = val;
+        a->overrides.plugin_path = val;
         return 0;
     }
 }
@@ -174,8 +168,7 @@ static int start_plugin(const char *name, const bench_args *a, bench_plugin *p)
     char text[256];
     snprintf(text, sizeof text, "[optim]\nplugin = %s\n[run]\nthreads = %ld\n", name,
              a->threads);
-    return gb_bench_start(text, "gearbox bench optim", a->sets, a->n_sets, a->plugin_path,
-                          &p->cfg, &p->rt);
+    return gb_bench_start(text, "gearbox bench optim", &a->overrides, &p->cfg, &p->rt);
 }
 
 static void *device_alloc(gb_runtime *rt, size_t bytes)

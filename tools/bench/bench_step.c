@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/engine/clock.h"

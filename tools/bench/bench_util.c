@@ -1,7 +1,6 @@
 /* Shared helpers of the microbenchmarks; see bench_util.h. */
 #include "bench_util.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +22,13 @@ double gb_bench_median(double *v, long n)
 int gb_bench_parse_long(const char *verb, const char *flag, const char *text, long lo, long hi,
                         long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return gb_cli_usage_error(verb, "--%s %s: expected an integer in [%ld, %ld]", flag, text,
-                                  lo, hi);
-    *out = v;
+    char dashed[GB_BENCH_NAME_CAP + 2];
+    unsigned long long n = 0;
+    snprintf(dashed, sizeof dashed, "--%s", flag);
+    if (gb_cli_parse_count(verb, dashed, text, (unsigned long long)lo, (unsigned long long)hi,
+                           &n))
+        return 2;
+    *out = (long)n;
     return 0;
 }
 
@@ -70,15 +69,24 @@ int gb_bench_parse_options(const gb_cli_spec *spec, int argc, char **argv,
     return rc;
 }
 
-int gb_bench_start(const char *text, const char *source, const char *const *sets, int n_sets,
-                   const char *plugin_path, gb_config **cfg, gb_runtime **rt)
+int gb_bench_add_set(const char *verb, gb_bench_overrides *o, const char *line)
+{
+    if (o->n_sets == GB_BENCH_MAX_SETS)
+        return gb_cli_usage_error(verb, "--set: at most %d", GB_BENCH_MAX_SETS);
+    o->sets[o->n_sets++] = line;
+    return 0;
+}
+
+int gb_bench_start(const char *text, const char *source, const gb_bench_overrides *o,
+                   gb_config **cfg, gb_runtime **rt)
 {
     gb_diag diag = {0};
     *cfg = gb_config_load_string(text, source, "/", &diag);
-    for (int k = 0; *cfg && k < n_sets; k++)
-        if (gb_config_set(*cfg, sets[k], &diag))
+    for (int k = 0; *cfg && k < o->n_sets; k++)
+        if (gb_config_set(*cfg, o->sets[k], &diag))
             break;
-    int started = *cfg && !diag.count && (*rt = gb_runtime_open(*cfg, plugin_path, &diag)) &&
+    int started = *cfg && !diag.count &&
+                  (*rt = gb_runtime_open(*cfg, o->plugin_path, &diag)) &&
                   !gb_runtime_start(*rt, &diag);
     gb_diag_print(&diag, stderr);
     gb_diag_clear(&diag);

@@ -19,8 +19,9 @@
 /* The median of v (n > 0); sorts v in place. */
 double gb_bench_median(double *v, long n);
 
-/* `text` as an integer in [lo, hi] into *out: 0, or 2 after a usage message for `verb`
- * ("bench attn") naming the option `flag` (its long name, without "--"). */
+/* `text` as a whole number from lo (0 or more) to hi into *out, read as gb_cli_parse_count
+ * reads it: 0, or 2 after a usage message for `verb` ("bench attn") naming the option
+ * `flag` (its long name, without "--"). */
 int gb_bench_parse_long(const char *verb, const char *flag, const char *text, long lo, long hi,
                         long *out);
 
@@ -38,11 +39,24 @@ int gb_bench_parse_dtype(const char *verb, const char *text, gb_dtype *out);
 int gb_bench_parse_options(const gb_cli_spec *spec, int argc, char **argv,
                            int (*on_option)(void *ctx, int index, const char *value), void *ctx);
 
-/* The run of the config `text` (called `source` in messages) with sets[0 .. n_sets)
- * applied over it, resolved against plugin_path and started: 0, or -1 after printing
- * the problems. gb_bench_stop frees it, started or not. */
-int gb_bench_start(const char *text, const char *source, const char *const *sets, int n_sets,
-                   const char *plugin_path, gb_config **cfg, gb_runtime **rt);
+#define GB_BENCH_MAX_SETS 8
+
+/* What a benchmark's command line changes in every run it starts: its --set lines, applied
+ * in order over each run's config, and its --plugin-path (NULL: the default search). */
+typedef struct gb_bench_overrides {
+    const char *sets[GB_BENCH_MAX_SETS];
+    int n_sets;
+    const char *plugin_path;
+} gb_bench_overrides;
+
+/* One --set line into o: 0, or 2 after a usage message for `verb` past GB_BENCH_MAX_SETS. */
+int gb_bench_add_set(const char *verb, gb_bench_overrides *o, const char *line);
+
+/* The run of the config `text` (called `source` in messages) with o's sets applied over
+ * it, resolved against o's plugin path and started: 0, or -1 after printing the problems.
+ * gb_bench_stop frees it, started or not. */
+int gb_bench_start(const char *text, const char *source, const gb_bench_overrides *o,
+                   gb_config **cfg, gb_runtime **rt);
 void gb_bench_stop(gb_config *cfg, gb_runtime *rt);
 
 /* Frees each of the n device buffers ptrs[] that is not NULL on rt's device. */

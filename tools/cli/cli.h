@@ -1,6 +1,7 @@
-/* The `gearbox` command line: one function per verb, plus what their option handling
- * shares (`--set section.key=value`, `--plugin-path DIRS`); options.h turns each verb's
- * table of options into getopt_long's and into its --help. */
+/* The `gearbox` command line: one function per verb (and per kind of `gearbox bench`),
+ * plus what their option handling shares (`--set section.key=value`, `--plugin-path
+ * DIRS`); options.h turns each verb's table of options into getopt_long's and into its
+ * --help. */
 #ifndef GB_CLI_H
 #define GB_CLI_H
 
@@ -26,6 +27,15 @@ int gb_cmd_import(int argc, char **argv);
 int gb_cmd_export(int argc, char **argv);
 int gb_cmd_encode(int argc, char **argv);
 int gb_cmd_decode(int argc, char **argv);
+
+/* The microbenchmarks behind `gearbox bench KIND` (tools/bench/): measured figures
+ * printed next to this machine's limits, for docs/BENCHMARKS.md. Benchmarks are not
+ * tests: they assert nothing about time. Each takes the verb's remaining arguments
+ * (argv[0] is the KIND). */
+int gb_bench_attn(int argc, char **argv);
+int gb_bench_optim(int argc, char **argv);
+int gb_bench_matmul(int argc, char **argv);
+int gb_bench_step(int argc, char **argv);
 
 #define GB_CLI_MAX_SETS 256
 
@@ -136,5 +146,11 @@ void gb_cli_print_problems(const char *verb, const gb_diag *diag);
 
 /* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
 int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The value of option `flag` ("--tokens") as a whole number from lo to hi, written in
+ * decimal digits only ("1.5", "0x10", "-1" and "1e3" are not counts a user meant), into
+ * *out: 0, or 2 after a usage error for `verb` that names the flag and the range. */
+int gb_cli_parse_count(const char *verb, const char *flag, const char *text,
+                       unsigned long long lo, unsigned long long hi, unsigned long long *out);
 
 #endif

@@ -50,6 +50,8 @@ const gb_cli_spec gb_cli_ab_spec = {
 };
 
 enum { MAX_ITEMS = 64 };
+/* The most steps a run takes: [run] steps' limit (2^43). */
+#define MAX_STEPS (1LL << 43)
 
 typedef struct ab_args {
     const char *configs[MAX_ITEMS];
@@ -63,14 +65,15 @@ typedef struct ab_args {
 
 /* ---- arguments ----------------------------------------------------------------------- */
 
-static int parse_count(const char *text, int64_t min, int64_t *out)
+/* Option `flag`'s whole number from lo to hi into *out: 0, or 2 after a usage error. */
+static int parse_count(const char *flag, const char *text, int64_t lo, int64_t hi,
+                       int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < min)
-        return -1;
-    *out = v;
+    unsigned long long n = 0;
+    if (gb_cli_parse_count("ab", flag, text, (unsigned long long)lo, (unsigned long long)hi,
+                           &n))
+        return 2;
+    *out = (int64_t)n;
     return 0;
 }
 
@@ -113,18 +116,11 @@ static int parse_option(int opt, const char *v, ab_args *a)
         a->plugin_path = v;
         return 0;
     case OPT_STEPS:
-        return parse_count(v, 1, &a->steps)
-                   ? gb_cli_usage_error("ab", "--steps %s: expected a whole number, 1 or more", v)
-                   : 0;
+        return parse_count("--steps", v, 1, MAX_STEPS, &a->steps);
     case OPT_WARMUP:
-        return parse_count(v, 0, &a->warmup)
-                   ? gb_cli_usage_error("ab", "--warmup %s: expected a whole number, 0 or more", v)
-                   : 0;
+        return parse_count("--warmup", v, 0, MAX_STEPS, &a->warmup);
     case OPT_REPEATS:
-        return parse_count(v, 1, &a->repeats) || a->repeats > 1000
-                   ? gb_cli_usage_error("ab", "--repeats %s: expected a whole number from 1 "
-                                        "to 1000", v)
-                   : 0;
+        return parse_count("--repeats", v, 1, 1000, &a->repeats);
     default: /* OPT_TOLERANCE */
         return parse_tolerance(v, &a->tolerance)
                    ? gb_cli_usage_error("ab", "--tolerance %s: expected a number, 0 or more", v)

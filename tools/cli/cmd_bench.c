@@ -2,7 +2,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench.h"
 #include "cli.h"
 
 const gb_cli_spec gb_cli_bench_spec = {

@@ -17,6 +17,7 @@
 #include "gearbox/engine/model.h"
 #include "gearbox/engine/run.h"
 #include "gearbox/engine/train.h"
+#include "text_codec.h"
 
 /* The option table's order: set and plugin-path are gb_cli_run's, the others eval's. */
 enum { OPT_SET, OPT_PLUGIN_PATH, OPT_CKPT, OPT_BATCHES, OPT_HELLASWAG };
@@ -60,16 +61,14 @@ typedef struct eval_args {
 static int on_option(void *ctx, int index, const char *value)
 {
     eval_args *a = ctx;
-    char *end;
+    unsigned long long n = 0;
     switch (index) {
     case OPT_CKPT: a->ckpt = value; break;
     case OPT_HELLASWAG: a->hellaswag = value; break;
     case OPT_BATCHES:
-        errno = 0;
-        a->batches = value[0] >= '0' && value[0] <= '9' ? strtoll(value, &end, 10) : -1;
-        if (value[0] < '0' || value[0] > '9' || errno || *end || a->batches > (1 << 20) - 1)
-            return gb_cli_usage_error("eval", "--batches %s: expected a whole number from 0 to "
-                                      "%d", value, (1 << 20) - 1);
+        if (gb_cli_parse_count("eval", "--batches", value, 0, (1 << 20) - 1, &n))
+            return 2;
+        a->batches = (long long)n;
         break;
     }
     return 0;
@@ -148,23 +147,12 @@ static int print_val_loss(evaluation *e, int64_t batches)
 
 /* ---- HellaSwag ----------------------------------------------------------------------- */
 
-/* How the data's text becomes ids: GPT-2's BPE, or the folder's bytes (ids[byte] is the
- * byte's id, -1 for a byte the vocabulary lacks). */
-typedef struct item_codec {
-    gb_bpe *bpe;
-    int ids[256];
-} item_codec;
-
-static int open_item_codec(item_codec *c, const gb_dataset *ds, gb_diag *diag)
+/* How the data's text becomes ids: GPT-2's BPE, or the folder's bytes. */
+static int open_item_codec(gb_cli_codec *c, const gb_dataset *ds, gb_diag *diag)
 {
-    *c = (item_codec){0};
-    const gb_vocab *vocab = gb_data_vocab(ds);
-    if (gb_data_tokenizer(ds) != GB_TOKENIZER_GPT2) {
-        memset(c->ids, -1, sizeof c->ids);
-        for (int id = vocab->size - 1; id >= 0; id--)
-            c->ids[vocab->bytes[id]] = id;
+    *c = (gb_cli_codec){gb_data_vocab(ds), NULL};
+    if (gb_data_tokenizer(ds) != GB_TOKENIZER_GPT2)
         return 0;
-    }
     if (!gb_data_vocab_path(ds)) {
         gb_diag_add(diag, "--hellaswag: the data holds GPT-2 BPE tokens, but no vocabulary to "
                     "encode the items with is known: set [data] vocab (a folder with GPT-2's "
@@ -177,40 +165,13 @@ static int open_item_codec(item_codec *c, const gb_dataset *ds, gb_diag *diag)
 
 /* Appends the ids of `text` to row (of room for *cap ids, grown), each checked below V;
  * `what` and the item name the text in messages. */
-static int encode_text(const item_codec *c, const char *text, int32_t **row, int64_t *n,
+static int encode_text(const gb_cli_codec *c, const char *text, int32_t **row, int64_t *n,
                        int64_t *cap, int64_t V, const char *file, const gb_hellaswag_item *item,
                        const char *what, gb_diag *diag)
 {
-    size_t len = strlen(text);
-    int64_t first = *n;
-    if (c->bpe) {
-        if (gb_bpe_encode(c->bpe, text, len, row, n, cap, diag))
-            return -1;
-    } else {
-        for (size_t i = 0; i < len; i++) {
-            unsigned char byte = (unsigned char)text[i];
-            if (c->ids[byte] < 0) {
-                gb_diag_add(diag, "%s:%lld: %s holds byte %d ('%c'), which the model's "
-                            "vocabulary (the data folder's vocab.txt) lacks", file,
-                            (long long)item->line, what, byte, byte >= 32 && byte < 127 ? byte : '?');
-                return -1;
-            }
-            if (*n == *cap) {
-                int32_t *grown = realloc(*row, (size_t)(*cap = 2 * *cap + 64) * sizeof **row);
-                if (!grown)
-                    return -1;
-                *row = grown;
-            }
-            (*row)[(*n)++] = c->ids[byte];
-        }
-    }
-    for (int64_t i = first; i < *n; i++)
-        if ((*row)[i] >= V) {
-            gb_diag_add(diag, "%s:%lld: %s has a token of id %d, beyond the model's %lld ids",
-                        file, (long long)item->line, what, (*row)[i], (long long)V);
-            return -1;
-        }
-    return 0;
+    char where[4200];
+    snprintf(where, sizeof where, "%s:%lld: %s", file, (long long)item->line, what);
+    return gb_cli_encode(c, text, where, V, row, n, cap, diag);
 }
 
 /* The index of the smallest of n values (the first of equals). */
@@ -225,7 +186,7 @@ static int lowest(const double *v, int n)
 
 /* Ending k of an item after its context's n_ctx ids in row, as ids: 0, or 2 when it
  * cannot be encoded or is too long for the model (said in diag). */
-static int encode_ending(evaluation *e, const item_codec *c, const char *file,
+static int encode_ending(evaluation *e, const gb_cli_codec *c, const char *file,
                          const gb_hellaswag_item *item, int k, int32_t **row, int64_t *n,
                          int64_t *cap, gb_diag *diag)
 {
@@ -249,7 +210,7 @@ static int encode_ending(evaluation *e, const item_codec *c, const char *file,
 
 /* One item's predictions by summed and by mean ending loss: 0; 2 when the item cannot be
  * encoded for the model; 1 when the model failed (said in diag). */
-static int score_item(evaluation *e, const item_codec *c, const char *file,
+static int score_item(evaluation *e, const gb_cli_codec *c, const char *file,
                       const gb_hellaswag_item *item, int *by_sum, int *by_mean, gb_diag *diag)
 {
     double sum[GB_HELLASWAG_MAX_ENDINGS] = {0}, mean[GB_HELLASWAG_MAX_ENDINGS] = {0};
@@ -276,7 +237,7 @@ static int score_item(evaluation *e, const item_codec *c, const char *file,
 static int print_hellaswag(evaluation *e, const gb_hellaswag *set, const char *file,
                            gb_diag *diag)
 {
-    item_codec codec;
+    gb_cli_codec codec;
     if (open_item_codec(&codec, e->ds, diag))
         return 2;
     int64_t right = 0, right_norm = 0;

@@ -21,6 +21,7 @@
 #include "options.h"
 #include "gearbox/engine/rng.h"
 #include "gearbox/engine/run.h"
+#include "text_codec.h"
 
 enum { OPT_PROMPT, OPT_PROMPT_FILE, OPT_TOKENS, OPT_NUM_SAMPLES, OPT_TEMPERATURE, OPT_TOP_K,
        OPT_TOP_P, OPT_SEED, OPT_KEEP_GOING, OPT_NO_CACHE, OPT_VOCAB, OPT_PLUGIN_PATH };
@@ -91,21 +92,6 @@ static int parse_temperature(const char *text, double *out)
                               "greedy", text, MIN_TEMPERATURE);
 }
 
-/* A whole number from lo to hi written in decimal digits only: "1.5", "0x10", "-1" and
- * "1e3" are not counts a user meant. */
-static int parse_count(const char *flag, const char *text, unsigned long long lo,
-                       unsigned long long hi, unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
-    if (text[0] < '0' || text[0] > '9' || errno || *end || v < lo || v > hi)
-        return gb_cli_usage_error("sample", "%s %s: expected a whole number from %llu to %llu",
-                                  flag, text, lo, hi);
-    *out = v;
-    return 0;
-}
-
 /* --top-p: a probability mass in (0, 1]; 0 would keep no token. */
 static int parse_top_p(const char *text, double *out)
 {
@@ -131,18 +117,18 @@ static int on_option(void *ctx, int index, const char *v)
     case OPT_KEEP_GOING: a->keep_going = 1; break;
     case OPT_NO_CACHE: a->no_cache = 1; break;
     case OPT_TOKENS:
-        rc = parse_count("--tokens", v, 0, 1000000000, &n);
+        rc = gb_cli_parse_count("sample", "--tokens", v, 0, 1000000000, &n);
         a->tokens = (long)n;
         break;
     case OPT_NUM_SAMPLES:
-        rc = parse_count("--num-samples", v, 1, MAX_SAMPLES, &n);
+        rc = gb_cli_parse_count("sample", "--num-samples", v, 1, MAX_SAMPLES, &n);
         a->num_samples = (long)n;
         break;
     case OPT_TOP_K:
-        rc = parse_count("--top-k", v, 0, 1000000000, &n);
+        rc = gb_cli_parse_count("sample", "--top-k", v, 0, 1000000000, &n);
         a->top_k = (long)n;
         break;
-    case OPT_SEED: rc = parse_count("--seed", v, 0, ULLONG_MAX, &a->seed); break;
+    case OPT_SEED: rc = gb_cli_parse_count("sample", "--seed", v, 0, ULLONG_MAX, &a->seed); break;
     case OPT_TEMPERATURE: rc = parse_temperature(v, &a->temperature); break;
     case OPT_TOP_P: rc = parse_top_p(v, &a->top_p); break;
     }
@@ -234,48 +220,15 @@ static int draw(float *logits, int64_t V, const gb_sample_args *a, gb_rng *rng)
     return (int)(V - 1);
 }
 
-/* How text becomes ids and back: the checkpoint's byte vocabulary, or GPT-2's BPE. */
-typedef struct text_codec {
-    const gb_vocab *vocab;
-    gb_bpe *bpe;               /* NULL for byte tokens */
-} text_codec;
-
-static int encode_bytes(const char *prompt, const char *source, const gb_vocab *vocab,
-                        int32_t *ids, int64_t *n)
-{
-    for (const unsigned char *p = (const unsigned char *)prompt; *p; p++) {
-        int id = -1;
-        for (int v = 0; v < vocab->size && id < 0; v++)
-            if (vocab->bytes[v] == *p)
-                id = v;
-        if (id < 0) {
-            char shown[8] = "";
-            if (*p >= 0x20 && *p < 0x7f)
-                snprintf(shown, sizeof shown, " '%c'", *p);
-            fprintf(stderr, "gearbox sample: %s: the prompt's byte %d%s is not in the model's "
-                    "vocabulary of %d characters\n", source, *p, shown, vocab->size);
-            return -1;
-        }
-        ids[(*n)++] = id;
-    }
-    return 0;
-}
-
 /* The prompt's ids into *ids (*cap room, grown if need be), each below V; `source` names
- * where the prompt came from in messages. */
-static int encode_prompt(const text_codec *c, const char *prompt, const char *source, int64_t V,
-                         int32_t **ids, int64_t *n, int64_t *cap)
+ * where the prompt came from in messages. The codec: the checkpoint's byte vocabulary, or
+ * GPT-2's BPE. */
+static int encode_prompt(const gb_cli_codec *c, const char *prompt, const char *source,
+                         int64_t V, int32_t **ids, int64_t *n, int64_t *cap)
 {
     gb_diag diag = {0};
     *n = 0;
-    int rc = c->bpe ? gb_bpe_encode(c->bpe, prompt, strlen(prompt), ids, n, cap, &diag)
-                    : encode_bytes(prompt, source, c->vocab, *ids, n);
-    for (int64_t i = 0; !rc && i < *n; i++)
-        if ((*ids)[i] >= V) {
-            gb_diag_add(&diag, "the prompt's token %lld has id %d, beyond the model's "
-                        "vocabulary of %lld ids", (long long)i, (*ids)[i], (long long)V);
-            rc = -1;
-        }
+    int rc = gb_cli_encode(c, prompt, "the prompt", V, ids, n, cap, &diag);
     if (diag.count)
         fprintf(stderr, "gearbox sample: %s: %s\n", source, diag.messages[0]);
     gb_diag_clear(&diag);
@@ -284,7 +237,7 @@ static int encode_prompt(const text_codec *c, const char *prompt, const char *so
 
 /* Writes what token `id` stands for; an id the vocabulary lacks (the padding of a model
  * wider than its tokenizer) shows as '?'. */
-static void put_token(const text_codec *c, int id)
+static void put_token(const gb_cli_codec *c, int id)
 {
     size_t len = 1;
     const char *bytes = c->bpe ? gb_bpe_token_bytes(c->bpe, id, &len)
@@ -326,7 +279,7 @@ static int batch_texts_alloc(batch_texts *t, int64_t N, int64_t tokens, uint64_t
 
 /* The prompt's ids, each below V: <|endoftext|> for an empty prompt of a GPT-2 model, where
  * GPT-2 starts a text; -1 after saying why. */
-static int prompt_ids(const text_codec *codec, const char *prompt, const char *source,
+static int prompt_ids(const gb_cli_codec *codec, const char *prompt, const char *source,
                       int64_t V, int32_t **ids, int64_t *n)
 {
     int64_t cap = (int64_t)strlen(prompt) + 1;
@@ -341,7 +294,7 @@ static int prompt_ids(const text_codec *codec, const char *prompt, const char *s
 /* Draws each sample's next token from its row of `logits` (N, V) into next (N); a single
  * sample's is printed at once. 1 when every sample has ended at <|endoftext|>; -1 after
  * saying why none can be drawn or printed. */
-static int draw_next(batch_texts *t, float *logits, int64_t V, const text_codec *codec,
+static int draw_next(batch_texts *t, float *logits, int64_t V, const gb_cli_codec *codec,
                      const gb_sample_args *a, int32_t *next)
 {
     const int32_t end = codec->bpe && !a->keep_going ? gb_bpe_end_of_text(codec->bpe) : -1;
@@ -363,7 +316,7 @@ static int draw_next(batch_texts *t, float *logits, int64_t V, const text_codec 
 }
 
 /* Prints each of several samples whole: the prompt, its text, a line of dashes. */
-static void print_texts(const batch_texts *t, const text_codec *codec, const char *prompt)
+static void print_texts(const batch_texts *t, const gb_cli_codec *codec, const char *prompt)
 {
     for (int64_t s = 0; s < t->N; s++) {
         fputs(prompt, stdout);
@@ -374,7 +327,7 @@ static void print_texts(const batch_texts *t, const text_codec *codec, const cha
 }
 
 /* Runs the batch: the prompt once through the cache, then one token per sample per step. */
-static int generate(gb_kv_cache *kv, const gb_model_config *mc, const text_codec *codec,
+static int generate(gb_kv_cache *kv, const gb_model_config *mc, const gb_cli_codec *codec,
                     const gb_sample_args *a, const char *prompt)
 {
     char source[4096];
@@ -427,12 +380,12 @@ out:
 /* The codec of the run's data: GPT-2's BPE when its [data] tokenizer says gpt2, from
  * --vocab or the run's [data] vocab; else the checkpoint's bytes. Either must fit the
  * model's `model_ids`. -1 after saying what is missing or does not fit. */
-static int open_codec(text_codec *c, int64_t model_ids, const gb_settings *s,
+static int open_codec(gb_cli_codec *c, int64_t model_ids, const gb_settings *s,
                       const gb_checkpoint *ck, const gb_sample_args *a, const char *path,
                       gb_diag *diag)
 {
     char what[4200];
-    *c = (text_codec){ck->vocab, NULL};
+    *c = (gb_cli_codec){ck->vocab, NULL};
     if (gb_settings_tokenizer(s) != GB_TOKENIZER_GPT2 && a->vocab) {
         gb_diag_add(diag, "--vocab %s: %s holds a model of byte tokens, whose vocabulary it "
                     "carries; --vocab is for GPT-2 BPE models: drop it", a->vocab, path);
@@ -472,7 +425,7 @@ static int run_sample(const gb_sample_args *a, const char *prompt, const char *p
         !gb_runtime_start(rt, &diag)) {
         const gb_settings *s = gb_runtime_settings(rt);
         gb_model_config mc = gb_model_config_of(s, ck->vocab->size);
-        text_codec codec = {0};
+        gb_cli_codec codec = {0};
         if (!open_codec(&codec, mc.vocab_size, s, ck, a, path, &diag))
             m = gb_model_create(rt, &mc, a->num_samples, 0);
         if (m && !gb_checkpoint_check_model(ck, path, m, s, &diag) &&

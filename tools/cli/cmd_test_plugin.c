@@ -61,7 +61,7 @@ typedef struct test_args {
 static int parse_option(void *ctx, int opt, const char *value)
 {
     test_args *a = ctx;
-    char *end;
+    unsigned long long n = 0;
     switch (opt) {
     case OPT_PLUGIN_PATH:
         a->plugin_path = value;
@@ -70,10 +70,10 @@ static int parse_option(void *ctx, int opt, const char *value)
         a->device = value;
         return 0;
     case OPT_THREADS:
-        a->threads = strtol(value, &end, 10);
-        return *end || end == value || a->threads < 1 || a->threads > 1024
-                   ? gb_cli_usage_error("test-plugin", "--threads %s: expected 1 to 1024", value)
-                   : 0;
+        if (gb_cli_parse_count("test-plugin", "--threads", value, 1, 1024, &n))
+            return 2;
+        a->threads = (long)n;
+        return 0;
     case OPT_SET:
         if (a->n_sets == MAX_SETS || !strchr(value, '='))
             return gb_cli_usage_error("test-plugin", "--set %s: expected KEY=VALUE, at most %d "

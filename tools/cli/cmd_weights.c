@@ -1,7 +1,6 @@
 /* `gearbox import` and `gearbox export`: GPT-2 weights between gearbox checkpoints and
  * Hugging Face's (model.safetensors + config.json) or llm.c's (gpt2_124M.bin) files
  * (tools/weights/weights.c). Nothing is downloaded: the user points gearbox at the files. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,13 +53,10 @@ const gb_cli_spec gb_cli_export_spec = {
 /* N of "--padded-vocab-size N": 1 to 2^20. */
 static int parse_padding(const char *text, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < 1 || v > (1 << 20))
-        return gb_cli_usage_error("import", "--padded-vocab-size %s: expected a whole number "
-                                  "from 1 to 1048576", text);
-    *out = v;
+    unsigned long long n = 0;
+    if (gb_cli_parse_count("import", "--padded-vocab-size", text, 1, 1 << 20, &n))
+        return 2;
+    *out = (int64_t)n;
     return 0;
 }
 

@@ -47,6 +47,19 @@ void gb_cli_print_problems(const char *verb, const gb_diag *diag)
         fprintf(stderr, "gearbox %s: %s\n", verb, diag->messages[i]);
 }
 
+int gb_cli_parse_count(const char *verb, const char *flag, const char *text,
+                       unsigned long long lo, unsigned long long hi, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = text[0] >= '0' && text[0] <= '9' ? strtoull(text, &end, 10) : 0;
+    if (text[0] < '0' || text[0] > '9' || errno || *end || v < lo || v > hi)
+        return gb_cli_usage_error(verb, "%s %s: expected a whole number from %llu to %llu",
+                                  flag, text, lo, hi);
+    *out = v;
+    return 0;
+}
+
 int gb_cli_usage_error(const char *verb, const char *fmt, ...)
 {
     char raw[2048], shown[2048];

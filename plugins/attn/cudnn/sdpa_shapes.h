@@ -212,7 +212,7 @@ static inline int sdpa_buffer_aligned(const void *ptr, const char *name, char *r
 
 /* ---- the layouts memory() plans for, before any view exists ------------------------- */
 
-/* The strides of the views the core passes (engine/model.c): q, k, v and their gradients
+/* The strides of the views the core passes (engine/model_forward.c): q, k, v and their gradients
  * are slices of the packed (B, T, 3, H, D) projection, out and dout (B, T, H, D) buffers. */
 static inline void sdpa_core_strides(const gb_attn_problem *p, int64_t qkv[4], int64_t out[4])
 {
