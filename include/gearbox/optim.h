@@ -25,7 +25,7 @@
  *
  * The parameters as tensors (ABI 1.8): an optimizer that treats tensors by their shape
  * and role (Muon orthogonalises the 2-D hidden weights) gives bind_params, which the core
- * calls once with the model's table of tensors before state_bytes, so the state's size
+ * calls with the model's table of tensors before each state_bytes, so the state's size
  * may depend on the shapes; it also returns the bytes of scratch memory a step needs,
  * which the core plans beside the state and passes as gb_optim_step_args.workspace (not
  * saved, contents undefined between steps). An optimizer without it sees only the flat
@@ -162,10 +162,12 @@ typedef struct gb_optim_ops {
     gb_status (*grad_norm_sq)(void *self, float *out, const float *grads, int64_t n);
 
     /* ---- ABI 1.8 ---- */
-    /* Optional (NULL: the plugin sees the flat buffers alone). Called once after create()
-     * and before state_bytes, with the model's tensors; *workspace_bytes (zeroed by the
-     * core) receives the scratch memory a step needs. A failure aborts the run before
-     * any buffer is allocated, with the plugin's message. */
+    /* Optional (NULL: the plugin sees the flat buffers alone). Called after create() and
+     * before every state_bytes, with the model's tensors (the core may plan a model more
+     * than once, e.g. for batch_size = auto; the last call describes the buffers step()
+     * gets); *workspace_bytes (zeroed by the core) receives the scratch memory a step
+     * needs. A failure aborts the run before the optimizer's buffers are allocated, with
+     * the plugin's message. */
     gb_status (*bind_params)(void *self, const gb_optim_params *params,
                              size_t *workspace_bytes);
 } gb_optim_ops;
