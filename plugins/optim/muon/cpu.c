@@ -26,6 +26,7 @@ typedef struct muon_cpu_pass {
     float *u;
     const float *norm_sq;
     float *x;
+    int64_t numel;          /* the normalising pass's elements */
 } muon_cpu_pass;
 
 static gb_status queue(const muon_base *mu, gb_host_fn fn, muon_cpu_pass *pass)
@@ -121,7 +122,7 @@ static gb_status run_normalize(void *arg)
     const muon_cpu_pass *q = arg;
     const float norm_sq = *q->norm_sq;
 #pragma omp parallel for schedule(static) num_threads(q->mu->adamw.threads)
-    for (int64_t i = 0; i < q->args.n; i++)
+    for (int64_t i = 0; i < q->numel; i++)
         q->x[i] = muon_normalized(q->u[i], norm_sq);
     return GB_OK;
 }
@@ -131,7 +132,7 @@ static gb_status muon_cpu_normalize(const muon_base *mu, void *x, const float *u
 {
     muon_cpu_pass pass;
     memset(&pass, 0, sizeof pass);
-    pass.args.n = numel;
+    pass.numel = numel;
     pass.x = x;
     pass.u = (float *)u;
     pass.norm_sq = norm_sq;
