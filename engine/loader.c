@@ -289,40 +289,44 @@ typedef struct abi_sizes {
     size_t ops[N_KINDS + 1];  /* by gb_kind */
 } abi_sizes;
 
+/* The optimizer vtable of 1.0 to 1.7, which 1.8 extends with bind_params. */
+#define OPTIM_TO_1_7 END_OF(gb_optim_ops, grad_norm_sq)
+
 static const abi_sizes abi_versions[] = {
     {0, END_OF(gb_plugin_desc, ops),
-     {0, END_OF(gb_device_ops, sum_squares), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, sum_squares), END_OF(gb_attn_ops, backward), OPTIM_TO_1_7,
       END_OF(gb_precision_ops, load_state), END_OF(gb_comm_ops, barrier)}},
     /* 1.1 appended fields to argument structs only */
     {1, END_OF(gb_plugin_desc, ops),
-     {0, END_OF(gb_device_ops, sum_squares), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, sum_squares), END_OF(gb_attn_ops, backward), OPTIM_TO_1_7,
       END_OF(gb_precision_ops, load_state), END_OF(gb_comm_ops, barrier)}},
     {2, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, enqueue_host), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, enqueue_host), END_OF(gb_attn_ops, backward), OPTIM_TO_1_7,
       END_OF(gb_precision_ops, load_state), END_OF(gb_comm_ops, barrier)}},
     /* 1.3 appended the device's cross_entropy_ld (optional) */
     {3, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, cross_entropy_ld), END_OF(gb_attn_ops, backward),
-      sizeof(gb_optim_ops), END_OF(gb_precision_ops, load_state), END_OF(gb_comm_ops, barrier)}},
+      OPTIM_TO_1_7, END_OF(gb_precision_ops, load_state), END_OF(gb_comm_ops, barrier)}},
     /* 1.4 appended the loss scaler on the device (the device's cross_entropy_scaled and
      * loss_scaler_update, the precision plugin's scaler_get and scaler_set), the device's
      * graph entries and gb_device_info.pci_bus_id (all optional) */
     {4, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, graph_destroy), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, graph_destroy), END_OF(gb_attn_ops, backward), OPTIM_TO_1_7,
       END_OF(gb_precision_ops, scaler_set), END_OF(gb_comm_ops, barrier)}},
     /* 1.5 appended the device's add_layernorm_forward (optional) */
     {5, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, add_layernorm_forward), END_OF(gb_attn_ops, backward),
-      sizeof(gb_optim_ops), END_OF(gb_precision_ops, scaler_set), END_OF(gb_comm_ops, barrier)}},
+      OPTIM_TO_1_7, END_OF(gb_precision_ops, scaler_set), END_OF(gb_comm_ops, barrier)}},
     /* 1.6 appended the device's describe (mandatory; its stream group became optional) */
     {6, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, describe), END_OF(gb_attn_ops, backward), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, describe), END_OF(gb_attn_ops, backward), OPTIM_TO_1_7,
       END_OF(gb_precision_ops, scaler_set), END_OF(gb_comm_ops, barrier)}},
     /* 1.7 appended the device's dropout and the attention's forward_cached (optional) */
     {7, END_OF(gb_plugin_desc, caps),
-     {0, END_OF(gb_device_ops, dropout), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
+     {0, END_OF(gb_device_ops, dropout), sizeof(gb_attn_ops), OPTIM_TO_1_7,
       END_OF(gb_precision_ops, scaler_set), END_OF(gb_comm_ops, barrier)}},
-    /* 1.8 appended the comm's reduce_scatter_start and all_gather (optional) */
+    /* 1.8 appended the optimizer's bind_params and the comm's reduce_scatter_start and
+     * all_gather (all optional) */
     {8, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, dropout), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},

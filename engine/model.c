@@ -6,6 +6,8 @@
 
 #include <stdlib.h>
 
+#include "optim_params.h"
+
 /* Stands in for every buffer of a model that is only planned: non-NULL, never used. */
 static char planned_only_buffer;
 
@@ -195,10 +197,15 @@ static int allocate_parameters(gb_model *m)
         return -1;
     gb_model_bind_views(m, m->grads, &m->g);
     gb_instance *opt = &m->rt->inst[GB_KIND_OPTIM];
+    size_t workspace_bytes;
+    if (gb_optim_bind_params(m->rt, m->tensors, m->n_tensors, m->n_params,
+                             m->params_lowp ? m->act : GB_F32, &workspace_bytes))
+        return -1;
     m->optim_state_bytes =
         m->rt->optim->state_bytes(opt->self, gb_shard_state_count(m->shard, m->n_params));
     m->optim_state = device_alloc(m, m->optim_state_bytes, &m->plan.optimizer);
-    if (!m->optim_state)
+    if (!m->optim_state || (workspace_bytes &&
+        !(m->optim_workspace = device_alloc(m, workspace_bytes, &m->plan.optimizer))))
         return -1;
     if (!m->rt->precision->update || !gb_model_place_scaler(m))
         return 0;

@@ -96,6 +96,7 @@ struct gb_model {
                                        NULL when act is f32 */
     void *optim_state;              /* device */
     size_t optim_state_bytes;
+    void *optim_workspace;          /* device scratch of bind_params' size, or NULL */
     float *norm_sq;                 /* device scalar */
     /* The loss scaler, when the policy has one: on the device (ABI 1.4), where the kernels
      * read its scale and its update follows each step; else the precision plugin's

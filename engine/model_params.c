@@ -5,7 +5,8 @@
 
 #include <stdlib.h>
 
-static void add_tensor(gb_model *m, const char *name, int64_t rows, int64_t cols)
+static gb_param_tensor *add_tensor(gb_model *m, const char *name, int64_t rows, int64_t cols,
+                                   gb_param_role role)
 {
     gb_param_tensor *t = &m->tensors[m->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -14,20 +15,22 @@ static void add_tensor(gb_model *m, const char *name, int64_t rows, int64_t cols
     t->cols = cols;
     t->numel = rows * cols;
     t->decay = rows > 1;
+    t->role = role;
     m->n_params += t->numel;
+    return t;
 }
 
-/* Block l's `module`.weight of (rows, cols), then its .bias of bias_len when the model
- * has biases. */
+/* Block l's `module`.weight of (rows, cols) in `role`, then its .bias of bias_len when
+ * the model has biases. */
 static void add_block_module(gb_model *m, int64_t l, const char *module, int64_t rows,
-                             int64_t cols, int64_t bias_len)
+                             int64_t cols, int64_t bias_len, gb_param_role role)
 {
     char name[64];
     snprintf(name, sizeof name, "h.%lld.%s.weight", (long long)l, module);
-    add_tensor(m, name, rows, cols);
+    add_tensor(m, name, rows, cols, role);
     if (m->cfg.bias) {
         snprintf(name, sizeof name, "h.%lld.%s.bias", (long long)l, module);
-        add_tensor(m, name, 1, bias_len);
+        add_tensor(m, name, 1, bias_len, GB_PARAM_BIAS);
     }
 }
 
@@ -39,19 +42,19 @@ void gb_model_plan_tensors(gb_model *m)
     m->tensors = calloc((size_t)(4 + 12 * c->n_layer), sizeof *m->tensors);
     if (!m->tensors)
         return;
-    add_tensor(m, "wte", gb_model_table_rows(c), C);
-    add_tensor(m, "wpe", c->block_size, C);
+    add_tensor(m, "wte", gb_model_table_rows(c), C, GB_PARAM_EMBEDDING)->tied_head = 1;
+    add_tensor(m, "wpe", c->block_size, C, GB_PARAM_EMBEDDING);
     for (int64_t l = 0; l < c->n_layer; l++) {
-        add_block_module(m, l, "ln_1", 1, C, C);
-        add_block_module(m, l, "attn.c_attn", 3 * C, C, 3 * C);
-        add_block_module(m, l, "attn.c_proj", C, C, C);
-        add_block_module(m, l, "ln_2", 1, C, C);
-        add_block_module(m, l, "mlp.c_fc", 4 * C, C, 4 * C);
-        add_block_module(m, l, "mlp.c_proj", C, 4 * C, C);
+        add_block_module(m, l, "ln_1", 1, C, C, GB_PARAM_NORM);
+        add_block_module(m, l, "attn.c_attn", 3 * C, C, 3 * C, GB_PARAM_MATRIX);
+        add_block_module(m, l, "attn.c_proj", C, C, C, GB_PARAM_MATRIX);
+        add_block_module(m, l, "ln_2", 1, C, C, GB_PARAM_NORM);
+        add_block_module(m, l, "mlp.c_fc", 4 * C, C, 4 * C, GB_PARAM_MATRIX);
+        add_block_module(m, l, "mlp.c_proj", C, 4 * C, C, GB_PARAM_MATRIX);
     }
-    add_tensor(m, "ln_f.weight", 1, C);
+    add_tensor(m, "ln_f.weight", 1, C, GB_PARAM_NORM);
     if (c->bias)
-        add_tensor(m, "ln_f.bias", 1, C);
+        add_tensor(m, "ln_f.bias", 1, C, GB_PARAM_BIAS);
 }
 
 gb_param_tensor *gb_model_layout(const gb_model_config *cfg, int *count, int64_t *n_params)

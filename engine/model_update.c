@@ -40,6 +40,8 @@ int gb_model_update(gb_model *m, float lr, float max_norm, int64_t step, int *sk
         .lowp_dtype = m->act,
         .lowp_stochastic = m->params_lowp && rt->policy.stochastic_rounding,
         .lowp_seed = m->seed,
+        .workspace = m->optim_workspace,
+        .lr_max = (float)rt->settings.learning_rate,
     };
     gb_shard_narrow(m->shard, &args, m->act_size);
     TIMED_CALL(m, GB_PHASE_OPTIMIZER, opt, "step", rt->optim->step(opt->self, &args));

@@ -23,6 +23,14 @@
  * it is read by that queued work, never dereferenced by the calling thread, so the clip
  * factor needs no host round trip.
  *
+ * The parameters as tensors (ABI 1.8): an optimizer that treats tensors by their shape
+ * and role (Muon orthogonalises the 2-D hidden weights) gives bind_params, which the core
+ * calls with the model's table of tensors before each state_bytes, so the state's size
+ * may depend on the shapes; it also returns the bytes of scratch memory a step needs,
+ * which the core plans beside the state and passes as gb_optim_step_args.workspace (not
+ * saved, contents undefined between steps). An optimizer without it sees only the flat
+ * buffers and their groups, as before.
+ *
  * What the core does on failure: a non-GB_OK status from step() aborts the run with the
  * plugin's message; parameters must then be considered undefined.
  */
@@ -42,6 +50,48 @@ typedef struct gb_param_group {
     int64_t offset, count;   /* in elements */
     int32_t decay;           /* 1: apply the optimizer's weight decay; 0: never */
 } gb_param_group;
+
+/* What a tensor is to the model (ABI 1.8). Values are frozen; new ones may be added, so
+ * an optimizer treats a role it does not know as it treats its most careful one. */
+typedef enum gb_param_role {
+    GB_PARAM_MATRIX = 0,     /* a hidden 2-D weight: attention's and the MLP's projections */
+    GB_PARAM_EMBEDDING = 1,  /* a lookup table: the token (wte) and position (wpe) embeddings */
+    GB_PARAM_HEAD = 2,       /* the LM head's own weight, where it is not tied to wte */
+    GB_PARAM_BIAS = 3,       /* a bias vector */
+    GB_PARAM_NORM = 4        /* a LayerNorm's weight */
+} gb_param_role;
+
+/* One tensor of the flat buffers (ABI 1.8). A head tied to the token embedding (GPT-2's,
+ * and gearbox's) is not a tensor of its own: it is wte, listed once with role
+ * GB_PARAM_EMBEDDING and tied_head = 1, its gradient the sum of both uses. */
+typedef struct gb_optim_param {
+    const char *name;          /* nanoGPT's name without "transformer.": "h.0.mlp.c_fc.weight" */
+    int64_t offset;            /* first element in params and grads */
+    int64_t rows, cols;        /* row-major (rows, cols); a vector is (1, cols) */
+    int32_t role;              /* gb_param_role */
+    int32_t decay;             /* the weight-decay flag of its gb_param_group */
+    gb_dtype dtype;            /* the working copy's dtype: lowp_dtype where step() writes
+                                  params_lowp, else GB_F32 */
+    int32_t tied_head;         /* 1: also the LM head (role GB_PARAM_EMBEDDING) */
+} gb_optim_param;
+
+/* The model's tensors for bind_params (ABI 1.8), host memory valid during the call only (a
+ * plugin copies what it keeps). Sorted by offset, covering [0, n) without overlap; the
+ * same ranges as step()'s groups. Entries lie `param_size` bytes apart, so the entry may
+ * grow by appending: read a field added later only when param_size covers it. */
+typedef struct gb_optim_params {
+    size_t struct_size;
+    const gb_optim_param *params;
+    int64_t count;
+    size_t param_size;         /* sizeof(gb_optim_param) of the core */
+    int64_t n;                 /* elements in all */
+} gb_optim_params;
+
+/* The entry i of a table, by its stride. */
+static inline const gb_optim_param *gb_optim_param_at(const gb_optim_params *t, int64_t i)
+{
+    return (const gb_optim_param *)((const char *)t->params + (size_t)i * t->param_size);
+}
 
 /* Everything one step needs. */
 typedef struct gb_optim_step_args {
@@ -79,6 +129,13 @@ typedef struct gb_optim_step_args {
                                       grad_norm_sq is not finite is skipped on the device:
                                       params, state and params_lowp stay as they are (the
                                       device's loss scaler counts it). */
+
+    /* ---- ABI 1.8 ---- */
+    void *workspace;               /* device memory of the bytes bind_params asked for, or
+                                      NULL (none asked, or no bind_params) */
+    float lr_max;                  /* the schedule's peak ([train] learning_rate): an
+                                      optimizer with learning rates of its own scales them
+                                      by lr / lr_max, the schedule's factor; 0: unknown */
 } gb_optim_step_args;
 /* (1.2 adds no field here; it adds the capabilities GB_CAP_LOWP_COPY and
  * GB_CAP_STOCHASTIC_ROUNDING, by which the core knows before step 1 whether an optimizer
@@ -103,7 +160,23 @@ typedef struct gb_optim_ops {
     /* Optional (NULL: the core uses the device's sum_squares). *out (a device scalar) =
      * sum of grads[i]^2, computed the optimizer's way, e.g. fused with its own passes. */
     gb_status (*grad_norm_sq)(void *self, float *out, const float *grads, int64_t n);
+
+    /* ---- ABI 1.8 ---- */
+    /* Optional (NULL: the plugin sees the flat buffers alone). Called after create() and
+     * before every state_bytes, with the model's tensors (the core may plan a model more
+     * than once, e.g. for batch_size = auto; the last call describes the buffers step()
+     * gets); *workspace_bytes (zeroed by the core) receives the scratch memory a step
+     * needs. A failure aborts the run before the optimizer's buffers are allocated, with
+     * the plugin's message. */
+    gb_status (*bind_params)(void *self, const gb_optim_params *params,
+                             size_t *workspace_bytes);
 } gb_optim_ops;
+
+/* Whether `ops` has the optional entry `entry` (within its struct_size, and set): the test
+ * of an entry added after 1.0, on the vtable the core hands out (cut at the plugin's minor). */
+#define GB_OPTIM_HAS(ops, entry)                                                          \
+    ((ops)->struct_size >= offsetof(gb_optim_ops, entry) + sizeof((ops)->entry) &&       \
+     (ops)->entry != NULL)
 
 #ifdef __cplusplus
 }

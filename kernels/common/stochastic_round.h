@@ -35,4 +35,14 @@ GB_HD_FN uint16_t gb_bf16_stochastic_at(float x, uint64_t seed, int64_t step, in
     return gb_bf16_from_f32_stochastic(x, gb_random16(seed, step, index));
 }
 
+/* The working copy's pattern of parameter x at flat index `index`: bf16 or f16 rounded to
+ * nearest even, or bf16 rounded stochastically (gb_optim_step_args.lowp_stochastic). */
+GB_HD_FN uint16_t gb_lowp_at(float x, gb_dtype dtype, int stochastic, uint64_t seed,
+                             int64_t step, int64_t index)
+{
+    if (stochastic)
+        return gb_bf16_stochastic_at(x, seed, step, index);
+    return dtype == GB_BF16 ? gb_bf16_from_f32(x) : gb_f16_from_f32(x);
+}
+
 #endif /* GEARBOX_KERNELS_STOCHASTIC_ROUND_H */

@@ -487,8 +487,36 @@ ENTRY(gb_comm_ops, reduce_scatter_start, 72,
       gb_status (*)(void *, void *, void *, int64_t, gb_dtype, gb_reduce_op, gb_comm_request *));
 ENTRY(gb_comm_ops, all_gather, 80, gb_status (*)(void *, const void *, void *, int64_t, gb_dtype));
 VALUE(GB_CAP_RANGE_STEP, 1u << 9);
-SIZES_NOW(8, 72, 80, 64, 528, 192, 360, 56, 64, 120, 48, 32, 96, 88);
+/* 1.7's optimizer vtable ends where 1.8 appends bind_params, its step arguments where 1.8
+ * appends workspace */
+END(gb_optim_ops, grad_norm_sq, 48);
+END(gb_optim_step_args, loss_scale, 120);
+FIELD(gb_optim_step_args, workspace, 120);
+FIELD(gb_optim_step_args, lr_max, 128);
+ENTRY(gb_optim_ops, bind_params, 48,
+      gb_status (*)(void *, const gb_optim_params *, size_t *));
+VALUE(GB_PARAM_MATRIX, 0);
+VALUE(GB_PARAM_EMBEDDING, 1);
+VALUE(GB_PARAM_HEAD, 2);
+VALUE(GB_PARAM_BIAS, 3);
+VALUE(GB_PARAM_NORM, 4);
+FIELD(gb_optim_param, name, 0);
+FIELD(gb_optim_param, offset, 8);
+FIELD(gb_optim_param, rows, 16);
+FIELD(gb_optim_param, cols, 24);
+FIELD(gb_optim_param, role, 32);
+FIELD(gb_optim_param, decay, 36);
+FIELD(gb_optim_param, dtype, 40);
+FIELD(gb_optim_param, tied_head, 44);
+FIELD(gb_optim_params, struct_size, 0);
+FIELD(gb_optim_params, params, 8);
+FIELD(gb_optim_params, count, 16);
+FIELD(gb_optim_params, param_size, 24);
+FIELD(gb_optim_params, n, 32);
+SIZES_NOW(8, 72, 80, 64, 528, 192, 360, 56, 64, 136, 56, 32, 96, 88);
 SIZE_NOW(8, gb_device_desc, 264);
+SIZE_NOW(8, gb_optim_param, 48);
+SIZE_NOW(8, gb_optim_params, 40);
 
 int main(void)
 {

@@ -2,7 +2,8 @@
  * problem laid out as the core lays out a model.
  *
  * 4099 parameters in three groups (decay, no decay, decay), a few steps of seeded
- * gradients. The checks: the state buffer is everything (saved after step 3, loaded into
+ * gradients; a plugin with bind_params (ABI 1.8) sees them as a (32, 64) hidden matrix, a
+ * bias and a (38, 53) embedding, and gets the workspace it asks for. The checks: the state buffer is everything (saved after step 3, loaded into
  * a fresh instance at another address, the run continues bit-identically, as a resumed
  * run must); a learning rate of 0 with weight decay 0 moves nothing; weight decay touches
  * only groups that decay; loss-scale removal and clipping are folded into the step
@@ -26,6 +27,15 @@
 #define N_GROUPS 3
 
 static const gb_param_group groups[N_GROUPS] = {{0, 2048, 1}, {2048, 37, 0}, {2085, 2014, 1}};
+/* The same ranges as tensors, for an optimizer with bind_params (ABI 1.8): a hidden matrix,
+ * a bias and an embedding (which decays as a matrix does, but is no hidden matrix). */
+static const gb_optim_param tensors[N_GROUPS] = {
+    {"h.0.attn.c_proj.weight", 0, 32, 64, GB_PARAM_MATRIX, 1, GB_F32, 0},
+    {"h.0.attn.c_proj.bias", 2048, 1, 37, GB_PARAM_BIAS, 0, GB_F32, 0},
+    {"wte", 2085, 38, 53, GB_PARAM_EMBEDDING, 1, GB_F32, 1},
+};
+/* The schedule's peak the steps report (lr_max): the largest lr a check runs at. */
+#define LR_MAX 1e-2f
 
 /* How the steps of a run are fed. */
 typedef struct plan {
@@ -44,8 +54,8 @@ typedef struct optim_run {
     const gb_kit_instance *ki;
     int on_device;
     float *params, *grads, *norm_sq;
-    void *state, *lowp;
-    size_t state_bytes;
+    void *state, *lowp, *workspace;
+    size_t state_bytes, workspace_bytes;
     float *host_grads;   /* (N) scratch */
 } optim_run;
 
@@ -81,6 +91,14 @@ static const float *initial_params(gb_kit *kit)
     return p;
 }
 
+/* The tensors handed to bind_params, whose workspace size lands in r. */
+static gb_status bind_tensors(optim_run *r)
+{
+    const gb_optim_ops *ops = r->ki->ops;
+    gb_optim_params table = {sizeof table, tensors, N_GROUPS, sizeof tensors[0], N};
+    return ops->bind_params(r->ki->inst.self, &table, &r->workspace_bytes);
+}
+
 /* Buffers for a run of `ki` from `params` with zeroed state (as the core zeroes it before
  * step 1). 0, or -1 after a failed allocation or copy. */
 static int start_run(gb_kit *kit, optim_run *r, const gb_kit_instance *ki, int on_device,
@@ -88,6 +106,8 @@ static int start_run(gb_kit *kit, optim_run *r, const gb_kit_instance *ki, int o
 {
     const gb_optim_ops *ops = ki->ops;
     *r = (optim_run){.kit = kit, .ki = ki, .on_device = on_device};
+    if (GB_OPTIM_HAS(ops, bind_params) && bind_tensors(r) != GB_OK)
+        return -1;
     r->state_bytes = ops->state_bytes(ki->inst.self, N);
     void *zeros = gb_kit_host_alloc(kit, r->state_bytes);
     r->params = take(r, N * sizeof(float));
@@ -97,7 +117,7 @@ static int start_run(gb_kit *kit, optim_run *r, const gb_kit_instance *ki, int o
     r->lowp = take(r, N * sizeof(uint16_t));
     r->host_grads = gb_kit_host_alloc(kit, N * sizeof(float));
     if (!zeros || !r->params || !r->grads || !r->norm_sq || !r->state || !r->lowp ||
-        !r->host_grads)
+        !r->host_grads || (r->workspace_bytes && !(r->workspace = take(r, r->workspace_bytes))))
         return -1;
     memset(zeros, 0, r->state_bytes);
     return put(r, r->params, params, N * sizeof(float)) ||
@@ -135,6 +155,8 @@ static gb_status run_step(optim_run *r, const plan *pl, int64_t s)
         .inv_loss_scale = 1.0f,
         .params_lowp = pl->lowp != GB_F32 ? r->lowp : NULL,
         .lowp_dtype = pl->lowp,
+        .workspace = r->workspace,
+        .lr_max = LR_MAX,
     };
     if (pl->fold) {
         /* powers of two: scaling is exact, so both ways see the same gradients */

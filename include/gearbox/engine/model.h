@@ -67,6 +67,8 @@ typedef struct gb_param_tensor {
     int64_t offset, numel;  /* in elements */
     int64_t rows, cols;     /* (rows, cols) for matrices; (1, cols) for vectors */
     int decay;              /* 2-D tensors decay, 1-D ones do not */
+    int role;               /* gb_param_role (optim.h): what the tensor is to the model */
+    int tied_head;          /* 1: wte, which is also the LM head */
 } gb_param_tensor;
 
 /* Bytes per category, for the memory plan. */

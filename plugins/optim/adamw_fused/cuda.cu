@@ -103,10 +103,7 @@ static __global__ void fused_kernel(fused_buffers b, fused_spans spans, adamw_co
         b.v[i] = v;
         if (!b.lowp)
             continue;
-        if (b.stochastic)
-            b.lowp[i] = gb_bf16_stochastic_at(p, b.seed, b.step, i);
-        else
-            b.lowp[i] = b.lowp_dtype == GB_BF16 ? gb_bf16_from_f32(p) : gb_f16_from_f32(p);
+        b.lowp[i] = gb_lowp_at(p, b.lowp_dtype, b.stochastic, b.seed, b.step, i);
     }
 }
 
@@ -294,5 +291,5 @@ GB_OPTIM_PLUGIN("adamw_fused", "1.0.0",
                 GB_CAP_DETERMINISTIC | GB_CAP_LOWP_COPY | GB_CAP_STOCHASTIC_ROUNDING |
                     GB_CAP_QUEUED_MEMORY | GB_CAP_DEVICE_LOSS_SCALE | GB_CAP_RANGE_STEP,
                 GB_OPTIONS(adamw_options), fused_create, fused_destroy, adamw_state_bytes,
-                fused_step, fused_grad_norm_sq)
+                fused_step, fused_grad_norm_sq, NULL)
 }

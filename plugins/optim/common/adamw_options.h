@@ -11,16 +11,19 @@
 
 enum { ADAMW_OPT_BETA1, ADAMW_OPT_BETA2, ADAMW_OPT_EPS, ADAMW_OPT_WEIGHT_DECAY };
 
-static const gb_option adamw_options[] = {
-    {"beta1", GB_OPT_FLOAT, "0.9", 0, 1, NULL,
-     "decay rate of the first moment (mean of gradients), in [0, 1)"},
-    {"beta2", GB_OPT_FLOAT, "0.95", 0, 1, NULL,
-     "decay rate of the second moment (mean of squared gradients), in [0, 1)"},
-    {"eps", GB_OPT_FLOAT, "1e-8", 0, 1, NULL,
-     "added to the denominator for numerical stability, in (0, 1]"},
-    {"weight_decay", GB_OPT_FLOAT, "0.1", 0, 10, NULL,
-     "decoupled weight decay for groups that decay, in [0, 10]"},
-};
+/* The rows of the table, for a plugin whose own table starts with them (optim/muon's
+ * AdamW part). */
+#define ADAMW_OPTION_ROWS                                                                  \
+    {"beta1", GB_OPT_FLOAT, "0.9", 0, 1, NULL,                                             \
+     "decay rate of the first moment (mean of gradients), in [0, 1)"},                     \
+    {"beta2", GB_OPT_FLOAT, "0.95", 0, 1, NULL,                                            \
+     "decay rate of the second moment (mean of squared gradients), in [0, 1)"},            \
+    {"eps", GB_OPT_FLOAT, "1e-8", 0, 1, NULL,                                              \
+     "added to the denominator for numerical stability, in (0, 1]"},                       \
+    {"weight_decay", GB_OPT_FLOAT, "0.1", 0, 10, NULL,                                     \
+     "decoupled weight decay for groups that decay, in [0, 10]"}
+
+static const gb_option adamw_options[] = {ADAMW_OPTION_ROWS};
 
 /* The hyperparameters of `options` (parallel to adamw_options), or 0 with the host told
  * why. The schema's ranges are inclusive, so the open ends are refused here: beta = 1
