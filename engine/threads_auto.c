@@ -5,18 +5,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A trial's step k runs on `most` threads when k is even, on one when it is odd. */
+static int trial_threads(const gb_threads_auto *a, int64_t k)
+{
+    return k % 2 == 0 ? a->most : 1;
+}
+
+static void start_trial(gb_threads_auto *a)
+{
+    a->trying = 1;
+    a->in_phase = 0;
+    a->now = trial_threads(a, 0);
+}
+
 void gb_threads_auto_start(gb_threads_auto *a, int most)
 {
     memset(a, 0, sizeof *a);
     a->most = most > 1 ? most : 1;
     a->now = a->most;
-    a->phase = a->most > 1 ? GB_THREADS_TRY_MOST : GB_THREADS_SETTLED;
     a->chosen = a->most > 1 ? 0 : 1;
+    if (a->most > 1)
+        start_trial(a);
 }
 
-int gb_threads_auto_choose(int most, double ms_most, double ms_one)
+int gb_threads_auto_choose(int most, double ratio)
 {
-    return ms_most <= ms_one ? most : 1;
+    return ratio <= 1.0 ? most : 1;
 }
 
 static int by_value(const void *x, const void *y)
@@ -25,64 +39,45 @@ static int by_value(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-static double median_of(const double *ms)
-{
-    double sorted[GB_THREADS_TRIAL_MEASURED];
-    memcpy(sorted, ms, sizeof sorted);
-    qsort(sorted, GB_THREADS_TRIAL_MEASURED, sizeof sorted[0], by_value);
-    return sorted[GB_THREADS_TRIAL_MEASURED / 2];
-}
-
 /* Ends the trial; 1 when its choice differs from the one before. */
 static int settle(gb_threads_auto *a)
 {
-    a->median[0] = median_of(a->ms[0]);
-    a->median[1] = median_of(a->ms[1]);
+    double ratios[GB_THREADS_TRIAL_PAIRS];
+    for (int i = 0; i < GB_THREADS_TRIAL_PAIRS; i++)
+        ratios[i] = a->ms[0][i] / a->ms[1][i];
+    qsort(ratios, GB_THREADS_TRIAL_PAIRS, sizeof ratios[0], by_value);
+    a->ratio = ratios[GB_THREADS_TRIAL_PAIRS / 2];
     const int before = a->chosen;
-    a->chosen = gb_threads_auto_choose(a->most, a->median[0], a->median[1]);
+    a->chosen = gb_threads_auto_choose(a->most, a->ratio);
     a->now = a->chosen;
-    a->phase = GB_THREADS_SETTLED;
+    a->trying = 0;
     a->in_phase = 0;
     return a->chosen != before;
 }
 
 int gb_threads_auto_observe(gb_threads_auto *a, double step_ms)
 {
-    const int64_t counted = a->in_phase++ - GB_THREADS_TRIAL_WARMUP;
-    switch (a->phase) {
-    case GB_THREADS_TRY_MOST:
-    case GB_THREADS_TRY_ONE: {
-        const int which = a->phase == GB_THREADS_TRY_ONE;
-        if (counted >= 0)
-            a->ms[which][counted] = step_ms;
-        if (counted + 1 < GB_THREADS_TRIAL_MEASURED)
-            return 0;
-        if (which)
-            return settle(a);
-        a->phase = GB_THREADS_TRY_ONE;
-        a->now = 1;
-        a->in_phase = 0;
+    const int64_t k = a->in_phase++;
+    if (!a->trying) {
+        if (a->most > 1 && a->in_phase >= GB_THREADS_RECHECK_STEPS)
+            start_trial(a);
         return 0;
     }
-    case GB_THREADS_SETTLED:
-        if (a->most > 1 && a->in_phase >= GB_THREADS_RECHECK_STEPS) {
-            a->phase = GB_THREADS_TRY_MOST;
-            a->now = a->most;
-            a->in_phase = 0;
-        }
-        return 0;
-    }
+    if (k >= 2)
+        a->ms[k % 2][(k - 2) / 2] = step_ms;
+    if (k + 1 == GB_THREADS_TRIAL_STEPS)
+        return settle(a);
+    a->now = trial_threads(a, k + 1);
     return 0;
 }
 
 void gb_threads_auto_describe(const gb_threads_auto *a, char *buf, size_t cap)
 {
-    const double one = a->median[1], most = a->median[0];
     if (a->chosen == 1)
         snprintf(buf, cap, "threads: auto -> 1 (%d threads were %.2fx slower than 1: the "
-                 "machine is busy; trying again in %d steps)", a->most, most / one,
+                 "machine is busy; trying again in %d steps)", a->most, a->ratio,
                  GB_THREADS_RECHECK_STEPS);
     else
         snprintf(buf, cap, "threads: auto -> %d (%.2fx faster than 1 thread; trying again "
-                 "in %d steps)", a->most, one / most, GB_THREADS_RECHECK_STEPS);
+                 "in %d steps)", a->most, 1.0 / a->ratio, GB_THREADS_RECHECK_STEPS);
 }

@@ -4,10 +4,11 @@
  * it may not: the OpenMP team waits at every barrier for the thread whose core the other
  * process holds, and one thread that never waits can step faster than two that do
  * (docs/BENCHMARKS.md measures both). So the loop measures instead of guessing: a trial
- * runs a few steps on `most` threads, then a few on one, and keeps the count whose median
- * step was shorter; every GB_THREADS_RECHECK_STEPS steps it tries again, since the
- * neighbours come and go. Each phase's first step is not counted: it is the one that
- * builds the matmul primitives of its team size.
+ * alternates steps on `most` threads and on one, pair by pair, so that a neighbour
+ * arriving or leaving during the trial slows both sides alike, and keeps the count that
+ * was faster in the median pair; every GB_THREADS_RECHECK_STEPS steps it tries again,
+ * since the neighbours come and go. The trial's first step on each count is not timed:
+ * it builds the matmul primitives of its team size.
  *
  * The state machine is a pure function of the step times it is fed, so its decisions are
  * tested with made-up times (tests/core/test_threads_auto.c); train.c feeds it and sets
@@ -19,24 +20,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_THREADS_TRIAL_WARMUP 1     /* steps of a phase not counted */
-#define GB_THREADS_TRIAL_MEASURED 3   /* steps of a phase whose median is compared */
+#define GB_THREADS_TRIAL_PAIRS 3      /* timed pairs of steps, one on each count */
 #define GB_THREADS_RECHECK_STEPS 200  /* steps between the end of a trial and the next */
-
-typedef enum gb_threads_phase {
-    GB_THREADS_TRY_MOST,   /* timing steps on `most` threads */
-    GB_THREADS_TRY_ONE,    /* timing steps on one */
-    GB_THREADS_SETTLED,    /* running on `chosen` until the next trial */
-} gb_threads_phase;
+/* A trial's steps: one untimed step on each count, then the timed pairs. */
+#define GB_THREADS_TRIAL_STEPS (2 + 2 * GB_THREADS_TRIAL_PAIRS)
 
 typedef struct gb_threads_auto {
     int most;                /* all threads: what threads = 0 would run */
     int now;                 /* the threads the next step runs on */
     int chosen;              /* the last trial's choice; 0 before the first ends */
-    gb_threads_phase phase;
-    int64_t in_phase;        /* steps fed in this phase */
-    double ms[2][GB_THREADS_TRIAL_MEASURED];   /* [0]: on most threads, [1]: on one */
-    double median[2];        /* the last trial's medians, ms */
+    int trying;              /* 1 during a trial, 0 while running on `chosen` */
+    int64_t in_phase;        /* steps fed in this trial, or since it ended */
+    double ms[2][GB_THREADS_TRIAL_PAIRS];   /* the timed pairs: [0] on most, [1] on one */
+    double ratio;            /* the last trial's median of ms on most / ms on one */
 } gb_threads_auto;
 
 /* Starts on `most` threads; with one there is nothing to try, and it stays there. */
@@ -45,11 +41,11 @@ void gb_threads_auto_start(gb_threads_auto *a, int most);
  * Returns 1 when a trial ended with a count other than the one before (the first trial
  * always counts), for the log; a->now is then the count the next step runs on. */
 int gb_threads_auto_observe(gb_threads_auto *a, double step_ms);
-/* The choice for medians of ms_most on `most` threads and ms_one on one: the faster,
- * all threads when they tie. */
-int gb_threads_auto_choose(int most, double ms_most, double ms_one);
+/* The choice for a trial whose steps on `most` threads took `ratio` times as long as on
+ * one: the faster, all threads when they tie. */
+int gb_threads_auto_choose(int most, double ratio);
 /* The announcement of the last choice: "threads: auto -> 1 (2 threads were 1.40x slower
- * than 1: the machine is busy)". */
+ * than 1: the machine is busy; trying again in 200 steps)". */
 void gb_threads_auto_describe(const gb_threads_auto *a, char *buf, size_t cap);
 
 #endif /* GB_CORE_THREADS_AUTO_H */
