@@ -15,6 +15,7 @@ static void start_trial(gb_threads_auto *a)
 {
     a->trying = 1;
     a->in_phase = 0;
+    a->slow_streak = 0;
     a->now = trial_threads(a, 0);
 }
 
@@ -39,16 +40,25 @@ static int by_value(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* The median of the trial's GB_THREADS_TRIAL_PAIRS values v. */
+static double median_of(const double *v)
+{
+    double sorted[GB_THREADS_TRIAL_PAIRS];
+    memcpy(sorted, v, sizeof sorted);
+    qsort(sorted, GB_THREADS_TRIAL_PAIRS, sizeof sorted[0], by_value);
+    return sorted[GB_THREADS_TRIAL_PAIRS / 2];
+}
+
 /* Ends the trial; 1 when its choice differs from the one before. */
 static int settle(gb_threads_auto *a)
 {
     double ratios[GB_THREADS_TRIAL_PAIRS];
     for (int i = 0; i < GB_THREADS_TRIAL_PAIRS; i++)
         ratios[i] = a->ms[0][i] / a->ms[1][i];
-    qsort(ratios, GB_THREADS_TRIAL_PAIRS, sizeof ratios[0], by_value);
-    a->ratio = ratios[GB_THREADS_TRIAL_PAIRS / 2];
+    a->ratio = median_of(ratios);
     const int before = a->chosen;
     a->chosen = gb_threads_auto_choose(a->most, a->ratio);
+    a->chosen_ms = median_of(a->ms[a->chosen == 1]);
     a->now = a->chosen;
     a->trying = 0;
     a->in_phase = 0;
@@ -59,7 +69,9 @@ int gb_threads_auto_observe(gb_threads_auto *a, double step_ms)
 {
     const int64_t k = a->in_phase++;
     if (!a->trying) {
-        if (a->most > 1 && a->in_phase >= GB_THREADS_RECHECK_STEPS)
+        a->slow_streak = step_ms > GB_THREADS_SLOWER * a->chosen_ms ? a->slow_streak + 1 : 0;
+        if (a->most > 1 && (a->in_phase >= GB_THREADS_RECHECK_STEPS ||
+                            a->slow_streak >= GB_THREADS_SLOW_STREAK))
             start_trial(a);
         return 0;
     }

@@ -2,8 +2,8 @@
  * times made up to stand for a quiet machine and for one where another process holds a
  * core: which count each step runs on, when the choice is announced and what it says, the
  * untimed first steps, an outlier outvoted by the median pair, a neighbour that arrives
- * halfway through a trial, and the trial rerun that follows the neighbours coming and
- * going. The times are fed, not measured, so the decisions are the same on every machine
+ * halfway through a trial or after it, and the trial rerun that follows the neighbours
+ * coming and going. The times are fed, not measured, so the decisions are the same on every machine
  * and under any load. */
 #include <stdio.h>
 #include <string.h>
@@ -111,6 +111,25 @@ static void check_pairs(void)
     CHECK_NEAR(a.ratio, 20.0 / 14.0, 1e-12);
 }
 
+/* A neighbour that arrives after the trial: a few slow steps in a row bring the next
+ * trial forward, one slow step does not. */
+static void check_early_trial(void)
+{
+    gb_threads_auto a;
+    char said[256] = "";
+    gb_threads_auto_start(&a, 2);
+    CHECK(run_steps(&a, &quiet, GB_THREADS_TRIAL_STEPS, said, sizeof said) == 1);
+    CHECK(a.now == 2 && a.chosen_ms == quiet.on_most);
+    CHECK(gb_threads_auto_observe(&a, 3 * quiet.on_most) == 0);   /* a hiccup */
+    CHECK(run_steps(&a, &quiet, 10, said, sizeof said) == 0 && !a.trying);
+    CHECK(run_steps(&a, &busy, GB_THREADS_SLOW_STREAK - 1, said, sizeof said) == 0);
+    CHECK(!a.trying);   /* 20 ms is 2x the trial's 10: slow, but not yet often enough */
+    CHECK(run_steps(&a, &busy, 1, said, sizeof said) == 0);
+    CHECK(a.trying && a.now == 2);
+    CHECK(run_steps(&a, &busy, GB_THREADS_TRIAL_STEPS, said, sizeof said) == 1);
+    CHECK(a.now == 1);
+}
+
 /* One thread to begin with: nothing is tried, nothing announced. */
 static void check_single(void)
 {
@@ -131,6 +150,7 @@ int main(void)
                       "the machine is busy; trying again in 200 steps)");
     check_rechecks();
     check_pairs();
+    check_early_trial();
     check_single();
     return check_exit("threads auto");
 }
