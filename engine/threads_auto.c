@@ -87,9 +87,9 @@ void gb_threads_auto_describe(const gb_threads_auto *a, char *buf, size_t cap)
 {
     if (a->chosen == 1)
         snprintf(buf, cap, "threads: auto -> 1 (%d threads were %.2fx slower than 1: the "
-                 "machine is busy; trying again in %d steps)", a->most, a->ratio,
+                 "machine is busy; trying again within %d steps)", a->most, a->ratio,
                  GB_THREADS_RECHECK_STEPS);
     else
         snprintf(buf, cap, "threads: auto -> %d (%.2fx faster than 1 thread; trying again "
-                 "in %d steps)", a->most, 1.0 / a->ratio, GB_THREADS_RECHECK_STEPS);
+                 "within %d steps)", a->most, 1.0 / a->ratio, GB_THREADS_RECHECK_STEPS);
 }

@@ -52,7 +52,7 @@ int gb_threads_auto_observe(gb_threads_auto *a, double step_ms);
  * one: the faster, all threads when they tie. */
 int gb_threads_auto_choose(int most, double ratio);
 /* The announcement of the last choice: "threads: auto -> 1 (2 threads were 1.40x slower
- * than 1: the machine is busy; trying again in 200 steps)". */
+ * than 1: the machine is busy; trying again within 200 steps)". */
 void gb_threads_auto_describe(const gb_threads_auto *a, char *buf, size_t cap);
 
 #endif /* GB_CORE_THREADS_AUTO_H */

@@ -83,8 +83,8 @@ static void check_rechecks(void)
     CHECK(a.now == 2 && a.trying);
     CHECK(run_steps(&a, &quiet, GB_THREADS_TRIAL_STEPS, said, sizeof said) == 1);
     CHECK(a.now == 2);
-    CHECK_TEXT(said, "threads: auto -> 2 (1.80x faster than 1 thread; trying again in 200 "
-               "steps)");
+    CHECK_TEXT(said, "threads: auto -> 2 (1.80x faster than 1 thread; trying again within "
+               "200 steps)");
 }
 
 /* One slow step does not flip the choice, nor does a neighbour that arrives in the middle
@@ -145,9 +145,9 @@ int main(void)
 {
     check_choose();
     check_first_trial(&quiet, 2, "threads: auto -> 2 (1.80x faster than 1 thread; trying "
-                      "again in 200 steps)");
+                      "again within 200 steps)");
     check_first_trial(&busy, 1, "threads: auto -> 1 (2 threads were 1.43x slower than 1: "
-                      "the machine is busy; trying again in 200 steps)");
+                      "the machine is busy; trying again within 200 steps)");
     check_rechecks();
     check_pairs();
     check_early_trial();
