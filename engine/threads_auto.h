@@ -14,8 +14,9 @@
  *
  * The state machine is a pure function of the step times it is fed, so its decisions are
  * tested with made-up times (tests/core/test_threads_auto.c); train.c feeds it and sets
- * the OpenMP pool to the count it asks for. The thread count does not change the results:
- * every reduction sums in a fixed order whatever the team (docs/BENCHMARKS.md). */
+ * the OpenMP pool to the count it asks for. gearbox's own reductions sum in a fixed order
+ * whatever the team, and the default run's losses are the same bits on 1 thread, 2 and
+ * auto (docs/BENCHMARKS.md). */
 #ifndef GB_CORE_THREADS_AUTO_H
 #define GB_CORE_THREADS_AUTO_H
 
