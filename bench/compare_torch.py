@@ -36,11 +36,12 @@ CONFIGS = {
 }
 
 
-def gearbox_ms(gearbox, data, cfg, steps, warmup, out):
+def gearbox_ms(gearbox, data, cfg, steps, warmup, out, extra=()):
+    """Median ms of the steps after `warmup`; `extra`: more section.key=value settings."""
     sets = [f'model.{k}={cfg[k]}' for k in ('n_layer', 'n_head', 'n_embd', 'block_size')]
     sets += [f'data.batch_size={cfg["batch_size"]}', f'data.dir={data}', f'run.steps={steps}',
              'run.log_every=1', 'run.eval_every=0', 'run.eval_iters=1', f'run.out_dir={out}',
-             'run.checkpoint_every=0']
+             'run.checkpoint_every=0', *extra]
     cmd = [gearbox, 'train', os.path.join(ROOT, 'examples', 'shakespeare_char.ini')]
     for s in sets:
         cmd += ['--set', s]
@@ -55,6 +56,7 @@ def gearbox_ms(gearbox, data, cfg, steps, warmup, out):
 
 
 def torch_ms(args, data, cfg, steps, threads):
+    """torch_gpt.py's median ms/step; args: python, warmup, fused."""
     env = dict(os.environ, OMP_WAIT_POLICY='PASSIVE')
     cmd = [args.python, os.path.join(ROOT, 'bench', 'torch_gpt.py'), '--data_dir', data,
            '--threads', str(threads), '--steps', str(steps), '--warmup_steps', str(args.warmup),
@@ -65,6 +67,13 @@ def torch_ms(args, data, cfg, steps, threads):
         cmd += [f'--{k}', str(cfg[k])]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return float(re.search(r'median_ms=([0-9.]+)', out).group(1))
+
+
+def prepare(gearbox, data):
+    """Tiny Shakespeare's character-level token files in `data`."""
+    subprocess.run([gearbox, 'prepare',
+                    os.path.join(ROOT, 'examples', 'data', 'tinyshakespeare.txt'), data],
+                   check=True, stdout=subprocess.DEVNULL)
 
 
 def main():
@@ -93,9 +102,7 @@ def main():
 def compare(args):
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, 'data')
-        subprocess.run([args.gearbox, 'prepare',
-                        os.path.join(ROOT, 'examples', 'data', 'tinyshakespeare.txt'), data],
-                       check=True, stdout=subprocess.DEVNULL)
+        prepare(args.gearbox, data)
         for name in args.configs.split(','):
             cfg, steps = CONFIGS[name], getattr(args, f'steps_{name}')
             tokens = cfg['batch_size'] * cfg['block_size']

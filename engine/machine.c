@@ -52,13 +52,26 @@ static void read_brand(char *out, size_t cap)
 }
 #endif
 
+/* AMD's family 25: Zen 3, and Zen 4, whose AVX-512 runs each 512-bit operation as two
+ * 256-bit halves (kernels/cpu chooses its 256-bit loops there). */
+static int amd_family_25(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amdfam19h");
+#else
+    return 0;
+#endif
+}
+
 void gb_cpu_detect_hardware(gb_cpu_features *out)
 {
     gb_cpu_isa isa;
     gb_cpu_isa_detect(&isa);
     *out = (gb_cpu_features){.avx2 = isa.avx2, .fma = isa.fma, .avx512f = isa.avx512f,
                              .avx512_bf16 = isa.avx512_bf16, .avx512_fp16 = isa.avx512_fp16,
-                             .amx_tile = isa.amx_tile, .amx_bf16 = isa.amx_bf16};
+                             .amx_tile = isa.amx_tile, .amx_bf16 = isa.amx_bf16,
+                             .avx512_split = isa.avx512f && amd_family_25()};
     snprintf(out->model, sizeof out->model, "unknown CPU");
     read_brand(out->model, sizeof out->model);
 }
@@ -75,6 +88,7 @@ static const struct {
     {"avx512_fp16", offsetof(gb_cpu_features, avx512_fp16)},
     {"amx_tile", offsetof(gb_cpu_features, amx_tile)},
     {"amx_bf16", offsetof(gb_cpu_features, amx_bf16)},
+    {"avx512_split", offsetof(gb_cpu_features, avx512_split)},
 };
 
 static int *feature_flag(gb_cpu_features *f, size_t i)
@@ -124,8 +138,8 @@ const char *gb_cpu_features_override(char *error, size_t cap)
         return list;
     if (error)
         snprintf(error, cap, "GEARBOX_CPU_FEATURES=%s: unknown feature '%s' (known: avx2, fma, "
-                 "avx512f, avx512_bf16, avx512_fp16, amx_tile, amx_bf16, none); the CPU's own "
-                 "features are used", list, bad);
+                 "avx512f, avx512_bf16, avx512_fp16, amx_tile, amx_bf16, avx512_split, none); the "
+                 "CPU's own features are used", list, bad);
     return NULL;
 }
 

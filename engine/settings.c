@@ -27,9 +27,11 @@ static const gb_option run_options[] = {
                    "optimizer steps to train"},
     [RUN_OUT_DIR] = {"out_dir", GB_OPT_STRING, "out", 0, 0, NULL,
                      "folder for metrics.jsonl and checkpoints (relative to the config file)"},
-    [RUN_THREADS] = {"threads", GB_OPT_INT, "0", 0, 1024, NULL,
+    [RUN_THREADS] = {"threads", GB_OPT_INT, "0", 0, GB_MAX_THREADS, NULL,
                      "CPU threads for the one OpenMP pool (0: all online CPUs, shared "
-                     "among the processes a launcher starts on this machine)"},
+                     "among the processes a launcher starts on this machine), or auto: "
+                     "that many or 1, whichever steps faster, measured at the start and "
+                     "now and then (for a machine other processes share)"},
     [RUN_LOG_EVERY] = {"log_every", GB_OPT_INT, "10", 1, BIG, NULL,
                        "print a progress line and record metrics every N steps"},
     [RUN_EVAL_EVERY] = {"eval_every", GB_OPT_INT, "250", 0, BIG, NULL,
@@ -398,6 +400,28 @@ static int check_consistency(gb_settings *s, gb_diag *diag)
     return check_run_length(s, diag) + check_activation_size(s, diag);
 }
 
+/* `threads = auto` is validated against this entry in place of the numeric one; other
+ * text that is no count against a string entry, and then refused by
+ * gb_settings_resolve with both forms named. */
+static const gb_option threads_auto = {"threads", GB_OPT_ENUM, "auto", 0, 0, "auto",
+                                       "the faster of 1 and all threads, measured"};
+static const gb_option threads_text = {"threads", GB_OPT_STRING, "0", 0, 0, NULL, ""};
+
+/* The [run] schema for the config's `threads`: a count, auto, or something else. */
+static void run_schema(const gb_config *cfg, gb_option *schema, int *automatic)
+{
+    const char *threads = gb_config_get(cfg, "run", "threads");
+    memcpy(schema, run_options, sizeof run_options);
+    *automatic = threads && strcmp(threads, "auto") == 0;
+    char *end = NULL;
+    if (threads && !*automatic)
+        (void)strtoll(threads, &end, 10);
+    if (*automatic)
+        schema[RUN_THREADS] = threads_auto;
+    else if (threads && (!*threads || *end))
+        schema[RUN_THREADS] = threads_text;
+}
+
 /* The [data] schema, with `batch_size = auto` accepted where the config says so. */
 static void data_schema(const gb_config *cfg, gb_option *schema, int *automatic)
 {
@@ -413,12 +437,19 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     memset(s, 0, sizeof *s);
     gb_value run[N(run_options)], model[N(model_options)], data[N(data_options)],
         train[N(train_options)];
-    gb_option data_table[N(data_options)];
-    int batch_auto;
+    gb_option run_table[N(run_options)], data_table[N(data_options)];
+    int threads_auto_set, batch_auto;
+    run_schema(cfg, run_table, &threads_auto_set);
     data_schema(cfg, data_table, &batch_auto);
     int problems = gb_config_check_sections(cfg, gb_known_sections, gb_n_known_sections, diag);
-    problems += gb_config_validate_section(cfg, "run", run_options, N(run_options), NULL, 0,
+    problems += gb_config_validate_section(cfg, "run", run_table, N(run_options), NULL, 0,
                                            run, diag);
+    if (run_table[RUN_THREADS].type == GB_OPT_STRING) {
+        gb_diag_add(diag, "[run] threads = '%s': expected a number of threads from 0 (every "
+                    "online CPU) to %d, or auto (the faster of 1 and all, measured)",
+                    run[RUN_THREADS].s, GB_MAX_THREADS);
+        problems++;
+    }
     problems += gb_config_validate_section(cfg, "model", model_options, N(model_options), NULL,
                                            0, model, diag);
     problems += gb_config_validate_section(cfg, "data", data_table, N(data_options), NULL, 0,
@@ -430,7 +461,9 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
     s->seed = run[RUN_SEED].i;
     s->steps = run[RUN_STEPS].i;
     s->out_dir = gb_config_resolve_path(cfg, "run", "out_dir", run[RUN_OUT_DIR].s);
-    s->threads = run[RUN_THREADS].i ? run[RUN_THREADS].i : default_threads();
+    s->threads_auto = threads_auto_set;
+    s->threads = !threads_auto_set && run[RUN_THREADS].i ? run[RUN_THREADS].i
+                                                          : default_threads();
     s->log_every = run[RUN_LOG_EVERY].i;
     s->eval_every = run[RUN_EVAL_EVERY].i;
     s->eval_iters = run[RUN_EVAL_ITERS].i;

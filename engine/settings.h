@@ -12,10 +12,12 @@
  * batches per loss estimate, and steps below 2^43. */
 #define GB_MAX_EVAL_ITERS ((1 << 20) - 1)
 #define GB_MAX_STEPS 0x1p43
+#define GB_MAX_THREADS 1024   /* the largest [run] threads */
 
 typedef struct gb_settings {
     /* [run] */
     int64_t seed, steps, threads, log_every, eval_every, eval_iters, checkpoint_every;
+    int threads_auto;         /* threads = auto: `threads` is the most; threads_auto.c picks */
     const char *out_dir;      /* absolute */
     const char *plugin_path;  /* ':'-separated absolute folders */
     uint64_t memory_budget;   /* bytes for batch_size = auto; 0: the device's memory */

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@
 #include "report.h"
 #include "rng.h"
 #include "runtime.h"
+#include "threads_auto.h"
 
 struct gb_trainer {
     gb_config *cfg;
@@ -63,6 +65,7 @@ struct gb_trainer {
     gb_compute compute;          /* the dtype of that peak: what the matmuls compute in */
     char last_checkpoint[4200];  /* written or resumed from by this run; "" before any */
     int64_t last_checkpoint_step;
+    gb_threads_auto threads;     /* [run] threads = auto's trials and choice */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -628,9 +631,9 @@ static void print_plan(gb_trainer *t)
         "block_size %lld, vocab %lld", (long long)gb_model_num_params(t->model), n,
         (long long)t->s->n_layer, (long long)t->s->n_head, (long long)t->s->n_embd,
         (long long)t->s->block_size, (long long)t->data->vocab.size);
-    say(t, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld threads",
+    say(t, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld threads%s",
         t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4], t->s->plugin[5],
-        (long long)t->s->threads);
+        (long long)t->s->threads, t->s->threads_auto ? " or 1 (threads = auto)" : "");
     if (t->ddp && gb_model_optim_state_sharded(t->model))
         say(t, "data parallel: %d ranks x %lld rows of each batch of %lld | %zu bytes "
             "reduce-scattered per step, parameters all-gathered ([optim] shard_state)",
@@ -746,6 +749,17 @@ static int agree_on_interruption(gb_trainer *t)
     return 0;
 }
 
+/* threads = auto: the step's time to the trial, and the pool to the count it asks for. */
+static void adjust_threads(gb_trainer *t, double step_ms)
+{
+    if (gb_threads_auto_observe(&t->threads, step_ms)) {
+        char line[256];
+        gb_threads_auto_describe(&t->threads, line, sizeof line);
+        say(t, "%s", line);
+    }
+    omp_set_num_threads(t->threads.now);
+}
+
 static int run_loop(gb_trainer *t)
 {
     const gb_settings *s = t->s;
@@ -754,6 +768,8 @@ static int run_loop(gb_trainer *t)
     /* mpirun hands every rank a pseudo-terminal even when its own output goes to a file:
      * plain lines keep such logs readable */
     gb_progress_start(&t->progress, t->rank == 0 && !t->ddp, t->first_step, s->steps);
+    if (s->threads_auto)
+        gb_threads_auto_start(&t->threads, (int)s->threads);
     while (step < s->steps && !interrupted) {
         int64_t it = step;
         /* logged steps wait for their own figures (the loss averaged over ranks, which
@@ -776,6 +792,8 @@ static int run_loop(gb_trainer *t)
             return 1;
         }
         double ms = gb_now_ms() - t0;
+        if (s->threads_auto)
+            adjust_threads(t, ms);
         gb_progress_update(&t->progress, step, fig.loss, tokens_per_step(t) / (ms / 1e3));
         if (logging)
             log_step(t, step, loss, &fig, gb_settings_lr(s, it), ms);

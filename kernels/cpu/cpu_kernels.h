@@ -67,7 +67,15 @@ void cpu_transpose_avx2(float *dst, int64_t ldd, const float *src, int64_t lds, 
 /* The set called `name` ("avx512", "avx2", "portable") when this build has it and this
  * CPU runs it; NULL otherwise. */
 const cpu_kernels *cpu_kernels_find(const char *name);
-/* The fastest set this CPU runs: avx512, else avx2, else portable. */
+/* The fastest set this CPU runs: avx512, else avx2, else portable; but avx2 where
+ * 512-bit operations run as two 256-bit halves (AMD's family 25, Zen 4: the 256-bit
+ * blocking then does the same work in fewer cycles of its own, with registers to spare).
+ * GEARBOX_CPU_FEATURES, when set, stands for the CPU's features: a set is taken only
+ * where the list names what it needs, and the list's avx512_split says whether 512-bit
+ * operations are split (so either width can be forced on any AVX-512 CPU). */
 const cpu_kernels *cpu_kernels_best(void);
+/* Whether GEARBOX_CPU_FEATURES, the feature list tests and benchmarks inject in place
+ * of the CPU's own, names `feature`; -1 where it is unset. */
+int cpu_feature_injected(const char *feature);
 
 #endif /* GB_KERNELS_CPU_KERNELS_H */

@@ -8,6 +8,7 @@
  * fmaf is a libm call and this path is slow but still exact.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -108,11 +109,48 @@ const cpu_kernels *cpu_kernels_find(const char *name)
     return NULL;
 }
 
+int cpu_feature_injected(const char *feature)
+{
+    const char *list = getenv("GEARBOX_CPU_FEATURES");
+    if (!list || !*list)
+        return -1;
+    size_t n = strlen(feature);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, feature, n) == 0)
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+/* Whether this CPU (or GEARBOX_CPU_FEATURES) runs 512-bit operations as two halves. */
+static int avx512_split(void)
+{
+    const int injected = cpu_feature_injected("avx512_split");
+    if (injected >= 0)
+        return injected;
+#ifdef CPU_KERNELS_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amdfam19h");
+#else
+    return 0;
+#endif
+}
+
+/* Whether cpu_kernels_best may take the set `name` (cpu_kernels_find then asks the CPU). */
+static int wanted(const char *name)
+{
+    if (strcmp(name, "avx512") == 0)
+        return cpu_feature_injected("avx512f") != 0 && !avx512_split();
+    return cpu_feature_injected("avx2") != 0 && cpu_feature_injected("fma") != 0;
+}
+
 const cpu_kernels *cpu_kernels_best(void)
 {
     static const char *const fastest_first[] = {"avx512", "avx2"};
     for (size_t i = 0; i < sizeof fastest_first / sizeof fastest_first[0]; i++) {
-        const cpu_kernels *k = cpu_kernels_find(fastest_first[i]);
+        const cpu_kernels *k = wanted(fastest_first[i]) ? cpu_kernels_find(fastest_first[i]) : NULL;
         if (k)
             return k;
     }

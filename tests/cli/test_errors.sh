@@ -44,6 +44,8 @@ out of range | learning_rate = 50: out of range [0, 10] | --set train.learning_r
 plugin key out of range | weight_decay = 100: out of range | --set optim.weight_decay=100
 n_embd not a multiple of n_head | n_embd = 30 is not a multiple of n_head = 4 | --set model.n_embd=30 --set model.n_head=4
 malformed --set | --set 'steps=5': expected section.key=value | --set steps=5
+threads neither a count nor auto | threads = 'most': expected a number of threads from 0 (every online CPU) to 1024, or auto | --set run.threads=most
+threads out of range | threads = 2000: out of range [0, 1024] | --set run.threads=2000
 CASES
 
 # data

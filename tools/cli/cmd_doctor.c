@@ -129,8 +129,8 @@ static void check_threads(const char *config_path, int64_t threads, warnings *w)
         item("load average", "%.2f over the last minute", load);
         warn(w, "the machine is busy (load average %.2f on %d CPUs): OpenMP threads that "
              "wait for a busy CPU make training steps and the speed figures above slow and "
-             "noisy; fix: "
-             "measure on a quiet machine, or with fewer [run] threads", load, online);
+             "noisy; fix: measure on a quiet machine; train with [run] threads = auto, which "
+             "takes 1 thread when that steps faster", load, online);
     }
 }
 

@@ -24,6 +24,7 @@ extern const char gb_git_revision[];
 typedef struct gb_cpu_features {
     char model[64];      /* the cpuid brand string, e.g. "AMD EPYC" */
     int avx2, fma, avx512f, avx512_bf16, avx512_fp16, amx_tile, amx_bf16;
+    int avx512_split;    /* 512-bit operations run as two 256-bit halves (Zen 4) */
 } gb_cpu_features;
 
 /* The features run-time choices weigh (precision = auto, doctor, manifest.json): the

@@ -19,6 +19,7 @@
 
 #include "dtype_rows.h"
 #include "gearbox/attn.h"
+#include "omp_team.h"
 
 /* Keys scored, and head_dim elements widened or accumulated, at a time. */
 #define ATTN_CACHED_CHUNK 64
@@ -111,7 +112,7 @@ static inline gb_status attn_cached_compute(void *arg)
     attn_cached_append(&c->v_cache, &c->v, c->past);
     const int64_t H = c->p.heads, T = c->p.seq_len, D = c->p.head_dim;
     const int64_t rows = c->p.batch * H * T, keys = c->past + T;
-    #pragma omp parallel for schedule(static) num_threads(c->threads) \
+    #pragma omp parallel for schedule(static) num_threads(gb_omp_team(c->threads)) \
         if (rows * keys * D >= 65536)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t b = r / (H * T), h = r / T % H, i = r % T;

@@ -19,6 +19,7 @@
 #include "attn_checks.h"
 #include "dtype_rows.h"
 #include "gearbox/attn.h"
+#include "omp_team.h"
 
 /* 1 when `p` is a problem the CPU plugins can compute; else 0 with a reason that names
  * `plugin` and what to change. */
@@ -149,7 +150,7 @@ static inline gb_tensor attn_read_f32(const gb_tensor *t, const gb_attn_problem 
     const gb_tensor wide = attn_take_f32(p, cursor);
     const int64_t H = p->heads, T = p->seq_len, D = p->head_dim;
     const int64_t rows = p->batch * H * T;
-    #pragma omp parallel for schedule(static) num_threads(threads) if (rows * D >= 16384)
+    #pragma omp parallel for schedule(static) num_threads(gb_omp_team(threads)) if (rows * D >= 16384)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t b = r / (H * T), h = r / T % H, s = r % T;
         const int64_t at = b * t->stride[0] + h * t->stride[1] + s * t->stride[2];
@@ -173,7 +174,7 @@ static inline void attn_store_f32(const gb_tensor *t, const gb_tensor *wide, int
         return;
     const int64_t H = t->shape[1], T = t->shape[2], D = t->shape[3];
     const int64_t rows = t->shape[0] * H * T;
-    #pragma omp parallel for schedule(static) num_threads(threads) if (rows * D >= 16384)
+    #pragma omp parallel for schedule(static) num_threads(gb_omp_team(threads)) if (rows * D >= 16384)
     for (int64_t r = 0; r < rows; r++) {
         const int64_t b = r / (H * T), h = r / T % H, s = r % T;
         const int64_t at = b * t->stride[0] + h * t->stride[1] + s * t->stride[2];

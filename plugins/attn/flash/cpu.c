@@ -301,10 +301,10 @@ static gb_status flash_forward_compute(const attn_call *call)
     const gb_attn_problem *p = &call->p;
     flash_call c = call_of(call);
     const int64_t n_tiles = (c.T + c.t.BQ - 1) / c.t.BQ, units = p->batch * c.H * n_tiles;
-    #pragma omp parallel num_threads(f->cpu.threads) if (units > 1)
+    #pragma omp parallel num_threads(gb_omp_team(f->cpu.threads)) if (units > 1)
     {
         tiles w = thread_tiles(&c);
-        #pragma omp for schedule(static, 1)
+        #pragma omp for schedule(dynamic, 1)
         for (int64_t u = 0; u < units; u++) {
             int64_t bh = u / n_tiles;
             forward_tile(&c, &w, bh / c.H, bh % c.H, u % n_tiles * c.t.BQ);
@@ -465,7 +465,7 @@ static gb_status flash_backward_compute(const attn_call *call)
     flash_call c = call_of(call);
     const int64_t heads = p->batch * c.H, T = c.T, D = c.t.D;
     const int64_t q_tiles = (T + c.t.BQ - 1) / c.t.BQ, k_tiles = (T + c.t.BK - 1) / c.t.BK;
-    #pragma omp parallel num_threads(f->cpu.threads) if (heads * q_tiles > 1)
+    #pragma omp parallel num_threads(gb_omp_team(f->cpu.threads)) if (heads * q_tiles > 1)
     {
         tiles w = thread_tiles(&c);
         #pragma omp for schedule(static)
@@ -474,16 +474,16 @@ static gb_status flash_backward_compute(const attn_call *call)
                 c.delta[bh * T + t] = row_dot(attn_row(&c.views.dout, bh / c.H, bh % c.H, t),
                                               attn_row(&c.views.out, bh / c.H, bh % c.H, t), D);
         if (c.t.by_heads) {
-            #pragma omp for schedule(static, 1)
+            #pragma omp for schedule(dynamic, 1)
             for (int64_t bh = 0; bh < heads; bh++)
                 backward_head(&c, &w, bh / c.H, bh % c.H);
         } else {
-            #pragma omp for schedule(static, 1)
+            #pragma omp for schedule(dynamic, 1)
             for (int64_t u = 0; u < heads * k_tiles; u++) {
                 int64_t bh = u / k_tiles;
                 key_tile_gradients(&c, &w, bh / c.H, bh % c.H, u % k_tiles * c.t.BK);
             }
-            #pragma omp for schedule(static, 1)
+            #pragma omp for schedule(dynamic, 1)
             for (int64_t u = 0; u < heads * q_tiles; u++) {
                 int64_t bh = u / q_tiles;
                 query_tile_gradients(&c, &w, bh / c.H, bh % c.H, u % q_tiles * c.t.BQ);

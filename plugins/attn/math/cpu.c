@@ -250,11 +250,11 @@ static gb_status math_compute(const attn_call *call)
     // forward writes the probabilities, backward only reads them
     math_call c = call_of(attn, p, call->saved, attn_cpu_f32(call, &wide));
     const int64_t heads = p->batch * c.H;
-    #pragma omp parallel num_threads(attn->cpu.threads) \
+    #pragma omp parallel num_threads(gb_omp_team(attn->cpu.threads)) \
         if (heads * c.T * c.T >= ATTN_PARALLEL_MIN)
     {
         head_tiles w = thread_tiles(attn, p, workspace);
-        #pragma omp for schedule(static)
+        #pragma omp for schedule(dynamic, 1)
         for (int64_t bh = 0; bh < heads; bh++)
             (call->backward ? backward_head : forward_head)(&c, &w, bh / c.H, bh % c.H);
     }

@@ -128,7 +128,7 @@ static gb_status mem_efficient_forward_compute(const attn_call *call)
     float *slabs = call->workspace;  // (threads, BQ, T) of the (threads, 2, BQ, T) backward takes
     float *wide = slabs + (int64_t)attn->cpu.threads * 2 * BQ * T;
     const attn_call f32 = attn_cpu_f32(call, &wide);
-    #pragma omp parallel for schedule(static, 1) num_threads(attn->cpu.threads) if (units > 1)
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(gb_omp_team(attn->cpu.threads)) if (units > 1)
     for (int64_t u = 0; u < units; u++) {
         int64_t bh = u / blocks, q0 = u % blocks * BQ;
         int64_t nq = T - q0 < BQ ? T - q0 : BQ;
@@ -196,7 +196,7 @@ static gb_status mem_efficient_backward_compute(const attn_call *call)
     float *slabs = call->workspace;  // (threads, 2, BQ, T)
     float *wide = slabs + (int64_t)attn->cpu.threads * 2 * BQ * T;
     const attn_call g = attn_cpu_f32(call, &wide);   // the views backward_head reads, writes
-    #pragma omp parallel for schedule(static, 1) num_threads(attn->cpu.threads) \
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(gb_omp_team(attn->cpu.threads)) \
         if (p->batch * H > 1)
     for (int64_t bh = 0; bh < p->batch * H; bh++) {
         float *prob = slabs + (int64_t)omp_get_thread_num() * 2 * BQ * T;

@@ -13,6 +13,7 @@
 #include "device_kernels.h"
 #include "dtype_rows.h"
 #include "gearbox/device.h"
+#include "omp_team.h"
 #include "queue.h"
 #include "reduce_order.h"
 
@@ -20,7 +21,7 @@ typedef struct cpu_matmul_cache cpu_matmul_cache;
 
 typedef struct cpu_device {
     const gb_host *host;
-    int threads;                /* host->num_threads, at least 1 */
+    int threads;                /* host->num_threads, at least 1: the most; cpu_team() */
     cpu_matmul_cache *matmul;   /* oneDNN engine, stream and primitives (matmul.c) */
     const cpu_kernels *kernels; /* the vectorised loops this CPU runs (cpu_kernels.h) */
     double *scratch;            /* per-chunk partial sums of the reductions */
@@ -29,6 +30,12 @@ typedef struct cpu_device {
     int64_t row_floats;
     cpu_queue queue;            /* streams, events and the GPU-like mode (queue.h) */
 } cpu_device;
+
+/* The threads a kernel's parallel region runs on now (kernels/cpu/omp_team.h). */
+static inline int cpu_team(const cpu_device *dev)
+{
+    return gb_omp_team(dev->threads);
+}
 
 /* Below this many elements a kernel runs on the calling thread: waking the pool costs
  * more than the work. */

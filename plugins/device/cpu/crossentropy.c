@@ -66,7 +66,8 @@ gb_status cpu_cross_entropy_ld(void *self, gb_dtype dtype, float *losses, void *
     if (status != GB_OK)
         return status;
     // logits_ (N, ld) act; dlogits_ (N, ld) act or NULL, may alias logits_; V columns used
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    const int team = cpu_team(dev);
+    #pragma omp parallel for schedule(dynamic, gb_omp_piece(N, team)) num_threads(team) \
         if (N * V >= CPU_PARALLEL_MIN)
     for (int64_t row = 0; row < N; row++) {
         const float *x = dtype_read_row(logits_, dtype, row * ld, V,

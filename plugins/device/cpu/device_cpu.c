@@ -123,24 +123,6 @@ static gb_status cpu_info(void *self, gb_device_info *out)
     return GB_OK;
 }
 
-/* Whether GEARBOX_CPU_FEATURES, the feature list tests inject in place of the CPU's own
- * (engine/machine.h reads it for `gearbox doctor`), names `feature`; -1 where it is unset.
- * A list the engine refuses (it warns) reads here as one without 16-bit arithmetic. */
-static int injected_feature(const char *feature)
-{
-    const char *list = getenv("GEARBOX_CPU_FEATURES");
-    if (!list || !*list)
-        return -1;
-    size_t n = strlen(feature);
-    for (const char *p = list; *p;) {
-        size_t len = strcspn(p, ",");
-        if (len == n && strncmp(p, feature, n) == 0)
-            return 1;
-        p += len + (p[len] == ',');
-    }
-    return 0;
-}
-
 /* What this CPU computes natively, and whether oneDNN's matmuls use its AMX tiles
  * (ONEDNN_MAX_CPU_ISA may hold oneDNN below the CPU's best). */
 typedef struct cpu_native {
@@ -149,8 +131,8 @@ typedef struct cpu_native {
 
 static cpu_native cpu_native_now(void)
 {
-    cpu_native n = {injected_feature("amx_bf16"), 0, injected_feature("avx512_bf16"),
-                    injected_feature("avx512_fp16")};
+    cpu_native n = {cpu_feature_injected("amx_bf16"), 0, cpu_feature_injected("avx512_bf16"),
+                    cpu_feature_injected("avx512_fp16")};
     if (n.amx_bf16 >= 0) { /* an injected list: what it names is what oneDNN would use */
         n.onednn_amx = n.amx_bf16;
         return n;

@@ -1,7 +1,7 @@
 /* Element-wise kernels on the CPU device: GELU forward and backward in the exact (erf)
  * and the tanh form, the residual add, and dropout (kernels/common/dropout.h's mask).
  *
- * Each is one flat range split statically across threads. The exact GELU runs the
+ * Each is one flat range cut into pieces that the threads take in turn (omp_team.h). The exact GELU runs the
  * instance's vectorised loops (cpu_kernels.h) on each thread's slice, the tanh form
  * pointwise.h's plain loops; the per-element math is kernels/common/gelu.h's in every
  * build, the CUDA device's too. Nothing is reduced, so results do not depend on the
@@ -53,8 +53,9 @@ static gb_status elementwise_indexed(cpu_device *dev, const char *kernel, gb_dty
     if (status != GB_OK)
         return status;
     // out_ (n) act, may alias a_ or b_; a_, b_ (n) act
-    const int parts = n >= CPU_PARALLEL_MIN ? dev->threads : 1;
-    #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+    const int team = cpu_team(dev);
+    const int parts = n >= CPU_PARALLEL_MIN ? team * GB_OMP_PIECES_PER_THREAD : 1;
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (parts > 1)
     for (int part = 0; part < parts; part++) {
         int64_t begin, end;
         slice_of(n, part, parts, &begin, &end);

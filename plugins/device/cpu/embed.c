@@ -26,7 +26,8 @@ gb_status cpu_embed_forward(void *self, gb_dtype dtype, void *out_, const int32_
     if (status != GB_OK)
         return status;
     // out_ (B, T, C) act
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    const int team = cpu_team(dev);
+    #pragma omp parallel for schedule(dynamic, gb_omp_piece(B * T, team)) num_threads(team) \
         if (B * T * C >= CPU_PARALLEL_MIN)
     for (int64_t bt = 0; bt < B * T; bt++) {
         float *o = dtype_write_row(out_, dtype, bt * C, cpu_thread_rows(rows, C, 0));
@@ -49,8 +50,8 @@ gb_status cpu_embed_backward(void *self, gb_dtype dtype, float *dwte, float *dwp
     if (status != GB_OK)
         return status;
     // dout_ (B, T, C) act
-    int slices = dev->threads;
-    #pragma omp parallel num_threads(dev->threads) if (B * T * C >= CPU_PARALLEL_MIN)
+    const int slices = cpu_team(dev);
+    #pragma omp parallel num_threads(slices) if (B * T * C >= CPU_PARALLEL_MIN)
     {
         float *row = cpu_thread_rows(rows, C, 0);
         #pragma omp for schedule(static) nowait

@@ -27,7 +27,8 @@ gb_status cpu_layernorm_forward(void *self, gb_dtype dtype, void *out_, float *m
     if (status != GB_OK || C == 0)
         return status;
     // out_, x_ (N, C) act
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    const int team = cpu_team(dev);
+    #pragma omp parallel for schedule(dynamic, gb_omp_piece(N, team)) num_threads(team) \
         if (N * C >= CPU_PARALLEL_MIN)
     for (int64_t row = 0; row < N; row++) {
         const float *xr = dtype_read_row(x_, dtype, row * C, C, cpu_thread_rows(rows, 2 * C, 0));
@@ -92,7 +93,7 @@ gb_status cpu_layernorm_backward(void *self, gb_dtype dtype, void *dx_, float *d
     if (!partials)
         return GB_ERR_NO_MEMORY;
 
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(cpu_team(dev)) \
         if (N * C >= CPU_PARALLEL_MIN)
     for (int chunk = 0; chunk < chunks; chunk++) {
         double *pw = partials + (int64_t)chunk * 2 * C;

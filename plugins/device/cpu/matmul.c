@@ -44,14 +44,16 @@
 #define UNTRANSPOSE_MAX_M 512
 
 /* Distinct matmuls of a GPT step: four linear layers forward and two products each
- * backward, plus the LM head, with a margin for evaluation shapes. */
-#define MATMUL_CACHE_SLOTS 64
+ * backward, plus the LM head, with a margin for evaluation shapes; twice that, since
+ * `[run] threads = auto` runs a step's matmuls at two team sizes. */
+#define MATMUL_CACHE_SLOTS 128
 
-/* Everything a primitive is specialised for. All int64 so the struct has no padding and
- * can be compared with memcmp. */
+/* Everything a primitive is specialised for, the threads included: oneDNN splits the
+ * work among the threads of the pool when it creates a primitive. All int64 so the
+ * struct has no padding and can be compared with memcmp. */
 typedef struct matmul_key {
     gb_matmul_shape shape;
-    int64_t has_bias, alpha_bits, beta_bits;
+    int64_t has_bias, alpha_bits, beta_bits, team;
 } matmul_key;
 
 typedef struct matmul_slot {
@@ -176,7 +178,7 @@ static int64_t float_bits(float f)
     return bits;
 }
 
-static matmul_key key_of(const gb_matmul_args *a)
+static matmul_key key_of(const cpu_device *dev, const gb_matmul_args *a)
 {
     matmul_key key;
     memset(&key, 0, sizeof key);
@@ -184,6 +186,7 @@ static matmul_key key_of(const gb_matmul_args *a)
     key.has_bias = a->bias != NULL;
     key.alpha_bits = float_bits(a->alpha);
     key.beta_bits = float_bits(a->beta);
+    key.team = cpu_team(dev);
     return key;
 }
 
@@ -308,7 +311,7 @@ static gb_status slot_build(void *build, void *plan)
 /* The slot for `args`, built over the least recently used one if new. */
 static gb_status slot_for(cpu_device *dev, const gb_matmul_args *args, matmul_slot **out)
 {
-    matmul_key key = key_of(args);
+    matmul_key key = key_of(dev, args);
     matmul_build build = {dev, args->alpha, args->beta};
     void *slot = NULL;
     gb_status status = gb_plan_cache_get(&dev->matmul->plans, &key, slot_build, &build, &slot);
@@ -348,7 +351,8 @@ static void transpose(cpu_device *dev, float *dst, const float *src, int64_t row
                       int64_t cols, int64_t ld)
 {
     const int64_t strips = (rows + TRANSPOSE_ROWS - 1) / TRANSPOSE_ROWS;
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    const int team = cpu_team(dev);
+    #pragma omp parallel for schedule(dynamic, gb_omp_piece(strips, team)) num_threads(team) \
         if (rows * cols >= CPU_PARALLEL_MIN)
     for (int64_t strip = 0; strip < strips; strip++) {
         const int64_t r0 = strip * TRANSPOSE_ROWS;
@@ -434,7 +438,8 @@ static gb_status execute(cpu_device *dev, const gb_matmul_args *call)
 static void widen_matrix(cpu_device *dev, float *dst, const void *src, gb_dtype dtype,
                          int64_t rows, int64_t cols, int64_t ld)
 {
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    const int team = cpu_team(dev);
+    #pragma omp parallel for schedule(dynamic, gb_omp_piece(rows, team)) num_threads(team) \
         if (rows * cols >= CPU_PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++)
         dtype_widen(dst + r * cols, dtype_at(src, dtype, r * ld), dtype, cols);
@@ -445,7 +450,8 @@ static void widen_matrix(cpu_device *dev, float *dst, const void *src, gb_dtype 
 static void narrow_matrix(cpu_device *dev, void *dst, gb_dtype dtype, int64_t ld,
                           const float *src, int64_t rows, int64_t cols)
 {
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    const int team = cpu_team(dev);
+    #pragma omp parallel for schedule(dynamic, gb_omp_piece(rows, team)) num_threads(team) \
         if (rows * cols >= CPU_PARALLEL_MIN)
     for (int64_t r = 0; r < rows; r++)
         dtype_narrow(dtype_at(dst, dtype, r * ld), src + r * cols, dtype, cols);

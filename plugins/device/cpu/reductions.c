@@ -20,7 +20,8 @@ void cpu_add_partials(cpu_device *dev, float *dst, const double *partials, int c
                       int64_t stride, int64_t cols)
 {
     const int64_t blocks = (cols + COMBINE_COLUMNS - 1) / COMBINE_COLUMNS;
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    const int team = cpu_team(dev);
+    #pragma omp parallel for schedule(dynamic, gb_omp_piece(blocks, team)) num_threads(team) \
         if (chunks * cols >= CPU_PARALLEL_MIN)
     for (int64_t block = 0; block < blocks; block++) {
         const int64_t c0 = block * COMBINE_COLUMNS;
@@ -47,7 +48,7 @@ gb_status cpu_bias_backward(void *self, gb_dtype dtype, float *dbias, const void
     double *partials = cpu_scratch(dev, "bias_backward", (size_t)chunks * C);   // (chunks, C)
     if (!partials)
         return GB_ERR_NO_MEMORY;
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(cpu_team(dev)) \
         if (N * C >= CPU_PARALLEL_MIN)
     for (int chunk = 0; chunk < chunks; chunk++) {
         double *p = partials + (int64_t)chunk * C;
@@ -75,7 +76,7 @@ gb_status cpu_sum_squares(void *self, float *out, const float *x, int64_t n)
     double *partials = cpu_scratch(dev, "sum_squares", (size_t)chunks);   // (chunks)
     if (!partials)
         return GB_ERR_NO_MEMORY;
-    #pragma omp parallel for schedule(static) num_threads(dev->threads) \
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(cpu_team(dev)) \
         if (n >= CPU_PARALLEL_MIN)
     for (int chunk = 0; chunk < chunks; chunk++) {
         int64_t begin = gb_chunk_begin(n, chunk, chunks);

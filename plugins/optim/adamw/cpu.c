@@ -16,6 +16,7 @@
 #include "adamw.h"
 #include "adamw_instance.h"
 #include "gearbox/optim.h"
+#include "omp_team.h"
 #include "step_args.h"
 
 typedef adamw_base adamw;
@@ -30,7 +31,7 @@ static gb_status adamw_create(const gb_host *host, const gb_value *options,
 /* p *= factor; p (n) */
 static void decay_weights(float *p, int64_t n, float factor, int threads)
 {
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(gb_omp_team(threads))
     for (int64_t i = 0; i < n; i++)
         p[i] = gb_fmul_rn(p[i], factor);
 }
@@ -39,7 +40,7 @@ static void decay_weights(float *p, int64_t n, float factor, int threads)
 static void update_first_moment(float *m, const float *grad, int64_t n, const adamw_coeffs *c,
                                 int threads)
 {
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(gb_omp_team(threads))
     for (int64_t i = 0; i < n; i++)
         m[i] = adamw_moment1(m[i], adamw_grad(grad[i], c), c);
 }
@@ -48,7 +49,7 @@ static void update_first_moment(float *m, const float *grad, int64_t n, const ad
 static void update_second_moment(float *v, const float *grad, int64_t n, const adamw_coeffs *c,
                                  int threads)
 {
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(gb_omp_team(threads))
     for (int64_t i = 0; i < n; i++)
         v[i] = adamw_moment2(v[i], adamw_grad(grad[i], c), c);
 }
@@ -57,7 +58,7 @@ static void update_second_moment(float *v, const float *grad, int64_t n, const a
 static void apply_update(float *p, const float *m, const float *v, int64_t n,
                          const adamw_coeffs *c, int threads)
 {
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(gb_omp_team(threads))
     for (int64_t i = 0; i < n; i++)
         p[i] = gb_fsub_rn(p[i], adamw_delta(m[i], v[i], c));
 }

@@ -9,8 +9,9 @@
  * clipping needs comes from grad_norm_sq, a second read of g (4 bytes per parameter), so a
  * step reads the gradients twice in all. Both loops run on the kernels of kernels.h:
  * AVX-512 when the CPU has it (decided at run time, so a -Dnative=false build still uses
- * it), otherwise portable C; each OpenMP thread takes one contiguous, 64-byte-aligned
- * slice of the flat buffers and walks the groups that meet it.
+ * it), otherwise portable C; the flat buffers are cut into contiguous, 64-byte-aligned
+ * parts, a few per thread, that the threads take in turn (kernels/cpu/omp_team.h), each
+ * walking the groups that meet it.
  *
  * Results: the same options, defaults, validation and state layout (m then v, 8n bytes) as
  * optim/adamw, so the two can take over each other's state. The parameters are
@@ -30,6 +31,7 @@
 #include "adamw_instance.h"
 #include "gearbox/optim.h"
 #include "kernels.h"
+#include "omp_team.h"
 #include "step_args.h"
 
 /* Below this many elements a parallel region costs more than it saves. */
@@ -62,8 +64,8 @@ static gb_status fused_create(const gb_host *host, const gb_value *options,
     return GB_OK;
 }
 
-/* Start of part `k` of `parts` of [0, n), on a 16-element boundary so that each thread's
- * slice starts on its own cache line. */
+/* Start of part `k` of `parts` of [0, n), on a 16-element boundary so that each part
+ * starts on its own cache line. */
 static int64_t part_begin(int64_t n, int64_t k, int64_t parts)
 {
     return k >= parts ? n : n * k / parts / FUSED_LANES * FUSED_LANES;
@@ -110,11 +112,11 @@ static gb_status fused_step_compute(const void *self, const gb_optim_step_args *
     adamw_coeffs c =
         adamw_step_coeffs(&a->base.h, args->lr, args->step, optim_grad_scale(args));
     int64_t n = args->n;
-#pragma omp parallel num_threads(a->base.threads) if (n >= FUSED_PARALLEL_MIN)
-    {
-        int64_t t = omp_get_thread_num(), parts = omp_get_num_threads();
-        update_slice(a, args, &c, part_begin(n, t, parts), part_begin(n, t + 1, parts));
-    }
+    const int team = gb_omp_team(a->base.threads);
+    const int64_t parts = (int64_t)team * GB_OMP_PIECES_PER_THREAD;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (n >= FUSED_PARALLEL_MIN)
+    for (int64_t k = 0; k < parts; k++)
+        update_slice(a, args, &c, part_begin(n, k, parts), part_begin(n, k + 1, parts));
     return GB_OK;
 }
 
@@ -155,7 +157,7 @@ static gb_status fused_grad_norm_sq(void *self, float *out, const float *grads, 
 static gb_status norm_compute(const adamw_fused *a, float *out, const float *grads, int64_t n)
 {
     double partial[NORM_CHUNKS];
-#pragma omp parallel for schedule(static) num_threads(a->base.threads) \
+#pragma omp parallel for schedule(dynamic, 1) num_threads(gb_omp_team(a->base.threads)) \
     if (n >= FUSED_PARALLEL_MIN)
     for (int k = 0; k < NORM_CHUNKS; k++) {
         int64_t begin = part_begin(n, k, NORM_CHUNKS), end = part_begin(n, k + 1, NORM_CHUNKS);
