@@ -245,6 +245,18 @@ static int fill_by_copy(gb_runtime *rt, bench_buffers *b, size_t state_bytes)
     return st == GB_OK ? 0 : gb_call_failed(dev, st, "filling the buffers");
 }
 
+/* An optimizer that steps over the model's tensors (bind_params, ABI 1.8: optim/muon)
+ * has no flat-buffer update to time: refused, naming where to time it. */
+static int needs_tensors(const bench_plugin *p, const char *name)
+{
+    if (!GB_OPTIM_HAS(gb_runtime_optim_ops(p->rt), bind_params))
+        return 0;
+    fprintf(stderr, "gearbox bench optim: error: optim/%s steps over the model's tensors "
+            "(bind_params), not over a flat buffer; time it in a training step instead: "
+            "gearbox bench step --set optim.plugin=%s\n", name, name);
+    return -1;
+}
+
 /* Buffers for n parameters on the plugin's own device (a device instance guards only
  * its own memory), with gradients of norm about 2, so that clipping to 1 is active. */
 static int alloc_buffers(bench_plugin *p, int64_t n, bench_buffers *b)
@@ -393,7 +405,8 @@ static int run_all(const bench_args *a, bench_plugin *plugins, double triad)
         for (int k = 0; k < a->n_plugins; k++) {
             bench_buffers b;
             timing t = {0};
-            if (alloc_buffers(&plugins[k], a->params[s], &b))
+            if (needs_tensors(&plugins[k], a->plugins[k]) ||
+                alloc_buffers(&plugins[k], a->params[s], &b))
                 return -1;
             int failed = time_updates(&plugins[k], &b, a->repeats, &t);
             free_buffers(plugins[k].rt, &b);
