@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Plugins built against the frozen headers of ABI 1.0 to 1.6 (tests/abi/v1.0 to v1.6: an
+# Plugins built against the frozen headers of ABI 1.0 to 1.7 (tests/abi/v1.0 to v1.7: an
 # attention and an optimizer each) load, are reported with their version, and
 # train under this gearbox's ABI.
 # usage: test_old_plugins.sh GEARBOX FIXTURES_DIR SOURCE_ROOT OLD_PLUGINS_DIR
@@ -8,7 +8,7 @@ OLD=$4
 cd "$WORK" || exit 1
 make_data
 
-for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6; do
+for v in 1.0 1.1 1.2 1.3 1.4 1.5 1.6 1.7; do
     tag=${v/./}
     attn="$OLD/attn-naive-abi$tag-cpu.so"
     optim="$OLD/optim-sgd-abi$tag-cpu.so"

@@ -11,7 +11,7 @@ expect_error "plugin file missing" 2 "cannot open plugin file /nonexistent/attn-
     train --set attn.plugin=/nonexistent/attn-x-cpu.so
 expect_error "no entry symbol" 2 "does not export the entry symbol gearbox_plugin_entry" -- \
     train --plugin-path "$FIXTURES" --set attn.plugin=noentry
-expect_error "another ABI major" 2 "built for plugin ABI 2.0, but this gearbox speaks ABI 1.7" -- \
+expect_error "another ABI major" 2 "built for plugin ABI 2.0, but this gearbox speaks ABI 1.8" -- \
     train --plugin-path "$FIXTURES" --set attn.plugin=abi2
 expect_error "wrong kind" 2 "its file name says attn/wrongkind but its descriptor says optim/wrongkind" -- \
     train --plugin-path "$FIXTURES" --set attn.plugin=wrongkind

@@ -22,7 +22,7 @@ expect_kit() {
 
 expect_kit "no entry symbol" 1 "does not export the entry symbol gearbox_plugin_entry()" \
     "$CLI_FIXTURES/attn-noentry-cpu.so"
-expect_kit "ABI major 2" 1 "built for plugin ABI 2.0, but this gearbox speaks ABI 1.7" \
+expect_kit "ABI major 2" 1 "built for plugin ABI 2.0, but this gearbox speaks ABI 1.8" \
     "$CLI_FIXTURES/attn-abi2-cpu.so"
 expect_kit "file name says another kind" 1 \
     "[optim] plugin = wrongkind looks for optim-wrongkind-cpu.so or optim-wrongkind.so; this file is attn-wrongkind-cpu.so" \

@@ -100,7 +100,7 @@ static gb_status single_barrier(void *self)
     return GB_OK;
 }
 
-GB_COMM_PLUGIN("single", "1.0.0", "one process (rank 0 of 1): every collective is the identity",
+GB_COMM_PLUGIN_FOR(GB_FAMILY_ANY, "single", "1.0.0", "one process (rank 0 of 1): every collective is the identity",
                GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
                GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) |
                    GB_DTYPE_BIT(GB_I32),
