@@ -90,7 +90,7 @@ static __global__ void attn_cached_kernel(attn_cached_view out, attn_cached_view
     }
 }
 
-gb_status attn_cuda_forward_cached(const gb_instance *a, const char *plugin,
+gb_status attn_cuda_forward_cached(const gb_plugin_instance *a, const char *plugin,
                                    attn_eligible_fn eligible, const gb_attn_problem *p,
                                    int64_t past, gb_tensor out, gb_tensor q, gb_tensor k,
                                    gb_tensor v, gb_tensor k_cache, gb_tensor v_cache)

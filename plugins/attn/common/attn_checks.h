@@ -1,8 +1,9 @@
 /* What every attention plugin of this tree checks the same way, on any device: the
  * problem checks behind eligible() and the view checks that make forward() and backward()
- * refuse what eligible() would. Instances start with kernels/common's gb_instance
- * (plugin_instance.h). Header-only; compiles as C and, for the CUDA plugins, as CUDA C++. Nothing
- * here allocates or prints: reasons go into the caller's buffer or through set_error().
+ * refuse what eligible() would. Instances start with the toolkit's gb_plugin_instance
+ * (gearbox/toolkit/instance.h). Header-only; compiles as C and, for the CUDA plugins, as
+ * CUDA C++. Nothing here allocates or prints: reasons go into the caller's buffer or
+ * through set_error().
  */
 #ifndef GB_ATTN_CHECKS_H
 #define GB_ATTN_CHECKS_H
@@ -11,7 +12,7 @@
 #include <string.h>
 
 #include "gearbox/attn.h"
-#include "plugin_instance.h"
+#include "gearbox/toolkit/instance.h"
 
 /* GB_OK when `device` is the CUDA device; else GB_ERR_UNSUPPORTED, saying that the CUDA
  * object of `plugin` was given another device. */
@@ -26,13 +27,13 @@ static inline gb_status attn_require_cuda(const gb_host *host, const char *plugi
     return GB_ERR_UNSUPPORTED;
 }
 
-/* attn_require_cuda, then the instance (gb_instance_new): create()'s start for a CUDA
+/* attn_require_cuda, then the instance (gb_plugin_instance_new): create()'s start for a CUDA
  * plugin that checks nothing else of the device before allocating. */
 static inline gb_status attn_cuda_instance_new(const gb_host *host, const gb_device_ctx *device,
                                                const char *plugin, size_t bytes, void **self)
 {
     gb_status st = attn_require_cuda(host, plugin, device);
-    return st == GB_OK ? gb_instance_new(host, device, plugin, bytes, self) : st;
+    return st == GB_OK ? gb_plugin_instance_new(host, device, plugin, bytes, self) : st;
 }
 
 /* The dtypes attn_problem_ok_on() accepts, as the descriptor declares them. */
@@ -109,7 +110,7 @@ typedef int (*attn_eligible_fn)(void *self, const gb_attn_problem *p, char *reas
                                 size_t reason_cap);
 
 /* attn_check_call with the answer and reason of the plugin's own eligible(). */
-static inline gb_status attn_check_eligible_call(const gb_instance *a, const char *plugin,
+static inline gb_status attn_check_eligible_call(const gb_plugin_instance *a, const char *plugin,
                                                  const char *call, attn_eligible_fn eligible,
                                                  const gb_attn_problem *p,
                                                  const char *const *names,
@@ -123,7 +124,7 @@ static inline gb_status attn_check_eligible_call(const gb_instance *a, const cha
 /* forward_cached's checks (ABI 1.7): `past` not negative, the whole window (seq_len
  * past + T) one the plugin's eligible() accepts, and the views: out, q, k, v (B, H, T, D)
  * and the caches (B, H, past + T, D), in that order in `views`. */
-static inline gb_status attn_check_cached_call(const gb_instance *a, const char *plugin,
+static inline gb_status attn_check_cached_call(const gb_plugin_instance *a, const char *plugin,
                                                attn_eligible_fn eligible,
                                                const gb_attn_problem *p, int64_t past,
                                                const gb_tensor *const views[6])

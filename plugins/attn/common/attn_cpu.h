@@ -3,7 +3,7 @@
  * each direction.
  *
  * An instance starts with an attn_cpu (its own fields follow): create() takes it from
- * attn_cpu_create(), and the ops table points destroy at gb_instance_destroy and
+ * attn_cpu_create(), and the ops table points destroy at gb_plugin_instance_destroy and
  * eligible, forward, backward and forward_cached at the functions below. Each refuses
  * what eligible() would, then queues its compute on the device's stream
  * (gb_device_run_host) with the problem and every view copied, and return without
@@ -32,7 +32,7 @@ typedef struct attn_cpu_kind {
 
 /* The head of every CPU attention instance. */
 typedef struct attn_cpu {
-    gb_instance base;
+    gb_plugin_instance base;
     const attn_cpu_kind *kind;
     int threads;                 /* host->num_threads, at least 1: one set of tiles each */
 } attn_cpu;
@@ -60,11 +60,11 @@ static inline gb_status attn_cpu_create(const gb_host *host, const gb_device_ctx
                         kind->plugin);
         return GB_ERR_UNSUPPORTED;
     }
-    gb_status status = gb_instance_new(host, device, kind->plugin, bytes, self);
+    gb_status status = gb_plugin_instance_new(host, device, kind->plugin, bytes, self);
     if (status != GB_OK)
         return status;
     attn_cpu *a = *self;
-    const gb_instance base = a->base;
+    const gb_plugin_instance base = a->base;
     memcpy(a, init, bytes);
     a->base = base;
     a->kind = kind;

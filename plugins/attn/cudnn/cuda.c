@@ -85,7 +85,7 @@ typedef struct plan {
 } plan;
 
 typedef struct attn_cudnn {
-    gb_instance base;     /* base.device: its GPU and its stream */
+    gb_plugin_instance base;     /* base.device: its GPU and its stream */
     cudnnHandle_t handle;
     sdpa_env env;
     plan plans[PLAN_CACHE];
@@ -780,7 +780,7 @@ static void cudnn_destroy(void *self)
         plan_release(&a->plans[i]);
     if (a->handle)
         cudnnDestroy(a->handle);
-    gb_instance_destroy(a);
+    gb_plugin_instance_destroy(a);
 }
 
 static gb_status cudnn_create(const gb_host *host, const gb_value *options,

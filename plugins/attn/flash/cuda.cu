@@ -64,7 +64,7 @@
 namespace wmma = nvcuda::wmma;
 
 typedef struct attn_flash_cuda {
-    gb_instance base;     /* base.device: its stream */
+    gb_plugin_instance base;     /* base.device: its stream */
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
 } attn_flash_cuda;
 
@@ -872,7 +872,7 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
                         (int)device->ordinal, cudaGetErrorString(err), cudaGetErrorName(err));
         return GB_ERR_DEVICE;
     }
-    st = gb_instance_new(host, device, PLUGIN, sizeof(attn_flash_cuda), self);
+    st = gb_plugin_instance_new(host, device, PLUGIN, sizeof(attn_flash_cuda), self);
     if (st == GB_OK)
         ((attn_flash_cuda *)*self)->shared_limit = limit;
     return st;
@@ -966,7 +966,7 @@ static gb_status flash_forward_cached(void *self, const gb_attn_problem *p, int6
                                       gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v,
                                       gb_tensor k_cache, gb_tensor v_cache)
 {
-    const gb_instance *a = (const gb_instance *)self;
+    const gb_plugin_instance *a = (const gb_plugin_instance *)self;
     return attn_cuda_forward_cached(a, PLUGIN, flash_eligible, p, past, out, q, k, v, k_cache,
                                     v_cache);
 }
@@ -1018,6 +1018,6 @@ GB_ATTN_PLUGIN("flash", "1.1.0",
                "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                "bf16, f16",
                GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, flash_create, gb_instance_destroy, flash_eligible, flash_memory,
-               flash_forward, flash_backward, flash_forward_cached)
+               GB_NO_OPTIONS, flash_create, gb_plugin_instance_destroy, flash_eligible,
+               flash_memory, flash_forward, flash_backward, flash_forward_cached)
 }

@@ -44,7 +44,7 @@
 /* Rows of the softmax kernels per block of 32 * ROWS_PER_BLOCK threads: one warp each. */
 #define ROWS_PER_BLOCK 8
 
-typedef gb_instance attn_math_cuda;   /* device: its GEMMs and its stream */
+typedef gb_plugin_instance attn_math_cuda;   /* device: its GEMMs and its stream */
 
 /* ---- kernels ------------------------------------------------------------------------- */
 
@@ -226,7 +226,7 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
                               "(GB_CAP_MATMUL_BATCHED, device ABI 1.2)");
         return GB_ERR_UNSUPPORTED;
     }
-    return gb_instance_new(host, device, PLUGIN, sizeof(attn_math_cuda), self);
+    return gb_plugin_instance_new(host, device, PLUGIN, sizeof(attn_math_cuda), self);
 }
 
 static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
@@ -340,7 +340,7 @@ static gb_status math_forward_cached(void *self, const gb_attn_problem *p, int64
                                      gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v,
                                      gb_tensor k_cache, gb_tensor v_cache)
 {
-    const gb_instance *a = (const attn_math_cuda *)self;
+    const gb_plugin_instance *a = (const attn_math_cuda *)self;
     return attn_cuda_forward_cached(a, PLUGIN, math_eligible, p, past, out, q, k, v, k_cache,
                                     v_cache);
 }
@@ -350,6 +350,6 @@ GB_ATTN_PLUGIN("math", "1.0.0",
                "and a softmax kernel; f32, bf16, f16",
                GB_DEVICE_CUDA, ATTN_DTYPES,
                GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
-               math_create, gb_instance_destroy, math_eligible, math_memory, math_forward,
+               math_create, gb_plugin_instance_destroy, math_eligible, math_memory, math_forward,
                math_backward, math_forward_cached)
 }

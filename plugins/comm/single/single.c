@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "comm_checks.h"
+#include "gearbox/toolkit/comm_checks.h"
 #include "gearbox/comm.h"
 
 typedef struct single {
@@ -64,10 +64,10 @@ static gb_status single_all_reduce_start(void *self, void *buf, int64_t count, g
 {
     single *s = self;
     const gb_host *host = s->host;
-    gb_status st = comm_check_all_reduce(host, buf, count, dtype, op, request);
+    gb_status st = gb_comm_check_all_reduce(host, buf, count, dtype, op, request);
     if (st != GB_OK)
         return st;
-    st = comm_check_room(host, s->n_inflight);
+    st = gb_comm_check_room(host, s->n_inflight);
     if (st != GB_OK)
         return st;
     *request = s->next_request++;
@@ -91,7 +91,7 @@ static gb_status single_all_reduce_wait(void *self, gb_comm_request request)
 static gb_status single_broadcast(void *self, void *buf, size_t bytes, int root)
 {
     single *s = self;
-    return comm_check_broadcast(s->host, buf, bytes, root, 1);
+    return gb_comm_check_broadcast(s->host, buf, bytes, root, 1);
 }
 
 static gb_status single_barrier(void *self)

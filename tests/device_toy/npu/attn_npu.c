@@ -2,17 +2,19 @@
  * textbook, materialising the (T, T) probabilities of every (batch, head), run as the
  * NPU's kernel: every buffer is device memory, reached through toy_npu_at() (toy_npu.h).
  * Forward keeps the probabilities for backward; backward takes one row of dP as workspace.
- * f32 only, no options. Built out of tree against gearbox's headers alone, like a vendor's
- * plugin; named after attn/math, so `[attn] plugin = math` takes it on the NPU.
+ * f32 only, no options. Built out of tree against gearbox's headers alone, the toolkit's
+ * among them (gearbox/toolkit/instance.h), like a vendor's plugin; named after attn/math,
+ * so `[attn] plugin = math` takes it on the NPU.
  */
 #include <math.h>
 #include <stdio.h>
 
 #include "gearbox/attn.h"
+#include "gearbox/toolkit/instance.h"
 #include "toy_npu.h"
 
 typedef struct npu_attn {
-    const gb_host *host;
+    gb_plugin_instance base;   /* the host and the device (gearbox/toolkit/instance.h) */
     const toy_npu_runtime *npu;
 } npu_attn;
 
@@ -43,21 +45,11 @@ static gb_status npu_create(const gb_host *host, const gb_value *options,
                         "is not one");
         return GB_ERR_UNSUPPORTED;
     }
-    npu_attn *a = host->alloc(host, sizeof *a);
-    if (!a) {
-        host->set_error(host, "cannot allocate the attn/math (toy_npu) instance");
-        return GB_ERR_NO_MEMORY;
-    }
-    *a = (npu_attn){host, npu};
-    *self = a;
-    return GB_OK;
-}
-
-static void npu_destroy(void *self)
-{
-    npu_attn *a = self;
-    if (a)
-        a->host->free(a->host, a);
+    gb_status st = gb_plugin_instance_new(host, device, "attn/math (toy_npu)", sizeof(npu_attn),
+                                          self);
+    if (st == GB_OK)
+        ((npu_attn *)*self)->npu = npu;
+    return st;
 }
 
 static int npu_eligible(void *self, const gb_attn_problem *p, char *reason, size_t cap)
@@ -170,6 +162,6 @@ static gb_status npu_backward(void *self, const gb_attn_problem *p, gb_tensor dq
 GB_ATTN_PLUGIN_FOR(TOY_NPU_FAMILY, "math", "1.0.0",
                    "the textbook attention on the toy NPU's memory; f32",
                    0u, GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-                   GB_NO_OPTIONS, .create = npu_create, .destroy = npu_destroy,
+                   GB_NO_OPTIONS, .create = npu_create, .destroy = gb_plugin_instance_destroy,
                    .eligible = npu_eligible, .memory = npu_memory, .forward = npu_forward,
                    .backward = npu_backward)

@@ -3,11 +3,13 @@
  * the keys and defaults of gearbox's own, run as the NPU's kernel, every buffer reached
  * through toy_npu_at() (toy_npu.h). Gradients are clipped and unscaled as optim.h says.
  * f32 only: it writes no low-precision copy. Built out of tree against gearbox's headers
- * alone.
+ * alone, the toolkit's among them (gearbox/toolkit/instance.h, optim_checks.h).
  */
 #include <math.h>
 
 #include "gearbox/optim.h"
+#include "gearbox/toolkit/instance.h"
+#include "gearbox/toolkit/optim_checks.h"
 #include "toy_npu.h"
 
 #if defined(NPU_OTHER_FAMILY)
@@ -26,7 +28,7 @@ static const gb_option npu_adamw_options[] = {
 };
 
 typedef struct npu_adamw {
-    const gb_host *host;
+    gb_plugin_instance base;   /* the host and the device (gearbox/toolkit/instance.h) */
     const toy_npu_runtime *npu;
     double beta1, beta2, eps, weight_decay;
 } npu_adamw;
@@ -40,22 +42,17 @@ static gb_status npu_create(const gb_host *host, const gb_value *options,
                         "is not one", FAMILY);
         return GB_ERR_UNSUPPORTED;
     }
-    npu_adamw *a = host->alloc(host, sizeof *a);
-    if (!a) {
-        host->set_error(host, "cannot allocate the optim/adamw (%s) instance", FAMILY);
-        return GB_ERR_NO_MEMORY;
-    }
-    *a = (npu_adamw){host, npu, options[OPT_BETA1].f, options[OPT_BETA2].f, options[OPT_EPS].f,
-                     options[OPT_WEIGHT_DECAY].f};
-    *self = a;
+    gb_status st = gb_plugin_instance_new(host, device, "optim/adamw (" FAMILY ")",
+                                          sizeof(npu_adamw), self);
+    if (st != GB_OK)
+        return st;
+    npu_adamw *a = *self;
+    a->npu = npu;
+    a->beta1 = options[OPT_BETA1].f;
+    a->beta2 = options[OPT_BETA2].f;
+    a->eps = options[OPT_EPS].f;
+    a->weight_decay = options[OPT_WEIGHT_DECAY].f;
     return GB_OK;
-}
-
-static void npu_destroy(void *self)
-{
-    npu_adamw *a = self;
-    if (a)
-        a->host->free(a->host, a);
 }
 
 static size_t npu_state_bytes(void *self, int64_t n)
@@ -68,9 +65,8 @@ static size_t npu_state_bytes(void *self, int64_t n)
 static float grad_scale(const npu_adamw *a, const gb_optim_step_args *args)
 {
     float inv = args->inv_loss_scale;
-    if (args->struct_size >= offsetof(gb_optim_step_args, loss_scale) + sizeof args->loss_scale &&
-        args->loss_scale)
-        inv = 1.0f / *(const float *)toy_npu_at(a->npu, args->loss_scale);
+    if (gb_optim_loss_scale(args))
+        inv = 1.0f / *(const float *)toy_npu_at(a->npu, gb_optim_loss_scale(args));
     if (!args->grad_norm_sq || args->max_norm <= 0.0f)
         return inv;
     float norm = sqrtf(*(const float *)toy_npu_at(a->npu, args->grad_norm_sq)) * inv;
@@ -81,9 +77,11 @@ static float grad_scale(const npu_adamw *a, const gb_optim_step_args *args)
 static gb_status npu_step(void *self, const gb_optim_step_args *args)
 {
     const npu_adamw *a = self;
+    if (!gb_optim_step_args_valid(a->base.host, args))
+        return GB_ERR_INVALID_ARG;
     if (args->params_lowp) {
-        a->host->set_error(a->host, "optim/adamw (%s) writes no low-precision copy: use "
-                           "[precision] plugin = fp32", FAMILY);
+        a->base.host->set_error(a->base.host, "optim/adamw (%s) writes no low-precision copy: "
+                                "use [precision] plugin = fp32", FAMILY);
         return GB_ERR_UNSUPPORTED;
     }
     float *p = toy_npu_at(a->npu, args->params), *m = toy_npu_at(a->npu, args->state);
@@ -109,4 +107,5 @@ static gb_status npu_step(void *self, const gb_optim_step_args *args)
 GB_OPTIM_PLUGIN_FOR(FAMILY, "adamw", "1.0.0", "AdamW on the toy NPU's memory; f32", 0u,
                     GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
                     GB_OPTIONS(npu_adamw_options), .create = npu_create,
-                    .destroy = npu_destroy, .state_bytes = npu_state_bytes, .step = npu_step)
+                    .destroy = gb_plugin_instance_destroy, .state_bytes = npu_state_bytes,
+                    .step = npu_step)

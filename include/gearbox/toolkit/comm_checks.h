@@ -1,15 +1,17 @@
-/* What every comm plugin of this tree checks the same way: the arguments of
- * all_reduce_start and broadcast, and room for one more outstanding request. Header-only;
- * nothing here prints or allocates: reasons go through set_error().
+/* gearbox/toolkit/comm_checks.h: what every comm plugin of gearbox checks the same way:
+ * the arguments of all_reduce_start and broadcast, and room for one more outstanding
+ * request. Part of the plugin toolkit (docs/plugin-guide.md): header-only, outside the
+ * ABI, compiled into each plugin; nothing here prints or allocates: reasons go through
+ * set_error().
  */
-#ifndef GB_COMM_CHECKS_H
-#define GB_COMM_CHECKS_H
+#ifndef GEARBOX_TOOLKIT_COMM_CHECKS_H
+#define GEARBOX_TOOLKIT_COMM_CHECKS_H
 
 #include "gearbox/comm.h"
 
 /* GB_OK when there is a request pointer, a buffer of count >= 0, a known dtype and a
  * known op; else GB_ERR_INVALID_ARG with the host told which. */
-static inline gb_status comm_check_all_reduce(const gb_host *host, const void *buf,
+static inline gb_status gb_comm_check_all_reduce(const gb_host *host, const void *buf,
                                               int64_t count, gb_dtype dtype, gb_reduce_op op,
                                               const gb_comm_request *request)
 {
@@ -25,7 +27,7 @@ static inline gb_status comm_check_all_reduce(const gb_host *host, const void *b
 }
 
 /* GB_OK while fewer than GB_COMM_MAX_INFLIGHT requests are outstanding. */
-static inline gb_status comm_check_room(const gb_host *host, int outstanding)
+static inline gb_status gb_comm_check_room(const gb_host *host, int outstanding)
 {
     if (outstanding < GB_COMM_MAX_INFLIGHT)
         return GB_OK;
@@ -36,7 +38,7 @@ static inline gb_status comm_check_room(const gb_host *host, int outstanding)
 
 /* GB_OK when `root` is a rank of a world of `world` and a buffer is given for bytes > 0;
  * else GB_ERR_INVALID_ARG with the host told which. */
-static inline gb_status comm_check_broadcast(const gb_host *host, const void *buf,
+static inline gb_status gb_comm_check_broadcast(const gb_host *host, const void *buf,
                                              size_t bytes, int root, int world)
 {
     if (root < 0 || root >= world) {
@@ -51,4 +53,4 @@ static inline gb_status comm_check_broadcast(const gb_host *host, const void *bu
     return GB_OK;
 }
 
-#endif /* GB_COMM_CHECKS_H */
+#endif /* GEARBOX_TOOLKIT_COMM_CHECKS_H */
