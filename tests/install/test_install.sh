@@ -32,7 +32,7 @@ GEARBOX=$PREFIX/bin/gearbox
 
 [ -x "$GEARBOX" ] && pass "bin/gearbox" || fail "no $GEARBOX"
 for h in plugin tensor device attn optim precision comm engine engine/run engine/train \
-    toolkit/instance toolkit/comm_checks toolkit/optim_checks; do
+    toolkit/instance toolkit/attn_checks toolkit/optim_checks toolkit/comm_checks; do
     [ -f "$PREFIX/include/gearbox/$h.h" ] || fail "include/gearbox/$h.h not installed"
 done
 pass "the public headers and the plugin toolkit in include/gearbox"

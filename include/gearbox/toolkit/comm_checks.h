@@ -12,8 +12,8 @@
 /* GB_OK when there is a request pointer, a buffer of count >= 0, a known dtype and a
  * known op; else GB_ERR_INVALID_ARG with the host told which. */
 static inline gb_status gb_comm_check_all_reduce(const gb_host *host, const void *buf,
-                                              int64_t count, gb_dtype dtype, gb_reduce_op op,
-                                              const gb_comm_request *request)
+                                                 int64_t count, gb_dtype dtype, gb_reduce_op op,
+                                                 const gb_comm_request *request)
 {
     if (!request || count < 0 || (count > 0 && !buf)) {
         host->set_error(host, "all_reduce: needs a request pointer and a buffer of count >= 0");
@@ -39,7 +39,7 @@ static inline gb_status gb_comm_check_room(const gb_host *host, int outstanding)
 /* GB_OK when `root` is a rank of a world of `world` and a buffer is given for bytes > 0;
  * else GB_ERR_INVALID_ARG with the host told which. */
 static inline gb_status gb_comm_check_broadcast(const gb_host *host, const void *buf,
-                                             size_t bytes, int root, int world)
+                                                size_t bytes, int root, int world)
 {
     if (root < 0 || root >= world) {
         host->set_error(host, "broadcast: root %d does not exist in a world of %d", root,

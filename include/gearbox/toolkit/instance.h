@@ -51,7 +51,7 @@ static inline void gb_plugin_keep_device(gb_device_ctx *kept, const gb_device_ct
 /* *self = a zeroed instance of `bytes` (a gb_plugin_instance, then the plugin's fields) with its
  * head filled. */
 static inline gb_status gb_plugin_instance_new(const gb_host *host, const gb_device_ctx *device,
-                                        const char *plugin, size_t bytes, void **self)
+                                               const char *plugin, size_t bytes, void **self)
 {
     gb_plugin_instance *a = (gb_plugin_instance *)gb_plugin_instance_alloc(host, bytes, plugin);
     if (!a)

@@ -129,8 +129,8 @@ static inline gb_status attn_cpu_queue(attn_cpu *a, const char *direction, attn_
                                        const char *const *names, const gb_tensor *const *views,
                                        int n)
 {
-    gb_status status = attn_check_eligible_call(&a->base, a->kind->plugin, direction,
-                                                attn_cpu_eligible, &call->p, names, views, n);
+    gb_status status = gb_attn_check_eligible_call(&a->base, a->kind->plugin, direction,
+                                                   attn_cpu_eligible, &call->p, names, views, n);
     if (status != GB_OK)
         return status;
     return gb_device_run_host(&a->base.device, attn_cpu_run, call, sizeof *call);
@@ -172,8 +172,8 @@ static inline gb_status attn_cpu_forward_cached(void *self, const gb_attn_proble
 {
     attn_cpu *a = self;
     const gb_tensor *views[] = {&out, &q, &k, &v, &k_cache, &v_cache};
-    gb_status status = attn_check_cached_call(&a->base, a->kind->plugin, attn_cpu_eligible, p,
-                                              past, views);
+    gb_status status = gb_attn_check_cached_call(&a->base, a->kind->plugin, attn_cpu_eligible, p,
+                                                 past, views);
     if (status != GB_OK)
         return status;
     attn_cached_call call = {.p = *p, .past = past, .out = out, .q = q, .k = k, .v = v,

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "attn_cached_cuda.cuh"
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "cuda_status.h"
 #include "warp.cuh"
 #include "gearbox/attn.h"
@@ -216,7 +216,7 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
                              const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status st = attn_require_cuda(host, PLUGIN, device);
+    gb_status st = gb_attn_require_cuda(host, PLUGIN, device);
     if (st != GB_OK)
         return st;
     if (device->struct_size < offsetof(gb_device_ctx, caps) + sizeof device->caps ||
@@ -232,7 +232,7 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
 static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
 {
     (void)self;
-    return attn_problem_ok_on(PLUGIN, "cuda", p, reason, reason_cap);
+    return gb_attn_problem_ok_on(PLUGIN, "cuda", p, reason, reason_cap);
 }
 
 /* Elements of one (B, H, T, T) tensor. */
@@ -267,8 +267,8 @@ static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor ou
     const gb_host *host = attn->host;
     const char *names[] = {"out", "q", "k", "v"};
     const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status st = attn_check_eligible_call(attn, PLUGIN, "forward", math_eligible, p, names,
-                                            views, 4);
+    gb_status st = gb_attn_check_eligible_call(attn, PLUGIN, "forward", math_eligible, p, names,
+                                               views, 4);
     if (st != GB_OK)
         return st;
     const int64_t T = p->seq_len, D = p->head_dim, rows = p->batch * p->heads * T;
@@ -297,8 +297,8 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
     const gb_host *host = attn->host;
     const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
-    gb_status st = attn_check_eligible_call(attn, PLUGIN, "backward", math_eligible, p,
-                                            names, views, 7);
+    gb_status st = gb_attn_check_eligible_call(attn, PLUGIN, "backward", math_eligible, p,
+                                               names, views, 7);
     if (st != GB_OK)
         return st;
     const int64_t T = p->seq_len, D = p->head_dim, rows = p->batch * p->heads * T;
@@ -348,7 +348,7 @@ static gb_status math_forward_cached(void *self, const gb_attn_problem *p, int64
 GB_ATTN_PLUGIN("math", "1.0.0",
                "materialises the T x T probabilities; batched GEMMs through the device "
                "and a softmax kernel; f32, bf16, f16",
-               GB_DEVICE_CUDA, ATTN_DTYPES,
+               GB_DEVICE_CUDA, GB_ATTN_DTYPES,
                GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
                math_create, gb_plugin_instance_destroy, math_eligible, math_memory, math_forward,
                math_backward, math_forward_cached)

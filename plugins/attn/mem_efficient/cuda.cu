@@ -15,7 +15,7 @@
  */
 #include <stdio.h>
 
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "gearbox/attn.h"
 
 #define PLUGIN "attn/mem_efficient"
@@ -27,7 +27,7 @@ static gb_status mem_efficient_create(const gb_host *host, const gb_value *optio
                                       const gb_device_ctx *device, void **self)
 {
     (void)options;
-    return attn_cuda_instance_new(host, device, PLUGIN, sizeof(gb_plugin_instance), self);
+    return gb_attn_cuda_instance_new(host, device, PLUGIN, sizeof(gb_plugin_instance), self);
 }
 
 static int mem_efficient_eligible(void *self, const gb_attn_problem *p, char *reason,
@@ -79,7 +79,7 @@ extern "C" {
 GB_ATTN_PLUGIN("mem_efficient", "1.1.0",
                "refuses every problem on cuda (it cannot beat attn/math at any T): "
                "use attn/flash or attn/cudnn",
-               GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_DEVICE_CUDA, GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
                GB_NO_OPTIONS, mem_efficient_create, gb_plugin_instance_destroy,
                mem_efficient_eligible, mem_efficient_memory, mem_efficient_forward,
                mem_efficient_backward, NULL)

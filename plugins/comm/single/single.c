@@ -100,12 +100,13 @@ static gb_status single_barrier(void *self)
     return GB_OK;
 }
 
-GB_COMM_PLUGIN_FOR(GB_FAMILY_ANY, "single", "1.0.0", "one process (rank 0 of 1): every collective is the identity",
-               GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
-               GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) |
-                   GB_DTYPE_BIT(GB_I32),
-               GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, .create = single_create,
-               .destroy = single_destroy, .rank = single_rank, .world = single_world,
-               .all_reduce_start = single_all_reduce_start,
-               .all_reduce_wait = single_all_reduce_wait, .broadcast = single_broadcast,
-               .barrier = single_barrier)
+GB_COMM_PLUGIN_FOR(GB_FAMILY_ANY, "single", "1.0.0",
+                   "one process (rank 0 of 1): every collective is the identity",
+                   GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
+                   GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) |
+                       GB_DTYPE_BIT(GB_I32),
+                   GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
+                   .create = single_create, .destroy = single_destroy, .rank = single_rank,
+                   .world = single_world, .all_reduce_start = single_all_reduce_start,
+                   .all_reduce_wait = single_all_reduce_wait, .broadcast = single_broadcast,
+                   .barrier = single_barrier)

@@ -3,15 +3,18 @@
  * NPU's kernel: every buffer is device memory, reached through toy_npu_at() (toy_npu.h).
  * Forward keeps the probabilities for backward; backward takes one row of dP as workspace.
  * f32 only, no options. Built out of tree against gearbox's headers alone, the toolkit's
- * among them (gearbox/toolkit/instance.h), like a vendor's plugin; named after attn/math,
+ * among them (gearbox/toolkit/instance.h, attn_checks.h), like a vendor's plugin; named after attn/math,
  * so `[attn] plugin = math` takes it on the NPU.
  */
 #include <math.h>
 #include <stdio.h>
 
 #include "gearbox/attn.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "gearbox/toolkit/instance.h"
 #include "toy_npu.h"
+
+#define PLUGIN "attn/math (toy_npu)"
 
 typedef struct npu_attn {
     gb_plugin_instance base;   /* the host and the device (gearbox/toolkit/instance.h) */
@@ -45,8 +48,7 @@ static gb_status npu_create(const gb_host *host, const gb_value *options,
                         "is not one");
         return GB_ERR_UNSUPPORTED;
     }
-    gb_status st = gb_plugin_instance_new(host, device, "attn/math (toy_npu)", sizeof(npu_attn),
-                                          self);
+    gb_status st = gb_plugin_instance_new(host, device, PLUGIN, sizeof(npu_attn), self);
     if (st == GB_OK)
         ((npu_attn *)*self)->npu = npu;
     return st;
@@ -55,6 +57,8 @@ static gb_status npu_create(const gb_host *host, const gb_value *options,
 static int npu_eligible(void *self, const gb_attn_problem *p, char *reason, size_t cap)
 {
     (void)self;
+    if (!gb_attn_problem_ok_on(PLUGIN, TOY_NPU_FAMILY, p, reason, cap))
+        return 0;
     if (p->dtype == GB_F32)
         return 1;
     snprintf(reason, cap, "attn/math on the toy NPU computes f32 only, not %s",
@@ -82,6 +86,12 @@ static gb_status npu_forward(void *self, const gb_attn_problem *p, gb_tensor out
 {
     (void)workspace;
     const npu_attn *a = self;
+    const char *names[] = {"out", "q", "k", "v"};
+    const gb_tensor *views[] = {&out, &q, &k, &v};
+    gb_status st = gb_attn_check_eligible_call(&a->base, PLUGIN, "forward", npu_eligible, p,
+                                               names, views, 4);
+    if (st != GB_OK)
+        return st;
     const int64_t T = p->seq_len, D = p->head_dim;
     const float scale = 1.0f / sqrtf((float)D);
     float *probs = toy_npu_at(a->npu, saved);
@@ -122,6 +132,12 @@ static gb_status npu_backward(void *self, const gb_attn_problem *p, gb_tensor dq
 {
     (void)out;
     const npu_attn *a = self;
+    const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
+    const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
+    gb_status st = gb_attn_check_eligible_call(&a->base, PLUGIN, "backward", npu_eligible, p,
+                                               names, views, 7);
+    if (st != GB_OK)
+        return st;
     const int64_t T = p->seq_len, D = p->head_dim;
     const float scale = 1.0f / sqrtf((float)D);
     const float *probs = toy_npu_at(a->npu, saved);
