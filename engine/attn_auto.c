@@ -209,7 +209,7 @@ int gb_attn_auto(gb_runtime *rt, gb_diag *diag)
     candidate *c = calloc((size_t)n + 1, sizeof *c);
     int best = -1, kept = 0;
     for (int i = 0; c && i < n; i++) {
-        if (!(found[i]->desc->devices & rt->device_bits))
+        if (!gb_plugin_runs_on(found[i]->desc, rt->device.family, rt->device_bits))
             continue;
         c[kept].plugin = found[i];
         try_candidate(rt, &p, &c[kept]);

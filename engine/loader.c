@@ -96,6 +96,45 @@ uint32_t gb_device_match_bits(uint32_t device_bits, const gb_device_desc *device
     return device_bits | (device->memory == GB_MEMORY_HOST ? GB_DEVICE_ANY_HOST : 0u);
 }
 
+const char *gb_plugin_families(const gb_plugin_desc *desc)
+{
+    size_t end = offsetof(gb_plugin_desc, families) + sizeof desc->families;
+    return desc->abi_minor >= 8 && desc->struct_size >= end && desc->families ? desc->families
+                                                                                : "";
+}
+
+/* Whether the ','-separated `list` holds `family`, or GB_FAMILY_ANY. */
+static int family_listed(const char *list, const char *family)
+{
+    size_t len = strlen(family);
+    for (const char *at = list; len && *at;) {
+        size_t n = strcspn(at, ",");
+        if ((n == len && strncmp(at, family, len) == 0) ||
+            (n == 1 && strncmp(at, GB_FAMILY_ANY, 1) == 0))
+            return 1;
+        at += n + (at[n] == ',');
+    }
+    return 0;
+}
+
+int gb_plugin_runs_on(const gb_plugin_desc *desc, const char *family, uint32_t device_bits)
+{
+    return (desc->devices & device_bits) || family_listed(gb_plugin_families(desc), family);
+}
+
+void gb_plugin_devices(const gb_plugin_desc *desc, char *buf, size_t cap)
+{
+    const char *families = gb_plugin_families(desc);
+    if (!desc->devices && *families) {
+        snprintf(buf, cap, "%s", families);
+        return;
+    }
+    gb_device_list(desc->devices, buf, cap);
+    size_t used = strlen(buf);
+    if (*families && used < cap)
+        snprintf(buf + used, cap - used, ",%s", families);
+}
+
 
 const char *gb_status_name(gb_status status)
 {
@@ -325,9 +364,9 @@ static const abi_sizes abi_versions[] = {
     {7, END_OF(gb_plugin_desc, caps),
      {0, END_OF(gb_device_ops, dropout), sizeof(gb_attn_ops), OPTIM_TO_1_7,
       END_OF(gb_precision_ops, scaler_set), END_OF(gb_comm_ops, barrier)}},
-    /* 1.8 appended the optimizer's bind_params and the comm's reduce_scatter_start and
-     * all_gather (all optional) */
-    {8, END_OF(gb_plugin_desc, caps),
+    /* 1.8 appended the descriptor's families, the optimizer's bind_params and the comm's
+     * reduce_scatter_start and all_gather (all optional) */
+    {8, END_OF(gb_plugin_desc, families),
      {0, END_OF(gb_device_ops, dropout), sizeof(gb_attn_ops), sizeof(gb_optim_ops),
       END_OF(gb_precision_ops, scaler_set), sizeof(gb_comm_ops)}},
 };
@@ -588,9 +627,11 @@ static int validate_descriptor(const gb_plugin_desc *d, const char *path, gb_dia
         gb_diag_add(diag, "plugin %s: descriptor lacks a name, version or description", path);
         return -1;
     }
-    if (!d->devices && !(d->kind == GB_KIND_DEVICE && d->abi_minor >= 6)) {
+    if (!d->devices && !(d->kind == GB_KIND_DEVICE && d->abi_minor >= 6) &&
+        !*gb_plugin_families(d)) {
         gb_diag_add(diag, "plugin %s (%s/%s): declares no device it runs on (GB_DEVICE_* "
-                    "bits, or GB_DEVICE_ANY_HOST since ABI 1.6)", path, kind, d->name);
+                    "bits, GB_DEVICE_ANY_HOST since ABI 1.6, or device families since 1.8)",
+                    path, kind, d->name);
         return -1;
     }
     if (d->n_options && !d->options) {
@@ -902,6 +943,40 @@ static void report_shadowed(const gb_loader *loader, gb_kind kind, const char *n
     }
 }
 
+/* Appends "PATH runs on WHERE" for plugin `p` to the list in `buf`. */
+static void add_runs_on(const gb_plugin *p, char *buf, size_t cap)
+{
+    char devs[96];
+    gb_plugin_devices(p->desc, devs, sizeof devs);
+    size_t used = strlen(buf);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "%s%s runs on %s", used ? "; " : "", p->path, devs);
+}
+
+/* The refusal of plugin `name` whose files (`runs_on`, add_runs_on's list) do not run on
+ * the run's device: both families and the fix. */
+static void add_refusal(gb_diag *diag, gb_kind kind, const char *name, const char *runs_on,
+                        const char *family, uint32_t device)
+{
+    gb_diag_add(diag, "[%s] plugin = %s: %s, not on this run's device %s (family %s, %s); use "
+                "a plugin built for %s, or build this one for it (ABI 1.8: name %s in its "
+                "families)", gb_kind_name(kind), name, runs_on, family, family,
+                (device & GB_DEVICE_ANY_HOST) ? "host memory" : "memory the host cannot read",
+                family, family);
+}
+
+/* Refuses a plugin that does not run on the run's device (add_refusal). */
+static int check_runs_on(const gb_plugin *p, const char *family, uint32_t device,
+                         gb_diag *diag)
+{
+    if (p->desc->kind == GB_KIND_DEVICE || gb_plugin_runs_on(p->desc, family, device))
+        return 0;
+    char runs_on[512] = "";
+    add_runs_on(p, runs_on, sizeof runs_on);
+    add_refusal(diag, p->desc->kind, p->desc->name, runs_on, family, device);
+    return -1;
+}
+
 /* A found file must be the plugin its name says, for the run's device. */
 static int check_found(const gb_plugin *p, gb_kind kind, const char *name, const char *family,
                        uint32_t device, gb_diag *diag)
@@ -913,21 +988,16 @@ static int check_found(const gb_plugin *p, gb_kind kind, const char *name, const
                     gb_kind_name(p->desc->kind), p->desc->name);
         return -1;
     }
-    if (kind != GB_KIND_DEVICE && !(p->desc->devices & device)) {
-        char devs[32];
-        gb_device_list(p->desc->devices, devs, sizeof devs);
-        gb_diag_add(diag, "[%s] plugin = %s: %s runs on %s, not on this run's device %s",
-                    kind_name, name, p->path, devs, family);
-        return -1;
-    }
-    return 0;
+    return check_runs_on(p, family, device, diag);
 }
 
-/* For a device whose buffers are host memory: the first `<kind>-<name>-*.so` on the search
- * path, in KIND/NAME/ or at a folder's top, that runs on any host-memory device (the cpu
- * plugins serve a device of another family that way). */
-static const gb_plugin *find_any_host(gb_loader *loader, gb_kind kind, const char *name,
-                                      uint32_t device)
+/* The first `<kind>-<name>-*.so` on the search path, in KIND/NAME/ or at a folder's top,
+ * that runs on the run's device: by its families (ABI 1.8), or by its bits (the cpu
+ * plugins serve a host-memory device of another family by GB_DEVICE_ANY_HOST). The files
+ * of that name that do not run there are listed in `refused` (add_runs_on). */
+static const gb_plugin *find_for_device(gb_loader *loader, gb_kind kind, const char *name,
+                                        const char *family, uint32_t device, char *refused,
+                                        size_t refused_cap)
 {
     char prefix[160], sub[PATH_MAX];
     snprintf(prefix, sizeof prefix, "%s-%s-", gb_kind_name(kind), name);
@@ -944,9 +1014,12 @@ static const gb_plugin *find_any_host(gb_loader *loader, gb_kind kind, const cha
             const gb_plugin *p = found ? NULL : open_plugin(loader, files[f], loader->dirs[i],
                                                             &ignored);
             gb_diag_clear(&ignored);
-            if (p && p->desc->kind == kind && strcmp(p->desc->name, name) == 0 &&
-                (p->desc->devices & device & GB_DEVICE_ANY_HOST))
-                found = p;
+            if (p && p->desc->kind == kind && strcmp(p->desc->name, name) == 0) {
+                if (gb_plugin_runs_on(p->desc, family, device))
+                    found = p;
+                else
+                    add_runs_on(p, refused, refused_cap);
+            }
             free(files[f]);
         }
         free(files);
@@ -965,7 +1038,7 @@ const gb_plugin *gb_loader_find_for(gb_loader *loader, gb_kind kind, const char 
                         kind_name, name, gb_kind_name(p->desc->kind), kind_name);
             return NULL;
         }
-        return p;
+        return p && !check_runs_on(p, family, device, diag) ? p : NULL;
     }
     char files[2][128], path[PATH_MAX];
     int n_files = plugin_files(kind, name, family, files);
@@ -977,10 +1050,17 @@ const gb_plugin *gb_loader_find_for(gb_loader *loader, gb_kind kind, const char 
         report_shadowed(loader, kind, name, files, n_files, p->path);
         return p;
     }
-    const gb_plugin *host = kind != GB_KIND_DEVICE && (device & GB_DEVICE_ANY_HOST)
-                                ? find_any_host(loader, kind, name, device) : NULL;
-    if (host)
-        return host;
+    char refused[1024] = "";
+    const gb_plugin *other = kind != GB_KIND_DEVICE
+                                 ? find_for_device(loader, kind, name, family, device, refused,
+                                                   sizeof refused)
+                                 : NULL;
+    if (other)
+        return other;
+    if (refused[0]) {
+        add_refusal(diag, kind, name, refused, family, device);
+        return NULL;
+    }
     char tried[300];
     if (n_files == 2)
         snprintf(tried, sizeof tried, "%s or %s", files[0], files[1]);

@@ -71,6 +71,12 @@ typedef enum gb_kind {
  * with gb_device_run_host() (device.h). A plugin that needs one device's memory (CUDA)
  * declares that device's bit instead. A device plugin never declares it. */
 #define GB_DEVICE_ANY_HOST (1u << 16)
+/* Since 1.8 a plugin of another kind may also name the device families it runs on
+ * (gb_plugin_desc.families, matched against gb_device_desc.family): how a plugin written
+ * for a device of a family of its own, whose memory the host cannot read, finds it.
+ * GB_FAMILY_ANY among them: runs on every device, whatever its memory, because it never
+ * touches a device buffer (a precision policy, a world of one). */
+#define GB_FAMILY_ANY "*"
 
 /* ---- capabilities (ABI 1.2) ---------------------------------------------------------- */
 
@@ -185,7 +191,8 @@ typedef struct gb_plugin_desc {
     const char *version;        /* the plugin's own version, e.g. "1.0.0" */
     const char *description;    /* one line */
     uint32_t devices;           /* GB_DEVICE_* bits this object runs on; a device plugin:
-                                   its own fixed bit, or (1.6) 0 for a family of its own */
+                                   its own fixed bit, or (1.6) 0 for a family of its own;
+                                   (1.8) 0 when `families` says where it runs */
     const gb_option *options;   /* the config schema; may be NULL when n_options is 0 */
     size_t n_options;
     const void *ops;            /* the kind's vtable, e.g. const gb_attn_ops *; starts with
@@ -195,6 +202,13 @@ typedef struct gb_plugin_desc {
     uint32_t dtypes;            /* GB_DTYPE_BIT() of each dtype it computes in; 0 with
                                    GB_CAPS_UNDECLARED */
     uint32_t caps;              /* GB_CAP_* bits, or GB_CAPS_UNDECLARED */
+
+    /* ---- ABI 1.8 ---- */
+    const char *families;       /* plugins of the other kinds: the device families it runs
+                                   on besides what `devices` says, by gb_device_desc.family,
+                                   comma-separated ("toy-npu", "cpu,toy-npu"); NULL or "":
+                                   `devices` alone. A device plugin leaves it NULL: its
+                                   describe() names its family */
 } gb_plugin_desc;
 
 typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
@@ -217,8 +231,8 @@ typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
 #define GB_OPTIONS(array) (array), (sizeof(array) / sizeof((array)[0]))
 
 #define GB_PLUGIN_DEFINE(kind_, name_, version_, description_, devices_, options_, ops_) \
-    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, 0u, GB_CAPS_UNDECLARED, \
-                     ops_, options_)
+    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, GB_NO_FAMILIES, 0u,   \
+                     GB_CAPS_UNDECLARED, ops_, options_)
 
 /* The same, with the capabilities declared (ABI 1.2), which `gearbox check` relies on:
  *
@@ -227,20 +241,21 @@ typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
  *                         GB_OPTIONS(adamw_options), adamw_ops); */
 #define GB_PLUGIN_DEFINE_CAPS(kind_, name_, version_, description_, devices_, dtypes_,    \
                               caps_, options_, ops_)                                      \
-    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, dtypes_, caps_, ops_, \
-                     options_)
+    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, GB_NO_FAMILIES,      \
+                     dtypes_, caps_, ops_, options_)
 
 /* Shared body of the two; the options come last because GB_OPTIONS() is two arguments. */
-#define GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, dtypes_, caps_,  \
-                         ops_, ...)                                                       \
-    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void);                   \
-    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void)                    \
-    {                                                                                     \
-        static const gb_plugin_desc desc = {                                              \
-            sizeof(gb_plugin_desc), GB_ABI_MAJOR, GB_ABI_MINOR, (kind_), (name_),         \
-            (version_), (description_), (devices_), __VA_ARGS__, &(ops_), (dtypes_),      \
-            (caps_)};                                                                     \
-        return &desc;                                                                     \
+#define GB_NO_FAMILIES ((const char *)0)
+#define GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, families_, dtypes_, \
+                         caps_, ops_, ...)                                                   \
+    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void);                      \
+    GB_PLUGIN_EXPORT const gb_plugin_desc *gearbox_plugin_entry(void)                       \
+    {                                                                                        \
+        static const gb_plugin_desc desc = {                                                 \
+            sizeof(gb_plugin_desc), GB_ABI_MAJOR, GB_ABI_MINOR, (kind_), (name_),            \
+            (version_), (description_), (devices_), __VA_ARGS__, &(ops_), (dtypes_),         \
+            (caps_), (families_)};                                                           \
+        return &desc;                                                                        \
     }
 
 /* ---- one-declaration plugin tails -----------------------------------------------------
@@ -259,20 +274,35 @@ typedef const gb_plugin_desc *(*gb_plugin_entry_fn)(void);
  * The table is named GB_PLUGIN_OPS: a device, whose context() hands its own vtable out
  * (gb_device_ctx.ops), declares `static const gb_device_ops GB_PLUGIN_OPS;` above it. */
 #define GB_PLUGIN_OPS gb_plugin_ops_
-#define GB_DEVICE_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_DEVICE, gb_device_ops, __VA_ARGS__)
-#define GB_ATTN_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_ATTN, gb_attn_ops, __VA_ARGS__)
-#define GB_OPTIM_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_OPTIM, gb_optim_ops, __VA_ARGS__)
-#define GB_PRECISION_PLUGIN(...) \
-    GB_PLUGIN_WITH_OPS_(GB_KIND_PRECISION, gb_precision_ops, __VA_ARGS__)
-#define GB_COMM_PLUGIN(...) GB_PLUGIN_WITH_OPS_(GB_KIND_COMM, gb_comm_ops, __VA_ARGS__)
+#define GB_DEVICE_PLUGIN(...) \
+    GB_PLUGIN_WITH_OPS_(GB_KIND_DEVICE, gb_device_ops, GB_NO_FAMILIES, __VA_ARGS__)
+#define GB_ATTN_PLUGIN(...) GB_ATTN_PLUGIN_FOR(GB_NO_FAMILIES, __VA_ARGS__)
+#define GB_OPTIM_PLUGIN(...) GB_OPTIM_PLUGIN_FOR(GB_NO_FAMILIES, __VA_ARGS__)
+#define GB_PRECISION_PLUGIN(...) GB_PRECISION_PLUGIN_FOR(GB_NO_FAMILIES, __VA_ARGS__)
+#define GB_COMM_PLUGIN(...) GB_COMM_PLUGIN_FOR(GB_NO_FAMILIES, __VA_ARGS__)
+
+/* The same for a plugin that names the device families it runs on (ABI 1.8,
+ * gb_plugin_desc.families), ahead of the other arguments:
+ *
+ *   GB_OPTIM_PLUGIN_FOR("toy-npu", "adamw", "1.0.0", "AdamW on the toy NPU", 0u,
+ *                       GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC, GB_NO_OPTIONS,
+ *                       .create = ..., ...); */
+#define GB_ATTN_PLUGIN_FOR(families_, ...) \
+    GB_PLUGIN_WITH_OPS_(GB_KIND_ATTN, gb_attn_ops, families_, __VA_ARGS__)
+#define GB_OPTIM_PLUGIN_FOR(families_, ...) \
+    GB_PLUGIN_WITH_OPS_(GB_KIND_OPTIM, gb_optim_ops, families_, __VA_ARGS__)
+#define GB_PRECISION_PLUGIN_FOR(families_, ...) \
+    GB_PLUGIN_WITH_OPS_(GB_KIND_PRECISION, gb_precision_ops, families_, __VA_ARGS__)
+#define GB_COMM_PLUGIN_FOR(families_, ...) \
+    GB_PLUGIN_WITH_OPS_(GB_KIND_COMM, gb_comm_ops, families_, __VA_ARGS__)
 
 /* Shared body: GB_OPTIONS() and GB_NO_OPTIONS have become two arguments by the time the
  * arguments arrive here (options_, n_options_). */
-#define GB_PLUGIN_WITH_OPS_(kind_, ops_type_, name_, version_, description_, devices_,     \
-                            dtypes_, caps_, options_, n_options_, ...)                     \
+#define GB_PLUGIN_WITH_OPS_(kind_, ops_type_, families_, name_, version_, description_,    \
+                            devices_, dtypes_, caps_, options_, n_options_, ...)           \
     static const ops_type_ GB_PLUGIN_OPS = {sizeof(ops_type_), __VA_ARGS__};               \
-    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, dtypes_, caps_,      \
-                     GB_PLUGIN_OPS, options_, n_options_)
+    GB_PLUGIN_ENTRY_(kind_, name_, version_, description_, devices_, families_, dtypes_,  \
+                     caps_, GB_PLUGIN_OPS, options_, n_options_)
 
 #ifdef __cplusplus
 }

@@ -481,6 +481,9 @@ SIZES_NOW(7, 72, 80, 64, 528, 192, 360, 56, 64, 120, 48, 32, 96, 72);
 SIZE_NOW(7, gb_device_desc, 264);
 
 /* ---- ABI 1.8 ------------------------------------------------------------------------ */
+/* 1.7's descriptor ends where 1.8 appends the device families */
+END(gb_plugin_desc, caps, 80);
+FIELD(gb_plugin_desc, families, 80);
 /* 1.7's comm vtable ends where 1.8 appends the sharded collectives */
 END(gb_comm_ops, barrier, 72);
 ENTRY(gb_comm_ops, reduce_scatter_start, 72,
@@ -513,7 +516,7 @@ FIELD(gb_optim_params, params, 8);
 FIELD(gb_optim_params, count, 16);
 FIELD(gb_optim_params, param_size, 24);
 FIELD(gb_optim_params, n, 32);
-SIZES_NOW(8, 72, 80, 64, 528, 192, 360, 56, 64, 136, 56, 32, 96, 88);
+SIZES_NOW(8, 72, 88, 64, 528, 192, 360, 56, 64, 136, 56, 32, 96, 88);
 SIZE_NOW(8, gb_device_desc, 264);
 SIZE_NOW(8, gb_optim_param, 48);
 SIZE_NOW(8, gb_optim_params, 40);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs gearbox into a temporary prefix and checks what an installed gearbox offers:
-# the binary, the public headers, our plugins in libdir/gearbox/plugins, gearbox-plugin.pc
+# the binary, the public headers and the plugin toolkit (gearbox/toolkit, which lion
+# includes), our plugins in libdir/gearbox/plugins, gearbox-plugin.pc
 # (headers and pluginsdir, no libraries), and a gearbox that finds its plugins with no
 # environment at all. Then examples/plugins/lion, copied out of the source tree, is built
 # against the prefix with pkg-config alone, passes `gearbox test-plugin`, trains 20 steps
@@ -30,10 +31,11 @@ step "install" meson install -C "$WORK/build"
 GEARBOX=$PREFIX/bin/gearbox
 
 [ -x "$GEARBOX" ] && pass "bin/gearbox" || fail "no $GEARBOX"
-for h in plugin tensor device attn optim precision comm engine engine/run engine/train; do
+for h in plugin tensor device attn optim precision comm engine engine/run engine/train \
+    toolkit/instance toolkit/attn_checks toolkit/optim_checks toolkit/comm_checks; do
     [ -f "$PREFIX/include/gearbox/$h.h" ] || fail "include/gearbox/$h.h not installed"
 done
-pass "the public headers in include/gearbox"
+pass "the public headers and the plugin toolkit in include/gearbox"
 
 pc_dir=$(dirname "$(find "$PREFIX" -name gearbox-plugin.pc | head -n 1)")
 export PKG_CONFIG_PATH=$pc_dir

@@ -3,7 +3,8 @@
  *
  * The files come from the templates compiled into the binary (tools/scaffold/): a
  * meson.build that finds gearbox with pkg-config, NAME.c with every entry of the kind's
- * vtable stubbed to answer GB_ERR_UNSUPPORTED, and a README. With --cuda (attention and
+ * vtable stubbed to answer GB_ERR_UNSUPPORTED (the instance, but a device's, made by the
+ * plugin toolkit, gearbox/toolkit/instance.h), and a README. With --cuda (attention and
  * optimizers, the kinds that run kernels on the device gearbox gives them) NAME.cu is
  * compiled by nvcc, checks for the cuda device and a GPU in create() and keeps the
  * device's stream, beside cuda_status.h. The module is named as the loader looks for it
@@ -31,7 +32,9 @@ const gb_cli_spec gb_cli_new_plugin_spec = {
         "  DIR/meson.build   builds KIND-NAME-cpu.so (device-NAME.so for a device) against\n"
         "                    gearbox's headers, found with pkg-config (gearbox-plugin)\n"
         "  DIR/NAME.c        every entry of the KIND vtable, each a stub that answers\n"
-        "                    GB_ERR_UNSUPPORTED with a \"TODO\" message\n"
+        "                    GB_ERR_UNSUPPORTED with a \"TODO\" message; besides a\n"
+        "                    device, its instance starts with the plugin toolkit's\n"
+        "                    gb_plugin_instance (gearbox/toolkit/instance.h)\n"
         "  DIR/README.md     how to build it, list it, check it and select it in a config\n"
         "KIND is device, attn, optim, precision or comm; NAME is lower_snake_case (what\n"
         "`[KIND] plugin = NAME` will select). DIR must not exist or be empty; its parent must\n"

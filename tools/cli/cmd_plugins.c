@@ -36,8 +36,8 @@ static void print_option(const gb_option *o)
 static void show(const gb_plugin *p)
 {
     const gb_plugin_desc *d = p->desc;
-    char devices[32];
-    gb_device_list(d->devices, devices, sizeof devices);
+    char devices[96];
+    gb_plugin_devices(d, devices, sizeof devices);
     printf("%s/%s %s\n  %s\n", gb_kind_name(d->kind), d->name, d->version, d->description);
     printf("  file:    %s\n  devices: %s\n  ABI:     %u.%u\n", p->path, devices, d->abi_major,
            d->abi_minor);
@@ -98,7 +98,10 @@ static int shadowed(const gb_plugin **all, int i)
 {
     for (int j = 0; j < i; j++)
         if (all[j]->desc->kind == all[i]->desc->kind &&
-            (all[j]->desc->devices & all[i]->desc->devices) &&
+            ((all[j]->desc->devices & all[i]->desc->devices) ||
+             (*gb_plugin_families(all[i]->desc) &&
+              strcmp(gb_plugin_families(all[j]->desc), gb_plugin_families(all[i]->desc)) ==
+                  0)) &&
             strcmp(all[j]->desc->name, all[i]->desc->name) == 0)
             return 1;
     return 0;
@@ -107,13 +110,13 @@ static int shadowed(const gb_plugin **all, int i)
 void gb_cli_list_plugins(const gb_plugin **all, int n, const char *indent, int header)
 {
     static const char *const titles[4] = {"KIND", "NAME", "VERSION", "DEVICES"};
-    char (*devices)[32] = calloc((size_t)n + 1, sizeof *devices);
+    char (*devices)[96] = calloc((size_t)n + 1, sizeof *devices);
     int width[4] = {0};
     for (int c = 0; header && c < 4; c++)
         width[c] = (int)strlen(titles[c]);
     for (int i = 0; devices && i < n; i++) {
         const gb_plugin_desc *d = all[i]->desc;
-        gb_device_list(d->devices, devices[i], sizeof devices[i]);
+        gb_plugin_devices(d, devices[i], sizeof devices[i]);
         const char *cells[4] = {gb_kind_name(d->kind), d->name, d->version, devices[i]};
         for (int c = 0; c < 4; c++)
             if ((int)strlen(cells[c]) > width[c])

@@ -24,6 +24,21 @@ static int is_snake_case(const char *s)
     return s[strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_")] == '\0';
 }
 
+
+/* Whether `base` is <kind>-<name>-<family>.so for a family the plugin names (ABI 1.8),
+ * which the loader finds on a device of that family. */
+static int family_file(const gb_plugin_desc *d, const char *kind, const char *base)
+{
+    const char *family = gb_plugin_families(d);
+    for (size_t len; *family; family += len + (family[len] == ',')) {
+        len = strcspn(family, ",");
+        char file[200];
+        snprintf(file, sizeof file, "%s-%s-%.*s.so", kind, d->name, (int)len, family);
+        if (strcmp(base, file) == 0)
+            return 1;
+    }
+    return 0;
+}
 /* The loader finds `[kind] plugin = NAME` by file name alone (loader.h), so a file named
  * otherwise can only be given by path. */
 static void check_file_name(gb_kit *kit)
@@ -52,7 +67,7 @@ static void check_file_name(gb_kit *kit)
         snprintf(wanted[n++], sizeof wanted[0], "%s-%s.so", kind, d->name);
     }
     for (int i = 0; i < n; i++)
-        if (strcmp(base, wanted[i]) == 0) {
+        if (strcmp(base, wanted[i]) == 0 || family_file(d, kind, base)) {
             gb_kit_report(kit, check, GB_KIT_PASS, "[%s] plugin = %s finds %s", kind, d->name,
                           base);
             return;
@@ -154,13 +169,13 @@ static int match_device(gb_kit *kit, const gb_plugin *dev, const char *name, con
         st = kit->dev->describe(&kit->device.inst.host, &desc);
     else
         gb_device_describe_fixed(dev->desc->devices, &desc);
-    uint32_t devices = kit->plugin->desc->devices;
-    if (st == GB_OK && (devices & gb_device_match_bits(dev->desc->devices, &desc))) {
+    if (st == GB_OK && gb_plugin_runs_on(kit->plugin->desc, desc.family,
+                                         gb_device_match_bits(dev->desc->devices, &desc))) {
         kit->ctx.memory = desc.memory;
         return 0;
     }
-    char list[32];
-    gb_device_list(devices, list, sizeof list);
+    char list[96];
+    gb_plugin_devices(kit->plugin->desc, list, sizeof list);
     if (st != GB_OK)
         gb_kit_report_call(kit, check, &kit->device, "describe", st);
     else
@@ -181,8 +196,13 @@ static int start_device(gb_kit *kit, const char *name)
     /* a plugin for another device, checked where that device's plugin is not installed,
      * is as untestable here as one whose device has no hardware here */
     int chosen = name != NULL;
+    char family[64];  /* a plugin for families alone: the device named like the first */
+    snprintf(family, sizeof family, "%.*s", (int)strcspn(gb_plugin_families(p->desc), ","),
+             gb_plugin_families(p->desc));
     if (!name)
-        name = gb_device_name(devices & GB_DEVICE_CPU ? GB_DEVICE_CPU : devices);
+        name = devices || !family[0]
+                   ? gb_device_name(devices & GB_DEVICE_CPU ? GB_DEVICE_CPU : devices)
+                   : family;
     if (p->desc->kind != GB_KIND_DEVICE) {
         gb_diag diag = {0};
         p = gb_loader_find(kit->loader, GB_KIND_DEVICE, name, 0, &diag);
@@ -240,8 +260,8 @@ int gb_conformance_run(gb_loader *loader, const char *path, const char *device_n
         gb_diag_clear(&diag);
     } else {
         const gb_plugin_desc *d = kit.plugin->desc;
-        char devices[32];
-        gb_device_list(d->devices, devices, sizeof devices);
+        char devices[96];
+        gb_plugin_devices(d, devices, sizeof devices);
         gb_kit_report(&kit, "load: descriptor, ABI, vtable", GB_KIT_PASS,
                       "%s/%s %s for %s, ABI %u.%u", gb_kind_name(d->kind), d->name, d->version,
                       devices, d->abi_major, d->abi_minor);

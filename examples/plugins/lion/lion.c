@@ -11,7 +11,10 @@
  * in the order lion-pytorch applies them. g is the gradient with the loss scale removed
  * and global-norm clipping applied, as gearbox/optim.h defines them. Every element is
  * independent and the loop has a static OpenMP schedule on at most host->num_threads
- * threads, so results are bit-identical for any thread count.
+ * threads, so results are bit-identical for any thread count. The instance starts with
+ * the toolkit's gb_plugin_instance (gearbox/toolkit/instance.h) and the step's arguments
+ * are checked by the toolkit's gb_optim_step_args_valid (gearbox/toolkit/optim_checks.h),
+ * as in gearbox's own plugins.
  *
  * State: m (n) f32, zeroed by the core before step 1, plain data it saves in checkpoints.
  * Deliberately left out: the low-precision parameter copy (a step with params_lowp set is
@@ -20,9 +23,11 @@
 #include <math.h>
 
 #include "gearbox/optim.h"
+#include "gearbox/toolkit/instance.h"
+#include "gearbox/toolkit/optim_checks.h"
 
 typedef struct lion {
-    const gb_host *host;
+    gb_plugin_instance base;   /* the host and the device (gearbox/toolkit/instance.h) */
     float beta1, beta2, weight_decay;
     int threads;
 } lion;
@@ -46,51 +51,21 @@ static gb_status lion_create(const gb_host *host, const gb_value *options,
         host->set_error(host, "lion runs on the CPU device only");
         return GB_ERR_UNSUPPORTED;
     }
-    lion *l = host->alloc(host, sizeof *l);
-    if (!l) {
-        host->set_error(host, "out of memory");
-        return GB_ERR_NO_MEMORY;
-    }
-    *l = (lion){
-        .host = host,
-        .beta1 = (float)options[OPT_BETA1].f,
-        .beta2 = (float)options[OPT_BETA2].f,
-        .weight_decay = (float)options[OPT_WEIGHT_DECAY].f,
-        .threads = host->num_threads > 0 ? host->num_threads : 1,
-    };
-    *self = l;
+    gb_status st = gb_plugin_instance_new(host, device, "optim/lion", sizeof(lion), self);
+    if (st != GB_OK)
+        return st;
+    lion *l = *self;
+    l->beta1 = (float)options[OPT_BETA1].f;
+    l->beta2 = (float)options[OPT_BETA2].f;
+    l->weight_decay = (float)options[OPT_WEIGHT_DECAY].f;
+    l->threads = host->num_threads > 0 ? host->num_threads : 1;
     return GB_OK;
-}
-
-static void lion_destroy(void *self)
-{
-    lion *l = self;
-    l->host->free(l->host, l);
 }
 
 static size_t lion_state_bytes(void *self, int64_t n)
 {
     (void)self;
     return n > 0 ? sizeof(float) * (size_t)n : 0;
-}
-
-static int args_valid(const lion *l, const gb_optim_step_args *args)
-{
-    if (args->struct_size < sizeof *args) {
-        l->host->set_error(l->host, "step arguments of %zu bytes, older than this plugin's "
-                           "ABI %d.%d", args->struct_size, GB_ABI_MAJOR, GB_ABI_MINOR);
-        return 0;
-    }
-    for (int64_t k = 0; k < args->n_groups; k++) {
-        const gb_param_group *g = &args->groups[k];
-        if (g->offset < 0 || g->count < 0 || g->offset + g->count > args->n) {
-            l->host->set_error(l->host, "group %lld [%lld, +%lld) lies outside [0, %lld)",
-                               (long long)k, (long long)g->offset, (long long)g->count,
-                               (long long)args->n);
-            return 0;
-        }
-    }
-    return 1;
 }
 
 /* The factor that removes the loss scale and clips to the global norm (optim.h). */
@@ -122,11 +97,11 @@ static void update_group(const lion *l, float *p, float *m, const float *grad, i
 static gb_status lion_step(void *self, const gb_optim_step_args *args)
 {
     const lion *l = self;
-    if (!args_valid(l, args))
+    if (!gb_optim_step_args_valid(l->base.host, args))
         return GB_ERR_INVALID_ARG;
     if (args->params_lowp) {
-        l->host->set_error(l->host, "lion keeps no low-precision parameter copy; use a "
-                           "precision policy without master weights");
+        l->base.host->set_error(l->base.host, "lion keeps no low-precision parameter copy; use "
+                                "a precision policy without master weights");
         return GB_ERR_UNSUPPORTED;
     }
     float g_scale = grad_scale(args);
@@ -144,5 +119,5 @@ GB_OPTIM_PLUGIN("lion", "1.0.0",
                 "Lion (Chen et al. 2023): sign of an interpolated moment; 4 bytes of state "
                 "per parameter",
                 GB_DEVICE_CPU, 0u, GB_CAPS_UNDECLARED, GB_OPTIONS(lion_options),
-                .create = lion_create, .destroy = lion_destroy, .state_bytes = lion_state_bytes,
-                .step = lion_step)
+                .create = lion_create, .destroy = gb_plugin_instance_destroy,
+                .state_bytes = lion_state_bytes, .step = lion_step)

@@ -56,14 +56,24 @@ const gb_plugin *gb_loader_find(gb_loader *loader, gb_kind kind, const char *nam
 
 /* The same for a device described as data (ABI 1.6): plugin files for it are named
  * <kind>-<name>-<family>.so; `device` is what plugins' `devices` bits are matched against
- * (gb_device_match_bits). Where neither file name is found and the device's buffers are
- * host memory, a `<kind>-<name>-*.so` declaring GB_DEVICE_ANY_HOST is taken. */
+ * (gb_device_match_bits), `family` what their families are (ABI 1.8). Where neither file
+ * name is found, the first `<kind>-<name>-*.so` that runs on the device is taken (so a
+ * GB_DEVICE_ANY_HOST plugin serves a host-memory device of any family); a plugin that
+ * does not run there is refused, naming its families and the device's. */
 const gb_plugin *gb_loader_find_for(gb_loader *loader, gb_kind kind, const char *name,
                                     const char *family, uint32_t device, gb_diag *diag);
 
 /* What plugins' `devices` bits are matched against for a device: its own fixed bits, and
  * GB_DEVICE_ANY_HOST when its buffers are host memory. */
 uint32_t gb_device_match_bits(uint32_t device_bits, const gb_device_desc *device);
+/* Whether a plugin runs on the device of `family` whose match bits are `device_bits`: by
+ * its bits, or (ABI 1.8) by naming the family in its families. */
+int gb_plugin_runs_on(const gb_plugin_desc *desc, const char *family, uint32_t device_bits);
+/* The families a plugin names (ABI 1.8), ','-separated; "" for none or an older plugin. */
+const char *gb_plugin_families(const gb_plugin_desc *desc);
+/* Writes where a plugin runs, for lists and messages: its bits' names (gb_device_list)
+ * and the families it names, ','-separated. */
+void gb_plugin_devices(const gb_plugin_desc *desc, char *buf, size_t cap);
 /* What a device built before ABI 1.6 says of itself, from its fixed bit (docs/abi.md). */
 void gb_device_describe_fixed(uint32_t device_bits, gb_device_desc *out);
 /* A copy of a plugin's vtable holding exactly the entries its ABI minor has (zero beyond,

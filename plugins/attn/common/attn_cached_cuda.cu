@@ -90,13 +90,13 @@ static __global__ void attn_cached_kernel(attn_cached_view out, attn_cached_view
     }
 }
 
-gb_status attn_cuda_forward_cached(const gb_instance *a, const char *plugin,
-                                   attn_eligible_fn eligible, const gb_attn_problem *p,
+gb_status attn_cuda_forward_cached(const gb_plugin_instance *a, const char *plugin,
+                                   gb_attn_eligible_fn eligible, const gb_attn_problem *p,
                                    int64_t past, gb_tensor out, gb_tensor q, gb_tensor k,
                                    gb_tensor v, gb_tensor k_cache, gb_tensor v_cache)
 {
     const gb_tensor *views[] = {&out, &q, &k, &v, &k_cache, &v_cache};
-    gb_status st = attn_check_cached_call(a, plugin, eligible, p, past, views);
+    gb_status st = gb_attn_check_cached_call(a, plugin, eligible, p, past, views);
     if (st != GB_OK)
         return st;
     const gb_host *host = a->host; /* GB_CUDA_CHECK_LAUNCH reports through it */

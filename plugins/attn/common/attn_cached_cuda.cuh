@@ -9,14 +9,14 @@
 
 #include <stdint.h>
 
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "gearbox/attn.h"
 
 /* forward_cached for a CUDA plugin whose instance is `a`: the checks of attn_checks.h with
  * the plugin's own eligible(), then attn_cached_cuda.cu's two kernels on the device's
  * stream, each launch checked. */
-gb_status attn_cuda_forward_cached(const gb_instance *a, const char *plugin,
-                                   attn_eligible_fn eligible, const gb_attn_problem *p,
+gb_status attn_cuda_forward_cached(const gb_plugin_instance *a, const char *plugin,
+                                   gb_attn_eligible_fn eligible, const gb_attn_problem *p,
                                    int64_t past, gb_tensor out, gb_tensor q, gb_tensor k,
                                    gb_tensor v, gb_tensor k_cache, gb_tensor v_cache);
 

@@ -3,7 +3,7 @@
  * each direction.
  *
  * An instance starts with an attn_cpu (its own fields follow): create() takes it from
- * attn_cpu_create(), and the ops table points destroy at gb_instance_destroy and
+ * attn_cpu_create(), and the ops table points destroy at gb_plugin_instance_destroy and
  * eligible, forward, backward and forward_cached at the functions below. Each refuses
  * what eligible() would, then queues its compute on the device's stream
  * (gb_device_run_host) with the problem and every view copied, and return without
@@ -32,7 +32,7 @@ typedef struct attn_cpu_kind {
 
 /* The head of every CPU attention instance. */
 typedef struct attn_cpu {
-    gb_instance base;
+    gb_plugin_instance base;
     const attn_cpu_kind *kind;
     int threads;                 /* host->num_threads, at least 1: one set of tiles each */
 } attn_cpu;
@@ -60,11 +60,11 @@ static inline gb_status attn_cpu_create(const gb_host *host, const gb_device_ctx
                         kind->plugin);
         return GB_ERR_UNSUPPORTED;
     }
-    gb_status status = gb_instance_new(host, device, kind->plugin, bytes, self);
+    gb_status status = gb_plugin_instance_new(host, device, kind->plugin, bytes, self);
     if (status != GB_OK)
         return status;
     attn_cpu *a = *self;
-    const gb_instance base = a->base;
+    const gb_plugin_instance base = a->base;
     memcpy(a, init, bytes);
     a->base = base;
     a->kind = kind;
@@ -129,8 +129,8 @@ static inline gb_status attn_cpu_queue(attn_cpu *a, const char *direction, attn_
                                        const char *const *names, const gb_tensor *const *views,
                                        int n)
 {
-    gb_status status = attn_check_eligible_call(&a->base, a->kind->plugin, direction,
-                                                attn_cpu_eligible, &call->p, names, views, n);
+    gb_status status = gb_attn_check_eligible_call(&a->base, a->kind->plugin, direction,
+                                                   attn_cpu_eligible, &call->p, names, views, n);
     if (status != GB_OK)
         return status;
     return gb_device_run_host(&a->base.device, attn_cpu_run, call, sizeof *call);
@@ -172,8 +172,8 @@ static inline gb_status attn_cpu_forward_cached(void *self, const gb_attn_proble
 {
     attn_cpu *a = self;
     const gb_tensor *views[] = {&out, &q, &k, &v, &k_cache, &v_cache};
-    gb_status status = attn_check_cached_call(&a->base, a->kind->plugin, attn_cpu_eligible, p,
-                                              past, views);
+    gb_status status = gb_attn_check_cached_call(&a->base, a->kind->plugin, attn_cpu_eligible, p,
+                                                 past, views);
     if (status != GB_OK)
         return status;
     attn_cached_call call = {.p = *p, .past = past, .out = out, .q = q, .k = k, .v = v,

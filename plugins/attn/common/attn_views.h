@@ -1,7 +1,7 @@
 /* What the CPU attention plugins (attn/math, attn/mem_efficient, attn/flash) share: the
- * problem and view checks of attn_checks.h (which the CUDA plugins share too), row
- * addressing of a (B, H, T, D) view, and the copies
- * between a view's rows and the packed tiles the kernels of cpu_kernels.h multiply
+ * problem and view checks of the toolkit's gearbox/toolkit/attn_checks.h (which the CUDA
+ * plugins share too), row addressing of a (B, H, T, D) view, and the copies between a
+ * view's rows and the packed tiles the kernels of cpu_kernels.h multiply
  * (kernels/cpu/). Header-only, in plugins/attn/common/ like the other kinds' shared code.
  *
  * Views may have any strides as long as head_dim is contiguous (stride[3] == 1), which
@@ -16,7 +16,7 @@
 
 #include <string.h>
 
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "dtype_rows.h"
 #include "gearbox/attn.h"
 #include "omp_team.h"
@@ -26,7 +26,7 @@
 static inline int attn_problem_ok(const char *plugin, const gb_attn_problem *p, char *reason,
                                   size_t reason_cap)
 {
-    return attn_problem_ok_on(plugin, "cpu", p, reason, reason_cap);
+    return gb_attn_problem_ok_on(plugin, "cpu", p, reason, reason_cap);
 }
 
 /* n rounded up to a multiple of `to`. */

@@ -42,7 +42,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "cuda_status.h"
 #include "sdpa_shapes.h"
 #include "gearbox/attn.h"
@@ -85,7 +85,7 @@ typedef struct plan {
 } plan;
 
 typedef struct attn_cudnn {
-    gb_instance base;     /* base.device: its GPU and its stream */
+    gb_plugin_instance base;     /* base.device: its GPU and its stream */
     cudnnHandle_t handle;
     sdpa_env env;
     plan plans[PLAN_CACHE];
@@ -780,14 +780,14 @@ static void cudnn_destroy(void *self)
         plan_release(&a->plans[i]);
     if (a->handle)
         cudnnDestroy(a->handle);
-    gb_instance_destroy(a);
+    gb_plugin_instance_destroy(a);
 }
 
 static gb_status cudnn_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status st = attn_cuda_instance_new(host, device, PLUGIN, sizeof(attn_cudnn), self);
+    gb_status st = gb_attn_cuda_instance_new(host, device, PLUGIN, sizeof(attn_cudnn), self);
     if (st != GB_OK)
         return st;
     attn_cudnn *a = (attn_cudnn *)*self;
@@ -827,7 +827,7 @@ static gb_status check_call(const attn_cudnn *a, const char *call, const gb_attn
     const gb_host *host = a->base.host;
     char reason[256];
     int ok = sdpa_eligible(&a->env, p, reason, sizeof reason);
-    gb_status st = attn_check_call(host, PLUGIN, call, ok, reason, p, names, views, n);
+    gb_status st = gb_attn_check_call(host, PLUGIN, call, ok, reason, p, names, views, n);
     for (int i = 0; i < n && st == GB_OK; i++)
         if (!sdpa_view_aligned(views[i], names[i], reason, sizeof reason)) {
             host->set_error(host, "%s: %s", call, reason);

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "gearbox/attn.h"
 
 #define SDPA_PLUGIN "attn/cudnn"
@@ -74,7 +74,7 @@ static inline int sdpa_eligible(const sdpa_env *env, const gb_attn_problem *p, c
                                 size_t cap)
 {
     char have[32];
-    if (!attn_problem_ok_on(SDPA_PLUGIN, "cuda", p, reason, cap))
+    if (!gb_attn_problem_ok_on(SDPA_PLUGIN, "cuda", p, reason, cap))
         return 0;
     sdpa_version_text(env->cudnn_version, have, sizeof have);
     if (p->dtype == GB_F32)

@@ -49,7 +49,7 @@
 
 #include "act.cuh"
 #include "attn_cached_cuda.cuh"
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "attn_flash_math.h"
 #include "cuda_status.h"
 #include "warp.cuh"
@@ -64,7 +64,7 @@
 namespace wmma = nvcuda::wmma;
 
 typedef struct attn_flash_cuda {
-    gb_instance base;     /* base.device: its stream */
+    gb_plugin_instance base;     /* base.device: its stream */
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
 } attn_flash_cuda;
 
@@ -860,7 +860,7 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status st = attn_require_cuda(host, PLUGIN, device);
+    gb_status st = gb_attn_require_cuda(host, PLUGIN, device);
     if (st != GB_OK)
         return st;
     int limit = 0;
@@ -872,7 +872,7 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
                         (int)device->ordinal, cudaGetErrorString(err), cudaGetErrorName(err));
         return GB_ERR_DEVICE;
     }
-    st = gb_instance_new(host, device, PLUGIN, sizeof(attn_flash_cuda), self);
+    st = gb_plugin_instance_new(host, device, PLUGIN, sizeof(attn_flash_cuda), self);
     if (st == GB_OK)
         ((attn_flash_cuda *)*self)->shared_limit = limit;
     return st;
@@ -881,7 +881,7 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
 static int flash_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
 {
     const attn_flash_cuda *f = (const attn_flash_cuda *)self;
-    if (!attn_problem_ok_on(PLUGIN, "cuda", p, reason, reason_cap))
+    if (!gb_attn_problem_ok_on(PLUGIN, "cuda", p, reason, reason_cap))
         return 0;
     if (p->head_dim > MAX_HEAD_DIM) {
         snprintf(reason, reason_cap, PLUGIN " on cuda supports head_dim up to %d (tiles of 32, "
@@ -941,8 +941,8 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
     const gb_host *host = f->base.host;
     const char *names[] = {"out", "q", "k", "v"};
     const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status st = attn_check_eligible_call(&f->base, PLUGIN, "forward", flash_eligible, p,
-                                            names, views, 4);
+    gb_status st = gb_attn_check_eligible_call(&f->base, PLUGIN, "forward", flash_eligible, p,
+                                               names, views, 4);
     if (st != GB_OK)
         return st;
     cudaStream_t stream = (cudaStream_t)f->base.device.stream;
@@ -966,7 +966,7 @@ static gb_status flash_forward_cached(void *self, const gb_attn_problem *p, int6
                                       gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v,
                                       gb_tensor k_cache, gb_tensor v_cache)
 {
-    const gb_instance *a = (const gb_instance *)self;
+    const gb_plugin_instance *a = (const gb_plugin_instance *)self;
     return attn_cuda_forward_cached(a, PLUGIN, flash_eligible, p, past, out, q, k, v, k_cache,
                                     v_cache);
 }
@@ -979,8 +979,8 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     const gb_host *host = f->base.host;
     const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v", "out"};
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v, &out};
-    gb_status st = attn_check_eligible_call(&f->base, PLUGIN, "backward", flash_eligible, p,
-                                            names, views, 8);
+    gb_status st = gb_attn_check_eligible_call(&f->base, PLUGIN, "backward", flash_eligible, p,
+                                               names, views, 8);
     if (st != GB_OK)
         return st;
     cudaStream_t stream = (cudaStream_t)f->base.device.stream;
@@ -1017,7 +1017,7 @@ GB_ATTN_PLUGIN("flash", "1.1.0",
                "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
                "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                "bf16, f16",
-               GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, flash_create, gb_instance_destroy, flash_eligible, flash_memory,
-               flash_forward, flash_backward, flash_forward_cached)
+               GB_DEVICE_CUDA, GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_NO_OPTIONS, flash_create, gb_plugin_instance_destroy, flash_eligible,
+               flash_memory, flash_forward, flash_backward, flash_forward_cached)
 }

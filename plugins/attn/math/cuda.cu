@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "attn_cached_cuda.cuh"
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "cuda_status.h"
 #include "warp.cuh"
 #include "gearbox/attn.h"
@@ -44,7 +44,7 @@
 /* Rows of the softmax kernels per block of 32 * ROWS_PER_BLOCK threads: one warp each. */
 #define ROWS_PER_BLOCK 8
 
-typedef gb_instance attn_math_cuda;   /* device: its GEMMs and its stream */
+typedef gb_plugin_instance attn_math_cuda;   /* device: its GEMMs and its stream */
 
 /* ---- kernels ------------------------------------------------------------------------- */
 
@@ -216,7 +216,7 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
                              const gb_device_ctx *device, void **self)
 {
     (void)options;
-    gb_status st = attn_require_cuda(host, PLUGIN, device);
+    gb_status st = gb_attn_require_cuda(host, PLUGIN, device);
     if (st != GB_OK)
         return st;
     if (device->struct_size < offsetof(gb_device_ctx, caps) + sizeof device->caps ||
@@ -226,13 +226,13 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
                               "(GB_CAP_MATMUL_BATCHED, device ABI 1.2)");
         return GB_ERR_UNSUPPORTED;
     }
-    return gb_instance_new(host, device, PLUGIN, sizeof(attn_math_cuda), self);
+    return gb_plugin_instance_new(host, device, PLUGIN, sizeof(attn_math_cuda), self);
 }
 
 static int math_eligible(void *self, const gb_attn_problem *p, char *reason, size_t reason_cap)
 {
     (void)self;
-    return attn_problem_ok_on(PLUGIN, "cuda", p, reason, reason_cap);
+    return gb_attn_problem_ok_on(PLUGIN, "cuda", p, reason, reason_cap);
 }
 
 /* Elements of one (B, H, T, T) tensor. */
@@ -267,8 +267,8 @@ static gb_status math_forward(void *self, const gb_attn_problem *p, gb_tensor ou
     const gb_host *host = attn->host;
     const char *names[] = {"out", "q", "k", "v"};
     const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status st = attn_check_eligible_call(attn, PLUGIN, "forward", math_eligible, p, names,
-                                            views, 4);
+    gb_status st = gb_attn_check_eligible_call(attn, PLUGIN, "forward", math_eligible, p, names,
+                                               views, 4);
     if (st != GB_OK)
         return st;
     const int64_t T = p->seq_len, D = p->head_dim, rows = p->batch * p->heads * T;
@@ -297,8 +297,8 @@ static gb_status math_backward(void *self, const gb_attn_problem *p, gb_tensor d
     const gb_host *host = attn->host;
     const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
-    gb_status st = attn_check_eligible_call(attn, PLUGIN, "backward", math_eligible, p,
-                                            names, views, 7);
+    gb_status st = gb_attn_check_eligible_call(attn, PLUGIN, "backward", math_eligible, p,
+                                               names, views, 7);
     if (st != GB_OK)
         return st;
     const int64_t T = p->seq_len, D = p->head_dim, rows = p->batch * p->heads * T;
@@ -340,7 +340,7 @@ static gb_status math_forward_cached(void *self, const gb_attn_problem *p, int64
                                      gb_tensor out, gb_tensor q, gb_tensor k, gb_tensor v,
                                      gb_tensor k_cache, gb_tensor v_cache)
 {
-    const gb_instance *a = (const attn_math_cuda *)self;
+    const gb_plugin_instance *a = (const attn_math_cuda *)self;
     return attn_cuda_forward_cached(a, PLUGIN, math_eligible, p, past, out, q, k, v, k_cache,
                                     v_cache);
 }
@@ -348,8 +348,8 @@ static gb_status math_forward_cached(void *self, const gb_attn_problem *p, int64
 GB_ATTN_PLUGIN("math", "1.0.0",
                "materialises the T x T probabilities; batched GEMMs through the device "
                "and a softmax kernel; f32, bf16, f16",
-               GB_DEVICE_CUDA, ATTN_DTYPES,
+               GB_DEVICE_CUDA, GB_ATTN_DTYPES,
                GB_CAP_DETERMINISTIC | GB_CAP_TF32 | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
-               math_create, gb_instance_destroy, math_eligible, math_memory, math_forward,
+               math_create, gb_plugin_instance_destroy, math_eligible, math_memory, math_forward,
                math_backward, math_forward_cached)
 }

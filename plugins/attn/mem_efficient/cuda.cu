@@ -15,7 +15,7 @@
  */
 #include <stdio.h>
 
-#include "attn_checks.h"
+#include "gearbox/toolkit/attn_checks.h"
 #include "gearbox/attn.h"
 
 #define PLUGIN "attn/mem_efficient"
@@ -27,7 +27,7 @@ static gb_status mem_efficient_create(const gb_host *host, const gb_value *optio
                                       const gb_device_ctx *device, void **self)
 {
     (void)options;
-    return attn_cuda_instance_new(host, device, PLUGIN, sizeof(gb_instance), self);
+    return gb_attn_cuda_instance_new(host, device, PLUGIN, sizeof(gb_plugin_instance), self);
 }
 
 static int mem_efficient_eligible(void *self, const gb_attn_problem *p, char *reason,
@@ -51,7 +51,7 @@ static gb_status mem_efficient_memory(void *self, const gb_attn_problem *p, size
 
 static gb_status refuse(void *self, const char *call)
 {
-    const gb_instance *attn = (const gb_instance *)self;
+    const gb_plugin_instance *attn = (const gb_plugin_instance *)self;
     attn->host->set_error(attn->host, "%s: %s", call, REFUSAL);
     return GB_ERR_UNSUPPORTED;
 }
@@ -79,8 +79,8 @@ extern "C" {
 GB_ATTN_PLUGIN("mem_efficient", "1.1.0",
                "refuses every problem on cuda (it cannot beat attn/math at any T): "
                "use attn/flash or attn/cudnn",
-               GB_DEVICE_CUDA, ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, mem_efficient_create, gb_instance_destroy,
+               GB_DEVICE_CUDA, GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
+               GB_NO_OPTIONS, mem_efficient_create, gb_plugin_instance_destroy,
                mem_efficient_eligible, mem_efficient_memory, mem_efficient_forward,
                mem_efficient_backward, NULL)
 }

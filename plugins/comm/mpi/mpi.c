@@ -55,7 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_checks.h"
+#include "gearbox/toolkit/comm_checks.h"
 #include "gearbox/comm.h"
 
 enum { OPT_TIMEOUT_S };
@@ -624,7 +624,7 @@ static gb_status check_all_reduce(mpi_comm *m, const void *buf, int64_t count, g
                                   gb_reduce_op op, const gb_comm_request *request)
 {
     const gb_host *host = m->host;
-    gb_status st = comm_check_all_reduce(host, buf, count, dtype, op, request);
+    gb_status st = gb_comm_check_all_reduce(host, buf, count, dtype, op, request);
     if (st != GB_OK)
         return st;
     if (dtype != GB_F32 && dtype != GB_I32) {
@@ -641,7 +641,7 @@ static gb_status check_all_reduce(mpi_comm *m, const void *buf, int64_t count, g
                               "reduce in smaller buckets", (long long)count, INT_MAX);
         return GB_ERR_UNSUPPORTED;
     }
-    return comm_check_room(host, m->n_pending);
+    return gb_comm_check_room(host, m->n_pending);
 }
 
 /* ---- queued parts (comm.h "Ordering": in stream order on the compute stream) ---- */
@@ -902,7 +902,7 @@ static gb_status mpi_broadcast(void *self, void *buf, size_t bytes, int root)
     mpi_comm *m = self;
     if (m->failed)
         return refuse_after_failure(m);
-    gb_status st = comm_check_broadcast(m->host, buf, bytes, root, m->world);
+    gb_status st = gb_comm_check_broadcast(m->host, buf, bytes, root, m->world);
     if (st != GB_OK)
         return st;
     queued_collective q = {.m = m, .buf = buf, .count = (int64_t)bytes, .root = root};
@@ -915,7 +915,7 @@ static gb_status mpi_all_gather(void *self, const void *send, void *recv, int64_
     mpi_comm *m = self;
     if (m->failed)
         return refuse_after_failure(m);
-    gb_status st = comm_check_all_gather(m->host, send, recv, send_count, dtype);
+    gb_status st = gb_comm_check_all_gather(m->host, send, recv, send_count, dtype);
     if (st != GB_OK)
         return st;
     size_t bytes = (size_t)send_count * gb_dtype_size(dtype);

@@ -50,7 +50,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm_checks.h"
+#include "gearbox/toolkit/comm_checks.h"
 #include "cuda_status.h"
 #include "gearbox/comm.h"
 #include "launch.h"
@@ -685,7 +685,7 @@ static gb_status check_all_reduce(nccl_comm *s, const void *buf, int64_t count, 
                                   ncclDataType_t *type)
 {
     const gb_host *host = s->host;
-    gb_status st = comm_check_all_reduce(host, buf, count, dtype, op, request);
+    gb_status st = gb_comm_check_all_reduce(host, buf, count, dtype, op, request);
     if (st != GB_OK)
         return st;
     if (!nccl_type_of(dtype, type)) {
@@ -693,7 +693,7 @@ static gb_status check_all_reduce(nccl_comm *s, const void *buf, int64_t count, 
                         "i32 are supported)", gb_dtype_name(dtype));
         return GB_ERR_UNSUPPORTED;
     }
-    return comm_check_room(host, s->n_inflight);
+    return gb_comm_check_room(host, s->n_inflight);
 }
 
 /* One collective's buffers and NCCL arguments, as the queueing below takes them. */
@@ -814,7 +814,7 @@ static gb_status nccl_all_reduce_wait(void *self, gb_comm_request request)
 static gb_status nccl_broadcast(void *self, void *buf, size_t bytes, int root)
 {
     nccl_comm *s = self;
-    gb_status st = comm_check_broadcast(s->host, buf, bytes, root, s->world);
+    gb_status st = gb_comm_check_broadcast(s->host, buf, bytes, root, s->world);
     if (st != GB_OK)
         return st;
     pthread_mutex_lock(&s->lock);
@@ -841,7 +841,7 @@ static gb_status nccl_all_gather(void *self, const void *send, void *recv, int64
 {
     nccl_comm *s = self;
     ncclDataType_t type;
-    gb_status st = comm_check_all_gather(s->host, send, recv, send_count, dtype);
+    gb_status st = gb_comm_check_all_gather(s->host, send, recv, send_count, dtype);
     if (st != GB_OK)
         return st;
     if (!nccl_type_of(dtype, &type)) {

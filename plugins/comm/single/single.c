@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "comm_checks.h"
+#include "gearbox/toolkit/comm_checks.h"
 #include "gearbox/comm.h"
 
 typedef struct single {
@@ -63,7 +63,7 @@ static int single_world(void *self)
 /* Hands out the next request, within the limit on outstanding ones. */
 static gb_status start_request(single *s, gb_comm_request *request)
 {
-    gb_status st = comm_check_room(s->host, s->n_inflight);
+    gb_status st = gb_comm_check_room(s->host, s->n_inflight);
     if (st != GB_OK)
         return st;
     *request = s->next_request++;
@@ -75,7 +75,7 @@ static gb_status single_all_reduce_start(void *self, void *buf, int64_t count, g
                                          gb_reduce_op op, gb_comm_request *request)
 {
     single *s = self;
-    gb_status st = comm_check_all_reduce(s->host, buf, count, dtype, op, request);
+    gb_status st = gb_comm_check_all_reduce(s->host, buf, count, dtype, op, request);
     return st != GB_OK ? st : start_request(s, request);
 }
 
@@ -96,7 +96,7 @@ static gb_status single_reduce_scatter_start(void *self, void *send, void *recv,
                                              gb_reduce_op op, gb_comm_request *request)
 {
     single *s = self;
-    gb_status st = comm_check_all_reduce(s->host, recv, recv_count, dtype, op, request);
+    gb_status st = gb_comm_check_all_reduce(s->host, recv, recv_count, dtype, op, request);
     if (st == GB_OK)
         st = in_place_only(s, "reduce_scatter_start", send, recv, recv_count);
     return st != GB_OK ? st : start_request(s, request);
@@ -106,7 +106,7 @@ static gb_status single_all_gather(void *self, const void *send, void *recv, int
                                    gb_dtype dtype)
 {
     single *s = self;
-    gb_status st = comm_check_all_gather(s->host, send, recv, send_count, dtype);
+    gb_status st = gb_comm_check_all_gather(s->host, send, recv, send_count, dtype);
     return st != GB_OK ? st : in_place_only(s, "all_gather", send, recv, send_count);
 }
 
@@ -126,7 +126,7 @@ static gb_status single_all_reduce_wait(void *self, gb_comm_request request)
 static gb_status single_broadcast(void *self, void *buf, size_t bytes, int root)
 {
     single *s = self;
-    return comm_check_broadcast(s->host, buf, bytes, root, 1);
+    return gb_comm_check_broadcast(s->host, buf, bytes, root, 1);
 }
 
 static gb_status single_barrier(void *self)
@@ -135,13 +135,15 @@ static gb_status single_barrier(void *self)
     return GB_OK;
 }
 
-GB_COMM_PLUGIN("single", "1.0.0", "one process (rank 0 of 1): every collective is the identity",
-               GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
-               GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) |
-                   GB_DTYPE_BIT(GB_I32),
-               GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS, .create = single_create,
-               .destroy = single_destroy, .rank = single_rank, .world = single_world,
-               .all_reduce_start = single_all_reduce_start,
-               .all_reduce_wait = single_all_reduce_wait, .broadcast = single_broadcast,
-               .barrier = single_barrier, .reduce_scatter_start = single_reduce_scatter_start,
-               .all_gather = single_all_gather)
+GB_COMM_PLUGIN_FOR(GB_FAMILY_ANY, "single", "1.0.0",
+                   "one process (rank 0 of 1): every collective is the identity",
+                   GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
+                   GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16) |
+                       GB_DTYPE_BIT(GB_I32),
+                   GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY, GB_NO_OPTIONS,
+                   .create = single_create, .destroy = single_destroy, .rank = single_rank,
+                   .world = single_world, .all_reduce_start = single_all_reduce_start,
+                   .all_reduce_wait = single_all_reduce_wait, .broadcast = single_broadcast,
+                   .barrier = single_barrier,
+                   .reduce_scatter_start = single_reduce_scatter_start,
+                   .all_gather = single_all_gather)

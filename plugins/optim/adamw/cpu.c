@@ -95,5 +95,5 @@ GB_OPTIM_PLUGIN("adamw", "1.0.0",
                 GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY |
                     GB_CAP_RANGE_STEP,
                 GB_OPTIONS(adamw_options), .create = adamw_create,
-                .destroy = gb_instance_destroy, .state_bytes = adamw_state_bytes,
+                .destroy = gb_plugin_instance_destroy, .state_bytes = adamw_state_bytes,
                 .step = adamw_step)

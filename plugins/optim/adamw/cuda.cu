@@ -103,7 +103,8 @@ extern "C" {
 GB_OPTIM_PLUGIN("adamw", "1.0.0",
                 "AdamW (torch.optim.AdamW math), readable reference: one kernel per term; "
                 "bit-identical to adamw on the CPU",
-                GB_DEVICE_CUDA, 0u, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY | GB_CAP_RANGE_STEP,
-                GB_OPTIONS(adamw_options), adamw_create, gb_instance_destroy, adamw_state_bytes,
-                adamw_step, NULL, NULL)
+                GB_DEVICE_CUDA, 0u,
+                GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY | GB_CAP_RANGE_STEP,
+                GB_OPTIONS(adamw_options), adamw_create, gb_plugin_instance_destroy,
+                adamw_state_bytes, adamw_step, NULL, NULL)
 }

@@ -172,7 +172,7 @@ static gb_status fused_create(const gb_host *host, const gb_value *options,
     if (st != GB_OK) {
         host->set_error(host, "cannot allocate %zu bytes of device memory for grad_norm_sq",
                         NORM_BLOCKS * sizeof(double));
-        gb_instance_destroy(a);
+        gb_plugin_instance_destroy(a);
         *self = NULL;
         return st;
     }
@@ -186,7 +186,7 @@ static void fused_destroy(void *self)
     if (!a)
         return;
     a->base.inst.device.ops->free(a->base.inst.device.self, a->partials);
-    gb_instance_destroy(a);
+    gb_plugin_instance_destroy(a);
 }
 
 static int by_offset(const void *x, const void *y)
@@ -218,7 +218,7 @@ static gb_status launch_runs(const adamw_fused_cuda *a, const gb_optim_step_args
 {
     const gb_host *host = a->base.inst.host;
     cudaStream_t stream = optim_cuda_stream(&a->base.inst.device);
-    const int stochastic = args->params_lowp && optim_lowp_stochastic(args);
+    const int stochastic = args->params_lowp && gb_optim_lowp_stochastic(args);
     fused_buffers b = {args->params, args->grads, (float *)args->state,
                        (float *)args->state + args->n, (uint16_t *)args->params_lowp,
                        args->lowp_dtype, stochastic, stochastic ? args->lowp_seed : 0,

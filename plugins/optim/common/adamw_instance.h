@@ -1,6 +1,6 @@
 /* The instance every AdamW plugin of this tree starts from (optim/adamw and
- * optim/adamw_fused, on the CPU and on CUDA): its head (kernels/common's gb_instance,
- * which gb_instance_destroy frees), create()'s checks, options and allocation, the checks
+ * optim/adamw_fused, on the CPU and on CUDA): its head (kernels/common's gb_plugin_instance,
+ * which gb_plugin_instance_destroy frees), create()'s checks, options and allocation, the checks
  * of a step and the state's size (m then v, n f32 each, on every device, so
  * checkpoints move between them). A plugin's own fields follow the head. Header-only;
  * compiles as C and as CUDA C++.
@@ -10,11 +10,11 @@
 
 #include "adamw_options.h"
 #include "gearbox/optim.h"
-#include "plugin_instance.h"
+#include "gearbox/toolkit/instance.h"
 #include "step_args.h"
 
 typedef struct adamw_base {
-    gb_instance inst;       /* inst.device: where step() queues */
+    gb_plugin_instance inst;       /* inst.device: where step() queues */
     adamw_hparams h;
     int threads;            /* host->num_threads, at least 1 */
 } adamw_base;
@@ -45,7 +45,7 @@ static inline gb_status adamw_base_create(const gb_host *host, const gb_value *o
     adamw_hparams h;
     if (!adamw_read_options(host, options, &h))
         return GB_ERR_CONFIG;
-    gb_status status = gb_instance_new(host, device, plugin, bytes, self);
+    gb_status status = gb_plugin_instance_new(host, device, plugin, bytes, self);
     if (status != GB_OK)
         return status;
     adamw_base *a = (adamw_base *)*self;
@@ -65,10 +65,10 @@ static inline size_t adamw_state_bytes(void *self, int64_t n)
 static inline gb_status adamw_check_step_args(const adamw_base *a,
                                               const gb_optim_step_args *args, int writes_lowp)
 {
-    if (!optim_step_args_valid(a->inst.host, args))
+    if (!gb_optim_step_args_valid(a->inst.host, args))
         return GB_ERR_INVALID_ARG;
     if (writes_lowp)
-        return optim_lowp_supported(a->inst.host, args);
+        return gb_optim_lowp_supported(a->inst.host, args);
     if (!args->params_lowp)
         return GB_OK;
     const gb_host *host = a->inst.host;
@@ -79,14 +79,14 @@ static inline gb_status adamw_check_step_args(const adamw_base *a,
 
 /* step() of a CPU AdamW: checks the step, then queues `compute` with a copy of it. */
 static inline gb_status adamw_cpu_step(const adamw_base *a, const gb_optim_step_args *args,
-                                       int writes_lowp, optim_compute_fn compute)
+                                       int writes_lowp, gb_optim_compute_fn compute)
 {
     if (!a)
         return GB_ERR_INVALID_ARG;
     gb_status status = adamw_check_step_args(a, args, writes_lowp);
     if (status != GB_OK)
         return status;
-    return optim_queue_step(a->inst.host, &a->inst.device, compute, a, args);
+    return gb_optim_queue_step(a->inst.host, &a->inst.device, compute, a, args);
 }
 
 /* grad_norm_sq's check of its arguments. */

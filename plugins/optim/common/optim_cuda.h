@@ -58,7 +58,7 @@ typedef struct optim_cuda_clip {
 static inline optim_cuda_clip optim_cuda_clip_of(const gb_optim_step_args *args)
 {
     optim_cuda_clip clip = {args->grad_norm_sq, args->max_norm, args->inv_loss_scale,
-                            optim_loss_scale(args)};
+                            gb_optim_loss_scale(args)};
     return clip;
 }
 

@@ -54,7 +54,7 @@ static void write_lowp(const gb_optim_step_args *args, int64_t offset, int64_t c
     uint16_t *lowp = args->params_lowp;
     if (!lowp)
         return;
-    const int stochastic = optim_lowp_stochastic(args);
+    const int stochastic = gb_optim_lowp_stochastic(args);
     const float *p = args->params;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t i = offset; i < offset + count; i++)

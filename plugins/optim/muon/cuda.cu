@@ -33,7 +33,7 @@ typedef struct lowp_target {
 
 static lowp_target lowp_target_of(const gb_optim_step_args *args)
 {
-    lowp_target l = {(uint16_t *)args->params_lowp, args->lowp_dtype, optim_lowp_stochastic(args),
+    lowp_target l = {(uint16_t *)args->params_lowp, args->lowp_dtype, gb_optim_lowp_stochastic(args),
                      args->lowp_seed, args->step};
     return l;
 }

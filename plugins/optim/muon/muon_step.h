@@ -129,7 +129,7 @@ static inline gb_status muon_base_create(const gb_host *host, const gb_value *op
         st = GB_ERR_UNSUPPORTED;
     if (st == GB_OK)
         return GB_OK;
-    gb_instance_destroy(mu);
+    gb_plugin_instance_destroy(mu);
     *self = NULL;
     return st;
 }
@@ -139,7 +139,7 @@ static inline void muon_destroy(void *self)
     muon_base *mu = (muon_base *)self;
     if (mu && mu->tensors)
         mu->adamw.inst.host->free(mu->adamw.inst.host, mu->tensors);
-    gb_instance_destroy(self);
+    gb_plugin_instance_destroy(self);
 }
 
 /* A table entry Muon orthogonalises: a hidden 2-D weight. Any other role (and any role
@@ -357,7 +357,7 @@ static inline gb_status muon_matrix_step(const muon_base *mu, const gb_optim_ste
 static inline gb_status muon_check_step(const muon_base *mu, const gb_optim_step_args *args)
 {
     const gb_host *host = mu->adamw.inst.host;
-    if (!optim_step_args_valid(host, args))
+    if (!gb_optim_step_args_valid(host, args))
         return GB_ERR_INVALID_ARG;
     if (!mu->tensors || args->n != mu->n) {
         host->set_error(host, "muon needs the model's tensors before its first step (ABI 1.8 "
@@ -372,7 +372,7 @@ static inline gb_status muon_check_step(const muon_base *mu, const gb_optim_step
         host->set_error(host, "muon's step needs the workspace bind_params asked for");
         return GB_ERR_INVALID_ARG;
     }
-    return optim_lowp_supported(host, args);
+    return gb_optim_lowp_supported(host, args);
 }
 
 /* step(): AdamW's tensors, then each matrix, all queued on the compute stream. */

@@ -8,13 +8,13 @@
 #define GB_PRECISION_POLICY_PLUGIN_H
 
 #include "gearbox/precision.h"
-#include "plugin_instance.h"
+#include "gearbox/toolkit/instance.h"
 
 /* An instance of `plugin` of `size` bytes from the host, zeroed, its host field set;
  * NULL (with the host told why) when memory runs out. */
 static inline void *policy_instance_new(const gb_host *host, size_t size, const char *plugin)
 {
-    const gb_host **p = gb_instance_alloc(host, size, plugin);
+    const gb_host **p = gb_plugin_instance_alloc(host, size, plugin);
     if (p)
         *p = host;
     return p;

@@ -14,9 +14,10 @@ static gb_status fp32_policy(void *self, gb_precision_policy *out)
 }
 
 /* The scaler entries stay NULL: no loss scaling. */
-GB_PRECISION_PLUGIN("fp32", "1.0.0", "f32 activations, matmuls and weights; no loss scaling",
-                    GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
-                    GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC,
-                    GB_NO_OPTIONS, .create = policy_create_plain,
-                    .destroy = policy_instance_destroy, .eligible = policy_eligible_anywhere,
-                    .policy = fp32_policy)
+GB_PRECISION_PLUGIN_FOR(GB_FAMILY_ANY, "fp32", "1.0.0",
+                        "f32 activations, matmuls and weights; no loss scaling",
+                        GB_DEVICE_CPU | GB_DEVICE_CUDA | GB_DEVICE_ANY_HOST,
+                        GB_DTYPE_BIT(GB_F32), GB_CAP_DETERMINISTIC,
+                        GB_NO_OPTIONS, .create = policy_create_plain,
+                        .destroy = policy_instance_destroy, .eligible = policy_eligible_anywhere,
+                        .policy = fp32_policy)

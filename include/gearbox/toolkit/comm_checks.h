@@ -1,17 +1,19 @@
-/* What every comm plugin of this tree checks the same way: the arguments of
- * all_reduce_start (and reduce_scatter_start's, the same), all_gather and broadcast, and room for one more outstanding request. Header-only;
- * nothing here prints or allocates: reasons go through set_error().
+/* gearbox/toolkit/comm_checks.h: what every comm plugin of gearbox checks the same way:
+ * the arguments of all_reduce_start (and of reduce_scatter_start, the same), all_gather
+ * and broadcast, and room for one more outstanding request. Part of the plugin toolkit (docs/plugin-guide.md): header-only, outside the
+ * ABI, compiled into each plugin; nothing here prints or allocates: reasons go through
+ * set_error().
  */
-#ifndef GB_COMM_CHECKS_H
-#define GB_COMM_CHECKS_H
+#ifndef GEARBOX_TOOLKIT_COMM_CHECKS_H
+#define GEARBOX_TOOLKIT_COMM_CHECKS_H
 
 #include "gearbox/comm.h"
 
 /* GB_OK when there is a request pointer, a buffer of count >= 0, a known dtype and a
  * known op; else GB_ERR_INVALID_ARG with the host told which. */
-static inline gb_status comm_check_all_reduce(const gb_host *host, const void *buf,
-                                              int64_t count, gb_dtype dtype, gb_reduce_op op,
-                                              const gb_comm_request *request)
+static inline gb_status gb_comm_check_all_reduce(const gb_host *host, const void *buf,
+                                                 int64_t count, gb_dtype dtype, gb_reduce_op op,
+                                                 const gb_comm_request *request)
 {
     if (!request || count < 0 || (count > 0 && !buf)) {
         host->set_error(host, "all_reduce: needs a request pointer and a buffer of count >= 0");
@@ -26,9 +28,9 @@ static inline gb_status comm_check_all_reduce(const gb_host *host, const void *b
 
 /* all_gather's arguments (ABI 1.8): a count >= 0, buffers for a count > 0 and a known
  * dtype; else GB_ERR_INVALID_ARG with the host told which. */
-static inline gb_status comm_check_all_gather(const gb_host *host, const void *send,
-                                              const void *recv, int64_t send_count,
-                                              gb_dtype dtype)
+static inline gb_status gb_comm_check_all_gather(const gb_host *host, const void *send,
+                                                 const void *recv, int64_t send_count,
+                                                 gb_dtype dtype)
 {
     if (send_count < 0 || (send_count > 0 && (!send || !recv))) {
         host->set_error(host, "all_gather: needs send and recv buffers and a count >= 0");
@@ -42,7 +44,7 @@ static inline gb_status comm_check_all_gather(const gb_host *host, const void *s
 }
 
 /* GB_OK while fewer than GB_COMM_MAX_INFLIGHT requests are outstanding. */
-static inline gb_status comm_check_room(const gb_host *host, int outstanding)
+static inline gb_status gb_comm_check_room(const gb_host *host, int outstanding)
 {
     if (outstanding < GB_COMM_MAX_INFLIGHT)
         return GB_OK;
@@ -53,8 +55,8 @@ static inline gb_status comm_check_room(const gb_host *host, int outstanding)
 
 /* GB_OK when `root` is a rank of a world of `world` and a buffer is given for bytes > 0;
  * else GB_ERR_INVALID_ARG with the host told which. */
-static inline gb_status comm_check_broadcast(const gb_host *host, const void *buf,
-                                             size_t bytes, int root, int world)
+static inline gb_status gb_comm_check_broadcast(const gb_host *host, const void *buf,
+                                                size_t bytes, int root, int world)
 {
     if (root < 0 || root >= world) {
         host->set_error(host, "broadcast: root %d does not exist in a world of %d", root,
@@ -68,4 +70,4 @@ static inline gb_status comm_check_broadcast(const gb_host *host, const void *bu
     return GB_OK;
 }
 
-#endif /* GB_COMM_CHECKS_H */
+#endif /* GEARBOX_TOOLKIT_COMM_CHECKS_H */

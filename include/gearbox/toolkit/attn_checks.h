@@ -1,22 +1,25 @@
-/* What every attention plugin of this tree checks the same way, on any device: the
- * problem checks behind eligible() and the view checks that make forward() and backward()
- * refuse what eligible() would. Instances start with kernels/common's gb_instance
- * (plugin_instance.h). Header-only; compiles as C and, for the CUDA plugins, as CUDA C++. Nothing
- * here allocates or prints: reasons go into the caller's buffer or through set_error().
+/* gearbox/toolkit/attn_checks.h: what every attention plugin of gearbox checks the same
+ * way, on any device: the problem checks behind eligible(), the view checks that make
+ * forward(), backward() and forward_cached() refuse what eligible() would, and the start
+ * of a CUDA plugin's create(). Instances start with gb_plugin_instance
+ * (gearbox/toolkit/instance.h). Part of the plugin toolkit (docs/plugin-guide.md):
+ * header-only, outside the ABI, compiled into each plugin; it compiles as C and as CUDA
+ * C++. Nothing here allocates or prints: reasons go into the caller's buffer or through
+ * set_error().
  */
-#ifndef GB_ATTN_CHECKS_H
-#define GB_ATTN_CHECKS_H
+#ifndef GEARBOX_TOOLKIT_ATTN_CHECKS_H
+#define GEARBOX_TOOLKIT_ATTN_CHECKS_H
 
 #include <stdio.h>
 #include <string.h>
 
 #include "gearbox/attn.h"
-#include "plugin_instance.h"
+#include "gearbox/toolkit/instance.h"
 
 /* GB_OK when `device` is the CUDA device; else GB_ERR_UNSUPPORTED, saying that the CUDA
  * object of `plugin` was given another device. */
-static inline gb_status attn_require_cuda(const gb_host *host, const char *plugin,
-                                          const gb_device_ctx *device)
+static inline gb_status gb_attn_require_cuda(const gb_host *host, const char *plugin,
+                                             const gb_device_ctx *device)
 {
     if (device && device->device == GB_DEVICE_CUDA)
         return GB_OK;
@@ -26,22 +29,22 @@ static inline gb_status attn_require_cuda(const gb_host *host, const char *plugi
     return GB_ERR_UNSUPPORTED;
 }
 
-/* attn_require_cuda, then the instance (gb_instance_new): create()'s start for a CUDA
- * plugin that checks nothing else of the device before allocating. */
-static inline gb_status attn_cuda_instance_new(const gb_host *host, const gb_device_ctx *device,
-                                               const char *plugin, size_t bytes, void **self)
+/* gb_attn_require_cuda, then the instance (gb_plugin_instance_new): create()'s start for a
+ * CUDA plugin that checks nothing else of the device before allocating. */
+static inline gb_status gb_attn_cuda_instance_new(const gb_host *host, const gb_device_ctx *device,
+                                                  const char *plugin, size_t bytes, void **self)
 {
-    gb_status st = attn_require_cuda(host, plugin, device);
-    return st == GB_OK ? gb_instance_new(host, device, plugin, bytes, self) : st;
+    gb_status st = gb_attn_require_cuda(host, plugin, device);
+    return st == GB_OK ? gb_plugin_instance_new(host, device, plugin, bytes, self) : st;
 }
 
-/* The dtypes attn_problem_ok_on() accepts, as the descriptor declares them. */
-#define ATTN_DTYPES (GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16))
+/* The dtypes gb_attn_problem_ok_on() accepts, as the descriptor declares them. */
+#define GB_ATTN_DTYPES (GB_DTYPE_BIT(GB_F32) | GB_DTYPE_BIT(GB_BF16) | GB_DTYPE_BIT(GB_F16))
 
 /* 1 when `p` is a problem of f32, bf16 or f16 views of sensible sizes; else 0 with a
  * reason that names `plugin` on `device` and what to change. */
-static inline int attn_problem_ok_on(const char *plugin, const char *device,
-                                     const gb_attn_problem *p, char *reason, size_t reason_cap)
+static inline int gb_attn_problem_ok_on(const char *plugin, const char *device,
+                                        const gb_attn_problem *p, char *reason, size_t reason_cap)
 {
     if (p->struct_size < sizeof(gb_attn_problem))
         snprintf(reason, reason_cap, "problem.struct_size %zu is smaller than ABI 1.0's %zu",
@@ -62,9 +65,9 @@ static inline int attn_problem_ok_on(const char *plugin, const char *device,
     return 0;
 }
 
-static inline gb_status attn_check_view(const gb_host *host, const char *plugin,
-                                        const char *call, const char *name, const gb_tensor *t,
-                                        const gb_attn_problem *p)
+static inline gb_status gb_attn_check_view(const gb_host *host, const char *plugin,
+                                           const char *call, const char *name, const gb_tensor *t,
+                                           const gb_attn_problem *p)
 {
     const int64_t want[4] = {p->batch, p->heads, p->seq_len, p->head_dim};
     if (t->ndim != 4 || t->shape[0] != want[0] || t->shape[1] != want[1] ||
@@ -90,10 +93,10 @@ static inline gb_status attn_check_view(const gb_host *host, const char *plugin,
 }
 
 /* Refuses an ineligible problem (with eligible()'s reason) or a malformed view. */
-static inline gb_status attn_check_call(const gb_host *host, const char *plugin,
-                                        const char *call, int eligible, const char *reason,
-                                        const gb_attn_problem *p, const char *const *names,
-                                        const gb_tensor *const *views, int n)
+static inline gb_status gb_attn_check_call(const gb_host *host, const char *plugin,
+                                           const char *call, int eligible, const char *reason,
+                                           const gb_attn_problem *p, const char *const *names,
+                                           const gb_tensor *const *views, int n)
 {
     if (!eligible) {
         host->set_error(host, "%s: %s", call, reason);
@@ -101,32 +104,32 @@ static inline gb_status attn_check_call(const gb_host *host, const char *plugin,
     }
     gb_status status = GB_OK;
     for (int i = 0; i < n && status == GB_OK; i++)
-        status = attn_check_view(host, plugin, call, names[i], views[i], p);
+        status = gb_attn_check_view(host, plugin, call, names[i], views[i], p);
     return status;
 }
 
-typedef int (*attn_eligible_fn)(void *self, const gb_attn_problem *p, char *reason,
-                                size_t reason_cap);
+typedef int (*gb_attn_eligible_fn)(void *self, const gb_attn_problem *p, char *reason,
+                                   size_t reason_cap);
 
-/* attn_check_call with the answer and reason of the plugin's own eligible(). */
-static inline gb_status attn_check_eligible_call(const gb_instance *a, const char *plugin,
-                                                 const char *call, attn_eligible_fn eligible,
-                                                 const gb_attn_problem *p,
-                                                 const char *const *names,
-                                                 const gb_tensor *const *views, int n)
+/* gb_attn_check_call with the answer and reason of the plugin's own eligible(). */
+static inline gb_status gb_attn_check_eligible_call(const gb_plugin_instance *a, const char *plugin,
+                                                    const char *call, gb_attn_eligible_fn eligible,
+                                                    const gb_attn_problem *p,
+                                                    const char *const *names,
+                                                    const gb_tensor *const *views, int n)
 {
     char reason[256];
     int ok = eligible((void *)a, p, reason, sizeof reason);
-    return attn_check_call(a->host, plugin, call, ok, reason, p, names, views, n);
+    return gb_attn_check_call(a->host, plugin, call, ok, reason, p, names, views, n);
 }
 
 /* forward_cached's checks (ABI 1.7): `past` not negative, the whole window (seq_len
  * past + T) one the plugin's eligible() accepts, and the views: out, q, k, v (B, H, T, D)
  * and the caches (B, H, past + T, D), in that order in `views`. */
-static inline gb_status attn_check_cached_call(const gb_instance *a, const char *plugin,
-                                               attn_eligible_fn eligible,
-                                               const gb_attn_problem *p, int64_t past,
-                                               const gb_tensor *const views[6])
+static inline gb_status gb_attn_check_cached_call(const gb_plugin_instance *a, const char *plugin,
+                                                  gb_attn_eligible_fn eligible,
+                                                  const gb_attn_problem *p, int64_t past,
+                                                  const gb_tensor *const views[6])
 {
     static const char *const names[] = {"out", "q", "k", "v", "k_cache", "v_cache"};
     if (past < 0) {
@@ -136,11 +139,11 @@ static inline gb_status attn_check_cached_call(const gb_instance *a, const char 
     }
     gb_attn_problem whole = *p;
     whole.seq_len = p->seq_len + past;
-    gb_status status = attn_check_eligible_call(a, plugin, "forward_cached", eligible, &whole,
-                                                names + 4, views + 4, 2);
+    gb_status status = gb_attn_check_eligible_call(a, plugin, "forward_cached", eligible, &whole,
+                                                   names + 4, views + 4, 2);
     return status != GB_OK ? status
-                           : attn_check_call(a->host, plugin, "forward_cached", 1, "", p,
-                                             names, views, 4);
+                           : gb_attn_check_call(a->host, plugin, "forward_cached", 1, "", p,
+                                                names, views, 4);
 }
 
-#endif /* GB_ATTN_CHECKS_H */
+#endif /* GEARBOX_TOOLKIT_ATTN_CHECKS_H */
