@@ -24,6 +24,8 @@ namespace gb_emu {
 /* A report that lets the program go on (a poisoned value was returned, say); aborts unless
  * GEARBOX_CUDA_EMU_ON_ERROR=continue. */
 void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A line on stderr, "gearbox cuda emulator: <message>", and nothing else. */
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Queues `run` on stream s (nullptr: the default stream) as one operation; `what` names it
  * in messages ("cublasLtMatmul", "ncclAllReduce"). It runs later, when something waits

@@ -46,6 +46,7 @@
 
 #include "blocks.h"
 #include "emu.h"
+#include "resources.h"
 
 namespace gb_emu {
 
@@ -85,6 +86,14 @@ void report(const char *fmt, ...)
     va_end(ap);
     if (!keep_going())
         abort();
+}
+
+void say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
 }
 
 static thread_local cudaError_t last_error = cudaSuccess;
@@ -966,6 +975,13 @@ void submit_kernel(const launch_site &site, const void *kernel, const launch_bou
                    ? " without cudaFuncSetAttribute(kernel, "
                      "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)"
                    : " by its cudaFuncAttributeMaxDynamicSharedMemorySize");
+        return;
+    }
+    const std::string too_much = launch_resources_refusal(
+        site, kernel, (unsigned)threads, shared_bytes, opt != max_dynamic_shared.end());
+    if (!too_much.empty()) {
+        refuse(cudaErrorLaunchOutOfResources, "%s:%d: launch of %s: %s: too many resources "
+               "requested for launch", f, l, site.kernel, too_much.c_str());
         return;
     }
     stream_state *st = stream_of(stream);
