@@ -64,6 +64,9 @@ void device_access(const void *p, size_t bytes, bool write, const void *pc);
 /* [p, p + bytes) of device memory was written by code the instrumentation does not see
  * (copies, memsets, library doubles); nothing outside device memory. */
 void mark_device_written(const void *p, size_t bytes);
+/* The offset of the first byte of [p, p + bytes) that nothing has written (the initcheck
+ * of the library doubles' inputs), or SIZE_MAX: all written, or not device memory. */
+size_t first_unwritten(const void *p, size_t bytes);
 
 /* Sets the calling thread's last error (cudaGetLastError) and returns err. */
 cudaError_t set_last_error(cudaError_t err);

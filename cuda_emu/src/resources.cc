@@ -268,9 +268,9 @@ std::string launch_resources_refusal(const launch_site &site, const void *kernel
     if (!e.from || !e.from->present) {
         static bool said = false;
         if (!said)
-            say("%s: no table of the real kernels' resources (%s; the build writes it where "
-                "nvcc is found): launches are not checked against sm_90's registers and the "
-                "kernels' static shared memory", site.kernel,
+            say("%s: no table of the real kernels' resources (%s; the build writes one "
+                "beside each emulated plugin where nvcc is found): launches are not checked "
+                "against sm_90's registers and the kernels' static shared memory", site.kernel,
                 e.from ? e.from->path.c_str() : "no loaded object holds the kernel");
         said = true;
         return "";
