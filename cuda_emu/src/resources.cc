@@ -141,6 +141,8 @@ const kernel_entry &entry_of(const void *kernel)
     if (!dladdr(kernel, &info) || !info.dli_fname)
         return e;
     e.from = &table_of(info.dli_fname);
+    if (!e.from->present)
+        return e;   /* no row to find: spare the addr2line */
     const std::string symbol =
         symbol_at(info.dli_fname, (size_t)((const char *)kernel - (const char *)info.dli_fbase));
     if (symbol.empty())
