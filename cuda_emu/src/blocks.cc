@@ -1066,16 +1066,15 @@ std::string shared_place(const block &b, size_t off, size_t size)
 }
 
 /* How much of a read is checked: bounds only (a WMMA action's own loads, which the call's
- * shared_read checked for its lanes), bounds and the order of writes (a WMMA load: a
- * tile's padding rows are loaded unwritten and their results dropped), or everything. */
-enum class read_check { bounds, ordering, all };
+ * shared_read checked for its lanes), or everything. */
+enum class read_check { bounds, all };
 
 /* Reads of `size` bytes at area offset `off` by the running thread: inside an object,
  * written, not an unfinished cp.async's, and another thread's write only once published. */
 void check_shared_read(block &b, site at, const char *what, size_t off, size_t size,
                        read_check level)
 {
-    const bool checks_values = level != read_check::bounds;
+    const bool checks_values = level == read_check::all;
     const lane &me = *b.running;
     for (size_t i = off; i < off + size && i < SHARED_AREA; i++) {
         const uint32_t w = b.area->shadow[i];
@@ -1083,7 +1082,7 @@ void check_shared_read(block &b, site at, const char *what, size_t off, size_t s
         case SHADOW_OUT:
             shared_violation(b, at, what, i, size, off);
         case SHADOW_UNWRITTEN:
-            if (level == read_check::all)
+            if (checks_values)
                 fail_site(at, "%s %s: byte %zu of them was never written (a read of "
                         "uninitialised shared memory)", what, shared_place(b, off, size).c_str(),
                         i - off);
@@ -1213,7 +1212,7 @@ void shared_read(const char *file, int line, const char *what, const void *p, si
     block &b = this_block(what);
     const size_t off = area_offset(b, p);
     if (off != SIZE_MAX)
-        check_shared_read(b, site{file, line, nullptr}, what, off, bytes, read_check::ordering);
+        check_shared_read(b, site{file, line, nullptr}, what, off, bytes, read_check::all);
 }
 
 void *dynamic_shared_base()

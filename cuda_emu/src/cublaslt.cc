@@ -40,7 +40,10 @@
  * CUBLAS_STATUS_NOT_SUPPORTED, each with one line on stderr that says why (except the
  * heuristic's NOT_SUPPORTED, which callers such as matmul.c expect and fall back from);
  * nothing falls back to a different computation. Everything the computation needs is copied when cublasLtMatmul is called,
- * so descriptors may change or go once it returns.
+ * so descriptors may change or go once it returns. When the matmul runs, every byte it
+ * reads (A, B, C when beta is not 0, the bias, DGELU's aux, device alpha and beta) must
+ * have been written, else a report (the emulator's initcheck, which sees no access of
+ * this double's), and what it writes counts as written.
  *
  * Left out (NOT_SUPPORTED): other data and compute types, FP8 scaling attributes, vector
  * pointer modes, the ReLU bit-mask epilogues (RELU_AUX*, DRELU*), bias or aux epilogues on
@@ -658,13 +661,67 @@ void write_vector_sums(const matmul_call &c, const panel_set &a, const panel_set
     }
 }
 
+/* Calls fn(p, bytes) for each column of `mat` (each row when row-ordered) in each batch
+ * entry: the bytes the matrix is made of, its leading dimension's gaps left out. */
+template <typename Fn> void for_each_line(const matrix &mat, int64_t batch, Fn fn)
+{
+    const int64_t esz = element_bytes(mat.type);
+    const int64_t lines = mat.row_order ? mat.rows : mat.cols;
+    const int64_t along = mat.row_order ? mat.cols : mat.rows;
+    for (int64_t bi = 0; bi < batch; bi++)
+        for (int64_t l = 0; l < lines; l++) {
+            const int64_t first = bi * mat.stride + (mat.row_order ? offset_of(mat, l, 0)
+                                                                    : offset_of(mat, 0, l));
+            fn(mat.data + first * esz, (size_t)(along * esz));
+        }
+}
+
+/* The emulator's initcheck, which sees none of this double's accesses: an input must have
+ * been written (by a kernel, a copy, a memset or a library) before the matmul runs, and
+ * the outputs count as written once it has. */
+void check_written(const matrix &mat, int64_t batch)
+{
+    for_each_line(mat, batch, [&](const char *p, size_t bytes) {
+        const size_t at = gb_emu::first_unwritten(p, bytes);
+        if (at != SIZE_MAX)
+            gb_emu::report("cublasLtMatmul reads %s (%" PRId64 " x %" PRId64 ", ld %" PRId64
+                           ") at %p: byte %zu of the column or row at %p was never written "
+                           "(a read of uninitialised device memory)", mat.name, mat.rows,
+                           mat.cols, mat.ld, (const void *)mat.data, at, (const void *)p);
+    });
+}
+
+void mark_written(const matrix &mat, int64_t batch)
+{
+    for_each_line(mat, batch,
+                  [](char *p, size_t bytes) { gb_emu::mark_device_written(p, bytes); });
+}
+
+/* What the matmul reads, beta once it is known (C is read only when it is not 0). */
+void check_inputs_written(const matmul_call &c, float beta)
+{
+    check_written(c.a, c.batch);
+    check_written(c.b, c.batch);
+    if (beta != 0.0f)
+        check_written(c.c, c.batch);
+    if (c.epilogue.bias)
+        check_written(c.vec, c.batch);
+    if (c.epilogue.dgelu)
+        check_written(c.aux, c.batch);
+}
+
 void run_matmul(const matmul_call &c)
 {
     float alpha = c.alpha, beta = c.beta;
     if (c.scalars_on_device) {
+        if (gb_emu::first_unwritten(c.alpha_ptr, sizeof alpha) != SIZE_MAX ||
+            gb_emu::first_unwritten(c.beta_ptr, sizeof beta) != SIZE_MAX)
+            gb_emu::report("cublasLtMatmul reads alpha or beta from device memory never "
+                           "written (a read of uninitialised device memory)");
         memcpy(&alpha, c.alpha_ptr, sizeof alpha);
         memcpy(&beta, c.beta_ptr, sizeof beta);
     }
+    check_inputs_written(c, beta);
     panel_set a, b;
     pack_a(c, &a);
     pack_b(c, &b);
@@ -692,6 +749,11 @@ void run_matmul(const matmul_call &c)
     }
     if (c.epilogue.writes_vector())
         write_vector_sums(c, a, b, d_values);
+    mark_written(c.d, c.batch);
+    if (c.epilogue.aux_out)
+        mark_written(c.aux, c.batch);
+    if (c.epilogue.writes_vector())
+        mark_written(c.vec, c.batch);
 }
 
 /* ---- validation ----------------------------------------------------------------------- */
@@ -916,8 +978,11 @@ verdict read_epilogue(const lt_object *desc, matmul_call *c)
         if (aux.ld < (c->m > 1 ? c->m : 1))
             return refuse(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD %" PRId64 " is below "
                           "D's %" PRId64 " rows", aux.ld, c->m);
+        /* cuBLASLt documents both as "must be divisible by 8": a broken requirement of
+         * the call (INVALID_VALUE), not a case an algorithm lacks (NOT_SUPPORTED, from
+         * which a caller would fall back unseen). */
         if (aux.ld % 8 != 0 || aux.stride % 8 != 0 || aux.stride < 0)
-            return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "EPILOGUE_AUX_LD (%" PRId64 ") and "
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "EPILOGUE_AUX_LD (%" PRId64 ") and "
                           "EPILOGUE_AUX_BATCH_STRIDE (%" PRId64 ") must be non-negative "
                           "multiples of 8", aux.ld, aux.stride);
         if (ep.aux_out && c->batch > 1 && aux.stride == 0)

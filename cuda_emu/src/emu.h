@@ -24,6 +24,8 @@ namespace gb_emu {
 /* A report that lets the program go on (a poisoned value was returned, say); aborts unless
  * GEARBOX_CUDA_EMU_ON_ERROR=continue. */
 void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A line on stderr, "gearbox cuda emulator: <message>", and nothing else. */
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Queues `run` on stream s (nullptr: the default stream) as one operation; `what` names it
  * in messages ("cublasLtMatmul", "ncclAllReduce"). It runs later, when something waits
@@ -62,6 +64,9 @@ void device_access(const void *p, size_t bytes, bool write, const void *pc);
 /* [p, p + bytes) of device memory was written by code the instrumentation does not see
  * (copies, memsets, library doubles); nothing outside device memory. */
 void mark_device_written(const void *p, size_t bytes);
+/* The offset of the first byte of [p, p + bytes) that nothing has written (the initcheck
+ * of the library doubles' inputs), or SIZE_MAX: all written, or not device memory. */
+size_t first_unwritten(const void *p, size_t bytes);
 
 /* Sets the calling thread's last error (cudaGetLastError) and returns err. */
 cudaError_t set_last_error(cudaError_t err);

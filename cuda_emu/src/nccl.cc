@@ -406,11 +406,14 @@ void run_collective(ncclComm *comm, const gb_emu::nccl_exchange &x, const transf
     if (!comm->world) {   /* one rank: every form is a copy of the same bytes */
         if (t.recv_bytes != 0 && t.send != t.recv)
             std::memcpy(t.recv, t.send, t.recv_bytes);
+        gb_emu::mark_device_written(t.recv, t.recv_bytes);
         return;
     }
     std::string why;
     ncclResult_t r = gb_emu::nccl_world_exchange(comm->world, x, comm->stopped, &why);
-    if (r != ncclSuccess && !comm->stopped.load()) {
+    if (r == ncclSuccess)
+        gb_emu::mark_device_written(t.recv, t.recv_bytes);   /* the initcheck's shadow */
+    else if (!comm->stopped.load()) {
         set_async_error(comm, r, why);
         gb_emu::nccl_world_hold_until_abort(comm->stopped);
     }

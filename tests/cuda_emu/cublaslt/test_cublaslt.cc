@@ -1135,7 +1135,8 @@ void test_refusals(const fixture &f)
         set_desc(c.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e);
         set_desc(c.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &c.bias.ptr, sizeof c.bias.ptr);
         set_desc(c.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
-        expect(c.heuristic(nullptr), CUBLAS_STATUS_NOT_SUPPORTED, "heuristic: aux ld 12");
+        expect(c.heuristic(nullptr), CUBLAS_STATUS_INVALID_VALUE, "heuristic: aux ld 12");
+        expect(c.run(), CUBLAS_STATUS_INVALID_VALUE, "matmul: aux ld 12");
         aux_ld = 8;
         set_desc(c.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
         expect(c.run(), CUBLAS_STATUS_INVALID_VALUE, "an aux buffer of 8 floats for 8 x 8");

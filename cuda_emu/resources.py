@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""resources: what each kernel of a CUDA plugin uses on an sm_90 GPU, from nvcc itself.
+
+Usage: resources.py OUTPUT.tsv DEPFILE NVCC [NVCC ARGS...] -- FILE.cu...
+
+Compiles each .cu for sm_90 only (`-cubin`: device code, no host object) with the plugin's
+own nvcc flags (any -gencode among them is dropped for sm_90's), with ptxas's resource
+report (`--resource-usage`), and keeps the PTX (`--keep`) for the launch bounds, which
+ptxas does not report. Writes one row per kernel (an `.entry` of the PTX), tab-separated,
+after a header line:
+
+  symbol  registers  static_smem  local_bytes  max_threads_bound  min_blocks_bound
+
+symbol is the kernel's mangled name as nvcc writes it; registers, the static shared memory
+and the local memory (the stack frame, spills included) per thread are ptxas's figures;
+the bounds are the PTX's .maxntid (product of its dimensions) and .minnctapersm (0: none).
+The emulator (src/resources.cc) reads the table next to the emulated plugin and matches
+each emulated kernel to its row by the demangled name. DEPFILE lists every header the
+.cu files include, so editing one rebuilds the table.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '([^']+)' for 'sm_90'")
+FRAME = re.compile(r"(\d+) bytes stack frame")
+USED = re.compile(r"ptxas info\s*: Used (\d+) registers(.*)")
+SMEM = re.compile(r"(\d+) bytes smem")
+LMEM = re.compile(r"(\d+) bytes lmem")
+PTX_ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z0-9_$]+)\s*\(", re.M)
+MAXNTID = re.compile(r"^\s*\.maxntid\s+([\d,\s]+)$", re.M)
+MINCTA = re.compile(r"^\s*\.minnctapersm\s+(\d+)", re.M)
+
+
+def sm90_args(args):
+    """The plugin's nvcc flags with its -gencode pairs replaced by sm_90's."""
+    out = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == '-gencode':
+            skip = True
+        elif not a.startswith('-gencode='):
+            out.append(a)
+    return out + ['-gencode', 'arch=compute_90,code=sm_90']
+
+
+def ptxas_rows(report):
+    """{symbol: [registers, static_smem, local_bytes]} from ptxas's --resource-usage text."""
+    rows = {}
+    symbol = None
+    for line in report.splitlines():
+        m = ENTRY.search(line)
+        if m:
+            symbol = m.group(1)
+            rows[symbol] = [0, 0, 0]
+            continue
+        if symbol is None:
+            continue
+        m = FRAME.search(line)
+        if m:
+            rows[symbol][2] = max(rows[symbol][2], int(m.group(1)))
+        m = USED.search(line)
+        if m:
+            rows[symbol][0] = int(m.group(1))
+            smem = SMEM.search(m.group(2))
+            lmem = LMEM.search(m.group(2))
+            rows[symbol][1] = int(smem.group(1)) if smem else 0
+            if lmem:
+                rows[symbol][2] = max(rows[symbol][2], int(lmem.group(1)))
+    return rows
+
+
+def ptx_bounds(ptx):
+    """{symbol: (max_threads, min_blocks)}: each .entry's directives, up to its body's '{'."""
+    bounds = {}
+    for m in PTX_ENTRY.finditer(ptx):
+        body = ptx.find('{', m.end())
+        head = ptx[m.end():body if body >= 0 else len(ptx)]
+        threads = 0
+        t = MAXNTID.search(head)
+        if t:
+            threads = 1
+            for d in t.group(1).replace(',', ' ').split():
+                threads *= int(d)
+        c = MINCTA.search(head)
+        bounds[m.group(1)] = (threads, int(c.group(1)) if c else 0)
+    return bounds
+
+
+def compile_one(nvcc, args, cu, work):
+    """ptxas's rows and the PTX's bounds of one .cu, and the headers it includes."""
+    keep = os.path.join(work, 'keep')
+    os.makedirs(keep, exist_ok=True)
+    dep = os.path.join(work, 'dep')
+    cmd = [nvcc] + sm90_args(args) + ['-cubin', '--resource-usage', '--keep',
+                                      '--keep-dir', keep, '-MD', '-MF', dep,
+                                      '-o', os.path.join(work, 'out.cubin'), cu]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout)
+        sys.exit('resources.py: nvcc failed on %s (the command: %s)' % (cu, ' '.join(cmd)))
+    rows = ptxas_rows(done.stdout)
+    bounds = {}
+    for name in os.listdir(keep):
+        if name.endswith('.ptx'):
+            with open(os.path.join(keep, name)) as f:
+                bounds.update(ptx_bounds(f.read()))
+    with open(dep) as f:
+        headers = f.read().split(':', 1)[1].replace('\\\n', ' ').split()
+    return rows, bounds, headers
+
+
+def main(argv):
+    if len(argv) < 5 or '--' not in argv:
+        sys.exit('usage: resources.py OUTPUT.tsv DEPFILE NVCC [ARGS...] -- FILE.cu...')
+    out, depfile, nvcc = argv[1], argv[2], argv[3]
+    split = argv.index('--')
+    args, sources = argv[4:split], argv[split + 1:]
+    lines = ['symbol\tregisters\tstatic_smem\tlocal_bytes\tmax_threads_bound\tmin_blocks_bound']
+    deps = []
+    for cu in sources:
+        with tempfile.TemporaryDirectory() as work:
+            rows, bounds, headers = compile_one(nvcc, args, cu, work)
+        for symbol, (regs, smem, local) in sorted(rows.items()):
+            threads, blocks = bounds.get(symbol, (0, 0))
+            lines.append('%s\t%d\t%d\t%d\t%d\t%d' % (symbol, regs, smem, local, threads, blocks))
+        deps += headers
+    with open(out, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    with open(depfile, 'w') as f:
+        f.write('%s: %s\n' % (out, ' \\\n  '.join(sorted(set(deps)))))
+
+
+if __name__ == '__main__':
+    main(sys.argv)

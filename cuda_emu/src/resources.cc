@@ -1,0 +1,291 @@
+/* The real build's kernel resources and sm_90's launch and occupancy rules (resources.h).
+ *
+ * A table (cuda_emu/resources.py writes it: a header line, then "symbol registers
+ * static_smem local_bytes max_threads_bound min_blocks_bound" per kernel, tab-separated) is
+ * read once per loaded object, the first time one of its kernels launches. The launched
+ * kernel's own name comes from addr2line on the object (the emulated build keeps its
+ * symbols and a -g1 line table), and both names are demangled before they are compared:
+ * g++ mangles a `static` kernel with an L (_ZL12decay_kernelPflf) where nvcc does not.
+ */
+#include "resources.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "emu.h"
+
+namespace gb_emu {
+
+namespace {
+
+/* sm_90's figures (CUDA's occupancy calculator, cuda_occupancy.h, for compute 9.0). */
+constexpr int WARP = 32;
+constexpr int REGS_PER_SM = 65536;
+constexpr int REGS_PER_BLOCK = 65536;
+constexpr int REG_UNIT = 256;              /* registers are allocated per warp in these */
+constexpr int SUB_PARTITIONS = 4;
+constexpr int WARPS_PER_SM = 2048 / WARP;
+constexpr int BLOCKS_PER_SM = 32;
+constexpr size_t SMEM_PER_SM = 228u << 10;
+constexpr size_t SMEM_RESERVED = 1u << 10;  /* per block, by the driver (sm_80 and later) */
+constexpr size_t SMEM_UNIT = 128;
+constexpr size_t SMEM_DEFAULT = 48u << 10;  /* per block without cudaFuncSetAttribute */
+constexpr size_t SMEM_OPTIN = 227u << 10;   /* per block with it */
+
+int round_up(int n, int unit)
+{
+    return (n + unit - 1) / unit * unit;
+}
+
+std::string demangled(const std::string &symbol)
+{
+    int status = 0;
+    char *d = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status);
+    std::string out = status == 0 && d ? d : symbol;
+    free(d);
+    return out;
+}
+
+struct table {
+    std::string path;
+    bool present = false;
+    std::map<std::string, KernelResources> rows;   /* by demangled name */
+};
+
+/* Reads `path` (absent: an empty table, present = false); a malformed line stops the
+ * process naming the file and line. */
+std::unique_ptr<table> read_table(const std::string &path)
+{
+    auto t = std::make_unique<table>();
+    t->path = path;
+    FILE *f = fopen(path.c_str(), "r");
+    if (!f)
+        return t;
+    t->present = true;
+    char line[4096];
+    for (int n = 1; fgets(line, sizeof line, f); n++) {
+        if (n == 1)
+            continue;   /* the header */
+        char symbol[2048];
+        KernelResources r;
+        if (sscanf(line, "%2047s %d %d %d %d %d", symbol, &r.registers, &r.static_smem,
+                   &r.local_bytes, &r.max_threads_bound, &r.min_blocks_bound) != 6)
+            violation("%s:%d: not a row of a resource table (symbol and five numbers, as "
+                      "cuda_emu/resources.py writes them): rebuild it (ninja)", path.c_str(), n);
+        t->rows[demangled(symbol)] = r;
+    }
+    fclose(f);
+    return t;
+}
+
+/* The table of an object: X.resources.tsv for X.so, P.resources.tsv for a program P. */
+std::string table_path(const std::string &object)
+{
+    const size_t n = object.size();
+    const bool so = n > 3 && object.compare(n - 3, 3, ".so") == 0;
+    return (so ? object.substr(0, n - 3) : object) + ".resources.tsv";
+}
+
+/* The mangled name of the function at `offset` in `object` (addr2line), or "". */
+std::string symbol_at(const char *object, size_t offset)
+{
+    char command[4096 + 64];
+    snprintf(command, sizeof command, "addr2line -f -e '%s' 0x%zx 2>/dev/null", object, offset);
+    FILE *p = popen(command, "r");
+    if (!p)
+        return "";
+    char out[2048] = "";
+    const bool got = fgets(out, sizeof out, p) != nullptr;
+    pclose(p);
+    out[strcspn(out, "\n")] = '\0';
+    return got && out[0] != '?' ? out : "";
+}
+
+struct kernel_entry {
+    std::string name;            /* demangled; "" when unknown */
+    const table *from = nullptr;
+    const KernelResources *row = nullptr;
+};
+
+std::mutex lock;
+std::map<std::string, std::unique_ptr<table>> tables;   /* by object path */
+std::map<const void *, kernel_entry> kernels;
+
+const table &table_of(const std::string &object)
+{
+    auto &t = tables[object];
+    if (!t)
+        t = read_table(table_path(object));
+    return *t;
+}
+
+/* What the tables say of `kernel` (under the lock). */
+const kernel_entry &entry_of(const void *kernel)
+{
+    auto found = kernels.find(kernel);
+    if (found != kernels.end())
+        return found->second;
+    kernel_entry &e = kernels[kernel];
+    Dl_info info;
+    if (!dladdr(kernel, &info) || !info.dli_fname)
+        return e;
+    e.from = &table_of(info.dli_fname);
+    if (!e.from->present)
+        return e;   /* no row to find: spare the addr2line */
+    const std::string symbol =
+        symbol_at(info.dli_fname, (size_t)((const char *)kernel - (const char *)info.dli_fbase));
+    if (symbol.empty())
+        return e;
+    e.name = demangled(symbol);
+    auto row = e.from->rows.find(e.name);
+    if (row != e.from->rows.end())
+        e.row = &row->second;
+    return e;
+}
+
+bool report_wanted()
+{
+    static const bool wanted = [] {
+        const char *s = getenv("GEARBOX_CUDA_EMU_RESOURCES");
+        if (s && *s && strcmp(s, "report") != 0)
+            violation("GEARBOX_CUDA_EMU_RESOURCES=%s: the only value is `report` (each "
+                      "kernel's registers and occupancy at its first launch)", s);
+        return s && *s;
+    }();
+    return wanted;
+}
+
+/* GEARBOX_CUDA_EMU_RESOURCES=report: one line per kernel and configuration. */
+void report_launch(const launch_site &site, const kernel_entry &e, unsigned threads,
+                   size_t dynamic_smem)
+{
+    static std::set<std::tuple<const KernelResources *, unsigned, size_t>> said;
+    if (!said.insert({e.row, threads, dynamic_smem}).second)
+        return;
+    const KernelResources &r = *e.row;
+    const Occupancy o = sm90_occupancy(r, (int)threads, dynamic_smem);
+    say("resources: %s (%s:%d): %d registers, %d bytes static shared memory, %d bytes local "
+        "per thread; a block of %u threads with %zu bytes dynamic shared memory: %d blocks "
+        "(%d warps) per SM, occupancy %.0f%%, limited by %s", site.kernel, site.file,
+        site.line, r.registers, r.static_smem, r.local_bytes, threads, dynamic_smem,
+        o.blocks_per_sm, o.warps_per_sm, 100.0 * o.fraction, o.limiter);
+}
+
+/* Why the block's registers do not fit (""): the hardware's check, which counts a block's
+ * warps rounded up to the sub-partitions, as cuda_occupancy.h says it does. */
+std::string register_refusal(const kernel_entry &e, unsigned threads)
+{
+    const int warps = (int)(threads + WARP - 1) / WARP;
+    const int per_warp = round_up(e.row->registers * WARP, REG_UNIT);
+    const long counted = (long)per_warp * round_up(warps, SUB_PARTITIONS);
+    if (counted <= REGS_PER_BLOCK)
+        return "";
+    char why[1024];
+    snprintf(why, sizeof why, "%d registers per thread (nvcc's figure for sm_90, %s) in a block "
+             "of %u threads: %d warps of %d registers (allocated per warp in units of %d), "
+             "counted as %ld with the warps rounded up to the SM's %d sub-partitions, above "
+             "the %d registers of a block", e.row->registers, e.from->path.c_str(), threads,
+             warps, per_warp, REG_UNIT, counted, SUB_PARTITIONS, REGS_PER_BLOCK);
+    return why;
+}
+
+/* Why static plus dynamic shared memory does not fit a block (""). */
+std::string shared_refusal(const kernel_entry &e, size_t dynamic_smem, bool opted_in)
+{
+    const size_t limit = opted_in ? SMEM_OPTIN : SMEM_DEFAULT;
+    const size_t total = (size_t)e.row->static_smem + dynamic_smem;
+    if (total <= limit)
+        return "";
+    char why[1024];
+    snprintf(why, sizeof why, "%d bytes of static shared memory (nvcc's figure for sm_90, %s) "
+             "and %zu dynamic: %zu bytes, above the %zu a block may have%s", e.row->static_smem,
+             e.from->path.c_str(), dynamic_smem, total, limit,
+             opted_in ? "" : " without cudaFuncSetAttribute(kernel, "
+                             "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)");
+    return why;
+}
+
+}  // namespace
+
+const KernelResources *kernel_resources(const void *kernel_entry)
+{
+    std::lock_guard<std::mutex> hold(lock);
+    return entry_of(kernel_entry).row;
+}
+
+const KernelResources *kernel_resources(const char *symbol)
+{
+    std::lock_guard<std::mutex> hold(lock);
+    const std::string name = demangled(symbol);
+    for (const auto &t : tables) {
+        auto row = t.second->rows.find(name);
+        if (row != t.second->rows.end())
+            return &row->second;
+    }
+    return nullptr;
+}
+
+Occupancy sm90_occupancy(const KernelResources &r, int threads_per_block, size_t dynamic_smem)
+{
+    const int warps = (threads_per_block + WARP - 1) / WARP;
+    const int per_warp = round_up(r.registers * WARP, REG_UNIT);
+    int by_registers = INT_MAX;
+    if (per_warp * round_up(warps, SUB_PARTITIONS) > REGS_PER_BLOCK)
+        by_registers = 0;
+    else if (per_warp > 0)
+        by_registers = (REGS_PER_SM / SUB_PARTITIONS / per_warp) * SUB_PARTITIONS / warps;
+    const size_t smem = (size_t)round_up((int)(r.static_smem + SMEM_RESERVED + dynamic_smem),
+                                         (int)SMEM_UNIT);
+    const int by_shared = smem > SMEM_OPTIN + SMEM_RESERVED ? 0 : (int)(SMEM_PER_SM / smem);
+    const int by_threads = threads_per_block > 1024 ? 0 : WARPS_PER_SM / warps;
+    const int blocks = std::min({by_registers, by_shared, by_threads, BLOCKS_PER_SM});
+    Occupancy o;
+    o.blocks_per_sm = blocks;
+    o.warps_per_sm = blocks * warps;
+    o.fraction = (double)o.warps_per_sm / WARPS_PER_SM;
+    /* A tie names the limit no kernel change lifts first: full warps, then the block cap. */
+    o.limiter = blocks == by_threads     ? "threads"
+                : blocks == BLOCKS_PER_SM ? "blocks"
+                : blocks == by_registers  ? "registers"
+                                          : "shared memory";
+    return o;
+}
+
+std::string launch_resources_refusal(const launch_site &site, const void *kernel,
+                                     unsigned threads, size_t dynamic_smem, bool opted_in)
+{
+    std::lock_guard<std::mutex> hold(lock);
+    const kernel_entry &e = entry_of(kernel);
+    if (!e.from || !e.from->present) {
+        static bool said = false;
+        if (!said)
+            say("%s: no table of the real kernels' resources (%s; the build writes one "
+                "beside each emulated plugin where nvcc is found): launches are not checked "
+                "against sm_90's registers and the kernels' static shared memory", site.kernel,
+                e.from ? e.from->path.c_str() : "no loaded object holds the kernel");
+        said = true;
+        return "";
+    }
+    if (!e.row)
+        violation("%s:%d: launch of %s: %s has no row for the kernel %s: the table is older "
+                  "than the plugin (rebuild with ninja), or nvcc names the kernel otherwise",
+                  site.file, site.line, site.kernel, e.from->path.c_str(),
+                  e.name.empty() ? "(addr2line found no name)" : e.name.c_str());
+    if (report_wanted())
+        report_launch(site, e, threads, dynamic_smem);
+    std::string why = register_refusal(e, threads);
+    return why.empty() ? shared_refusal(e, dynamic_smem, opted_in) : why;
+}
+
+}  // namespace gb_emu
