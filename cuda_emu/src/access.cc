@@ -2,20 +2,26 @@
  * compiled with (cuda_emu/meson.build): g++ calls __tsan_readN/__tsan_writeN before every
  * load and store the code cannot prove private to the thread, and these hand each access
  * to the emulator's checks (blocks.h: checked_access) with the return address, which
- * locates the access in the .cu file. No ThreadSanitizer runtime is linked; the atomics
+ * locates the access in the .cu file, and in the counting mode to the counters first. No ThreadSanitizer runtime is linked; the atomics
  * and the rest of its interface that the instrumented code calls are done here plainly.
  */
 #include <cstddef>
 #include <cstdint>
 
 #include "blocks.h"
+#include "counters.h"
 
 #define GB_EMU_EXPORT extern "C" __attribute__((visibility("default")))
 
+/* One predictable branch when the counting mode is off, and a tail call either way (a
+ * call before the checks would give the checks' fast paths a full prologue). */
 #define GB_EMU_ACCESS(entry, n, is_write)                                                  \
     GB_EMU_EXPORT void entry(void *p)                                                       \
     {                                                                                       \
-        gb_emu::checked_access(p, n, is_write, __builtin_return_address(0));               \
+        if (__builtin_expect(gb_emu::counting, false))                                      \
+            gb_emu::counted_access(p, n, is_write, __builtin_return_address(0));           \
+        else                                                                                \
+            gb_emu::checked_access(p, n, is_write, __builtin_return_address(0));           \
     }
 
 #define GB_EMU_ACCESSES(n)                                                                \
@@ -32,12 +38,18 @@ GB_EMU_ACCESSES(16)
 
 GB_EMU_EXPORT void __tsan_read_range(void *p, size_t bytes)
 {
-    gb_emu::checked_access(p, bytes, false, __builtin_return_address(0));
+    if (gb_emu::counting)
+        gb_emu::counted_access(p, bytes, false, __builtin_return_address(0));
+    else
+        gb_emu::checked_access(p, bytes, false, __builtin_return_address(0));
 }
 
 GB_EMU_EXPORT void __tsan_write_range(void *p, size_t bytes)
 {
-    gb_emu::checked_access(p, bytes, true, __builtin_return_address(0));
+    if (gb_emu::counting)
+        gb_emu::counted_access(p, bytes, true, __builtin_return_address(0));
+    else
+        gb_emu::checked_access(p, bytes, true, __builtin_return_address(0));
 }
 
 /* Called by each instrumented object's constructor; nothing to set up. */

@@ -1275,24 +1275,21 @@ void access_site(const void *pc, const char **file, int *line)
     *line = atoi(colon + 1);
 }
 
-/* Hands an instrumented access of the running thread to the counters: device memory is
- * global, the block's shared area shared; the rest (stacks, host memory) and a WMMA call's
- * element loop (counted by its real pattern instead) are not counted. */
-static void count_checked(const void *p, size_t bytes, bool write, const void *pc)
+/* Device memory is global, the block's shared area shared; the rest (stacks, host memory)
+ * and a WMMA call's element loop (counted by its real pattern instead) are not counted. */
+void counted_access(const void *p, size_t bytes, bool write, const void *pc)
 {
     const block *b = current_block;
-    if (!b || !b->running || b->in_collective)
-        return;
     const space where = device_arena_holds(p) ? space::global : space::shared;
-    if (where == space::shared && area_offset(*b, p) == SIZE_MAX)
-        return;
-    count_access(b->running->index, where, access_kind::plain, p, bytes, write, (uintptr_t)pc);
+    if (b && b->running && !b->in_collective &&
+        (where == space::global || area_offset(*b, p) != SIZE_MAX))
+        count_access(b->running->index, where, access_kind::plain, p, bytes, write,
+                     (uintptr_t)pc);
+    checked_access(p, bytes, write, pc);
 }
 
 void checked_access(const void *p, size_t bytes, bool write, const void *pc)
 {
-    if (__builtin_expect(counting, false))
-        count_checked(p, bytes, write, pc);
     if (device_arena_holds(p)) {
         device_access(p, bytes, write, pc);
         return;

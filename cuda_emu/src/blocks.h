@@ -41,6 +41,8 @@ const char *guard_meaning(const void *addr);
  * here, and a broken rule stops the kernel with the .cu line of `pc`, the return address
  * into the access's code. Other memory (stacks, host memory) is not checked. */
 void checked_access(const void *p, size_t bytes, bool write, const void *pc);
+/* The same access in the counting mode: handed to the counters (counters.h), then checked. */
+void counted_access(const void *p, size_t bytes, bool write, const void *pc);
 /* The .cu file and line of the code before `pc` (addr2line on its line table; the emulated
  * build compiles with -g1), or a placeholder saying there is none. */
 void access_site(const void *pc, const char **file, int *line);

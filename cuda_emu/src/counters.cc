@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "emu.h"
+#include "resources.h"
 
 namespace gb_emu {
 
@@ -340,6 +341,22 @@ uint64_t scaled(uint64_t n, uint64_t total, uint64_t run)
     return run == total ? n : (uint64_t)std::llround((double)n * (double)total / (double)run);
 }
 
+/* The real build's registers for the kernel and its sm_90 occupancy at this launch's block
+ * and dynamic shared memory (resources.h); null where no table has the kernel. */
+std::string resource_fields(const kernel_run &run, const void *kernel)
+{
+    const KernelResources *r = kernel_resources(kernel);
+    if (!r)
+        return ",\"registers\":null,\"occupancy\":null";
+    const int threads = (int)(run.block.x * run.block.y * run.block.z);
+    const Occupancy o = sm90_occupancy(*r, threads, run.dynamic_bytes);
+    char text[256];
+    snprintf(text, sizeof text, ",\"registers\":%d,\"occupancy\":{\"blocks_per_sm\":%d,"
+             "\"warps_per_sm\":%d,\"fraction\":%.4f,\"limiter\":\"%s\"}", r->registers,
+             o.blocks_per_sm, o.warps_per_sm, o.fraction, o.limiter);
+    return text;
+}
+
 std::string kernel_fields(const kernel_run &run, const void *kernel, const sums &s,
                           size_t static_bytes, uint64_t total, uint64_t emulated)
 {
@@ -365,7 +382,7 @@ std::string kernel_fields(const kernel_run &run, const void *kernel, const sums 
     number("barriers", s.n[BARRIERS]);
     out += ",\"atomics\":0";
     number("shuffles", s.n[SHUFFLES]);
-    out += ",\"registers\":null,\"occupancy\":null";
+    out += resource_fields(run, kernel);
     return out;
 }
 

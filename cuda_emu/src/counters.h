@@ -17,8 +17,9 @@
 namespace gb_emu {
 
 /* Whether GEARBOX_CUDA_EMU_COUNT names a file: set once when the library loads, read at
- * every instrumented access (one predictable branch when off). */
-extern const bool counting;
+ * every instrumented access (one predictable branch when off; hidden, so a direct load
+ * rather than one through the GOT). */
+extern const bool counting __attribute__((visibility("hidden")));
 
 /* How many blocks of a grid of `total` run: all of them, or with
  * GEARBOX_CUDA_EMU_COUNT_SAMPLE=K and more than K blocks, K; which ones: sampled_block. */

@@ -84,19 +84,27 @@ static __global__ void cp_async_tile(const float4 *in, float4 *out)
     out[threadIdx.x] = tile[threadIdx.x];
 }
 
-/* A and B fragments loaded from global memory (16x16 bf16, ldm 16: 512 contiguous bytes,
- * 16 sectors each), one mma, and the f32 accumulator stored to global memory row-major
- * (ldm 16): 4 requests of 8 bytes per lane, each 8 rows of 32 bytes, 8 sectors. */
-static __global__ void wmma_global(const __nv_bfloat16 *a, const __nv_bfloat16 *b, float *c)
+/* A x B for one 16x16x16 tile: bf16 fragments loaded at leading dimensions lda and ldb,
+ * one mma, the f32 accumulator stored to c row-major (ldm 16). */
+static __device__ void tile_product(const __nv_bfloat16 *a, unsigned lda,
+                                    const __nv_bfloat16 *b, unsigned ldb, float *c)
 {
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
     wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.0f);
-    wmma::load_matrix_sync(fa, a, 16);
-    wmma::load_matrix_sync(fb, b, 16);
+    wmma::load_matrix_sync(fa, a, lda);
+    wmma::load_matrix_sync(fb, b, ldb);
     wmma::mma_sync(acc, fa, fb, acc);
     wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+}
+
+/* A and B fragments loaded from global memory (16x16 bf16, ldm 16: 512 contiguous bytes,
+ * 16 sectors each), one mma, and the f32 accumulator stored to global memory row-major
+ * (ldm 16): 4 requests of 8 bytes per lane, each 8 rows of 32 bytes, 8 sectors. */
+static __global__ void wmma_global(const __nv_bfloat16 *a, const __nv_bfloat16 *b, float *c)
+{
+    tile_product(a, 16, b, 16, c);
 }
 
 /* ldmatrix's pattern on shared tiles. The tiles are filled a 32-bit word per lane: A (16
@@ -115,14 +123,7 @@ static __global__ void wmma_shared(float *c)
     for (unsigned i = threadIdx.x; i < 128; i += 32)
         wb[i] = 0x3f803f80u;
     __syncwarp();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.0f);
-    wmma::load_matrix_sync(fa, sa, 24);
-    wmma::load_matrix_sync(fb, sb, 16);
-    wmma::mma_sync(acc, fa, fb, acc);
-    wmma::store_matrix_sync(c, acc, 16, wmma::mem_row_major);
+    tile_product(sa, 24, sb, 16, c);
 }
 
 /* A warp sum over 5 shuffles: 5 warp-level shuffle instructions per warp. */
@@ -148,7 +149,8 @@ template <class T> static T *device_array(size_t n, int fill_byte)
 static void launch_known_patterns()
 {
     float *in = device_array<float>(32 * 32, 0), *out = device_array<float>(32 * 32, 0);
-    __nv_bfloat16 *a = device_array<__nv_bfloat16>(256, 0x3f), *b = device_array<__nv_bfloat16>(256, 0x3f);
+    __nv_bfloat16 *a = device_array<__nv_bfloat16>(256, 0x3f);
+    __nv_bfloat16 *b = device_array<__nv_bfloat16>(256, 0x3f);
     cudaEvent_t mark;
     cudaEventCreate(&mark);
     cudaEventRecord(mark, nullptr);
