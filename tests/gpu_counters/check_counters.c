@@ -2,14 +2,18 @@
  * committed baseline: each kernel, over all its launches in the run, reduced to its ratios,
  * global sectors per request (loads and stores apart) and shared wavefronts per request
  * (loads and stores apart), which no shape change moves much but an uncoalesced access or
- * a bank conflict does. A ratio above its baseline (beyond a relative 1e-3) fails, naming
- * the kernel and the counter; one below passes and says the baseline can be tightened; a
- * kernel missing from either side fails. Counts are deterministic: this is no timing test.
+ * a bank conflict does, and its lowest sm_90 occupancy over its launches (resident warps
+ * per SM, from the real build's registers and shared memory), which more registers or
+ * shared memory lower. A ratio above its baseline (beyond a relative 1e-3), or fewer
+ * warps, fails, naming the kernel and the counter; a better figure passes and says the
+ * baseline can be tightened; a kernel missing from either side fails. Counts are
+ * deterministic: this is no timing test.
  *
  * usage: check_counters COUNTS.jsonl BASELINE.tsv          compare
  *        check_counters --write COUNTS.jsonl BASELINE.tsv  write the baseline from the counts
- * The baseline is a sorted table, one kernel per line: name, .cu file, then the four
- * ratios with three decimals ("-" where the kernel makes no such request).
+ * The baseline is a sorted table, one kernel per line: name, .cu file, the four ratios
+ * with three decimals ("-" where the kernel makes no such request), then the warps per SM
+ * ("-" where the build has no resource table, as without nvcc).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +33,8 @@ struct kernel {
     char name[512], file[256];
     unsigned long long num[N_RATIOS], den[N_RATIOS];   /* the run's sums */
     char ratio[N_RATIOS][32];                          /* "1.250" or "-" */
+    long min_warps;                                    /* lowest warps per SM; -1: none */
+    char warps[32];                                    /* "48" or "-" */
 };
 
 struct table {
@@ -53,6 +59,7 @@ static struct kernel *find_or_add(struct table *t, const char *name, const char 
     memset(k, 0, sizeof *k);
     snprintf(k->name, sizeof k->name, "%s", name);
     snprintf(k->file, sizeof k->file, "%s", file);
+    k->min_warps = -1;
     return k;
 }
 
@@ -115,6 +122,10 @@ static struct table read_counts(const char *path)
             k->num[r] += number_field(line, ratio_fields[r][0], &ok);
             k->den[r] += number_field(line, ratio_fields[r][1], &ok);
         }
+        int has_warps = ok;
+        const long warps = (long)number_field(line, "warps_per_sm", &has_warps);
+        if (has_warps && (k->min_warps < 0 || warps < k->min_warps))
+            k->min_warps = warps;
         if (!ok) {
             fprintf(stderr, "check_counters: %s:%d: a kernel line without its name, file or "
                     "counters (the emulator's GEARBOX_CUDA_EMU_COUNT format)\n", path, lineno);
@@ -122,13 +133,18 @@ static struct table read_counts(const char *path)
         }
     }
     fclose(f);
-    for (size_t i = 0; i < t.n; i++)
+    for (size_t i = 0; i < t.n; i++) {
+        if (t.k[i].min_warps >= 0)
+            snprintf(t.k[i].warps, sizeof t.k[i].warps, "%ld", t.k[i].min_warps);
+        else
+            snprintf(t.k[i].warps, sizeof t.k[i].warps, "-");
         for (int r = 0; r < N_RATIOS; r++)
             if (t.k[i].den[r])
                 snprintf(t.k[i].ratio[r], sizeof t.k[i].ratio[r], "%.3f",
                          (double)t.k[i].num[r] / (double)t.k[i].den[r]);
             else
                 snprintf(t.k[i].ratio[r], sizeof t.k[i].ratio[r], "-");
+    }
     qsort(t.k, t.n, sizeof *t.k, by_name);
     return t;
 }
@@ -141,11 +157,11 @@ static void write_baseline(const struct table *t, const char *path)
         exit(2);
     }
     fprintf(f, "# kernel\tfile\tgld sectors/request\tgst sectors/request\t"
-            "shld wavefronts/request\tshst wavefronts/request\n");
+            "shld wavefronts/request\tshst wavefronts/request\twarps/SM (lowest)\n");
     for (size_t i = 0; i < t->n; i++) {
         const struct kernel *k = &t->k[i];
-        fprintf(f, "%s\t%s\t%s\t%s\t%s\t%s\n", k->name, k->file, k->ratio[GLD], k->ratio[GST],
-                k->ratio[SHLD], k->ratio[SHST]);
+        fprintf(f, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k->name, k->file, k->ratio[GLD],
+                k->ratio[GST], k->ratio[SHLD], k->ratio[SHST], k->warps);
     }
     fclose(f);
     printf("wrote %zu kernels to %s\n", t->n, path);
@@ -167,22 +183,24 @@ static struct table read_baseline(const char *path)
         if (line[0] == '#' || line[0] == '\n')
             continue;
         line[strcspn(line, "\n")] = '\0';
-        char *fields[2 + N_RATIOS];
+        char *fields[3 + N_RATIOS];
         int n = 0;
-        for (char *s = line; n < 2 + N_RATIOS && s; n++) {
+        for (char *s = line; n < 3 + N_RATIOS && s; n++) {
             fields[n] = s;
             s = strchr(s, '\t');
             if (s)
                 *s++ = '\0';
         }
-        if (n != 2 + N_RATIOS) {
-            fprintf(stderr, "check_counters: %s:%d: %d fields, expected %d (kernel, file and "
-                    "four ratios, tab-separated)\n", path, lineno, n, 2 + N_RATIOS);
+        if (n != 3 + N_RATIOS) {
+            fprintf(stderr, "check_counters: %s:%d: %d fields, expected %d (kernel, file, "
+                    "four ratios and warps per SM, tab-separated)\n", path, lineno, n,
+                    3 + N_RATIOS);
             exit(2);
         }
         struct kernel *k = find_or_add(&t, fields[0], fields[1]);
         for (int r = 0; r < N_RATIOS; r++)
             snprintf(k->ratio[r], sizeof k->ratio[r], "%s", fields[2 + r]);
+        snprintf(k->warps, sizeof k->warps, "%s", fields[2 + N_RATIOS]);
     }
     fclose(f);
     return t;
@@ -221,6 +239,34 @@ static int compare_ratio(const struct kernel *now, const char *was, int r, const
     return 0;
 }
 
+/* The occupancy against its baseline: 1 when the kernel keeps fewer warps per SM. */
+static int compare_warps(const struct kernel *now, const char *was, const char *base_path)
+{
+    if (strcmp(now->warps, was) == 0)
+        return 0;
+    if (strcmp(now->warps, "-") == 0) {
+        static int said;
+        if (!said++)
+            printf("note: this build has no resource table (nvcc not found): occupancy is "
+                   "not compared\n");
+        return 0;
+    }
+    if (strcmp(was, "-") == 0) {
+        printf("FAIL: %s (%s): warps per SM is %s, the baseline says %s: the resource table "
+               "changed; if that is meant, regenerate %s\n", now->name, now->file, now->warps,
+               was, base_path);
+        return 1;
+    }
+    if (atol(now->warps) < atol(was)) {
+        printf("FAIL: %s (%s): occupancy fell from %s to %s warps per SM (more registers or "
+               "shared memory per block)\n", now->name, now->file, was, now->warps);
+        return 1;
+    }
+    printf("ok: %s (%s): occupancy rose from %s to %s warps per SM: better; the baseline can "
+           "be tightened (regenerate %s)\n", now->name, now->file, was, now->warps, base_path);
+    return 0;
+}
+
 static int compare(const struct table *now, const struct table *base, const char *base_path)
 {
     int failures = 0;
@@ -236,9 +282,10 @@ static int compare(const struct table *now, const struct table *base, const char
         int worse = 0;
         for (int r = 0; r < N_RATIOS; r++)
             worse += compare_ratio(k, b->ratio[r], r, base_path);
+        worse += compare_warps(k, b->warps, base_path);
         if (!worse)
-            printf("ok: %s (%s): %s %s %s %s\n", k->name, k->file, k->ratio[GLD], k->ratio[GST],
-                   k->ratio[SHLD], k->ratio[SHST]);
+            printf("ok: %s (%s): %s %s %s %s, %s warps/SM\n", k->name, k->file, k->ratio[GLD],
+                   k->ratio[GST], k->ratio[SHLD], k->ratio[SHST], k->warps);
         failures += worse;
     }
     for (size_t i = 0; i < base->n; i++)
