@@ -13,7 +13,6 @@
  */
 #include "counters.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -287,7 +286,7 @@ std::string bare_name(std::string name)
 }
 
 /* The kernel's demangled name with its template arguments, from the object's symbols
- * (addr2line -f -C); `fallback` (the name at the launch) when there are none. */
+ * (resources.h: function_name); `fallback` (the name at the launch) when there are none. */
 std::string kernel_name(const void *kernel, const char *fallback)
 {
     static std::mutex lock;
@@ -296,24 +295,8 @@ std::string kernel_name(const void *kernel, const char *fallback)
     auto it = known.find(kernel);
     if (it != known.end())
         return it->second;
-    std::string name = fallback;
-    Dl_info info;
-    if (dladdr(kernel, &info) && info.dli_fname) {
-        char command[1400];
-        snprintf(command, sizeof command, "addr2line -f -C -e '%s' 0x%zx 2>/dev/null",
-                 info.dli_fname, (size_t)((const char *)kernel - (const char *)info.dli_fbase));
-        if (FILE *p = popen(command, "r")) {
-            char out[2048] = "";
-            if (fgets(out, sizeof out, p) && out[0] != '?') {
-                const std::string found = bare_name(std::string(out, strcspn(out, "\n")));
-                if (!found.empty())
-                    name = found;
-            }
-            pclose(p);
-        }
-    }
-    known[kernel] = name;
-    return name;
+    const std::string found = bare_name(function_name(kernel));
+    return known[kernel] = found.empty() ? fallback : found;
 }
 
 /* The path of a launch's .cu file relative to the source tree. */

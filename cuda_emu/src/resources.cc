@@ -143,11 +143,9 @@ const kernel_entry &entry_of(const void *kernel)
     e.from = &table_of(info.dli_fname);
     if (!e.from->present)
         return e;   /* no row to find: spare the addr2line */
-    const std::string symbol =
-        symbol_at(info.dli_fname, (size_t)((const char *)kernel - (const char *)info.dli_fbase));
-    if (symbol.empty())
+    e.name = function_name(kernel);
+    if (e.name.empty())
         return e;
-    e.name = demangled(symbol);
     auto row = e.from->rows.find(e.name);
     if (row != e.from->rows.end())
         e.row = &row->second;
@@ -217,6 +215,16 @@ std::string shared_refusal(const kernel_entry &e, size_t dynamic_smem, bool opte
 }
 
 }  // namespace
+
+std::string function_name(const void *code)
+{
+    Dl_info info;
+    if (!dladdr(code, &info) || !info.dli_fname)
+        return "";
+    const std::string symbol =
+        symbol_at(info.dli_fname, (size_t)((const char *)code - (const char *)info.dli_fbase));
+    return symbol.empty() ? "" : demangled(symbol);
+}
 
 const KernelResources *kernel_resources(const void *kernel_entry)
 {

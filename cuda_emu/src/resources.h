@@ -32,6 +32,10 @@ struct KernelResources {
 const KernelResources *kernel_resources(const void *kernel_entry);
 const KernelResources *kernel_resources(const char *symbol);
 
+/* The demangled name of the function whose code is at `code` (addr2line on its object's
+ * symbols), or "" when the symbols do not say. */
+std::string function_name(const void *code);
+
 struct Occupancy {
     int blocks_per_sm;
     int warps_per_sm;
