@@ -12,8 +12,12 @@ Both read the same tokens: --data DIR (train.bin and val.bin of uint16 GPT-2 tok
 as nanoGPT or `gearbox prepare` write them), else random ids below 50257 made with numpy.
 The two programs alternate for --repeats rounds, the first of each round changing sides so
 that neither always runs on a GPU fresh from idle; each run times --steps steps after
---warmup untimed ones (torch.compile compiles during PyTorch's warm-up), and the medians
-over the rounds of each run's median ms/step are compared.
+--warmup untimed ones, and the medians over the rounds of each run's median ms/step are
+compared. torch.compile compiles during PyTorch's warm-up, cold the first time (a minute
+or more on a fresh machine), so the warm-up's seconds are reported apart, never timed.
+--budget S bounds all the runs together, as a GPU lent for minutes needs: each run gets
+what is left (at most --timeout), and a round with no time left is not started (the
+report says so); only when no round finished does the script fail.
 
 Each program runs alone on the GPU: this script holds no CUDA context and imports no torch.
 It watches from outside through NVML (bench/gpu_watch.py): the peak GPU memory of the
@@ -38,7 +42,7 @@ on the CPU at a tiny shape (fp32, no compile), to check this script, not to meas
 usage: bench/compare_gpu.py [--gearbox PATH] [--python PY] [--data DIR] [--attn NAME]
                             [--batch 16] [--steps 20] [--warmup 5] [--repeats 3]
                             [--peak-tflops 989] [--neighbors none,cuda,nvml]
-                            [--logs DIR] [--json FILE] [--timeout S]
+                            [--logs DIR] [--json FILE] [--timeout S] [--budget S]
                             [--dry-run] [--smoke-cpu]
 """
 import argparse
@@ -91,6 +95,9 @@ def parse_args(argv):
                    help='what MFU divides by (default 989: H100 SXM bf16 dense)')
     p.add_argument('--logs', metavar='DIR', help="keep every run's output here")
     p.add_argument('--timeout', type=at_least(1), default=600, help='seconds one run may take (default 600)')
+    p.add_argument('--budget', type=at_least(1),
+                   help='seconds all the runs together may take; a round with no time left is '
+                        'not started (default: no bound but --timeout per run)')
     p.add_argument('--neighbors', type=neighbour_list, default=['none'],
                    help='conditions each round runs both programs in, comma-separated: none (alone '
                         'on the GPU), cuda (beside a process holding a CUDA context and polling '
@@ -194,8 +201,14 @@ def stop_neighbour(proc):
         proc.wait()
 
 
-def run(cmd, args, name, log_dir, nvml, neighbour='none'):
-    """Runs one program, watched from outside; returns its stdout and what the watches saw."""
+class OutOfTime(Exception):
+    """A run stopped at its time limit."""
+
+
+def run(cmd, args, name, log_dir, nvml, neighbour='none', timeout=None):
+    """Runs one program, watched from outside, for at most timeout seconds (default
+    --timeout); returns its stdout and what the watches saw."""
+    timeout = args.timeout if timeout is None else timeout
     beside = start_neighbour(neighbour, log_dir, name)
     watch = GpuWatch(nvml) if nvml else None
     try:
@@ -204,11 +217,12 @@ def run(cmd, args, name, log_dir, nvml, neighbour='none'):
             if watch:
                 watch.start(proc.pid)
             try:
-                out, err = proc.communicate(timeout=args.timeout)
+                out, err = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
-                fail(f'{name} ran past --timeout {args.timeout} s: {" ".join(cmd)}', 1)
+                raise OutOfTime(f'{name} ran past its {timeout:.0f} s (--timeout {args.timeout}, '
+                                f'--budget {args.budget}): {" ".join(cmd)}')
             finally:
                 if watch:
                     watch.stop()
@@ -242,6 +256,8 @@ def parse_gearbox(out):
 
 def parse_torch(out):
     r = {'ms': grab(r'median_ms=([0-9.]+)', out, "PyTorch's median_ms")}
+    m = re.search(r'warmup_steps=([0-9]+) warmup_s=([0-9.]+)', out)
+    r['warmup'] = f'{m.group(2)} s over {m.group(1)} untimed steps' if m else None
     m = re.search(r'^GPU mfu=([0-9.]+)% .*mem_drop_mib=([0-9]+) max_allocated_mib=([0-9]+)', out, re.M)
     r['own_mfu'] = float(m.group(1)) if m else None
     r['own_mem'] = f'mem_get_info drop {m.group(2)} MiB, max_memory_allocated {m.group(3)} MiB' if m else None
@@ -263,6 +279,14 @@ def summarise(args, shape, rs):
                 mfu=100.0 * flops_per_token(shape) * tokens / (ms / 1e3) / (args.peak_tflops * 1e12),
                 process_peak=max(peaks) if peaks else None, device_rise=max(rises) if rises else None,
                 gpu_busy=statistics.mean(busy) if busy else None, rounds=[r['ms'] for r in rs])
+
+
+def print_warmups(runs):
+    """PyTorch's warm-up of each run (where torch.compile compiles), apart from the timing."""
+    seen = [f'{cond} round {i}: {r["warmup"]}' for cond, by in runs.items()
+            for i, r in enumerate(by['pytorch']) if r.get('warmup')]
+    if seen:
+        print(f'PyTorch warm-up, torch.compile included (not timed): {"; ".join(seen)}')
 
 
 def print_program(name, s, own):
@@ -287,8 +311,9 @@ def report(args, shape, runs):
           f'T {shape["block_size"]}, B {args.batch}: {tokens} tokens per step, '
           f'{flops_per_token(shape) * tokens / 1e9:.1f} GFLOP per step (nanoGPT), '
           f'MFU against {args.peak_tflops:g} TFLOP/s')
+    print_warmups(runs)
     figures = {}
-    for cond in args.neighbors:
+    for cond in runs:
         print(f'beside {"nothing" if cond == "none" else "a " + cond + " neighbour (bench/gpu_watch.py)"}:')
         f = figures[cond] = {n: summarise(args, shape, runs[cond][n]) for n in PROGRAMS}
         for n in PROGRAMS:
@@ -300,13 +325,45 @@ def report(args, shape, runs):
             print(f'  ms/step beside it against alone: gearbox '
                   f'{ratio(g["ms"], figures["none"]["gearbox"]["ms"])}, PyTorch '
                   f'{ratio(t["ms"], figures["none"]["pytorch"]["ms"])}')
-    first = figures[args.neighbors[0]]
+    first = figures[next(iter(figures))]
     g, t = first['gearbox'], first['pytorch']
     print(f'SUMMARY gearbox_tok_s={g["tok_s"]:.0f} torch_tok_s={t["tok_s"]:.0f} '
           f'speed_ratio={g["tok_s"] / t["tok_s"]:.3f} gearbox_mfu={g["mfu"]:.1f} torch_mfu={t["mfu"]:.1f} '
           f'gearbox_mem_mib={mib(g["process_peak"]).split()[0]} '
           f'torch_mem_mib={mib(t["process_peak"]).split()[0]}')
     return figures
+
+
+def run_rounds(args, cmds, parsers, log_dir, nvml):
+    """Every round under every condition, within --budget; the conditions whose first
+    round both programs finished, each with its rounds."""
+    end = time.monotonic() + args.budget if args.budget else None
+    runs = {c: {n: [] for n in PROGRAMS} for c in args.neighbors}
+    for r in range(args.repeats):
+        order = PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]   # neither always goes first
+        for cond in args.neighbors:
+            left = end - time.monotonic() if end else args.timeout
+            if left < 10:
+                print(f'round {r}, beside {cond}: not run: {max(left, 0):.0f} s of --budget '
+                      f'{args.budget} left', flush=True)
+                continue
+            done = {}
+            try:
+                for name in order:
+                    left = end - time.monotonic() if end else args.timeout
+                    out, seen = run(cmds[name], args, f'{name}-{cond}-{r}', log_dir, nvml, cond,
+                                    timeout=min(args.timeout, max(left, 1)))
+                    done[name] = dict(parsers[name](out), **seen)
+                    print(f'round {r}, beside {cond}: {name} {done[name]["ms"]:.2f} ms/step, GPU '
+                          f'memory {mib(done[name]["process_peak"])}', flush=True)
+            except OutOfTime as err:
+                if not any(by['gearbox'] for by in runs.values()):
+                    fail(f'{err}; no round finished', 1)
+                print(f'round {r}, beside {cond}: not finished: {err}', flush=True)
+                continue
+            for name in PROGRAMS:
+                runs[cond][name].append(done[name])
+    return {c: by for c, by in runs.items() if by['gearbox']}
 
 
 def open_nvml(args):
@@ -346,16 +403,7 @@ def main(argv=None):
         if args.dry_run:
             return 0
         parsers = {'gearbox': parse_gearbox, 'pytorch': parse_torch}
-        runs = {c: {n: [] for n in PROGRAMS} for c in args.neighbors}
-        for r in range(args.repeats):
-            order = PROGRAMS if r % 2 == 0 else PROGRAMS[::-1]   # neither always goes first
-            for cond in args.neighbors:
-                for name in order:
-                    out, seen = run(cmds[name], args, f'{name}-{cond}-{r}', log_dir, nvml, cond)
-                    res = dict(parsers[name](out), **seen)
-                    runs[cond][name].append(res)
-                    print(f'round {r}, beside {cond}: {name} {res["ms"]:.2f} ms/step, GPU memory '
-                          f'{mib(res["process_peak"])}', flush=True)
+        runs = run_rounds(args, cmds, parsers, log_dir, nvml)
         figures = report(args, shape, runs)
         if args.json:
             with open(args.json, 'w') as f:

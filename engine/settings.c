@@ -50,10 +50,12 @@ static const gb_option run_options[] = {
     [RUN_ALLOW_WRITABLE_PLUGINS] = {"allow_writable_plugins", GB_OPT_BOOL, "false", 0, 0, NULL,
                                     "load plugin files and folders that others than their "
                                     "owner may write (refused by default)"},
-    [RUN_CUDA_GRAPHS] = {"cuda_graphs", GB_OPT_BOOL, "false", 0, 0, NULL,
+    [RUN_CUDA_GRAPHS] = {"cuda_graphs", GB_OPT_ENUM, "auto", 0, 0, "auto|true|false",
                          "record each micro-step's forward and backward once as CUDA graphs "
                          "and launch them from then on (a device with graphs, ABI 1.4: cuda; "
-                         "not with data-parallel runs)"},
+                         "not with data-parallel runs or dropout); auto: on where the run "
+                         "allows them and the emulated suite checks them, the plan says why "
+                         "not elsewhere"},
     [RUN_KEEP_LAST] = {"keep_last", GB_OPT_INT, "0", 0, BIG, NULL,
                        "after each checkpoint, delete out_dir's older ones but the newest N and "
                        "the one with the best val loss (0: keep all)"},

@@ -14,6 +14,10 @@
 #define GB_MAX_STEPS 0x1p43
 #define GB_MAX_THREADS 1024   /* the largest [run] threads */
 
+/* [run] cuda_graphs, in the order of its choices: auto (on where the device records graphs
+ * and the step is graph-safe), true, false. */
+enum { GB_GRAPHS_AUTO, GB_GRAPHS_ON, GB_GRAPHS_OFF };
+
 typedef struct gb_settings {
     /* [run] */
     int64_t seed, steps, threads, log_every, eval_every, eval_iters, checkpoint_every;
@@ -22,7 +26,7 @@ typedef struct gb_settings {
     const char *plugin_path;  /* ':'-separated absolute folders */
     uint64_t memory_budget;   /* bytes for batch_size = auto; 0: the device's memory */
     int allow_writable_plugins;
-    int cuda_graphs;          /* training forward and backward as device graphs */
+    int cuda_graphs;          /* [run] cuda_graphs: GB_GRAPHS_AUTO, _ON or _OFF */
     int64_t keep_last;        /* checkpoints kept besides the best; 0: all */
     /* [model] */
     int64_t n_layer, n_head, n_embd, block_size, vocab_size;  /* vocab 0: from the data */

@@ -66,6 +66,8 @@ struct gb_trainer {
     char last_checkpoint[4200];  /* written or resumed from by this run; "" before any */
     int64_t last_checkpoint_step;
     gb_threads_auto threads;     /* [run] threads = auto's trials and choice */
+    int graphs;                  /* forward and backward run as device graphs */
+    char graphs_off[400];        /* why cuda_graphs = auto left them off; "" otherwise */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -649,11 +651,13 @@ static void print_plan(gb_trainer *t)
         say(t, "loss scaler: %s", scaler);
     say_memory_plan(t);
     print_prefetch(t);
-    if (t->s->cuda_graphs)
-        say(t, "cuda graphs: on: each micro-step's forward and backward are recorded "
+    if (t->graphs)
+        say(t, "cuda graphs: on%s: each micro-step's forward and backward are recorded "
             "once as graphs and launched from then on; zeroing the gradients, the batch "
             "copies, the figures, the gradient norm and the optimizer step are queued as "
-            "calls");
+            "calls", t->s->cuda_graphs == GB_GRAPHS_AUTO ? " (auto)" : "");
+    else if (t->graphs_off[0])
+        say(t, "cuda graphs: off (auto): %s", t->graphs_off);
     if (t->gpu)
         say(t, "gpu monitor: %s (NVML, driver %s): memory, utilisation, power and "
             "temperature in each logged step", gb_gpu_monitor_name(t->gpu),
@@ -707,7 +711,7 @@ static void write_summary(gb_trainer *t, int64_t steps_done, double total_ms)
                              "optimizer", (json_int_t)p.optimizer,
                              "activations", (json_int_t)p.activations,
                              "workspace", (json_int_t)p.workspace);
-    if (line && t->s->cuda_graphs) {
+    if (line && t->graphs) {
         int64_t recorded, launched;
         gb_model_graph_counts(t->model, &recorded, &launched);
         json_object_set_new(line, "graphs", json_pack("{s:I, s:I}", "recorded",
@@ -916,36 +920,69 @@ static void open_gpu_monitor(gb_trainer *t)
                                  sizeof t->gpu_off);
 }
 
-/* [run] cuda_graphs: what the device and the run must allow, then the model's graphs. */
-static int enable_graphs(gb_trainer *t)
+/* What keeps [run] cuda_graphs from this run, if anything: `why` follows "[run]
+ * cuda_graphs = true" in a sentence ("" when nothing does) and `fix` says what to change. */
+static void graphs_refused(const gb_trainer *t, char *why, size_t cap, const char **fix)
 {
     const gb_device_ops *ops = t->rt.dev;
     const gb_plugin *dev = t->rt.inst[GB_KIND_DEVICE].plugin;
-    if (!t->s->cuda_graphs)
-        return 0;
+    why[0] = '\0';
     if (t->s->dropout > 0.0) {
-        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true is not "
-                  "available with [model] dropout = %g: each micro-step draws its own masks, "
-                  "which a recorded graph would repeat; set dropout = 0 or cuda_graphs = false",
-                  t->s->dropout);
+        snprintf(why, cap, " is not available with [model] dropout = %g: each micro-step "
+                 "draws its own masks, which a recorded graph would repeat", t->s->dropout);
+        *fix = "set dropout = 0 or cuda_graphs = false";
+    } else if (!GB_DEVICE_HAS(ops, graph_begin) || !GB_DEVICE_HAS(ops, graph_end) ||
+               !GB_DEVICE_HAS(ops, graph_launch) || !GB_DEVICE_HAS(ops, graph_destroy)) {
+        snprintf(why, cap, ": [device] plugin = %s (%s) records no graphs (ABI 1.4's "
+                 "graph_begin, graph_end, graph_launch and graph_destroy)", dev->desc->name,
+                 dev->path);
+        *fix = "use [device] plugin = cuda, or set cuda_graphs = false";
+    } else if (t->ddp) {
+        snprintf(why, cap, " is not available for data-parallel runs (%d ranks): the host "
+                 "starts each gradient bucket's all-reduce during backward, which a graph "
+                 "cannot record", t->world);
+        *fix = "set cuda_graphs = false";
+    }
+}
+
+/* Why cuda_graphs = auto leaves graphs off on a device that records them, where `true`
+ * would record: what a recording cannot hold, or what no test has recorded; NULL: on. */
+static const char *graphs_unchecked(const gb_trainer *t)
+{
+    const char *sync = getenv("GEARBOX_CUDA_SYNC");
+    if (sync && strcmp(sync, "1") == 0)
+        return "GEARBOX_CUDA_SYNC=1 waits for the device after every launch, which a "
+               "recording cannot hold";
+    if (strcmp(t->rt.inst[GB_KIND_ATTN].plugin->desc->name, "cudnn") == 0)
+        return "attn/cudnn inside a recording has not been checked (the emulated suite has "
+               "no cuDNN); cuda_graphs = true records it";
+    return NULL;
+}
+
+/* [run] cuda_graphs: what the device and the run must allow, then the model's graphs. With
+ * auto, what true would refuse leaves them off, said in the plan where the device records
+ * graphs (t->graphs_off). */
+static int enable_graphs(gb_trainer *t)
+{
+    char why[400];
+    const char *fix = "";
+    if (t->s->cuda_graphs == GB_GRAPHS_OFF)
+        return 0;
+    graphs_refused(t, why, sizeof why, &fix);
+    if (t->s->cuda_graphs == GB_GRAPHS_ON && why[0]) {
+        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true%s; %s",
+                  why, fix);
         return -1;
     }
-    if (!GB_DEVICE_HAS(ops, graph_begin) || !GB_DEVICE_HAS(ops, graph_end) ||
-        !GB_DEVICE_HAS(ops, graph_launch) || !GB_DEVICE_HAS(ops, graph_destroy)) {
-        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true: [device] "
-                  "plugin = %s (%s) records no graphs (ABI 1.4's graph_begin, graph_end, "
-                  "graph_launch and graph_destroy); use [device] plugin = cuda, or set "
-                  "cuda_graphs = false", dev->desc->name, dev->path);
-        return -1;
-    }
-    if (t->ddp) {
-        gb_report(GB_REPORT_ERROR, "train", "gearbox: error: [run] cuda_graphs = true is not "
-                  "available for data-parallel runs (%d ranks): the host starts each gradient "
-                  "bucket's all-reduce during backward, which a graph cannot record; set "
-                  "cuda_graphs = false", t->world);
-        return -1;
-    }
+    const char *unchecked = t->s->cuda_graphs == GB_GRAPHS_AUTO ? graphs_unchecked(t) : NULL;
+    if (why[0] && !strstr(why, "records no graphs"))   /* said only where there are graphs */
+        snprintf(t->graphs_off, sizeof t->graphs_off, "cuda_graphs = true%s", why);
+    else if (!why[0] && unchecked)
+        snprintf(t->graphs_off, sizeof t->graphs_off, "%s", unchecked);
+    if (why[0] || unchecked)
+        return 0;
     gb_model_use_graphs(t->model);
+    t->graphs = 1;
     return 0;
 }
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# gearbox's check for a machine with an NVIDIA GPU, in stages that each fit a short slot
-# of GPU time (each well under 8 minutes on an H100) and can be run, and rerun, one
-# command at a time:
+# gearbox's check for a machine with an NVIDIA GPU: one command of at most --budget seconds
+# (default 600: a GPU is often lent for minutes only), in stages that can also be run, and
+# rerun, one command at a time:
 #   build     check the dependencies, configure BUILD (-Dwerror=false: warnings are kept in
-#             the log, not fatal), build, and ask the GPU whether it runs here
+#             the log, not fatal; the C compiler is CC, else cc, else gcc, and nvcc's host
+#             compiler NVCC_CCBIN, else g++, both found by name), build, and ask the GPU
+#             whether it runs here
 #   test      the gpu and cuda test suites (meson test)
 #   train     `gearbox prepare`, then STEPS steps of examples/shakespeare_char.ini on
 #             device/cuda in fp32, tf32, bf16 and fp16
@@ -18,14 +20,26 @@
 #             emulated plugins of the same build, beside what was measured
 #             (predicted-vs-measured.txt); last a `gearbox ab` of the [train] fuse_*
 #             settings on GPT-2 124M's shape
-# Each stage writes its logs into OUT/STAGE/ and its lines, ending with "stage result",
-# into OUT/summary.txt (a rerun of a stage replaces its lines); later stages use the build
-# the build stage left in BUILD. docs/gpu.md ("Building on a GPU machine") is the guide.
+# Each stage writes its logs into OUT/STAGE/ as they go (each program's output line by
+# line, so a run killed mid-way leaves what it wrote) and its lines, ending with "stage
+# result", into OUT/summary.txt at once (a rerun of a stage replaces its lines); the first
+# line printed names OUT. Later stages use the build the build stage left in BUILD.
+# docs/gpu.md ("Building on a GPU machine") is the guide.
 #
-# usage: scripts/gpu-check.sh [--emulated] [--pack] [STAGE... | --stage STAGE]
+# usage: scripts/gpu-check.sh [--budget S] [--emulated] [--pack] [STAGE... | --stage STAGE]
 #        scripts/gpu-check.sh deps      (on a Debian or Ubuntu machine with apt: makes the
 #                                        folder of inih, oneDNN and pkg-config to carry)
 #   no STAGE: build test train sanitize bench, in that order, stopping after a failed build
+#   --budget S (or BUDGET): seconds the whole command may take (default 600). The time plan
+#              on an H100 machine, from a fresh clone: build 150 (meson setup, then nvcc for
+#              sm_90 only), test 120, train 40, sanitize 90, bench 200 (compare-gpu 120 with
+#              a cold torch.compile, profile 30, matmul 15, attn 20, sdpa 15, then the
+#              fusions' A/B if time is left). Each stage may run until the budget's end less
+#              the plans of the stages after it in this command (scaled down when the budget
+#              is smaller than their sum), so time a stage leaves goes to the next; each
+#              run and benchmark in it gets at most its planned seconds of what is left. A
+#              stage or benchmark with less than 20 s left to start is SKIP, not FAIL, and
+#              so is one the budget cut short of its planned time
 #   --emulated (or GEARBOX_CUDA_EMU=1): every stage but sanitize and bench on the SIMT
 #              emulator's CUDA plugins (BUILD/cuda_emu/plugins), on a machine without a GPU
 #   --pack     pack each stage's logs into OUT/STAGE-logs.tar.gz (a few files to copy back)
@@ -39,14 +53,16 @@
 #              GPU_TESTS     meson test's arguments (default --suite gpu --suite cuda;
 #                            emulated: --suite gpu-emu --no-suite gpu-check)
 #              STEPS         training steps per precision (default 50; emulated 2)
-#              STAGE_LIMIT   seconds a stage may take (default 450); what is left then is
-#                            SKIP; TRAIN_LIMIT (120) and SANITIZE_RUN_LIMIT (120) bound a run
+#              STAGE_LIMIT   at most this many seconds for each stage (default: no cap
+#                            beyond the budget); TRAIN_LIMIT (30; emulated 120) and
+#                            SANITIZE_RUN_LIMIT (60) bound a run
 #              BENCH         0 skips the benchmarks
 #              PREDICT_LIMIT seconds the step's prediction may take (default 300)
 #              PYTHON        the interpreter with PyTorch 2.x for bench/*.py (default python3)
 #              DEPS_PACKAGES the packages `deps` unpacks (default: Debian 12's names)
 # Exit status: 0 when no stage run by this command failed (skips do not fail), 1 when one
-# did, 2 for a usage error.
+# did, 2 for a usage error. Without a GPU, the stages that need one (train, sanitize, bench)
+# are SKIP, and the test stage's gpu tests skip one by one.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 cd "$src" || exit 1
@@ -63,10 +79,13 @@ add_stage() {
 }
 emulated=${GEARBOX_CUDA_EMU:-0}
 pack=0
+budget=${BUDGET:-600}
 stages=()
 while [ $# -gt 0 ]; do
     case $1 in
         --emulated) emulated=1 ;;
+        --budget) shift; budget=${1:-} ;;
+        --budget=*) budget=${1#--budget=} ;;
         --pack) pack=1 ;;
         --stage) shift; add_stage "${1:-}" ;;
         --stage=*) add_stage "${1#--stage=}" ;;
@@ -77,6 +96,11 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ ${#stages[@]} -eq 0 ] && stages=(build test train sanitize bench)
+case $budget in
+    ''|*[!0-9]*) echo "gpu-check.sh: --budget '$budget': expected whole seconds, such as 600" >&2
+                 exit 2 ;;
+esac
+budget_end=$((SECONDS + budget))
 
 absolute() { case $1 in /*) echo "$1" ;; *) echo "$src/$1" ;; esac; }
 out=$(absolute "${OUT:-gpu-check-out}")
@@ -85,7 +109,16 @@ work=$(absolute "${WORK:-$build/gpu-check-work}")
 deps=$(absolute "${GEARBOX_DEPS:-.gpu-deps}")
 cuda=${CUDA_PATH:-/usr/local/cuda}
 gearbox=$build/tools/gearbox
-if [ "$emulated" = 1 ]; then steps=${STEPS:-2}; else steps=${STEPS:-50}; fi
+# The compilers, found by name: the C compiler is CC, else cc, else gcc (a machine may have
+# gcc and no cc), which meson reads from CC; nvcc's host compiler is NVCC_CCBIN (nvcc reads
+# it), else g++ from PATH.
+CC=${CC:-$(command -v cc > /dev/null && echo cc || echo gcc)}
+NVCC_CCBIN=${NVCC_CCBIN:-$(command -v g++)}
+export CC
+[ -n "$NVCC_CCBIN" ] && export NVCC_CCBIN
+# a training run's limit: seconds on a GPU, minutes on the emulator (about 1000 times slower)
+if [ "$emulated" = 1 ]; then steps=${STEPS:-2} train_limit=${TRAIN_LIMIT:-120}
+else steps=${STEPS:-50} train_limit=${TRAIN_LIMIT:-30}; fi
 
 # ---- deps: the carried folder, made on a machine with apt ----------------------------------
 # The GPU machines we borrow have no apt, inih, oneDNN, Jansson, nettle or pkg-config: this unpacks Debian's
@@ -143,6 +176,31 @@ carry_hint() {
 mkdir -p "$out" || exit 1
 touch "$out/summary.txt"
 failed=0
+echo "gpu-check: logs in $out (summary.txt, and a folder per stage, written as they go);" \
+     "budget $budget s for: ${stages[*]}"
+# Every program's output reaches its log line by line (a C program's stdio through stdbuf,
+# Python's unbuffered), so a run killed at its limit, or with the whole command, leaves it.
+export PYTHONUNBUFFERED=1
+line_buffered=()
+command -v stdbuf > /dev/null && line_buffered=(stdbuf -oL -eL)
+
+# stage_plan STAGE: its seconds in the time plan of --help (0 for the stages the emulated
+# mode skips at once)
+stage_plan() {
+    if [ "$emulated" = 1 ]; then
+        case $1 in sanitize|bench) echo 0; return ;; esac
+    fi
+    case $1 in build) echo 150 ;; test) echo 120 ;; train) echo 40 ;; sanitize) echo 90 ;;
+               bench) echo 200 ;; esac
+}
+# plans_after INDEX: the planned seconds of the stages after stages[INDEX] (-1: all of them)
+plans_after() {
+    local i sum=0
+    for ((i = $1 + 1; i < ${#stages[@]}; i++)); do
+        sum=$((sum + $(stage_plan "${stages[i]}")))
+    done
+    echo "$sum"
+}
 
 # record NAME STATUS DETAIL: one line of the summary (STATUS: PASS, FAIL or SKIP), also
 # written to summary.txt at once, so a stage cut short still leaves what it did
@@ -155,10 +213,19 @@ record() {
     echo "== $line"
 }
 
-# begin_stage NAME: a fresh log folder, and the stage's lines of an earlier run removed
+# begin_stage NAME INDEX: a fresh log folder, the stage's lines of an earlier run removed,
+# and its deadline: the budget's end less the plans of the stages after it (scaled down
+# when the budget is smaller than all the plans), at most STAGE_LIMIT from now
 begin_stage() {
     stage=$1 n_pass=0 n_skip=0 n_fail=0 stage_start=$SECONDS log=$out/$1
-    deadline=$((SECONDS + ${STAGE_LIMIT:-450}))
+    local reserve total
+    reserve=$(plans_after "$2")
+    total=$(plans_after -1)
+    [ "$budget" -lt "$total" ] && reserve=$((reserve * budget / total))
+    deadline=$((budget_end - reserve))
+    if [ -n "${STAGE_LIMIT:-}" ] && [ $((SECONDS + STAGE_LIMIT)) -lt "$deadline" ]; then
+        deadline=$((SECONDS + STAGE_LIMIT))
+    fi
     awk -v s="$stage" '$1 != s' "$out/summary.txt" > "$out/summary.tmp" &&
         mv "$out/summary.tmp" "$out/summary.txt"
     rm -rf "$log" "$out/$stage-logs.tar.gz"
@@ -225,23 +292,47 @@ stage_env() {
     fi
 }
 
-# have_time CHECK: whether 20 s of the stage (STAGE_LIMIT, default 450) are left; if not,
-# CHECK is recorded as a SKIP. Bounding every stage keeps each within one short slot.
+# have_time CHECK: whether 20 s of the stage's share of the budget are left to start
+# CHECK; if not, CHECK is recorded as a SKIP (it did not run, so it did not fail)
 have_time() {
     [ $((deadline - SECONDS)) -ge 20 ] && return 0
-    record "$1" SKIP "no time left in the stage's ${STAGE_LIMIT:-450} s (raise STAGE_LIMIT)"
+    record "$1" SKIP "no time to start it: $((deadline - SECONDS)) s left of this stage's share of the --budget $budget s (raise --budget)"
     return 1
 }
 
-# run_limited FILE SECONDS COMMAND...: COMMAND into $log/FILE under `timeout`, for at most
-# SECONDS and never past the stage's end; its status (124 or 137: out of time). $limit is
-# the limit it ran under.
+# run_limited FILE SECONDS COMMAND...: COMMAND into $log/FILE (line by line) under
+# `timeout`, for at most SECONDS and never past the stage's end; its status (124 or 137:
+# out of time). $limit is the limit it ran under, $planned the SECONDS asked for.
 run_limited() {
     local file=$1 left=$((deadline - SECONDS))
-    limit=$2
+    limit=$2 planned=$2
     shift 2
     [ "$left" -lt "$limit" ] && limit=$left
-    timeout -k 10 "$limit" "$@" > "$log/$file" 2>&1
+    timeout -k 10 "$limit" "${line_buffered[@]}" "$@" > "$log/$file" 2>&1
+}
+
+# out_of_time CHECK FILE: a run that reached its limit: SKIP when the budget cut it below
+# its planned seconds (it had no time to finish), else FAIL (it took longer than planned)
+out_of_time() {
+    if [ "$limit" -lt "$planned" ]; then
+        record "$1" SKIP "cut at $limit s by the --budget $budget s (it plans $planned s; raise --budget) ($2)"
+    else
+        record "$1" FAIL "past its $limit s limit ($2)"
+    fi
+}
+
+# needs_gpu: whether a GPU answers (always, emulated); if not, the stage is recorded SKIP
+needs_gpu() {
+    [ "$emulated" = 1 ] && return 0
+    local probe=$build/tests/gpu/gpu-probe
+    if [ -x "$probe" ]; then
+        "$probe" > "$log/probe.log" 2>&1 && return 0
+        record "gpu" SKIP "$(sed 's/^SKIP: //' "$log/probe.log"): this stage needs one"
+    else
+        nvidia-smi -L > "$log/probe.log" 2>&1 && return 0
+        record "gpu" SKIP "no NVIDIA GPU (nvidia-smi -L: $(head -c 100 "$log/probe.log")): this stage needs one"
+    fi
+    return 1
 }
 
 # first_error FILE: the first error line of a log, without gearbox's prefix and plugin paths
@@ -260,7 +351,7 @@ links_with() {
     echo "-- $1, -l$2 $flags" >> "$log/dependencies.log"
     # shellcheck disable=SC2086
     printf '#include <%s>\nint main(void) { return 0; }\n' "$1" |
-        ${CC:-cc} -x c - -o "$log/probe" $flags "-l$2" >> "$log/dependencies.log" 2>&1
+        $CC -x c - -o "$log/probe" $flags "-l$2" >> "$log/dependencies.log" 2>&1
     rc=$?
     rm -f "$log/probe"
     return $rc
@@ -270,10 +361,11 @@ links_with() {
 # stops the stage here, with what to do, instead of half-way through configure or build
 check_dependencies() {
     local tool missing=""
-    for tool in meson ninja "${CC:-cc}"; do
+    for tool in meson ninja "$CC"; do
         command -v "${tool%% *}" > /dev/null || missing="$missing $tool"
     done
     [ "$emulated" = 1 ] || [ -x "$cuda/bin/nvcc" ] || missing="$missing nvcc($cuda/bin; set CUDA_PATH)"
+    [ "$emulated" = 1 ] || [ -n "$NVCC_CCBIN" ] || missing="$missing g++(nvcc's host compiler; or set NVCC_CCBIN)"
     if [ -n "$missing" ]; then
         record "dependencies" FAIL "not found:$missing; nothing was built"
         return 1
@@ -291,9 +383,9 @@ check_dependencies() {
         return 1
     fi
     if links_with oneapi/dnnl/dnnl.h dnnl dnnl; then
-        record "dependencies" PASS "meson, ninja, ${CC:-cc}, inih, Jansson, nettle, oneDNN$([ "$emulated" = 1 ] || echo ", nvcc")"
+        record "dependencies" PASS "meson, ninja, $CC, inih, Jansson, nettle, oneDNN$([ "$emulated" = 1 ] || echo ", nvcc")"
     else
-        record "dependencies" PASS "meson, ninja, ${CC:-cc}, inih, Jansson, nettle$([ "$emulated" = 1 ] || echo ", nvcc")"
+        record "dependencies" PASS "meson, ninja, $CC, inih, Jansson, nettle$([ "$emulated" = 1 ] || echo ", nvcc")"
         record "oneDNN" SKIP "oneapi/dnnl/dnnl.h or libdnnl not found: no device/cpu will be built; $(carry_hint libdnnl-dev)"
     fi
 }
@@ -318,7 +410,12 @@ configure() {
         local arch=${GPU_ARCH:-$(gpu_arch)}
         args+=(-Dcuda=enabled -Dgpu_emu=disabled ${arch:+-Dgpu_arch=$arch})
     fi
-    if ! meson setup "$build" "${args[@]}" > "$log/setup.log" 2>&1; then
+    run_limited setup.log 60 meson setup "$build" "${args[@]}"
+    local rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        out_of_time "configure" setup.log
+        return 1
+    elif [ $rc -ne 0 ]; then
         record "configure" FAIL "meson setup ${args[*]}: $(grep -m1 'ERROR' "$log/setup.log" | cut -c1-150) (setup.log)"
         return 1
     fi
@@ -342,13 +439,16 @@ stage_build() {
     {
         if command -v nvidia-smi > /dev/null; then nvidia-smi -L 2>&1; else echo "no nvidia-smi"; fi
         "$cuda/bin/nvcc" --version 2>&1 | tail -n 2
-        echo "meson $(meson --version 2>&1), ninja $(ninja --version 2>&1), $(${CC:-cc} --version 2>&1 | head -n 1)"
+        echo "meson $(meson --version 2>&1), ninja $(ninja --version 2>&1), CC=$CC: $($CC --version 2>&1 | head -n 1)"
+        echo "nvcc's host compiler NVCC_CCBIN=${NVCC_CCBIN:-none}: $(${NVCC_CCBIN:-false} --version 2>&1 | head -n 1)"
     } > "$log/machine.txt"
     check_dependencies && configure || return
-    run_limited build.log "${STAGE_LIMIT:-450}" ninja -C "$build"
+    # all the stage's time; less than the plan's 150 s counts as cut short by the budget
+    run_limited build.log $((deadline - SECONDS)) ninja -C "$build"
     rc=$?
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        record "build" FAIL "not done within $limit s: run the build stage again to go on (build.log)"
+        planned=$(stage_plan build)
+        out_of_time "build" "build.log; run the build stage again to go on where it stopped"
         return
     elif [ $rc -ne 0 ]; then
         record "build" FAIL "$(grep -m1 'error' "$log/build.log" | cut -c1-150) (build.log)"
@@ -382,12 +482,13 @@ stage_test() {
     else tests=${GPU_TESTS:---suite gpu --suite cuda}; fi
     # --logbase: its own log files, so a meson test already running in BUILD keeps its own
     # shellcheck disable=SC2086
-    run_limited test-gpu.log "${STAGE_LIMIT:-450}" meson test -C "$build" --no-rebuild \
+    run_limited test-gpu.log $((deadline - SECONDS)) meson test -C "$build" --no-rebuild \
         --logbase gpu-check --print-errorlogs $tests
     rc=$?
     counts=$(grep -E '^(Ok|Fail|Skipped|Timeout):' "$log/test-gpu.log" | tr -s ' ' | tr '\n' ' ')
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        record "meson test" FAIL "$tests: past the stage's $limit s (test-gpu.log)"
+        planned=$(stage_plan test)
+        out_of_time "meson test" "$tests: ${counts}test-gpu.log"
     elif [ $rc -ne 0 ]; then
         record "meson test" FAIL "$tests: ${counts}(test-gpu.log)"
     elif grep -qE '^Ok: +0 *$' "$log/test-gpu.log"; then
@@ -411,7 +512,7 @@ train_command() {
 }
 
 stage_train() {
-    stage_env || return
+    stage_env && needs_gpu || return
     data=$work/data/shakespeare_char
     rm -rf "$work"   # prepare must create the missing folders itself
     if ! run_limited prepare.log 60 "$gearbox" prepare examples/data/tinyshakespeare.txt "$data"; then
@@ -423,14 +524,14 @@ stage_train() {
     for precision in fp32 tf32 bf16 fp16; do
         have_time "train $precision ($steps steps)" || continue
         train_command "train-$precision" "$precision" "$steps"
-        run_limited "train-$precision.log" "${TRAIN_LIMIT:-120}" "${train_cmd[@]}"
+        run_limited "train-$precision.log" "$train_limit" "${train_cmd[@]}"
         rc=$?
         if [ $rc -eq 0 ]; then
             record "train $precision ($steps steps)" PASS "$(grep '^done:' "$log/train-$precision.log" | cut -c1-100)"
         elif grep -q "cannot run here\|no such .* plugin" "$log/train-$precision.log"; then
             record "train $precision ($steps steps)" SKIP "$(first_error "$log/train-$precision.log")"
         elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-            record "train $precision ($steps steps)" FAIL "past its $limit s limit (train-$precision.log)"
+            out_of_time "train $precision ($steps steps)" "train-$precision.log"
         else
             record "train $precision ($steps steps)" FAIL "$(first_error "$log/train-$precision.log") (train-$precision.log)"
         fi
@@ -439,12 +540,12 @@ stage_train() {
 
 # ---- stage sanitize -----------------------------------------------------------------------------
 # sanitize TOOL TARGET COMMAND...: COMMAND under compute-sanitizer's TOOL, for at most
-# SANITIZE_RUN_LIMIT (default 120 s) of what is left of the stage
+# SANITIZE_RUN_LIMIT (default 60 s) of what is left of the stage
 sanitize() {
     local tool=$1 name="$1 $2" file="$1-$2" rc
     shift 2
     have_time "$name" || return
-    run_limited "$file.log" "${SANITIZE_RUN_LIMIT:-120}" "$sanitizer" --tool "$tool" \
+    run_limited "$file.log" "${SANITIZE_RUN_LIMIT:-60}" "$sanitizer" --tool "$tool" \
         --error-exitcode 99 --target-processes all "$@"
     rc=$?
     local verdict
@@ -453,7 +554,7 @@ sanitize() {
         0) record "$name" PASS "$verdict" ;;
         77) record "$name" SKIP "$(grep -i -m1 'skip' "$log/$file.log" | cut -c1-120)" ;;
         99) record "$name" FAIL "$verdict ($file.log)" ;;
-        124|137) record "$name" FAIL "no verdict within $limit s ($file.log)" ;;
+        124|137) out_of_time "$name" "no verdict; $file.log" ;;
         *) record "$name" FAIL "exit status $rc: $(first_error "$log/$file.log") ($file.log)" ;;
     esac
 }
@@ -463,7 +564,7 @@ stage_sanitize() {
         record "compute-sanitizer" SKIP "emulated: it needs a GPU (the emulator asserts its own rules in every gpu-emu test)"
         return
     fi
-    stage_env || return
+    stage_env && needs_gpu || return
     sanitizer=$(command -v compute-sanitizer ||
         ls "$cuda"/compute-sanitizer/compute-sanitizer 2> /dev/null)
     if [ -z "$sanitizer" ]; then
@@ -519,7 +620,7 @@ bench() {
     elif [ $rc -eq 77 ]; then
         record "$name" SKIP "$(tail -n 1 "$log/$name.txt" | cut -c1-110)"
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        record "$name" FAIL "past its ${limit} s limit ($name.txt)"
+        out_of_time "$name" "$name.txt"
     else
         record "$name" FAIL "exit status $rc: $(first_error "$log/$name.txt") ($name.txt)"
     fi
@@ -633,8 +734,8 @@ stage_bench() {
         record "benchmarks" SKIP "BENCH=0"
         return
     fi
-    stage_env || return
-    local py attn_plugins tokens=$work/gpt2-tokens
+    stage_env && needs_gpu || return
+    local py attn_plugins tokens=$work/gpt2-tokens compare_limit
     py=$(command -v "${PYTHON:-python3}")
     if [ -z "$py" ] || ! "$py" -c 'import torch, numpy' > /dev/null 2>&1; then
         record "bench compare-gpu/profile/sdpa" SKIP "no PyTorch and numpy in ${PYTHON:-python3} (set PYTHON)"
@@ -643,26 +744,29 @@ stage_bench() {
         "$py" -c 'import sys; sys.path.insert(0, "bench"); import compare_gpu as c; c.make_tokens(sys.argv[1], 4 << 20)' \
             "$tokens"
     fi
-    # the step, alone and beside a process polling the GPU as a torch-importing harness does
-    [ -n "$py" ] && bench "bench-compare-gpu" 200 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
+    # the step, alone and beside a process polling the GPU as a torch-importing harness does;
+    # its runs share what its limit leaves (the first PyTorch run compiles cold)
+    compare_limit=$((deadline - SECONDS < 120 ? deadline - SECONDS : 120))
+    [ -n "$py" ] && bench "bench-compare-gpu" 120 "$py" bench/compare_gpu.py --gearbox "$gearbox" \
         --python "$py" --data "$tokens" --steps 10 --warmup 3 --repeats 1 --neighbors none,cuda \
-        --timeout 90 --logs "$log/compare-gpu" --json "$log/compare-gpu.json"
-    [ -n "$py" ] && bench "bench-profile" 50 "$gearbox" bench step examples/gpt2_124m.ini --steps 5 \
+        --budget $((compare_limit > 15 ? compare_limit - 10 : 5)) --logs "$log/compare-gpu" \
+        --json "$log/compare-gpu.json"
+    [ -n "$py" ] && bench "bench-profile" 30 "$gearbox" bench step examples/gpt2_124m.ini --steps 5 \
         --warmup 2 --profile --set data.dir="$tokens" --set data.tokens_per_step=0 \
         --set data.gradient_accumulation_steps=1 --set data.batch_size=16 --set device.plugin=cuda \
         --set precision.plugin=bf16 --set optim.plugin=adamw_fused --set attn.plugin=cudnn
     # every GPT-2 matmul alone, with its epilogue: which products run below the rate
-    bench "bench-matmul" 40 "$gearbox" bench matmul G --device cuda --dtype bf16 --epilogues \
+    bench "bench-matmul" 15 "$gearbox" bench matmul G --device cuda --dtype bf16 --epilogues \
         --repeats 5
     attn_plugins=$(find "$build/plugins/attn" -name 'attn-*-cuda.so' |
         sed 's|.*/attn-\(.*\)-cuda\.so$|\1|' | sort | paste -sd, -)
     if [ -z "$attn_plugins" ]; then
         record "bench attn (cuda)" SKIP "no attention plugin built for cuda"
     else
-        bench "bench-attn-cuda" 60 "$gearbox" bench attn --device cuda \
+        bench "bench-attn-cuda" 20 "$gearbox" bench attn --device cuda \
             --dtype bf16 --T 1024,4096 --repeats 3 --max-seconds 10 --plugins "$attn_plugins"
     fi
-    [ -n "$py" ] && bench "bench-sdpa" 50 "$py" bench/sdpa_attn.py --T 1024,4096 \
+    [ -n "$py" ] && bench "bench-sdpa" 15 "$py" bench/sdpa_attn.py --T 1024,4096 \
         --repeats 3 --json "$log/bench-sdpa.json"
     python3 bench/gpu_summary.py --logs "$log" --out "$log/bench-summary.md" > /dev/null &&
         record "bench summary" PASS "one page: bench-summary.md"
@@ -672,9 +776,10 @@ stage_bench() {
 
 # ---- the stages asked for -------------------------------------------------------------------------
 [ "$emulated" = 1 ] && echo "gpu-check: emulated (the SIMT emulator's CUDA plugins, no GPU)"
-for s in "${stages[@]}"; do
-    begin_stage "$s"
-    "stage_$s"
+for i in "${!stages[@]}"; do
+    s=${stages[i]}
+    begin_stage "$s" "$i"
+    have_time "start of the stage" && "stage_$s"
     end_stage || { [ "$s" = build ] && break; }
 done
 finish

@@ -1336,6 +1336,7 @@ cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int *value)
 #define LT_OBJECT_ENTRIES(Name, Handle, Attribute, Kind, Table)                                 \
     cublasStatus_t cublasLt##Name##Destroy(Handle object)                                       \
     {                                                                                           \
+        gb_emu::note_host_call("cublasLt" #Name "Destroy");                                     \
         return destroy_object(object, Kind);                                                    \
     }                                                                                           \
     cublasStatus_t cublasLt##Name##SetAttribute(Handle object, Attribute attr, const void *buf, \
@@ -1360,6 +1361,7 @@ LT_OBJECT_ENTRIES(MatmulPreference, cublasLtMatmulPreference_t,
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
                                         cublasComputeType_t computeType, cudaDataType_t scaleType)
 {
+    gb_emu::note_host_call("cublasLtMatmulDescCreate");
     return create_handle(matmulDesc, kind::matmul_desc, [&](lt_object *obj) {
         set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, computeType);
         set_default<int32_t>(obj, CUBLASLT_MATMUL_DESC_SCALE_TYPE, scaleType);
@@ -1377,6 +1379,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cudaDataType type,
                                           uint64_t rows, uint64_t cols, int64_t ld)
 {
+    gb_emu::note_host_call("cublasLtMatrixLayoutCreate");
     return create_handle(matLayout, kind::layout, [&](lt_object *obj) {
         set_default<uint32_t>(obj, CUBLASLT_MATRIX_LAYOUT_TYPE, (uint32_t)type);
         set_default<int32_t>(obj, CUBLASLT_MATRIX_LAYOUT_ORDER, CUBLASLT_ORDER_COL);
@@ -1389,6 +1392,7 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *matLayout, cud
 
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
 {
+    gb_emu::note_host_call("cublasLtMatmulPreferenceCreate");
     return create_handle(pref, kind::preference, [](lt_object *obj) {
         set_default<uint32_t>(obj, CUBLASLT_MATMUL_PREF_SEARCH_MODE, CUBLASLT_SEARCH_BEST_FIT);
         set_default<uint32_t>(obj, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
@@ -1415,6 +1419,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
                                               cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
                                               int *returnAlgoCount)
 {
+    gb_emu::note_host_call("cublasLtMatmulAlgoGetHeuristic");
     if (!find_object(lightHandle, kind::handle))
         return CUBLAS_STATUS_NOT_INITIALIZED;
     if (requestedAlgoCount <= 0 || !heuristicResultsArray || !returnAlgoCount)

@@ -71,8 +71,17 @@ size_t first_unwritten(const void *p, size_t bytes);
 /* Sets the calling thread's last error (cudaGetLastError) and returns err. */
 cudaError_t set_last_error(cudaError_t err);
 
+/* The file the environment variable `variable` names, opened for appending (a record many
+ * processes write to, a line per write()), or -1 where the variable is unset or empty; a
+ * file that cannot be opened is a violation naming the variable (launched.cc). */
+int open_record(const char *variable);
+
 /* Notes that `kernel` was launched, in GEARBOX_CUDA_EMU_LAUNCHED's file (launched.cc). */
 void record_launch(const void *kernel);
+
+/* Notes a host call that waits for the device, allocates or builds a cuBLASLt object, with
+ * its callers, in GEARBOX_CUDA_EMU_HOST_CALLS's file (host_calls.cc). */
+void note_host_call(const char *call);
 
 }  // namespace gb_emu
 

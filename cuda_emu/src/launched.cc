@@ -23,21 +23,24 @@
 
 namespace gb_emu {
 
+int open_record(const char *variable)
+{
+    const char *path = getenv(variable);
+    if (!path || !*path)
+        return -1;
+    int f = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        violation("%s=%s: cannot open it for appending: %m (name a file in a folder that "
+                  "exists)", variable, path);
+    return f;
+}
+
 namespace {
 
 /* The record's descriptor, opened at the first launch; -1 without the variable. */
 int record_fd()
 {
-    static const int fd = [] {
-        const char *path = getenv("GEARBOX_CUDA_EMU_LAUNCHED");
-        if (!path || !*path)
-            return -1;
-        int f = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (f < 0)
-            violation("GEARBOX_CUDA_EMU_LAUNCHED=%s: cannot open it for appending: %m (name "
-                      "a file in a folder that exists)", path);
-        return f;
-    }();
+    static const int fd = open_record("GEARBOX_CUDA_EMU_LAUNCHED");
     return fd;
 }
 

@@ -1234,6 +1234,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 cudaError_t cudaDeviceSynchronize(void)
 {
     API("cudaDeviceSynchronize");
+    note_host_call("cudaDeviceSynchronize");
     if (cudaError_t e = refuse_while_capturing("cudaDeviceSynchronize"))
         return e;
     complete_all();
@@ -1258,6 +1259,7 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 cudaError_t cudaMalloc(void **ptr, size_t bytes)
 {
     API("cudaMalloc");
+    note_host_call("cudaMalloc");
     install_fault_handler();
     *ptr = nullptr;
     if (cudaError_t e = refuse_while_capturing("cudaMalloc"))
@@ -1293,6 +1295,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 cudaError_t cudaFree(void *ptr)
 {
     API("cudaFree");
+    note_host_call("cudaFree");
     return free_block("cudaFree", "cudaMalloc", cudaErrorInvalidDevicePointer, device_blocks,
                       ptr, [](device_block &b) {
                           device_used -= b.a.bytes;
@@ -1303,6 +1306,7 @@ cudaError_t cudaFree(void *ptr)
 cudaError_t cudaMallocHost(void **ptr, size_t bytes)
 {
     API("cudaMallocHost");
+    note_host_call("cudaMallocHost");
     if (cudaError_t e = refuse_while_capturing("cudaMallocHost"))
         return e;
     install_fault_handler();
@@ -1326,6 +1330,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags)
 cudaError_t cudaFreeHost(void *ptr)
 {
     API("cudaFreeHost");
+    note_host_call("cudaFreeHost");
     return free_block("cudaFreeHost", "cudaMallocHost", cudaErrorInvalidValue, pinned_blocks,
                       ptr, [](pinned_block &b) { munmap(b.base, b.bytes); });
 }
@@ -1463,14 +1468,17 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
         };
     }
     uint64_t seq = push(st, std::move(o));
-    if (to == place::pageable)
+    if (to == place::pageable) {
+        note_host_call("cudaMemcpyAsync into pageable memory");
         complete_stream(st, seq);   /* into pageable memory: done when the call returns */
+    }
     return cudaSuccess;
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
     API("cudaMemcpy");
+    note_host_call("cudaMemcpy");
     if (cudaError_t e = refuse_while_capturing("cudaMemcpy"))
         return e;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
@@ -1505,6 +1513,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes)
 {
     API("cudaMemset");
+    note_host_call("cudaMemset");
     if (cudaError_t e = refuse_while_capturing("cudaMemset"))
         return e;
     cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr);
@@ -1554,6 +1563,7 @@ static cudaError_t stream_to_wait_for(cudaStream_t stream, const char *call, str
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     API("cudaStreamSynchronize");
+    note_host_call("cudaStreamSynchronize");
     stream_state *s = nullptr;
     if (cudaError_t e = stream_to_wait_for(stream, "cudaStreamSynchronize", &s))
         return e;
@@ -1702,6 +1712,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     API("cudaEventSynchronize");
+    note_host_call("cudaEventSynchronize");
     event_state *e = nullptr;
     if (cudaError_t err = event_to_wait_for(event, "cudaEventSynchronize", &e))
         return err;

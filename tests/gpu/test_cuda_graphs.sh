@@ -8,7 +8,9 @@
 # with recomputation; the run's summary says how many graphs were recorded and launched
 # (so a run that silently stayed eager fails); `gearbox bench step --profile` runs its
 # profiled steps without recording; and a device without graphs is refused before any
-# work, saying what is missing.
+# work, saying what is missing. The default, cuda_graphs = auto, records them on this
+# device (the plan says "on (auto)", the figures are the recorded run's) and leaves them
+# off, saying why, under GEARBOX_CUDA_SYNC=1, whose waits no recording can hold.
 # usage: test_cuda_graphs.sh GEARBOX FIXTURES_DIR SOURCE_ROOT  (GEARBOX_TEST_DEVICE=cuda)
 source "$(dirname "$0")/../cli/lib.sh"
 make_data
@@ -21,7 +23,7 @@ graph_counts() { grep -o '"graphs": {"recorded": [0-9]*, "launched": [0-9]*}' "$
 ab() {
     local name=$1 recorded=$2 launched=$3
     shift 3
-    { [ -d "$WORK/$name-calls" ] || train_run "$name-calls" "$@"; } &&
+    { [ -d "$WORK/$name-calls" ] || train_run "$name-calls" --set run.cuda_graphs=false "$@"; } &&
         train_run "$name-graphs" --set run.cuda_graphs=true "$@" || return
     local diff
     diff=$(figures_diff "$name-calls" "$name-graphs")
@@ -43,6 +45,19 @@ ab "fp32" 2 38 --set run.eval_every=10
 grep -q '^cuda graphs: on: ' "$WORK/fp32-graphs.log" && ! grep -q '^cuda graphs' "$WORK/fp32-calls.log" &&
     pass "the plan says graphs are on, and nothing without them" ||
     fail "the plan: '$(grep '^cuda graphs' "$WORK/fp32-graphs.log")'"
+if train_run fp32-auto --set run.eval_every=10; then
+    [ -z "$(figures_diff fp32-graphs fp32-auto)" ] &&
+        [ "$(graph_counts fp32-auto)" = "$(graph_counts fp32-graphs)" ] &&
+        grep -q '^cuda graphs: on (auto): ' "$WORK/fp32-auto.log" &&
+        pass "cuda_graphs = auto, the default, records them here: $(graph_counts fp32-auto)" ||
+        fail "cuda_graphs = auto: '$(grep '^cuda graphs' "$WORK/fp32-auto.log")', $(graph_counts fp32-auto)"
+fi
+if GEARBOX_CUDA_SYNC=1 train_run fp32-auto-sync --set run.steps=2; then
+    grep -q '^cuda graphs: off (auto): GEARBOX_CUDA_SYNC=1 waits' "$WORK/fp32-auto-sync.log" &&
+        ! grep -q '"graphs"' "$WORK/fp32-auto-sync/metrics.jsonl" &&
+        pass "cuda_graphs = auto under GEARBOX_CUDA_SYNC=1: off, saying why" ||
+        fail "auto under GEARBOX_CUDA_SYNC=1: '$(grep '^cuda graphs' "$WORK/fp32-auto-sync.log")'"
+fi
 ab accumulation-in-line 2 34 --set run.steps=6 --set data.gradient_accumulation_steps=3 \
     --set data.prefetch=false
 # The scale doubles after every third step without overflow (and halves after one). With

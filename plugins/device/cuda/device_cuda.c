@@ -158,9 +158,15 @@ static gb_status cuda_context(void *self, gb_device_ctx *out)
     return GB_OK;
 }
 
-/* Peak FLOP/s from the SM count and the clock the driver reports (its boost clock, so an
- * upper bound), for the architectures whose per-SM rates are known here: A100 (8.0) and
- * H100/H200 (9.0). FP32 FMA lanes per SM and dense bf16 tensor FLOP per SM per clock. */
+/* The clock NVIDIA rates Hopper's dense tensor-core peak at: 989.4 TFLOP/s bf16 on an H100
+ * SXM or an H200 is 132 SMs x 4096 FLOP x 1.83 GHz. The driver reports the maximum boost
+ * (1.98 GHz), which would give 1070 and an MFU no sustained run is measured against. */
+#define HOPPER_TENSOR_RATED_KHZ 1830000
+
+/* Peak FLOP/s from the SM count and the clock the driver reports (its maximum boost, so an
+ * upper bound; on Hopper the tensor cores' rated clock when lower), for the architectures
+ * whose per-SM rates are known here: A100 (8.0) and H100/H200 (9.0). FP32 FMA lanes per SM
+ * and dense bf16 tensor FLOP per SM per clock. */
 static void peak_flops(cuda_device *dev, double *f32, double *bf16)
 {
     *f32 = *bf16 = 0.0;
@@ -177,9 +183,11 @@ static void peak_flops(cuda_device *dev, double *f32, double *bf16)
     } else {
         return;
     }
-    double clock = (double)khz * 1e3 * dev->sm_count;
-    *f32 = per_sm_f32 * clock;
-    *bf16 = per_sm_bf16 * clock;
+    int tensor_khz = khz;
+    if (dev->cc_major == 9 && tensor_khz > HOPPER_TENSOR_RATED_KHZ)
+        tensor_khz = HOPPER_TENSOR_RATED_KHZ;
+    *f32 = per_sm_f32 * ((double)khz * 1e3 * dev->sm_count);
+    *bf16 = per_sm_bf16 * ((double)tensor_khz * 1e3 * dev->sm_count);
 }
 
 static gb_status cuda_info(void *self, gb_device_info *out)
