@@ -10,10 +10,15 @@ ptxas does not report. Writes one row per kernel (an `.entry` of the PTX), tab-s
 after a header line:
 
   symbol  registers  static_smem  local_bytes  max_threads_bound  min_blocks_bound
+  ptx_instructions  ptx_memory  ptx_fp32  ptx_sfu
 
 symbol is the kernel's mangled name as nvcc writes it; registers, the static shared memory
 and the local memory (the stack frame, spills included) per thread are ptxas's figures;
 the bounds are the PTX's .maxntid (product of its dimensions) and .minnctapersm (0: none).
+The last four count the static instructions of the kernel's PTX body (ptx_classes): all of
+them, the global and shared memory ones, the CUDA-core floating-point ones and the SFU
+ones; the counting mode scales them by the memory instructions it sees executed
+(docs/gpu.md, "Counting").
 The emulator (src/resources.cc) reads the table next to the emulated plugin and matches
 each emulated kernel to its row by the demangled name. DEPFILE lists every header the
 .cu files include, so editing one rebuilds the table.
@@ -32,6 +37,19 @@ LMEM = re.compile(r"(\d+) bytes lmem")
 PTX_ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z0-9_$]+)\s*\(", re.M)
 MAXNTID = re.compile(r"^\s*\.maxntid\s+([\d,\s]+)$", re.M)
 MINCTA = re.compile(r"^\s*\.minnctapersm\s+(\d+)", re.M)
+# An instruction of a PTX body: an optional guard predicate, then the opcode with its
+# modifiers ("fma.rn.f32"); directives (".reg"), labels and braces are not instructions.
+INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)[^;\n]*;", re.M)
+# Loads and stores of global and shared memory, cp.async copies, atomics and WMMA/ldmatrix
+# fragments: what the emulator sees as accesses (param, local and constant space it does not).
+MEMORY = re.compile(r"^(?:(?:ld|st)(?:\.\w+)*\.(?:global|shared)|cp\.async\.(?:ca|cg)|atom\.|red\.|"
+                    r"wmma\.(?:load|store)|ldmatrix|stmatrix)")
+# The multi-function unit (16 per SM per clock on sm_90): approximate transcendentals, and the
+# IEEE division, reciprocal and square root, each of which begins with one MUFU operation.
+SFU = re.compile(r"^(?:(?:ex2|lg2|rsqrt|rcp|sqrt|sin|cos|tanh)\.approx|(?:div|rcp|sqrt)\.rn)")
+# The CUDA cores' floating-point pipes: single precision and packed half precision.
+FP32 = re.compile(r"^(?:add|sub|mul|fma|mad|min|max|neg|abs|setp|div|rcp|sqrt)\.(?:[\w.]*\.)?"
+                  r"(?:f32|f16x2|bf16x2|f16|bf16)$")
 
 
 def sm90_args(args):
@@ -91,8 +109,26 @@ def ptx_bounds(ptx):
     return bounds
 
 
+def ptx_classes(ptx):
+    """{symbol: (instructions, memory, fp32, sfu)}: each .entry body's static instructions."""
+    counts = {}
+    for m in PTX_ENTRY.finditer(ptx):
+        start = ptx.find('{', m.end())
+        depth, end = 0, start
+        for end in range(start, len(ptx)):
+            depth += {'{': 1, '}': -1}.get(ptx[end], 0)
+            if depth == 0:
+                break
+        ops = [i.group(1) for i in INSTRUCTION.finditer(ptx[start + 1:end])]
+        counts[m.group(1)] = (len(ops), sum(1 for o in ops if MEMORY.match(o)),
+                              sum(1 for o in ops if FP32.match(o)),
+                              sum(1 for o in ops if SFU.match(o)))
+    return counts
+
+
 def compile_one(nvcc, args, cu, work):
-    """ptxas's rows and the PTX's bounds of one .cu, and the headers it includes."""
+    """ptxas's rows, the PTX's bounds and instruction classes of one .cu, and the headers it
+    includes."""
     keep = os.path.join(work, 'keep')
     os.makedirs(keep, exist_ok=True)
     dep = os.path.join(work, 'dep')
@@ -104,14 +140,16 @@ def compile_one(nvcc, args, cu, work):
         sys.stderr.write(done.stdout)
         sys.exit('resources.py: nvcc failed on %s (the command: %s)' % (cu, ' '.join(cmd)))
     rows = ptxas_rows(done.stdout)
-    bounds = {}
+    bounds, classes = {}, {}
     for name in os.listdir(keep):
         if name.endswith('.ptx'):
             with open(os.path.join(keep, name)) as f:
-                bounds.update(ptx_bounds(f.read()))
+                ptx = f.read()
+            bounds.update(ptx_bounds(ptx))
+            classes.update(ptx_classes(ptx))
     with open(dep) as f:
         headers = f.read().split(':', 1)[1].replace('\\\n', ' ').split()
-    return rows, bounds, headers
+    return rows, bounds, classes, headers
 
 
 def main(argv):
@@ -120,14 +158,17 @@ def main(argv):
     out, depfile, nvcc = argv[1], argv[2], argv[3]
     split = argv.index('--')
     args, sources = argv[4:split], argv[split + 1:]
-    lines = ['symbol\tregisters\tstatic_smem\tlocal_bytes\tmax_threads_bound\tmin_blocks_bound']
+    lines = ['symbol\tregisters\tstatic_smem\tlocal_bytes\tmax_threads_bound\tmin_blocks_bound'
+             '\tptx_instructions\tptx_memory\tptx_fp32\tptx_sfu']
     deps = []
     for cu in sources:
         with tempfile.TemporaryDirectory() as work:
-            rows, bounds, headers = compile_one(nvcc, args, cu, work)
+            rows, bounds, classes, headers = compile_one(nvcc, args, cu, work)
         for symbol, (regs, smem, local) in sorted(rows.items()):
             threads, blocks = bounds.get(symbol, (0, 0))
-            lines.append('%s\t%d\t%d\t%d\t%d\t%d' % (symbol, regs, smem, local, threads, blocks))
+            ptx = classes.get(symbol, (0, 0, 0, 0))
+            lines.append('%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d' %
+                         ((symbol, regs, smem, local, threads, blocks) + ptx))
         deps += headers
     with open(out, 'w') as f:
         f.write('\n'.join(lines) + '\n')

@@ -3,7 +3,9 @@
  * stride-32 float read, 32-way and 2-way shared bank conflicts, a transpose through a
  * padded tile (none) and an unpadded one (32-way), a cp.async tile load, WMMA bf16 loads
  * (global, and shared through ldmatrix's pattern, padded and not), an mma and an f32
- * accumulator store; then a sampled launch scaled to its grid, and the lines of copies and
+ * accumulator store; the distinct sectors of a kernel that reads its data twice, its
+ * phases of loads, and its CUDA-core and SFU operations and instructions as the PTX's
+ * figures scale (from the test's table); then a sampled launch scaled to its grid, and the lines of copies and
  * event records. The expected figures are worked out beside each kernel.
  *
  * The counting mode is read when the emulator loads, so the test runs itself twice as a
@@ -127,6 +129,16 @@ static __global__ void wmma_shared(float *c)
 }
 
 /* A warp sum over 5 shuffles: 5 warp-level shuffle instructions per warp. */
+/* The same 128 bytes read at two sites (two requests of 4 sectors: 8 sectors, 4 distinct),
+ * 128 bytes stored (4 distinct); one phase of loads for the warp. Its row of the test's
+ * table (counters.resources.tsv) says 12 PTX instructions, 3 of memory, 2 fp32, 1 SFU:
+ * 3 warp-level memory instructions ran, so 12 instructions, 2 x 32 fp32 and 32 SFU lane
+ * operations. */
+static __global__ void read_twice(const float *in, float *out)
+{
+    out[threadIdx.x] = in[threadIdx.x] * in[31 - threadIdx.x];
+}
+
 static __global__ void warp_sum(const float *in, float *out)
 {
     float v = in[threadIdx.x];
@@ -163,6 +175,7 @@ static void launch_known_patterns()
     wmma_global<<<1, 32>>>(a, b, out);
     wmma_shared<<<1, 32>>>(out);
     warp_sum<<<1, 32>>>(in, out);
+    read_twice<<<1, 32>>>(in, out);
     cudaEventRecord(mark, nullptr);
     cudaDeviceSynchronize();
     emu_free(in, out, a, b);
@@ -260,7 +273,8 @@ static void check_known_patterns(const std::vector<std::string> &lines)
     check_kernel(lines, "transpose<1>", {{"gld_requests", "32"}, {"gld_sectors", "128"},
         {"shst_requests", "32"}, {"shst_wavefronts", "32"}, {"shld_requests", "32"},
         {"shld_wavefronts", "32"}, {"gst_requests", "32"}, {"gst_sectors", "128"},
-        {"barriers", "1"}});
+        {"barriers", "1"}, {"gld_phases", "32"},
+        {"unique_sectors", "{\"loads\":128,\"stores\":128}"}});
     check_kernel(lines, "transpose<0>", {{"shst_wavefronts", "32"}, {"shld_requests", "32"},
         {"shld_wavefronts", "1024"}});
     check_kernel(lines, "cp_async_tile", {{"cp_async_requests", "1"}, {"cp_async_bytes", "512"},
@@ -275,6 +289,9 @@ static void check_known_patterns(const std::vector<std::string> &lines)
         {"gst_requests", "4"}, {"gst_sectors", "32"}});
     check_kernel(lines, "warp_sum", {{"shuffles", "5"}, {"gld_requests", "1"},
         {"gld_sectors", "4"}});
+    check_kernel(lines, "read_twice", {{"gld_requests", "2"}, {"gld_sectors", "8"},
+        {"unique_sectors", "{\"loads\":4,\"stores\":4}"}, {"gld_phases", "1"},
+        {"instructions", "12"}, {"fp32_ops", "64"}, {"sfu_ops", "32"}, {"atomics", "0"}});
     int events = 0, memsets = 0;
     for (const std::string &l : lines) {
         events += l.find("\"type\":\"event\"") != std::string::npos;
