@@ -279,6 +279,26 @@ sums totals;
 size_t totals_static_bytes = 0;
 std::unordered_set<uintptr_t> totals_sectors[2];   /* the launch's distinct sectors */
 
+/* The sectors of the device allocations that hold any of `seen`: the most distinct
+ * sectors a sampled grid's unsampled blocks can add to them. Called by the launching
+ * thread once the blocks are done (find_allocation takes the lock it may hold). */
+uint64_t allocation_sectors(const std::unordered_set<uintptr_t> &seen)
+{
+    std::vector<uintptr_t> sectors(seen.begin(), seen.end());
+    std::sort(sectors.begin(), sectors.end());
+    uint64_t held = 0;
+    const allocation *last = nullptr;
+    for (uintptr_t sector : sectors) {
+        const char *at = (const char *)(sector * 32);
+        if (last && at >= last->base && at < last->base + last->bytes)
+            continue;
+        last = find_allocation(at, 1);
+        if (last)
+            held += (last->bytes + 31) / 32;   /* its base is 256-byte aligned */
+    }
+    return held;
+}
+
 /* The running block's sectors join the launch's (under totals_lock). */
 void merge_block_sectors()
 {
@@ -377,6 +397,17 @@ std::string resource_fields(const kernel_run &run, const void *kernel)
     return text;
 }
 
+/* The launch's distinct sectors of loads (0) or stores (1): exact when every block ran;
+ * sampled, scaled to the grid but no more than the allocations they lie in hold (blocks
+ * that share data, such as attention's K and V, would otherwise count it once each). */
+uint64_t unique_sectors(int write, uint64_t total, uint64_t emulated)
+{
+    const uint64_t seen = scaled(totals_sectors[write].size(), total, emulated);
+    if (total == emulated)
+        return seen;
+    return std::min(seen, allocation_sectors(totals_sectors[write]));
+}
+
 /* The kernel's CUDA-core, SFU and issued warp instructions, estimated from its PTX's static
  * counts (resources.h) scaled by the warp-level memory instructions executed: each class
  * taken to run as often per memory instruction as the PTX has them (docs/gpu.md,
@@ -439,10 +470,8 @@ std::string kernel_fields(const kernel_run &run, const void *kernel, const sums 
     out += ",\"atomics\":0";
     number("shuffles", s.n[SHUFFLES]);
     out += resource_fields(run, kernel);
-    out += ",\"unique_sectors\":{\"loads\":" +
-           std::to_string(scaled(totals_sectors[0].size(), total, emulated)) +
-           ",\"stores\":" + std::to_string(scaled(totals_sectors[1].size(), total, emulated)) +
-           "}";
+    out += ",\"unique_sectors\":{\"loads\":" + std::to_string(unique_sectors(0, total, emulated)) +
+           ",\"stores\":" + std::to_string(unique_sectors(1, total, emulated)) + "}";
     number("gld_phases", s.load_phases);
     optional_number(out, "instructions", ptx.known, scaled(ptx.instructions, total, emulated));
     return out;

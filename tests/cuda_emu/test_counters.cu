@@ -181,13 +181,16 @@ static void launch_known_patterns()
     emu_free(in, out, a, b);
 }
 
-/* 1000 blocks of one warp, each a coalesced float load and store; sampled, 4 of them run. */
+/* 1000 blocks of one warp, each a coalesced float load and store; then 1000 blocks that
+ * all read the same 128 bytes; sampled, 4 of each run. */
 static void launch_sampled()
 {
     float *in = device_array<float>(32 * 1000, 0), *out = device_array<float>(32 * 1000, 0);
     copy_float4<<<1000, 8>>>(reinterpret_cast<const float4 *>(in), reinterpret_cast<float4 *>(out));
+    float *small_in = device_array<float>(32, 0), *small_out = device_array<float>(32, 0);
+    read_twice<<<1000, 32>>>(small_in, small_out);
     cudaDeviceSynchronize();
-    emu_free(in, out);
+    emu_free(in, out, small_in, small_out);
 }
 
 /* Runs this program as `role` with the counts going to `path` (and a sample of `sample`
@@ -323,7 +326,12 @@ int main(int argc, char **argv)
     /* 1000 blocks of 8 lanes x 16 bytes: 128 bytes, 4 sectors a block, scaled from 4 */
     check_kernel(lines_of(sampled), "copy_float4", {{"blocks_total", "1000"},
         {"blocks_emulated", "4"}, {"gld_requests", "1000"}, {"gld_sectors", "4000"},
-        {"gst_bytes", "128000"}});
+        {"gst_bytes", "128000"}, {"unique_sectors", "{\"loads\":1000,\"stores\":1000}"}});
+    /* (every block of copy_float4 reads the same 4 sectors: their 4 distinct, scaled by 250,
+     * are 1000, all within the allocations' 4000: the bound of a sampled grid.) read_twice
+     * the same, but its loads and stores lie in allocations of 128 bytes, 4 sectors each */
+    check_kernel(lines_of(sampled), "read_twice", {{"gld_sectors", "8000"},
+        {"unique_sectors", "{\"loads\":4,\"stores\":4}"}});
     unlink(counted.c_str());
     unlink(sampled.c_str());
     rmdir(dir);
