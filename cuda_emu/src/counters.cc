@@ -410,12 +410,14 @@ uint64_t unique_sectors(int write, uint64_t total, uint64_t emulated)
 
 /* The kernel's CUDA-core, SFU and issued warp instructions, estimated from its PTX's static
  * counts (resources.h) scaled by the warp-level memory instructions executed: each class
- * taken to run as often per memory instruction as the PTX has them (docs/gpu.md,
- * "Counting"). Unknown without the real build's table. */
+ * taken to run as often per memory instruction as the PTX has them; and the global loads a
+ * warp has in flight, its loading loops' loads per iteration (docs/gpu.md, "The time of a
+ * kernel"). Unknown without the real build's table. */
 struct ptx_estimate {
     bool known = false;
     uint64_t fp32_ops = 0, sfu_ops = 0;   /* lane operations */
     uint64_t instructions = 0;            /* warp-level */
+    double loads_in_flight = 0;   /* global loads per iteration of its loading loops; 0: none */
 };
 
 ptx_estimate estimate_from_ptx(const void *kernel, const sums &s)
@@ -432,6 +434,8 @@ ptx_estimate estimate_from_ptx(const void *kernel, const sums &s)
     e.fp32_ops = (uint64_t)std::llround(32.0 * per_memory * r->ptx_fp32);
     e.sfu_ops = (uint64_t)std::llround(32.0 * per_memory * r->ptx_sfu);
     e.instructions = (uint64_t)std::llround(per_memory * r->ptx_instructions);
+    if (r->ptx_loops > 0)
+        e.loads_in_flight = (double)r->ptx_loop_loads / r->ptx_loops;
     return e;
 }
 
@@ -474,6 +478,10 @@ std::string kernel_fields(const kernel_run &run, const void *kernel, const sums 
            ",\"stores\":" + std::to_string(unique_sectors(1, total, emulated)) + "}";
     number("gld_phases", s.load_phases);
     optional_number(out, "instructions", ptx.known, scaled(ptx.instructions, total, emulated));
+    char in_flight[48] = "null";
+    if (ptx.loads_in_flight > 0)
+        snprintf(in_flight, sizeof in_flight, "%.2f", ptx.loads_in_flight);
+    out += ",\"loads_in_flight\":" + std::string(in_flight);
     return out;
 }
 

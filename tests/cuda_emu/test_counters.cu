@@ -133,7 +133,7 @@ static __global__ void wmma_shared(float *c)
  * 128 bytes stored (4 distinct); one phase of loads for the warp. Its row of the test's
  * table (counters.resources.tsv) says 12 PTX instructions, 3 of memory, 2 fp32, 1 SFU:
  * 3 warp-level memory instructions ran, so 12 instructions, 2 x 32 fp32 and 32 SFU lane
- * operations. */
+ * operations; and 2 loading loops with 5 global loads: 2.50 loads in flight. */
 static __global__ void read_twice(const float *in, float *out)
 {
     out[threadIdx.x] = in[threadIdx.x] * in[31 - threadIdx.x];
@@ -294,7 +294,9 @@ static void check_known_patterns(const std::vector<std::string> &lines)
         {"gld_sectors", "4"}});
     check_kernel(lines, "read_twice", {{"gld_requests", "2"}, {"gld_sectors", "8"},
         {"unique_sectors", "{\"loads\":4,\"stores\":4}"}, {"gld_phases", "1"},
-        {"instructions", "12"}, {"fp32_ops", "64"}, {"sfu_ops", "32"}, {"atomics", "0"}});
+        {"instructions", "12"}, {"fp32_ops", "64"}, {"sfu_ops", "32"}, {"atomics", "0"},
+        {"loads_in_flight", "2.50"}});
+    check_kernel(lines, "warp_sum", {{"loads_in_flight", "null"}});
     int events = 0, memsets = 0;
     for (const std::string &l : lines) {
         events += l.find("\"type\":\"event\"") != std::string::npos;

@@ -25,8 +25,9 @@
  * the H200); PCIe 5.0 x16's 64 GB/s less its usual fifth; the L2 bandwidth, the latencies
  * and the launch overhead are microbenchmarks' orders of magnitude, to be refitted from the
  * pairs scripts/gpu-check.sh records. A warp keeps 4 independent global loads in flight
- * (nvcc's default unrolling of a loop whose trip count it does not know is 4, and the loads
- * of the unrolled body are issued before the first is used); 4 schedulers per SM; a
+ * where the record does not say (nvcc's default unrolling of a loop whose trip count it
+ * does not know is 4, and the loads of the unrolled body are issued before the first is
+ * used); 4 schedulers per SM; a
  * dependent instruction issues 4 clocks after the one it waits on (the FMA pipe's
  * latency on Volta and later, microbenchmarks). */
 #define GH100_SXM                                                                          \
@@ -97,15 +98,18 @@ static double blocks_per_sm(const gb_gpu_spec *gpu, const gb_kernel_counts *k, i
     return fmax(1.0, fmin(gpu->max_blocks_per_sm, fmin(by_warps, by_smem)));
 }
 
-/* The global load latencies a warp waits out one after another: its loads, loads_in_flight
- * at a time, and never fewer than its barrier-delimited phases with a load (a barrier
- * waits for every load before it). Without the phases counted, every load alone. */
+/* The global load latencies a warp waits out one after another: its loads, as many at a
+ * time as an iteration of the kernel's loading loops issues (the record's loads_in_flight,
+ * else the GPU table's), and never fewer than its barrier-delimited phases with a load (a
+ * barrier waits for every load before it). Without the phases counted, every load alone. */
 static double serial_loads_per_warp(const gb_gpu_spec *gpu, const gb_kernel_counts *k,
                                     double warps)
 {
     if (k->gld_phases < 0)
         return k->gld_requests / warps;
-    return fmax(k->gld_phases, k->gld_requests / gpu->loads_in_flight) / warps;
+    double in_flight = k->loads_in_flight > 0 ? fmax(1.0, k->loads_in_flight)
+                                              : gpu->loads_in_flight;
+    return fmax(k->gld_phases, k->gld_requests / in_flight) / warps;
 }
 
 /* Seconds to issue the kernel's warp instructions: each scheduler issues one a clock when
@@ -323,6 +327,7 @@ static int parse_kernel(reader *r, gb_kernel_counts *k, char *why, size_t cap)
     k->unique_sectors = unique_sectors(r->obj);
     k->gld_phases = number(r, "gld_phases", -1, 0);
     k->instructions = number(r, "instructions", -1, 0);
+    k->loads_in_flight = number(r, "loads_in_flight", -1, 0);
     k->shld_requests = number(r, "shld_requests", 0, 1);
     k->shld_wavefronts = number(r, "shld_wavefronts", 0, 1);
     k->shst_requests = number(r, "shst_requests", 0, 1);

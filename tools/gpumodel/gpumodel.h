@@ -34,7 +34,8 @@ typedef struct gb_gpu_spec {
     double pcie_bytes_s;       /* host-device copies */
     double dram_latency_s;     /* a global load's round trip */
     double smem_latency_s;
-    double loads_in_flight;    /* independent global loads a warp issues before it waits */
+    double loads_in_flight;    /* independent global loads a warp issues before it waits,
+                                  where the record does not say */
     int schedulers_per_sm;     /* warp schedulers, each issuing one instruction a clock */
     double dependent_issue_clocks;  /* a warp's next dependent instruction waits this long */
     /* the occupancy rules of its compute capability (sm_90) */
@@ -62,6 +63,8 @@ typedef struct gb_kernel_counts {
     double gld_phases;         /* per warp, summed: the barrier-delimited phases with a
                                   global load; < 0: not counted */
     double instructions;       /* warp-level instructions issued; < 0: not counted */
+    double loads_in_flight;    /* global loads per iteration of the kernel's loading loops
+                                  in the real build's PTX; < 0: the GPU table's */
     double shld_requests, shld_wavefronts, shst_requests, shst_wavefronts;
     double tensor_flops_16;    /* 2 m n k per mma, summed by dtype */
     double tensor_flops_tf32;
