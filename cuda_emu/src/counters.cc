@@ -109,6 +109,7 @@ struct sums {
     uint64_t n[N_COUNTERS] = {};
     std::map<std::string, uint64_t> mma;   /* "m16n16k16.bf16.f32" -> operations */
     uint64_t load_phases = 0;  /* per warp, the barrier-delimited phases with a global load */
+    uint64_t atomics = 0;      /* lanes' atomic operations on global memory */
 
     void add(const sums &o)
     {
@@ -117,6 +118,7 @@ struct sums {
         for (const auto &kv : o.mma)
             mma[kv.first] += kv.second;
         load_phases += o.load_phases;
+        atomics += o.atomics;
     }
 };
 
@@ -471,7 +473,7 @@ std::string kernel_fields(const kernel_run &run, const void *kernel, const sums 
     optional_number(out, "fp32_ops", ptx.known, scaled(ptx.fp32_ops, total, emulated));
     optional_number(out, "sfu_ops", ptx.known, scaled(ptx.sfu_ops, total, emulated));
     number("barriers", s.n[BARRIERS]);
-    out += ",\"atomics\":0";
+    number("atomics", s.atomics);
     number("shuffles", s.n[SHUFFLES]);
     out += resource_fields(run, kernel);
     out += ",\"unique_sectors\":{\"loads\":" + std::to_string(unique_sectors(0, total, emulated)) +
@@ -635,6 +637,11 @@ void count_fragment(const void *p, unsigned ldm, int col_major, size_t element_b
 void count_mma(const char *shape)
 {
     block_tally.done.mma[shape]++;
+}
+
+void count_atomic()
+{
+    block_tally.done.atomics++;
 }
 
 }  // namespace gb_emu

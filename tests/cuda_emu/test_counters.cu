@@ -5,7 +5,7 @@
  * (global, and shared through ldmatrix's pattern, padded and not), an mma and an f32
  * accumulator store; the distinct sectors of a kernel that reads its data twice, its
  * phases of loads, and its CUDA-core and SFU operations and instructions as the PTX's
- * figures scale (from the test's table); then a sampled launch scaled to its grid, and the lines of copies and
+ * figures scale (from the test's table); 32 lanes' atomicAdd; then a sampled launch scaled to its grid, and the lines of copies and
  * event records. The expected figures are worked out beside each kernel.
  *
  * The counting mode is read when the emulator loads, so the test runs itself twice as a
@@ -139,6 +139,12 @@ static __global__ void read_twice(const float *in, float *out)
     out[threadIdx.x] = in[threadIdx.x] * in[31 - threadIdx.x];
 }
 
+/* 32 lanes add 1 to one float: 32 atomic operations, and the float ends at 32. */
+static __global__ void atomic_count(float *sum)
+{
+    atomicAdd(sum, 1.0f);
+}
+
 static __global__ void warp_sum(const float *in, float *out)
 {
     float v = in[threadIdx.x];
@@ -158,7 +164,8 @@ template <class T> static T *device_array(size_t n, int fill_byte)
     return p;
 }
 
-static void launch_known_patterns()
+/* Launches each kernel once; whether atomic_count's sum came to 32. */
+static bool launch_known_patterns()
 {
     float *in = device_array<float>(32 * 32, 0), *out = device_array<float>(32 * 32, 0);
     __nv_bfloat16 *a = device_array<__nv_bfloat16>(256, 0x3f);
@@ -176,9 +183,13 @@ static void launch_known_patterns()
     wmma_shared<<<1, 32>>>(out);
     warp_sum<<<1, 32>>>(in, out);
     read_twice<<<1, 32>>>(in, out);
+    float *sum = device_array<float>(1, 0), host_sum = 0;
+    atomic_count<<<1, 32>>>(sum);
     cudaEventRecord(mark, nullptr);
     cudaDeviceSynchronize();
-    emu_free(in, out, a, b);
+    cudaMemcpy(&host_sum, sum, sizeof host_sum, cudaMemcpyDeviceToHost);
+    emu_free(in, out, a, b, sum);
+    return host_sum == 32.0f;
 }
 
 /* 1000 blocks of one warp, each a coalesced float load and store; then 1000 blocks that
@@ -297,6 +308,8 @@ static void check_known_patterns(const std::vector<std::string> &lines)
         {"instructions", "12"}, {"fp32_ops", "64"}, {"sfu_ops", "32"}, {"atomics", "0"},
         {"loads_in_flight", "2.50"}});
     check_kernel(lines, "warp_sum", {{"loads_in_flight", "null"}});
+    check_kernel(lines, "atomic_count", {{"atomics", "32"}, {"gld_requests", "0"},
+        {"gst_requests", "0"}});
     int events = 0, memsets = 0;
     for (const std::string &l : lines) {
         events += l.find("\"type\":\"event\"") != std::string::npos;
@@ -304,14 +317,13 @@ static void check_known_patterns(const std::vector<std::string> &lines)
                    field(l, "kind") == "\"memset\"";
     }
     emu_check(events == 2, "the two event records have a line each");
-    emu_check(memsets == 4, "the four memsets have a line each");
+    emu_check(memsets == 5, "the five memsets have a line each");
 }
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "count") == 0) {
-        launch_known_patterns();
-        return 0;
+        return launch_known_patterns() ? 0 : 1;
     }
     if (argc > 1 && strcmp(argv[1], "sample") == 0) {
         launch_sampled();
@@ -322,7 +334,8 @@ int main(int argc, char **argv)
         return 1;
     const std::string counted = std::string(dir) + "/count.jsonl";
     const std::string sampled = std::string(dir) + "/sample.jsonl";
-    emu_check(run_child(argv[0], "count", counted, nullptr), "the counting child ran");
+    emu_check(run_child(argv[0], "count", counted, nullptr),
+              "the counting child ran, and its atomicAdd of 32 lanes summed to 32");
     check_known_patterns(lines_of(counted));
     emu_check(run_child(argv[0], "sample", sampled, "4"), "the sampling child ran");
     /* 1000 blocks of 8 lanes x 16 bytes: 128 bytes, 4 sectors a block, scaled from 4 */
