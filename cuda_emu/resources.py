@@ -10,10 +10,17 @@ ptxas does not report. Writes one row per kernel (an `.entry` of the PTX), tab-s
 after a header line:
 
   symbol  registers  static_smem  local_bytes  max_threads_bound  min_blocks_bound
+  ptx_instructions  ptx_memory  ptx_fp32  ptx_sfu  ptx_loops  ptx_loop_loads
 
 symbol is the kernel's mangled name as nvcc writes it; registers, the static shared memory
 and the local memory (the stack frame, spills included) per thread are ptxas's figures;
 the bounds are the PTX's .maxntid (product of its dimensions) and .minnctapersm (0: none).
+The next four count the static instructions of the kernel's PTX body (ptx_classes): all of
+them, the global and shared memory ones, the CUDA-core floating-point ones and the SFU
+ones; the counting mode scales them by the memory instructions it sees executed. The last
+two are its innermost loops that load from global memory and their global loads, summed
+(ptx_loop_loads): loads per iteration, as nvcc unrolled them, are the loads a warp has in
+flight at once (docs/gpu.md, "The time of a kernel").
 The emulator (src/resources.cc) reads the table next to the emulated plugin and matches
 each emulated kernel to its row by the demangled name. DEPFILE lists every header the
 .cu files include, so editing one rebuilds the table.
@@ -32,6 +39,22 @@ LMEM = re.compile(r"(\d+) bytes lmem")
 PTX_ENTRY = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.entry\s+([A-Za-z0-9_$]+)\s*\(", re.M)
 MAXNTID = re.compile(r"^\s*\.maxntid\s+([\d,\s]+)$", re.M)
 MINCTA = re.compile(r"^\s*\.minnctapersm\s+(\d+)", re.M)
+# An instruction of a PTX body: an optional guard predicate, then the opcode with its
+# modifiers ("fma.rn.f32"); directives (".reg"), labels and braces are not instructions.
+INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)[^;\n]*;", re.M)
+# Loads and stores of global and shared memory, cp.async copies, atomics and WMMA/ldmatrix
+# fragments: what the emulator sees as accesses (param, local and constant space it does not).
+MEMORY = re.compile(r"^(?:(?:ld|st)(?:\.\w+)*\.(?:global|shared)|cp\.async\.(?:ca|cg)|atom\.|red\.|"
+                    r"wmma\.(?:load|store)|ldmatrix|stmatrix)")
+# The multi-function unit (16 per SM per clock on sm_90): approximate transcendentals, and the
+# IEEE division, reciprocal and square root, each of which begins with one MUFU operation.
+SFU = re.compile(r"^(?:(?:ex2|lg2|rsqrt|rcp|sqrt|sin|cos|tanh)\.approx|(?:div|rcp|sqrt)\.rn)")
+LABEL = re.compile(r"^(\$\w+):", re.M)
+BACK_BRANCH = re.compile(r"^\s*(?:@!?%\w+\s+)?bra(?:\.uni)?\s+(\$\w+)\s*;", re.M)
+GLOBAL_LOAD = re.compile(r"^\s*(?:@!?%\w+\s+)?ld(?:\.\w+)*\.global", re.M)
+# The CUDA cores' floating-point pipes: single precision and packed half precision.
+FP32 = re.compile(r"^(?:add|sub|mul|fma|mad|min|max|neg|abs|setp|div|rcp|sqrt)\.(?:[\w.]*\.)?"
+                  r"(?:f32|f16x2|bf16x2|f16|bf16)$")
 
 
 def sm90_args(args):
@@ -91,8 +114,44 @@ def ptx_bounds(ptx):
     return bounds
 
 
+def ptx_loop_loads(body):
+    """(loops, loads): the innermost loops of a PTX body (a branch back to a label above it,
+    with no such loop inside) that load from global memory, and their global loads."""
+    labels = {m.group(1): m.start() for m in LABEL.finditer(body)}
+    spans = [(labels[m.group(1)], m.end()) for m in BACK_BRANCH.finditer(body)
+             if labels.get(m.group(1), len(body)) < m.start()]
+    loops = loads = 0
+    for a, b in spans:
+        if any((c, d) != (a, b) and a <= c and d <= b for c, d in spans):
+            continue
+        n = len(GLOBAL_LOAD.findall(body, a, b))
+        loops += n > 0
+        loads += n
+    return loops, loads
+
+
+def ptx_classes(ptx):
+    """{symbol: (instructions, memory, fp32, sfu, loops, loop_loads)}: each .entry body's
+    static instructions and its loading loops (ptx_loop_loads)."""
+    counts = {}
+    for m in PTX_ENTRY.finditer(ptx):
+        start = ptx.find('{', m.end())
+        depth, end = 0, start
+        for end in range(start, len(ptx)):
+            depth += {'{': 1, '}': -1}.get(ptx[end], 0)
+            if depth == 0:
+                break
+        body = ptx[start + 1:end]
+        ops = [i.group(1) for i in INSTRUCTION.finditer(body)]
+        counts[m.group(1)] = (len(ops), sum(1 for o in ops if MEMORY.match(o)),
+                              sum(1 for o in ops if FP32.match(o)),
+                              sum(1 for o in ops if SFU.match(o))) + ptx_loop_loads(body)
+    return counts
+
+
 def compile_one(nvcc, args, cu, work):
-    """ptxas's rows and the PTX's bounds of one .cu, and the headers it includes."""
+    """ptxas's rows, the PTX's bounds and instruction classes of one .cu, and the headers it
+    includes."""
     keep = os.path.join(work, 'keep')
     os.makedirs(keep, exist_ok=True)
     dep = os.path.join(work, 'dep')
@@ -104,14 +163,16 @@ def compile_one(nvcc, args, cu, work):
         sys.stderr.write(done.stdout)
         sys.exit('resources.py: nvcc failed on %s (the command: %s)' % (cu, ' '.join(cmd)))
     rows = ptxas_rows(done.stdout)
-    bounds = {}
+    bounds, classes = {}, {}
     for name in os.listdir(keep):
         if name.endswith('.ptx'):
             with open(os.path.join(keep, name)) as f:
-                bounds.update(ptx_bounds(f.read()))
+                ptx = f.read()
+            bounds.update(ptx_bounds(ptx))
+            classes.update(ptx_classes(ptx))
     with open(dep) as f:
         headers = f.read().split(':', 1)[1].replace('\\\n', ' ').split()
-    return rows, bounds, headers
+    return rows, bounds, classes, headers
 
 
 def main(argv):
@@ -120,14 +181,16 @@ def main(argv):
     out, depfile, nvcc = argv[1], argv[2], argv[3]
     split = argv.index('--')
     args, sources = argv[4:split], argv[split + 1:]
-    lines = ['symbol\tregisters\tstatic_smem\tlocal_bytes\tmax_threads_bound\tmin_blocks_bound']
+    lines = ['symbol\tregisters\tstatic_smem\tlocal_bytes\tmax_threads_bound\tmin_blocks_bound'
+             '\tptx_instructions\tptx_memory\tptx_fp32\tptx_sfu\tptx_loops\tptx_loop_loads']
     deps = []
     for cu in sources:
         with tempfile.TemporaryDirectory() as work:
-            rows, bounds, headers = compile_one(nvcc, args, cu, work)
+            rows, bounds, classes, headers = compile_one(nvcc, args, cu, work)
         for symbol, (regs, smem, local) in sorted(rows.items()):
             threads, blocks = bounds.get(symbol, (0, 0))
-            lines.append('%s\t%d\t%d\t%d\t%d\t%d' % (symbol, regs, smem, local, threads, blocks))
+            ptx = classes.get(symbol, (0,) * 6)
+            lines.append(('%s' + '\t%d' * 11) % ((symbol, regs, smem, local, threads, blocks) + ptx))
         deps += headers
     with open(out, 'w') as f:
         f.write('\n'.join(lines) + '\n')

@@ -25,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "emu.h"
@@ -107,6 +108,8 @@ const char *const counter_names[N_COUNTERS] = {
 struct sums {
     uint64_t n[N_COUNTERS] = {};
     std::map<std::string, uint64_t> mma;   /* "m16n16k16.bf16.f32" -> operations */
+    uint64_t load_phases = 0;  /* per warp, the barrier-delimited phases with a global load */
+    uint64_t atomics = 0;      /* lanes' atomic operations on global memory */
 
     void add(const sums &o)
     {
@@ -114,6 +117,8 @@ struct sums {
             n[i] += o.n[i];
         for (const auto &kv : o.mma)
             mma[kv.first] += kv.second;
+        load_phases += o.load_phases;
+        atomics += o.atomics;
     }
 };
 
@@ -167,16 +172,21 @@ struct request_hash {
     }
 };
 
-/* 32-byte sectors any lane of a global request touches. */
-uint64_t sectors_of(const request &r)
+/* The distinct 32-byte sectors any lane of a global request touches, in order. */
+std::vector<uintptr_t> sectors_of(const request &r)
 {
     std::vector<uintptr_t> sectors;
     for (const lane_access &a : r.lanes)
         for (uintptr_t s = a.addr / 32; s <= (a.addr + a.bytes - 1) / 32; s++)
             sectors.push_back(s);
     std::sort(sectors.begin(), sectors.end());
-    return (uint64_t)(std::unique(sectors.begin(), sectors.end()) - sectors.begin());
+    sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
+    return sectors;
 }
+
+/* The sectors the running block's global loads [0] and stores [1] touched, for the
+ * launch's distinct sectors (the L2 rule of docs/gpu.md); one per host thread. */
+thread_local std::vector<uintptr_t> block_sectors[2];
 
 /* Wavefronts of one phase: the most distinct 32-bit words any bank holds among `words`. */
 uint64_t phase_wavefronts(std::vector<uintptr_t> &words)
@@ -225,7 +235,10 @@ void reduce(const request &r, sums &s)
         const int base = r.write ? GST_REQUESTS : GLD_REQUESTS;
         s.n[base]++;
         s.n[base + 1] += bytes;
-        s.n[base + 2] += sectors_of(r);
+        const std::vector<uintptr_t> sectors = sectors_of(r);
+        s.n[base + 2] += sectors.size();
+        std::vector<uintptr_t> &seen = block_sectors[r.write];
+        seen.insert(seen.end(), sectors.begin(), sectors.end());
         if (r.kind == access_kind::cp_async) {
             s.n[CP_ASYNC_REQUESTS]++;
             s.n[CP_ASYNC_BYTES] += bytes;
@@ -244,6 +257,8 @@ struct tally {
     std::unordered_map<request_key, size_t, request_hash> index;
     std::vector<request> requests;
     sums done;   /* what needs no grouping: barriers, shuffles, mma, modelled requests */
+    uint64_t barriers_passed = 0;
+    std::vector<uint64_t> load_phase;   /* per warp: 1 + barriers_passed at its last load */
 
     void clear()
     {
@@ -252,6 +267,8 @@ struct tally {
         index.clear();
         requests.clear();
         done = sums{};
+        barriers_passed = 0;
+        load_phase.clear();
     }
 };
 
@@ -262,6 +279,48 @@ thread_local tally block_tally;
 std::mutex totals_lock;
 sums totals;
 size_t totals_static_bytes = 0;
+std::unordered_set<uintptr_t> totals_sectors[2];   /* the launch's distinct sectors */
+
+/* The sectors of the device allocations that hold any of `seen`: the most distinct
+ * sectors a sampled grid's unsampled blocks can add to them. Called by the launching
+ * thread once the blocks are done (find_allocation takes the lock it may hold). */
+uint64_t allocation_sectors(const std::unordered_set<uintptr_t> &seen)
+{
+    std::vector<uintptr_t> sectors(seen.begin(), seen.end());
+    std::sort(sectors.begin(), sectors.end());
+    uint64_t held = 0;
+    const allocation *last = nullptr;
+    for (uintptr_t sector : sectors) {
+        const char *at = (const char *)(sector * 32);
+        if (last && at >= last->base && at < last->base + last->bytes)
+            continue;
+        last = find_allocation(at, 1);
+        if (last)
+            held += (last->bytes + 31) / 32;   /* its base is 256-byte aligned */
+    }
+    return held;
+}
+
+/* The running block's sectors join the launch's (under totals_lock). */
+void merge_block_sectors()
+{
+    for (int write = 0; write < 2; write++) {
+        totals_sectors[write].insert(block_sectors[write].begin(), block_sectors[write].end());
+        block_sectors[write].clear();
+    }
+}
+
+/* A warp's global load starts a new phase of its loads when none came since the block's
+ * last barrier: the phases a warp must wait out one after another (docs/gpu.md, "latency"). */
+void note_global_load(tally &t, int warp)
+{
+    if ((size_t)warp >= t.load_phase.size())
+        t.load_phase.resize((size_t)warp + 1);
+    if (t.load_phase[(size_t)warp] != t.barriers_passed + 1) {
+        t.load_phase[(size_t)warp] = t.barriers_passed + 1;
+        t.done.load_phases++;
+    }
+}
 
 /* A demangled function name less its parameter list (the last parenthesised group at depth
  * 0) and, for a template instance, its return type (before the last space at depth 0). */
@@ -340,6 +399,54 @@ std::string resource_fields(const kernel_run &run, const void *kernel)
     return text;
 }
 
+/* The launch's distinct sectors of loads (0) or stores (1): exact when every block ran;
+ * sampled, scaled to the grid but no more than the allocations they lie in hold (blocks
+ * that share data, such as attention's K and V, would otherwise count it once each). */
+uint64_t unique_sectors(int write, uint64_t total, uint64_t emulated)
+{
+    const uint64_t seen = scaled(totals_sectors[write].size(), total, emulated);
+    if (total == emulated)
+        return seen;
+    return std::min(seen, allocation_sectors(totals_sectors[write]));
+}
+
+/* The kernel's CUDA-core, SFU and issued warp instructions, estimated from its PTX's static
+ * counts (resources.h) scaled by the warp-level memory instructions executed: each class
+ * taken to run as often per memory instruction as the PTX has them; and the global loads a
+ * warp has in flight, its loading loops' loads per iteration (docs/gpu.md, "The time of a
+ * kernel"). Unknown without the real build's table. */
+struct ptx_estimate {
+    bool known = false;
+    uint64_t fp32_ops = 0, sfu_ops = 0;   /* lane operations */
+    uint64_t instructions = 0;            /* warp-level */
+    double loads_in_flight = 0;   /* global loads per iteration of its loading loops; 0: none */
+};
+
+ptx_estimate estimate_from_ptx(const void *kernel, const sums &s)
+{
+    ptx_estimate e;
+    const KernelResources *r = kernel_resources(kernel);
+    if (!r || r->ptx_memory == 0)
+        return e;
+    /* a cp.async is one instruction, counted as a global load and a shared store */
+    const double memory = (double)(s.n[GLD_REQUESTS] + s.n[GST_REQUESTS] + s.n[SHLD_REQUESTS] +
+                                   s.n[SHST_REQUESTS] - s.n[CP_ASYNC_REQUESTS]);
+    const double per_memory = memory / r->ptx_memory;
+    e.known = true;
+    e.fp32_ops = (uint64_t)std::llround(32.0 * per_memory * r->ptx_fp32);
+    e.sfu_ops = (uint64_t)std::llround(32.0 * per_memory * r->ptx_sfu);
+    e.instructions = (uint64_t)std::llround(per_memory * r->ptx_instructions);
+    if (r->ptx_loops > 0)
+        e.loads_in_flight = (double)r->ptx_loop_loads / r->ptx_loops;
+    return e;
+}
+
+/* ,"NAME":V, or ,"NAME":null when the figure is not known. */
+void optional_number(std::string &out, const char *name, bool known, uint64_t v)
+{
+    out += ",\"" + std::string(name) + "\":" + (known ? std::to_string(v) : "null");
+}
+
 std::string kernel_fields(const kernel_run &run, const void *kernel, const sums &s,
                           size_t static_bytes, uint64_t total, uint64_t emulated)
 {
@@ -361,11 +468,22 @@ std::string kernel_fields(const kernel_run &run, const void *kernel, const sums 
     for (const auto &kv : s.mma)
         out += (out.back() == '{' ? "\"" : ",\"") + kv.first + "\":" +
                std::to_string(scaled(kv.second, total, emulated));
-    out += "},\"fp32_ops\":null,\"sfu_ops\":null";
+    const ptx_estimate ptx = estimate_from_ptx(kernel, s);
+    out += "}";
+    optional_number(out, "fp32_ops", ptx.known, scaled(ptx.fp32_ops, total, emulated));
+    optional_number(out, "sfu_ops", ptx.known, scaled(ptx.sfu_ops, total, emulated));
     number("barriers", s.n[BARRIERS]);
-    out += ",\"atomics\":0";
+    number("atomics", s.atomics);
     number("shuffles", s.n[SHUFFLES]);
     out += resource_fields(run, kernel);
+    out += ",\"unique_sectors\":{\"loads\":" + std::to_string(unique_sectors(0, total, emulated)) +
+           ",\"stores\":" + std::to_string(unique_sectors(1, total, emulated)) + "}";
+    number("gld_phases", s.load_phases);
+    optional_number(out, "instructions", ptx.known, scaled(ptx.instructions, total, emulated));
+    char in_flight[48] = "null";
+    if (ptx.loads_in_flight > 0)
+        snprintf(in_flight, sizeof in_flight, "%.2f", ptx.loads_in_flight);
+    out += ",\"loads_in_flight\":" + std::string(in_flight);
     return out;
 }
 
@@ -405,6 +523,8 @@ void count_access(int lane, space where, access_kind kind, const void *p, size_t
         t.reached.resize((size_t)lane + 1);
     const site_key at{site, (int)kind << 2 | (int)where << 1 | (int)write};
     const request_key key{at, lane / 32, t.reached[(size_t)lane][at]++};
+    if (where == space::global && !write)
+        note_global_load(t, lane / 32);
     auto found = t.index.emplace(key, t.requests.size());
     if (found.second)
         t.requests.push_back(request{where, write, kind, {}});
@@ -423,6 +543,7 @@ void count_request(space where, bool write, const uintptr_t addr[32], size_t byt
 void count_barrier()
 {
     block_tally.done.n[BARRIERS]++;
+    block_tally.barriers_passed++;
 }
 
 void count_shuffle()
@@ -440,6 +561,7 @@ void count_block_done(size_t static_bytes)
     std::lock_guard<std::mutex> hold(totals_lock);
     totals.add(block);
     totals_static_bytes = std::max(totals_static_bytes, static_bytes);
+    merge_block_sectors();
 }
 
 void run_counted_kernel(const kernel_run &run, const void *kernel)
@@ -449,6 +571,8 @@ void run_counted_kernel(const kernel_run &run, const void *kernel)
         std::lock_guard<std::mutex> hold(totals_lock);
         totals = sums{};
         totals_static_bytes = 0;
+        totals_sectors[0].clear();
+        totals_sectors[1].clear();
     }
     run_kernel(run);
     const uint64_t total = (uint64_t)run.grid.x * run.grid.y * run.grid.z;
@@ -513,6 +637,11 @@ void count_fragment(const void *p, unsigned ldm, int col_major, size_t element_b
 void count_mma(const char *shape)
 {
     block_tally.done.mma[shape]++;
+}
+
+void count_atomic()
+{
+    block_tally.done.atomics++;
 }
 
 }  // namespace gb_emu

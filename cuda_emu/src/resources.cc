@@ -78,11 +78,16 @@ std::unique_ptr<table> read_table(const std::string &path)
         if (n == 1)
             continue;   /* the header */
         char symbol[2048];
-        KernelResources r;
-        if (sscanf(line, "%2047s %d %d %d %d %d", symbol, &r.registers, &r.static_smem,
-                   &r.local_bytes, &r.max_threads_bound, &r.min_blocks_bound) != 6)
-            violation("%s:%d: not a row of a resource table (symbol and five numbers, as "
-                      "cuda_emu/resources.py writes them): rebuild it (ninja)", path.c_str(), n);
+        KernelResources r = {};
+        const int fields = sscanf(line, "%2047s %d %d %d %d %d %d %d %d %d %d %d", symbol,
+                                  &r.registers, &r.static_smem, &r.local_bytes,
+                                  &r.max_threads_bound, &r.min_blocks_bound, &r.ptx_instructions,
+                                  &r.ptx_memory, &r.ptx_fp32, &r.ptx_sfu, &r.ptx_loops,
+                                  &r.ptx_loop_loads);
+        if (fields != 6 && fields != 12)
+            violation("%s:%d: not a row of a resource table (symbol and five numbers, or eleven "
+                      "with the PTX's instruction classes and loops, as cuda_emu/resources.py "
+                      "writes them): rebuild it (ninja)", path.c_str(), n);
         t->rows[demangled(symbol)] = r;
     }
     fclose(f);

@@ -24,6 +24,11 @@ struct KernelResources {
     int local_bytes;         /* per thread: the stack frame, spills included */
     int max_threads_bound;   /* __launch_bounds__' first argument; 0: none */
     int min_blocks_bound;    /* its second; 0: none */
+    /* The kernel's static PTX instructions: all, global and shared memory ones, CUDA-core
+     * floating-point ones, SFU ones (resources.py: ptx_classes), which the counting mode
+     * scales by the executed memory instructions; and its innermost loops that load from
+     * global memory and their loads. All 0 in a table without those columns. */
+    int ptx_instructions, ptx_memory, ptx_fp32, ptx_sfu, ptx_loops, ptx_loop_loads;
 };
 
 /* The row of the kernel whose entry is `kernel_entry` (a kernel's address, as launched), or

@@ -3,7 +3,9 @@
  * stride-32 float read, 32-way and 2-way shared bank conflicts, a transpose through a
  * padded tile (none) and an unpadded one (32-way), a cp.async tile load, WMMA bf16 loads
  * (global, and shared through ldmatrix's pattern, padded and not), an mma and an f32
- * accumulator store; then a sampled launch scaled to its grid, and the lines of copies and
+ * accumulator store; the distinct sectors of a kernel that reads its data twice, its
+ * phases of loads, and its CUDA-core and SFU operations and instructions as the PTX's
+ * figures scale (from the test's table); 32 lanes' atomicAdd; then a sampled launch scaled to its grid, and the lines of copies and
  * event records. The expected figures are worked out beside each kernel.
  *
  * The counting mode is read when the emulator loads, so the test runs itself twice as a
@@ -127,6 +129,22 @@ static __global__ void wmma_shared(float *c)
 }
 
 /* A warp sum over 5 shuffles: 5 warp-level shuffle instructions per warp. */
+/* The same 128 bytes read at two sites (two requests of 4 sectors: 8 sectors, 4 distinct),
+ * 128 bytes stored (4 distinct); one phase of loads for the warp. Its row of the test's
+ * table (counters.resources.tsv) says 12 PTX instructions, 3 of memory, 2 fp32, 1 SFU:
+ * 3 warp-level memory instructions ran, so 12 instructions, 2 x 32 fp32 and 32 SFU lane
+ * operations; and 2 loading loops with 5 global loads: 2.50 loads in flight. */
+static __global__ void read_twice(const float *in, float *out)
+{
+    out[threadIdx.x] = in[threadIdx.x] * in[31 - threadIdx.x];
+}
+
+/* 32 lanes add 1 to one float: 32 atomic operations, and the float ends at 32. */
+static __global__ void atomic_count(float *sum)
+{
+    atomicAdd(sum, 1.0f);
+}
+
 static __global__ void warp_sum(const float *in, float *out)
 {
     float v = in[threadIdx.x];
@@ -146,7 +164,8 @@ template <class T> static T *device_array(size_t n, int fill_byte)
     return p;
 }
 
-static void launch_known_patterns()
+/* Launches each kernel once; whether atomic_count's sum came to 32. */
+static bool launch_known_patterns()
 {
     float *in = device_array<float>(32 * 32, 0), *out = device_array<float>(32 * 32, 0);
     __nv_bfloat16 *a = device_array<__nv_bfloat16>(256, 0x3f);
@@ -163,18 +182,26 @@ static void launch_known_patterns()
     wmma_global<<<1, 32>>>(a, b, out);
     wmma_shared<<<1, 32>>>(out);
     warp_sum<<<1, 32>>>(in, out);
+    read_twice<<<1, 32>>>(in, out);
+    float *sum = device_array<float>(1, 0), host_sum = 0;
+    atomic_count<<<1, 32>>>(sum);
     cudaEventRecord(mark, nullptr);
     cudaDeviceSynchronize();
-    emu_free(in, out, a, b);
+    cudaMemcpy(&host_sum, sum, sizeof host_sum, cudaMemcpyDeviceToHost);
+    emu_free(in, out, a, b, sum);
+    return host_sum == 32.0f;
 }
 
-/* 1000 blocks of one warp, each a coalesced float load and store; sampled, 4 of them run. */
+/* 1000 blocks of one warp, each a coalesced float load and store; then 1000 blocks that
+ * all read the same 128 bytes; sampled, 4 of each run. */
 static void launch_sampled()
 {
     float *in = device_array<float>(32 * 1000, 0), *out = device_array<float>(32 * 1000, 0);
     copy_float4<<<1000, 8>>>(reinterpret_cast<const float4 *>(in), reinterpret_cast<float4 *>(out));
+    float *small_in = device_array<float>(32, 0), *small_out = device_array<float>(32, 0);
+    read_twice<<<1000, 32>>>(small_in, small_out);
     cudaDeviceSynchronize();
-    emu_free(in, out);
+    emu_free(in, out, small_in, small_out);
 }
 
 /* Runs this program as `role` with the counts going to `path` (and a sample of `sample`
@@ -260,7 +287,8 @@ static void check_known_patterns(const std::vector<std::string> &lines)
     check_kernel(lines, "transpose<1>", {{"gld_requests", "32"}, {"gld_sectors", "128"},
         {"shst_requests", "32"}, {"shst_wavefronts", "32"}, {"shld_requests", "32"},
         {"shld_wavefronts", "32"}, {"gst_requests", "32"}, {"gst_sectors", "128"},
-        {"barriers", "1"}});
+        {"barriers", "1"}, {"gld_phases", "32"},
+        {"unique_sectors", "{\"loads\":128,\"stores\":128}"}});
     check_kernel(lines, "transpose<0>", {{"shst_wavefronts", "32"}, {"shld_requests", "32"},
         {"shld_wavefronts", "1024"}});
     check_kernel(lines, "cp_async_tile", {{"cp_async_requests", "1"}, {"cp_async_bytes", "512"},
@@ -275,6 +303,13 @@ static void check_known_patterns(const std::vector<std::string> &lines)
         {"gst_requests", "4"}, {"gst_sectors", "32"}});
     check_kernel(lines, "warp_sum", {{"shuffles", "5"}, {"gld_requests", "1"},
         {"gld_sectors", "4"}});
+    check_kernel(lines, "read_twice", {{"gld_requests", "2"}, {"gld_sectors", "8"},
+        {"unique_sectors", "{\"loads\":4,\"stores\":4}"}, {"gld_phases", "1"},
+        {"instructions", "12"}, {"fp32_ops", "64"}, {"sfu_ops", "32"}, {"atomics", "0"},
+        {"loads_in_flight", "2.50"}});
+    check_kernel(lines, "warp_sum", {{"loads_in_flight", "null"}});
+    check_kernel(lines, "atomic_count", {{"atomics", "32"}, {"gld_requests", "0"},
+        {"gst_requests", "0"}});
     int events = 0, memsets = 0;
     for (const std::string &l : lines) {
         events += l.find("\"type\":\"event\"") != std::string::npos;
@@ -282,14 +317,13 @@ static void check_known_patterns(const std::vector<std::string> &lines)
                    field(l, "kind") == "\"memset\"";
     }
     emu_check(events == 2, "the two event records have a line each");
-    emu_check(memsets == 4, "the four memsets have a line each");
+    emu_check(memsets == 5, "the five memsets have a line each");
 }
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "count") == 0) {
-        launch_known_patterns();
-        return 0;
+        return launch_known_patterns() ? 0 : 1;
     }
     if (argc > 1 && strcmp(argv[1], "sample") == 0) {
         launch_sampled();
@@ -300,13 +334,19 @@ int main(int argc, char **argv)
         return 1;
     const std::string counted = std::string(dir) + "/count.jsonl";
     const std::string sampled = std::string(dir) + "/sample.jsonl";
-    emu_check(run_child(argv[0], "count", counted, nullptr), "the counting child ran");
+    emu_check(run_child(argv[0], "count", counted, nullptr),
+              "the counting child ran, and its atomicAdd of 32 lanes summed to 32");
     check_known_patterns(lines_of(counted));
     emu_check(run_child(argv[0], "sample", sampled, "4"), "the sampling child ran");
     /* 1000 blocks of 8 lanes x 16 bytes: 128 bytes, 4 sectors a block, scaled from 4 */
     check_kernel(lines_of(sampled), "copy_float4", {{"blocks_total", "1000"},
         {"blocks_emulated", "4"}, {"gld_requests", "1000"}, {"gld_sectors", "4000"},
-        {"gst_bytes", "128000"}});
+        {"gst_bytes", "128000"}, {"unique_sectors", "{\"loads\":1000,\"stores\":1000}"}});
+    /* (every block of copy_float4 reads the same 4 sectors: their 4 distinct, scaled by 250,
+     * are 1000, all within the allocations' 4000: the bound of a sampled grid.) read_twice
+     * the same, but its loads and stores lie in allocations of 128 bytes, 4 sectors each */
+    check_kernel(lines_of(sampled), "read_twice", {{"gld_sectors", "8000"},
+        {"unique_sectors", "{\"loads\":4,\"stores\":4}"}});
     unlink(counted.c_str());
     unlink(sampled.c_str());
     rmdir(dir);

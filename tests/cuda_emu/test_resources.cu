@@ -54,39 +54,39 @@ static const occupancy_case occupancy_cases[] = {
      * memory 48 + 1024 = 1072 -> 1152, 233472 / 1152 = 202 blocks; 32 by blocks.
      * 6 blocks, 48 warps, 75%, registers. */
     {"40 registers x 256 threads: 6 blocks, 48 warps, by registers",
-     {40, 48, 0, 0, 0}, 256, 0, 6, 48, "registers"},
+     {40, 48, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 256, 0, 6, 48, "registers"},
     /* 255 registers, 128 threads: a warp 8160 -> 8192; 16384 / 8192 = 2 warps per
      * sub-partition, 8 per SM, 8 / 4 = 2 blocks (the launch check: 8192 x 4 = 32768, fits).
      * 2 blocks, 8 warps, 12.5%, registers. */
     {"255 registers x 128 threads: 2 blocks, 8 warps, by registers",
-     {255, 0, 0, 128, 0}, 128, 0, 2, 8, "registers"},
+     {255, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0}, 128, 0, 2, 8, "registers"},
     /* 32 registers, 128 threads, 72952 bytes dynamic: registers 1024 per warp, 16 per
      * sub-partition, 64 warps / 4 = 16 blocks; threads 64 / 4 = 16; shared memory
      * 72952 + 1024 = 73976 -> 73984 (578 x 128), 233472 / 73984 = 3 blocks.
      * 3 blocks, 12 warps, 18.75%, shared memory. */
     {"72952 bytes of dynamic shared memory: 3 blocks, by shared memory",
-     {32, 0, 0, 0, 0}, 128, 72952, 3, 12, "shared memory"},
+     {32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 128, 72952, 3, 12, "shared memory"},
     /* 16 registers, 1024 threads: registers 512 per warp, 32 per sub-partition, 128 / 32 =
      * 4 blocks; threads 64 / 32 = 2 blocks. 2 blocks, 64 warps, 100%, threads. */
     {"16 registers x 1024 threads: 2 blocks, 64 warps, by threads",
-     {16, 0, 0, 0, 0}, 1024, 0, 2, 64, "threads"},
+     {16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1024, 0, 2, 64, "threads"},
     /* 16 registers, 32 threads, no shared memory: registers 128 blocks; threads 64; shared
      * memory 1024 -> 233472 / 1024 = 228; blocks 32. 32 blocks, 32 warps, 50%, blocks. */
     {"16 registers x 32 threads: 32 blocks, by the block limit",
-     {16, 0, 0, 0, 0}, 32, 0, 32, 32, "blocks"},
+     {16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 32, 0, 32, 32, "blocks"},
     /* 80 registers: a warp 2560. 768 threads = 24 warps: 2560 x 24 = 61440, launches;
      * 16384 / 2560 = 6 warps per sub-partition, 24 per SM, 1 block. 800 threads = 25 warps:
      * 64000 registers, but the hardware counts 25 -> 28 warps, 71680 > 65536: no block. */
     {"80 registers x 768 threads: 1 block, 24 warps",
-     {80, 0, 0, 0, 0}, 768, 0, 1, 24, "registers"},
+     {80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 768, 0, 1, 24, "registers"},
     {"80 registers x 800 threads: no block (warps counted in fours)",
-     {80, 0, 0, 0, 0}, 800, 0, 0, 0, "registers"},
+     {80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 800, 0, 0, 0, "registers"},
     /* 227 KiB of shared memory in all (static 1000 + dynamic 231448 = 232448): with the
      * reserved 1024, 233472 = 228 KiB, exactly an SM: 1 block; one byte more, none. */
     {"227 KiB of shared memory: 1 block",
-     {32, 1000, 0, 0, 0}, 128, 231448, 1, 4, "shared memory"},
+     {32, 1000, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 128, 231448, 1, 4, "shared memory"},
     {"227 KiB and a byte: no block",
-     {32, 1000, 0, 0, 0}, 128, 231449, 0, 0, "shared memory"},
+     {32, 1000, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 128, 231449, 0, 0, "shared memory"},
 };
 
 static void occupancy_rules()

@@ -4,7 +4,9 @@
  * block of one warp waiting on 1000 loads latency-bound; a stride-32 read coalesces to
  * 1/8, 32-way and 2-way bank conflicts read 32 and 2 (wavefronts over requests) less the
  * stores' none; a cuBLASLt matmul takes the measured rate of its pass; a memset writes
- * through DRAM and a host copy crosses PCIe; an event is skipped
+ * through DRAM and a host copy crosses PCIe; a reduction's independent loads wait as many
+ * at a time as its loops issue, a re-read whose distinct sectors fit in L2 pays DRAM once, a kernel of one block
+ * of 4 warps per SM is issue-bound; an event is skipped
  * and a record without a field, or not JSON, is refused naming what is wrong.
  */
 #include <stdio.h>
@@ -13,7 +15,7 @@
 #include "check.h"
 #include "gpumodel/gpumodel.h"
 
-#define RECORDS 12
+#define RECORDS 15
 
 static int read_records(const char *path, gb_record *out, char (*why)[256], int *rc)
 {
@@ -129,6 +131,44 @@ static void check_copies(const gb_record *memset, const gb_record *upload)
     CHECK_NEAR(u.seconds, 50e6 / 50e9 + 2.5e-6, 1e-12);
 }
 
+/* 3 blocks of 8 warps, 1000 loads per warp in one phase: 2.5 in flight (its loops' loads
+ * per iteration), 400 latencies of 0.55 us = 220 us; without the record's figure the
+ * table's 4, 250 latencies (the old rule, one at a time, said 550). */
+static void check_reduction(const gb_record *r)
+{
+    gb_gpu_estimate e = gb_gpu_predict_kernel(gb_gpu_find("H100"), &r->kernel);
+    CHECK(e.bound == GB_BOUND_LATENCY);
+    CHECK_NEAR(e.bound_s[GB_BOUND_LATENCY], 400 * 0.55e-6, 1e-12);
+    gb_kernel_counts unsaid = r->kernel;
+    unsaid.loads_in_flight = -1;
+    CHECK_NEAR(gb_gpu_predict_kernel(gb_gpu_find("H100"), &unsaid).bound_s[GB_BOUND_LATENCY],
+               250 * 0.55e-6, 1e-12);
+}
+
+/* 10.5e6 sectors pass through L2 (336 MB / 5.5 TB/s = 61.1 us) but only the 1e6 distinct
+ * ones come from DRAM (32 MB / 3.0 TB/s = 10.7 us): L2-bound. */
+static void check_l2_rule(const gb_record *r)
+{
+    gb_gpu_estimate e = gb_gpu_predict_kernel(gb_gpu_find("H100"), &r->kernel);
+    CHECK_NEAR(e.bound_s[GB_BOUND_DRAM], 32e6 / 3.0e12, 1e-12);
+    CHECK_NEAR(e.bound_s[GB_BOUND_L2], 336e6 / 5.5e12, 1e-12);
+    CHECK(e.bound == GB_BOUND_L2);
+    gb_kernel_counts too_big = r->kernel;
+    too_big.unique_sectors = 2e6;   /* 64 MB: more than L2's 50, every sector from DRAM */
+    CHECK_NEAR(gb_gpu_predict_kernel(gb_gpu_find("H100"), &too_big).bound_s[GB_BOUND_DRAM],
+               336e6 / 3.0e12, 1e-12);
+}
+
+/* One block of 4 warps on each SM: one warp per scheduler, which issues every 4th clock,
+ * so 132 x 4 x 1/4 x 1.98e9 instructions a second: 1e8 take 382.6 us. */
+static void check_issue(const gb_record *r)
+{
+    gb_gpu_estimate e = gb_gpu_predict_kernel(gb_gpu_find("H100"), &r->kernel);
+    CHECK(e.bound == GB_BOUND_ISSUE);
+    CHECK_NEAR(e.bound_s[GB_BOUND_ISSUE], 1e8 / (132 * 1.98e9), 1e-12);
+    CHECK(strcmp(gb_gpu_bound_name(e.bound), "issue") == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -141,7 +181,7 @@ int main(int argc, char **argv)
     check_table();
     if (!CHECK(read_records(argv[1], r, why, rc) == RECORDS))
         return check_exit("gpumodel");
-    for (int i = 0; i < 10; i++)
+    for (int i = 0; i < 13; i++)
         check_that(rc[i] == 0, "record %d: %s", i + 1, why[i]);
     check_copy(&r[0]);
     check_mma(&r[1]);
@@ -150,7 +190,10 @@ int main(int argc, char **argv)
     check_matmul(&r[6]);
     CHECK(r[7].type == GB_RECORD_OTHER);
     check_copies(&r[8], &r[9]);
-    CHECK(rc[10] == -1 && strstr(why[10], "\"gld_sectors\""));
-    CHECK(rc[11] == -1 && strstr(why[11], "not a JSON object"));
+    check_reduction(&r[10]);
+    check_l2_rule(&r[11]);
+    check_issue(&r[12]);
+    CHECK(rc[13] == -1 && strstr(why[13], "\"gld_sectors\""));
+    CHECK(rc[14] == -1 && strstr(why[14], "not a JSON object"));
     return check_exit("gpumodel");
 }

@@ -28,7 +28,7 @@ check_table() {
                                have_total = 1; next }
         name ~ /^phase \/ kernel/ || name ~ /^  \(/ || line ~ /^occupancy with/ || line ~ /^one step/ { next }
         name ~ /^  / { kernels += f[2]
-                       if (f[3] !~ /^(compute|DRAM|L2|shared|latency|fitted|PCIe)$/) bad = bad " bound " f[3]
+                       if (f[3] !~ /^(compute|DRAM|L2|shared|latency|issue|fitted|PCIe)$/) bad = bad " bound " f[3]
                        if (n != 7) bad = bad " fields " n
                        nk++; next }
         { if (phases_seen && (kernels - phase > 0.0006 || phase - kernels > 0.0006))

@@ -24,13 +24,19 @@
  * SM); the copy bandwidth measured on our H100 (3.0 of 3.35 TB/s, assumed the same share on
  * the H200); PCIe 5.0 x16's 64 GB/s less its usual fifth; the L2 bandwidth, the latencies
  * and the launch overhead are microbenchmarks' orders of magnitude, to be refitted from the
- * pairs scripts/gpu-check.sh records. */
+ * pairs scripts/gpu-check.sh records. A warp keeps 4 independent global loads in flight
+ * where the record does not say (nvcc's default unrolling of a loop whose trip count it
+ * does not know is 4, and the loads of the unrolled body are issued before the first is
+ * used); 4 schedulers per SM; a
+ * dependent instruction issues 4 clocks after the one it waits on (the FMA pipe's
+ * latency on Volta and later, microbenchmarks). */
 #define GH100_SXM                                                                          \
     .sms = 132, .boost_ghz = 1.98, .base_ghz = 1.59, .hbm_efficiency = 3.0 / 3.35,         \
     .l2_bytes = 50e6, .l2_bytes_s = 5.5e12, .smem_wavefronts_per_clock = 1.0,              \
     .tensor_bf16_flops = 989.4e12, .tensor_tf32_flops = 494.7e12, .fp32_flops = 66.9e12,   \
     .sfu_per_clock = 16.0, .launch_s = 2.5e-6, .pcie_bytes_s = 50e9,                       \
-    .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9, .max_threads_per_sm = 2048,        \
+    .dram_latency_s = 0.55e-6, .smem_latency_s = 15e-9, .loads_in_flight = 4.0,           \
+    .schedulers_per_sm = 4, .dependent_issue_clocks = 4.0, .max_threads_per_sm = 2048,     \
     .max_warps_per_sm = 64, .max_blocks_per_sm = 32, .smem_per_sm = 228.0 * 1024,          \
     .smem_reserved_per_block = 1024
 
@@ -57,7 +63,7 @@ const char *gb_gpu_bound_name(gb_gpu_bound b)
     static const char *const names[GB_BOUND_COUNT] = {
         [GB_BOUND_COMPUTE] = "compute", [GB_BOUND_DRAM] = "DRAM", [GB_BOUND_L2] = "L2",
         [GB_BOUND_SHARED] = "shared", [GB_BOUND_LATENCY] = "latency",
-        [GB_BOUND_FITTED] = "fitted", [GB_BOUND_PCIE] = "PCIe"};
+        [GB_BOUND_FITTED] = "fitted", [GB_BOUND_PCIE] = "PCIe", [GB_BOUND_ISSUE] = "issue"};
     return (unsigned)b < GB_BOUND_COUNT ? names[b] : "unknown";
 }
 
@@ -90,6 +96,36 @@ static double blocks_per_sm(const gb_gpu_spec *gpu, const gb_kernel_counts *k, i
     double by_smem = floor(gpu->smem_per_sm /
                            (k->dyn_smem + k->static_smem + gpu->smem_reserved_per_block));
     return fmax(1.0, fmin(gpu->max_blocks_per_sm, fmin(by_warps, by_smem)));
+}
+
+/* The global load latencies a warp waits out one after another: its loads, as many at a
+ * time as an iteration of the kernel's loading loops issues (the record's loads_in_flight,
+ * else the GPU table's), and never fewer than its barrier-delimited phases with a load (a
+ * barrier waits for every load before it). Without the phases counted, every load alone. */
+static double serial_loads_per_warp(const gb_gpu_spec *gpu, const gb_kernel_counts *k,
+                                    double warps)
+{
+    if (k->gld_phases < 0)
+        return k->gld_requests / warps;
+    double in_flight = k->loads_in_flight > 0 ? fmax(1.0, k->loads_in_flight)
+                                              : gpu->loads_in_flight;
+    return fmax(k->gld_phases, k->gld_requests / in_flight) / warps;
+}
+
+/* Seconds to issue the kernel's warp instructions: each scheduler issues one a clock when
+ * it has dependent_issue_clocks warps to choose from, proportionally fewer with fewer
+ * (the SM's resident warps, no more than the grid gives it). 0 when not counted. */
+static double issue_seconds(const gb_gpu_spec *gpu, const gb_kernel_counts *k,
+                            double resident_warps, double blocks)
+{
+    if (k->instructions <= 0)
+        return 0.0;
+    double threads = (double)(k->block[0] * k->block[1] * k->block[2]);
+    double warps_per_sm = fmin(resident_warps, ceil(blocks / gpu->sms) * ceil(threads / 32.0));
+    double per_scheduler = warps_per_sm / gpu->schedulers_per_sm;
+    double rate = gpu->sms * gpu->schedulers_per_sm *
+                  fmin(1.0, per_scheduler / gpu->dependent_issue_clocks) * gpu->boost_ghz * 1e9;
+    return k->instructions / rate;
 }
 
 gb_gpu_bound gb_gpu_largest_bound(const double *bound_s)
@@ -132,9 +168,11 @@ gb_gpu_estimate gb_gpu_predict_kernel(const gb_gpu_spec *gpu, const gb_kernel_co
     e.bound_s[GB_BOUND_L2] = sector_bytes / gpu->l2_bytes_s;
     e.bound_s[GB_BOUND_SHARED] = (k->shld_wavefronts + k->shst_wavefronts) /
                                  (sms * gpu->smem_wavefronts_per_clock * clock) / utilisation;
-    /* each warp waits out its loads one after another; the warps of a wave overlap */
-    e.bound_s[GB_BOUND_LATENCY] = waves * (k->gld_requests / warps * gpu->dram_latency_s +
+    e.bound_s[GB_BOUND_LATENCY] = waves * (serial_loads_per_warp(gpu, k, warps) *
+                                               gpu->dram_latency_s +
                                            k->shld_requests / warps * gpu->smem_latency_s);
+    e.bound_s[GB_BOUND_ISSUE] = issue_seconds(gpu, k, resident * warps_per_block, blocks) /
+                                utilisation;
     e.bound = gb_gpu_largest_bound(e.bound_s);
     e.seconds = e.bound_s[e.bound] + e.launch_s;
     e.roofline_s = fmax(compute_s, dram_bytes / dram_rate(gpu));
@@ -262,6 +300,16 @@ static int mma_flops(json_t *mma, gb_kernel_counts *k, char *why, size_t cap)
     return 0;
 }
 
+/* "unique_sectors": {"loads": N, "stores": M} summed; -1 when absent. */
+static double unique_sectors(json_t *record)
+{
+    reader u = {.obj = json_object_get(record, "unique_sectors")};
+    if (!json_is_object(u.obj))
+        return -1.0;
+    double loads = number(&u, "loads", -1, 1), stores = number(&u, "stores", -1, 1);
+    return u.missing ? -1.0 : loads + stores;
+}
+
 static int parse_kernel(reader *r, gb_kernel_counts *k, char *why, size_t cap)
 {
     text(r, "kernel", k->kernel, sizeof k->kernel, 1);
@@ -276,7 +324,10 @@ static int parse_kernel(reader *r, gb_kernel_counts *k, char *why, size_t cap)
     k->gst_requests = number(r, "gst_requests", 0, 1);
     k->gst_bytes = number(r, "gst_bytes", 0, 1);
     k->gst_sectors = number(r, "gst_sectors", 0, 1);
-    k->unique_sectors = number(r, "unique_sectors", -1, 0);
+    k->unique_sectors = unique_sectors(r->obj);
+    k->gld_phases = number(r, "gld_phases", -1, 0);
+    k->instructions = number(r, "instructions", -1, 0);
+    k->loads_in_flight = number(r, "loads_in_flight", -1, 0);
     k->shld_requests = number(r, "shld_requests", 0, 1);
     k->shld_wavefronts = number(r, "shld_wavefronts", 0, 1);
     k->shst_requests = number(r, "shst_requests", 0, 1);

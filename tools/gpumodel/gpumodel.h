@@ -34,6 +34,10 @@ typedef struct gb_gpu_spec {
     double pcie_bytes_s;       /* host-device copies */
     double dram_latency_s;     /* a global load's round trip */
     double smem_latency_s;
+    double loads_in_flight;    /* independent global loads a warp issues before it waits,
+                                  where the record does not say */
+    int schedulers_per_sm;     /* warp schedulers, each issuing one instruction a clock */
+    double dependent_issue_clocks;  /* a warp's next dependent instruction waits this long */
     /* the occupancy rules of its compute capability (sm_90) */
     int max_threads_per_sm, max_warps_per_sm, max_blocks_per_sm;
     double smem_per_sm, smem_reserved_per_block;
@@ -54,7 +58,13 @@ typedef struct gb_kernel_counts {
     double blocks_total;
     double gld_requests, gld_bytes, gld_sectors;
     double gst_requests, gst_bytes, gst_sectors;
-    double unique_sectors;     /* distinct sectors the launch touched; < 0: not counted */
+    double unique_sectors;     /* distinct sectors the launch touched, loads and stores
+                                  summed; < 0: not counted */
+    double gld_phases;         /* per warp, summed: the barrier-delimited phases with a
+                                  global load; < 0: not counted */
+    double instructions;       /* warp-level instructions issued; < 0: not counted */
+    double loads_in_flight;    /* global loads per iteration of the kernel's loading loops
+                                  in the real build's PTX; < 0: the GPU table's */
     double shld_requests, shld_wavefronts, shst_requests, shst_wavefronts;
     double tensor_flops_16;    /* 2 m n k per mma, summed by dtype */
     double tensor_flops_tf32;
@@ -80,6 +90,7 @@ typedef enum gb_gpu_bound {
     GB_BOUND_LATENCY,
     GB_BOUND_FITTED,     /* a library call timed at an efficiency fitted to a measurement */
     GB_BOUND_PCIE,       /* a copy between host and device */
+    GB_BOUND_ISSUE,      /* warp instructions at what the resident warps can issue */
     GB_BOUND_COUNT
 } gb_gpu_bound;
 

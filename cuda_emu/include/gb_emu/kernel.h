@@ -202,6 +202,16 @@ void warp_collective(const char *file, int line, const char *what, const collect
 [[noreturn]] void device_violation(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- atomics (src/atomics.cc) ---------------------------------------------------------- */
+
+/* atomicAdd on device memory: checked as a read and a write of the calling thread (within
+ * an allocation, of bytes something wrote), done atomically (a grid's blocks run on several
+ * host threads), counted in the counting mode; returns the old value. Shared-memory atomics
+ * stop the kernel: the emulator does not implement them. */
+float atomic_add(const char *file, int line, float *p, float value);
+int atomic_add(const char *file, int line, int *p, int value);
+unsigned atomic_add(const char *file, int line, unsigned *p, unsigned value);
+
 /* ---- counting (GEARBOX_CUDA_EMU_COUNT; src/counters.cc) ------------------------------ */
 
 /* Whether the counting mode is on. */
@@ -214,6 +224,8 @@ void count_fragment(const void *p, unsigned ldm, int col_major, size_t element_b
                     bool accumulator, bool write);
 /* One warp-level tensor-core operation of `shape` ("m16n16k16.bf16.f32"). */
 void count_mma(const char *shape);
+/* One lane's atomic operation on global memory. */
+void count_atomic();
 
 /* A seed fixed for the process (GEARBOX_CUDA_EMU_SEED), for what the emulator scrambles. */
 uint64_t run_seed();
@@ -232,6 +244,7 @@ static constexpr int warpSize = 32;
 #define gridDim (::gb_emu::here().grid_dim)
 
 #define __syncthreads() ::gb_emu::syncthreads(__FILE__, __LINE__)
+#define atomicAdd(p, value) ::gb_emu::atomic_add(__FILE__, __LINE__, p, value)
 #define __syncwarp(...) ::gb_emu::syncwarp_at{__FILE__, __LINE__}(__VA_ARGS__)
 #define __shfl_sync(mask, ...) \
     ::gb_emu::shuffle(::gb_emu::SHFL_IDX, __FILE__, __LINE__, mask, __VA_ARGS__)
