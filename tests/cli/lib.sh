@@ -119,6 +119,25 @@ exact_resume() {
     fi
 }
 
+# check_lion WHAT: examples/plugins/lion, built in $WORK/lion/build, passes `gearbox
+# test-plugin` and trains 20 steps as [optim] plugin = lion through --plugin-path ($WORK/run.ini
+# into $WORK/out); WHAT says in the pass lines which gearbox ran it.
+check_lion() {
+    local what=$1 rc=0
+    "$GEARBOX" test-plugin "$WORK/lion/build/optim-lion-cpu.so" > "$WORK/table" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] && grep -qE "^[0-9]+ passed, 0 failed" "$WORK/table" &&
+        pass "$what test-plugin on lion: $(tail -n 1 "$WORK/table")" ||
+        fail "test-plugin on lion (exit status $rc): $(cat "$WORK/table")"
+    make_data
+    write_config "$WORK/run.ini"
+    "$GEARBOX" train "$WORK/run.ini" --plugin-path "$WORK/lion/build" --set optim.plugin=lion \
+        --set run.out_dir="$WORK/out" > "$WORK/train.log" 2>&1 &&
+        grep -q "optim lion" "$WORK/train.log" &&
+        grep -q '"step": 20, "loss": [0-9]' "$WORK/out/metrics.jsonl" &&
+        pass "$what trains 20 steps with [optim] plugin = lion" ||
+        fail "train with lion: $(tail -n 20 "$WORK/train.log")"
+}
+
 # expect_ok NAME COMMAND...: COMMAND succeeds.
 expect_ok() {
     local name=$1

@@ -92,18 +92,7 @@ cp -r "$SRC/examples/plugins/lion" "$WORK/lion"
 rm -rf "$WORK/lion/build"
 if build "$WORK/lion"; then
     pass "examples/plugins/lion builds out of tree"
-    rc=0
-    "$GEARBOX" test-plugin "$WORK/lion/build/optim-lion-cpu.so" > "$WORK/table" 2>&1 || rc=$?
-    [ "$rc" -eq 0 ] && grep -qE "^[0-9]+ passed, 0 failed" "$WORK/table" &&
-        pass "test-plugin on lion: $(tail -n 1 "$WORK/table")" ||
-        fail "test-plugin on lion (exit status $rc): $(cat "$WORK/table")"
-    make_data
-    write_config "$WORK/run.ini"
-    "$GEARBOX" train "$WORK/run.ini" --plugin-path "$WORK/lion/build" --set optim.plugin=lion \
-        --set run.out_dir="$WORK/out" > "$WORK/train.log" 2>&1 &&
-        grep -q '"step": 20, "loss": [0-9]' "$WORK/out/metrics.jsonl" &&
-        pass "trains 20 steps with [optim] plugin = lion" ||
-        fail "train with lion: $(tail -n 20 "$WORK/train.log")"
+    check_lion "this build's gearbox:"
 else
     fail "examples/plugins/lion does not build: $(tail -n 30 "$WORK/build.log")"
 fi

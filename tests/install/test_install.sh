@@ -62,21 +62,7 @@ step "build examples/plugins/lion against the prefix" \
     bash -c "meson setup '$WORK/lion/build' '$WORK/lion' && ninja -C '$WORK/lion/build'"
 pass "examples/plugins/lion builds out of tree with pkg-config alone"
 
-rc=0
-"$GEARBOX" test-plugin "$WORK/lion/build/optim-lion-cpu.so" > "$WORK/table" 2>&1 || rc=$?
-[ "$rc" -eq 0 ] && grep -qE "^[0-9]+ passed, 0 failed" "$WORK/table" &&
-    pass "installed gearbox test-plugin on lion: $(tail -n 1 "$WORK/table")" ||
-    fail "test-plugin on lion (exit status $rc): $(cat "$WORK/table")"
-
-make_data
-write_config "$WORK/run.ini"
-sed -i 's/^plugin = adamw$/plugin = lion/' "$WORK/run.ini"
-"$GEARBOX" train "$WORK/run.ini" --plugin-path "$WORK/lion/build" \
-    --set run.out_dir="$WORK/out" > "$WORK/train.log" 2>&1 &&
-    grep -q "optim lion" "$WORK/train.log" &&
-    grep -q '"step": 20, "loss": [0-9]' "$WORK/out/metrics.jsonl" &&
-    pass "the installed gearbox trains 20 steps with [optim] plugin = lion" ||
-    fail "train with lion: $(tail -n 20 "$WORK/train.log")"
+check_lion "the installed gearbox:"
 
 # A third program on the engine: the installed headers, gearbox-engine.pc and the shared
 # library, built with pkg-config alone; it finds the installed plugins by itself too.

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gearbox/convert.h"
 #include "test_host.h"
@@ -29,6 +30,25 @@ int test_optim_create_on(const gb_plugin_desc *desc, const gb_host *host,
     if (st != GB_OK)
         printf("FAIL: %s: create returned %d: %s\n", desc->name, st, gb_test_last_error());
     return st == GB_OK;
+}
+
+void *test_device_alloc(test_device *d, size_t bytes)
+{
+    void *ptr = NULL;
+    if (d->ops->alloc(d->self, bytes ? bytes : 64, &ptr) != GB_OK) {
+        printf("FAIL: device alloc of %zu bytes: %s\n", bytes, gb_test_last_error());
+        exit(1);
+    }
+    return ptr;
+}
+
+void test_device_copy(test_device *d, void *dst, const void *src, size_t bytes,
+                      gb_copy_kind kind)
+{
+    if (d->ops->copy(d->self, dst, src, bytes, kind) != GB_OK) {
+        printf("FAIL: device copy of %zu bytes: %s\n", bytes, gb_test_last_error());
+        exit(1);
+    }
 }
 
 gb_optim_step_args test_step_args(float *params, const float *grads, void *state, int64_t n,

@@ -1,6 +1,7 @@
 /* What the optimizer tests share: creating an optimizer with chosen hyperparameters,
- * step arguments, reproducible random numbers, bit-exact comparison, and the exact
- * reference for f32 -> bf16 / f16 conversion.
+ * the buffers of one that runs on a device plugin, step arguments, reproducible random
+ * numbers, bit-exact comparison, and the exact reference for f32 -> bf16 / f16
+ * conversion.
  *
  * The reference conversion does not reuse the plugin's bit tricks: it decodes every
  * non-negative bf16 or f16 pattern to a double (the pattern of infinity standing for the
@@ -13,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "gearbox/device.h"
 #include "gearbox/optim.h"
 
 typedef struct test_optim {
@@ -29,6 +31,21 @@ int test_optim_create(const gb_plugin_desc *desc, const gb_host *host, double be
 int test_optim_create_on(const gb_plugin_desc *desc, const gb_host *host,
                          const gb_device_ctx *ctx, double beta1, double beta2, double eps,
                          double weight_decay, test_optim *opt);
+
+/* A device plugin a test has started: its entries, its instance and its context. */
+typedef struct test_device {
+    const gb_device_ops *ops;
+    void *self;
+    gb_device_ctx ctx;
+} test_device;
+
+/* `bytes` of the device's memory (64 when bytes is 0, so an empty buffer still has an
+ * address); prints FAIL and exits on failure. */
+void *test_device_alloc(test_device *d, size_t bytes);
+
+/* A copy through the device's copy entry; prints FAIL and exits on failure. */
+void test_device_copy(test_device *d, void *dst, const void *src, size_t bytes,
+                      gb_copy_kind kind);
 
 /* Step arguments without clipping, loss scale or low-precision copy. */
 gb_optim_step_args test_step_args(float *params, const float *grads, void *state, int64_t n,

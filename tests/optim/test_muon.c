@@ -50,30 +50,6 @@ static const gb_optim_param tensors[N_TENSORS] = {
 
 static int failures;
 
-typedef struct device {
-    const gb_device_ops *ops;
-    void *self;
-    gb_device_ctx ctx;
-} device;
-
-static void *dev_alloc(device *d, size_t bytes)
-{
-    void *ptr = NULL;
-    if (d->ops->alloc(d->self, bytes ? bytes : 64, &ptr) != GB_OK) {
-        printf("FAIL: device alloc of %zu bytes: %s\n", bytes, gb_test_last_error());
-        exit(1);
-    }
-    return ptr;
-}
-
-static void dev_copy(device *d, void *dst, const void *src, size_t bytes, gb_copy_kind kind)
-{
-    if (d->ops->copy(d->self, dst, src, bytes, kind) != GB_OK) {
-        printf("FAIL: device copy of %zu bytes: %s\n", bytes, gb_test_last_error());
-        exit(1);
-    }
-}
-
 static const gb_plugin_desc *load(const char *path)
 {
     void *handle;
@@ -83,7 +59,7 @@ static const gb_plugin_desc *load(const char *path)
     return desc;
 }
 
-static void open_device(const char *path, device *d)
+static void open_device(const char *path, test_device *d)
 {
     const gb_plugin_desc *desc = load(path);
     gb_value values[64];
@@ -184,7 +160,7 @@ static void reference_step(model *s, const float *grads, double g_scale, int64_t
 /* ---- the comparison ---- */
 
 typedef struct plugin_run {
-    device *d;
+    test_device *d;
     test_optim opt;
     float *params, *grads, *state, *norm_sq;
     void *workspace;
@@ -195,9 +171,9 @@ typedef struct plugin_run {
 static void read_back(plugin_run *r, model *s)
 {
     static float p[N], st[2 * N];
-    dev_copy(r->d, p, r->params, sizeof(float) * N, GB_COPY_DEVICE_TO_HOST);
-    dev_copy(r->d, st, r->state, sizeof(float) * (size_t)(N + r->n_adamw),
-             GB_COPY_DEVICE_TO_HOST);
+    test_device_copy(r->d, p, r->params, sizeof(float) * N, GB_COPY_DEVICE_TO_HOST);
+    test_device_copy(r->d, st, r->state, sizeof(float) * (size_t)(N + r->n_adamw),
+                     GB_COPY_DEVICE_TO_HOST);
     int64_t v_at = N;
     memset(s->v, 0, sizeof s->v);
     for (int i = 0; i < N; i++)
@@ -246,7 +222,7 @@ static void compare(int64_t t, const model *got, const model *want, const model 
     }
 }
 
-static void start(plugin_run *r, device *d, const gb_plugin_desc *desc, gb_dtype work,
+static void start(plugin_run *r, test_device *d, const gb_plugin_desc *desc, gb_dtype work,
                   const float *init)
 {
     r->d = d;
@@ -271,14 +247,14 @@ static void start(plugin_run *r, device *d, const gb_plugin_desc *desc, gb_dtype
     GB_TEST_CHECK(failures, st == GB_OK && workspace > 0 && r->n_adamw == 640 + 16 + 48,
                   "bind_params: status %d, workspace %zu bytes, state %zu bytes (want m for "
                   "all %d and v for the 704 AdamW elements)", st, workspace, state, N);
-    r->params = dev_alloc(d, sizeof(float) * N);
-    r->grads = dev_alloc(d, sizeof(float) * N);
-    r->norm_sq = dev_alloc(d, sizeof(float));
-    r->state = dev_alloc(d, state);
-    r->workspace = dev_alloc(d, workspace);
+    r->params = test_device_alloc(d, sizeof(float) * N);
+    r->grads = test_device_alloc(d, sizeof(float) * N);
+    r->norm_sq = test_device_alloc(d, sizeof(float));
+    r->state = test_device_alloc(d, state);
+    r->workspace = test_device_alloc(d, workspace);
     float *zeros = calloc(state, 1);
-    dev_copy(d, r->state, zeros, state, GB_COPY_HOST_TO_DEVICE);
-    dev_copy(d, r->params, init, sizeof(float) * N, GB_COPY_HOST_TO_DEVICE);
+    test_device_copy(d, r->state, zeros, state, GB_COPY_HOST_TO_DEVICE);
+    test_device_copy(d, r->params, init, sizeof(float) * N, GB_COPY_HOST_TO_DEVICE);
     free(zeros);
 }
 
@@ -288,8 +264,8 @@ static void plugin_step(plugin_run *r, const float *grads, float norm_sq, int64_
     for (int k = 0; k < N_TENSORS; k++)
         groups[k] = (gb_param_group){tensors[k].offset, tensors[k].rows * tensors[k].cols,
                                      tensors[k].decay};
-    dev_copy(r->d, r->grads, grads, sizeof(float) * N, GB_COPY_HOST_TO_DEVICE);
-    dev_copy(r->d, r->norm_sq, &norm_sq, sizeof norm_sq, GB_COPY_HOST_TO_DEVICE);
+    test_device_copy(r->d, r->grads, grads, sizeof(float) * N, GB_COPY_HOST_TO_DEVICE);
+    test_device_copy(r->d, r->norm_sq, &norm_sq, sizeof norm_sq, GB_COPY_HOST_TO_DEVICE);
     gb_optim_step_args args = test_step_args(r->params, r->grads, r->state, N, groups,
                                              N_TENSORS, t, lr);
     args.grad_norm_sq = r->norm_sq;
@@ -307,7 +283,7 @@ int main(int argc, char **argv)
                          argv[0], "DEVICE_PLUGIN MUON_PLUGIN f32|bf16");
     const gb_dtype work = strcmp(argv[3], "f32") ? GB_BF16 : GB_F32;
     const double matrix_tol = work == GB_F32 ? 1e-4 : 0.05;
-    device d;
+    test_device d;
     open_device(argv[1], &d);
     const gb_plugin_desc *desc = load(argv[2]);
     static float init[N], grads[N];

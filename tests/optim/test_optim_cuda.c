@@ -33,31 +33,7 @@
 #define STEPS 12
 #define SKIP 77
 
-typedef struct cuda_device {
-    const gb_device_ops *ops;
-    void *self;
-    gb_device_ctx ctx;
-} cuda_device;
-
 static int failures;
-
-static void *device_alloc(cuda_device *d, size_t bytes)
-{
-    void *ptr = NULL;
-    if (d->ops->alloc(d->self, bytes, &ptr) != GB_OK) {
-        printf("FAIL: device alloc of %zu bytes: %s\n", bytes, gb_test_last_error());
-        exit(1);
-    }
-    return ptr;
-}
-
-static void copy(cuda_device *d, void *dst, const void *src, size_t bytes, gb_copy_kind kind)
-{
-    if (d->ops->copy(d->self, dst, src, bytes, kind) != GB_OK) {
-        printf("FAIL: device copy of %zu bytes: %s\n", bytes, gb_test_last_error());
-        exit(1);
-    }
-}
 
 /* One optimizer's run: its buffers on the host (CPU) or the device (CUDA). */
 typedef struct run {
@@ -68,7 +44,7 @@ typedef struct run {
     int stochastic;
 } run;
 
-static void start(run *r, const gb_plugin_desc *desc, cuda_device *d, const float *init,
+static void start(run *r, const gb_plugin_desc *desc, test_device *d, const float *init,
                   gb_dtype lowp_dtype, int stochastic)
 {
     memset(r, 0, sizeof *r);
@@ -80,11 +56,12 @@ static void start(run *r, const gb_plugin_desc *desc, cuda_device *d, const floa
                               0.95, 1e-8, 0.1, &r->opt))
         exit(1);
     if (d) {
-        r->params = device_alloc(d, n), r->grads = device_alloc(d, n);
-        r->state = device_alloc(d, 2 * n), r->norm_sq = device_alloc(d, sizeof(float));
-        r->lowp = device_alloc(d, N * sizeof(uint16_t));
-        copy(d, r->params, init, n, GB_COPY_HOST_TO_DEVICE);
-        copy(d, r->state, zeros, 2 * n, GB_COPY_HOST_TO_DEVICE);
+        r->params = test_device_alloc(d, n), r->grads = test_device_alloc(d, n);
+        r->state = test_device_alloc(d, 2 * n);
+        r->norm_sq = test_device_alloc(d, sizeof(float));
+        r->lowp = test_device_alloc(d, N * sizeof(uint16_t));
+        test_device_copy(d, r->params, init, n, GB_COPY_HOST_TO_DEVICE);
+        test_device_copy(d, r->state, zeros, 2 * n, GB_COPY_HOST_TO_DEVICE);
     } else {
         r->params = malloc(n), r->grads = malloc(n), r->state = calloc(2 * N, sizeof(float));
         r->norm_sq = malloc(sizeof(float)), r->lowp = malloc(N * sizeof(uint16_t));
@@ -93,12 +70,12 @@ static void start(run *r, const gb_plugin_desc *desc, cuda_device *d, const floa
     free(zeros);
 }
 
-static void step(run *r, cuda_device *d, const float *grads, float norm_sq, int64_t t,
+static void step(run *r, test_device *d, const float *grads, float norm_sq, int64_t t,
                  float lr, float max_norm, float loss_scale)
 {
     if (d) {
-        copy(d, r->grads, grads, N * sizeof(float), GB_COPY_HOST_TO_DEVICE);
-        copy(d, r->norm_sq, &norm_sq, sizeof norm_sq, GB_COPY_HOST_TO_DEVICE);
+        test_device_copy(d, r->grads, grads, N * sizeof(float), GB_COPY_HOST_TO_DEVICE);
+        test_device_copy(d, r->norm_sq, &norm_sq, sizeof norm_sq, GB_COPY_HOST_TO_DEVICE);
     } else {
         memcpy(r->grads, grads, N * sizeof(float));
         *r->norm_sq = norm_sq;
@@ -125,12 +102,12 @@ typedef struct snapshot {
     uint16_t lowp[N];
 } snapshot;
 
-static void take(const run *r, cuda_device *d, snapshot *s)
+static void take(const run *r, test_device *d, snapshot *s)
 {
     if (d) {
-        copy(d, s->params, r->params, sizeof s->params, GB_COPY_DEVICE_TO_HOST);
-        copy(d, s->state, r->state, sizeof s->state, GB_COPY_DEVICE_TO_HOST);
-        copy(d, s->lowp, r->lowp, sizeof s->lowp, GB_COPY_DEVICE_TO_HOST);
+        test_device_copy(d, s->params, r->params, sizeof s->params, GB_COPY_DEVICE_TO_HOST);
+        test_device_copy(d, s->state, r->state, sizeof s->state, GB_COPY_DEVICE_TO_HOST);
+        test_device_copy(d, s->lowp, r->lowp, sizeof s->lowp, GB_COPY_DEVICE_TO_HOST);
     } else {
         memcpy(s->params, r->params, sizeof s->params);
         memcpy(s->state, r->state, sizeof s->state);
@@ -175,7 +152,7 @@ static void plugin_file(char *path, size_t cap, const char *dir, const char *fla
         snprintf(path, cap, "%s/%s/%s/%s", dir, kind, name, file);
 }
 
-static int open_device(const char *dir, const char *flat, cuda_device *d)
+static int open_device(const char *dir, const char *flat, test_device *d)
 {
     char path[4096];
     plugin_file(path, sizeof path, dir, flat, "device", "cuda", NULL);
@@ -224,7 +201,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *flat = argc == 3 ? argv[2] : NULL;
-    cuda_device dev;
+    test_device dev;
     int rc = open_device(argv[1], flat, &dev);
     if (rc)
         return rc;
@@ -253,7 +230,8 @@ int main(int argc, char **argv)
 
     static snapshot got, want;
     const float max_norm = sqrtf((float)N) * 1e-3f;
-    float *dgrads = device_alloc(&dev, N * sizeof(float)), *dnorm = device_alloc(&dev, 4);
+    float *dgrads = test_device_alloc(&dev, N * sizeof(float));
+    float *dnorm = test_device_alloc(&dev, 4);
     int clipped = 0;
     for (int64_t t = 1; t <= STEPS; t++) {
         float loss_scale;
@@ -263,11 +241,11 @@ int main(int argc, char **argv)
         float sq = -1, dsq[2] = {-1, -1};
         GB_TEST_CHECK(failures, cpu[1].opt.ops->grad_norm_sq(cpu[1].opt.self, &sq, grads, N) ==
                       GB_OK, "cpu grad_norm_sq: %s", gb_test_last_error());
-        copy(&dev, dgrads, grads, N * sizeof(float), GB_COPY_HOST_TO_DEVICE);
+        test_device_copy(&dev, dgrads, grads, N * sizeof(float), GB_COPY_HOST_TO_DEVICE);
         for (int k = 0; k < 2; k++) {
             GB_TEST_CHECK(failures, gpu[1].opt.ops->grad_norm_sq(gpu[1].opt.self, dnorm, dgrads,
                           N) == GB_OK, "cuda grad_norm_sq: %s", gb_test_last_error());
-            copy(&dev, &dsq[k], dnorm, sizeof(float), GB_COPY_DEVICE_TO_HOST);
+            test_device_copy(&dev, &dsq[k], dnorm, sizeof(float), GB_COPY_DEVICE_TO_HOST);
         }
         double rel = fabs(((double)dsq[0] - sq) / sq);
         GB_TEST_CHECK(failures, rel <= 0x1p-23, "step %lld: cuda grad_norm_sq %.9g, cpu %.9g "

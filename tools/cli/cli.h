@@ -147,6 +147,12 @@ void gb_cli_print_problems(const char *verb, const gb_diag *diag);
 /* Prints "gearbox VERB: MESSAGE" and a pointer to --help; returns 2. */
 int gb_cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Appends value to items (*n of them, at most max): what a repeatable option or operand
+ * collects. 0, or 2 after a usage error for `verb` naming `what` ("--set options") and
+ * the limit. */
+int gb_cli_append(const char *verb, const char *what, const char **items, int *n, int max,
+                  const char *value);
+
 /* The value of option `flag` ("--tokens") as a whole number from lo to hi, written in
  * decimal digits only ("1.5", "0x10", "-1" and "1e3" are not counts a user meant), into
  * *out: 0, or 2 after a usage error for `verb` that names the flag and the range. */

@@ -56,7 +56,7 @@ enum { MAX_ITEMS = 64 };
 typedef struct ab_args {
     const char *configs[MAX_ITEMS];
     const char *specs[MAX_ITEMS];      /* --variant values */
-    const char *sets[256];
+    const char *sets[GB_CLI_MAX_SETS];
     int n_configs, n_specs, n_sets;
     const char *baseline, *out, *plugin_path;
     int64_t steps, warmup, repeats;
@@ -87,25 +87,14 @@ static int parse_tolerance(const char *text, double *out)
     return 0;
 }
 
-static int add_item(const char **items, int *n, const char *value, const char *what)
-{
-    if (*n == MAX_ITEMS)
-        return gb_cli_usage_error("ab", "too many %s", what);
-    items[(*n)++] = value;
-    return 0;
-}
-
 /* One option with its value into a: 0, or the exit status of a usage error. */
 static int parse_option(int opt, const char *v, ab_args *a)
 {
     switch (opt) {
     case OPT_VARIANT:
-        return add_item(a->specs, &a->n_specs, v, "--variant options");
+        return gb_cli_append("ab", "--variant options", a->specs, &a->n_specs, MAX_ITEMS, v);
     case OPT_SET:
-        if (a->n_sets == 256)
-            return gb_cli_usage_error("ab", "too many --set options (at most 256)");
-        a->sets[a->n_sets++] = v;
-        return 0;
+        return gb_cli_append("ab", "--set options", a->sets, &a->n_sets, GB_CLI_MAX_SETS, v);
     case OPT_BASELINE:
         a->baseline = v;
         return 0;
@@ -137,7 +126,8 @@ static int parse_args(int argc, char **argv, ab_args *a)
     for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
         if (opt == GB_CLI_EXIT)
             return p.status ? p.status : -1;
-        rc = opt == GB_CLI_OPERAND ? add_item(a->configs, &a->n_configs, p.value, "config files")
+        rc = opt == GB_CLI_OPERAND ? gb_cli_append("ab", "config files", a->configs,
+                                                   &a->n_configs, MAX_ITEMS, p.value)
                                    : parse_option(opt, p.value, a);
         if (rc)
             return rc;

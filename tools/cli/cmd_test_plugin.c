@@ -75,11 +75,10 @@ static int parse_option(void *ctx, int opt, const char *value)
         a->threads = (long)n;
         return 0;
     case OPT_SET:
-        if (a->n_sets == MAX_SETS || !strchr(value, '='))
-            return gb_cli_usage_error("test-plugin", "--set %s: expected KEY=VALUE, at most %d "
-                                      "of them", value, MAX_SETS);
-        a->sets[a->n_sets++] = value;
-        return 0;
+        if (!strchr(value, '='))
+            return gb_cli_usage_error("test-plugin", "--set %s: expected KEY=VALUE", value);
+        return gb_cli_append("test-plugin", "--set options", a->sets, &a->n_sets, MAX_SETS,
+                             value);
     default: /* OPT_STRICT */
         a->strict = 1;
         return 0;

@@ -60,6 +60,15 @@ int gb_cli_parse_count(const char *verb, const char *flag, const char *text,
     return 0;
 }
 
+int gb_cli_append(const char *verb, const char *what, const char **items, int *n, int max,
+                  const char *value)
+{
+    if (*n == max)
+        return gb_cli_usage_error(verb, "too many %s (at most %d)", what, max);
+    items[(*n)++] = value;
+    return 0;
+}
+
 int gb_cli_usage_error(const char *verb, const char *fmt, ...)
 {
     char raw[2048], shown[2048];
@@ -79,10 +88,8 @@ int gb_cli_usage_error(const char *verb, const char *fmt, ...)
 static int run_option(const char *verb, const char *name, const char *value, gb_cli_run *run)
 {
     if (strcmp(name, "set") == 0) {
-        if (run->n_sets == GB_CLI_MAX_SETS)
-            return gb_cli_usage_error(verb, "too many --set options (at most %d)",
-                                      GB_CLI_MAX_SETS);
-        run->sets[run->n_sets++] = value;
+        return gb_cli_append(verb, "--set options", run->sets, &run->n_sets, GB_CLI_MAX_SETS,
+                             value);
     } else if (strcmp(name, "plugin-path") == 0) {
         run->plugin_path = value;
     } else if (strcmp(name, "resume") == 0) {

@@ -129,6 +129,67 @@ static gb_status graph_add_op(graph *g, cudnnBackendDescriptor_t op)
     return GB_OK;
 }
 
+/* Sets attribute `name` (spelt `name_text` in messages) of descriptor d: `count` values of
+ * `type` at `value`. Setting an attribute runs nothing on the GPU, so there is nothing to
+ * wait for under GEARBOX_CUDA_SYNC. */
+static gb_status set_attribute(const graph *g, cudnnBackendDescriptor_t d,
+                               const char *name_text, cudnnBackendAttributeName_t name,
+                               cudnnBackendAttributeType_t type, int64_t count,
+                               const void *value)
+{
+    const cudnnStatus_t s = cudnnBackendSetAttribute(d, name, type, count, value);
+    if (s == CUDNN_STATUS_SUCCESS)
+        return GB_OK;
+    char detail[256] = "";
+    cudnnGetLastErrorString(detail, sizeof detail);
+    g->host->set_error(g->host, PLUGIN ": cudnnBackendSetAttribute(%s) failed: %s (status %d; "
+                       "%s)", name_text, cudnnGetErrorString(s), (int)s, detail);
+    return GB_ERR_DEVICE;
+}
+
+/* An attribute and its name, for set_attribute and its kinds below. */
+#define ATTR(name) #name, name
+
+static gb_status set_descriptor(const graph *g, cudnnBackendDescriptor_t d,
+                                const char *name_text, cudnnBackendAttributeName_t name,
+                                cudnnBackendDescriptor_t value)
+{
+    return set_attribute(g, d, name_text, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value);
+}
+
+static gb_status set_data_type(const graph *g, cudnnBackendDescriptor_t d,
+                               const char *name_text, cudnnBackendAttributeName_t name,
+                               cudnnDataType_t value)
+{
+    return set_attribute(g, d, name_text, name, CUDNN_TYPE_DATA_TYPE, 1, &value);
+}
+
+static gb_status set_int64s(const graph *g, cudnnBackendDescriptor_t d, const char *name_text,
+                            cudnnBackendAttributeName_t name, int64_t count,
+                            const int64_t *values)
+{
+    return set_attribute(g, d, name_text, name, CUDNN_TYPE_INT64, count, values);
+}
+
+static gb_status set_bool(const graph *g, cudnnBackendDescriptor_t d, const char *name_text,
+                          cudnnBackendAttributeName_t name, bool value)
+{
+    return set_attribute(g, d, name_text, name, CUDNN_TYPE_BOOLEAN, 1, &value);
+}
+
+static gb_status set_handle(const graph *g, cudnnBackendDescriptor_t d, const char *name_text,
+                            cudnnBackendAttributeName_t name)
+{
+    return set_attribute(g, d, name_text, name, CUDNN_TYPE_HANDLE, 1, &g->handle);
+}
+
+static gb_status finalize(const graph *g, cudnnBackendDescriptor_t d)
+{
+    const gb_host *host = g->host;
+    CUDNN_CHECK(cudnnBackendFinalize(d));
+    return GB_OK;
+}
+
 /* A tensor of `type` laid out as `l`: in memory (bound by uid in the variant pack),
  * virtual (uid 0: the next virtual id), or a host scalar passed by value. */
 typedef enum tensor_kind { IN_MEMORY, VIRTUAL, BY_VALUE } tensor_kind;
@@ -136,31 +197,45 @@ typedef enum tensor_kind { IN_MEMORY, VIRTUAL, BY_VALUE } tensor_kind;
 static gb_status graph_tensor(graph *g, int64_t uid, cudnnDataType_t type, sdpa_layout l,
                               tensor_kind kind, cudnnBackendDescriptor_t *out)
 {
-    const gb_host *host = g->host;
     const int64_t alignment = SDPA_ALIGN_BYTES;
-    const bool is_virtual = kind == VIRTUAL, by_value = kind == BY_VALUE;
+    gb_status st;
     if (kind == VIRTUAL)
         uid = g->next_uid++;
-    gb_status st = graph_desc(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, out);
-    if (st != GB_OK)
+    if ((st = graph_desc(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, out)) ||
+        (st = set_data_type(g, *out, ATTR(CUDNN_ATTR_TENSOR_DATA_TYPE), type)) ||
+        (st = set_int64s(g, *out, ATTR(CUDNN_ATTR_TENSOR_DIMENSIONS), 4, l.dims)) ||
+        (st = set_int64s(g, *out, ATTR(CUDNN_ATTR_TENSOR_STRIDES), 4, l.strides)) ||
+        (st = set_int64s(g, *out, ATTR(CUDNN_ATTR_TENSOR_UNIQUE_ID), 1, &uid)) ||
+        (st = set_int64s(g, *out, ATTR(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT), 1, &alignment)) ||
+        (st = set_bool(g, *out, ATTR(CUDNN_ATTR_TENSOR_IS_VIRTUAL), kind == VIRTUAL)))
         return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_DATA_TYPE,
-                                         CUDNN_TYPE_DATA_TYPE, 1, &type));
-    CUDNN_CHECK(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64,
-                                         4, l.dims));
-    CUDNN_CHECK(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4,
-                                         l.strides));
-    CUDNN_CHECK(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64,
-                                         1, &uid));
-    CUDNN_CHECK(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT,
-                                         CUDNN_TYPE_INT64, 1, &alignment));
-    CUDNN_CHECK(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN,
-                                         1, &is_virtual));
-    if (by_value)
-        CUDNN_CHECK(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_IS_BY_VALUE,
-                                             CUDNN_TYPE_BOOLEAN, 1, &by_value));
-    CUDNN_CHECK(cudnnBackendFinalize(*out));
-    return GB_OK;
+    if (kind == BY_VALUE &&
+        (st = set_bool(g, *out, ATTR(CUDNN_ATTR_TENSOR_IS_BY_VALUE), true)) != GB_OK)
+        return st;
+    return finalize(g, *out);
+}
+
+/* One operand of an operation: the attribute that binds it and its descriptor (NULL: an
+ * optional operand left out). */
+typedef struct operand {
+    const char *name_text;
+    cudnnBackendAttributeName_t name;
+    cudnnBackendDescriptor_t desc;
+} operand;
+
+#define OPERAND(name, desc) {#name, name, desc}
+
+/* A new operation of `type` on its n operands, added to the graph. */
+static gb_status graph_operation(graph *g, cudnnBackendDescriptorType_t type,
+                                 const operand *operands, int n)
+{
+    cudnnBackendDescriptor_t op;
+    gb_status st = graph_desc(g, type, &op);
+    for (int i = 0; i < n && st == GB_OK; i++)
+        if (operands[i].desc)
+            st = set_descriptor(g, op, operands[i].name_text, operands[i].name,
+                                operands[i].desc);
+    return st != GB_OK ? st : graph_add_op(g, op);
 }
 
 /* y = mode(x[, b][, t]) elementwise, computed in `prec`; `axis` >= 0 for GEN_INDEX. */
@@ -169,34 +244,23 @@ static gb_status graph_pointwise(graph *g, cudnnPointwiseMode_t mode, cudnnDataT
                                  cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
                                  cudnnBackendDescriptor_t y)
 {
-    const gb_host *host = g->host;
-    cudnnBackendDescriptor_t pw, op;
+    cudnnBackendDescriptor_t pw;
     gb_status st;
-    if ((st = graph_desc(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw)) != GB_OK)
+    if ((st = graph_desc(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw)) ||
+        (st = set_attribute(g, pw, ATTR(CUDNN_ATTR_POINTWISE_MODE), CUDNN_TYPE_POINTWISE_MODE,
+                            1, &mode)) ||
+        (st = set_data_type(g, pw, ATTR(CUDNN_ATTR_POINTWISE_MATH_PREC), prec)) ||
+        (axis >= 0 && (st = set_int64s(g, pw, ATTR(CUDNN_ATTR_POINTWISE_AXIS), 1, &axis))) ||
+        (st = finalize(g, pw)))
         return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE,
-                                         CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-    CUDNN_CHECK(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC,
-                                         CUDNN_TYPE_DATA_TYPE, 1, &prec));
-    if (axis >= 0)
-        CUDNN_CHECK(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1,
-                                             &axis));
-    CUDNN_CHECK(cudnnBackendFinalize(pw));
-    if ((st = graph_desc(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op)) != GB_OK)
-        return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-    if (b)
-        CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC,
-                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
-    if (t)
-        CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC,
-                                             CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-    return graph_add_op(g, op);
+    const operand operands[] = {
+        OPERAND(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw),
+        OPERAND(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x),
+        OPERAND(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b),
+        OPERAND(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t),
+        OPERAND(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y),
+    };
+    return graph_operation(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, operands, 5);
 }
 
 /* The common case: a new virtual f32 y of layout `l` = mode(x, b) in f32. */
@@ -212,67 +276,49 @@ static gb_status graph_binary(graph *g, cudnnPointwiseMode_t mode, cudnnBackendD
 static gb_status graph_matmul(graph *g, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
                               cudnnBackendDescriptor_t c)
 {
-    const gb_host *host = g->host;
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    cudnnBackendDescriptor_t mm, op;
+    cudnnBackendDescriptor_t mm;
     gb_status st;
-    if ((st = graph_desc(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, &mm)) != GB_OK)
+    if ((st = graph_desc(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, &mm)) ||
+        (st = set_data_type(g, mm, ATTR(CUDNN_ATTR_MATMUL_COMP_TYPE), CUDNN_DATA_FLOAT)) ||
+        (st = finalize(g, mm)))
         return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE,
-                                         1, &comp));
-    CUDNN_CHECK(cudnnBackendFinalize(mm));
-    if ((st = graph_desc(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, &op)) != GB_OK)
-        return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_MATMUL_DESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm));
-    return graph_add_op(g, op);
+    const operand operands[] = {
+        OPERAND(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a),
+        OPERAND(CUDNN_ATTR_OPERATION_MATMUL_BDESC, b),
+        OPERAND(CUDNN_ATTR_OPERATION_MATMUL_CDESC, c),
+        OPERAND(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm),
+    };
+    return graph_operation(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, operands, 4);
 }
 
 /* y = reduce `how` of x over the dims where y has extent 1, in f32. */
 static gb_status graph_reduce(graph *g, cudnnReduceTensorOp_t how, cudnnBackendDescriptor_t x,
                               cudnnBackendDescriptor_t y)
 {
-    const gb_host *host = g->host;
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    cudnnBackendDescriptor_t red, op;
+    cudnnBackendDescriptor_t red;
     gb_status st;
-    if ((st = graph_desc(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &red)) != GB_OK)
+    if ((st = graph_desc(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &red)) ||
+        (st = set_attribute(g, red, ATTR(CUDNN_ATTR_REDUCTION_OPERATOR),
+                            CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &how)) ||
+        (st = set_data_type(g, red, ATTR(CUDNN_ATTR_REDUCTION_COMP_TYPE), CUDNN_DATA_FLOAT)) ||
+        (st = finalize(g, red)))
         return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_OPERATOR,
-                                         CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &how));
-    CUDNN_CHECK(cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_COMP_TYPE,
-                                         CUDNN_TYPE_DATA_TYPE, 1, &comp));
-    CUDNN_CHECK(cudnnBackendFinalize(red));
-    if ((st = graph_desc(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, &op)) != GB_OK)
-        return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red));
-    return graph_add_op(g, op);
+    const operand operands[] = {
+        OPERAND(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x),
+        OPERAND(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y),
+        OPERAND(CUDNN_ATTR_OPERATION_REDUCTION_DESC, red),
+    };
+    return graph_operation(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, operands, 3);
 }
 
 /* y = x seen through another layout (a transpose: same elements, swapped dims). */
 static gb_status graph_reshape(graph *g, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y)
 {
-    const gb_host *host = g->host;
-    cudnnBackendDescriptor_t op;
-    gb_status st = graph_desc(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, &op);
-    if (st != GB_OK)
-        return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-    return graph_add_op(g, op);
+    const operand operands[] = {
+        OPERAND(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x),
+        OPERAND(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y),
+    };
+    return graph_operation(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, operands, 2);
 }
 
 /* ---- the attention graphs ------------------------------------------------------------ */
@@ -554,16 +600,14 @@ static gb_status candidates(graph *g, cudnnBackendDescriptor_t op_graph, search 
 static gb_status plan_of(graph *g, const candidate *c, search *seen,
                          cudnnBackendDescriptor_t *exec)
 {
-    const gb_host *host = g->host;
     cudnnBackendDescriptor_t plan;
     gb_status st = graph_desc(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
     *exec = NULL;
     if (st != GB_OK)
         return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                         CUDNN_TYPE_HANDLE, 1, &g->handle));
-    CUDNN_CHECK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->cfg));
+    if ((st = set_handle(g, plan, ATTR(CUDNN_ATTR_EXECUTION_PLAN_HANDLE))) ||
+        (st = set_descriptor(g, plan, ATTR(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG), c->cfg)))
+        return st;
     seen->last = cudnnBackendFinalize(plan);
     if (seen->last == CUDNN_STATUS_SUCCESS)
         *exec = plan;
@@ -605,10 +649,10 @@ static gb_status graph_plan(graph *g, const sdpa_key *k, cudnnBackendDescriptor_
     gb_status st = graph_desc(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &op_graph);
     if (st != GB_OK)
         return st;
-    CUDNN_CHECK(cudnnBackendSetAttribute(op_graph, CUDNN_ATTR_OPERATIONGRAPH_OPS,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, g->n_ops, g->ops));
-    CUDNN_CHECK(cudnnBackendSetAttribute(op_graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
-                                         CUDNN_TYPE_HANDLE, 1, &g->handle));
+    if ((st = set_attribute(g, op_graph, ATTR(CUDNN_ATTR_OPERATIONGRAPH_OPS),
+                            CUDNN_TYPE_BACKEND_DESCRIPTOR, g->n_ops, g->ops)) ||
+        (st = set_handle(g, op_graph, ATTR(CUDNN_ATTR_OPERATIONGRAPH_HANDLE))))
+        return st;
     cudnnStatus_t fin = cudnnBackendFinalize(op_graph);
     if (fin != CUDNN_STATUS_SUCCESS) {
         cudnnGetLastErrorString(seen.detail, sizeof seen.detail);

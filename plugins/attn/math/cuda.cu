@@ -54,10 +54,17 @@ static __device__ void store_lowp(void *buf, gb_dtype dtype, int64_t i, float x)
     ((uint16_t *)buf)[i] = dtype == GB_BF16 ? gb_bf16_from_f32(x) : gb_f16_from_f32(x);
 }
 
-/* Keys row `row` of a (B, H, T, T) tensor sees: with the causal mask, its position + 1. */
-static __device__ int64_t visible_keys(int64_t row, int64_t T, int causal)
+/* The row of a (B, H, T, T) tensor that this thread's warp takes (one warp per row), the
+ * keys that row sees (with the causal mask, its position + 1) and the thread's lane. */
+typedef struct warp_row {
+    int64_t row, visible;
+    int lane;
+} warp_row;
+
+static __device__ warp_row this_warps_row(int64_t T, int causal)
 {
-    return causal ? row % T + 1 : T;
+    const int64_t row = blockIdx.x * (int64_t)ROWS_PER_BLOCK + threadIdx.x / WARP;
+    return warp_row{row, causal ? row % T + 1 : T, (int)(threadIdx.x % WARP)};
 }
 
 /* P = softmax over the visible keys of each row of scores, zero beyond; in place.
@@ -67,28 +74,26 @@ static __device__ int64_t visible_keys(int64_t row, int64_t T, int causal)
 static __global__ void softmax_forward_kernel(float *probs, void *lowp, gb_dtype dtype,
                                               int64_t rows, int64_t T, int causal)
 {
-    const int64_t row = blockIdx.x * (int64_t)ROWS_PER_BLOCK + threadIdx.x / WARP;
-    if (row >= rows)
+    const warp_row w = this_warps_row(T, causal);
+    if (w.row >= rows)
         return;
-    const int lane = threadIdx.x % WARP;
-    const int64_t n = visible_keys(row, T, causal);
-    float *s = probs + row * T;
+    float *s = probs + w.row * T;
     float max = -INFINITY;
-    for (int64_t j = lane; j < n; j += WARP)
+    for (int64_t j = w.lane; j < w.visible; j += WARP)
         max = fmaxf(max, s[j]);
     max = gb_warp_max(max);
     float sum = 0.0f;
-    for (int64_t j = lane; j < n; j += WARP) {
+    for (int64_t j = w.lane; j < w.visible; j += WARP) {
         const float e = expf(s[j] - max);
         s[j] = e;
         sum += e;
     }
     const float inv_sum = 1.0f / gb_warp_sum(sum);
-    for (int64_t j = lane; j < T; j += WARP) {
-        const float p = j < n ? s[j] * inv_sum : 0.0f;
+    for (int64_t j = w.lane; j < T; j += WARP) {
+        const float p = j < w.visible ? s[j] * inv_sum : 0.0f;
         s[j] = p;
         if (lowp)
-            store_lowp(lowp, dtype, row * T + j, p);
+            store_lowp(lowp, dtype, w.row * T + j, p);
     }
 }
 
@@ -100,26 +105,24 @@ static __global__ void softmax_backward_kernel(float *dp, const float *probs, vo
                                                void *p_lowp, gb_dtype dtype, int64_t rows,
                                                int64_t T, int causal)
 {
-    const int64_t row = blockIdx.x * (int64_t)ROWS_PER_BLOCK + threadIdx.x / WARP;
-    if (row >= rows)
+    const warp_row w = this_warps_row(T, causal);
+    if (w.row >= rows)
         return;
-    const int lane = threadIdx.x % WARP;
-    const int64_t n = visible_keys(row, T, causal);
-    float *d = dp + row * T;
-    const float *p = probs + row * T;
+    float *d = dp + w.row * T;
+    const float *p = probs + w.row * T;
     float dot = 0.0f;
-    for (int64_t j = lane; j < n; j += WARP)
+    for (int64_t j = w.lane; j < w.visible; j += WARP)
         dot += p[j] * d[j];
     dot = gb_warp_sum(dot);
-    for (int64_t j = lane; j < T; j += WARP) {
+    for (int64_t j = w.lane; j < T; j += WARP) {
         // beyond the visible keys forward left P = 0 and dP holds unmasked products
-        const float ds = j < n ? p[j] * (d[j] - dot) : 0.0f;
+        const float ds = j < w.visible ? p[j] * (d[j] - dot) : 0.0f;
         if (!ds_lowp) {
             d[j] = ds;
             continue;
         }
-        store_lowp(ds_lowp, dtype, row * T + j, ds);
-        store_lowp(p_lowp, dtype, row * T + j, p[j]);
+        store_lowp(ds_lowp, dtype, w.row * T + j, ds);
+        store_lowp(p_lowp, dtype, w.row * T + j, p[j]);
     }
 }
 

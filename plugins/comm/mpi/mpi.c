@@ -189,6 +189,14 @@ static void finish(mpi_comm *m, collective *c)
         memmove(c->dest, c->buf, (size_t)c->count * gb_dtype_size(c->dtype));
 }
 
+/* Posts the receive of peer p's next notice. */
+static gb_status post_notice_receive(mpi_comm *m, int p)
+{
+    int rc = MPI_Irecv(&m->peers[p].incoming, 1, MPI_UINT64_T, p, NOTICE_TAG, m->notices,
+                       &m->recv_requests[p]);
+    return rc == MPI_SUCCESS ? GB_OK : mpi_failed(m, rc, "MPI_Irecv of a sequence number");
+}
+
 /* Records every notice that has arrived and re-posts the receives. */
 static gb_status receive_notices(mpi_comm *m)
 {
@@ -203,10 +211,9 @@ static gb_status receive_notices(mpi_comm *m)
             int p = m->indices[k];
             m->peers[p].seen = m->peers[p].incoming;
             m->peers[p].heard = MPI_Wtime();
-            rc = MPI_Irecv(&m->peers[p].incoming, 1, MPI_UINT64_T, p, NOTICE_TAG, m->notices,
-                           &m->recv_requests[p]);
-            if (rc != MPI_SUCCESS)
-                return mpi_failed(m, rc, "MPI_Irecv of a sequence number");
+            gb_status st = post_notice_receive(m, p);
+            if (st != GB_OK)
+                return st;
         }
     }
 }
@@ -516,12 +523,9 @@ static gb_status meet_peers(mpi_comm *m)
     for (int p = 0; p < m->world; p++) {
         m->hosts[p][MPI_MAX_PROCESSOR_NAME - 1] = '\0';
         m->peers[p].heard = now;
-        if (p == m->rank)
-            continue;
-        rc = MPI_Irecv(&m->peers[p].incoming, 1, MPI_UINT64_T, p, NOTICE_TAG, m->notices,
-                       &m->recv_requests[p]);
-        if (rc != MPI_SUCCESS)
-            return mpi_failed(m, rc, "MPI_Irecv of a sequence number");
+        gb_status st = p == m->rank ? GB_OK : post_notice_receive(m, p);
+        if (st != GB_OK)
+            return st;
     }
     return GB_OK;
 }
@@ -678,6 +682,31 @@ static MPI_Datatype mpi_type_of(gb_dtype dtype)
     return dtype == GB_F32 ? MPI_FLOAT : MPI_INT;
 }
 
+/* A nonblocking collective just posted (rc: what its MPI call returned) is in flight. */
+static gb_status in_flight(mpi_comm *m, int rc, const char *call)
+{
+    if (rc != MPI_SUCCESS)
+        return mpi_failed(m, rc, call);
+    m->n_inflight++;
+    return GB_OK;
+}
+
+/* Begins blocking collective c in BLOCKING_SLOT, after what was posted before it. */
+static gb_status begin_blocking(mpi_comm *m, collective c)
+{
+    if (m->failed)
+        return refuse_after_failure(m);
+    gb_status st = progress(m);
+    return st != GB_OK ? st : begin_collective(m, c, BLOCKING_SLOT);
+}
+
+/* Waits for the blocking collective just posted in BLOCKING_SLOT (rc: what its MPI call
+ * returned). */
+static gb_status await_blocking(mpi_comm *m, int rc, const char *call)
+{
+    return rc != MPI_SUCCESS ? mpi_failed(m, rc, call) : await(m, BLOCKING_SLOT);
+}
+
 /* Posts the all-reduce of request `id`: buf holds what the work queued before it left. */
 static gb_status all_reduce_start_run(void *arg)
 {
@@ -692,10 +721,7 @@ static gb_status all_reduce_start_run(void *arg)
         return st;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, q->buf, (int)q->count, mpi_type_of(q->dtype), MPI_SUM,
                             m->comm, &m->requests[slot]);
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(m, rc, "MPI_Iallreduce");
-    m->n_inflight++;
-    return GB_OK;
+    return in_flight(m, rc, "MPI_Iallreduce");
 }
 
 /* Posts the reduce-scatter of request `id` into buf (this rank's shard of send). In place,
@@ -722,10 +748,7 @@ static gb_status reduce_scatter_start_run(void *arg)
                       : MPI_Ireduce_scatter_block(q->send, q->buf, (int)q->count,
                                                   mpi_type_of(q->dtype), MPI_SUM, m->comm,
                                                   &m->requests[slot]);
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(m, rc, "MPI_Ireduce_scatter_block");
-    m->n_inflight++;
-    return GB_OK;
+    return in_flight(m, rc, "MPI_Ireduce_scatter_block");
 }
 
 /* Completes request `id`, so the work queued after it sees the result. */
@@ -755,15 +778,10 @@ static gb_status broadcast_run(void *arg)
 {
     const queued_collective *q = arg;
     mpi_comm *m = q->m;
-    if (m->failed)
-        return refuse_after_failure(m);
     void *buf = q->buf;
     size_t bytes = (size_t)q->count;
-    gb_status st = progress(m);
-    if (st == GB_OK)
-        st = begin_collective(m, (collective){.kind = BROADCAST, .buf = buf,
-                                              .count = (int64_t)bytes, .root = q->root},
-                              BLOCKING_SLOT);
+    gb_status st = begin_blocking(m, (collective){.kind = BROADCAST, .buf = buf,
+                                                  .count = (int64_t)bytes, .root = q->root});
     if (st != GB_OK)
         return st;
     /* in chunks of int counts; one empty broadcast when bytes is 0, as on every rank */
@@ -772,9 +790,7 @@ static gb_status broadcast_run(void *arg)
         size_t n = bytes - done < BROADCAST_CHUNK ? bytes - done : BROADCAST_CHUNK;
         int rc = MPI_Ibcast((char *)buf + done, (int)n, MPI_BYTE, q->root, m->comm,
                             &m->requests[BLOCKING_SLOT]);
-        if (rc != MPI_SUCCESS)
-            return mpi_failed(m, rc, "MPI_Ibcast");
-        st = await(m, BLOCKING_SLOT);
+        st = await_blocking(m, rc, "MPI_Ibcast");
         done += n;
     } while (st == GB_OK && done < bytes);
     return st;
@@ -791,35 +807,24 @@ static gb_status all_gather_run(void *arg)
     char *mine = (char *)q->buf + (size_t)m->rank * (size_t)q->count;
     if (q->count > 0 && q->send != mine)
         memcpy(mine, q->send, (size_t)q->count);
-    gb_status st = progress(m);
-    if (st == GB_OK)
-        st = begin_collective(m, (collective){.kind = ALL_GATHER, .buf = q->buf,
-                                              .count = q->count},
-                              BLOCKING_SLOT);
+    gb_status st = begin_blocking(m, (collective){.kind = ALL_GATHER, .buf = q->buf,
+                                                  .count = q->count});
     if (st != GB_OK)
         return st;
     int rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, q->buf, (int)q->count, MPI_BYTE,
                             m->comm, &m->requests[BLOCKING_SLOT]);
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(m, rc, "MPI_Iallgather");
-    return await(m, BLOCKING_SLOT);
+    return await_blocking(m, rc, "MPI_Iallgather");
 }
 
 static gb_status barrier_run(void *arg)
 {
     const queued_collective *q = arg;
     mpi_comm *m = q->m;
-    if (m->failed)
-        return refuse_after_failure(m);
-    gb_status st = progress(m);
-    if (st == GB_OK)
-        st = begin_collective(m, (collective){.kind = BARRIER}, BLOCKING_SLOT);
+    gb_status st = begin_blocking(m, (collective){.kind = BARRIER});
     if (st != GB_OK)
         return st;
     int rc = MPI_Ibarrier(m->comm, &m->requests[BLOCKING_SLOT]);
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(m, rc, "MPI_Ibarrier");
-    return await(m, BLOCKING_SLOT);
+    return await_blocking(m, rc, "MPI_Ibarrier");
 }
 
 /* Queues a blocking collective and waits for it with the device's sync (at once on a

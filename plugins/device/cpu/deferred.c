@@ -155,37 +155,45 @@ static gb_status submit_pointwise(pointwise_work w)
     return cpu_submit(w.dev, NULL, run_pointwise, &w, sizeof w);
 }
 
+static gb_status submit_unary(void *self, gb_dtype dtype, void *out, const void *a, int64_t n,
+                              unary_kernel kernel)
+{
+    return submit_pointwise((pointwise_work){self, dtype, out, a, NULL, n, kernel, NULL, 0, 0});
+}
+
+static gb_status submit_binary(void *self, gb_dtype dtype, void *out, const void *a,
+                               const void *b, int64_t n, binary_kernel kernel)
+{
+    return submit_pointwise((pointwise_work){self, dtype, out, a, b, n, NULL, kernel, 0, 0});
+}
+
 gb_status cpu_q_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n)
 {
-    return submit_pointwise(
-        (pointwise_work){self, dtype, out, x, NULL, n, cpu_gelu_forward, NULL, 0, 0});
+    return submit_unary(self, dtype, out, x, n, cpu_gelu_forward);
 }
 
 gb_status cpu_q_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                               const void *dout, int64_t n)
 {
-    return submit_pointwise(
-        (pointwise_work){self, dtype, dx, x, dout, n, NULL, cpu_gelu_backward, 0, 0});
+    return submit_binary(self, dtype, dx, x, dout, n, cpu_gelu_backward);
 }
 
 gb_status cpu_q_gelu_tanh_forward(void *self, gb_dtype dtype, void *out, const void *x,
                                   int64_t n)
 {
-    return submit_pointwise(
-        (pointwise_work){self, dtype, out, x, NULL, n, cpu_gelu_tanh_forward, NULL, 0, 0});
+    return submit_unary(self, dtype, out, x, n, cpu_gelu_tanh_forward);
 }
 
 gb_status cpu_q_gelu_tanh_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                                    const void *dout, int64_t n)
 {
-    return submit_pointwise(
-        (pointwise_work){self, dtype, dx, x, dout, n, NULL, cpu_gelu_tanh_backward, 0, 0});
+    return submit_binary(self, dtype, dx, x, dout, n, cpu_gelu_tanh_backward);
 }
 
 gb_status cpu_q_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
                     int64_t n)
 {
-    return submit_pointwise((pointwise_work){self, dtype, out, a, b, n, NULL, cpu_add, 0, 0});
+    return submit_binary(self, dtype, out, a, b, n, cpu_add);
 }
 
 gb_status cpu_q_dropout(void *self, gb_dtype dtype, void *out, const void *in, int64_t n,

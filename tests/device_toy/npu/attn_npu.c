@@ -75,6 +75,23 @@ static gb_status npu_memory(void *self, const gb_attn_problem *p, size_t *saved,
     return GB_OK;
 }
 
+/* What forward and backward both start with: the toolkit's checks of the problem and the
+ * call's views (names[i] names views[i] in errors), then the sizes and the softmax scale. */
+typedef struct call_dims {
+    int64_t T, D;
+    float scale;
+} call_dims;
+
+static gb_status begin_call(const npu_attn *a, const char *entry, const gb_attn_problem *p,
+                            const char *const *names, const gb_tensor *const *views, int n,
+                            call_dims *dims)
+{
+    gb_status st = gb_attn_check_eligible_call(&a->base, PLUGIN, entry, npu_eligible, p, names,
+                                               views, n);
+    *dims = (call_dims){p->seq_len, p->head_dim, 1.0f / sqrtf((float)p->head_dim)};
+    return st;
+}
+
 /* The keys row i sees: 0..i with the causal mask, all T without. */
 static int64_t seen(const gb_attn_problem *p, int64_t i)
 {
@@ -88,12 +105,11 @@ static gb_status npu_forward(void *self, const gb_attn_problem *p, gb_tensor out
     const npu_attn *a = self;
     const char *names[] = {"out", "q", "k", "v"};
     const gb_tensor *views[] = {&out, &q, &k, &v};
-    gb_status st = gb_attn_check_eligible_call(&a->base, PLUGIN, "forward", npu_eligible, p,
-                                               names, views, 4);
+    call_dims dims;
+    gb_status st = begin_call(a, "forward", p, names, views, 4, &dims);
     if (st != GB_OK)
         return st;
-    const int64_t T = p->seq_len, D = p->head_dim;
-    const float scale = 1.0f / sqrtf((float)D);
+    const int64_t T = dims.T, D = dims.D;
     float *probs = toy_npu_at(a->npu, saved);
     for (int64_t b = 0; b < p->batch; b++) {
         for (int64_t h = 0; h < p->heads; h++) {
@@ -106,7 +122,7 @@ static gb_status npu_forward(void *self, const gb_attn_problem *p, gb_tensor out
                     float s = 0.0f;
                     for (int64_t d = 0; d < D; d++)
                         s += *el(qh, i, d) * *el(kh, j, d);
-                    row[j] = s * scale;
+                    row[j] = s * dims.scale;
                     max = row[j] > max ? row[j] : max;
                 }
                 for (int64_t j = 0; j < seen(p, i); j++)
@@ -134,12 +150,11 @@ static gb_status npu_backward(void *self, const gb_attn_problem *p, gb_tensor dq
     const npu_attn *a = self;
     const char *names[] = {"dq", "dk", "dv", "dout", "q", "k", "v"};
     const gb_tensor *views[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
-    gb_status st = gb_attn_check_eligible_call(&a->base, PLUGIN, "backward", npu_eligible, p,
-                                               names, views, 7);
+    call_dims dims;
+    gb_status st = begin_call(a, "backward", p, names, views, 7, &dims);
     if (st != GB_OK)
         return st;
-    const int64_t T = p->seq_len, D = p->head_dim;
-    const float scale = 1.0f / sqrtf((float)D);
+    const int64_t T = dims.T, D = dims.D;
     const float *probs = toy_npu_at(a->npu, saved);
     float *dp = toy_npu_at(a->npu, workspace);
     for (int64_t b = 0; b < p->batch; b++) {
@@ -163,7 +178,7 @@ static gb_status npu_backward(void *self, const gb_attn_problem *p, gb_tensor dq
                     dot += row[j] * dp[j];
                 }
                 for (int64_t j = 0; j < seen(p, i); j++) {
-                    float ds = row[j] * (dp[j] - dot) * scale;
+                    float ds = row[j] * (dp[j] - dot) * dims.scale;
                     for (int64_t d = 0; d < D; d++) {
                         *el(dqh, i, d) += ds * *el(kh, j, d);
                         *el(dkh, j, d) += ds * *el(qh, i, d);
