@@ -51,12 +51,12 @@
 #include "attn_cached_cuda.cuh"
 #include "gearbox/toolkit/attn_checks.h"
 #include "attn_flash_math.h"
+#include "flash_common.cuh"
 #include "cuda_status.h"
 #include "warp.cuh"
 #include "gearbox/attn.h"
 
 #define PLUGIN "attn/flash"
-#define WARP GB_WARP
 #define MAX_HEAD_DIM 128
 /* Rows per block of the D = dO . O kernel: a warp each. */
 #define DELTA_ROWS 8
@@ -68,52 +68,7 @@ typedef struct attn_flash_cuda {
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
 } attn_flash_cuda;
 
-/* A (B, H, T, D) view as kernels take it: element (b, h, t, d) is at
- * b * batch + h * head + t * row + d. */
-struct head_view {
-    void *data;
-    int64_t batch, head, row;
-};
-
-/* The problem as every kernel takes it. */
-struct dims {
-    int64_t H, T;
-    int D, causal;
-    float scale, scale_log2;   /* 1/sqrt(D), and that times log2(e) */
-    int64_t tiles;             /* tiles of ROWS rows per head */
-    int async;                 /* every view's rows start on 16 bytes: tiles load by cp.async */
-};
-
-/* ---- element types ------------------------------------------------------------------- */
-
-/* What the kernels need of a tile's element type: rounding an f32 to it and widening it
- * back, and the gb_dtype of the views. */
-template <typename E> struct elem;
-
-template <> struct elem<float> {
-    static constexpr gb_dtype dtype = GB_F32;
-    static __device__ float round(float x) { return x; }
-    static __device__ float widen(float x) { return x; }
-};
-
-template <> struct elem<__half> {
-    static constexpr gb_dtype dtype = GB_F16;
-    static __device__ __half round(float x) { return __float2half_rn(x); }
-    static __device__ float widen(__half x) { return __half2float(x); }
-};
-
-template <> struct elem<__nv_bfloat16> {
-    static constexpr gb_dtype dtype = GB_BF16;
-    static __device__ __nv_bfloat16 round(float x) { return __float2bfloat16_rn(x); }
-    static __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
-};
-
 /* ---- tiles --------------------------------------------------------------------------- */
-
-static constexpr __host__ __device__ size_t up128(size_t bytes)
-{
-    return (bytes + 127) / 128 * 128;
-}
 
 /* One kernel's tile sizes and shared memory (FlashAttention-2's traits struct): E the
  * element type of the tiles, DP the head_dim padded to a multiple of 16, COLS the rows of
@@ -370,70 +325,6 @@ template <int DP, class tl> struct warp_math<float, DP, tl> {
 
 /* ---- block helpers ------------------------------------------------------------------- */
 
-/* Element (b, h, 0, 0) of `v` for bh = b * H + h, once per block. */
-template <typename E>
-static __device__ const E *head_start(const head_view &v, int64_t bh, const dims &s)
-{
-    return (const E *)v.data + (bh / s.H) * v.batch + (bh % s.H) * v.head;
-}
-
-/* Queues rows [t0, t0 + rows) of a head (`src`, rows `row` elements apart) into the tile
- * `dst` (rows, DP), leading dimension LD, by the whole block: 16-byte cp.async chunks when
- * s.async says every view allows them, else plain loads. Zeros past T and past head_dim,
- * so padding adds nothing. The caller commits, waits and syncs. */
-template <typename E, int DP, int LD>
-static __device__ void queue_tile(E *dst, int rows, const E *src, int64_t row, int64_t t0,
-                                  const dims &s)
-{
-    constexpr int CHUNK = 16 / sizeof(E), PER_ROW = DP / CHUNK;
-    for (int i = threadIdx.x; i < rows * PER_ROW; i += blockDim.x) {
-        const int r = i / PER_ROW, c = i % PER_ROW * CHUNK;
-        const int64_t t = t0 + r;
-        E *d = dst + r * LD + c;
-        const E *from = src + t * row + c;
-        if (s.async && t < s.T && c < s.D) {
-            __pipeline_memcpy_async(d, from, 16);
-        } else {
-#pragma unroll
-            for (int e = 0; e < CHUNK; e++)
-                d[e] = t < s.T && c + e < s.D ? from[e] : elem<E>::round(0.0f);
-        }
-    }
-}
-
-/* Queues `n` per-row floats of head bh from t0 (lse2 or D) into dst, zeros past T. */
-static __device__ void queue_rows(float *dst, int n, const float *src, int64_t bh, int64_t t0,
-                                  const dims &s)
-{
-    for (int c = threadIdx.x; c < n; c += blockDim.x) {
-        if (t0 + c < s.T)
-            __pipeline_memcpy_async(dst + c, src + bh * s.T + t0 + c, sizeof(float));
-        else
-            dst[c] = 0.0f;
-    }
-}
-
-/* The streaming loop every kernel runs: tile i of n is computed from buffer i % 2 while
- * tile i + 1 is copied into the other. queue(i, buf) queues tile i's copies (tile 0's,
- * with the block's own tiles, are queued by the caller before the loop); body(i, buf)
- * computes on it. Two barriers a tile: after the wait, so every thread's copies are in;
- * after the body, so no warp still reads the buffer the next tile's copies refill. */
-template <class Queue, class Body>
-static __device__ void stream_tiles(int64_t n, Queue queue, Body body)
-{
-    __pipeline_commit();
-    for (int64_t i = 0; i < n; i++) {
-        if (i + 1 < n)
-            queue(i + 1, (int)((i + 1) % 2));
-        __pipeline_commit();   // an empty group on the last tile keeps the count fixed
-        __pipeline_wait_prior(1);
-        __syncthreads();
-        body(i, (int)(i % 2));
-        __syncthreads();
-    }
-    __pipeline_wait_prior(0);
-}
-
 /* factor * acc (the warp's rows t0 .. t0 + 15 of `v`, from element `head` of head bh),
  * rounded to its dtype, 16 columns at a time through the warp's score tile `scratch`. */
 template <typename E, int DP, class tl>
@@ -457,26 +348,6 @@ static __device__ void write_rows(const head_view &v, int64_t head,
                              factor * scratch[r * tl::LDS + c]);
         }
     }
-}
-
-/* The block's head and tile: blockIdx.x = head * tiles + i. Query tiles run last first
- * (last_first), as the later ones see the most keys under the causal mask, and so start
- * first; key tiles run in order, as the first are seen by the most queries. */
-static __device__ int64_t block_head(const dims &s)
-{
-    return blockIdx.x / s.tiles;
-}
-
-static __device__ int64_t block_tile(const dims &s, bool last_first)
-{
-    const int64_t i = blockIdx.x % s.tiles;
-    return last_first ? s.tiles - 1 - i : i;
-}
-
-/* Tiles of `cols` from `begin` to `end`. */
-static __device__ int64_t tile_count(int64_t begin, int64_t end, int cols)
-{
-    return (end - begin + cols - 1) / cols;
 }
 
 /* ---- forward ------------------------------------------------------------------------- */
@@ -921,15 +792,6 @@ static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *save
     (void)self;
     *saved_bytes = row_floats(p);
     *workspace_bytes = row_floats(p);
-    return GB_OK;
-}
-
-/* Lets `kernel` use `bytes` of shared memory (beyond the default 48 KiB). */
-template <typename K>
-static gb_status allow_shared(const gb_host *host, K *kernel, size_t bytes)
-{
-    GB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)bytes));
     return GB_OK;
 }
 
