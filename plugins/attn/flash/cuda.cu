@@ -19,7 +19,8 @@
  * past (Q, dO, lse2, D; double-buffered), and a block per tile of ROWS queries keeps dQ
  * while the key tiles it sees stream past. Q K^T and dO V^T are computed twice, once in
  * each, which is the price of no atomics: every sum has a fixed order, and the same
- * inputs give the same bits run after run.
+ * inputs give the same bits run after run. For bf16 and f16 those two kernels are
+ * cuda_bwd.cu's, on mma.sync with the scores in registers; f32 runs the ones here.
  *
  * Tensor cores through WMMA (nvcuda::wmma, 16x16x16, f32 accumulators) rather than
  * mma.sync PTX: WMMA leaves the fragment layout to the compiler, so no register index
@@ -130,13 +131,14 @@ template <typename E, int DP, int COLS_> struct tiles {
 };
 
 /* The configurations: 16-bit forward streams 64 keys past 64 queries up to head_dim 64
- * and 32 beyond; backward streams 32 (it holds twice the tiles); f32 streams 32, or 16
- * past head_dim 64. All fit the 99 KiB of shared memory of compute capability 8.6. */
+ * and 32 beyond; f32 streams 32, or 16 past head_dim 64, in forward and backward (the
+ * 16-bit backward has tiles of its own: mma_tiles, cuda_bwd.cu). All fit the 99 KiB of
+ * shared memory of compute capability 8.6. */
 template <typename E, int DP>
 using fwd_tiles = tiles<E, DP, (std::is_same<E, float>::value ? (DP > 64 ? 16 : 32)
                                                                : (DP > 64 ? 32 : 64))>;
 template <typename E, int DP>
-using bwd_tiles = tiles<E, DP, ((std::is_same<E, float>::value && DP > 64) ? 16 : 32)>;
+using bwd_tiles = tiles<E, DP, (DP > 64 ? 16 : 32)>;
 
 static __device__ unsigned char *shared_base()
 {
@@ -666,6 +668,16 @@ template <class F> static gb_status by_config(const gb_attn_problem *p, F &&f)
  * smallest limit of the GPUs this build targets (8.0: 163 KiB, 9.0: 227 KiB). */
 #define SHARED_BYTES_EVERYWHERE (99 * 1024)
 
+/* Shared memory of the larger backward kernel (dK/dV's, which holds what dQ's does and the
+ * streamed rows' lse2 and D): f32's here, the 16-bit ones' in cuda_bwd.cu. */
+template <typename E, int DP> static constexpr size_t backward_bytes()
+{
+    if constexpr (std::is_same<E, float>::value)
+        return bwd_tiles<E, DP>::dkv_bytes();
+    else
+        return mma_tiles<DP>::dkv_bytes();
+}
+
 /* Shared memory of the largest kernel of the problem's configuration. */
 static size_t shared_bytes(const gb_attn_problem *p)
 {
@@ -673,12 +685,10 @@ static size_t shared_bytes(const gb_attn_problem *p)
     by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
-        constexpr size_t fwd = fwd_tiles<E, DP>::fwd_bytes(), dq = bwd_tiles<E, DP>::dq_bytes(),
-                         dkv = bwd_tiles<E, DP>::dkv_bytes();
-        static_assert(fwd <= SHARED_BYTES_EVERYWHERE && dkv <= SHARED_BYTES_EVERYWHERE,
+        constexpr size_t fwd = fwd_tiles<E, DP>::fwd_bytes(), bwd = backward_bytes<E, DP>();
+        static_assert(fwd <= SHARED_BYTES_EVERYWHERE && bwd <= SHARED_BYTES_EVERYWHERE,
                       "a configuration's tiles outgrow the shared memory of some GPUs");
-        bytes = fwd > dkv ? fwd : dkv;
-        bytes = bytes > dq ? bytes : dq;
+        bytes = fwd > bwd ? fwd : bwd;
         return GB_OK;
     });
     return bytes;
@@ -856,27 +866,34 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
-        using tl = bwd_tiles<E, DP>;
-        gb_status status = allow_shared(host, dq_kernel<E, DP>, tl::dq_bytes());
-        if (status == GB_OK)
-            status = allow_shared(host, dkv_kernel<E, DP>, tl::dkv_bytes());
-        if (status != GB_OK)
-            return status;
-        dq_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::dq_bytes(), stream>>>(
-            view_of(&dq), view_of(&q), view_of(&k), view_of(&v), view_of(&dout), lse2, delta, s);
-        GB_CUDA_CHECK_LAUNCH("dq_kernel (a block per query tile)");
-        dkv_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::dkv_bytes(), stream>>>(
-            view_of(&dk), view_of(&dv), view_of(&q), view_of(&k), view_of(&v), view_of(&dout),
-            lse2, delta, s);
-        GB_CUDA_CHECK_LAUNCH("dkv_kernel (a block per key tile)");
-        return GB_OK;
+        if constexpr (!std::is_same<E, float>::value) {
+            const bwd_views w = {view_of(&dq), view_of(&dk), view_of(&dv), view_of(&dout),
+                                 view_of(&q), view_of(&k), view_of(&v), lse2, delta};
+            return flash_backward_mma<E, DP>(host, w, s, p->batch * p->heads, stream);
+        } else {
+            using tl = bwd_tiles<E, DP>;
+            gb_status status = allow_shared(host, dq_kernel<E, DP>, tl::dq_bytes());
+            if (status == GB_OK)
+                status = allow_shared(host, dkv_kernel<E, DP>, tl::dkv_bytes());
+            if (status != GB_OK)
+                return status;
+            dq_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::dq_bytes(), stream>>>(
+                view_of(&dq), view_of(&q), view_of(&k), view_of(&v), view_of(&dout), lse2,
+                delta, s);
+            GB_CUDA_CHECK_LAUNCH("dq_kernel (a block per query tile)");
+            dkv_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::dkv_bytes(), stream>>>(
+                view_of(&dk), view_of(&dv), view_of(&q), view_of(&k), view_of(&v),
+                view_of(&dout), lse2, delta, s);
+            GB_CUDA_CHECK_LAUNCH("dkv_kernel (a block per key tile)");
+            return GB_OK;
+        }
     });
 }
 
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
 GB_ATTN_PLUGIN("flash", "1.1.0",
-               "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
+               "FlashAttention-2 tiles on tensor cores (WMMA, mma.sync; f32 on CUDA cores), "
                "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                "bf16, f16",
                GB_DEVICE_CUDA, GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,

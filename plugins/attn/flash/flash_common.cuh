@@ -160,4 +160,57 @@ static gb_status allow_shared(const gb_host *host, K *kernel, size_t bytes)
     return GB_OK;
 }
 
+/* ---- the 16-bit backward (cuda_bwd.cu) ------------------------------------------------ */
+
+/* Its tiles: a block owns ROWS rows (keys in dK/dV, queries in dQ), 16 per warp, and
+ * streams tiles of COLS rows past them; rows of every 16-bit tile are LD elements apart
+ * (16 bytes of padding: conflict-free ldmatrix). Shared memory, every region on 128
+ * bytes: own_a own_b (ROWS) | other_a[2] other_b[2] (COLS) | then, dK/dV only, lse[2]
+ * delta[2] (COLS floats). Each streamed row is read from global memory once per block,
+ * so the more rows a block owns, the less the kernels re-read: 256 (sixteen warps) up to
+ * head_dim 64, 128 beyond, as much as fits 99 KiB. The scores of a streamed tile (2 x
+ * COLS / 2 f32 a lane) live beside the f32 accumulators (DP / 2 a lane, two of them in
+ * dK/dV): COLS is 32 up to head_dim 64, where 512 threads hold a thread to 128 registers,
+ * and 16 beyond. */
+template <int DP> struct mma_tiles {
+    static constexpr int WARPS = DP > 64 ? 8 : 16;
+    static constexpr int ROWS = 16 * WARPS;
+    static constexpr int THREADS = WARPS * WARP;
+    static constexpr int COLS = DP > 64 ? 16 : 32;
+    static constexpr int NS = COLS / 8;   /* n8 tiles of a warp's scores */
+    static constexpr int LD = DP + 8;
+    static_assert(DP % 16 == 0 && COLS % 16 == 0, "tiles of whole k16 steps");
+
+    static constexpr __host__ __device__ size_t tile(int rows)
+    {
+        return up128((size_t)rows * LD * 2);
+    }
+    static constexpr __host__ __device__ size_t floats() { return up128(COLS * sizeof(float)); }
+    static constexpr __host__ __device__ size_t own_b() { return tile(ROWS); }
+    static constexpr __host__ __device__ size_t other_a(int buf)
+    {
+        return 2 * tile(ROWS) + buf * tile(COLS);
+    }
+    static constexpr __host__ __device__ size_t other_b(int buf) { return other_a(2 + buf); }
+    static constexpr __host__ __device__ size_t dq_bytes() { return other_a(4); }
+    static constexpr __host__ __device__ size_t lse(int buf)
+    {
+        return dq_bytes() + buf * floats();
+    }
+    static constexpr __host__ __device__ size_t delta(int buf) { return lse(2 + buf); }
+    static constexpr __host__ __device__ size_t dkv_bytes() { return lse(4); }
+};
+
+/* What the backward reads and writes. */
+struct bwd_views {
+    head_view dq, dk, dv, dout, q, k, v;
+    const float *lse2, *delta;
+};
+
+/* dQ, dK and dV of `heads` (B * H) heads on the stream, E __nv_bfloat16 or __half, DP 32,
+ * 64, 80, 96 or 128 (instantiated in cuda_bwd.cu); delta already holds D = dO . O. */
+template <typename E, int DP>
+gb_status flash_backward_mma(const gb_host *host, const bwd_views &w, dims s, int64_t heads,
+                             cudaStream_t stream);
+
 #endif /* GB_ATTN_FLASH_COMMON_CUH */
