@@ -52,6 +52,7 @@
 #include "gearbox/toolkit/attn_checks.h"
 #include "attn_flash_math.h"
 #include "cuda_status.h"
+#include "mma_sync.cuh"
 #include "warp.cuh"
 #include "gearbox/attn.h"
 
