@@ -30,54 +30,55 @@ static __device__ __forceinline__ uint32_t gb_shared_address(const void *smem)
     return (uint32_t)__cvta_generic_to_shared(smem);
 }
 
+/* ldmatrix of four or two 8x8 matrices; `trans` "" or ".trans". */
+#define GB_LDMATRIX_X4(trans, r, smem_row)                                                \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4" trans ".shared.b16 {%0, %1, %2, %3}, [%4];\n" \
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                           \
+                 : "r"(gb_shared_address(smem_row))                                         \
+                 : "memory")
+#define GB_LDMATRIX_X2(trans, r, smem_row)                                                \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2" trans ".shared.b16 {%0, %1}, [%2];\n"       \
+                 : "=r"(r[0]), "=r"(r[1])                                                   \
+                 : "r"(gb_shared_address(smem_row))                                         \
+                 : "memory")
+
 static __device__ __forceinline__ void gb_ldmatrix_x4(uint32_t r[4], const void *smem_row)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(gb_shared_address(smem_row))
-                 : "memory");
+    GB_LDMATRIX_X4("", r, smem_row);
 }
 
 static __device__ __forceinline__ void gb_ldmatrix_x4_trans(uint32_t r[4], const void *smem_row)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(gb_shared_address(smem_row))
-                 : "memory");
+    GB_LDMATRIX_X4(".trans", r, smem_row);
 }
 
 static __device__ __forceinline__ void gb_ldmatrix_x2(uint32_t r[2], const void *smem_row)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1])
-                 : "r"(gb_shared_address(smem_row))
-                 : "memory");
+    GB_LDMATRIX_X2("", r, smem_row);
 }
 
 static __device__ __forceinline__ void gb_ldmatrix_x2_trans(uint32_t r[2], const void *smem_row)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                 : "=r"(r[0]), "=r"(r[1])
-                 : "r"(gb_shared_address(smem_row))
-                 : "memory");
+    GB_LDMATRIX_X2(".trans", r, smem_row);
 }
+
+/* mma.sync m16n8k16 with `type` ("bf16", "f16") inputs, d as both C and D. */
+#define GB_MMA_M16N8K16(type, d, a, b)                                                    \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 "             \
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"       \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
 
 static __device__ __forceinline__ void gb_mma_m16n8k16_bf16(float d[4], const uint32_t a[4],
                                                             const uint32_t b[2])
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    GB_MMA_M16N8K16("bf16", d, a, b);
 }
 
 static __device__ __forceinline__ void gb_mma_m16n8k16_f16(float d[4], const uint32_t a[4],
                                                            const uint32_t b[2])
 {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    GB_MMA_M16N8K16("f16", d, a, b);
 }
 
 #endif /* GEARBOX_KERNELS_CUDA_MMA_SYNC_CUH */

@@ -54,6 +54,7 @@
 #include "attn_flash_math.h"
 #include "flash_common.cuh"
 #include "cuda_status.h"
+#include "mma_sync.cuh"
 #include "warp.cuh"
 #include "gearbox/attn.h"
 
