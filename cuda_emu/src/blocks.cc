@@ -1215,6 +1215,11 @@ void shared_read(const char *file, int line, const char *what, const void *p, si
         check_shared_read(b, site{file, line, nullptr}, what, off, bytes, read_check::all);
 }
 
+bool shared_holds(const void *p)
+{
+    return area_offset(this_block("ldmatrix"), p) != SIZE_MAX;
+}
+
 void *dynamic_shared_base()
 {
     block &b = this_block("extern __shared__");

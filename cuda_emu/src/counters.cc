@@ -532,10 +532,10 @@ void count_access(int lane, space where, access_kind kind, const void *p, size_t
         lane_access{(uintptr_t)p, (uint32_t)bytes, lane % 32});
 }
 
-void count_request(space where, bool write, const uintptr_t addr[32], size_t bytes)
+void count_request(space where, bool write, const uintptr_t addr[32], size_t bytes, int lanes)
 {
     request r{where, write, access_kind::plain, {}};
-    for (int i = 0; i < 32; i++)
+    for (int i = 0; i < lanes; i++)
         r.lanes.push_back(lane_access{addr[i], (uint32_t)bytes, i});
     reduce(r, block_tally.done);
 }
@@ -632,6 +632,11 @@ void count_fragment(const void *p, unsigned ldm, int col_major, size_t element_b
                 }
                 count_request(where, write, addr, col_major ? element_bytes : 2 * element_bytes);
             }
+}
+
+void count_ldmatrix(const uintptr_t rows[32], int lanes)
+{
+    count_request(space::shared, false, rows, 16, lanes);
 }
 
 void count_mma(const char *shape)

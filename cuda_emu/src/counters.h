@@ -40,9 +40,10 @@ enum class access_kind { plain, cp_async };
  * the code site `site` (the return address into the kernel, or a cp.async's file and line). */
 void count_access(int lane, space where, access_kind kind, const void *p, size_t bytes,
                   bool write, uintptr_t site);
-/* A warp-level request whose lane addresses are given whole (WMMA's modelled patterns):
- * lane i accesses `bytes` at addr[i]. */
-void count_request(space where, bool write, const uintptr_t addr[32], size_t bytes);
+/* A warp-level request whose lane addresses are given whole (WMMA's and ldmatrix's
+ * modelled patterns): lane i of the first `lanes` accesses `bytes` at addr[i]. */
+void count_request(space where, bool write, const uintptr_t addr[32], size_t bytes,
+                   int lanes = 32);
 void count_barrier();
 void count_shuffle();
 /* The running block has ended; `static_bytes` of __shared__ objects it declared. */

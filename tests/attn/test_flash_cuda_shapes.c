@@ -51,6 +51,12 @@ static const shape shapes[] = {
     {1, 1, 70, 90, 1, GB_BF16, 0},    /* 96 columns: two query tiles, the last partial */
     {1, 2, 20, 81, 0, GB_F16, 0},
     {1, 1, 20, 96, 1, GB_F16, 0},
+    /* the 16-bit backward's blocks own 256 rows up to head_dim 64 and 128 beyond: several
+       blocks per head, the last partial, causal tiles skipped across them */
+    {1, 1, 300, 64, 1, GB_BF16, 0},
+    {1, 1, 270, 32, 0, GB_F16, 0},
+    {1, 1, 150, 80, 1, GB_BF16, 0},
+    {1, 1, 200, 128, 1, GB_F16, 0},
 };
 
 typedef struct gpu {

@@ -62,16 +62,17 @@ static void check_copy(const gb_record *r)
     CHECK_NEAR(h200.bound_s[GB_BOUND_DRAM], 134217728.0 / (4.8e12 * 3.0 / 3.35), 1e-12);
 }
 
-/* 1.2e8 m16n16k16 operations = 9.8304e11 FLOPs over 989.4 TFLOP/s = 993.57 us on 528
- * blocks (4 per SM, no idle SM); the roofline is the same compute time. */
+/* 1.2e8 m16n16k16 operations (WMMA's shape, 8192 FLOPs each) and 6e7 m16n8k16 ones
+ * (mma.sync's, 4096 each) = 9.8304e11 + 2.4576e11 = 1.2288e12 FLOPs over 989.4 TFLOP/s =
+ * 1241.96 us on 528 blocks (4 per SM, no idle SM); the roofline is the same compute time. */
 static void check_mma(const gb_record *r)
 {
     gb_gpu_estimate e = gb_gpu_predict_kernel(gb_gpu_find("H100"), &r->kernel);
     CHECK(e.bound == GB_BOUND_COMPUTE);
-    CHECK_NEAR(e.bound_s[GB_BOUND_COMPUTE], 9.8304e11 / 989.4e12, 1e-12);
-    CHECK_NEAR(e.seconds, 9.8304e11 / 989.4e12 + 2.5e-6, 1e-12);
-    CHECK_NEAR(e.roofline_s, 9.8304e11 / 989.4e12, 1e-12);
-    CHECK_NEAR(e.flops, 9.8304e11, 1);
+    CHECK_NEAR(e.bound_s[GB_BOUND_COMPUTE], 1.2288e12 / 989.4e12, 1e-12);
+    CHECK_NEAR(e.seconds, 1.2288e12 / 989.4e12 + 2.5e-6, 1e-12);
+    CHECK_NEAR(e.roofline_s, 1.2288e12 / 989.4e12, 1e-12);
+    CHECK_NEAR(e.flops, 1.2288e12, 1);
 }
 
 /* One warp, 1000 loads one after another: 1000 x 0.55 us = 550 us, while its 32000 lane

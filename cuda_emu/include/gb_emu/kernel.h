@@ -143,6 +143,8 @@ void async_wait_prior(const char *file, int line, size_t prior);
  * thread (a copy: by the thread that waited for it) with no __syncthreads since, nor a
  * __syncwarp of both lanes. Memory outside the block's shared memory is not checked. */
 void shared_read(const char *file, int line, const char *what, const void *p, size_t bytes);
+/* Whether p lies in the running block's shared memory (where ldmatrix reads). */
+bool shared_holds(const void *p);
 
 /* ---- barriers and warp collectives --------------------------------------------------- */
 
@@ -222,6 +224,10 @@ bool counting_on();
  * m16n8k16 accumulator layout's lanes access it. `col_major`: the tile's lines are columns. */
 void count_fragment(const void *p, unsigned ldm, int col_major, size_t element_bytes,
                     bool accumulator, bool write);
+/* An ldmatrix (mma_sync.cuh): one shared load request in which lane i of the first
+ * `lanes` (32 for .x4, 16 for .x2) reads the 16-byte row at rows[i]; its wavefronts are
+ * those of 16-byte accesses, 8 lanes (one 8x8 matrix) a phase. */
+void count_ldmatrix(const uintptr_t rows[32], int lanes);
 /* One warp-level tensor-core operation of `shape` ("m16n16k16.bf16.f32"). */
 void count_mma(const char *shape);
 /* One lane's atomic operation on global memory. */

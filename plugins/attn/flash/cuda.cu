@@ -19,7 +19,8 @@
  * past (Q, dO, lse2, D; double-buffered), and a block per tile of ROWS queries keeps dQ
  * while the key tiles it sees stream past. Q K^T and dO V^T are computed twice, once in
  * each, which is the price of no atomics: every sum has a fixed order, and the same
- * inputs give the same bits run after run.
+ * inputs give the same bits run after run. For bf16 and f16 those two kernels are
+ * cuda_bwd.cu's, on mma.sync with the scores in registers; f32 runs the ones here.
  *
  * Tensor cores through WMMA (nvcuda::wmma, 16x16x16, f32 accumulators) rather than
  * mma.sync PTX: WMMA leaves the fragment layout to the compiler, so no register index
@@ -51,12 +52,13 @@
 #include "attn_cached_cuda.cuh"
 #include "gearbox/toolkit/attn_checks.h"
 #include "attn_flash_math.h"
+#include "flash_common.cuh"
 #include "cuda_status.h"
+#include "mma_sync.cuh"
 #include "warp.cuh"
 #include "gearbox/attn.h"
 
 #define PLUGIN "attn/flash"
-#define WARP GB_WARP
 #define MAX_HEAD_DIM 128
 /* Rows per block of the D = dO . O kernel: a warp each. */
 #define DELTA_ROWS 8
@@ -68,52 +70,7 @@ typedef struct attn_flash_cuda {
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
 } attn_flash_cuda;
 
-/* A (B, H, T, D) view as kernels take it: element (b, h, t, d) is at
- * b * batch + h * head + t * row + d. */
-struct head_view {
-    void *data;
-    int64_t batch, head, row;
-};
-
-/* The problem as every kernel takes it. */
-struct dims {
-    int64_t H, T;
-    int D, causal;
-    float scale, scale_log2;   /* 1/sqrt(D), and that times log2(e) */
-    int64_t tiles;             /* tiles of ROWS rows per head */
-    int async;                 /* every view's rows start on 16 bytes: tiles load by cp.async */
-};
-
-/* ---- element types ------------------------------------------------------------------- */
-
-/* What the kernels need of a tile's element type: rounding an f32 to it and widening it
- * back, and the gb_dtype of the views. */
-template <typename E> struct elem;
-
-template <> struct elem<float> {
-    static constexpr gb_dtype dtype = GB_F32;
-    static __device__ float round(float x) { return x; }
-    static __device__ float widen(float x) { return x; }
-};
-
-template <> struct elem<__half> {
-    static constexpr gb_dtype dtype = GB_F16;
-    static __device__ __half round(float x) { return __float2half_rn(x); }
-    static __device__ float widen(__half x) { return __half2float(x); }
-};
-
-template <> struct elem<__nv_bfloat16> {
-    static constexpr gb_dtype dtype = GB_BF16;
-    static __device__ __nv_bfloat16 round(float x) { return __float2bfloat16_rn(x); }
-    static __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
-};
-
 /* ---- tiles --------------------------------------------------------------------------- */
-
-static constexpr __host__ __device__ size_t up128(size_t bytes)
-{
-    return (bytes + 127) / 128 * 128;
-}
 
 /* One kernel's tile sizes and shared memory (FlashAttention-2's traits struct): E the
  * element type of the tiles, DP the head_dim padded to a multiple of 16, COLS the rows of
@@ -175,13 +132,14 @@ template <typename E, int DP, int COLS_> struct tiles {
 };
 
 /* The configurations: 16-bit forward streams 64 keys past 64 queries up to head_dim 64
- * and 32 beyond; backward streams 32 (it holds twice the tiles); f32 streams 32, or 16
- * past head_dim 64. All fit the 99 KiB of shared memory of compute capability 8.6. */
+ * and 32 beyond; f32 streams 32, or 16 past head_dim 64, in forward and backward (the
+ * 16-bit backward has tiles of its own: mma_tiles, cuda_bwd.cu). All fit the 99 KiB of
+ * shared memory of compute capability 8.6. */
 template <typename E, int DP>
 using fwd_tiles = tiles<E, DP, (std::is_same<E, float>::value ? (DP > 64 ? 16 : 32)
                                                                : (DP > 64 ? 32 : 64))>;
 template <typename E, int DP>
-using bwd_tiles = tiles<E, DP, ((std::is_same<E, float>::value && DP > 64) ? 16 : 32)>;
+using bwd_tiles = tiles<E, DP, (DP > 64 ? 16 : 32)>;
 
 static __device__ unsigned char *shared_base()
 {
@@ -370,70 +328,6 @@ template <int DP, class tl> struct warp_math<float, DP, tl> {
 
 /* ---- block helpers ------------------------------------------------------------------- */
 
-/* Element (b, h, 0, 0) of `v` for bh = b * H + h, once per block. */
-template <typename E>
-static __device__ const E *head_start(const head_view &v, int64_t bh, const dims &s)
-{
-    return (const E *)v.data + (bh / s.H) * v.batch + (bh % s.H) * v.head;
-}
-
-/* Queues rows [t0, t0 + rows) of a head (`src`, rows `row` elements apart) into the tile
- * `dst` (rows, DP), leading dimension LD, by the whole block: 16-byte cp.async chunks when
- * s.async says every view allows them, else plain loads. Zeros past T and past head_dim,
- * so padding adds nothing. The caller commits, waits and syncs. */
-template <typename E, int DP, int LD>
-static __device__ void queue_tile(E *dst, int rows, const E *src, int64_t row, int64_t t0,
-                                  const dims &s)
-{
-    constexpr int CHUNK = 16 / sizeof(E), PER_ROW = DP / CHUNK;
-    for (int i = threadIdx.x; i < rows * PER_ROW; i += blockDim.x) {
-        const int r = i / PER_ROW, c = i % PER_ROW * CHUNK;
-        const int64_t t = t0 + r;
-        E *d = dst + r * LD + c;
-        const E *from = src + t * row + c;
-        if (s.async && t < s.T && c < s.D) {
-            __pipeline_memcpy_async(d, from, 16);
-        } else {
-#pragma unroll
-            for (int e = 0; e < CHUNK; e++)
-                d[e] = t < s.T && c + e < s.D ? from[e] : elem<E>::round(0.0f);
-        }
-    }
-}
-
-/* Queues `n` per-row floats of head bh from t0 (lse2 or D) into dst, zeros past T. */
-static __device__ void queue_rows(float *dst, int n, const float *src, int64_t bh, int64_t t0,
-                                  const dims &s)
-{
-    for (int c = threadIdx.x; c < n; c += blockDim.x) {
-        if (t0 + c < s.T)
-            __pipeline_memcpy_async(dst + c, src + bh * s.T + t0 + c, sizeof(float));
-        else
-            dst[c] = 0.0f;
-    }
-}
-
-/* The streaming loop every kernel runs: tile i of n is computed from buffer i % 2 while
- * tile i + 1 is copied into the other. queue(i, buf) queues tile i's copies (tile 0's,
- * with the block's own tiles, are queued by the caller before the loop); body(i, buf)
- * computes on it. Two barriers a tile: after the wait, so every thread's copies are in;
- * after the body, so no warp still reads the buffer the next tile's copies refill. */
-template <class Queue, class Body>
-static __device__ void stream_tiles(int64_t n, Queue queue, Body body)
-{
-    __pipeline_commit();
-    for (int64_t i = 0; i < n; i++) {
-        if (i + 1 < n)
-            queue(i + 1, (int)((i + 1) % 2));
-        __pipeline_commit();   // an empty group on the last tile keeps the count fixed
-        __pipeline_wait_prior(1);
-        __syncthreads();
-        body(i, (int)(i % 2));
-        __syncthreads();
-    }
-    __pipeline_wait_prior(0);
-}
-
 /* factor * acc (the warp's rows t0 .. t0 + 15 of `v`, from element `head` of head bh),
  * rounded to its dtype, 16 columns at a time through the warp's score tile `scratch`. */
 template <typename E, int DP, class tl>
@@ -457,26 +351,6 @@ static __device__ void write_rows(const head_view &v, int64_t head,
                              factor * scratch[r * tl::LDS + c]);
         }
     }
-}
-
-/* The block's head and tile: blockIdx.x = head * tiles + i. Query tiles run last first
- * (last_first), as the later ones see the most keys under the causal mask, and so start
- * first; key tiles run in order, as the first are seen by the most queries. */
-static __device__ int64_t block_head(const dims &s)
-{
-    return blockIdx.x / s.tiles;
-}
-
-static __device__ int64_t block_tile(const dims &s, bool last_first)
-{
-    const int64_t i = blockIdx.x % s.tiles;
-    return last_first ? s.tiles - 1 - i : i;
-}
-
-/* Tiles of `cols` from `begin` to `end`. */
-static __device__ int64_t tile_count(int64_t begin, int64_t end, int cols)
-{
-    return (end - begin + cols - 1) / cols;
 }
 
 /* ---- forward ------------------------------------------------------------------------- */
@@ -795,6 +669,16 @@ template <class F> static gb_status by_config(const gb_attn_problem *p, F &&f)
  * smallest limit of the GPUs this build targets (8.0: 163 KiB, 9.0: 227 KiB). */
 #define SHARED_BYTES_EVERYWHERE (99 * 1024)
 
+/* Shared memory of the larger backward kernel (dK/dV's, which holds what dQ's does and the
+ * streamed rows' lse2 and D): f32's here, the 16-bit ones' in cuda_bwd.cu. */
+template <typename E, int DP> static constexpr size_t backward_bytes()
+{
+    if constexpr (std::is_same<E, float>::value)
+        return bwd_tiles<E, DP>::dkv_bytes();
+    else
+        return mma_tiles<DP>::dkv_bytes();
+}
+
 /* Shared memory of the largest kernel of the problem's configuration. */
 static size_t shared_bytes(const gb_attn_problem *p)
 {
@@ -802,12 +686,10 @@ static size_t shared_bytes(const gb_attn_problem *p)
     by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
-        constexpr size_t fwd = fwd_tiles<E, DP>::fwd_bytes(), dq = bwd_tiles<E, DP>::dq_bytes(),
-                         dkv = bwd_tiles<E, DP>::dkv_bytes();
-        static_assert(fwd <= SHARED_BYTES_EVERYWHERE && dkv <= SHARED_BYTES_EVERYWHERE,
+        constexpr size_t fwd = fwd_tiles<E, DP>::fwd_bytes(), bwd = backward_bytes<E, DP>();
+        static_assert(fwd <= SHARED_BYTES_EVERYWHERE && bwd <= SHARED_BYTES_EVERYWHERE,
                       "a configuration's tiles outgrow the shared memory of some GPUs");
-        bytes = fwd > dkv ? fwd : dkv;
-        bytes = bytes > dq ? bytes : dq;
+        bytes = fwd > bwd ? fwd : bwd;
         return GB_OK;
     });
     return bytes;
@@ -924,15 +806,6 @@ static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *save
     return GB_OK;
 }
 
-/* Lets `kernel` use `bytes` of shared memory (beyond the default 48 KiB). */
-template <typename K>
-static gb_status allow_shared(const gb_host *host, K *kernel, size_t bytes)
-{
-    GB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)bytes));
-    return GB_OK;
-}
-
 static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor out, gb_tensor q,
                                gb_tensor k, gb_tensor v, void *saved, void *workspace)
 {
@@ -994,27 +867,34 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
-        using tl = bwd_tiles<E, DP>;
-        gb_status status = allow_shared(host, dq_kernel<E, DP>, tl::dq_bytes());
-        if (status == GB_OK)
-            status = allow_shared(host, dkv_kernel<E, DP>, tl::dkv_bytes());
-        if (status != GB_OK)
-            return status;
-        dq_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::dq_bytes(), stream>>>(
-            view_of(&dq), view_of(&q), view_of(&k), view_of(&v), view_of(&dout), lse2, delta, s);
-        GB_CUDA_CHECK_LAUNCH("dq_kernel (a block per query tile)");
-        dkv_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::dkv_bytes(), stream>>>(
-            view_of(&dk), view_of(&dv), view_of(&q), view_of(&k), view_of(&v), view_of(&dout),
-            lse2, delta, s);
-        GB_CUDA_CHECK_LAUNCH("dkv_kernel (a block per key tile)");
-        return GB_OK;
+        if constexpr (!std::is_same<E, float>::value) {
+            const bwd_views w = {view_of(&dq), view_of(&dk), view_of(&dv), view_of(&dout),
+                                 view_of(&q), view_of(&k), view_of(&v), lse2, delta};
+            return flash_backward_mma<E, DP>(host, w, s, p->batch * p->heads, stream);
+        } else {
+            using tl = bwd_tiles<E, DP>;
+            gb_status status = allow_shared(host, dq_kernel<E, DP>, tl::dq_bytes());
+            if (status == GB_OK)
+                status = allow_shared(host, dkv_kernel<E, DP>, tl::dkv_bytes());
+            if (status != GB_OK)
+                return status;
+            dq_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::dq_bytes(), stream>>>(
+                view_of(&dq), view_of(&q), view_of(&k), view_of(&v), view_of(&dout), lse2,
+                delta, s);
+            GB_CUDA_CHECK_LAUNCH("dq_kernel (a block per query tile)");
+            dkv_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::dkv_bytes(), stream>>>(
+                view_of(&dk), view_of(&dv), view_of(&q), view_of(&k), view_of(&v),
+                view_of(&dout), lse2, delta, s);
+            GB_CUDA_CHECK_LAUNCH("dkv_kernel (a block per key tile)");
+            return GB_OK;
+        }
     });
 }
 
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
 GB_ATTN_PLUGIN("flash", "1.1.0",
-               "FlashAttention-2 tiles on tensor cores (WMMA; f32 on CUDA cores), "
+               "FlashAttention-2 tiles on tensor cores (WMMA, mma.sync; f32 on CUDA cores), "
                "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                "bf16, f16",
                GB_DEVICE_CUDA, GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
