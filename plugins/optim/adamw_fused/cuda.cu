@@ -18,14 +18,16 @@
  * span by binary search.
  *
  * grad_norm_sq sums the squares in double in a fixed partition (NORM_BLOCKS blocks of
- * NORM_THREADS threads, each thread a fixed grid-stride subset, tree sums in shared
+ * NORM_THREADS threads, each thread a fixed grid-stride subset of 16-byte groups and at
+ * most two scalars from the unaligned ends, tree sums in shared
  * memory, then one block over the partial sums), so it is deterministic on any GPU,
  * without atomics. It rounds a double to f32 once, as the CPU's does, but adds in another
  * order: the two agree except when the double lies within a few ulps of an f32 rounding
  * boundary, and then differ by one ulp. Its partial sums live in NORM_BLOCKS doubles that
  * create() allocates through the device.
  *
- * Deliberately left out: vector loads (the groups' offsets have any alignment), AMSGrad,
+ * Deliberately left out: vector loads in the step (the spans' offsets have any alignment,
+ * and the time model already puts its scalar loads at the DRAM roofline), AMSGrad,
  * maximize. Not yet run on a GPU.
  *
  * State layout: m (n) f32 followed by v (n) f32, as on the CPU.
@@ -121,16 +123,37 @@ static __device__ double block_tree_sum(double *sums, double x, int threads)
     return sums[0];
 }
 
-/* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). */
+/* x * x in double: exact, so the order of the sums alone fixes the bits. */
+static __host__ __device__ inline double square(float x)
+{
+    const double d = x;
+    return d * d;
+}
+
+/* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). Thread
+ * t of the grid takes the 16-byte groups t, t + NORM_BLOCKS * NORM_THREADS, ... of the
+ * aligned middle of x, adding each group's four squares in order, then element t of the
+ * unaligned head and element t of the tail, if it has one. */
 static __global__ void norm_partials_kernel(double *partials, const float *x, int64_t n)
 {
     __shared__ double sums[NORM_THREADS];
+    const int64_t misaligned = (int64_t)((16 - (uintptr_t)x % 16) % 16 / sizeof(float));
+    const int64_t head = misaligned < n ? misaligned : n;
+    const int64_t groups = (n - head) / 4, tail = head + groups * 4;
+    const float4 *middle = (const float4 *)(x + head);
+    const int64_t t = blockIdx.x * (int64_t)NORM_THREADS + threadIdx.x;
     double acc = 0.0;
-    for (int64_t i = blockIdx.x * (int64_t)NORM_THREADS + threadIdx.x; i < n;
-         i += (int64_t)NORM_BLOCKS * NORM_THREADS) {
-        double xi = x[i];
-        acc += xi * xi;   // exact product: the order of the sums alone fixes the bits
+    for (int64_t i = t; i < groups; i += (int64_t)NORM_BLOCKS * NORM_THREADS) {
+        const float4 v = middle[i];
+        acc += square(v.x);
+        acc += square(v.y);
+        acc += square(v.z);
+        acc += square(v.w);
     }
+    if (t < head)
+        acc += square(x[t]);
+    if (t < n - tail)
+        acc += square(x[tail + t]);
     const double total = block_tree_sum(sums, acc, NORM_THREADS);
     if (threadIdx.x == 0)
         partials[blockIdx.x] = total;
