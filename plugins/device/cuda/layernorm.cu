@@ -25,9 +25,13 @@
 #define TILE_ROWS_MAX (CUDA_BLOCK / GB_ROW_LANES)
 /* Shared memory a block takes without opting in to more. */
 #define SMEM_DEFAULT (48u << 10)
-/* Rows per slice of a chunk in the dweight/dbias partials (two slices of this many rows
- * and CUDA_BLOCK f32 columns fit the default shared memory). */
-#define PARTIAL_ROWS 16
+/* Rows per slice of a chunk in the dweight/dbias partials: two slices of this many rows
+ * and CUDA_BLOCK f32 columns take 16 KiB, so 8 blocks of 256 threads fit an SM and the
+ * grid of GPT-2's shapes runs in one wave. */
+#define PARTIAL_ROWS 8
+/* Blocks of the partials kernel an SM must hold (its registers bounded to fit): 6 x 132
+ * SMs take GPT-2's 256 chunks x 3 column tiles in one wave. */
+#define PARTIAL_BLOCKS_PER_SM 6
 
 /* Where a block keeps its rows: `tiles` tiles of rows_per_tile rows, `stride` bytes apart
  * (gb_lane_tile_stride), after the f32 weight (and bias) of `vectors` rows of C. */
@@ -204,7 +208,8 @@ static __global__ void layernorm_backward_dx_kernel(ln_layout l, gb_dtype dtype,
  * memory PARTIAL_ROWS at a time, the block's CUDA_BLOCK columns of dout and x; thread j
  * then adds its column down the rows in order. */
 // dout, x (N, C) act; mean, rstd (N); grid (chunks, ceil(slab_cols / CUDA_BLOCK))
-static __global__ void layernorm_partials_kernel(gb_dtype dtype, double *partials, int64_t slab,
+static __global__ void __launch_bounds__(CUDA_BLOCK, PARTIAL_BLOCKS_PER_SM)
+layernorm_partials_kernel(gb_dtype dtype, double *partials, int64_t slab,
                                                  const void *dout, const void *x,
                                                  const float *mean, const float *rstd,
                                                  int64_t N, int64_t C, int64_t c0,

@@ -18,8 +18,8 @@
  * span by binary search.
  *
  * grad_norm_sq sums the squares in double in a fixed partition (NORM_BLOCKS blocks of
- * NORM_THREADS threads, each thread a fixed grid-stride subset of 16-byte groups and at
- * most two scalars from the unaligned ends, tree sums in shared
+ * NORM_THREADS threads, each block a fixed grid-stride subset of segments that it copies
+ * to shared memory in 16-byte units, each thread fixed elements of those, tree sums in shared
  * memory, then one block over the partial sums), so it is deterministic on any GPU,
  * without atomics. It rounds a double to f32 once, as the CPU's does, but adds in another
  * order: the two agree except when the double lies within a few ulps of an f32 rounding
@@ -40,6 +40,7 @@
 #include "gearbox/convert.h"
 #include "gearbox/optim.h"
 #include "optim_cuda.h"
+#include "rows.cuh"
 #include "step_args.h"
 #include "stochastic_round.h"
 
@@ -130,30 +131,28 @@ static __host__ __device__ inline double square(float x)
     return d * d;
 }
 
-/* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). Thread
- * t of the grid takes the 16-byte groups t, t + NORM_BLOCKS * NORM_THREADS, ... of the
- * aligned middle of x, adding each group's four squares in order, then element t of the
- * unaligned head and element t of the tail, if it has one. */
+/* Elements per segment of x that a block copies to shared memory at once: four per
+ * thread. */
+#define NORM_SEGMENT (4 * NORM_THREADS)
+
+/* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). Block
+ * b takes the segments b, b + NORM_BLOCKS, ... of NORM_SEGMENT elements, each copied to
+ * shared memory in 16-byte units (rows.cuh), and thread t adds the squares of the
+ * segment's elements t, t + NORM_THREADS, ... in that order. */
 static __global__ void norm_partials_kernel(double *partials, const float *x, int64_t n)
 {
     __shared__ double sums[NORM_THREADS];
-    const int64_t misaligned = (int64_t)((16 - (uintptr_t)x % 16) % 16 / sizeof(float));
-    const int64_t head = misaligned < n ? misaligned : n;
-    const int64_t groups = (n - head) / 4, tail = head + groups * 4;
-    const float4 *middle = (const float4 *)(x + head);
-    const int64_t t = blockIdx.x * (int64_t)NORM_THREADS + threadIdx.x;
+    __shared__ __align__(16) float segment[NORM_SEGMENT];
     double acc = 0.0;
-    for (int64_t i = t; i < groups; i += (int64_t)NORM_BLOCKS * NORM_THREADS) {
-        const float4 v = middle[i];
-        acc += square(v.x);
-        acc += square(v.y);
-        acc += square(v.z);
-        acc += square(v.w);
+    for (int64_t s0 = blockIdx.x * (int64_t)NORM_SEGMENT; s0 < n;
+         s0 += (int64_t)NORM_BLOCKS * NORM_SEGMENT) {
+        const int64_t count = n - s0 < NORM_SEGMENT ? n - s0 : NORM_SEGMENT;
+        __syncthreads();   // the previous segment is summed
+        gb_block_copy_rows(segment, 0, x + s0, 0, 1, count * (int64_t)sizeof(float));
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < count; i += NORM_THREADS)
+            acc += square(segment[i]);
     }
-    if (t < head)
-        acc += square(x[t]);
-    if (t < n - tail)
-        acc += square(x[tail + t]);
     const double total = block_tree_sum(sums, acc, NORM_THREADS);
     if (threadIdx.x == 0)
         partials[blockIdx.x] = total;
