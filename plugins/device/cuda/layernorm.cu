@@ -154,8 +154,44 @@ static __global__ void layernorm_forward_kernel(ln_layout l, gb_dtype dtype, voi
     }
 }
 
-/* dx += the LayerNorm's input gradient; tiles: dout, x, dx (updated in place, then
- * written back). */
+/* A row's terms of dx: its mean and rstd, and the means of dnorm and of dnorm * norm. */
+typedef struct ln_dx_terms {
+    float mean, rstd, dnorm_mean, dnorm_norm_mean;
+} ln_dx_terms;
+
+/* dx += the input gradient of the tile's rows, Per elements (one Unit) at a time read from
+ * and written to DRAM; dout and x from the tile's rows in shared memory (16-byte units
+ * there too when Per > 1). Per > 1 needs 16-byte aligned rows on both sides. */
+template <typename Unit, int Per>
+static __device__ void ln_dx_update(const ln_layout *l, unsigned char *shared, gb_dtype dtype,
+                                    void *dx, int64_t row0, int rows,
+                                    const ln_dx_terms *terms)
+{
+    const int64_t per_row = l->C / Per, size = gb_act_size(dtype);
+    const float *w = ln_vector(shared, l, 0);
+    for (int64_t u = threadIdx.x; u < rows * per_row; u += blockDim.x) {
+        const int r = (int)(u / per_row);
+        const int64_t c0 = u % per_row * Per;
+        const ln_dx_terms t = terms[r];
+        const Unit dy = *(const Unit *)(ln_tile(shared, l, 0) + r * l->stride + c0 * size);
+        const Unit xs = *(const Unit *)(ln_tile(shared, l, 1) + r * l->stride + c0 * size);
+        Unit *at = (Unit *)((char *)dx + ((row0 + r) * l->C + c0) * size);
+        Unit g = *at;
+#pragma unroll
+        for (int e = 0; e < Per; e++) {
+            const float norm = gb_ln_norm(gb_act_load(&xs, dtype, e), t.mean, t.rstd);
+            const float v = gb_act_load(&g, dtype, e) +
+                            gb_ln_dx(w[c0 + e] * gb_act_load(&dy, dtype, e), norm, t.dnorm_mean,
+                                     t.dnorm_norm_mean, t.rstd);
+            gb_act_store(&g, dtype, e, v);
+        }
+        *at = g;
+    }
+}
+
+/* dx += the LayerNorm's input gradient: dout and x in tiles 0 and 1, each row's sums by
+ * its 16 lanes in the CPU's order, then dx updated in place in DRAM, 16 bytes at a time
+ * where its rows are aligned. */
 // dx (N, C) act +=; dout, x (N, C) act; weight (C); mean, rstd (N)
 static __global__ void layernorm_backward_dx_kernel(ln_layout l, gb_dtype dtype, void *dx,
                                                     const void *dout, const void *x,
@@ -163,22 +199,22 @@ static __global__ void layernorm_backward_dx_kernel(ln_layout l, gb_dtype dtype,
                                                     const float *rstd, int64_t N)
 {
     extern __shared__ __align__(16) unsigned char ln_shared[];
+    __shared__ ln_dx_terms terms[TILE_ROWS_MAX];
     ln_load_vectors(ln_shared, &l, weight, NULL);
     const float *w = ln_vector(ln_shared, &l, 0);
     const int group = (int)threadIdx.x / GB_ROW_LANES;
     const int64_t C = l.C;
+    const bool wide = ((uintptr_t)dx | (uint64_t)l.row_bytes) % 16 == 0;
     for (int64_t row0 = (int64_t)blockIdx.x * l.rows_per_tile; row0 < N;
          row0 += (int64_t)gridDim.x * l.rows_per_tile) {
         const int rows = (int)(N - row0 < l.rows_per_tile ? N - row0 : l.rows_per_tile);
-        __syncthreads();   // the previous tile is written out, the weight is in
+        __syncthreads();   // the previous tile is used up, the weight is in
         ln_load_rows(ln_shared, &l, 0, dout, row0, rows);
         ln_load_rows(ln_shared, &l, 1, x, row0, rows);
-        ln_load_rows(ln_shared, &l, 2, dx, row0, rows);
         __syncthreads();
         if (group < rows) {
             const unsigned char *dy = ln_tile(ln_shared, &l, 0) + group * l.stride;
             const unsigned char *xs = ln_tile(ln_shared, &l, 1) + group * l.stride;
-            unsigned char *g = ln_tile(ln_shared, &l, 2) + group * l.stride;
             const float m = mean[row0 + group], s = rstd[row0 + group];
             /* sum of weight * dout, and of weight * dout * (x - mean): the means of dnorm
              * and of dnorm * norm, up to the factors applied below */
@@ -190,16 +226,18 @@ static __global__ void layernorm_backward_dx_kernel(ln_layout l, gb_dtype dtype,
             }
             const float dnorm_mean = gb_lanes_fold_f32(dot) / (float)C;
             const float dnorm_norm_mean = gb_lanes_fold_f32(centred) * s / (float)C;
-            for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
-                const float norm = gb_ln_norm(gb_act_load(xs, dtype, c), m, s);
-                const float v = gb_act_load(g, dtype, c) +
-                                gb_ln_dx(w[c] * gb_act_load(dy, dtype, c), norm, dnorm_mean,
-                                         dnorm_norm_mean, s);
-                gb_act_store(g, dtype, c, v);
-            }
+            if (gb_lane() == 0)
+                terms[group] = ln_dx_terms{m, s, dnorm_mean, dnorm_norm_mean};
         }
         __syncthreads();
-        ln_store_rows(dx, ln_shared, &l, 2, row0, rows);
+        if (dtype == GB_F32 && wide)
+            ln_dx_update<uint4, 4>(&l, ln_shared, dtype, dx, row0, rows, terms);
+        else if (wide)
+            ln_dx_update<uint4, 8>(&l, ln_shared, dtype, dx, row0, rows, terms);
+        else if (dtype == GB_F32)
+            ln_dx_update<float, 1>(&l, ln_shared, dtype, dx, row0, rows, terms);
+        else
+            ln_dx_update<uint16_t, 1>(&l, ln_shared, dtype, dx, row0, rows, terms);
     }
 }
 
@@ -338,7 +376,7 @@ extern "C" gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *d
     if (st != GB_OK || N == 0 || C == 0)
         return st;
     ln_layout l;
-    if ((st = ln_plan(dev, layernorm_backward_dx_kernel, dtype, C, 3, 1, &l)) !=
+    if ((st = ln_plan(dev, layernorm_backward_dx_kernel, dtype, C, 2, 1, &l)) !=
         GB_OK)
         return st;
     layernorm_backward_dx_kernel<<<ln_blocks(dev, &l, N), l.rows_per_tile * GB_ROW_LANES,
