@@ -3,11 +3,13 @@
  *
  * Every kernel reads its rows from DRAM once: a block copies a tile of whole rows into
  * shared memory in 16-byte units (rows.cuh), works on the tile there, and writes its
- * results back the same way. Within the tile each row gets a group of 16 lanes (half a
- * warp, lanes.cuh): lane j reads columns j, j + 16, ... and the row's sums fold as
- * kernels/common/reduce_order.h says, so the mean, rstd, outputs and dx have the CPU
- * device's bits. The weight and bias are copied to shared memory once per block, and the
- * blocks (no more than the GPU holds at once) loop over the tiles.
+ * results back the same way (dx, which the backward adds to, is read and written in
+ * place, 16 bytes at a time, once the row sums are known). Within the tile each row gets
+ * a group of 16 lanes (half a warp, lanes.cuh): lane j reads columns j, j + 16, ... and
+ * the row's sums fold as kernels/common/reduce_order.h says, so the mean, rstd, outputs
+ * and dx have the CPU device's bits. The weight and bias are copied to shared memory
+ * once per block, and the blocks (no more than the GPU holds at once) loop over the
+ * tiles.
  *
  * dweight and dbias sum over rows in reduce.cu's two passes: chunks of GB_CHUNK_ROWS rows
  * into double partials (a block per chunk and 256 columns, the chunk's rows copied to
