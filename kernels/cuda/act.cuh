@@ -5,7 +5,7 @@
  * Conversions are gearbox/convert.h's, bit for bit the CPU kernels' (widening exact,
  * narrowing to nearest even, NaN kept quiet), rather than the CUDA intrinsics, so a CUDA
  * kernel that computes an element the way the CPU does stores the same 16 bits. No
- * vectorised (128-bit) access: kernels that want it do their own.
+ * vectorised (128-bit) access here: rows.cuh moves whole rows in 16-byte units.
  */
 #ifndef GEARBOX_KERNELS_CUDA_ACT_CUH
 #define GEARBOX_KERNELS_CUDA_ACT_CUH
@@ -14,6 +14,12 @@
 
 #include "gearbox/convert.h"
 #include "gearbox/tensor.h"
+
+/* Bytes per element of an activation dtype (f32, bf16 or f16), on either side. */
+static __host__ __device__ __forceinline__ int64_t gb_act_size(gb_dtype dtype)
+{
+    return dtype == GB_F32 ? 4 : 2;
+}
 
 /* Element i of the activation buffer p, as f32. */
 static __device__ __forceinline__ float gb_act_load(const void *p, gb_dtype dtype, int64_t i)

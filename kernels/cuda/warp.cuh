@@ -1,6 +1,6 @@
-/* Sums and maxima across the 32 lanes of a warp by a fixed xor butterfly: every lane ends
- * with the same bits (float addition is commutative, and each stage pairs the same
- * partners), run after run. Header-only, for .cu files.
+/* Sums, maxima and ballots across the 32 lanes of a warp by a fixed xor butterfly: every
+ * lane ends with the same bits (float addition is commutative, and each stage pairs the
+ * same partners), run after run. Header-only, for .cu files.
  */
 #ifndef GEARBOX_KERNELS_CUDA_WARP_CUH
 #define GEARBOX_KERNELS_CUDA_WARP_CUH
@@ -19,6 +19,16 @@ static __device__ __forceinline__ float gb_warp_max(float x)
     for (int offset = GB_WARP / 2; offset > 0; offset /= 2)
         x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
     return x;
+}
+
+/* Bit l set where lane l passed `mine`, in every lane (a ballot by an xor butterfly of
+ * shuffles); every lane of the warp calls it. */
+static __device__ __forceinline__ unsigned gb_warp_ballot(bool mine)
+{
+    unsigned bits = mine ? 1u << (threadIdx.x % GB_WARP) : 0u;
+    for (int offset = 1; offset < GB_WARP; offset *= 2)
+        bits |= __shfl_xor_sync(0xffffffffu, bits, offset);
+    return bits;
 }
 
 #endif /* GEARBOX_KERNELS_CUDA_WARP_CUH */

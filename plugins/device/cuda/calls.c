@@ -41,3 +41,17 @@ unsigned cuda_blocks(int64_t n)
     int64_t blocks = (n + CUDA_BLOCK - 1) / CUDA_BLOCK;
     return (unsigned)(blocks < 1 ? 1 : blocks > most ? most : blocks);
 }
+
+unsigned cuda_resident_blocks(const cuda_device *dev, int64_t tiles, int threads,
+                              size_t smem_bytes)
+{
+    /* sm_80 and sm_90: 2048 threads and 32 blocks per SM; the SM's shared memory is the
+     * opt-in limit plus the 1 KiB reserved per block */
+    const size_t reserved = 1024;
+    int64_t per_sm = 2048 / threads;
+    const int64_t by_smem = (int64_t)((dev->smem_optin + reserved) / (smem_bytes + reserved));
+    per_sm = per_sm < by_smem ? per_sm : by_smem;
+    per_sm = per_sm > 32 ? 32 : per_sm < 1 ? 1 : per_sm;
+    const int64_t most = per_sm * dev->sm_count;
+    return (unsigned)(tiles < 1 ? 1 : tiles < most ? tiles : most);
+}

@@ -28,6 +28,8 @@ typedef struct cuda_device {
     int ordinal;                /* the GPU, as cudaSetDevice numbers it */
     int cc_major, cc_minor;
     int sm_count;
+    size_t smem_optin;          /* cudaDeviceProp.sharedMemPerBlockOptin: an SM's shared
+                                   memory less the 1 KiB it reserves per block */
     char name[128];             /* cudaDeviceProp.name */
     uint64_t memory_bytes;      /* cudaDeviceProp.totalGlobalMem */
     cudaStream_t compute;       /* the compute stream (gb_device_ctx.stream) */
@@ -59,6 +61,12 @@ gb_status cuda_begin(cuda_device *dev, const char *kernel, gb_dtype dtype, int64
                      int64_t cols);
 /* Blocks for a 1-D launch over n elements, capped (kernels stride over the rest). */
 unsigned cuda_blocks(int64_t n);
+/* Blocks for a kernel whose blocks loop over `tiles` tiles, each block loading what every
+ * tile shares once: one per tile, but no more than the GPU holds at once (by threads and
+ * shared memory per SM), so every block is resident and the shared data is read once per
+ * block rather than once per tile. */
+unsigned cuda_resident_blocks(const cuda_device *dev, int64_t tiles, int threads,
+                              size_t smem_bytes);
 
 /* ---- kernels: the gb_device_ops entries (one .cu file each) ---- */
 gb_status cuda_matmul_open(cuda_device *dev);

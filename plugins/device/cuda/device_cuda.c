@@ -91,6 +91,7 @@ static gb_status open_gpu(cuda_device *dev)
     dev->cc_major = prop.major;
     dev->cc_minor = prop.minor;
     dev->sm_count = prop.multiProcessorCount;
+    dev->smem_optin = prop.sharedMemPerBlockOptin;
     dev->memory_bytes = prop.totalGlobalMem;
     if (prop.major < 8) {
         host->set_error(host, "device/cuda needs a GPU of compute capability 8.0 (Ampere) or "

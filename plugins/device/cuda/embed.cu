@@ -4,8 +4,9 @@
  * tokens repeat, deterministically and without float atomics: every element dwte[v, c] is
  * owned by one thread, which walks all positions in increasing order and adds the rows
  * whose token is v. Threads are grouped as a warp per 32 columns and per residue h of the
- * token modulo H (H a multiple of 8, from the sizes only); the warp scans the tokens (a
- * tile at a time from shared memory) and handles the positions whose token is h mod H, so
+ * token modulo H (H a multiple of 8, from the sizes and the GPU's SM count only); the warp
+ * scans the tokens (a tile at a time from shared memory, 32 positions per step, a ballot
+ * saying which it owns) and handles the positions whose token is h mod H in order, so
  * each token id has exactly one owner per column. dwpe[t, c] is one thread summing over
  * the batch in order. These are the CPU device's orders (each element summed in position
  * order from its old value), so f32 results have its bits. Token ids are trusted to lie in
@@ -14,6 +15,7 @@
 #include "act.cuh"
 #include "cuda_device.h"
 #include "cuda_status.h"
+#include "warp.cuh"
 
 /* Tokens per tile of the backward scan (in shared memory). */
 #define TOKEN_TILE 1024
@@ -38,24 +40,27 @@ static __global__ void embed_backward_wte_kernel(gb_dtype dtype, float *dwte, co
                                                  const int32_t *tokens, int64_t BT, int64_t C)
 {
     __shared__ int32_t tile_token[TOKEN_TILE];
-    __shared__ int32_t tile_owner[TOKEN_TILE];
     const int H = (int)gridDim.y * SCAN_WARPS;
     const int h = (int)blockIdx.y * SCAN_WARPS + (int)threadIdx.x / 32;
-    const int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x % 32;
+    const int lane = (int)threadIdx.x % 32;
+    const int64_t c = (int64_t)blockIdx.x * 32 + lane;
     for (int64_t p0 = 0; p0 < BT; p0 += TOKEN_TILE) {
         const int len = (int)(BT - p0 < TOKEN_TILE ? BT - p0 : TOKEN_TILE);
         __syncthreads();   // the previous tile is no longer read
-        for (int j = (int)threadIdx.x; j < len; j += (int)blockDim.x) {
-            const int32_t token = tokens[p0 + j];
-            tile_token[j] = token;
-            tile_owner[j] = token % H;
-        }
+        for (int j = (int)threadIdx.x; j < len; j += (int)blockDim.x)
+            tile_token[j] = tokens[p0 + j];
         __syncthreads();
-        if (c >= C)
-            continue;
-        for (int j = 0; j < len; j++)
-            if (tile_owner[j] == h)
-                dwte[(int64_t)tile_token[j] * C + c] += gb_act_load(dout, dtype, (p0 + j) * C + c);
+        /* 32 positions at a time: which of them the warp owns, then those in order */
+        for (int j0 = 0; j0 < len; j0 += 32) {
+            const int j = j0 + lane;
+            const unsigned owned = gb_warp_ballot(j < len && tile_token[j] % H == h);
+            if (c >= C)
+                continue;
+            for (int l = 0; l < 32; l++)
+                if (owned >> l & 1u)
+                    dwte[(int64_t)tile_token[j0 + l] * C + c] +=
+                        gb_act_load(dout, dtype, (p0 + j0 + l) * C + c);
+        }
     }
 }
 
@@ -97,11 +102,14 @@ extern "C" gb_status cuda_embed_backward(void *self, gb_dtype dtype, float *dwte
     gb_status st = cuda_begin(dev, "embed_backward", dtype, B * T, C);
     if (st != GB_OK || B * T * C == 0)
         return st;
-    /* about 2048 warps in all: enough to fill a large GPU, few enough that the scan of
-     * every token by every warp stays cheap */
-    const int64_t column_tiles = (C + 31) / 32;
-    int64_t groups = (256 + column_tiles - 1) / column_tiles;
-    groups = groups < 1 ? 1 : groups > 16 ? 16 : groups;
+    /* as many residues as fill the GPU once (8 blocks of 256 threads per SM), but no more
+     * than leave each warp about 32 positions to own (one ballot's worth): every warp reads
+     * every token id, so a residue with less to do costs more than it saves */
+    const int64_t column_tiles = (C + 31) / 32, positions = B * T;
+    int64_t groups = ((int64_t)dev->sm_count * 8 + column_tiles - 1) / column_tiles;
+    const int64_t useful = positions / (SCAN_WARPS * 32);
+    groups = groups > useful ? useful : groups;
+    groups = groups < 1 ? 1 : groups;
     dim3 grid((unsigned)column_tiles, (unsigned)groups);
     embed_backward_wte_kernel<<<grid, SCAN_WARPS * 32, 0, dev->compute>>>(dtype, dwte, dout,
                                                                           tokens, B * T, C);

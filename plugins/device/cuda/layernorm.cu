@@ -1,155 +1,359 @@
 /* LayerNorm on the CUDA device, forward (alone, or after the residual add it follows) and
  * backward (biased variance, as PyTorch and llm.c; the formulas of kernels/common/layernorm.h).
  *
- * Each row gets a group of 16 lanes (half a warp, lanes.cuh): lane j reads columns j,
- * j + 16, ... and the row's sums fold as kernels/common/reduce_order.h says, so the mean,
- * rstd, outputs and dx have the CPU device's bits. dweight and dbias sum over rows in
- * reduce.cu's two passes (chunks of GB_CHUNK_ROWS rows into double partials, then the
- * partials in chunk order), again the CPU's order. The rows are read once per statistic
- * (from L1/L2 after the first): a row of GPT widths does not fit the 16 lanes' registers.
+ * Every kernel reads its rows from DRAM once: a block copies a tile of whole rows into
+ * shared memory in 16-byte units (rows.cuh), works on the tile there, and writes its
+ * results back the same way (dx, which the backward adds to, is read and written in
+ * place, 16 bytes at a time, once the row sums are known). Within the tile each row gets
+ * a group of 16 lanes (half a warp, lanes.cuh): lane j reads columns j, j + 16, ... and
+ * the row's sums fold as kernels/common/reduce_order.h says, so the mean, rstd, outputs
+ * and dx have the CPU device's bits. The weight and bias are copied to shared memory
+ * once per block, and the blocks (no more than the GPU holds at once) loop over the
+ * tiles.
+ *
+ * dweight and dbias sum over rows in reduce.cu's two passes: chunks of GB_CHUNK_ROWS rows
+ * into double partials (a block per chunk and 256 columns, the chunk's rows copied to
+ * shared memory a slice at a time), then the partials in chunk order (cuda_add_partials),
+ * again the CPU's order.
  */
 #include "act.cuh"
 #include "cuda_device.h"
 #include "cuda_status.h"
 #include "lanes.cuh"
 #include "layernorm.h"
+#include "rows.cuh"
 
-/* Rows per block: one per group of 16 lanes. */
-#define ROWS_PER_BLOCK (CUDA_BLOCK / GB_ROW_LANES)
+/* Rows per tile at most (one group of 16 lanes each: 256 threads). */
+#define TILE_ROWS_MAX (CUDA_BLOCK / GB_ROW_LANES)
+/* Shared memory a block takes without opting in to more. */
+#define SMEM_DEFAULT (48u << 10)
+/* Rows per slice of a chunk in the dweight/dbias partials: two slices of this many rows
+ * and CUDA_BLOCK f32 columns take 16 KiB, so 8 blocks of 256 threads fit an SM and the
+ * grid of GPT-2's shapes runs in one wave. */
+#define PARTIAL_ROWS 8
+/* Blocks of the partials kernel an SM must hold (its registers bounded to fit): 6 x 132
+ * SMs take GPT-2's 256 chunks x 3 column tiles in one wave. */
+#define PARTIAL_BLOCKS_PER_SM 6
+
+/* Where a block keeps its rows: `tiles` tiles of rows_per_tile rows, `stride` bytes apart
+ * (gb_lane_tile_stride), after the f32 weight (and bias) of `vectors` rows of C. */
+typedef struct ln_layout {
+    int64_t C, stride, row_bytes, vector_bytes;
+    int rows_per_tile, tiles, vectors;
+} ln_layout;
+
+static __host__ __device__ size_t ln_shared_bytes(const ln_layout *l)
+{
+    return (size_t)(l->vectors * l->vector_bytes + l->tiles * l->rows_per_tile * l->stride);
+}
+
+/* Tile t's rows (t < l->tiles) in the block's shared memory. */
+static __device__ unsigned char *ln_tile(unsigned char *shared, const ln_layout *l, int t)
+{
+    return shared + l->vectors * l->vector_bytes + (int64_t)t * l->rows_per_tile * l->stride;
+}
+
+/* The block's copy of vector v (weight 0, bias 1), f32. */
+static __device__ float *ln_vector(unsigned char *shared, const ln_layout *l, int v)
+{
+    return (float *)(shared + v * l->vector_bytes);
+}
+
+/* Copies the f32 vectors (NULL ones skipped) into shared memory once per block. */
+static __device__ void ln_load_vectors(unsigned char *shared, const ln_layout *l,
+                                       const float *weight, const float *bias)
+{
+    gb_block_copy_rows(ln_vector(shared, l, 0), 0, weight, 0, 1, l->C * 4);
+    if (bias)
+        gb_block_copy_rows(ln_vector(shared, l, 1), 0, bias, 0, 1, l->C * 4);
+}
+
+/* Rows [row0, row0 + rows) of src into tile t, or back from it into dst. */
+static __device__ void ln_load_rows(unsigned char *shared, const ln_layout *l, int t,
+                                    const void *src, int64_t row0, int rows)
+{
+    gb_block_copy_rows(ln_tile(shared, l, t), l->stride,
+                       (const char *)src + row0 * l->row_bytes, l->row_bytes, rows,
+                       l->row_bytes);
+}
+
+static __device__ void ln_store_rows(void *dst, unsigned char *shared, const ln_layout *l,
+                                     int t, int64_t row0, int rows)
+{
+    gb_block_copy_rows((char *)dst + row0 * l->row_bytes, l->row_bytes, ln_tile(shared, l, t),
+                       l->stride, rows, l->row_bytes);
+}
 
 /* LayerNorm of one row given its sum (each lane's share, before the fold): the lanes of
- * the row's group finish the mean, then rstd and the outputs. */
-// out, x (N, C) act; weight (C); bias (C) or NULL; mean, rstd (N)
+ * the row's group finish the mean, then rstd and the outputs. x and out are the row in
+ * shared memory (out may be x: each element is read before the same lane writes it). */
+// out, x (C) act; weight (C); bias (C) or NULL; mean, rstd: the row's
 static __device__ void layernorm_row(gb_dtype dtype, void *out, float *mean, float *rstd,
                                      const void *x, const float *weight, const float *bias,
-                                     int64_t row, int64_t C, float eps, float lane_sum)
+                                     int64_t C, float eps, float lane_sum)
 {
-    const int64_t base = row * C;
     const float m = gb_lanes_fold_f32(lane_sum) / (float)C;
     float sq = 0.0f;
     for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
-        const float d = gb_act_load(x, dtype, base + c) - m;
+        const float d = gb_act_load(x, dtype, c) - m;
         sq = fmaf(d, d, sq);
     }
     const float s = gb_ln_rstd(gb_lanes_fold_f32(sq), C, eps);
     for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
-        const float v = gb_ln_norm(gb_act_load(x, dtype, base + c), m, s) * weight[c];
-        gb_act_store(out, dtype, base + c, bias ? v + bias[c] : v);
+        const float v = gb_ln_norm(gb_act_load(x, dtype, c), m, s) * weight[c];
+        gb_act_store(out, dtype, c, bias ? v + bias[c] : v);
     }
     if (gb_lane() == 0) {
-        mean[row] = m;
-        rstd[row] = s;
+        *mean = m;
+        *rstd = s;
     }
 }
 
-// out, x (N, C) act; weight (C); bias (C) or NULL; mean, rstd (N)
-static __global__ void layernorm_forward_kernel(gb_dtype dtype, void *out, float *mean,
-                                                float *rstd, const void *x,
+/* LayerNorm forward, or (b set) the residual add and the LayerNorm after it: each lane
+ * adds its columns, keeps the sum rounded to dtype (tile 0, later written to `sum`) and
+ * adds that rounded value to the row's sum, so the statistics and outputs are those of
+ * the stored sum. The outputs go to tile 1 after an add (tile 0 holds the sum), else over
+ * the inputs in tile 0. */
+// out, a (N, C) act; b, sum (N, C) act or NULL (sum may alias a or b); weight (C);
+// bias (C) or NULL; mean, rstd (N)
+static __global__ void layernorm_forward_kernel(ln_layout l, gb_dtype dtype, void *out,
+                                                void *sum, float *mean, float *rstd,
+                                                const void *a, const void *b,
                                                 const float *weight, const float *bias,
-                                                int64_t N, int64_t C, float eps)
+                                                int64_t N, float eps)
 {
-    const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / GB_ROW_LANES;
-    if (row >= N)
-        return;
-    float sum = 0.0f;
-    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES)
-        sum += gb_act_load(x, dtype, row * C + c);
-    layernorm_row(dtype, out, mean, rstd, x, weight, bias, row, C, eps, sum);
-}
-
-/* The residual add and the LayerNorm after it: each lane adds its columns, stores the sum
- * rounded to dtype and adds that rounded value to the row's sum, so the statistics and
- * outputs are layernorm_forward_kernel's of the stored sum. The later passes read the sum
- * back from the columns the same thread wrote. */
-// sum, a, b, out (N, C) act (sum may alias a or b); weight (C); bias (C) or NULL; mean, rstd (N)
-static __global__ void add_layernorm_forward_kernel(gb_dtype dtype, void *sum, void *out,
-                                                    float *mean, float *rstd, const void *a,
-                                                    const void *b, const float *weight,
-                                                    const float *bias, int64_t N, int64_t C,
-                                                    float eps)
-{
-    const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / GB_ROW_LANES;
-    if (row >= N)
-        return;
-    float lane_sum = 0.0f;
-    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
-        const int64_t i = row * C + c;
-        const float v = gb_act_round(dtype, gb_act_load(a, dtype, i) + gb_act_load(b, dtype, i));
-        gb_act_store(sum, dtype, i, v);
-        lane_sum += v;
+    extern __shared__ __align__(16) unsigned char ln_shared[];
+    ln_load_vectors(ln_shared, &l, weight, bias);
+    const int group = (int)threadIdx.x / GB_ROW_LANES;
+    for (int64_t row0 = (int64_t)blockIdx.x * l.rows_per_tile; row0 < N;
+         row0 += (int64_t)gridDim.x * l.rows_per_tile) {
+        const int rows = (int)(N - row0 < l.rows_per_tile ? N - row0 : l.rows_per_tile);
+        __syncthreads();   // the previous tile is written out, the vectors are in
+        ln_load_rows(ln_shared, &l, 0, a, row0, rows);
+        if (b)
+            ln_load_rows(ln_shared, &l, 1, b, row0, rows);
+        __syncthreads();
+        if (group < rows) {
+            unsigned char *x = ln_tile(ln_shared, &l, 0) + group * l.stride;
+            unsigned char *y = b ? ln_tile(ln_shared, &l, 1) + group * l.stride : x;
+            float lane_sum = 0.0f;
+            for (int64_t c = gb_lane(); c < l.C; c += GB_ROW_LANES) {
+                float v = gb_act_load(x, dtype, c);
+                if (b) {
+                    v = gb_act_round(dtype, v + gb_act_load(y, dtype, c));
+                    gb_act_store(x, dtype, c, v);
+                }
+                lane_sum += v;
+            }
+            const int64_t row = row0 + group;
+            layernorm_row(dtype, y, mean + row, rstd + row, x, ln_vector(ln_shared, &l, 0),
+                          bias ? ln_vector(ln_shared, &l, 1) : NULL, l.C, eps, lane_sum);
+        }
+        __syncthreads();
+        if (b)
+            ln_store_rows(sum, ln_shared, &l, 0, row0, rows);
+        ln_store_rows(out, ln_shared, &l, b ? 1 : 0, row0, rows);
     }
-    layernorm_row(dtype, out, mean, rstd, sum, weight, bias, row, C, eps, lane_sum);
 }
 
+/* A row's terms of dx: its mean and rstd, and the means of dnorm and of dnorm * norm. */
+typedef struct ln_dx_terms {
+    float mean, rstd, dnorm_mean, dnorm_norm_mean;
+} ln_dx_terms;
+
+/* dx += the input gradient of the tile's rows, Per elements (one Unit) at a time read from
+ * and written to DRAM; dout and x from the tile's rows in shared memory (16-byte units
+ * there too when Per > 1). Per > 1 needs 16-byte aligned rows on both sides. */
+template <typename Unit, int Per>
+static __device__ void ln_dx_update(const ln_layout *l, unsigned char *shared, gb_dtype dtype,
+                                    void *dx, int64_t row0, int rows,
+                                    const ln_dx_terms *terms)
+{
+    const int64_t per_row = l->C / Per, size = gb_act_size(dtype);
+    const float *w = ln_vector(shared, l, 0);
+    for (int64_t u = threadIdx.x; u < rows * per_row; u += blockDim.x) {
+        const int r = (int)(u / per_row);
+        const int64_t c0 = u % per_row * Per;
+        const ln_dx_terms t = terms[r];
+        const Unit dy = *(const Unit *)(ln_tile(shared, l, 0) + r * l->stride + c0 * size);
+        const Unit xs = *(const Unit *)(ln_tile(shared, l, 1) + r * l->stride + c0 * size);
+        Unit *at = (Unit *)((char *)dx + ((row0 + r) * l->C + c0) * size);
+        Unit g = *at;
+#pragma unroll
+        for (int e = 0; e < Per; e++) {
+            const float norm = gb_ln_norm(gb_act_load(&xs, dtype, e), t.mean, t.rstd);
+            const float v = gb_act_load(&g, dtype, e) +
+                            gb_ln_dx(w[c0 + e] * gb_act_load(&dy, dtype, e), norm, t.dnorm_mean,
+                                     t.dnorm_norm_mean, t.rstd);
+            gb_act_store(&g, dtype, e, v);
+        }
+        *at = g;
+    }
+}
+
+/* dx += the LayerNorm's input gradient: dout and x in tiles 0 and 1, each row's sums by
+ * its 16 lanes in the CPU's order, then dx updated in place in DRAM, 16 bytes at a time
+ * where its rows are aligned. */
 // dx (N, C) act +=; dout, x (N, C) act; weight (C); mean, rstd (N)
-static __global__ void layernorm_backward_dx_kernel(gb_dtype dtype, void *dx, const void *dout,
-                                                    const void *x, const float *weight,
-                                                    const float *mean, const float *rstd,
-                                                    int64_t N, int64_t C)
+static __global__ void layernorm_backward_dx_kernel(ln_layout l, gb_dtype dtype, void *dx,
+                                                    const void *dout, const void *x,
+                                                    const float *weight, const float *mean,
+                                                    const float *rstd, int64_t N)
 {
-    const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / GB_ROW_LANES;
-    if (row >= N)
-        return;
-    const int64_t base = row * C;
-    const float m = mean[row], s = rstd[row];
-    /* sum of weight * dout, and of weight * dout * (x - mean): the means of dnorm and of
-     * dnorm * norm, up to the factors applied below */
-    float dot = 0.0f, centred = 0.0f;
-    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
-        const float w = weight[c], d = gb_act_load(dout, dtype, base + c);
-        dot = fmaf(w, d, dot);
-        centred = fmaf(w * d, gb_act_load(x, dtype, base + c) - m, centred);
-    }
-    const float dnorm_mean = gb_lanes_fold_f32(dot) / (float)C;
-    const float dnorm_norm_mean = gb_lanes_fold_f32(centred) * s / (float)C;
-    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
-        const float d = gb_act_load(dout, dtype, base + c);
-        const float norm = gb_ln_norm(gb_act_load(x, dtype, base + c), m, s);
-        const float v = gb_act_load(dx, dtype, base + c) +
-                        gb_ln_dx(weight[c] * d, norm, dnorm_mean, dnorm_norm_mean, s);
-        gb_act_store(dx, dtype, base + c, v);
+    extern __shared__ __align__(16) unsigned char ln_shared[];
+    __shared__ ln_dx_terms terms[TILE_ROWS_MAX];
+    ln_load_vectors(ln_shared, &l, weight, NULL);
+    const float *w = ln_vector(ln_shared, &l, 0);
+    const int group = (int)threadIdx.x / GB_ROW_LANES;
+    const int64_t C = l.C;
+    const bool wide = ((uintptr_t)dx | (uint64_t)l.row_bytes) % 16 == 0;
+    for (int64_t row0 = (int64_t)blockIdx.x * l.rows_per_tile; row0 < N;
+         row0 += (int64_t)gridDim.x * l.rows_per_tile) {
+        const int rows = (int)(N - row0 < l.rows_per_tile ? N - row0 : l.rows_per_tile);
+        __syncthreads();   // the previous tile is used up, the weight is in
+        ln_load_rows(ln_shared, &l, 0, dout, row0, rows);
+        ln_load_rows(ln_shared, &l, 1, x, row0, rows);
+        __syncthreads();
+        if (group < rows) {
+            const unsigned char *dy = ln_tile(ln_shared, &l, 0) + group * l.stride;
+            const unsigned char *xs = ln_tile(ln_shared, &l, 1) + group * l.stride;
+            const float m = mean[row0 + group], s = rstd[row0 + group];
+            /* sum of weight * dout, and of weight * dout * (x - mean): the means of dnorm
+             * and of dnorm * norm, up to the factors applied below */
+            float dot = 0.0f, centred = 0.0f;
+            for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
+                const float d = gb_act_load(dy, dtype, c);
+                dot = fmaf(w[c], d, dot);
+                centred = fmaf(w[c] * d, gb_act_load(xs, dtype, c) - m, centred);
+            }
+            const float dnorm_mean = gb_lanes_fold_f32(dot) / (float)C;
+            const float dnorm_norm_mean = gb_lanes_fold_f32(centred) * s / (float)C;
+            if (gb_lane() == 0)
+                terms[group] = ln_dx_terms{m, s, dnorm_mean, dnorm_norm_mean};
+        }
+        __syncthreads();
+        if (dtype == GB_F32 && wide)
+            ln_dx_update<uint4, 4>(&l, ln_shared, dtype, dx, row0, rows, terms);
+        else if (wide)
+            ln_dx_update<uint4, 8>(&l, ln_shared, dtype, dx, row0, rows, terms);
+        else if (dtype == GB_F32)
+            ln_dx_update<float, 1>(&l, ln_shared, dtype, dx, row0, rows, terms);
+        else
+            ln_dx_update<uint16_t, 1>(&l, ln_shared, dtype, dx, row0, rows, terms);
     }
 }
 
 /* Pass one of dweight and dbias: partials (chunks, 2 slab), each chunk's dweight terms
- * then its dbias terms, for columns c0 .. c0 + slab_cols. */
+ * then its dbias terms, for columns c0 .. c0 + slab_cols. The chunk's rows reach shared
+ * memory PARTIAL_ROWS at a time, the block's CUDA_BLOCK columns of dout and x; thread j
+ * then adds its column down the rows in order. */
 // dout, x (N, C) act; mean, rstd (N); grid (chunks, ceil(slab_cols / CUDA_BLOCK))
-static __global__ void layernorm_partials_kernel(gb_dtype dtype, double *partials, int64_t slab,
+static __global__ void __launch_bounds__(CUDA_BLOCK, PARTIAL_BLOCKS_PER_SM)
+layernorm_partials_kernel(gb_dtype dtype, double *partials, int64_t slab,
                                                  const void *dout, const void *x,
                                                  const float *mean, const float *rstd,
                                                  int64_t N, int64_t C, int64_t c0,
                                                  int64_t slab_cols)
 {
+    __shared__ __align__(16) float dout_rows[PARTIAL_ROWS * CUDA_BLOCK];
+    __shared__ __align__(16) float x_rows[PARTIAL_ROWS * CUDA_BLOCK];
+    __shared__ float row_mean[GB_CHUNK_ROWS], row_rstd[GB_CHUNK_ROWS];
     const int64_t chunk = blockIdx.x, chunks = gridDim.x;
-    const int64_t j = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
-    if (j >= slab_cols)
-        return;
+    const int64_t col0 = c0 + (int64_t)blockIdx.y * CUDA_BLOCK;
+    const int64_t width = slab_cols - (int64_t)blockIdx.y * CUDA_BLOCK < CUDA_BLOCK
+                              ? slab_cols - (int64_t)blockIdx.y * CUDA_BLOCK
+                              : CUDA_BLOCK;
+    const int64_t size = gb_act_size(dtype);
+    const int64_t begin = gb_chunk_begin(N, chunk, chunks);
     const int64_t end = gb_chunk_begin(N, chunk + 1, chunks);
-    double pw = 0.0, pb = 0.0;
-    for (int64_t row = gb_chunk_begin(N, chunk, chunks); row < end; row++) {
-        const int64_t i = row * C + c0 + j;
-        const float d = gb_act_load(dout, dtype, i);
-        pw += (double)(gb_ln_norm(gb_act_load(x, dtype, i), mean[row], rstd[row]) * d);
-        pb += (double)d;
+    for (int64_t r = threadIdx.x; r < end - begin; r += blockDim.x) {
+        row_mean[r] = mean[begin + r];
+        row_rstd[r] = rstd[begin + r];
     }
-    partials[chunk * 2 * slab + j] = pw;
-    partials[chunk * 2 * slab + slab + j] = pb;
+    const int j = (int)threadIdx.x;
+    double pw = 0.0, pb = 0.0;
+    for (int64_t r0 = begin; r0 < end; r0 += PARTIAL_ROWS) {
+        const int rows = (int)(end - r0 < PARTIAL_ROWS ? end - r0 : PARTIAL_ROWS);
+        __syncthreads();   // the previous slice is summed, the statistics are in
+        gb_block_copy_rows(dout_rows, width * size, (const char *)dout + (r0 * C + col0) * size,
+                           C * size, rows, width * size);
+        gb_block_copy_rows(x_rows, width * size, (const char *)x + (r0 * C + col0) * size,
+                           C * size, rows, width * size);
+        __syncthreads();
+        if (j >= width)
+            continue;
+        for (int r = 0; r < rows; r++) {
+            const float d = gb_act_load(dout_rows, dtype, r * width + j);
+            const float norm = gb_ln_norm(gb_act_load(x_rows, dtype, r * width + j),
+                                          row_mean[r0 - begin + r], row_rstd[r0 - begin + r]);
+            pw += (double)(norm * d);
+            pb += (double)d;
+        }
+    }
+    if (j >= width)
+        return;
+    const int64_t at = col0 - c0 + j;
+    partials[chunk * 2 * slab + at] = pw;
+    partials[chunk * 2 * slab + slab + at] = pb;
+}
+
+/* The layout of `tiles` tiles of C-wide rows and `vectors` f32 vectors for a launch of
+ * `kernel`: as many rows per tile (up to TILE_ROWS_MAX) as fit the default shared memory,
+ * or one row with the kernel's limit raised to what it takes. */
+template <typename Kernel>
+static gb_status ln_plan(cuda_device *dev, Kernel *kernel, gb_dtype dtype, int64_t C,
+                         int tiles, int vectors, ln_layout *l)
+{
+    const gb_host *host = dev->host;
+    l->C = C;
+    l->row_bytes = C * gb_act_size(dtype);
+    l->stride = gb_lane_tile_stride(l->row_bytes);
+    l->vector_bytes = (C * 4 + 15) / 16 * 16;
+    l->tiles = tiles;
+    l->vectors = vectors;
+    l->rows_per_tile = TILE_ROWS_MAX;
+    while (l->rows_per_tile > 1 && ln_shared_bytes(l) > SMEM_DEFAULT)
+        l->rows_per_tile /= 2;
+    if (ln_shared_bytes(l) > SMEM_DEFAULT)
+        GB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)ln_shared_bytes(l)));
+    return GB_OK;
+}
+
+/* Blocks for a layout over N rows: every tile a block's turn, no more than fit at once. */
+static unsigned ln_blocks(const cuda_device *dev, const ln_layout *l, int64_t N)
+{
+    return cuda_resident_blocks(dev, (N + l->rows_per_tile - 1) / l->rows_per_tile,
+                                l->rows_per_tile * GB_ROW_LANES, ln_shared_bytes(l));
+}
+
+/* The forward with or without the add before it (b and sum NULL: none). */
+static gb_status layernorm_forward(cuda_device *dev, const char *name, gb_dtype dtype,
+                                   void *sum, void *out, float *mean, float *rstd,
+                                   const void *a, const void *b, const float *weight,
+                                   const float *bias, int64_t N, int64_t C, float eps)
+{
+    const gb_host *host = dev->host;
+    gb_status st = cuda_begin(dev, name, dtype, N, C);
+    if (st != GB_OK || N == 0 || C == 0)
+        return st;
+    ln_layout l;
+    if ((st = ln_plan(dev, layernorm_forward_kernel, dtype, C, b ? 2 : 1, 2,
+                      &l)) != GB_OK)
+        return st;
+    layernorm_forward_kernel<<<ln_blocks(dev, &l, N), l.rows_per_tile * GB_ROW_LANES,
+                               ln_shared_bytes(&l), dev->compute>>>(
+        l, dtype, out, sum, mean, rstd, a, b, weight, bias, N, eps);
+    GB_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+    return GB_OK;
 }
 
 extern "C" gb_status cuda_layernorm_forward(void *self, gb_dtype dtype, void *out, float *mean,
                                             float *rstd, const void *x, const float *weight,
                                             const float *bias, int64_t N, int64_t C, float eps)
 {
-    cuda_device *dev = (cuda_device *)self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_begin(dev, "layernorm_forward", dtype, N, C);
-    if (st != GB_OK || N == 0 || C == 0)
-        return st;
-    const unsigned blocks = (unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    layernorm_forward_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(dtype, out, mean, rstd, x,
-                                                                     weight, bias, N, C, eps);
-    GB_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
-    return GB_OK;
+    return layernorm_forward((cuda_device *)self, "layernorm_forward", dtype, NULL, out, mean,
+                             rstd, x, NULL, weight, bias, N, C, eps);
 }
 
 extern "C" gb_status cuda_add_layernorm_forward(void *self, gb_dtype dtype, void *sum,
@@ -158,16 +362,8 @@ extern "C" gb_status cuda_add_layernorm_forward(void *self, gb_dtype dtype, void
                                                 const float *weight, const float *bias,
                                                 int64_t N, int64_t C, float eps)
 {
-    cuda_device *dev = (cuda_device *)self;
-    const gb_host *host = dev->host;
-    gb_status st = cuda_begin(dev, "add_layernorm_forward", dtype, N, C);
-    if (st != GB_OK || N == 0 || C == 0)
-        return st;
-    const unsigned blocks = (unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    add_layernorm_forward_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(
-        dtype, sum, out, mean, rstd, a, b, weight, bias, N, C, eps);
-    GB_CUDA_CHECK_LAUNCH("add_layernorm_forward_kernel");
-    return GB_OK;
+    return layernorm_forward((cuda_device *)self, "add_layernorm_forward", dtype, sum, out,
+                             mean, rstd, a, b, weight, bias, N, C, eps);
 }
 
 extern "C" gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *dx,
@@ -181,9 +377,13 @@ extern "C" gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *d
     gb_status st = cuda_begin(dev, "layernorm_backward", dtype, N, C);
     if (st != GB_OK || N == 0 || C == 0)
         return st;
-    const unsigned blocks = (unsigned)((N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
-    layernorm_backward_dx_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(
-        dtype, dx, dout, x, weight, mean, rstd, N, C);
+    ln_layout l;
+    if ((st = ln_plan(dev, layernorm_backward_dx_kernel, dtype, C, 2, 1, &l)) !=
+        GB_OK)
+        return st;
+    layernorm_backward_dx_kernel<<<ln_blocks(dev, &l, N), l.rows_per_tile * GB_ROW_LANES,
+                                   ln_shared_bytes(&l), dev->compute>>>(
+        l, dtype, dx, dout, x, weight, mean, rstd, N);
     GB_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
 
     const int64_t chunks = gb_chunk_count(N, GB_CHUNK_ROWS);

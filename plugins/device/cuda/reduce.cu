@@ -6,8 +6,8 @@
  * No float atomics: every sum has kernels/common/reduce_order.h's order, fixed by the
  * sizes alone. Sums over rows cut the rows into gb_chunk_count() chunks; pass one gives
  * each (chunk, column) a thread that sums the chunk's rows in order into a double partial
- * in scratch, pass two gives each column a thread that adds the partials in chunk order and
- * then adds the total to the f32 output. When the partials of all columns do not fit the
+ * in scratch, pass two gives each column a warp that adds the partials in chunk order (32
+ * loaded at once, added in order by shuffles) and then adds the total to the f32 output. When the partials of all columns do not fit the
  * scratch, columns are done a slab at a time (the order per column is the same). The sum
  * of squares gives each chunk of GB_CHUNK_ELEMENTS a group of 16 lanes (lanes.cuh) and one
  * warp adds the chunk partials in order. These are the CPU device's orders, so f32
@@ -48,25 +48,45 @@ static __global__ void column_partials_kernel(gb_dtype dtype, double *partials, 
     partials[chunk * slab + j] = acc;
 }
 
-// dst (cols) +=; partials (chunks, stride >= cols)
+/* The sum of values[p * stride] for p < count in increasing p, by one warp (every lane
+ * calls it and gets the total): lane l loads value p0 + l, 32 in one request, and every
+ * lane adds the 32 in index order, so the bits are those of a loop over p. */
+static __device__ double warp_ordered_sum(const double *values, int64_t count, int64_t stride)
+{
+    const int lane = (int)(threadIdx.x % 32);
+    double total = 0.0;
+    for (int64_t p0 = 0; p0 < count; p0 += 32) {
+        const int64_t p = p0 + lane;
+        const double mine = p < count ? values[p * stride] : 0.0;
+        const int n = (int)(count - p0 < 32 ? count - p0 : 32);
+        for (int l = 0; l < n; l++)
+            total += __shfl_sync(0xffffffffu, mine, l);
+    }
+    return total;
+}
+
+/* Warps per block of add_partials_kernel, one column each. */
+#define COLUMNS_PER_BLOCK (CUDA_BLOCK / 32)
+
+// dst (cols) +=; partials (chunks, stride >= cols); one warp per column
 static __global__ void add_partials_kernel(float *dst, const double *partials, int64_t chunks,
                                            int64_t stride, int64_t cols)
 {
-    const int64_t step = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += step) {
-        double sum = 0.0;
-        for (int64_t p = 0; p < chunks; p++)
-            sum += partials[p * stride + c];
+    const int64_t c = (int64_t)blockIdx.x * COLUMNS_PER_BLOCK + threadIdx.x / 32;
+    if (c >= cols)
+        return;   // the whole warp
+    const double sum = warp_ordered_sum(partials + c, chunks, stride);
+    if (threadIdx.x % 32 == 0)
         dst[c] += (float)sum;
-    }
 }
 
 extern "C" gb_status cuda_add_partials(cuda_device *dev, float *dst, const double *partials,
                                        int64_t chunks, int64_t stride, int64_t cols)
 {
     const gb_host *host = dev->host;
-    add_partials_kernel<<<cuda_blocks(cols), CUDA_BLOCK, 0, dev->compute>>>(dst, partials,
-                                                                           chunks, stride, cols);
+    const unsigned blocks = (unsigned)((cols + COLUMNS_PER_BLOCK - 1) / COLUMNS_PER_BLOCK);
+    add_partials_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(dst, partials, chunks, stride,
+                                                                 cols);
     GB_CUDA_CHECK_LAUNCH("add_partials_kernel");
     return GB_OK;
 }
@@ -140,19 +160,11 @@ static __global__ void sum_squares_partials_kernel(double *partials, const float
         partials[chunk] = acc;
 }
 
-/* *out = the partials added in order, by one warp: each lane loads one of 32 partials at
- * a time and every lane adds all 32 in index order. */
+/* *out = the partials added in order, by one warp. */
 // partials (chunks)
 static __global__ void sum_partials_kernel(float *out, const double *partials, int64_t chunks)
 {
-    double total = 0.0;
-    for (int64_t p0 = 0; p0 < chunks; p0 += 32) {
-        const int64_t p = p0 + threadIdx.x;
-        const double mine = p < chunks ? partials[p] : 0.0;
-        const int count = (int)(chunks - p0 < 32 ? chunks - p0 : 32);
-        for (int l = 0; l < count; l++)
-            total += __shfl_sync(0xffffffffu, mine, l);
-    }
+    const double total = warp_ordered_sum(partials, chunks, 1);
     if (threadIdx.x == 0)
         *out = (float)total;
 }

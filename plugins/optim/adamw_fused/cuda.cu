@@ -18,14 +18,16 @@
  * span by binary search.
  *
  * grad_norm_sq sums the squares in double in a fixed partition (NORM_BLOCKS blocks of
- * NORM_THREADS threads, each thread a fixed grid-stride subset, tree sums in shared
+ * NORM_THREADS threads, each block a fixed grid-stride subset of segments that it copies
+ * to shared memory in 16-byte units, each thread fixed elements of those, tree sums in shared
  * memory, then one block over the partial sums), so it is deterministic on any GPU,
  * without atomics. It rounds a double to f32 once, as the CPU's does, but adds in another
  * order: the two agree except when the double lies within a few ulps of an f32 rounding
  * boundary, and then differ by one ulp. Its partial sums live in NORM_BLOCKS doubles that
  * create() allocates through the device.
  *
- * Deliberately left out: vector loads (the groups' offsets have any alignment), AMSGrad,
+ * Deliberately left out: vector loads in the step (the spans' offsets have any alignment,
+ * and the time model already puts its scalar loads at the DRAM roofline), AMSGrad,
  * maximize. Not yet run on a GPU.
  *
  * State layout: m (n) f32 followed by v (n) f32, as on the CPU.
@@ -38,6 +40,7 @@
 #include "gearbox/convert.h"
 #include "gearbox/optim.h"
 #include "optim_cuda.h"
+#include "rows.cuh"
 #include "step_args.h"
 #include "stochastic_round.h"
 
@@ -121,15 +124,34 @@ static __device__ double block_tree_sum(double *sums, double x, int threads)
     return sums[0];
 }
 
-/* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). */
+/* x * x in double: exact, so the order of the sums alone fixes the bits. */
+static __host__ __device__ inline double square(float x)
+{
+    const double d = x;
+    return d * d;
+}
+
+/* Elements per segment of x that a block copies to shared memory at once: four per
+ * thread. */
+#define NORM_SEGMENT (4 * NORM_THREADS)
+
+/* Sums of squares of a fixed subset of x per block: partials (NORM_BLOCKS); x (n). Block
+ * b takes the segments b, b + NORM_BLOCKS, ... of NORM_SEGMENT elements, each copied to
+ * shared memory in 16-byte units (rows.cuh), and thread t adds the squares of the
+ * segment's elements t, t + NORM_THREADS, ... in that order. */
 static __global__ void norm_partials_kernel(double *partials, const float *x, int64_t n)
 {
     __shared__ double sums[NORM_THREADS];
+    __shared__ __align__(16) float segment[NORM_SEGMENT];
     double acc = 0.0;
-    for (int64_t i = blockIdx.x * (int64_t)NORM_THREADS + threadIdx.x; i < n;
-         i += (int64_t)NORM_BLOCKS * NORM_THREADS) {
-        double xi = x[i];
-        acc += xi * xi;   // exact product: the order of the sums alone fixes the bits
+    for (int64_t s0 = blockIdx.x * (int64_t)NORM_SEGMENT; s0 < n;
+         s0 += (int64_t)NORM_BLOCKS * NORM_SEGMENT) {
+        const int64_t count = n - s0 < NORM_SEGMENT ? n - s0 : NORM_SEGMENT;
+        __syncthreads();   // the previous segment is summed
+        gb_block_copy_rows(segment, 0, x + s0, 0, 1, count * (int64_t)sizeof(float));
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < count; i += NORM_THREADS)
+            acc += square(segment[i]);
     }
     const double total = block_tree_sum(sums, acc, NORM_THREADS);
     if (threadIdx.x == 0)
