@@ -911,19 +911,12 @@ static std::string device_place(const void *p, size_t bytes)
     violation("%s:%d: %s: %s", file, line, who[0] ? who : "host code", what);
 }
 
-/* Kernels run while the table of allocations holds still (the launching thread waits for
- * them with the state lock), so it is read here without the lock. Every write the
- * instrumentation does not see (copies, memsets, the cuBLASLt and NCCL doubles) marks its
- * bytes itself (mark_device_written), so an unwritten byte was never written. */
-void device_access(const void *p, size_t bytes, bool write, const void *pc)
+/* An access whose bytes are not all written yet, or wider than 8 bytes: checked byte by
+ * byte. Out of line, so that device_access's common case needs no stack frame. */
+__attribute__((noinline)) static void check_device_bytes(unsigned char *shadow, const void *p,
+                                                         size_t bytes, bool write,
+                                                         const void *pc)
 {
-    unsigned char *shadow = shadow_of(p);
-    if (bytes <= 8) {   /* the common case: bytes already written */
-        uint64_t state = 0;
-        memcpy(&state, shadow, bytes);
-        if (state == 0x0202020202020202ull >> (8 * (8 - bytes)))
-            return;
-    }
     char what[512];
     bool unwritten = false;
     for (size_t i = 0; i < bytes; i++) {
@@ -944,6 +937,32 @@ void device_access(const void *p, size_t bytes, bool write, const void *pc)
     }
     if (write)
         memset(shadow, SHADOW_WRITTEN, bytes);
+}
+
+/* Kernels run while the table of allocations holds still (the launching thread waits for
+ * them with the state lock), so it is read here without the lock. Every write the
+ * instrumentation does not see (copies, memsets, the cuBLASLt and NCCL doubles) marks its
+ * bytes itself (mark_device_written), so an unwritten byte was never written. */
+/* Whether the shadow says an access of 1, 2, 4 or 8 bytes finds them all written: the
+ * common case, read with one load of a size the compiler knows (other sizes: false). */
+static bool all_written(const unsigned char *shadow, size_t bytes)
+{
+    uint64_t state = 0;
+    switch (bytes) {
+    case 1: memcpy(&state, shadow, 1); break;
+    case 2: memcpy(&state, shadow, 2); break;
+    case 4: memcpy(&state, shadow, 4); break;
+    case 8: memcpy(&state, shadow, 8); break;
+    default: return false;
+    }
+    return state == 0x0202020202020202ull >> (8 * (8 - bytes));
+}
+
+void device_access(const void *p, size_t bytes, bool write, const void *pc)
+{
+    unsigned char *shadow = shadow_of(p);
+    if (!all_written(shadow, bytes))
+        check_device_bytes(shadow, p, bytes, write, pc);
 }
 
 /* ---- kernels ------------------------------------------------------------------------- */
