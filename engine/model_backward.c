@@ -160,14 +160,16 @@ static int backward_work(gb_model *m, float dlogit_scale)
 {
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
-    int64_t B = m->last_B, T = m->last_T, N = B * T, C = m->cfg.n_embd, V = m->cfg.vocab_size;
+    /* the head at the forward's width; the pad columns of dlogits hold the forward's zeros
+     * (wte's pad rows are zero), so they add nothing to dX and give pad rows zero dW */
+    int64_t B = m->last_B, T = m->last_T, N = B * T, C = m->cfg.n_embd, Vp = m->logits_ld;
     /* logits become dlogits in place, unless the fused classifier did it in forward */
     if (!m->dlogits_ready)
         TIMED_CALL(m, GB_PHASE_BWD_LOSS, dev, "cross_entropy",
                    gb_model_scaled_cross_entropy(m, N, dlogit_scale));
     const void *last = m->acts[m->cfg.n_layer - 1].res3;
-    if (linear_backward_ep(m, m->dC, m->g.wte, NULL, m->logits, m->logits_ld, m->lnf, m->p.wte,
-                           N, C, V, GB_EPILOGUE_DEFAULT, NULL))
+    if (linear_backward_ep(m, m->dC, m->g.wte, NULL, m->logits, Vp, m->lnf, m->p.wte, N, C, Vp,
+                           GB_EPILOGUE_DEFAULT, NULL))
         return -1;
     TIMED_CALL(m, GB_PHASE_ZERO_GRADS, dev, "memset_zero",
                ops->memset_zero(m->dev, m->dres, (size_t)(N * C) * m->act_size));

@@ -41,9 +41,32 @@ static int set_working_params(gb_model *m, const float *host)
     return rc;
 }
 
+/* The LM head runs at the padded width (logits_ld columns), so wte's pad rows are
+ * columns of all three of its products: zero, their logits are zero, add nothing to the
+ * input gradient and get a zero gradient, so the optimizer never moves them. Weights
+ * that set them otherwise are refused rather than trained wrongly; initialisation,
+ * imports and llm.c's files hold zeros there. */
+static int check_head_padding(const gb_model *m, const float *host)
+{
+    const gb_param_tensor *wte = &m->tensors[0];
+    int64_t V = m->cfg.vocab_size, C = wte->cols;
+    for (int64_t i = V * C; i < m->logits_ld * C; i++)
+        if (host[wte->offset + i] != 0.0f) {
+            gb_report(GB_REPORT_ERROR, "model", "gearbox: error: wte row %lld column %lld is %g, "
+                      "but rows %lld to %lld pad the vocabulary ([model] padded_vocab_size = "
+                      "%lld) and the padded LM head needs them zero; zero them in the weights, "
+                      "or load them into a model without padding", (long long)(i / C),
+                      (long long)(i % C), (double)host[wte->offset + i], (long long)V,
+                      (long long)(m->logits_ld - 1), (long long)m->cfg.padded_vocab_size);
+            return -1;
+        }
+    return 0;
+}
+
 int gb_model_set_params(gb_model *m, const float *host)
 {
-    if (gb_model_copy_to_device(m, m->params, host, (size_t)m->n_params * sizeof(float)))
+    if (check_head_padding(m, host) ||
+        gb_model_copy_to_device(m, m->params, host, (size_t)m->n_params * sizeof(float)))
         return -1;
     return m->params_lowp ? set_working_params(m, host) : 0;
 }

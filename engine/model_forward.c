@@ -230,7 +230,8 @@ static int forward_on_device(gb_model *m, int64_t B, int64_t T, int has_targets,
 {
     const gb_device_ops *ops = m->rt->dev;
     gb_instance *dev = &m->rt->inst[GB_KIND_DEVICE];
-    int64_t C = m->cfg.n_embd, V = m->cfg.vocab_size, N = B * T;
+    /* the head's width: the padded vocabulary where cross-entropy skips its pad columns */
+    int64_t C = m->cfg.n_embd, Vp = m->logits_ld, N = B * T;
     /* over a KV cache the tokens start at the first position it does not hold */
     const float *wpe = m->p.wpe + (m->kv ? gb_kv_cache_past(m->kv) * C : 0);
     TIMED_CALL(m, GB_PHASE_FWD_EMBED, dev, "embed_forward",
@@ -248,7 +249,7 @@ static int forward_on_device(gb_model *m, int64_t B, int64_t T, int has_targets,
     if ((!(m->fused & GB_FUSE_RESIDUAL_NORM) &&
          gb_model_layernorm_forward(m, m->lnf, m->lnf_mean, m->lnf_rstd, residual, m->p.lnfw,
                                     m->p.lnfb, N)) ||
-        linear_forward_ep(m, m->logits, m->logits_ld, m->lnf, m->p.wte, NULL, N, C, V,
+        linear_forward_ep(m, m->logits, Vp, m->lnf, m->p.wte, NULL, N, C, Vp,
                           GB_EPILOGUE_DEFAULT, NULL))
         return -1;
     m->last_B = B;

@@ -116,7 +116,8 @@ struct gb_model {
     float *lnf_mean, *lnf_rstd;
     void *logits;                   /* (N, logits_ld), V columns used; becomes dlogits */
     int64_t logits_ld;              /* the padded vocabulary's rows, so each row starts
-                                       aligned, on a device with cross_entropy_ld; else V */
+                                       aligned and the head's products run at that width,
+                                       on a device with cross_entropy_ld; else V */
     float *losses;                  /* (N) */
     float *host_losses;             /* (N) host */
     void *dres, *dC, *d3C, *d4C;    /* backward scratch: (N, C), (N, C), (N, 3C), (N, 4C) */

@@ -74,6 +74,20 @@ else
     fail "--predict H100,H200: exit status $?: $(tail -n 3 "$WORK/predict.err")"
 fi
 
+# bench matmul --predict: every product of a layer and the LM head predicted, each with the
+# cuBLASLt call its epilogue makes (the bias gradient fused as BGRADB) and no upload
+if "$GEARBOX" bench matmul S --device cuda --epilogues --predict H100 > "$WORK/mm.txt" 2> "$WORK/mm.err"; then
+    rows=$(grep -c '^\[prediction\]   [a-z_.]* \(forward\|d input\|d weight\) ' "$WORK/mm.txt")
+    if [ "$rows" = 15 ] && grep -q 'cuBLASLt 128x384x768 f32 BGRADB' "$WORK/mm.txt" &&
+        ! grep -q 'copy HtoD' "$WORK/mm.txt"; then
+        pass "bench matmul --predict: 15 products predicted, the bias gradient fused"
+    else
+        fail "bench matmul --predict: $rows product rows: $(head -n 12 "$WORK/mm.txt")"
+    fi
+else
+    fail "bench matmul --predict: exit status $?: $(tail -n 3 "$WORK/mm.err")"
+fi
+
 # refusals: the CPU device counts nothing; an unknown GPU; --predict beside --profile
 "$GEARBOX" bench step "$WORK/run.ini" --device cpu --predict H100 > "$WORK/cpu.txt" 2>&1
 rc=$?

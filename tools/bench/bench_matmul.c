@@ -15,13 +15,17 @@
  * gradient shows which epilogue or layout costs it. Attention's own batched matmuls belong
  * to the attention plugins (`gearbox bench attn`). Each shape gets one warm-up call and
  * the median of --repeats; the device plugin is loaded through the core as `gearbox train`
- * loads it.
+ * loads it. --predict GPU times nothing: on the CUDA emulator's plugins each product runs
+ * once, what the emulator counted for it (the cuBLASLt call and any epilogue kernel that
+ * runs apart from it) is predicted on that GPU (bench_predict.h), and its row shows the
+ * predicted time and rate; then each product's kernels.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_predict.h"
 #include "bench_util.h"
 #include "cli.h"
 #include "gearbox/engine/machine.h"
@@ -31,7 +35,7 @@
 #define MAX_MODELS 8
 
 enum { OPT_VOCAB, OPT_DEVICE, OPT_DTYPE, OPT_EPILOGUES, OPT_REPEATS, OPT_THREADS,
-       OPT_PLUGIN_PATH };
+       OPT_PREDICT, OPT_PLUGIN_PATH };
 
 static const gb_cli_spec spec = {
     .verb = "bench matmul",
@@ -58,6 +62,9 @@ static const gb_cli_spec spec = {
         [OPT_REPEATS] = {"repeats", 0, "N", "timed calls per shape after one warm-up; the median "
                          "is shown\n(default 10)"},
         [OPT_THREADS] = GB_BENCH_OPTION_THREADS,
+        [OPT_PREDICT] = {"predict", 0, "GPU", GB_BENCH_PREDICT_HELP ":\neach product runs "
+                         "once and its row shows the predicted\ntime and rate, then its "
+                         "kernels"},
         [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
     },
 };
@@ -75,6 +82,8 @@ typedef struct bench_args {
     const char *device;
     gb_dtype dtype;
     int epilogues;
+    const char *predict;   /* --predict's GPU, or NULL */
+    gb_predict *pr;        /* its groups: one per product of a model */
 } bench_args;
 
 /* ---- arguments ----------------------------------------------------------------------- */
@@ -123,6 +132,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
             rc = gb_bench_parse_long("bench matmul", "repeats", p.value, 1, 10000, &a->repeats);
         else if (opt == OPT_THREADS)
             rc = gb_bench_parse_long("bench matmul", "threads", p.value, 0, 1024, &a->threads);
+        else if (opt == OPT_PREDICT)
+            a->predict = p.value;
         else
             a->overrides.plugin_path = p.value;
         if (rc)
@@ -202,9 +213,23 @@ static const char *epilogue_name(gb_matmul_epilogue e, int bias)
     }
 }
 
-/* Times one matmul and prints its row; adds its FLOPs and time to the totals. */
-static int time_row(gb_runtime *rt, const char *label, const timed_call *call, long repeats,
-                    double peak, double *flops, double *ms)
+/* --predict: one call, counted into `group` at the efficiency of `pass` (the operands'
+ * upload before it dropped); its predicted time in t->median_ms. */
+static int predict_call(const gb_device_ops *ops, void *dev, const gb_matmul_args *c,
+                        gb_predict *pr, int group, gb_matmul_pass pass, gb_timing *t)
+{
+    if (ops->sync(dev) != GB_OK || gb_predict_take(pr, -1, pass) ||
+        ops->matmul(dev, c) != GB_OK || ops->sync(dev) != GB_OK ||
+        gb_predict_take(pr, group, pass))
+        return -1;
+    t->median_ms = 1e3 * gb_predict_seconds(pr, group);
+    return 0;
+}
+
+/* Times one matmul, or predicts it into `group` under --predict, and prints its row; adds
+ * its FLOPs and time to the totals. */
+static int time_row(gb_runtime *rt, const char *label, const timed_call *call,
+                    const bench_args *a, int group, double peak, double *flops, double *ms)
 {
     gb_instance *dev = gb_runtime_instance(rt, GB_KIND_DEVICE);
     const gb_device_ops *ops = gb_runtime_device_ops(rt);
@@ -212,13 +237,16 @@ static int time_row(gb_runtime *rt, const char *label, const timed_call *call, l
     call_buffers bufs = {{0}, 0};
     gb_timing t;
     int rc = place_operands(rt, &c, call, &bufs) ||
-             gb_time_matmul_call(ops, dev->self, &c, (int)repeats, &t);
+             (a->pr ? predict_call(ops, dev->self, &c, a->pr, group, (gb_matmul_pass)(group % 3),
+                                   &t)
+                    : gb_time_matmul_call(ops, dev->self, &c, (int)a->repeats, &t));
     for (int i = 0; i < bufs.n; i++)
         ops->free(dev->self, bufs.ptr[i]);
     if (rc)
         return gb_call_failed(dev, GB_ERR_DEVICE, "matmul");
     double gflops = gb_matmul_gflops(c.m, c.n, c.k, t.median_ms);
-    printf("  %-22s %6lld %6lld %6lld  %-4s %-9s %9.3f %9.1f %6.0f%%\n", label, (long long)c.m,
+    printf("%s  %-22s %6lld %6lld %6lld  %-4s %-9s %9.3f %9.1f %6.0f%%\n",
+           a->pr ? "[prediction] " : "", label, (long long)c.m,
            (long long)c.n, (long long)c.k, c.trans_a ? "A^T" : c.trans_b ? "B^T" : "",
            epilogue_name(c.epilogue, call->bias), t.median_ms, gflops,
            peak > 0 ? 100.0 * gflops * 1e9 / peak : 0.0);
@@ -273,6 +301,24 @@ static void linear_calls(const linear *l, long N, long IC, long OC, const bench_
         calls[2].args.epilogue = GB_EPILOGUE_BIAS_GRAD;
 }
 
+/* Number of products per model: three for each linear layer. */
+#define PRODUCTS ((int)(3 * sizeof linears / sizeof linears[0]))
+
+/* --predict: the kernels each product ran, then the groups emptied for the next model. */
+static void print_predicted_kernels(gb_predict *pr, const char *model)
+{
+    static const char *const pass_names[3] = {"forward", "d input", "d weight"};
+    char title[96];
+    snprintf(title, sizeof title, "model %s: each product's kernels", model);
+    gb_predict_print_header(pr, title);
+    for (int g = 0; g < PRODUCTS; g++) {
+        char label[64];
+        snprintf(label, sizeof label, "%s %s", linears[g / 3].name, pass_names[g % 3]);
+        gb_predict_print_group(pr, g, label);
+    }
+    gb_predict_clear(pr);
+}
+
 static int bench_model(gb_runtime *rt, const model_shape *m, const bench_args *a, double peak)
 {
     long N = m->B * m->T, vocab = a->vocab ? a->vocab : m->vocab;
@@ -288,14 +334,18 @@ static int bench_model(gb_runtime *rt, const model_shape *m, const bench_args *a
         linear_calls(l, N, IC, OC, a, calls);
         static const char *const pass_names[3] = {"forward", "d input", "d weight"};
         for (int p = 0; p < 3; p++) {
+            /* the passes in gb_matmul_pass's order, so a row's group says its pass */
             char label[64];
             snprintf(label, sizeof label, "%s %s", l->name, pass_names[p]);
-            if (time_row(rt, label, &calls[p], a->repeats, peak, &flops, &ms))
+            if (time_row(rt, label, &calls[p], a, 3 * (int)i + p, peak, &flops, &ms))
                 return -1;
         }
     }
-    printf("  %-22s %38s %9.3f %9.1f %6.0f%%\n", "all of the above", "", ms,
+    printf("%s  %-22s %38s %9.3f %9.1f %6.0f%%\n", a->pr ? "[prediction] " : "",
+           "all of the above", "", ms,
            flops / (ms * 1e6), peak > 0 ? 100.0 * flops / (ms * 1e-3) / peak : 0.0);
+    if (a->pr)
+        print_predicted_kernels(a->pr, m->name);
     return 0;
 }
 
@@ -315,6 +365,9 @@ int gb_bench_matmul(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     gb_config *cfg = NULL;
     gb_runtime *rt = NULL;
+    /* the counting file is named before any plugin loads */
+    if (a.predict && !(a.pr = gb_predict_open("bench matmul", a.predict, 1, PRODUCTS)))
+        return 2;
     rc = start_device(&a, &cfg, &rt);
     if (rc == 0) {
         const char *source;
@@ -323,14 +376,22 @@ int gb_bench_matmul(int argc, char **argv)
                              : a.dtype == GB_F16 ? GB_COMPUTE_F16 : GB_COMPUTE_F32;
         double peak = gb_peak_flops(gb_runtime_device_ops(rt), dev->self, gb_runtime_device(rt),
                                     compute, &source);
-        printf("gearbox bench matmul: device/%s, %lld threads, %s%s, median of %ld calls after "
-               "one warm-up\n", dev->plugin->desc->name,
-               (long long)gb_settings_threads(gb_runtime_settings(rt)), gb_dtype_name(a.dtype),
-               a.epilogues ? " with GPT-2's epilogues" : "", a.repeats);
+        char how[96];
+        if (a.pr)
+            snprintf(how, sizeof how, "each product counted once, its time predicted for %s",
+                     gb_predict_gpu(a.pr)->full_name);
+        else
+            snprintf(how, sizeof how, "median of %ld calls after one warm-up", a.repeats);
+        printf("gearbox bench matmul: device/%s, %lld threads, %s%s, %s\n",
+               dev->plugin->desc->name, (long long)gb_settings_threads(gb_runtime_settings(rt)),
+               gb_dtype_name(a.dtype), a.epilogues ? " with GPT-2's epilogues" : "", how);
         print_peaks(rt, peak, source, gb_dtype_name(a.dtype));
         for (int i = 0; rc == 0 && i < a.n_models; i++)
             rc = bench_model(rt, &a.models[i], &a, peak);
+        if (rc == 0 && a.pr && gb_predict_check_counted(a.pr))
+            rc = 1;
     }
     gb_bench_stop(cfg, rt);
+    gb_predict_close(a.pr);
     return rc ? 1 : 0;
 }

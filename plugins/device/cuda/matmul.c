@@ -29,6 +29,8 @@
  *   as usual and the deterministic column sums of reduce.cu. Either way one choice per
  *   shape, so the same bits run after run; cuBLASLt does not state its summation order,
  *   so the two ways differ in rounding.
+ * A fused epilogue (GELU_TANH, DGELU_TANH, BIAS_GRAD) that falls back to its separate
+ * kernel is logged as a warning once per shape, naming the shape and why.
  * GELU and DGELU forms take beta = 0; DGELU forms take no bias. k == 0 never reaches
  * cuBLASLt (epilogue.cu fills C). Left out: FP8, split-K tuning beyond the heuristic's
  * first answer, and algorithm search by timing.
@@ -65,9 +67,18 @@ typedef struct plan_slot {
 } plan_slot;
 GB_PLAN_KEY_AFTER_HEAD(plan_slot);
 
+/* Fused epilogues that fell back to a separate kernel, by shape: each is logged once. */
+#define FALLBACK_SLOTS 32
+
+typedef struct fallback_key {
+    int64_t m, n, k, epilogue;
+} fallback_key;
+
 struct cuda_matmul_cache {
     gb_plan_cache plans;   /* over slots */
     plan_slot slots[PLAN_SLOTS];
+    fallback_key logged[FALLBACK_SLOTS];
+    int n_logged;
 };
 
 static void slot_release(void *plan);
@@ -420,6 +431,31 @@ static gb_status run_lt_required(cuda_device *dev, const lt_call *c)
     return st;
 }
 
+/* A warning, the first time a shape falls back, that its fused epilogue runs as a kernel
+ * of its own after the product (another pass over D, or over A for the bias gradient):
+ * the cost shows in the step's time, and the warning says which product pays it. */
+static void log_fallback(cuda_device *dev, const gb_matmul_args *a, gb_matmul_epilogue e,
+                         const char *why)
+{
+    static const char *const names[] = {
+        [GB_EPILOGUE_GELU_TANH] = "GELU (tanh form)",
+        [GB_EPILOGUE_DGELU_TANH] = "GELU's derivative (tanh form)",
+        [GB_EPILOGUE_BIAS_GRAD] = "bias gradient",
+    };
+    cuda_matmul_cache *cache = dev->matmul;
+    fallback_key key = {a->m, a->n, a->k, (int64_t)e};
+    for (int i = 0; i < cache->n_logged; i++)
+        if (memcmp(&cache->logged[i], &key, sizeof key) == 0)
+            return;
+    if (cache->n_logged == FALLBACK_SLOTS)
+        return;   /* a step has fewer fused shapes than this; no flood past it */
+    cache->logged[cache->n_logged++] = key;
+    dev->host->log(dev->host, GB_LOG_WARN, "device/cuda: matmul m=%lld n=%lld k=%lld %s: the "
+                   "%s epilogue is not fused (%s); it runs as a separate kernel after the "
+                   "product (logged once per shape)", (long long)a->m, (long long)a->n,
+                   (long long)a->k, gb_dtype_name(a->dtype_a), names[e], why);
+}
+
 /* alpha A B (+ bias) written to `d` with beta = 0, ready for an element-wise epilogue. */
 static gb_status product_into(cuda_device *dev, lt_call *c, void *d)
 {
@@ -434,13 +470,21 @@ static gb_status product_into(cuda_device *dev, lt_call *c, void *d)
 static gb_status bias_grad_in_lt(cuda_device *dev, lt_call *c, const matmul_extras *x)
 {
     const gb_matmul_args *a = c->args;
-    if (x->batch != 1 || a->dtype_c != GB_F32 || c->bias ||
-        (size_t)a->m * sizeof(float) > dev->scratch_bytes)
+    const char *why = x->batch != 1 ? "a batch of products"
+                      : a->dtype_c != GB_F32 ? "a 16-bit C: cuBLASLt's sums would have its type"
+                      : c->bias ? "a bias as well"
+                      : (size_t)a->m * sizeof(float) > dev->scratch_bytes
+                          ? "more sums than the scratch holds" : NULL;
+    if (why) {
+        log_fallback(dev, a, GB_EPILOGUE_BIAS_GRAD, why);
         return GB_ERR_UNSUPPORTED;
+    }
     c->epilogue = CUBLASLT_EPILOGUE_BGRADB;
     c->bias = dev->scratch;
     gb_status st = run_lt(dev, c);
     c->bias = NULL;
+    if (st == GB_ERR_UNSUPPORTED)
+        log_fallback(dev, a, GB_EPILOGUE_BIAS_GRAD, "cuBLASLt has no algorithm for BGRADB here");
     if (st != GB_OK)
         return st;
     return cuda_add(dev, GB_F32, x->bias_grad, x->bias_grad, dev->scratch, a->m);
@@ -451,6 +495,21 @@ static gb_status bias_grad_in_lt(cuda_device *dev, lt_call *c, const matmul_extr
 static int aux_fits_lt(const gb_matmul_args *a, const matmul_extras *x)
 {
     return !x->aux || (a->ldc % 8 == 0 && (x->batch == 1 || x->stride_c % 8 == 0));
+}
+
+/* The fused GELU or DGELU epilogue `c` on cuBLASLt; GB_ERR_UNSUPPORTED, having queued
+ * nothing and logged why, where it cannot run there. */
+static gb_status gelu_in_lt(cuda_device *dev, const lt_call *c, const matmul_extras *x)
+{
+    if (!aux_fits_lt(c->args, x)) {
+        log_fallback(dev, c->args, x->epilogue, "cuBLASLt's aux needs a leading dimension "
+                     "that is a multiple of 8");
+        return GB_ERR_UNSUPPORTED;
+    }
+    gb_status st = run_lt(dev, c);
+    if (st == GB_ERR_UNSUPPORTED)
+        log_fallback(dev, c->args, x->epilogue, "cuBLASLt has no algorithm for it here");
+    return st;
 }
 
 gb_status cuda_matmul(void *self, const gb_matmul_args *args)
@@ -479,7 +538,7 @@ gb_status cuda_matmul(void *self, const gb_matmul_args *args)
         c.epilogue = x.aux ? (c.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
                            : (c.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
         c.aux = x.aux;
-        if (aux_fits_lt(args, &x) && (st = run_lt(dev, &c)) != GB_ERR_UNSUPPORTED)
+        if ((st = gelu_in_lt(dev, &c, &x)) != GB_ERR_UNSUPPORTED)
             return st;
         /* fall through - the product where the pre-activation belongs, then GELU */
     case GB_EPILOGUE_GELU: {
@@ -492,7 +551,7 @@ gb_status cuda_matmul(void *self, const gb_matmul_args *args)
     case GB_EPILOGUE_DGELU_TANH:
         c.epilogue = CUBLASLT_EPILOGUE_DGELU;
         c.aux = x.aux;
-        if (aux_fits_lt(args, &x) && (st = run_lt(dev, &c)) != GB_ERR_UNSUPPORTED)
+        if ((st = gelu_in_lt(dev, &c, &x)) != GB_ERR_UNSUPPORTED)
             return st;
         /* fall through - the product, then times the derivative */
     case GB_EPILOGUE_DGELU:
