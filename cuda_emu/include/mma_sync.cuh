@@ -139,29 +139,17 @@ inline void mma(const char *file, int line, const char *call, float *d, const ui
 
 }  // namespace gb_emu_mma
 
-inline void gb_ldmatrix_x4(uint32_t r[4], const void *smem_row,
-                           const char *file = __builtin_FILE(), int line = __builtin_LINE())
-{
-    gb_emu_mma::ldmatrix(file, line, "gb_ldmatrix_x4", r, smem_row, 4, false);
-}
-
-inline void gb_ldmatrix_x4_trans(uint32_t r[4], const void *smem_row,
-                                 const char *file = __builtin_FILE(), int line = __builtin_LINE())
-{
-    gb_emu_mma::ldmatrix(file, line, "gb_ldmatrix_x4_trans", r, smem_row, 4, true);
-}
-
-inline void gb_ldmatrix_x2(uint32_t r[2], const void *smem_row,
-                           const char *file = __builtin_FILE(), int line = __builtin_LINE())
-{
-    gb_emu_mma::ldmatrix(file, line, "gb_ldmatrix_x2", r, smem_row, 2, false);
-}
-
-inline void gb_ldmatrix_x2_trans(uint32_t r[2], const void *smem_row,
-                                 const char *file = __builtin_FILE(), int line = __builtin_LINE())
-{
-    gb_emu_mma::ldmatrix(file, line, "gb_ldmatrix_x2_trans", r, smem_row, 2, true);
-}
+/* The four ldmatrix helpers, each reported by its own name with its caller's line. */
+#define GB_EMU_LDMATRIX(name, matrices, trans)                                             \
+    inline void name(uint32_t r[matrices], const void *smem_row,                           \
+                     const char *file = __builtin_FILE(), int line = __builtin_LINE())     \
+    {                                                                                      \
+        gb_emu_mma::ldmatrix(file, line, #name, r, smem_row, matrices, trans);             \
+    }
+GB_EMU_LDMATRIX(gb_ldmatrix_x4, 4, false)
+GB_EMU_LDMATRIX(gb_ldmatrix_x4_trans, 4, true)
+GB_EMU_LDMATRIX(gb_ldmatrix_x2, 2, false)
+GB_EMU_LDMATRIX(gb_ldmatrix_x2_trans, 2, true)
 
 inline void gb_mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2],
                                  const char *file = __builtin_FILE(), int line = __builtin_LINE())

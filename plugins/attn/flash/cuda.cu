@@ -4,15 +4,21 @@
  * the online softmax in forward and the probabilities recomputed from the saved
  * log-sum-exps in backward.
  *
- * Forward: a block per (batch, head, tile of ROWS queries), a warp per 16 queries holding
- * its Q (16, D) and its output (16, D) f32 in registers (WMMA fragments). K and V tiles
- * (COLS, D) up to the causal diagonal (tiles above it are never loaded) stream through
- * two shared buffers each: tile i + 1 is copied by cp.async (__pipeline_memcpy_async)
- * while the block computes on tile i (stream_tiles). Per tile a warp computes S = Q K^T,
- * the online-softmax step (its row maxima and sums, P in the dtype, each row's rescale
- * factor), rescales its output rows in registers and adds P V. Saved: the base-2
- * log-sum-exp of each row, B*H*T f32 (attn_flash_math.h has every per-element step,
- * tested on the CPU).
+ * Forward, bf16 and f16 (mma_forward_kernel): FlashAttention-2's, on mma.sync m16n8k16
+ * and ldmatrix (kernels/cuda/mma_sync.cuh). A block of 4 warps per (batch, head, tile of
+ * 128 queries; 64 past head_dim 64), each warp 32 (16) queries whose Q fragments, output
+ * accumulators and softmax state stay in registers from the first key tile to the last.
+ * K and V tiles (64 keys) up to the causal diagonal (tiles above it are never loaded)
+ * stream through two shared buffers each: tile i + 1 is copied by cp.async
+ * (__pipeline_memcpy_async) while the block computes on tile i (stream_tiles). Per tile a
+ * warp computes S = Q K^T into accumulators, the online-softmax step on them (row maxima
+ * across the 4 lanes of a row by shuffles, P rounded to the dtype), rescales its output
+ * in registers and adds P V with P packed from the accumulators straight into A
+ * fragments: S and P never touch shared memory. Rows are padded so every ldmatrix is
+ * free of bank conflicts. Saved: the base-2 log-sum-exp of each row, B*H*T f32
+ * (attn_flash_math.h has every per-element step, tested on the CPU). The f32 forward
+ * (forward_kernel) has the same structure with FMAs on CUDA cores and its S and P tiles
+ * in shared memory.
  * Backward: D = rowsum(dO * O) first (a warp per row, workspace B*H*T f32), then two
  * kernels that each own what they write, so nothing is summed with atomics: a block per
  * tile of ROWS keys keeps dK and dV in registers while the query tiles that see it stream
@@ -22,20 +28,17 @@
  * inputs give the same bits run after run. For bf16 and f16 those two kernels are
  * cuda_bwd.cu's, on mma.sync with the scores in registers; f32 runs the ones here.
  *
- * Tensor cores through WMMA (nvcuda::wmma, 16x16x16, f32 accumulators) rather than
- * mma.sync PTX: WMMA leaves the fragment layout to the compiler, so no register index
- * can be wrong, at the cost of sending each S tile through shared memory for the
- * softmax. Rows of an accumulator are rescaled in registers through a map of which row
- * each register holds, read once from a fragment loaded with row numbers (row_map).
- * bf16 and f16 tiles go to the tensor cores, and P and dS are rounded to the dtype
- * before their products (as FlashAttention-2 does); f32 runs the same structure with FMAs
- * on CUDA cores (lanes own fixed rows and columns), so f32 gives f32 results.
+ * The backward's tensor cores are WMMA's (nvcuda::wmma, 16x16x16, f32 accumulators): WMMA
+ * leaves the fragment layout to the compiler, at the cost of sending each S tile through
+ * shared memory. bf16 and f16 tiles go to the tensor cores, and P and dS are rounded to
+ * the dtype before their products (as FlashAttention-2 does); f32 runs the same structure
+ * with FMAs on CUDA cores (lanes own fixed rows and columns), so f32 gives f32 results.
  *
  * Shapes: any T (partial tiles are zero-filled and masked), head_dim up to 128 (padded
  * with zeros to 32, 64, 80, 96 or 128 columns, one compiled configuration each), any
  * strides with head_dim contiguous (cp.async when every view's rows start on 16 bytes,
- * element loads otherwise). Tiles: fwd_tiles and bwd_tiles; at most 97 KiB of shared
- * memory per block, so every GPU of compute capability 8.0 or newer runs them.
+ * element loads otherwise). Tiles: mma_fwd_tiles, fwd_tiles (f32) and bwd_tiles; at most
+ * 97 KiB of shared memory per block, so every GPU of compute capability 8.0 or newer runs them.
  * Everything is queued on ctx->stream. No options. Its speed is unmeasured until a GPU
  * runs scripts/gpu-check.sh bench; the emulator checks its values and CUDA's rules.
  */
@@ -153,12 +156,12 @@ static __device__ unsigned char *shared_base()
  *   hold(a, A)            keeps A (16, DP), an E tile, as the left operand of scores()
  *   scores(S, a, B)       S (16, COLS) f32 = A B^T, B (COLS, DP) an E tile
  *   add(acc, P, B)        acc (16, DP) += P (16, COLS) B, P an E tile, B (COLS, DP)
- *   scale_rows(acc, f)    row r of acc *= f[r], f 16 floats in shared memory
  *   chunk(dst, acc, n)    columns 16n to 16n + 15 of acc into dst (16, 16), leading LDS
+ * and for the f32 forward (16-bit forwards run on mma.sync: mma_forward_kernel)
+ *   map_rows(m, scratch)  which row each part of an accumulator holds
+ *   scale_rows(acc, m, f) row r of acc *= f[r], f 16 floats in shared memory
  * The accumulator stays in registers from the first tile to the last.
- * Tensor cores for 16-bit tiles. A fragment's layout is unspecified, so scale_rows finds
- * the row of each of its registers by loading a tile of row numbers into an accumulator
- * fragment once (row_map): every accumulator fragment of the kernel has that layout. */
+ * Tensor cores (WMMA) for 16-bit tiles, the backward's. */
 template <typename E, int DP, class tl> struct warp_math {
     using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major>;
     using frag_bt = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major>;
@@ -170,24 +173,6 @@ template <typename E, int DP, class tl> struct warp_math {
     struct held {
         frag_a f[DP / 16];
     };
-    struct row_map {
-        unsigned char row[frag_c::num_elements];   /* the tile row of each register */
-    };
-
-    /* Needs a 16 x 16 f32 scratch tile (leading LDS) of the warp's own. */
-    static __device__ void map_rows(row_map &m, float *scratch)
-    {
-        const int lane = threadIdx.x % WARP;
-        for (int e = lane; e < 256; e += WARP)
-            scratch[(e / 16) * tl::LDS + e % 16] = (float)(e / 16);
-        __syncwarp();
-        frag_c rows;
-        wmma::load_matrix_sync(rows, scratch, tl::LDS, wmma::mem_row_major);
-#pragma unroll
-        for (int i = 0; i < frag_c::num_elements; i++)
-            m.row[i] = (unsigned char)rows.x[i];
-    }
-
     static __device__ void hold(held &a, const E *A)
     {
 #pragma unroll
@@ -231,15 +216,6 @@ template <typename E, int DP, class tl> struct warp_math {
                 wmma::mma_sync(x.f[n], a, b, x.f[n]);
             }
         }
-    }
-
-    static __device__ void scale_rows(acc &x, const row_map &m, const float *factor)
-    {
-#pragma unroll
-        for (int n = 0; n < DP / 16; n++)
-#pragma unroll
-            for (int i = 0; i < frag_c::num_elements; i++)
-                x.f[n].x[i] *= factor[m.row[i]];
     }
 
     static __device__ void chunk(float *dst, const acc &x, int n)
@@ -355,6 +331,33 @@ static __device__ void write_rows(const head_view &v, int64_t head,
 
 /* ---- forward ------------------------------------------------------------------------- */
 
+/* A forward block's loads, on tiles `tl` (tl::fwd_k(), tl::fwd_v(): two buffers each of K
+ * and V, COLS rows): constructing it queues the block's Q tile (ROWS queries from t0, at
+ * the start of shared memory) and key tile 0 into buffer 0; kv(i, buf) queues key tile i
+ * into buffer buf (stream_tiles' queue). */
+template <typename E, int DP, class tl> struct kv_stream {
+    unsigned char *sm;
+    const E *kh, *vh;
+    int64_t k_row, v_row;
+    const dims &s;
+
+    __device__ kv_stream(unsigned char *sm_, const head_view &q, const head_view &k,
+                         const head_view &v, int64_t bh, int64_t t0, const dims &s_)
+        : sm(sm_), kh(head_start<E>(k, bh, s_)), vh(head_start<E>(v, bh, s_)), k_row(k.row),
+          v_row(v.row), s(s_)
+    {
+        queue_tile<E, DP, tl::LD>((E *)sm, tl::ROWS, head_start<E>(q, bh, s), q.row, t0, s);
+        (*this)(0, 0);
+    }
+    __device__ E *k(int buf) const { return (E *)(sm + tl::fwd_k() + buf * tl::tile(tl::COLS)); }
+    __device__ E *v(int buf) const { return (E *)(sm + tl::fwd_v() + buf * tl::tile(tl::COLS)); }
+    __device__ void operator()(int64_t i, int buf) const
+    {
+        queue_tile<E, DP, tl::LD>(k(buf), tl::COLS, kh, k_row, i * tl::COLS, s);
+        queue_tile<E, DP, tl::LD>(v(buf), tl::COLS, vh, v_row, i * tl::COLS, s);
+    }
+};
+
 /* One online-softmax step of the lane's row (query t) over the key tile at j0: reads the
  * scores S (16, COLS), writes P = 2^(s2 - m) (16, COLS) in E and the row's rescale factor
  * for the output, updates m and l. Each lane pair shares a row: the maxima and sums are
@@ -388,10 +391,10 @@ static __device__ void softmax_step(const float *S, E *P, float *factor, int64_t
         factor[r] = rescale;
 }
 
-/* out (B, H, T, D) and lse2 (B*H*T) from q, k, v: a block per tile of ROWS queries, a
- * warp per 16 of them holding its Q (16, DP) fragments and its output (16, DP) f32 in
- * registers; K and V tiles (COLS, DP) stream through two shared buffers each. Key tiles
- * wholly above the causal diagonal are never loaded. */
+/* out (B, H, T, D) and lse2 (B*H*T) from q, k, v in f32 (bf16 and f16 run
+ * mma_forward_kernel): a block per tile of ROWS queries, a warp per 16 of them holding its
+ * output (16, DP) in registers; K and V tiles (COLS, DP) stream through two shared buffers
+ * each. Key tiles wholly above the causal diagonal are never loaded. */
 template <typename E, int DP>
 static __global__ void __launch_bounds__(fwd_tiles<E, DP>::THREADS)
 forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2, dims s)
@@ -406,17 +409,7 @@ forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2
     float *factor = (float *)(sm + tl::fwd_f()) + warp * 16;
     const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
     const int64_t t = t0 + warp * 16 + r;   // the lane's query
-    const E *qh = head_start<E>(q, bh, s), *kh = head_start<E>(k, bh, s);
-    const E *vh = head_start<E>(v, bh, s);
-    auto ks = [&](int buf) { return (E *)(sm + tl::fwd_k() + buf * tl::tile(tl::COLS)); };
-    auto vs = [&](int buf) { return (E *)(sm + tl::fwd_v() + buf * tl::tile(tl::COLS)); };
-    auto queue = [&](int64_t i, int buf) {
-        queue_tile<E, DP, tl::LD>(ks(buf), tl::COLS, kh, k.row, i * tl::COLS, s);
-        queue_tile<E, DP, tl::LD>(vs(buf), tl::COLS, vh, v.row, i * tl::COLS, s);
-    };
-
-    queue_tile<E, DP, tl::LD>(qs, tl::ROWS, qh, q.row, t0, s);
-    queue(0, 0);
+    const kv_stream<E, DP, tl> kv(sm, q, k, v, bh, t0, s);
     typename wm::row_map rows;
     wm::map_rows(rows, S);
     typename wm::held qa;
@@ -424,15 +417,15 @@ forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2
     wm::zero(o);
     float m = -INFINITY, l = 0.0f;
     const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
-    stream_tiles(n, queue, [&](int64_t i, int buf) {
+    stream_tiles(n, kv, [&](int64_t i, int buf) {
         if (i == 0)
             wm::hold(qa, qs + warp * 16 * tl::LD);
-        wm::scores(S, qa, ks(buf));
+        wm::scores(S, qa, kv.k(buf));
         __syncwarp();
         softmax_step<E, tl>(S, P, factor, t, i * tl::COLS, s, &m, &l);
         __syncwarp();
         wm::scale_rows(o, rows, factor);
-        wm::add(o, P, vs(buf));
+        wm::add(o, P, kv.v(buf));
     });
     if (par == 0)
         factor[r] = l > 0.0f ? 1.0f / l : 0.0f;   // rows past T saw no key
@@ -442,6 +435,309 @@ forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2
     write_rows<E, DP, tl>(out, head, o, 1.0f, S, t0 + warp * 16, s);
     if (t < s.T && par == 0)
         lse2[bh * s.T + t] = attn_lse2(m, l);
+}
+
+/* ---- forward on mma.sync (bf16, f16) ------------------------------------------------- */
+
+/* The 16-bit forward's tiles (FlashAttention-2's forward): 4 warps, each owning MT m16
+ * tiles of queries (32 rows up to head_dim 64, where its Q, S and O fragments fit the
+ * registers with room; 16 past it), COLS = 64 keys a streamed tile. Rows are padded by 16
+ * bytes (LD = DP + 8: a row is an odd number of 16-byte chunks, so the 8 rows an ldmatrix
+ * phase reads lie in 8 different groups of 4 banks, conflict-free). Shared memory: Q
+ * (ROWS) | K[2] | V[2] (COLS); Q is read into registers once, and its rows then stage the
+ * warp's output for coalesced stores. */
+template <typename E, int DP> struct mma_fwd_tiles {
+    static constexpr int MT = DP <= 64 ? 2 : 1;
+    static constexpr int WARPS = 4;
+    static constexpr int THREADS = WARPS * WARP;
+    static constexpr int ROWS = WARPS * 16 * MT;
+    static constexpr int COLS = 64;
+    static constexpr int LD = DP + 8;
+    static constexpr int KSTEPS = DP / 16;     /* k-steps of Q K^T */
+    static constexpr int STILES = COLS / 8;    /* n8 tiles of S */
+    static constexpr int OTILES = DP / 8;      /* n8 tiles of O */
+    static_assert(DP % 16 == 0 && LD * sizeof(E) / 16 % 2 == 1, "rows of odd 16-byte chunks");
+
+    static constexpr __host__ __device__ size_t tile(int rows)
+    {
+        return up128((size_t)rows * LD * sizeof(E));
+    }
+    static constexpr __host__ __device__ size_t fwd_k() { return tile(ROWS); }
+    static constexpr __host__ __device__ size_t fwd_v() { return fwd_k() + 2 * tile(COLS); }
+    static constexpr __host__ __device__ size_t bytes() { return fwd_v() + 2 * tile(COLS); }
+};
+
+/* The tensor-core product and the packing of E pairs (mma_sync.cuh). */
+template <typename E> struct mma16;
+
+template <> struct mma16<__nv_bfloat16> {
+    static __device__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
+    {
+        gb_mma_m16n8k16_bf16(d, a, b);
+    }
+    static __device__ uint32_t pack(float lo, float hi) { return gb_pack_bf16x2(lo, hi); }
+};
+
+template <> struct mma16<__half> {
+    static __device__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
+    {
+        gb_mma_m16n8k16_f16(d, a, b);
+    }
+    static __device__ uint32_t pack(float lo, float hi) { return gb_pack_f16x2(lo, hi); }
+};
+
+/* What a warp keeps in registers from the first key tile to the last, in mma.sync's
+ * fragment layouts (g = lane / 4, t = lane % 4): Q as A fragments; O as accumulators,
+ * o[mt][n][e] at row 16 mt + g + 8 (e / 2), column 8 n + 2 t + e % 2; and each of its 2 MT
+ * rows' running maximum m and this lane's share of the running sum l (its 4 lanes' shares
+ * are added at the end), row index 2 mt + h for rows g + 8 h of m-tile mt. */
+template <typename E, int DP> struct mma_fwd_warp {
+    using tl = mma_fwd_tiles<E, DP>;
+    uint32_t q[tl::MT][tl::KSTEPS][4];
+    float o[tl::MT][tl::OTILES][4];
+    float m[2 * tl::MT], l[2 * tl::MT];
+    /* scores, then probabilities, of the current key tile, in the same layout as o */
+    float s[tl::MT][tl::STILES][4];
+
+    /* Every accumulator of x (m-tiles, n8 tiles, 4 floats) to 0. */
+    template <int N> static __device__ void zero(float (&x)[tl::MT][N][4])
+    {
+#pragma unroll
+        for (int mt = 0; mt < tl::MT; mt++)
+#pragma unroll
+            for (int n = 0; n < N; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    x[mt][n][e] = 0.0f;
+    }
+
+    __device__ void start()
+    {
+        zero(o);
+#pragma unroll
+        for (int mt = 0; mt < tl::MT; mt++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                m[2 * mt + h] = -INFINITY;
+                l[2 * mt + h] = 0.0f;
+            }
+        }
+    }
+
+    /* Q's rows of the warp (16 MT, from `rows`, leading LD) into A fragments: ldmatrix_x4's
+     * lanes 0-15 give rows 0-15 at columns 16 k, lanes 16-31 the same rows at 16 k + 8. */
+    __device__ void hold(const E *rows)
+    {
+        const int lane = threadIdx.x % WARP;
+#pragma unroll
+        for (int mt = 0; mt < tl::MT; mt++)
+#pragma unroll
+            for (int k = 0; k < tl::KSTEPS; k++)
+                gb_ldmatrix_x4(q[mt][k], rows + (16 * mt + lane % 16) * tl::LD + 16 * k +
+                                             8 * (lane / 16));
+    }
+
+    /* s = Q K^T for the key tile `ks` (COLS, LD). Each ldmatrix_x4 reads the B fragments of
+     * two n8 tiles of keys at one k-step (lanes 8i..8i+7: keys 8 (n + i / 2) + 0..7,
+     * columns 16 k + 8 (i % 2)), used by every m-tile; k runs in order within each tile. */
+    __device__ void scores(const E *ks)
+    {
+        const int lane = threadIdx.x % WARP, i = lane / 8;
+        zero(s);
+#pragma unroll
+        for (int n = 0; n < tl::STILES; n += 2)
+#pragma unroll
+            for (int k = 0; k < tl::KSTEPS; k++) {
+                uint32_t b[4];
+                gb_ldmatrix_x4(b, ks + (8 * (n + i / 2) + lane % 8) * tl::LD + 16 * k +
+                                      8 * (i % 2));
+#pragma unroll
+                for (int mt = 0; mt < tl::MT; mt++) {
+                    mma16<E>::mma(s[mt][n], q[mt][k], b);
+                    mma16<E>::mma(s[mt][n + 1], q[mt][k], b + 2);
+                }
+            }
+    }
+
+    /* The online-softmax step of the lane's rows over the key tile at j0 (w0: the warp's
+     * first query): s becomes P = 2^(s2 - m) rounded to E, m the new maxima (each row's
+     * across its 4 lanes by two shuffles), l this lane's share, o rescaled. `masked`: some
+     * key of the tile is hidden from some row (the causal diagonal, or past T). */
+    __device__ void softmax(int64_t w0, int64_t j0, bool masked, const dims &sd)
+    {
+        const int lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
+#pragma unroll
+        for (int mt = 0; mt < tl::MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t row = w0 + 16 * mt + g + 8 * h;
+                float top = -INFINITY;
+#pragma unroll
+                for (int n = 0; n < tl::STILES; n++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        float &x = s[mt][n][2 * h + c];
+                        const int64_t key = j0 + 8 * n + 2 * t + c;
+                        x = !masked || attn_visible(row, key, sd.T, sd.causal)
+                                ? x * sd.scale_log2
+                                : -INFINITY;
+                        top = fmaxf(top, x);
+                    }
+                top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+                top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+                float &mr = m[2 * mt + h];
+                const float m_new = fmaxf(mr, top), rescale = attn_rescale(mr, m_new);
+                float sum = 0.0f;
+#pragma unroll
+                for (int n = 0; n < tl::STILES; n++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        float &x = s[mt][n][2 * h + c];
+                        x = elem<E>::widen(elem<E>::round(attn_prob_running(x, m_new)));
+                        sum += x;   // the sum of what P V adds up
+                    }
+                l[2 * mt + h] = l[2 * mt + h] * rescale + sum;
+                mr = m_new;
+#pragma unroll
+                for (int n = 0; n < tl::OTILES; n++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++)
+                        o[mt][n][2 * h + c] *= rescale;
+            }
+    }
+
+    /* o += P V for the value tile `vs` (COLS, LD). P's A fragment for keys 16 k.. is s's
+     * n8 tiles 2 k and 2 k + 1 packed in registers (an accumulator's halves are the A
+     * layout's). Each ldmatrix_x4_trans reads the B fragments of two n8 tiles of columns
+     * (lanes 8i..8i+7: keys 16 k + 8 (i % 2) + 0..7, columns 8 (n + i / 2)). */
+    __device__ void add_pv(const E *vs)
+    {
+        const int lane = threadIdx.x % WARP, i = lane / 8;
+#pragma unroll
+        for (int k = 0; k < tl::COLS / 16; k++) {
+            uint32_t p[tl::MT][4];
+#pragma unroll
+            for (int mt = 0; mt < tl::MT; mt++) {
+                const float *lo = s[mt][2 * k], *hi = s[mt][2 * k + 1];
+                p[mt][0] = mma16<E>::pack(lo[0], lo[1]);
+                p[mt][1] = mma16<E>::pack(lo[2], lo[3]);
+                p[mt][2] = mma16<E>::pack(hi[0], hi[1]);
+                p[mt][3] = mma16<E>::pack(hi[2], hi[3]);
+            }
+#pragma unroll
+            for (int n = 0; n < tl::OTILES; n += 2) {
+                uint32_t b[4];
+                gb_ldmatrix_x4_trans(b, vs + (16 * k + 8 * (i % 2) + lane % 8) * tl::LD +
+                                            8 * (n + i / 2));
+#pragma unroll
+                for (int mt = 0; mt < tl::MT; mt++) {
+                    mma16<E>::mma(o[mt][n], p[mt], b);
+                    mma16<E>::mma(o[mt][n + 1], p[mt], b + 2);
+                }
+            }
+        }
+    }
+
+    /* The rows' sums across their 4 lanes, o divided by them (0 for a row that saw no
+     * key: past T), and the base-2 log-sum-exps of the rows before T into lse2. */
+    __device__ void finish(float *lse2, int64_t bh, int64_t w0, const dims &sd)
+    {
+        const int lane = threadIdx.x % WARP, g = lane / 4;
+#pragma unroll
+        for (int mt = 0; mt < tl::MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float &lr = l[2 * mt + h];
+                lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+                lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+                const float factor = lr > 0.0f ? 1.0f / lr : 0.0f;
+#pragma unroll
+                for (int n = 0; n < tl::OTILES; n++)
+#pragma unroll
+                    for (int c = 0; c < 2; c++)
+                        o[mt][n][2 * h + c] *= factor;
+                const int64_t row = w0 + 16 * mt + g + 8 * h;
+                if (lane % 4 == 0 && row < sd.T)
+                    lse2[bh * sd.T + row] = attn_lse2(m[2 * mt + h], lr);
+            }
+    }
+
+    /* o into rows w0.. of `v` (element `head` of the head), rows before T and columns
+     * before D. With aligned views, through the warp's own rows of the Q tile (`stage`,
+     * no longer read), so each lane stores whole 16-byte chunks; else element by element
+     * from the registers. */
+    __device__ void write(const head_view &v, int64_t head, int64_t w0, E *stage,
+                          const dims &sd) const
+    {
+        const int lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
+        if (!sd.async) {
+#pragma unroll
+            for (int mt = 0; mt < tl::MT; mt++)
+#pragma unroll
+                for (int n = 0; n < tl::OTILES; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int64_t row = w0 + 16 * mt + g + 8 * (e / 2);
+                        const int col = 8 * n + 2 * t + e % 2;
+                        if (row < sd.T && col < sd.D)
+                            gb_act_store(v.data, elem<E>::dtype, head + row * v.row + col,
+                                         o[mt][n][e]);
+                    }
+            return;
+        }
+        uint32_t *words = reinterpret_cast<uint32_t *>(stage);
+#pragma unroll
+        for (int mt = 0; mt < tl::MT; mt++)
+#pragma unroll
+            for (int n = 0; n < tl::OTILES; n++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    words[((16 * mt + g + 8 * h) * tl::LD + 8 * n + 2 * t) / 2] =
+                        mma16<E>::pack(o[mt][n][2 * h], o[mt][n][2 * h + 1]);
+        __syncwarp();
+        constexpr int CHUNKS = DP / 8;   /* 16-byte chunks of a row */
+        for (int c = lane; c < 16 * tl::MT * CHUNKS; c += WARP) {
+            const int r = c / CHUNKS, col = c % CHUNKS * 8;
+            if (w0 + r < sd.T && col < sd.D)
+                *reinterpret_cast<uint4 *>((E *)v.data + head + (w0 + r) * v.row + col) =
+                    *reinterpret_cast<const uint4 *>(stage + r * tl::LD + col);
+        }
+    }
+};
+
+/* out (B, H, T, D) and lse2 (B*H*T) from q, k, v in bf16 or f16: a block per tile of ROWS
+ * queries, a warp per 16 MT of them holding its Q, O and softmax state in registers; K
+ * and V tiles (COLS, DP) stream through two shared buffers each (stream_tiles). Key tiles
+ * wholly above the causal diagonal are never loaded, and a warp skips a tile in which no
+ * key is visible to its rows. S and P never leave the registers. */
+template <typename E, int DP>
+static __global__ void __launch_bounds__(mma_fwd_tiles<E, DP>::THREADS)
+mma_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2, dims s)
+{
+    using tl = mma_fwd_tiles<E, DP>;
+    unsigned char *sm = shared_base();
+    const int warp = threadIdx.x / WARP;
+    E *qs = (E *)sm, *rows = qs + warp * 16 * tl::MT * tl::LD;
+    const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
+    const int64_t w0 = t0 + warp * 16 * tl::MT, w_end = w0 + 16 * tl::MT;   // the warp's queries
+    const kv_stream<E, DP, tl> kv(sm, q, k, v, bh, t0, s);
+    mma_fwd_warp<E, DP> w;
+    w.start();
+    const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
+    stream_tiles(n, kv, [&](int64_t i, int buf) {
+        const int64_t j0 = i * tl::COLS;
+        if (w0 >= s.T || (s.causal && j0 >= w_end))
+            return;   // no key of the tile is visible to the warp's rows
+        if (i == 0)
+            w.hold(rows);
+        w.scores(kv.k(buf));
+        const bool masked = j0 + tl::COLS > s.T || (s.causal && j0 + tl::COLS > w0 + 1);
+        w.softmax(w0, j0, masked, s);
+        w.add_pv(kv.v(buf));
+    });
+    w.finish(lse2, bh, w0, s);
+    const int64_t head = (bh / s.H) * out.batch + (bh % s.H) * out.head;
+    w.write(out, head, w0, rows, s);
 }
 
 /* ---- backward ------------------------------------------------------------------------ */
@@ -669,6 +965,15 @@ template <class F> static gb_status by_config(const gb_attn_problem *p, F &&f)
  * smallest limit of the GPUs this build targets (8.0: 163 KiB, 9.0: 227 KiB). */
 #define SHARED_BYTES_EVERYWHERE (99 * 1024)
 
+/* The forward's shared memory: mma.sync's tiles for bf16 and f16, the f32 kernel's own. */
+template <typename E, int DP> static constexpr size_t forward_bytes()
+{
+    if constexpr (std::is_same<E, float>::value)
+        return fwd_tiles<E, DP>::fwd_bytes();
+    else
+        return mma_fwd_tiles<E, DP>::bytes();
+}
+
 /* Shared memory of the larger backward kernel (dK/dV's, which holds what dQ's does and the
  * streamed rows' lse2 and D): f32's here, the 16-bit ones' in cuda_bwd.cu. */
 template <typename E, int DP> static constexpr size_t backward_bytes()
@@ -686,7 +991,7 @@ static size_t shared_bytes(const gb_attn_problem *p)
     by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
-        constexpr size_t fwd = fwd_tiles<E, DP>::fwd_bytes(), bwd = backward_bytes<E, DP>();
+        constexpr size_t fwd = forward_bytes<E, DP>(), bwd = backward_bytes<E, DP>();
         static_assert(fwd <= SHARED_BYTES_EVERYWHERE && bwd <= SHARED_BYTES_EVERYWHERE,
                       "a configuration's tiles outgrow the shared memory of some GPUs");
         bytes = fwd > bwd ? fwd : bwd;
@@ -806,6 +1111,24 @@ static gb_status flash_memory(void *self, const gb_attn_problem *p, size_t *save
     return GB_OK;
 }
 
+/* The forward kernel `kernel` with tiles `tl` and `bytes` of shared memory, a block per
+ * tile of tl::ROWS queries of each head; views: out, q, k, v. */
+template <class tl, typename K>
+static gb_status launch_forward(K *kernel, size_t bytes, const gb_host *host,
+                                const gb_attn_problem *p, dims s, cudaStream_t stream,
+                                const gb_tensor *const *views, void *saved)
+{
+    gb_status status = allow_shared(host, kernel, bytes);
+    if (status != GB_OK)
+        return status;
+    s.tiles = (p->seq_len + tl::ROWS - 1) / tl::ROWS;
+    kernel<<<tile_blocks(p, s), tl::THREADS, bytes, stream>>>(
+        view_of(views[0]), view_of(views[1]), view_of(views[2]), view_of(views[3]),
+        (float *)saved, s);
+    GB_CUDA_CHECK_LAUNCH("the forward kernel (a block per query tile)");
+    return GB_OK;
+}
+
 static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor out, gb_tensor q,
                                gb_tensor k, gb_tensor v, void *saved, void *workspace)
 {
@@ -823,14 +1146,13 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
-        using tl = fwd_tiles<E, DP>;
-        gb_status status = allow_shared(host, forward_kernel<E, DP>, tl::fwd_bytes());
-        if (status != GB_OK)
-            return status;
-        forward_kernel<E, DP><<<tile_blocks(p, s), tl::THREADS, tl::fwd_bytes(), stream>>>(
-            view_of(&out), view_of(&q), view_of(&k), view_of(&v), (float *)saved, s);
-        GB_CUDA_CHECK_LAUNCH("forward_kernel (a block per query tile)");
-        return GB_OK;
+        constexpr size_t bytes = forward_bytes<E, DP>();
+        if constexpr (std::is_same<E, float>::value)
+            return launch_forward<fwd_tiles<E, DP>>(forward_kernel<E, DP>, bytes, host, p, s,
+                                                    stream, views, saved);
+        else
+            return launch_forward<mma_fwd_tiles<E, DP>>(mma_forward_kernel<E, DP>, bytes, host,
+                                                        p, s, stream, views, saved);
     });
 }
 
