@@ -28,11 +28,10 @@
  * inputs give the same bits run after run. For bf16 and f16 those two kernels are
  * cuda_bwd.cu's, on mma.sync with the scores in registers; f32 runs the ones here.
  *
- * The backward's tensor cores are WMMA's (nvcuda::wmma, 16x16x16, f32 accumulators): WMMA
- * leaves the fragment layout to the compiler, at the cost of sending each S tile through
- * shared memory. bf16 and f16 tiles go to the tensor cores, and P and dS are rounded to
- * the dtype before their products (as FlashAttention-2 does); f32 runs the same structure
- * with FMAs on CUDA cores (lanes own fixed rows and columns), so f32 gives f32 results.
+ * bf16 and f16 tiles go to the tensor cores (mma.sync), and P and dS are rounded to the
+ * dtype before their products (as FlashAttention-2 does); f32 runs the same structure
+ * with FMAs on CUDA cores (lanes own fixed rows and columns, S and P through shared
+ * memory), so f32 gives f32 results.
  *
  * Shapes: any T (partial tiles are zero-filled and masked), head_dim up to 128 (padded
  * with zeros to 32, 64, 80, 96 or 128 columns, one compiled configuration each), any
@@ -46,7 +45,6 @@
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
 #include <math.h>
-#include <mma.h>
 #include <stdint.h>
 
 #include <type_traits>
@@ -66,8 +64,6 @@
 /* Rows per block of the D = dO . O kernel: a warp each. */
 #define DELTA_ROWS 8
 
-namespace wmma = nvcuda::wmma;
-
 typedef struct attn_flash_cuda {
     gb_plugin_instance base;     /* base.device: its stream */
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
@@ -75,20 +71,20 @@ typedef struct attn_flash_cuda {
 
 /* ---- tiles --------------------------------------------------------------------------- */
 
-/* One kernel's tile sizes and shared memory (FlashAttention-2's traits struct): E the
+/* The f32 kernels' tile sizes and shared memory (FlashAttention-2's traits struct; the
+ * 16-bit kernels have theirs: mma_fwd_tiles here, mma_tiles in cuda_bwd.cu): E the
  * element type of the tiles, DP the head_dim padded to a multiple of 16, COLS the rows of
  * the tiles streamed past the block. A block owns ROWS rows (queries in forward and dQ,
- * keys in dK/dV), 16 per warp. Leading dimensions are padded past the row (fragment rows
- * stay 32-byte aligned for WMMA, 16-byte chunks for cp.async, and rows move across
- * banks). Every region starts on 128 bytes; streamed tiles have two buffers, one filling
- * by cp.async while the block computes on the other. */
+ * keys in dK/dV), 16 per warp. Leading dimensions are padded past the row (16-byte chunks
+ * for cp.async, and rows move across banks). Every region starts on 128 bytes; streamed
+ * tiles have two buffers, one filling by cp.async while the block computes on the other. */
 template <typename E, int DP, int COLS_> struct tiles {
-    static constexpr bool SIMT = std::is_same<E, float>::value;
-    static constexpr int ROWS = SIMT ? 32 : 64;
+    static_assert(std::is_same<E, float>::value, "16-bit tiles are mma_fwd_tiles, mma_tiles");
+    static constexpr int ROWS = 32;
     static constexpr int WARPS = ROWS / 16;
     static constexpr int THREADS = WARPS * WARP;
     static constexpr int COLS = COLS_;
-    static constexpr int LD = DP + (SIMT ? 4 : 8);   /* elements between rows of an E tile */
+    static constexpr int LD = DP + 4;                 /* elements between rows of an E tile */
     static constexpr int LDS = COLS + 4;              /* floats between rows of a score tile */
     static constexpr int LDP = COLS + 8;              /* elements between rows of P or dS */
     static_assert(COLS % 16 == 0 && (LD * sizeof(E)) % 16 == 0, "tiles of whole fragments");
@@ -134,15 +130,10 @@ template <typename E, int DP, int COLS_> struct tiles {
     static constexpr __host__ __device__ size_t dkv_bytes() { return bwd_delta() + 2 * per_row(COLS); }
 };
 
-/* The configurations: 16-bit forward streams 64 keys past 64 queries up to head_dim 64
- * and 32 beyond; f32 streams 32, or 16 past head_dim 64, in forward and backward (the
- * 16-bit backward has tiles of its own: mma_tiles, cuda_bwd.cu). All fit the 99 KiB of
- * shared memory of compute capability 8.6. */
-template <typename E, int DP>
-using fwd_tiles = tiles<E, DP, (std::is_same<E, float>::value ? (DP > 64 ? 16 : 32)
-                                                               : (DP > 64 ? 32 : 64))>;
-template <typename E, int DP>
-using bwd_tiles = tiles<E, DP, (DP > 64 ? 16 : 32)>;
+/* The f32 configurations: 32 rows streamed, or 16 past head_dim 64, in forward and
+ * backward. All fit the 99 KiB of shared memory of compute capability 8.6. */
+template <typename E, int DP> using fwd_tiles = tiles<E, DP, (DP > 64 ? 16 : 32)>;
+template <typename E, int DP> using bwd_tiles = fwd_tiles<E, DP>;
 
 static __device__ unsigned char *shared_base()
 {
@@ -152,77 +143,15 @@ static __device__ unsigned char *shared_base()
 
 /* ---- a warp's products --------------------------------------------------------------- */
 
-/* What a warp computes on its 16 rows, all warp-collective, for tiles `tl`:
- *   hold(a, A)            keeps A (16, DP), an E tile, as the left operand of scores()
- *   scores(S, a, B)       S (16, COLS) f32 = A B^T, B (COLS, DP) an E tile
- *   add(acc, P, B)        acc (16, DP) += P (16, COLS) B, P an E tile, B (COLS, DP)
+/* What a warp computes on its 16 rows for tiles `tl`, f32 only (the 16-bit kernels run
+ * on mma.sync: mma_fwd_warp here, cuda_bwd.cu's):
+ *   hold(a, A)            keeps A (16, DP) as the left operand of scores()
+ *   scores(S, a, B)       S (16, COLS) = A B^T, B (COLS, DP) a tile
+ *   add(acc, P, B)        acc (16, DP) += P (16, COLS) B, B (COLS, DP)
+ *   scale_rows(acc, f)    row r of acc *= f[r], f 16 floats in shared memory
  *   chunk(dst, acc, n)    columns 16n to 16n + 15 of acc into dst (16, 16), leading LDS
- * and for the f32 forward (16-bit forwards run on mma.sync: mma_forward_kernel)
- *   map_rows(m, scratch)  which row each part of an accumulator holds
- *   scale_rows(acc, m, f) row r of acc *= f[r], f 16 floats in shared memory
- * The accumulator stays in registers from the first tile to the last.
- * Tensor cores (WMMA) for 16-bit tiles, the backward's. */
-template <typename E, int DP, class tl> struct warp_math {
-    using frag_a = wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major>;
-    using frag_bt = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major>;
-    using frag_b = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major>;
-    using frag_c = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-    struct acc {
-        frag_c f[DP / 16];
-    };
-    struct held {
-        frag_a f[DP / 16];
-    };
-    static __device__ void hold(held &a, const E *A)
-    {
-#pragma unroll
-        for (int k = 0; k < DP / 16; k++)
-            wmma::load_matrix_sync(a.f[k], A + 16 * k, tl::LD);
-    }
-
-    static __device__ void scores(float *S, const held &a, const E *B)
-    {
-#pragma unroll
-        for (int n = 0; n < tl::COLS / 16; n++) {
-            frag_c c;
-            wmma::fill_fragment(c, 0.0f);
-#pragma unroll
-            for (int k = 0; k < DP / 16; k++) {
-                frag_bt bt;   // B^T (DP, COLS) is B read column-major
-                wmma::load_matrix_sync(bt, B + 16 * n * tl::LD + 16 * k, tl::LD);
-                wmma::mma_sync(c, a.f[k], bt, c);
-            }
-            wmma::store_matrix_sync(S + 16 * n, c, tl::LDS, wmma::mem_row_major);
-        }
-    }
-
-    static __device__ void zero(acc &x)
-    {
-#pragma unroll
-        for (int n = 0; n < DP / 16; n++)
-            wmma::fill_fragment(x.f[n], 0.0f);
-    }
-
-    static __device__ void add(acc &x, const E *P, const E *B)
-    {
-#pragma unroll
-        for (int k = 0; k < tl::COLS / 16; k++) {
-            frag_a a;
-            wmma::load_matrix_sync(a, P + 16 * k, tl::LDP);
-#pragma unroll
-            for (int n = 0; n < DP / 16; n++) {
-                frag_b b;
-                wmma::load_matrix_sync(b, B + 16 * k * tl::LD + 16 * n, tl::LD);
-                wmma::mma_sync(x.f[n], a, b, x.f[n]);
-            }
-        }
-    }
-
-    static __device__ void chunk(float *dst, const acc &x, int n)
-    {
-        wmma::store_matrix_sync(dst, x.f[n], tl::LDS, wmma::mem_row_major);
-    }
-};
+ * The accumulator stays in registers from the first tile to the last. */
+template <typename E, int DP, class tl> struct warp_math;
 
 /* The lanes' share of a warp's 16 rows in the element-wise steps: lane l has row l / 2
  * and the columns of parity l % 2. */
@@ -236,8 +165,8 @@ static __device__ int lane_parity()
     return threadIdx.x % 2;
 }
 
-/* f32 on CUDA cores, lanes owning rows and columns as lane_row() and lane_parity() say;
- * each lane sums its dot products in index order. A is read from shared memory. */
+/* On CUDA cores, lanes owning rows and columns as lane_row() and lane_parity() say; each
+ * lane sums its dot products in index order. A is read from shared memory. */
 template <int DP, class tl> struct warp_math<float, DP, tl> {
     struct acc {
         float a[DP / 2];   /* columns lane_parity() + 2 i of the lane's row */
@@ -245,10 +174,6 @@ template <int DP, class tl> struct warp_math<float, DP, tl> {
     struct held {
         const float *A = nullptr;
     };
-    struct row_map {};
-
-    static __device__ void map_rows(row_map &, float *) {}
-
     static __device__ void hold(held &a, const float *A) { a.A = A; }
 
     static __device__ void scores(float *S, const held &a, const float *B)
@@ -284,7 +209,7 @@ template <int DP, class tl> struct warp_math<float, DP, tl> {
         }
     }
 
-    static __device__ void scale_rows(acc &x, const row_map &, const float *factor)
+    static __device__ void scale_rows(acc &x, const float *factor)
     {
         const float f = factor[lane_row()];
 #pragma unroll
@@ -410,8 +335,6 @@ forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2
     const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
     const int64_t t = t0 + warp * 16 + r;   // the lane's query
     const kv_stream<E, DP, tl> kv(sm, q, k, v, bh, t0, s);
-    typename wm::row_map rows;
-    wm::map_rows(rows, S);
     typename wm::held qa;
     typename wm::acc o;
     wm::zero(o);
@@ -424,13 +347,13 @@ forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2
         __syncwarp();
         softmax_step<E, tl>(S, P, factor, t, i * tl::COLS, s, &m, &l);
         __syncwarp();
-        wm::scale_rows(o, rows, factor);
+        wm::scale_rows(o, factor);
         wm::add(o, P, kv.v(buf));
     });
     if (par == 0)
         factor[r] = l > 0.0f ? 1.0f / l : 0.0f;   // rows past T saw no key
     __syncwarp();
-    wm::scale_rows(o, rows, factor);
+    wm::scale_rows(o, factor);
     const int64_t head = (bh / s.H) * out.batch + (bh % s.H) * out.head;
     write_rows<E, DP, tl>(out, head, o, 1.0f, S, t0 + warp * 16, s);
     if (t < s.T && par == 0)
@@ -465,25 +388,6 @@ template <typename E, int DP> struct mma_fwd_tiles {
     static constexpr __host__ __device__ size_t fwd_k() { return tile(ROWS); }
     static constexpr __host__ __device__ size_t fwd_v() { return fwd_k() + 2 * tile(COLS); }
     static constexpr __host__ __device__ size_t bytes() { return fwd_v() + 2 * tile(COLS); }
-};
-
-/* The tensor-core product and the packing of E pairs (mma_sync.cuh). */
-template <typename E> struct mma16;
-
-template <> struct mma16<__nv_bfloat16> {
-    static __device__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
-    {
-        gb_mma_m16n8k16_bf16(d, a, b);
-    }
-    static __device__ uint32_t pack(float lo, float hi) { return gb_pack_bf16x2(lo, hi); }
-};
-
-template <> struct mma16<__half> {
-    static __device__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
-    {
-        gb_mma_m16n8k16_f16(d, a, b);
-    }
-    static __device__ uint32_t pack(float lo, float hi) { return gb_pack_f16x2(lo, hi); }
 };
 
 /* What a warp keeps in registers from the first key tile to the last, in mma.sync's
@@ -1000,10 +904,11 @@ static size_t shared_bytes(const gb_attn_problem *p)
     return bytes;
 }
 
-/* Rows per tile of the problem's configuration (ROWS). */
+/* Rows per tile of the problem's dtype: the fewest any of its kernels owns per block, so
+ * the most blocks a launch of it may need. */
 static int tile_rows(gb_dtype dtype)
 {
-    return dtype == GB_F32 ? fwd_tiles<float, 32>::ROWS : fwd_tiles<__half, 32>::ROWS;
+    return dtype == GB_F32 ? fwd_tiles<float, 32>::ROWS : mma_fwd_tiles<__half, 128>::ROWS;
 }
 
 /* ---- the plugin ---------------------------------------------------------------------- */
@@ -1216,7 +1121,7 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
 GB_ATTN_PLUGIN("flash", "1.1.0",
-               "FlashAttention-2 tiles on tensor cores (WMMA, mma.sync; f32 on CUDA cores), "
+               "FlashAttention-2 tiles on tensor cores (mma.sync; f32 on CUDA cores), "
                "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                "bf16, f16",
                GB_DEVICE_CUDA, GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,

@@ -40,25 +40,6 @@
 #include "flash_common.cuh"
 #include "mma_sync.cuh"
 
-/* The m16n8k16 product and the fragment packing of an element type. */
-template <typename E> struct tensor_core;
-
-template <> struct tensor_core<__nv_bfloat16> {
-    static __device__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
-    {
-        gb_mma_m16n8k16_bf16(d, a, b);
-    }
-    static __device__ uint32_t pack(float lo, float hi) { return gb_pack_bf16x2(lo, hi); }
-};
-
-template <> struct tensor_core<__half> {
-    static __device__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
-    {
-        gb_mma_m16n8k16_f16(d, a, b);
-    }
-    static __device__ uint32_t pack(float lo, float hi) { return gb_pack_f16x2(lo, hi); }
-};
-
 /* ---- a warp's products --------------------------------------------------------------- */
 
 static __device__ int lane_id()
@@ -89,8 +70,8 @@ static __device__ void scores(float (&acc)[N][4], const E *A, const E *B)
         for (int n = 0; n < N; n += 2) {
             uint32_t b[4];
             gb_ldmatrix_x4(b, B + (8 * n + (m / 2) * 8 + lane % 8) * LD + k + (m % 2) * 8);
-            tensor_core<E>::mma(acc[n], a, b);
-            tensor_core<E>::mma(acc[n + 1], a, b + 2);
+            mma16<E>::mma(acc[n], a, b);
+            mma16<E>::mma(acc[n + 1], a, b + 2);
         }
     }
 }
@@ -112,8 +93,8 @@ static __device__ void accumulate(float (&acc)[DP / 8][4], const uint32_t (&X)[K
             uint32_t b[4];
             gb_ldmatrix_x4_trans(b, B + (16 * kk + (m % 2) * 8 + lane % 8) * LD + 8 * n +
                                         (m / 2) * 8);
-            tensor_core<E>::mma(acc[n], X[kk], b);
-            tensor_core<E>::mma(acc[n + 1], X[kk], b + 2);
+            mma16<E>::mma(acc[n], X[kk], b);
+            mma16<E>::mma(acc[n + 1], X[kk], b + 2);
         }
 }
 
@@ -144,8 +125,8 @@ static __device__ void probs_and_grads(const E *A, const E *B, const E *dA, cons
                 p[e] = seen ? attn_prob_saved(S[n][2 * h + e] * scale_log2, lse) : 0.0f;
                 ds[e] = attn_dscore(p[e], dP[n][2 * h + e], delta);
             }
-            P[n / 2][(n % 2) * 2 + h] = tensor_core<E>::pack(p[0], p[1]);
-            dS[n / 2][(n % 2) * 2 + h] = tensor_core<E>::pack(ds[0], ds[1]);
+            P[n / 2][(n % 2) * 2 + h] = mma16<E>::pack(p[0], p[1]);
+            dS[n / 2][(n % 2) * 2 + h] = mma16<E>::pack(ds[0], ds[1]);
         }
 }
 
@@ -168,7 +149,7 @@ static __device__ void store_rows(const head_view &v, int64_t head, const float 
             if (r >= s.T || d >= s.D)
                 continue;
             if (s.async) {
-                *(uint32_t *)((E *)v.data + at + d) = tensor_core<E>::pack(lo, hi);
+                *(uint32_t *)((E *)v.data + at + d) = mma16<E>::pack(lo, hi);
             } else {
                 gb_act_store(v.data, elem<E>::dtype, at + d, lo);
                 if (d + 1 < s.D)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "cuda_status.h"
+#include "mma_sync.cuh"
 #include "warp.cuh"
 #include "gearbox/attn.h"
 
@@ -212,5 +213,24 @@ struct bwd_views {
 template <typename E, int DP>
 gb_status flash_backward_mma(const gb_host *host, const bwd_views &w, dims s, int64_t heads,
                              cudaStream_t stream);
+
+/* The tensor-core product and the packing of E pairs (mma_sync.cuh). */
+template <typename E> struct mma16;
+
+template <> struct mma16<__nv_bfloat16> {
+    static __device__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
+    {
+        gb_mma_m16n8k16_bf16(d, a, b);
+    }
+    static __device__ uint32_t pack(float lo, float hi) { return gb_pack_bf16x2(lo, hi); }
+};
+
+template <> struct mma16<__half> {
+    static __device__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2])
+    {
+        gb_mma_m16n8k16_f16(d, a, b);
+    }
+    static __device__ uint32_t pack(float lo, float hi) { return gb_pack_f16x2(lo, hi); }
+};
 
 #endif /* GB_ATTN_FLASH_COMMON_CUH */
