@@ -2,7 +2,8 @@
  * (kernels/common/crossentropy.h), over rows of V logits `ld` apart (ABI 1.3; a padded
  * vocabulary's columns past V are neither read nor written).
  *
- * One block of CE_THREADS per row, and the row read from DRAM once: the block copies its
+ * One block per row, of a thread per run of the row up to CE_THREADS (a small vocabulary
+ * gets a warp or a few, not 1024 threads that would wait), and the row read from DRAM once: the block copies its
  * V logits into shared memory with 16-byte loads (where the rows are 16-byte aligned, as a
  * padded vocabulary makes them), taking the maximum on the way; every later pass reads the
  * staged copy. The softmax denominator is summed from it GB_CE_EXP_BLOCK columns at a
@@ -32,10 +33,8 @@
 #include "exp.h"
 #include "lanes.cuh"
 
-/* Threads per row: 32 warps keep enough 16-byte loads in flight to stream a row. */
+/* Threads per row at most: 32 warps keep enough 16-byte loads in flight to stream a row. */
 #define CE_THREADS 1024
-/* Groups of 16 lanes per block: each takes every GROUPS-th block of columns. */
-#define GROUPS (CE_THREADS / GB_ROW_LANES)
 /* Bytes set aside for the kernel's static shared memory (warp maxima, the inverse sum). */
 #define CE_STATIC 1024
 /* Bytes of one vector access. */
@@ -104,7 +103,7 @@ static __device__ __forceinline__ float row_at(const ce_row *r, int64_t i)
     return v;
 }
 
-// The maximum over threads of the block; `scratch` holds CE_THREADS / 32 floats.
+// The maximum over threads of the block; `scratch` holds a float per warp.
 static __device__ float block_max(float m, float *scratch)
 {
     for (int width = 16; width > 0; width /= 2) {
@@ -115,7 +114,7 @@ static __device__ float block_max(float m, float *scratch)
         scratch[threadIdx.x / 32] = m;
     __syncthreads();
     float all = scratch[0];
-    for (int w = 1; w < CE_THREADS / 32; w++)
+    for (int w = 1; w < (int)blockDim.x / 32; w++)
         all = scratch[w] > all ? scratch[w] : all;
     return all;
 }
@@ -126,14 +125,14 @@ static __device__ float stage_row(const ce_row *r, int64_t V, int run)
 {
     float m = -INFINITY, x[8];
     const int64_t whole = V / run * run;
-    for (int64_t i = (int64_t)threadIdx.x * run; i < whole; i += (int64_t)CE_THREADS * run) {
+    for (int64_t i = (int64_t)threadIdx.x * run; i < whole; i += (int64_t)blockDim.x * run) {
         load_run(r->global, r->dtype, i, run, x);
         if (i < r->staged)
             store_run(r->stage, r->dtype, i, run, x);
         for (int k = 0; k < run; k++)
             m = x[k] > m ? x[k] : m;
     }
-    for (int64_t c = whole + threadIdx.x; c < V; c += CE_THREADS) {
+    for (int64_t c = whole + threadIdx.x; c < V; c += blockDim.x) {
         x[0] = gb_act_load(r->global, r->dtype, c);
         if (c < r->staged)
             gb_act_store(r->stage, r->dtype, c, x[0]);
@@ -147,7 +146,8 @@ static __device__ float stage_row(const ce_row *r, int64_t V, int run)
 static __device__ double exp_sum(const ce_row *r, int64_t V, float max, double *block_sums)
 {
     const int64_t n_blocks = (V + GB_CE_EXP_BLOCK - 1) / GB_CE_EXP_BLOCK;
-    for (int64_t blk = threadIdx.x / GB_ROW_LANES; blk < n_blocks; blk += GROUPS) {
+    const int groups = blockDim.x / GB_ROW_LANES;   // each takes every groups-th block
+    for (int64_t blk = threadIdx.x / GB_ROW_LANES; blk < n_blocks; blk += groups) {
         const int64_t c0 = blk * GB_CE_EXP_BLOCK;
         const int64_t len = V - c0 < GB_CE_EXP_BLOCK ? V - c0 : GB_CE_EXP_BLOCK;
         double acc = 0.0;
@@ -171,13 +171,13 @@ static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, 
 {
     float x[8];
     const int64_t whole = V / run * run;
-    for (int64_t i = (int64_t)threadIdx.x * run; i < whole; i += (int64_t)CE_THREADS * run) {
+    for (int64_t i = (int64_t)threadIdx.x * run; i < whole; i += (int64_t)blockDim.x * run) {
         row_run(r, i, run, x);
         for (int k = 0; k < run; k++)
             x[k] = valid ? gb_ce_dlogit(gb_exp_fast(x[k] - max), inv, i + k == target, d) : NAN;
         store_run(dlogits, r->dtype, i, run, x);
     }
-    for (int64_t c = whole + threadIdx.x; c < V; c += CE_THREADS) {
+    for (int64_t c = whole + threadIdx.x; c < V; c += blockDim.x) {
         x[0] = row_at(r, c);
         x[0] = valid ? gb_ce_dlogit(gb_exp_fast(x[0] - max), inv, c == target, d) : NAN;
         gb_act_store(dlogits, r->dtype, c, x[0]);
@@ -237,6 +237,13 @@ static int run_length(gb_dtype dtype, const void *logits, const void *dlogits, i
     return aligned ? (int)(CE_VEC_BYTES / size) : 1;
 }
 
+/* Threads of a row's block: one per run of `run` columns, whole warps, at most CE_THREADS. */
+static unsigned ce_threads(int64_t V, int run)
+{
+    const int64_t runs = (V + run - 1) / run, warps = (runs + 31) / 32;
+    return warps * 32 < CE_THREADS ? (unsigned)(warps * 32) : CE_THREADS;
+}
+
 /* The launch behind every entry: dloss_scale NULL but for cross_entropy_scaled. */
 static gb_status launch_cross_entropy(cuda_device *dev, gb_dtype dtype, float *losses,
                                       void *dlogits, const void *logits, int64_t ld,
@@ -274,7 +281,7 @@ static gb_status launch_cross_entropy(cuda_device *dev, gb_dtype dtype, float *l
     GB_CUDA_CHECK(cudaFuncSetAttribute((const void *)cross_entropy_kernel,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(shared + CE_STATIC)));
-    cross_entropy_kernel<<<(unsigned)N, CE_THREADS, shared, dev->compute>>>(
+    cross_entropy_kernel<<<(unsigned)N, ce_threads(V, run), shared, dev->compute>>>(
         dtype, losses, dlogits, logits, ld, targets, V, dloss, dloss_scale, run, sums_bytes,
         (int64_t)(stage_bytes / size));
     GB_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
