@@ -577,7 +577,7 @@ stage_sanitize() {
     train_command sanitize-memcheck fp32 3
     sanitize memcheck train-fp32-3-steps "${train_cmd[@]}"
     local tool plugin attn_plugins
-    attn_plugins=$(find "$build/plugins/attn" -name 'attn-*-cuda.so' | sort)
+    attn_plugins=$(find "$build/plugins" -name 'attn-*-cuda.so' | sort)
     # the smallest shapes there are: the conformance table (T up to 257) and the device-op
     # test, not training steps (racecheck takes 16-20 s for one step of the tiny model)
     for tool in racecheck synccheck initcheck; do
@@ -758,7 +758,7 @@ stage_bench() {
     # every GPT-2 matmul alone, with its epilogue: which products run below the rate
     bench "bench-matmul" 15 "$gearbox" bench matmul G --device cuda --dtype bf16 --epilogues \
         --repeats 5
-    attn_plugins=$(find "$build/plugins/attn" -name 'attn-*-cuda.so' |
+    attn_plugins=$(find "$build/plugins" -name 'attn-*-cuda.so' |
         sed 's|.*/attn-\(.*\)-cuda\.so$|\1|' | sort | paste -sd, -)
     if [ -z "$attn_plugins" ]; then
         record "bench attn (cuda)" SKIP "no attention plugin built for cuda"

@@ -1045,6 +1045,11 @@ using namespace gb_emu;
 #define API(name)                                                   \
     api_entry(name);                                                \
     std::lock_guard<std::recursive_mutex> api_hold_(state_lock)
+/* An entry that makes the host wait for the GPU (or would, on a real one), so
+ * GEARBOX_CUDA_EMU_HOST_CALLS lists it with the line that called it. */
+#define WAITING_API(name)                                           \
+    API(name);                                                      \
+    note_host_call(name)
 
 /* ---- errors ------------------------------------------------------------------------ */
 
@@ -1252,8 +1257,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    API("cudaDeviceSynchronize");
-    note_host_call("cudaDeviceSynchronize");
+    WAITING_API("cudaDeviceSynchronize");
     if (cudaError_t e = refuse_while_capturing("cudaDeviceSynchronize"))
         return e;
     complete_all();
@@ -1277,8 +1281,7 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 
 cudaError_t cudaMalloc(void **ptr, size_t bytes)
 {
-    API("cudaMalloc");
-    note_host_call("cudaMalloc");
+    WAITING_API("cudaMalloc");
     install_fault_handler();
     *ptr = nullptr;
     if (cudaError_t e = refuse_while_capturing("cudaMalloc"))
@@ -1313,8 +1316,7 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
 
 cudaError_t cudaFree(void *ptr)
 {
-    API("cudaFree");
-    note_host_call("cudaFree");
+    WAITING_API("cudaFree");
     return free_block("cudaFree", "cudaMalloc", cudaErrorInvalidDevicePointer, device_blocks,
                       ptr, [](device_block &b) {
                           device_used -= b.a.bytes;
@@ -1324,8 +1326,7 @@ cudaError_t cudaFree(void *ptr)
 
 cudaError_t cudaMallocHost(void **ptr, size_t bytes)
 {
-    API("cudaMallocHost");
-    note_host_call("cudaMallocHost");
+    WAITING_API("cudaMallocHost");
     if (cudaError_t e = refuse_while_capturing("cudaMallocHost"))
         return e;
     install_fault_handler();
@@ -1348,8 +1349,7 @@ cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags)
 
 cudaError_t cudaFreeHost(void *ptr)
 {
-    API("cudaFreeHost");
-    note_host_call("cudaFreeHost");
+    WAITING_API("cudaFreeHost");
     return free_block("cudaFreeHost", "cudaMallocHost", cudaErrorInvalidValue, pinned_blocks,
                       ptr, [](pinned_block &b) { munmap(b.base, b.bytes); });
 }
@@ -1427,13 +1427,21 @@ static cudaError_t check_kind(const char *call, enum cudaMemcpyKind kind, place 
                   "does not describe", call, (int)kind, place_name(src), place_name(dst));
 }
 
+/* The state of the live stream `stream` names (null: the default one), into *s; else
+ * call's refusal. */
+static cudaError_t live_stream(cudaStream_t stream, const char *call, stream_state **s)
+{
+    *s = stream_of(stream);
+    return *s ? cudaSuccess : not_live(call, stream, "a stream");
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
                             cudaStream_t stream)
 {
     API("cudaMemcpyAsync");
-    stream_state *st = stream_of(stream);
-    if (!st)
-        return not_live("cudaMemcpyAsync", stream, "a stream");
+    stream_state *st;
+    if (cudaError_t e = live_stream(stream, "cudaMemcpyAsync", &st))
+        return e;
     if (bytes == 0)
         return cudaSuccess;
     const place to = place_of(dst), from = place_of(src);
@@ -1496,8 +1504,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
-    API("cudaMemcpy");
-    note_host_call("cudaMemcpy");
+    WAITING_API("cudaMemcpy");
     if (cudaError_t e = refuse_while_capturing("cudaMemcpy"))
         return e;
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
@@ -1509,9 +1516,9 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t stream)
 {
     API("cudaMemsetAsync");
-    stream_state *st = stream_of(stream);
-    if (!st)
-        return not_live("cudaMemsetAsync", stream, "a stream");
+    stream_state *st;
+    if (cudaError_t e = live_stream(stream, "cudaMemsetAsync", &st))
+        return e;
     if (bytes == 0)
         return cudaSuccess;
     cudaError_t e = check_device_range("cudaMemsetAsync", ptr, bytes);
@@ -1531,8 +1538,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t bytes, cudaStream_t str
 
 cudaError_t cudaMemset(void *ptr, int value, size_t bytes)
 {
-    API("cudaMemset");
-    note_host_call("cudaMemset");
+    WAITING_API("cudaMemset");
     if (cudaError_t e = refuse_while_capturing("cudaMemset"))
         return e;
     cudaError_t e = cudaMemsetAsync(ptr, value, bytes, nullptr);
@@ -1572,17 +1578,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 /* The live, uncaptured stream `call` waits for or queries, into *s; else its refusal. */
 static cudaError_t stream_to_wait_for(cudaStream_t stream, const char *call, stream_state **s)
 {
-    *s = stream_of(stream);
-    if (!*s)
-        return not_live(call, stream, "a stream");
+    if (cudaError_t e = live_stream(stream, call, s))
+        return e;
     return refuse_on_capturing(*s, cudaErrorStreamCaptureUnsupported, call,
                                "its work is not run");
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-    API("cudaStreamSynchronize");
-    note_host_call("cudaStreamSynchronize");
+    WAITING_API("cudaStreamSynchronize");
     stream_state *s = nullptr;
     if (cudaError_t e = stream_to_wait_for(stream, "cudaStreamSynchronize", &s))
         return e;
@@ -1624,9 +1628,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *data)
 {
     API("cudaLaunchHostFunc");
-    stream_state *s = stream_of(stream);
-    if (!s)
-        return not_live("cudaLaunchHostFunc", stream, "a stream");
+    stream_state *s;
+    if (cudaError_t e = live_stream(stream, "cudaLaunchHostFunc", &s))
+        return e;
     op o;
     o.what = "a host function (cudaLaunchHostFunc)";
     o.run = [fn, data] { fn(data); };
@@ -1730,8 +1734,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    API("cudaEventSynchronize");
-    note_host_call("cudaEventSynchronize");
+    WAITING_API("cudaEventSynchronize");
     event_state *e = nullptr;
     if (cudaError_t err = event_to_wait_for(event, "cudaEventSynchronize", &e))
         return err;
@@ -1745,9 +1748,9 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
     API("cudaStreamBeginCapture");
-    stream_state *s = stream_of(stream);
-    if (!s)
-        return not_live("cudaStreamBeginCapture", stream, "a stream");
+    stream_state *s;
+    if (cudaError_t e = live_stream(stream, "cudaStreamBeginCapture", &s))
+        return e;
     if (s == &default_stream)
         return refuse(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture: the legacy "
                       "default stream cannot be captured; capture a stream of your own");
@@ -1786,9 +1789,9 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
 {
     API("cudaStreamIsCapturing");
-    stream_state *s = stream_of(stream);
-    if (!s)
-        return not_live("cudaStreamIsCapturing", stream, "a stream");
+    stream_state *s;
+    if (cudaError_t e = live_stream(stream, "cudaStreamIsCapturing", &s))
+        return e;
     capture_state *c = capture_of(s);
     *status = !c ? cudaStreamCaptureStatusNone
                  : c->broken_by.empty() ? cudaStreamCaptureStatusActive

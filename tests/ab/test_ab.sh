@@ -4,7 +4,8 @@
 # identical variant reads as the same curve and a different learning rate is flagged, the
 # report folder holds summary.md, per-run metrics and two well-formed SVG plots, a failing
 # variant is reported with its stderr tail and a non-zero exit while the others are still
-# reported, the A.ini B.ini shorthand, and bad arguments. Timings are not asserted.
+# reported, the A.ini B.ini shorthand, steps and seconds to a target loss (--target-loss),
+# and bad arguments. Timings are not asserted.
 # usage: test_ab.sh GEARBOX BUILD_DIR SOURCE_ROOT
 source "$3/tests/cli/lib.sh"
 make_data
@@ -124,6 +125,29 @@ grep -qE "^second: .*, same loss curve \(max difference 0\)\.$" ab3.txt &&
 contains "one repeat says it bootstrapped" ab3.txt ", bootstrap over steps)"
 contains "summary.md explains the bootstrap" ab3/summary.md "percentile bootstrap over those steps"
 
+# ---- a target loss: steps and seconds to it, evaluations along the runs ----
+rc=0
+"$GEARBOX" ab tiny.ini --variant base: --variant lr:train.learning_rate=2e-2 --steps 6 \
+    --warmup 1 --repeats 2 --target-loss 100 --eval-every 2 --out ab4 > ab4.txt 2>&1 || rc=$?
+[ "$rc" -eq 0 ] && pass "--target-loss: exit status 0" || fail "--target-loss: exit status $rc: $(cat ab4.txt)"
+contains "the target table says what it measures" ab4.txt \
+    "To val loss 100 (evaluated every 2 steps and after the last):"
+grep -qE "^\| base +\| +2 \[2-2\] +\| +[0-9.]+ \[[0-9.]+-[0-9.]+\] +\| +baseline +\|$" ab4.txt &&
+    pass "a target every run meets at its first evaluation: 2 steps" ||
+    fail "target row for base: $(cat ab4.txt)"
+grep -qE "^\| lr +\| +2 \[2-2\] +\| .*\| +[0-9.e]+x \([0-9.e]+-[0-9.e]+\) +\|$" ab4.txt &&
+    pass "the variant's speed to the target has a 95% CI" || fail "target row for lr: $(cat ab4.txt)"
+[ "$(grep -c '^{"step": [0-9]*, "train_loss"' ab4/base/r1/metrics.jsonl)" -eq 3 ] &&
+    pass "the runs evaluated every 2 steps (3 evaluations in 6 steps)" ||
+    fail "evaluations: $(grep '"val_loss"' ab4/base/r1/metrics.jsonl)"
+contains "summary.md has the target table" ab4/summary.md "| variant | steps to it, median [min-max] |"
+rc=0
+"$GEARBOX" ab tiny.ini --variant base: --variant lr:train.learning_rate=2e-2 --steps 4 \
+    --warmup 1 --repeats 1 --target-loss 0.001 --out ab5 > ab5.txt 2>&1 || rc=$?
+grep -qE "^\| lr +\| +not reached +\| +not reached +\| +n/a +\|$" ab5.txt &&
+    pass "a target no run meets reads 'not reached' and n/a" || fail "unreached target: $(cat ab5.txt)"
+contains "without --eval-every, every steps/20 (at least 1)" ab5.txt "evaluated every 1 steps"
+
 # ---- bad arguments, refused before any run ----
 expect_error "one variant is not a comparison" 2 "two or more variants" -- \
     "$GEARBOX" ab tiny.ini --variant base: --out bad
@@ -135,6 +159,10 @@ expect_error "variant names are unique" 2 "two variants are called a" -- \
     "$GEARBOX" ab tiny.ini --variant a: --variant a:attn.plugin=math --out bad
 expect_error "a malformed override is caught before running" 2 "attn.plugin" -- \
     "$GEARBOX" ab tiny.ini --variant a: --variant b:attn.plugin --out bad
+expect_error "a target loss is a number" 2 "--target-loss low: expected a loss" -- \
+    "$GEARBOX" ab tiny.ini --variant a: --variant b: --target-loss low --out bad
+expect_error "evaluations are ab's to set" 2 "sets run.eval_every for every run itself" -- \
+    "$GEARBOX" ab tiny.ini --variant a: --variant b:run.eval_every=2 --out bad
 expect_error "an unknown baseline" 2 "--baseline c: no variant has that name" -- \
     "$GEARBOX" ab tiny.ini --variant a: --variant b: --baseline c --out bad
 [ ! -e bad ] && pass "bad arguments create no report folder" || fail "a report folder was made"

@@ -39,8 +39,10 @@ static gb_ab_run make_run(double ms, double bump, int64_t at, double val_loss)
 
 /* ---- reading ------------------------------------------------------------------------- */
 
-static int write_file(const char *path, const char *text)
+/* Writes `text` to DIR/NAME, whose path goes into path[4096]: 0, or -1. */
+static int write_file(char *path, const char *dir, const char *name, const char *text)
 {
+    snprintf(path, 4096, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
@@ -51,8 +53,7 @@ static int write_file(const char *path, const char *text)
 static void check_reader(const char *dir)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/with_summary.jsonl", dir);
-    CHECK(write_file(path,
+    CHECK(write_file(path, dir, "with_summary.jsonl",
         "{\"step\": 1, \"loss\": 4.2, \"lr\": 0.001, \"ms\": 35.5, \"tokens_per_s\": 1234.5, "
         "\"grad_norm\": 0.5, \"mfu\": 0.25}\n"
         "{\"step\": 2, \"loss\": 4.1, \"lr\": 0.001, \"ms\": 30, \"tokens_per_s\": 1500, "
@@ -76,8 +77,7 @@ static void check_reader(const char *dir)
 
     /* a run without the summary (stopped early) and a null MFU (no peak known): memory
      * figures and MFU stay unknown; a "loss" inside another key is not the loss */
-    snprintf(path, sizeof path, "%s/plain.jsonl", dir);
-    CHECK(write_file(path,
+    CHECK(write_file(path, dir, "plain.jsonl",
         "{\"step\": 1, \"loss\": 4.2, \"lr\": 0.001, \"ms\": 35.5, \"tokens_per_s\": 1234.5, "
         "\"grad_norm\": 0.5, \"mfu\": null}\n"
         "\n"
@@ -89,8 +89,7 @@ static void check_reader(const char *dir)
     gb_ab_run_free(&run);
 
     /* a broken line is named with its line and column, and nothing is read */
-    snprintf(path, sizeof path, "%s/broken.jsonl", dir);
-    CHECK(write_file(path,
+    CHECK(write_file(path, dir, "broken.jsonl",
         "{\"step\": 1, \"loss\": 4.2, \"ms\": 35.5}\n"
         "{\"step\": 2, \"loss\": 4.1, \"ms\": }\n") == 0);
     CHECK(gb_ab_run_read(path, &run, err, sizeof err) == -1);
@@ -101,11 +100,40 @@ static void check_reader(const char *dir)
     CHECK(run.n_steps == 0);
 
     /* a known field of the wrong type */
-    CHECK(write_file(path, "{\"step\": 1, \"loss\": \"low\", \"ms\": 35.5}\n") == 0);
+    CHECK(write_file(path, dir, "broken.jsonl",
+                     "{\"step\": 1, \"loss\": \"low\", \"ms\": 35.5}\n") == 0);
     CHECK(gb_ab_run_read(path, &run, err, sizeof err) == -1 && strstr(err, ":1: \"loss\" is not"));
 
     snprintf(path, sizeof path, "%s/absent.jsonl", dir);
     CHECK(gb_ab_run_read(path, &run, err, sizeof err) == -1 && strstr(err, "No such file"));
+}
+
+/* Evaluations along a run: each is listed, and the first at or below a target gives the
+ * steps and the logged steps' seconds to it. */
+static void check_reach(const char *dir)
+{
+    /* steps of 100, 200, 300 and 400 ms; evaluations after steps 2 and 4 */
+    const char *text = "{\"step\": 1, \"loss\": 4.2, \"ms\": 100}\n{\"step\": 2, \"loss\": 4.1, "
+                       "\"ms\": 200}\n{\"step\": 2, \"train_loss\": 3.1, \"val_loss\": 3.0}\n"
+                       "{\"step\": 3, \"loss\": 3.9, \"ms\": 300}\n{\"step\": 4, \"loss\": 3.8, "
+                       "\"ms\": 400}\n{\"step\": 4, \"train_loss\": 2.6, \"val_loss\": 2.5}\n";
+    char path[4096], err[8192] = "";
+    gb_ab_run run = gb_ab_run_empty();
+    CHECK(write_file(path, dir, "evals.jsonl", text) == 0 &&
+          gb_ab_run_read(path, &run, err, sizeof err) == 0);
+    CHECK(run.n_steps == 4 && run.n_evals == 2);
+    if (run.n_evals == 2)
+        CHECK(run.evals[0].step == 2 && run.evals[0].val_loss == 3.0 &&
+              run.evals[1].step == 4 && run.evals[1].val_loss == 2.5);
+    CHECK(run.val_loss == 2.5 && run.train_loss == 2.6);
+    gb_ab_reach r = gb_ab_reach_of(&run, 3.0);   /* "at or below": the first evaluation */
+    CHECK(r.reached && r.step == 2 && fabs(r.seconds - 0.3) < 1e-12);
+    r = gb_ab_reach_of(&run, 2.6);
+    CHECK(r.reached && r.step == 4 && fabs(r.seconds - 1.0) < 1e-12);
+    r = gb_ab_reach_of(&run, 2.4);
+    CHECK(!r.reached);
+    gb_ab_run_free(&run);
+    CHECK(run.n_evals == 0 && !run.evals);
 }
 
 /* ---- figures ------------------------------------------------------------------------- */
@@ -223,6 +251,7 @@ int main(int argc, char **argv)
         return 2;
     }
     check_reader(argv[1]);
+    check_reach(argv[1]);
     check_timing_and_speed();
     check_loss_readings();
     check_sentences();

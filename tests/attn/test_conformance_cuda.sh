@@ -17,8 +17,10 @@ set -u
 GEARBOX=$1
 PLUGINS=$2
 CUDA_DIR=${3:-}
-cuda_object() { # KIND NAME: the CUDA object's file
-    if [ -n "$CUDA_DIR" ]; then echo "$CUDA_DIR/$1-$2-cuda.so"; else echo "$PLUGINS/$1/$2/$1-$2-cuda.so"; fi
+cuda_object() { # KIND NAME: the CUDA object's file (nvcc-built ones at PLUGINS_DIR's top)
+    if [ -n "$CUDA_DIR" ]; then echo "$CUDA_DIR/$1-$2-cuda.so"
+    elif [ -f "$PLUGINS/$1-$2-cuda.so" ]; then echo "$PLUGINS/$1-$2-cuda.so"
+    else echo "$PLUGINS/$1/$2/$1-$2-cuda.so"; fi
 }
 device=$PLUGINS/device/cuda/device-cuda.so
 [ -n "$CUDA_DIR" ] && device=$CUDA_DIR/device-cuda.so

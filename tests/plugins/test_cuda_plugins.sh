@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The CUDA objects of attn/math, attn/mem_efficient, attn/flash, optim/adamw and
-# optim/adamw_fused (and attn/cudnn where cuDNN was found to build it) on any machine, GPU
+# The CUDA objects of attn/math, attn/mem_efficient, attn/flash, optim/adamw,
+# optim/adamw_fused and optim/muon (and attn/cudnn where cuDNN was found to build it) on any machine, GPU
 # or not: `gearbox plugins` lists each for the cuda device; the conformance kit loads
 # each, passes its descriptor, file name and schema, and then skips (exit 77: no
 # device/cuda or no GPU here) or passes, never fails (attn/mem_efficient, which refuses
@@ -24,11 +24,11 @@ listing=$("$GEARBOX" plugins 2>&1)
 cudnn_row=
 [ -f "$PLUGINS/attn/cudnn/attn-cudnn-cuda.so" ] &&
     cudnn_row="attn cudnn attn/cudnn/attn-cudnn-cuda.so precision.plugin=bf16"
-for row in "attn math attn/math/attn-math-cuda.so" \
-    "attn mem_efficient attn/mem_efficient/attn-mem_efficient-cuda.so" \
-    "attn flash attn/flash/attn-flash-cuda.so" \
-    "optim adamw optim/adamw/optim-adamw-cuda.so" \
-    "optim adamw_fused optim/adamw_fused/optim-adamw_fused-cuda.so" ${cudnn_row:+"$cudnn_row"}; do
+# the kernel plugins are built at the top of PLUGINS_DIR (plugins/meson.build)
+for row in "attn math attn-math-cuda.so" "attn mem_efficient attn-mem_efficient-cuda.so" \
+    "attn flash attn-flash-cuda.so" "optim adamw optim-adamw-cuda.so" \
+    "optim adamw_fused optim-adamw_fused-cuda.so" "optim muon optim-muon-cuda.so" \
+    ${cudnn_row:+"$cudnn_row"}; do
     read -r kind name file extra <<< "$row"
     grep -Eq "^$kind +$name +[0-9.]+ +cuda +.*/$file\$" <<< "$listing" ||
         fail "gearbox plugins does not list $kind/$name for cuda ($file):"$'\n'"$listing"

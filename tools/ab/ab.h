@@ -19,10 +19,11 @@
 #include "metrics.h"
 
 #define GB_AB_NAME_MAX 48
+#define GB_AB_MAX_REPEATS 1000
 
 /* The keys `gearbox ab` sets for every run itself (run.steps from --steps, one logged step
- * each, no evaluation or checkpoints, the run's own out_dir): a variant or --set that sets
- * one is refused rather than silently overridden. */
+ * each, run.eval_every from --eval-every, no checkpoints, the run's own out_dir): a variant
+ * or --set that sets one is refused rather than silently overridden. */
 #define GB_AB_N_FIXED 5
 extern const char *const gb_ab_fixed_keys[GB_AB_N_FIXED];
 
@@ -48,6 +49,8 @@ typedef struct gb_ab_plan {
     int64_t steps, warmup;        /* steps per run; the first `warmup` are not timed */
     int repeats;
     double tolerance;             /* loss differences up to this read as "same curve" */
+    int64_t eval_every;           /* [run] eval_every of every run; 0: after the last step */
+    double target_loss;           /* --target-loss; NaN when not asked */
     gb_ab_variant *variants;
     int n_variants;
     int baseline;                 /* index into variants */

@@ -22,6 +22,7 @@ gb_ab_run gb_ab_run_empty(void)
 void gb_ab_run_free(gb_ab_run *run)
 {
     free(run->steps);
+    free(run->evals);
     *run = gb_ab_run_empty();
 }
 
@@ -47,16 +48,25 @@ static const char *read_summary(const json_t *line, gb_ab_run *run)
     return bad;
 }
 
+/* Room for one more of `count` items of `size` bytes at *items, whose capacity is *cap:
+ * 0, or -1 when memory ran out. */
+static int grow(void **items, size_t count, size_t size, size_t *cap)
+{
+    if (count < *cap)
+        return 0;
+    size_t grown = *cap ? 2 * *cap : 64;
+    void *more = realloc(*items, grown * size);
+    if (!more)
+        return -1;
+    *items = more;
+    *cap = grown;
+    return 0;
+}
+
 static const char *append_step(gb_ab_run *run, const json_t *line, int64_t step, size_t *cap)
 {
-    if (run->n_steps == *cap) {
-        size_t grown = *cap ? 2 * *cap : 64;
-        gb_ab_step *steps = realloc(run->steps, grown * sizeof *steps);
-        if (!steps)
-            return "";
-        run->steps = steps;
-        *cap = grown;
-    }
+    if (grow((void **)&run->steps, run->n_steps, sizeof *run->steps, cap))
+        return "";
     gb_ab_step s = {.step = step, .loss = NAN, .ms = NAN, .tokens_per_s = NAN, .mfu = NAN};
     const char *bad = number(line, "loss", &s.loss);
     if (!bad)
@@ -70,8 +80,25 @@ static const char *append_step(gb_ab_run *run, const json_t *line, int64_t step,
     return bad;
 }
 
-/* One line into run: NULL, or the field at fault ("" when memory ran out). */
-static const char *read_line(const json_t *line, gb_ab_run *run, size_t *cap)
+/* An evaluation: the last one's losses, and the list of val losses. */
+static const char *read_eval(gb_ab_run *run, const json_t *line, int64_t step, size_t *cap)
+{
+    double val = NAN;
+    const char *bad = number(line, "val_loss", &val);
+    if (!bad)
+        bad = number(line, "train_loss", &run->train_loss);
+    if (bad || isnan(val))
+        return bad;
+    run->val_loss = val;
+    if (grow((void **)&run->evals, run->n_evals, sizeof *run->evals, cap))
+        return "";
+    run->evals[run->n_evals++] = (gb_ab_eval){step, val};
+    return NULL;
+}
+
+/* One line into run: NULL, or the field at fault ("" when memory ran out). `caps` are the
+ * capacities of its steps and evals. */
+static const char *read_line(const json_t *line, gb_ab_run *run, size_t caps[2])
 {
     const json_t *step = json_object_get(line, "step");
     if (json_is_true(json_object_get(line, "summary")))
@@ -80,12 +107,10 @@ static const char *read_line(const json_t *line, gb_ab_run *run, size_t *cap)
         return NULL;
     if (!json_is_integer(step))
         return "step";
-    if (json_object_get(line, "val_loss")) {
-        const char *bad = number(line, "val_loss", &run->val_loss);
-        return bad ? bad : number(line, "train_loss", &run->train_loss);
-    }
+    if (json_object_get(line, "val_loss"))
+        return read_eval(run, line, json_integer_value(step), &caps[1]);
     if (json_object_get(line, "loss"))
-        return append_step(run, line, json_integer_value(step), cap);
+        return append_step(run, line, json_integer_value(step), &caps[0]);
     return NULL;
 }
 
@@ -98,7 +123,7 @@ int gb_ab_run_read(const char *path, gb_ab_run *run, char *err, size_t err_cap)
         return -1;
     }
     char *text = NULL;
-    size_t text_cap = 0, cap = 0;
+    size_t text_cap = 0, caps[2] = {0, 0};
     ssize_t len;
     int failed = 0;
     for (int n = 1; !failed && (len = getline(&text, &text_cap, f)) > 0; n++) {
@@ -106,7 +131,7 @@ int gb_ab_run_read(const char *path, gb_ab_run *run, char *err, size_t err_cap)
             continue;
         json_error_t error;
         json_t *line = json_loadb(text, (size_t)len, 0, &error);
-        const char *bad = line ? read_line(line, run, &cap) : NULL;
+        const char *bad = line ? read_line(line, run, caps) : NULL;
         if (!line)
             snprintf(err, err_cap, "%s:%d:%d: %s", path, n, error.column, error.text);
         else if (bad && !*bad)

@@ -1,5 +1,5 @@
 /* What one training run of an A/B comparison reported, read from its metrics.jsonl alone
- * (docs/observability.md): the logged steps, the last evaluation, and the closing summary
+ * (docs/observability.md): the logged steps, the evaluations, and the closing summary
  * line with the run's peak resident memory and its memory plan. Each line is parsed as
  * JSON (Jansson); unknown fields and lines that are neither a step, an evaluation nor the
  * summary are ignored.
@@ -23,9 +23,16 @@ typedef struct gb_ab_step {
     double mfu;         /* NaN when the run does not report it */
 } gb_ab_step;
 
+typedef struct gb_ab_eval {
+    int64_t step;       /* the step it followed */
+    double val_loss;
+} gb_ab_eval;
+
 typedef struct gb_ab_run {
     gb_ab_step *steps;                    /* logged steps, in file order */
     size_t n_steps;
+    gb_ab_eval *evals;                    /* evaluations with a val loss, in file order */
+    size_t n_evals;
     double train_loss, val_loss;          /* the last evaluation; NaN when none */
     double peak_rss_bytes;                /* NaN when not reported */
     double planned_bytes[GB_AB_MEM_N];    /* NaN when not reported */

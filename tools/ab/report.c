@@ -80,6 +80,16 @@ static void fmt_or_na(cell c, const char *fmt, double v)
         snprintf(c, sizeof(cell), fmt, v);
 }
 
+/* A speed-like ratio and its interval: "1.83x (1.79-1.88)". */
+static void ratio_cell(const gb_stats_ci *ci, cell c)
+{
+    char x[24], lo[24], hi[24];
+    gb_ab_ratio_number(ci->estimate, x, sizeof x);
+    gb_ab_ratio_number(ci->lo, lo, sizeof lo);
+    gb_ab_ratio_number(ci->hi, hi, sizeof hi);
+    snprintf(c, sizeof(cell), "%sx (%s-%s)", x, lo, hi);
+}
+
 static void fill_row(const gb_ab_plan *p, int i, const figures *f, cell *row)
 {
     const gb_ab_variant *v = &p->variants[i];
@@ -102,41 +112,140 @@ static void fill_row(const gb_ab_plan *p, int i, const figures *f, cell *row)
         snprintf(row[4], sizeof(cell), "baseline");
         return;
     }
-    if (f->speed.ok) {
-        char x[24], lo[24], hi[24];
-        gb_ab_ratio_number(f->speed.ratio.estimate, x, sizeof x);
-        gb_ab_ratio_number(f->speed.ratio.lo, lo, sizeof lo);
-        gb_ab_ratio_number(f->speed.ratio.hi, hi, sizeof hi);
-        snprintf(row[4], sizeof(cell), "%sx (%s-%s)", x, lo, hi);
-    } else {
+    if (f->speed.ok)
+        ratio_cell(&f->speed.ratio, row[4]);
+    else
         snprintf(row[4], sizeof(cell), "n/a");
-    }
     if (f->loss.n_common)
         gb_ab_short_number(f->loss.max_step_diff, 2, row[7], sizeof(cell));
 }
 
-/* A Markdown table padded so that it also reads as plain text. */
-static void print_table(FILE *out, cell (*rows)[COLS], int n_rows)
+/* A Markdown table of n_rows rows of `cols` cells (row r's cell c at cells[r * cols + c]),
+ * padded so that it also reads as plain text. */
+static void print_table(FILE *out, const char *const *head, int cols, const cell *cells,
+                        int n_rows)
 {
     size_t width[COLS];
-    for (int c = 0; c < COLS; c++) {
-        width[c] = strlen(headers[c]);
+    for (int c = 0; c < cols; c++) {
+        width[c] = strlen(head[c]);
         for (int r = 0; r < n_rows; r++)
-            width[c] = strlen(rows[r][c]) > width[c] ? strlen(rows[r][c]) : width[c];
+            if (strlen(cells[r * cols + c]) > width[c])
+                width[c] = strlen(cells[r * cols + c]);
     }
-    for (int c = 0; c < COLS; c++)
-        fprintf(out, "| %-*s ", (int)width[c], headers[c]);
+    for (int c = 0; c < cols; c++)
+        fprintf(out, "| %-*s ", (int)width[c], head[c]);
     fputs("|\n", out);
-    for (int c = 0; c < COLS; c++)
+    for (int c = 0; c < cols; c++)
         fprintf(out, "|%.*s%s", (int)width[c] + 1,
                 "----------------------------------------------------------------------------",
                 c == 0 ? "-" : ":");
     fputs("|\n", out);
     for (int r = 0; r < n_rows; r++) {
-        for (int c = 0; c < COLS; c++)
-            fprintf(out, c == 0 ? "| %-*s " : "| %*s ", (int)width[c], rows[r][c]);
+        for (int c = 0; c < cols; c++)
+            fprintf(out, c == 0 ? "| %-*s " : "| %*s ", (int)width[c], cells[r * cols + c]);
         fputs("|\n", out);
     }
+}
+
+/* ---- the target loss ----------------------------------------------------------------- */
+
+enum { REACH_COLS = 4 };
+static const char *const reach_headers[REACH_COLS] = {
+    "variant", "steps to it, median [min-max]", "seconds of steps to it, median [min-max]",
+    "speed to it (95% CI)"};
+
+/* Each repeat's steps and seconds to the target loss (NaN where it did not get there);
+ * returns how many repeats got there. */
+static int reach_all(const gb_ab_plan *p, int i, int repeats, double *steps, double *seconds)
+{
+    int reached = 0;
+    for (int r = 0; r < repeats; r++) {
+        gb_ab_reach x = gb_ab_reach_of(&p->variants[i].runs[r], p->target_loss);
+        steps[r] = x.reached ? (double)x.step : NAN;
+        seconds[r] = x.reached ? x.seconds : NAN;
+        reached += x.reached;
+    }
+    return reached;
+}
+
+/* "112 [104-120]" over the repeats that got there, "2 of 3 reached" added when not all did. */
+static void spread_cell(const double *x, int repeats, int reached, const char *fmt, cell c)
+{
+    double got[GB_AB_MAX_REPEATS];
+    int n = 0;
+    for (int r = 0; r < repeats; r++)
+        if (!isnan(x[r]))
+            got[n++] = x[r];
+    if (n == 0) {
+        snprintf(c, sizeof(cell), "not reached");
+        return;
+    }
+    gb_stats_summary s = gb_stats_summarize(got, (size_t)n);
+    char median[32], lo[32], hi[32];
+    snprintf(median, sizeof median, fmt, s.median);
+    snprintf(lo, sizeof lo, fmt, s.min);
+    snprintf(hi, sizeof hi, fmt, s.max);
+    snprintf(c, sizeof(cell), n == 1 ? "%s" : "%s [%s-%s]", median, lo, hi);
+    if (reached < repeats)
+        snprintf(c + strlen(c), sizeof(cell) - strlen(c), ", %d of %d reached", reached,
+                 repeats);
+}
+
+/* The baseline's seconds to the target over the variant's, paired by repeat as the speed
+ * is: above 1, the variant got there sooner. */
+static void reach_speed_cell(const double *base, const double *other, int repeats, cell c)
+{
+    gb_stats_ci ci = {base[0] / other[0], NAN, NAN};
+    for (int r = 0; r < repeats; r++)
+        if (isnan(base[r]) || isnan(other[r])) {
+            snprintf(c, sizeof(cell), "n/a");
+            return;
+        }
+    if (repeats >= 2 && gb_stats_paired_ratio(base, other, (size_t)repeats, &ci) == 0) {
+        ratio_cell(&ci, c);
+        return;
+    }
+    char x[24];
+    gb_ab_ratio_number(ci.estimate, x, sizeof x);
+    snprintf(c, sizeof(cell), "%sx", x);
+}
+
+static void print_reach(FILE *out, const gb_ab_plan *p, const figures *f, int repeats)
+{
+    cell *cells = calloc((size_t)p->n_variants * REACH_COLS, sizeof *cells);
+    double *x = malloc(2 * (size_t)p->n_variants * (size_t)repeats * sizeof *x);
+    if (!cells || !x)
+        goto done;
+    int rows = 0;
+    for (int i = 0; i < p->n_variants; i++) {
+        if (!f[i].ok)
+            continue;
+        double *steps = x + 2 * (size_t)i * (size_t)repeats, *seconds = steps + repeats;
+        int reached = reach_all(p, i, repeats, steps, seconds);
+        cell *row = cells + rows++ * REACH_COLS;
+        snprintf(row[0], sizeof(cell), "%s", p->variants[i].name);
+        spread_cell(steps, repeats, reached, "%.0f", row[1]);
+        spread_cell(seconds, repeats, reached, "%.1f", row[2]);
+        snprintf(row[3], sizeof(cell), "baseline");
+    }
+    const double *base_seconds = x + (2 * (size_t)p->baseline + 1) * (size_t)repeats;
+    for (int i = 0, row = 0; i < p->n_variants; i++) {
+        if (!f[i].ok)
+            continue;
+        if (i != p->baseline && f[p->baseline].ok)
+            reach_speed_cell(base_seconds, x + (2 * (size_t)i + 1) * (size_t)repeats, repeats,
+                             cells[row * REACH_COLS + 3]);
+        row++;
+    }
+    fprintf(out, "\nTo val loss %g (evaluated every %lld steps and after the last):\n\n",
+            p->target_loss, (long long)p->eval_every);
+    print_table(out, reach_headers, REACH_COLS, cells, rows);
+    fputs("\nSeconds of steps: the logged steps' own time up to and with the first evaluation "
+          "at or below the target, evaluations not counted. Speed to it: the baseline's "
+          "seconds over the variant's, paired by repeat (above 1: sooner).\n", out);
+done:
+    free(cells);
+    free(x);
 }
 
 /* ---- words --------------------------------------------------------------------------- */
@@ -191,8 +300,10 @@ static void print_verdict(FILE *out, const gb_ab_plan *p, const figures *f, int 
         return;
     for (int i = 0; i < p->n_variants; i++)
         fill_row(p, i, &f[i], rows[i]);
-    print_table(out, rows, p->n_variants);
+    print_table(out, headers, COLS, rows[0], p->n_variants);
     free(rows);
+    if (!isnan(p->target_loss) && repeats > 0)
+        print_reach(out, p, f, repeats);
     fputc('\n', out);
     if (p->variants[p->baseline].failed)
         fprintf(out, "The baseline %s failed, so there is nothing to compare with.\n",

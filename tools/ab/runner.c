@@ -160,9 +160,10 @@ static void variant_args(const gb_ab_plan *p, const gb_ab_variant *v, const char
         a->argv[argc++] = "--plugin-path";
         a->argv[argc++] = (char *)p->plugin_path;
     }
-    char steps[32];
+    char steps[32], eval_every[32];
     snprintf(steps, sizeof steps, "%lld", (long long)p->steps);
-    const char *values[GB_AB_N_FIXED] = {steps, "1", "0", "0", run_dir};
+    snprintf(eval_every, sizeof eval_every, "%lld", (long long)p->eval_every);
+    const char *values[GB_AB_N_FIXED] = {steps, "1", eval_every, "0", run_dir};
     for (int i = 0; i < GB_AB_N_FIXED; i++)
         snprintf(a->fixed[i], sizeof a->fixed[i], "%s=%s", gb_ab_fixed_keys[i], values[i]);
     int n = p->n_sets + v->n_overrides + GB_AB_N_FIXED;

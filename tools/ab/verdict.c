@@ -239,6 +239,18 @@ void gb_ab_loss_reading(const gb_ab_loss_diff *d, double tolerance, char *buf, s
     }
 }
 
+gb_ab_reach gb_ab_reach_of(const gb_ab_run *run, double target)
+{
+    gb_ab_reach r = {0, 0, 0.0};
+    for (size_t i = 0; !r.reached && i < run->n_evals; i++)
+        if (run->evals[i].val_loss <= target)
+            r = (gb_ab_reach){1, run->evals[i].step, 0.0};
+    for (size_t k = 0; r.reached && k < run->n_steps; k++)
+        if (run->steps[k].step <= r.step)
+            r.seconds += run->steps[k].ms / 1000.0;
+    return r;
+}
+
 /* ---- the sentence -------------------------------------------------------------------- */
 
 double gb_ab_planned_total(const gb_ab_run *run)

@@ -56,6 +56,16 @@ gb_ab_loss_diff gb_ab_loss_compare(const gb_ab_run *base, const gb_ab_run *other
  * the curves differ by up to 0.031 (step 12)". */
 void gb_ab_loss_reading(const gb_ab_loss_diff *d, double tolerance, char *buf, size_t cap);
 
+/* When a run first evaluated at or below a target val loss (`gearbox ab --target-loss`). */
+typedef struct gb_ab_reach {
+    int reached;        /* 0: no evaluation of the run got there */
+    int64_t step;       /* the step that evaluation followed */
+    double seconds;     /* the logged steps' time up to and with that step, evaluations not
+                         * counted; NaN when a step's time is missing */
+} gb_ab_reach;
+
+gb_ab_reach gb_ab_reach_of(const gb_ab_run *run, double target);
+
 /* The run's planned bytes summed over the categories; NaN when it reports none. */
 double gb_ab_planned_total(const gb_ab_run *run);
 

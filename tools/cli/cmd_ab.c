@@ -3,6 +3,7 @@
  * first, so a typo stops the comparison before any run starts. */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,8 @@
 #include "cli.h"
 #include "gearbox/engine/fsutil.h"
 
-enum { OPT_VARIANT, OPT_BASELINE, OPT_STEPS, OPT_WARMUP, OPT_REPEATS, OPT_TOLERANCE, OPT_SET,
-       OPT_OUT, OPT_PLUGIN_PATH };
+enum { OPT_VARIANT, OPT_BASELINE, OPT_STEPS, OPT_WARMUP, OPT_REPEATS, OPT_TOLERANCE,
+       OPT_TARGET_LOSS, OPT_EVAL_EVERY, OPT_SET, OPT_OUT, OPT_PLUGIN_PATH };
 
 const gb_cli_spec gb_cli_ab_spec = {
     .verb = "ab",
@@ -38,6 +39,10 @@ const gb_cli_spec gb_cli_ab_spec = {
         [OPT_REPEATS] = {"repeats", 0, "R", "runs per variant (default 3)"},
         [OPT_TOLERANCE] = {"tolerance", 0, "X", "loss differences up to X read as the same curve "
                            "(default 1e-4)"},
+        [OPT_TARGET_LOSS] = {"target-loss", 0, "X", "also the steps and seconds until val loss <= X,"
+                             "\nand the speed to it against the baseline"},
+        [OPT_EVAL_EVERY] = {"eval-every", 0, "K", "evaluate every K steps too (default: after the "
+                            "last only;\nwith --target-loss, every steps/20)"},
         [OPT_SET] = {"set", 0, "section.key=value", "override for every variant (repeatable)"},
         [OPT_OUT] = {"out", 0, "DIR", "the report folder (default out/ab-YYYYmmdd-HHMMSS)"},
         [OPT_PLUGIN_PATH] = GB_CLI_OPTION_PLUGIN_PATH,
@@ -59,8 +64,8 @@ typedef struct ab_args {
     const char *sets[GB_CLI_MAX_SETS];
     int n_configs, n_specs, n_sets;
     const char *baseline, *out, *plugin_path;
-    int64_t steps, warmup, repeats;
-    double tolerance;
+    int64_t steps, warmup, repeats, eval_every;
+    double tolerance, target_loss;
 } ab_args;
 
 /* ---- arguments ----------------------------------------------------------------------- */
@@ -77,11 +82,12 @@ static int parse_count(const char *flag, const char *text, int64_t lo, int64_t h
     return 0;
 }
 
-static int parse_tolerance(const char *text, double *out)
+/* A finite number, at least 0, into *out: 0, or -1. */
+static int parse_nonnegative(const char *text, double *out)
 {
     char *end;
     double v = strtod(text, &end);
-    if (end == text || *end || !(v >= 0.0))
+    if (end == text || *end || !(v >= 0.0) || isinf(v))
         return -1;
     *out = v;
     return 0;
@@ -109,9 +115,15 @@ static int parse_option(int opt, const char *v, ab_args *a)
     case OPT_WARMUP:
         return parse_count("--warmup", v, 0, MAX_STEPS, &a->warmup);
     case OPT_REPEATS:
-        return parse_count("--repeats", v, 1, 1000, &a->repeats);
+        return parse_count("--repeats", v, 1, GB_AB_MAX_REPEATS, &a->repeats);
+    case OPT_EVAL_EVERY:
+        return parse_count("--eval-every", v, 1, MAX_STEPS, &a->eval_every);
+    case OPT_TARGET_LOSS:
+        return parse_nonnegative(v, &a->target_loss)
+                   ? gb_cli_usage_error("ab", "--target-loss %s: expected a loss, 0 or more", v)
+                   : 0;
     default: /* OPT_TOLERANCE */
-        return parse_tolerance(v, &a->tolerance)
+        return parse_nonnegative(v, &a->tolerance)
                    ? gb_cli_usage_error("ab", "--tolerance %s: expected a number, 0 or more", v)
                    : 0;
     }
@@ -120,7 +132,8 @@ static int parse_option(int opt, const char *v, ab_args *a)
 /* The command line into a: 0, -1 after --help, or the exit status of a usage error. */
 static int parse_args(int argc, char **argv, ab_args *a)
 {
-    *a = (ab_args){.steps = 50, .warmup = 5, .repeats = 3, .tolerance = 1e-4};
+    *a = (ab_args){.steps = 50, .warmup = 5, .repeats = 3, .tolerance = 1e-4,
+                   .target_loss = NAN};
     gb_cli_parser p;
     gb_cli_begin(&p, &gb_cli_ab_spec, argc, argv);
     for (int opt, rc; (opt = gb_cli_next(&p)) != GB_CLI_END;) {
@@ -145,6 +158,8 @@ static int parse_args(int argc, char **argv, ab_args *a)
         return gb_cli_usage_error("ab", "--warmup %lld must be below --steps %lld, so that "
                                   "some steps are timed", (long long)a->warmup,
                                   (long long)a->steps);
+    if (!isnan(a->target_loss) && a->eval_every == 0)
+        a->eval_every = a->steps >= 20 ? a->steps / 20 : 1;
     return 0;
 }
 
@@ -284,9 +299,9 @@ static void report_fixed_key(const char *where, const char *assignment, const gb
     const char *key = fixed_key(assignment);
     if (key)
         gb_diag_add(diag, "%s%s: `gearbox ab` sets %s for every run itself (run.steps from "
-                    "--steps, now %lld; one logged step each, no evaluation or checkpoints, an "
-                    "out_dir per run); leave it out", where, assignment, key,
-                    (long long)p->steps);
+                    "--steps, now %lld; run.eval_every from --eval-every; one logged step "
+                    "each, no checkpoints, an out_dir per run); leave it out", where,
+                    assignment, key, (long long)p->steps);
 }
 
 /* Loads each variant's config and applies its overrides, as `gearbox train` will, so that
@@ -392,7 +407,8 @@ int gb_cmd_ab(int argc, char **argv)
     exe[n] = '\0';
     gb_ab_plan p = {.exe = exe, .plugin_path = a.plugin_path, .sets = a.sets,
                     .n_sets = a.n_sets, .steps = a.steps, .warmup = a.warmup,
-                    .repeats = (int)a.repeats, .tolerance = a.tolerance};
+                    .repeats = (int)a.repeats, .tolerance = a.tolerance,
+                    .eval_every = a.eval_every, .target_loss = a.target_loss};
     char *out_dir = NULL, *command = NULL;
     rc = make_variants(&a, &p);
     if (!rc)

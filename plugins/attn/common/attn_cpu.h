@@ -181,4 +181,14 @@ static inline gb_status attn_cpu_forward_cached(void *self, const gb_attn_proble
     return gb_device_run_host(&a->base.device, attn_cached_compute, &call, sizeof call);
 }
 
+/* What every CPU attention plugin declares alike in its GB_ATTN_PLUGIN: the host devices,
+ * the dtypes and capabilities of the queue above, and its entries. */
+#define ATTN_CPU_DEVICES_DTYPES_CAPS                                                           \
+    GB_DEVICE_CPU | GB_DEVICE_ANY_HOST, GB_ATTN_DTYPES,                                        \
+        GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY
+#define ATTN_CPU_ENTRIES                                                                       \
+    .destroy = gb_plugin_instance_destroy, .eligible = attn_cpu_eligible,                      \
+    .forward = attn_cpu_forward, .backward = attn_cpu_backward,                                \
+    .forward_cached = attn_cpu_forward_cached
+
 #endif /* GB_ATTN_CPU_H */

@@ -521,10 +521,5 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
 GB_ATTN_PLUGIN("flash", "1.0.0",
                "FlashAttention-2 tiles with online softmax; saves per-row log-sum-exp; "
                "AVX-512, AVX2 or portable kernels; f32, bf16, f16",
-               GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
-               GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_OPTIONS(flash_options), .create = flash_create,
-               .destroy = gb_plugin_instance_destroy, .eligible = attn_cpu_eligible,
-               .memory = flash_memory,
-               .forward = attn_cpu_forward, .backward = attn_cpu_backward,
-               .forward_cached = attn_cpu_forward_cached)
+               ATTN_CPU_DEVICES_DTYPES_CAPS, GB_OPTIONS(flash_options), .create = flash_create,
+               .memory = flash_memory, ATTN_CPU_ENTRIES)

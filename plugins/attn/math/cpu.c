@@ -275,9 +275,5 @@ static gb_status math_create(const gb_host *host, const gb_value *options,
 
 GB_ATTN_PLUGIN("math", "1.0.0",
                "materialises the T x T probabilities; any T and head_dim; f32, bf16, f16",
-               GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
-               GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, .create = math_create, .destroy = gb_plugin_instance_destroy,
-               .eligible = attn_cpu_eligible, .memory = math_memory,
-               .forward = attn_cpu_forward, .backward = attn_cpu_backward,
-               .forward_cached = attn_cpu_forward_cached)
+               ATTN_CPU_DEVICES_DTYPES_CAPS, GB_NO_OPTIONS, .create = math_create,
+               .memory = math_memory, ATTN_CPU_ENTRIES)

@@ -219,10 +219,6 @@ static gb_status mem_efficient_create(const gb_host *host, const gb_value *optio
 GB_ATTN_PLUGIN("mem_efficient", "1.0.0",
                "one block of queries at a time; saves only per-row log-sum-exp; any T; "
                "f32, bf16, f16",
-               GB_DEVICE_CPU | GB_DEVICE_ANY_HOST,
-               GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_OPTIONS(mem_efficient_options), .create = mem_efficient_create,
-               .destroy = gb_plugin_instance_destroy, .eligible = attn_cpu_eligible,
-               .memory = mem_efficient_memory, .forward = attn_cpu_forward,
-               .backward = attn_cpu_backward,
-               .forward_cached = attn_cpu_forward_cached)
+               ATTN_CPU_DEVICES_DTYPES_CAPS, GB_OPTIONS(mem_efficient_options),
+               .create = mem_efficient_create, .memory = mem_efficient_memory,
+               ATTN_CPU_ENTRIES)
