@@ -50,6 +50,34 @@ static int write_file(char *path, const char *dir, const char *name, const char 
     return fclose(f);
 }
 
+/* Evaluations along a run: each is listed, and the first at or below a target gives the
+ * steps and the logged steps' seconds to it. */
+static void check_reach(const char *dir)
+{
+    /* steps of 100, 200, 300 and 400 ms; evaluations after steps 2 and 4 */
+    const char *text = "{\"step\": 1, \"loss\": 4.2, \"ms\": 100}\n{\"step\": 2, \"loss\": 4.1, "
+                       "\"ms\": 200}\n{\"step\": 2, \"train_loss\": 3.1, \"val_loss\": 3.0}\n"
+                       "{\"step\": 3, \"loss\": 3.9, \"ms\": 300}\n{\"step\": 4, \"loss\": 3.8, "
+                       "\"ms\": 400}\n{\"step\": 4, \"train_loss\": 2.6, \"val_loss\": 2.5}\n";
+    char path[4096], err[8192] = "";
+    gb_ab_run run = gb_ab_run_empty();
+    CHECK(write_file(path, dir, "evals.jsonl", text) == 0 &&
+          gb_ab_run_read(path, &run, err, sizeof err) == 0);
+    CHECK(run.n_steps == 4 && run.n_evals == 2);
+    if (run.n_evals == 2)
+        CHECK(run.evals[0].step == 2 && run.evals[0].val_loss == 3.0 &&
+              run.evals[1].step == 4 && run.evals[1].val_loss == 2.5);
+    CHECK(run.val_loss == 2.5 && run.train_loss == 2.6);
+    gb_ab_reach r = gb_ab_reach_of(&run, 3.0);   /* "at or below": the first evaluation */
+    CHECK(r.reached && r.step == 2 && fabs(r.seconds - 0.3) < 1e-12);
+    r = gb_ab_reach_of(&run, 2.6);
+    CHECK(r.reached && r.step == 4 && fabs(r.seconds - 1.0) < 1e-12);
+    r = gb_ab_reach_of(&run, 2.4);
+    CHECK(!r.reached);
+    gb_ab_run_free(&run);
+    CHECK(run.n_evals == 0 && !run.evals);
+}
+
 static void check_reader(const char *dir)
 {
     char path[4096];
@@ -106,34 +134,7 @@ static void check_reader(const char *dir)
 
     snprintf(path, sizeof path, "%s/absent.jsonl", dir);
     CHECK(gb_ab_run_read(path, &run, err, sizeof err) == -1 && strstr(err, "No such file"));
-}
-
-/* Evaluations along a run: each is listed, and the first at or below a target gives the
- * steps and the logged steps' seconds to it. */
-static void check_reach(const char *dir)
-{
-    /* steps of 100, 200, 300 and 400 ms; evaluations after steps 2 and 4 */
-    const char *text = "{\"step\": 1, \"loss\": 4.2, \"ms\": 100}\n{\"step\": 2, \"loss\": 4.1, "
-                       "\"ms\": 200}\n{\"step\": 2, \"train_loss\": 3.1, \"val_loss\": 3.0}\n"
-                       "{\"step\": 3, \"loss\": 3.9, \"ms\": 300}\n{\"step\": 4, \"loss\": 3.8, "
-                       "\"ms\": 400}\n{\"step\": 4, \"train_loss\": 2.6, \"val_loss\": 2.5}\n";
-    char path[4096], err[8192] = "";
-    gb_ab_run run = gb_ab_run_empty();
-    CHECK(write_file(path, dir, "evals.jsonl", text) == 0 &&
-          gb_ab_run_read(path, &run, err, sizeof err) == 0);
-    CHECK(run.n_steps == 4 && run.n_evals == 2);
-    if (run.n_evals == 2)
-        CHECK(run.evals[0].step == 2 && run.evals[0].val_loss == 3.0 &&
-              run.evals[1].step == 4 && run.evals[1].val_loss == 2.5);
-    CHECK(run.val_loss == 2.5 && run.train_loss == 2.6);
-    gb_ab_reach r = gb_ab_reach_of(&run, 3.0);   /* "at or below": the first evaluation */
-    CHECK(r.reached && r.step == 2 && fabs(r.seconds - 0.3) < 1e-12);
-    r = gb_ab_reach_of(&run, 2.6);
-    CHECK(r.reached && r.step == 4 && fabs(r.seconds - 1.0) < 1e-12);
-    r = gb_ab_reach_of(&run, 2.4);
-    CHECK(!r.reached);
-    gb_ab_run_free(&run);
-    CHECK(run.n_evals == 0 && !run.evals);
+    check_reach(dir);
 }
 
 /* ---- figures ------------------------------------------------------------------------- */
@@ -251,7 +252,6 @@ int main(int argc, char **argv)
         return 2;
     }
     check_reader(argv[1]);
-    check_reach(argv[1]);
     check_timing_and_speed();
     check_loss_readings();
     check_sentences();

@@ -70,6 +70,10 @@ typedef struct toy {
             return GB_ERR_UNSUPPORTED;                                                    \
         }                                                                                 \
     } while (0)
+/* The opening of every kernel: the device as `t`, and any dtype but f32 refused. */
+#define TOY_F32_KERNEL(what)                                                              \
+    toy *t = self;                                                                        \
+    F32_ONLY(t->host, dtype, what)
 
 #if defined(TOY_NPU)
 /* The NPU's two ranges: addresses the host cannot touch, and the bytes behind them. */
@@ -280,8 +284,7 @@ static gb_status toy_embed_forward(void *self, gb_dtype dtype, void *out, const 
                                    const float *wte, const float *wpe, int64_t B, int64_t T,
                                    int64_t C)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "embed_forward");
+    TOY_F32_KERNEL("embed_forward");
     float *o = AT(t, out);
     const int32_t *tok = AT(t, tokens);
     const float *te = AT(t, wte), *pe = AT(t, wpe);
@@ -295,8 +298,7 @@ static gb_status toy_embed_backward(void *self, gb_dtype dtype, float *dwte, flo
                                     const void *dout, const int32_t *tokens, int64_t B,
                                     int64_t T, int64_t C)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "embed_backward");
+    TOY_F32_KERNEL("embed_backward");
     const float *d = AT(t, dout);
     const int32_t *tok = AT(t, tokens);
     float *dte = AT(t, dwte), *dpe = AT(t, dwpe);
@@ -313,8 +315,7 @@ static gb_status toy_layernorm_forward(void *self, gb_dtype dtype, void *out, fl
                                        float *rstd, const void *x, const float *weight,
                                        const float *bias, int64_t N, int64_t C, float eps)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "layernorm_forward");
+    TOY_F32_KERNEL("layernorm_forward");
     const float *xs = AT(t, x), *w = AT(t, weight), *b = AT(t, bias);
     float *o = AT(t, out), *means = AT(t, mean), *rstds = AT(t, rstd);
     for (int64_t n = 0; n < N; n++) {
@@ -339,8 +340,7 @@ static gb_status toy_layernorm_backward(void *self, gb_dtype dtype, void *dx, fl
                                         const float *weight, const float *mean,
                                         const float *rstd, int64_t N, int64_t C)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "layernorm_backward");
+    TOY_F32_KERNEL("layernorm_backward");
     const float *w = AT(t, weight), *means = AT(t, mean), *rstds = AT(t, rstd);
     float *dxs = AT(t, dx), *dw = AT(t, dweight), *db = AT(t, dbias);
     for (int64_t n = 0; n < N; n++) {
@@ -367,8 +367,7 @@ static gb_status toy_layernorm_backward(void *self, gb_dtype dtype, void *dx, fl
 
 static gb_status toy_gelu_forward(void *self, gb_dtype dtype, void *out, const void *x, int64_t n)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "gelu_forward");
+    TOY_F32_KERNEL("gelu_forward");
     const float *xs = AT(t, x);
     float *o = AT(t, out);
     for (int64_t i = 0; i < n; i++)
@@ -379,8 +378,7 @@ static gb_status toy_gelu_forward(void *self, gb_dtype dtype, void *out, const v
 static gb_status toy_gelu_backward(void *self, gb_dtype dtype, void *dx, const void *x,
                                    const void *dout, int64_t n)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "gelu_backward");
+    TOY_F32_KERNEL("gelu_backward");
     const float *xs = AT(t, x), *d = AT(t, dout);
     float *dxs = AT(t, dx);
     for (int64_t i = 0; i < n; i++) {
@@ -395,8 +393,7 @@ static gb_status toy_gelu_backward(void *self, gb_dtype dtype, void *dx, const v
 static gb_status toy_add(void *self, gb_dtype dtype, void *out, const void *a, const void *b,
                          int64_t n)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "add");
+    TOY_F32_KERNEL("add");
     const float *as = AT(t, a), *bs = AT(t, b);
     float *o = AT(t, out);
     for (int64_t i = 0; i < n; i++)
@@ -407,8 +404,7 @@ static gb_status toy_add(void *self, gb_dtype dtype, void *out, const void *a, c
 static gb_status toy_bias_backward(void *self, gb_dtype dtype, float *dbias, const void *dout,
                                    int64_t N, int64_t C)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "bias_backward");
+    TOY_F32_KERNEL("bias_backward");
     const float *d = AT(t, dout);
     float *db = AT(t, dbias);
     for (int64_t n = 0; n < N; n++)
@@ -421,8 +417,7 @@ static gb_status toy_cross_entropy(void *self, gb_dtype dtype, float *losses, vo
                                    const void *logits, const int32_t *targets, int64_t N,
                                    int64_t V, float dloss)
 {
-    toy *t = self;
-    F32_ONLY(t->host, dtype, "cross_entropy");
+    TOY_F32_KERNEL("cross_entropy");
     const int32_t *target = AT(t, targets);
     float *loss = AT(t, losses);
     for (int64_t n = 0; n < N; n++) {

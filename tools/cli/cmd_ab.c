@@ -39,8 +39,7 @@ const gb_cli_spec gb_cli_ab_spec = {
         [OPT_REPEATS] = {"repeats", 0, "R", "runs per variant (default 3)"},
         [OPT_TOLERANCE] = {"tolerance", 0, "X", "loss differences up to X read as the same curve "
                            "(default 1e-4)"},
-        [OPT_TARGET_LOSS] = {"target-loss", 0, "X", "also the steps and seconds until val loss <= X,"
-                             "\nand the speed to it against the baseline"},
+        [OPT_TARGET_LOSS] = {"target-loss", 0, "X", "also the steps and seconds to val loss <= X"},
         [OPT_EVAL_EVERY] = {"eval-every", 0, "K", "evaluate every K steps too (default: after the "
                             "last only;\nwith --target-loss, every steps/20)"},
         [OPT_SET] = {"set", 0, "section.key=value", "override for every variant (repeatable)"},
