@@ -18,8 +18,11 @@ Every line carries the load average (/proc/loadavg, 1 minute) read before each r
 cell, and the output opens with the CPU as `lscpu` names it. A neighbour is
 `python3 -c 'while True: pass'`, started before the cell and killed after it.
 
+Each run times --steps-S (or -M) steps after its untimed ones: gearbox's first 17 (the
+first trial of threads = auto, 16 steps, and one more), PyTorch's first 3.
+
 usage: bench/cpu_load.py --python V/bin/python [--configs S,M] [--neighbours LIST]
-                         [--rounds 3] [--steps-S 60] [--steps-M 16]
+                         [--rounds 3] [--steps-S 50] [--steps-M 8]
 """
 import argparse
 import itertools
@@ -44,9 +47,9 @@ NEIGHBOUR_WORDS = {
     'alone': 'alone', 'busy1': 'beside 1 busy process', 'nice1': 'beside 1 busy process at nice 19',
     'busy2': 'beside 2 busy processes', 'nice2': 'beside 2 busy processes at nice 19',
 }
-# gearbox's steps not timed: threads = auto's first trial (8 steps, every thread and one
-# in turn: engine/threads_auto.h) and one more.
-GEARBOX_WARMUP = 9
+# gearbox's steps not timed: threads = auto's first trial (16 steps, blocks on every
+# thread and on one in turn: engine/threads_auto.h) and one more.
+GEARBOX_WARMUP = 17
 TORCH_WARMUP = 3
 
 
@@ -100,11 +103,12 @@ def run_cell(args, data, tmp, config, neighbourhood):
                 loads.append(load_average())
                 kind, what = variants(config)[n]
                 if kind == 'gearbox':
-                    ms[n].append(gearbox_ms(args.gearbox, data, cfg, steps, GEARBOX_WARMUP,
+                    ms[n].append(gearbox_ms(args.gearbox, data, cfg, steps + GEARBOX_WARMUP,
+                                            GEARBOX_WARMUP,
                                             os.path.join(tmp, f'{config}-{n}'.replace(' ', '-')),
                                             what))
                 else:
-                    ms[n].append(torch_ms(torch_args, data, cfg, steps, what))
+                    ms[n].append(torch_ms(torch_args, data, cfg, steps + TORCH_WARMUP, what))
     finally:
         for h in hogs:
             h.kill()
@@ -154,8 +158,8 @@ def main():
     p.add_argument('--neighbours', default=','.join(NEIGHBOURS),
                    help=f'which of {", ".join(NEIGHBOURS)} (default: all)')
     p.add_argument('--rounds', type=int, default=3)
-    p.add_argument('--steps-S', type=int, default=60)
-    p.add_argument('--steps-M', type=int, default=16)
+    p.add_argument('--steps-S', type=int, default=50, help='timed steps per run of S')
+    p.add_argument('--steps-M', type=int, default=8, help='timed steps per run of M')
     args = p.parse_args()
     for n in args.neighbours.split(','):
         if n not in NEIGHBOURS:

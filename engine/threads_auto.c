@@ -5,15 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A trial's step k runs on `most` threads when k is even, on one when it is odd. */
+/* A trial's step k: its block runs on `most` threads when even, on one when odd. */
 static int trial_threads(const gb_threads_auto *a, int64_t k)
 {
-    return k % 2 == 0 ? a->most : 1;
+    return (k / GB_THREADS_TRIAL_BLOCK) % 2 == 0 ? a->most : 1;
 }
 
-static void start_trial(gb_threads_auto *a)
+static void start_trial(gb_threads_auto *a, int early)
 {
     a->trying = 1;
+    a->early = early;
     a->in_phase = 0;
     a->slow_streak = 0;
     a->now = trial_threads(a, 0);
@@ -25,8 +26,9 @@ void gb_threads_auto_start(gb_threads_auto *a, int most)
     a->most = most > 1 ? most : 1;
     a->now = a->most;
     a->chosen = a->most > 1 ? 0 : 1;
+    a->interval = GB_THREADS_RECHECK_STEPS;
     if (a->most > 1)
-        start_trial(a);
+        start_trial(a, 0);
 }
 
 int gb_threads_auto_choose(int most, double ratio)
@@ -40,28 +42,38 @@ static int by_value(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* The median of the trial's GB_THREADS_TRIAL_PAIRS values v. */
-static double median_of(const double *v)
+/* The better (lower) of a count's block medians. */
+static double better_block(double blocks[GB_THREADS_TRIAL_ROUNDS][GB_THREADS_TRIAL_BLOCK - 1])
 {
-    double sorted[GB_THREADS_TRIAL_PAIRS];
-    memcpy(sorted, v, sizeof sorted);
-    qsort(sorted, GB_THREADS_TRIAL_PAIRS, sizeof sorted[0], by_value);
-    return sorted[GB_THREADS_TRIAL_PAIRS / 2];
+    enum { TIMED = GB_THREADS_TRIAL_BLOCK - 1 };
+    double best = 0.0;
+    for (int r = 0; r < GB_THREADS_TRIAL_ROUNDS; r++) {
+        double sorted[TIMED];
+        memcpy(sorted, blocks[r], sizeof sorted);
+        qsort(sorted, TIMED, sizeof sorted[0], by_value);
+        if (r == 0 || sorted[TIMED / 2] < best)
+            best = sorted[TIMED / 2];
+    }
+    return best;
 }
 
 /* Ends the trial; 1 when its choice differs from the one before. */
 static int settle(gb_threads_auto *a)
 {
-    double ratios[GB_THREADS_TRIAL_PAIRS];
-    for (int i = 0; i < GB_THREADS_TRIAL_PAIRS; i++)
-        ratios[i] = a->ms[0][i] / a->ms[1][i];
-    a->ratio = median_of(ratios);
+    const double on_most = better_block(a->ms[0]), on_one = better_block(a->ms[1]);
+    a->ratio = on_most / on_one;
     const int before = a->chosen;
     a->chosen = gb_threads_auto_choose(a->most, a->ratio);
-    a->chosen_ms = median_of(a->ms[a->chosen == 1]);
+    a->chosen_ms = a->chosen == 1 ? on_one : on_most;
     a->now = a->chosen;
     a->trying = 0;
     a->in_phase = 0;
+    /* news, or a machine that just changed, brings the next trial close; a trial that
+     * confirms the last one puts it twice as far (GB_THREADS_RECHECK_MAX is 200 x 2^4) */
+    if (a->chosen != before || a->early)
+        a->interval = GB_THREADS_RECHECK_STEPS;
+    else if (a->interval < GB_THREADS_RECHECK_MAX)
+        a->interval *= 2;
     return a->chosen != before;
 }
 
@@ -70,13 +82,15 @@ int gb_threads_auto_observe(gb_threads_auto *a, double step_ms)
     const int64_t k = a->in_phase++;
     if (!a->trying) {
         a->slow_streak = step_ms > GB_THREADS_SLOWER * a->chosen_ms ? a->slow_streak + 1 : 0;
-        if (a->most > 1 && (a->in_phase >= GB_THREADS_RECHECK_STEPS ||
-                            a->slow_streak >= GB_THREADS_SLOW_STREAK))
-            start_trial(a);
+        if (a->most > 1 && a->slow_streak >= GB_THREADS_SLOW_STREAK)
+            start_trial(a, 1);
+        else if (a->most > 1 && a->in_phase >= a->interval)
+            start_trial(a, 0);
         return 0;
     }
-    if (k >= 2)
-        a->ms[k % 2][(k - 2) / 2] = step_ms;
+    const int64_t block = k / GB_THREADS_TRIAL_BLOCK, at = k % GB_THREADS_TRIAL_BLOCK;
+    if (at > 0)
+        a->ms[block % 2][block / 2][at - 1] = step_ms;
     if (k + 1 == GB_THREADS_TRIAL_STEPS)
         return settle(a);
     a->now = trial_threads(a, k + 1);
@@ -87,9 +101,9 @@ void gb_threads_auto_describe(const gb_threads_auto *a, char *buf, size_t cap)
 {
     if (a->chosen == 1)
         snprintf(buf, cap, "threads: auto -> 1 (%d threads were %.2fx slower than 1: the "
-                 "machine is busy; trying again within %d steps)", a->most, a->ratio,
-                 GB_THREADS_RECHECK_STEPS);
+                 "machine is busy; trying again within %lld steps)", a->most, a->ratio,
+                 (long long)a->interval);
     else
         snprintf(buf, cap, "threads: auto -> %d (%.2fx faster than 1 thread; trying again "
-                 "within %d steps)", a->most, 1.0 / a->ratio, GB_THREADS_RECHECK_STEPS);
+                 "within %lld steps)", a->most, 1.0 / a->ratio, (long long)a->interval);
 }

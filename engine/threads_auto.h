@@ -4,13 +4,19 @@
  * it may not: the OpenMP team waits at every barrier for the thread whose core the other
  * process holds, and one thread that never waits can step faster than two that do
  * (docs/BENCHMARKS.md measures both). So the loop measures instead of guessing: a trial
- * alternates steps on `most` threads and on one, pair by pair, so that a neighbour
- * arriving or leaving during the trial slows both sides alike, and keeps the count that
- * was faster in the median pair. Since the neighbours come and go, it tries again every
- * GB_THREADS_RECHECK_STEPS steps, and sooner when GB_THREADS_SLOW_STREAK steps in a row
- * took more than GB_THREADS_SLOWER times the chosen count's time in the trial (the
- * machine changed under it). The trial's first step on each count is not timed: it
- * builds the matmul primitives of its team size.
+ * runs blocks of GB_THREADS_TRIAL_BLOCK steps, on `most` threads and on one in turn, for
+ * GB_THREADS_TRIAL_ROUNDS rounds, and keeps the count whose better block (the median of its
+ * steps) was faster. The first step of a block is not timed: it switches the team (and,
+ * the first time, builds the matmul primitives of its size). Blocks rather than
+ * alternate steps, and the better block rather than an average, because the scheduler
+ * takes a while to settle after a switch: beside a niced neighbour, 2-thread steps right
+ * after 1-thread ones ran at 31-33 ms, then 16 ms once settled, against 25 ms on one
+ * thread (Linux 6.18, docs/BENCHMARKS.md), while a busy neighbour slows every block of
+ * the team alike. Since the neighbours come and go, it tries again after
+ * GB_THREADS_RECHECK_STEPS steps, twice as long after each trial that changed nothing (up
+ * to GB_THREADS_RECHECK_MAX, so a quiet machine spends few steps on one thread), and at
+ * once when GB_THREADS_SLOW_STREAK steps in a row took more than GB_THREADS_SLOWER times
+ * the chosen count's time in the trial (the machine changed under it).
  *
  * The state machine is a pure function of the step times it is fed, so its decisions are
  * tested with made-up times (tests/core/test_threads_auto.c); train.c feeds it and sets
@@ -23,12 +29,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GB_THREADS_TRIAL_PAIRS 3      /* timed pairs of steps, one on each count */
-#define GB_THREADS_RECHECK_STEPS 200  /* steps between the end of a trial and the next */
+#define GB_THREADS_TRIAL_BLOCK 4      /* steps in a row on one count: 1 untimed, 3 timed */
+#define GB_THREADS_TRIAL_ROUNDS 2     /* blocks on each count per trial */
+#define GB_THREADS_RECHECK_STEPS 200  /* steps from a trial to the next, at first ... */
+#define GB_THREADS_RECHECK_MAX 3200   /* ... doubled while nothing changes, up to this */
 #define GB_THREADS_SLOWER 1.5         /* a step this much slower than the trial's ... */
 #define GB_THREADS_SLOW_STREAK 4      /* ... this many times in a row: try again now */
-/* A trial's steps: one untimed step on each count, then the timed pairs. */
-#define GB_THREADS_TRIAL_STEPS (2 + 2 * GB_THREADS_TRIAL_PAIRS)
+#define GB_THREADS_TRIAL_STEPS (2 * GB_THREADS_TRIAL_ROUNDS * GB_THREADS_TRIAL_BLOCK)
 
 typedef struct gb_threads_auto {
     int most;                /* all threads: what threads = 0 would run */
@@ -36,10 +43,13 @@ typedef struct gb_threads_auto {
     int chosen;              /* the last trial's choice; 0 before the first ends */
     int trying;              /* 1 during a trial, 0 while running on `chosen` */
     int64_t in_phase;        /* steps fed in this trial, or since it ended */
-    double ms[2][GB_THREADS_TRIAL_PAIRS];   /* the timed pairs: [0] on most, [1] on one */
-    double ratio;            /* the last trial's median of ms on most / ms on one */
-    double chosen_ms;        /* the last trial's median step on the chosen count */
+    int64_t interval;        /* steps from the end of this trial to the next one */
+    /* the timed steps, [0] on most, [1] on one, by round */
+    double ms[2][GB_THREADS_TRIAL_ROUNDS][GB_THREADS_TRIAL_BLOCK - 1];
+    double ratio;            /* the last trial: most's better block / one's better block */
+    double chosen_ms;        /* the last trial's better block on the chosen count */
     int slow_streak;         /* steps in a row since then slower than GB_THREADS_SLOWER x */
+    int early;               /* 1: this trial started because of the slow streak */
 } gb_threads_auto;
 
 /* Starts on `most` threads; with one there is nothing to try, and it stays there. */

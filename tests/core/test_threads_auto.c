@@ -1,9 +1,10 @@
 /* Tests of `[run] threads = auto`'s trials and choice (engine/threads_auto.c) on step
  * times made up to stand for a quiet machine and for one where another process holds a
  * core: which count each step runs on, when the choice is announced and what it says, the
- * untimed first steps, an outlier outvoted by the median pair, a neighbour that arrives
- * halfway through a trial or after it, and the trial rerun that follows the neighbours
- * coming and going. The times are fed, not measured, so the decisions are the same on every machine
+ * untimed first step of each block, an outlier outvoted by its block's median, a team
+ * that is slow until the scheduler settles, a neighbour that arrives halfway through a
+ * trial or after it, and the trial reruns that follow the neighbours coming and going,
+ * further apart while nothing changes. The times are fed, not measured, so the decisions are the same on every machine
  * and under any load. */
 #include <stdio.h>
 #include <string.h>
@@ -24,13 +25,15 @@ static double step_on(const gb_threads_auto *a, const machine *m)
     return a->now == 1 ? m->on_one : m->on_most;
 }
 
-/* Runs `steps` steps on `m`, a trial's two untimed steps 10x slow; returns the number of
- * announcements and leaves the last one in `said`. */
-static int run_steps(gb_threads_auto *a, const machine *m, int steps, char *said, size_t cap)
+/* Runs `steps` steps on `m`, the untimed first step of each trial block 10x slow; returns
+ * the number of announcements and leaves the last one in `said`. */
+static int run_steps(gb_threads_auto *a, const machine *m, int64_t steps, char *said,
+                     size_t cap)
 {
     int announced = 0;
-    for (int i = 0; i < steps; i++) {
-        double ms = step_on(a, m) * (a->trying && a->in_phase < 2 ? 10.0 : 1.0);
+    for (int64_t i = 0; i < steps; i++) {
+        int untimed = a->trying && a->in_phase % GB_THREADS_TRIAL_BLOCK == 0;
+        double ms = step_on(a, m) * (untimed ? 10.0 : 1.0);
         if (gb_threads_auto_observe(a, ms)) {
             announced++;
             gb_threads_auto_describe(a, said, cap);
@@ -46,14 +49,14 @@ static void check_choose(void)
     CHECK(gb_threads_auto_choose(4, 1.0) == 4);   /* a tie keeps every thread */
 }
 
-/* The first trial alternates 2, 1, 2, 1, ... and chooses at its last step. */
+/* The first trial runs blocks on 2, 1, 2, 1 threads and chooses at its last step. */
 static void check_first_trial(const machine *m, int want, const char *want_said)
 {
     gb_threads_auto a;
     char said[256] = "";
     gb_threads_auto_start(&a, 2);
     for (int k = 0; k < GB_THREADS_TRIAL_STEPS - 1; k++) {
-        CHECK(a.now == (k % 2 == 0 ? 2 : 1));
+        CHECK(a.now == ((k / GB_THREADS_TRIAL_BLOCK) % 2 == 0 ? 2 : 1));
         CHECK(gb_threads_auto_observe(&a, step_on(&a, m)) == 0);
     }
     CHECK(a.now == 1);
@@ -65,50 +68,73 @@ static void check_first_trial(const machine *m, int want, const char *want_said)
     CHECK(a.now == want && !a.trying);
 }
 
-/* A busy machine that quiets down: each trial after the interval follows it, and only a
- * change is announced. */
+/* A busy machine that quiets down: each trial after the interval follows it, only a
+ * change is announced, and the interval doubles while nothing changes. */
 static void check_rechecks(void)
 {
     gb_threads_auto a;
     char said[256] = "";
     gb_threads_auto_start(&a, 2);
     CHECK(run_steps(&a, &busy, GB_THREADS_TRIAL_STEPS, said, sizeof said) == 1);
-    CHECK(a.now == 1);
-    /* the same neighbour at the next trial: no news */
+    CHECK(a.now == 1 && a.interval == GB_THREADS_RECHECK_STEPS);
+    /* the same neighbour at the next trial: no news, and the next trial twice as far */
     CHECK(run_steps(&a, &busy, GB_THREADS_RECHECK_STEPS + GB_THREADS_TRIAL_STEPS, said,
                     sizeof said) == 0);
-    CHECK(a.now == 1);
+    CHECK(a.now == 1 && !a.trying && a.interval == 2 * GB_THREADS_RECHECK_STEPS);
     /* it left: the next trial starts on 2 threads, goes back to 2 and says so */
-    CHECK(run_steps(&a, &quiet, GB_THREADS_RECHECK_STEPS, said, sizeof said) == 0);
+    CHECK(run_steps(&a, &quiet, 2 * GB_THREADS_RECHECK_STEPS, said, sizeof said) == 0);
     CHECK(a.now == 2 && a.trying);
     CHECK(run_steps(&a, &quiet, GB_THREADS_TRIAL_STEPS, said, sizeof said) == 1);
     CHECK(a.now == 2);
     CHECK_TEXT(said, "threads: auto -> 2 (1.80x faster than 1 thread; trying again within "
                "200 steps)");
+    /* quiet from then on: the trials grow apart, up to the cap */
+    for (int trial = 0; trial < 6; trial++)
+        CHECK(run_steps(&a, &quiet, a.interval + GB_THREADS_TRIAL_STEPS, said,
+                        sizeof said) == 0);
+    CHECK(a.now == 2 && a.interval == GB_THREADS_RECHECK_MAX);
 }
 
-/* One slow step does not flip the choice, nor does a neighbour that arrives in the middle
- * of the trial: each pair is compared within itself. */
-static void check_pairs(void)
+/* Feeds a whole trial's step times (blocks on 2, 1, 2, 1 threads, each led by an untimed
+ * step); returns the number of announcements. */
+static int feed_trial(gb_threads_auto *a, const double ms[GB_THREADS_TRIAL_STEPS])
+{
+    int announced = 0;
+    for (int i = 0; i < GB_THREADS_TRIAL_STEPS; i++)
+        announced += gb_threads_auto_observe(a, ms[i]);
+    return announced;
+}
+
+/* One slow step does not flip the choice; a team slow until the scheduler settles is
+ * judged by its settled block; a neighbour that arrives in the middle of the trial gives
+ * way to the slow streak's trial. */
+static void check_blocks(void)
 {
     gb_threads_auto a;
     gb_threads_auto_start(&a, 2);
-    const double hiccup[] = {100, 180, 10, 18, 95, 18, 10, 18};   /* 95 ms once on 2 */
-    int announced = 0;
-    for (size_t i = 0; i < sizeof hiccup / sizeof hiccup[0]; i++)
-        announced += gb_threads_auto_observe(&a, hiccup[i]);
-    CHECK(announced == 1 && a.now == 2);
+    const double hiccup[] = {100, 10, 95, 10, 180, 18, 18, 18,   /* 95 ms once on 2 */
+                             100, 10, 10, 10, 180, 18, 18, 18};
+    CHECK(feed_trial(&a, hiccup) == 1 && a.now == 2);
     CHECK_NEAR(a.ratio, 10.0 / 18.0, 1e-12);
 
-    /* quiet for the first timed pair, a neighbour from then on: the two pairs beside it
-     * decide */
+    /* beside a niced neighbour: 2 threads at 32 ms right after the start, 16 once settled,
+     * against 25 on one */
     gb_threads_auto_start(&a, 2);
-    const double arrives[] = {100, 180, 10, 18, 20, 14, 20, 14};
-    announced = 0;
-    for (size_t i = 0; i < sizeof arrives / sizeof arrives[0]; i++)
-        announced += gb_threads_auto_observe(&a, arrives[i]);
-    CHECK(announced == 1 && a.now == 1);
-    CHECK_NEAR(a.ratio, 20.0 / 14.0, 1e-12);
+    const double settles[] = {100, 32, 31, 33, 180, 25, 25, 26,
+                              100, 16, 17, 16, 180, 25, 24, 25};
+    CHECK(feed_trial(&a, settles) == 1 && a.now == 2);
+    CHECK_NEAR(a.ratio, 16.0 / 25.0, 1e-12);
+
+    /* quiet for the first round, a neighbour from then on: the quiet round's blocks keep 2
+     * threads, and the slow steps that follow bring the next trial, which takes 1 */
+    gb_threads_auto_start(&a, 2);
+    const double arrives[] = {100, 10, 10, 10, 180, 18, 18, 18,
+                              200, 20, 20, 20, 140, 14, 14, 14};
+    CHECK(feed_trial(&a, arrives) == 1 && a.now == 2);
+    char said[256] = "";
+    CHECK(run_steps(&a, &busy, GB_THREADS_SLOW_STREAK + GB_THREADS_TRIAL_STEPS, said,
+                    sizeof said) == 1);
+    CHECK(a.now == 1 && a.interval == GB_THREADS_RECHECK_STEPS);
 }
 
 /* A neighbour that arrives after the trial: a few slow steps in a row bring the next
@@ -149,7 +175,7 @@ int main(void)
     check_first_trial(&busy, 1, "threads: auto -> 1 (2 threads were 1.43x slower than 1: "
                       "the machine is busy; trying again within 200 steps)");
     check_rechecks();
-    check_pairs();
+    check_blocks();
     check_early_trial();
     check_single();
     return check_exit("threads auto");
