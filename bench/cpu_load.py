@@ -18,8 +18,9 @@ Every line carries the load average (/proc/loadavg, 1 minute) read before each r
 cell, and the output opens with the CPU as `lscpu` names it. A neighbour is
 `python3 -c 'while True: pass'`, started before the cell and killed after it.
 
-Each run times --steps-S (or -M) steps after its untimed ones: gearbox's first 17 (the
-first trial of threads = auto, 16 steps, and one more), PyTorch's first 3.
+Each run times --steps-S (or -M) steps after its untimed ones: gearbox's first 27 (the
+first trial of threads = auto, 16 steps or 26 with its long block, and one more),
+PyTorch's first 3.
 
 usage: bench/cpu_load.py --python V/bin/python [--configs S,M] [--neighbours LIST]
                          [--rounds 3] [--steps-S 50] [--steps-M 8]
@@ -47,9 +48,10 @@ NEIGHBOUR_WORDS = {
     'alone': 'alone', 'busy1': 'beside 1 busy process', 'nice1': 'beside 1 busy process at nice 19',
     'busy2': 'beside 2 busy processes', 'nice2': 'beside 2 busy processes at nice 19',
 }
-# gearbox's steps not timed: threads = auto's first trial (16 steps, blocks on every
-# thread and on one in turn: engine/threads_auto.h) and one more.
-GEARBOX_WARMUP = 17
+# gearbox's steps not timed: threads = auto's first trial (blocks on every thread and on
+# one in turn, 16 steps, and 10 more on every thread where one looked faster:
+# engine/threads_auto.h) and one more.
+GEARBOX_WARMUP = 27
 TORCH_WARMUP = 3
 
 

@@ -42,25 +42,29 @@ static int by_value(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* The median of n values, the upper one of an even count (n at most 8). */
+static double median_of(const double *v, int n)
+{
+    double sorted[8];
+    memcpy(sorted, v, (size_t)n * sizeof *v);
+    qsort(sorted, (size_t)n, sizeof sorted[0], by_value);
+    return sorted[n / 2];
+}
+
 /* The better (lower) of a count's block medians. */
 static double better_block(double blocks[GB_THREADS_TRIAL_ROUNDS][GB_THREADS_TRIAL_BLOCK - 1])
 {
-    enum { TIMED = GB_THREADS_TRIAL_BLOCK - 1 };
-    double best = 0.0;
-    for (int r = 0; r < GB_THREADS_TRIAL_ROUNDS; r++) {
-        double sorted[TIMED];
-        memcpy(sorted, blocks[r], sizeof sorted);
-        qsort(sorted, TIMED, sizeof sorted[0], by_value);
-        if (r == 0 || sorted[TIMED / 2] < best)
-            best = sorted[TIMED / 2];
+    double best = median_of(blocks[0], GB_THREADS_TRIAL_BLOCK - 1);
+    for (int r = 1; r < GB_THREADS_TRIAL_ROUNDS; r++) {
+        const double m = median_of(blocks[r], GB_THREADS_TRIAL_BLOCK - 1);
+        best = m < best ? m : best;
     }
     return best;
 }
 
-/* Ends the trial; 1 when its choice differs from the one before. */
-static int settle(gb_threads_auto *a)
+/* Ends the trial with each count's figure; 1 when its choice differs from the one before. */
+static int settle(gb_threads_auto *a, double on_most, double on_one)
 {
-    const double on_most = better_block(a->ms[0]), on_one = better_block(a->ms[1]);
     a->ratio = on_most / on_one;
     const int before = a->chosen;
     a->chosen = gb_threads_auto_choose(a->most, a->ratio);
@@ -77,6 +81,19 @@ static int settle(gb_threads_auto *a)
     return a->chosen != before;
 }
 
+/* Step `at` of the long block on every thread that follows blocks in which one thread
+ * was faster: its last GB_THREADS_LONG_TIMED steps show the team once settled. */
+static int observe_long_block(gb_threads_auto *a, int64_t at, double step_ms)
+{
+    const int64_t first_timed = GB_THREADS_LONG_BLOCK - GB_THREADS_LONG_TIMED;
+    if (at >= first_timed)
+        a->long_ms[at - first_timed] = step_ms;
+    if (at + 1 < GB_THREADS_LONG_BLOCK)
+        return 0;
+    const double settled = median_of(a->long_ms, GB_THREADS_LONG_TIMED);
+    return settle(a, settled < a->on_most ? settled : a->on_most, a->on_one);
+}
+
 int gb_threads_auto_observe(gb_threads_auto *a, double step_ms)
 {
     const int64_t k = a->in_phase++;
@@ -88,12 +105,20 @@ int gb_threads_auto_observe(gb_threads_auto *a, double step_ms)
             start_trial(a, 0);
         return 0;
     }
+    if (k >= GB_THREADS_TRIAL_STEPS)
+        return observe_long_block(a, k - GB_THREADS_TRIAL_STEPS, step_ms);
     const int64_t block = k / GB_THREADS_TRIAL_BLOCK, at = k % GB_THREADS_TRIAL_BLOCK;
     if (at > 0)
         a->ms[block % 2][block / 2][at - 1] = step_ms;
-    if (k + 1 == GB_THREADS_TRIAL_STEPS)
-        return settle(a);
-    a->now = trial_threads(a, k + 1);
+    if (k + 1 < GB_THREADS_TRIAL_STEPS) {
+        a->now = trial_threads(a, k + 1);
+        return 0;
+    }
+    a->on_most = better_block(a->ms[0]);
+    a->on_one = better_block(a->ms[1]);
+    if (a->on_most <= a->on_one)
+        return settle(a, a->on_most, a->on_one);
+    a->now = a->most;   /* one looked faster: the long block on every thread decides */
     return 0;
 }
 

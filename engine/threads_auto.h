@@ -12,7 +12,10 @@
  * takes a while to settle after a switch: beside a niced neighbour, 2-thread steps right
  * after 1-thread ones ran at 31-33 ms, then 16 ms once settled, against 25 ms on one
  * thread (Linux 6.18, docs/BENCHMARKS.md), while a busy neighbour slows every block of
- * the team alike. Since the neighbours come and go, it tries again after
+ * the team alike. Where one thread still looks faster, a last, longer block on `most`
+ * threads, judged by its last steps, tells a team that settles late (beside the niced
+ * neighbour: after about 150 ms) from one that never does. Since the neighbours come and
+ * go, it tries again after
  * GB_THREADS_RECHECK_STEPS steps, twice as long after each trial that changed nothing (up
  * to GB_THREADS_RECHECK_MAX, so a quiet machine spends few steps on one thread), and at
  * once when GB_THREADS_SLOW_STREAK steps in a row took more than GB_THREADS_SLOWER times
@@ -36,6 +39,8 @@
 #define GB_THREADS_SLOWER 1.5         /* a step this much slower than the trial's ... */
 #define GB_THREADS_SLOW_STREAK 4      /* ... this many times in a row: try again now */
 #define GB_THREADS_TRIAL_STEPS (2 * GB_THREADS_TRIAL_ROUNDS * GB_THREADS_TRIAL_BLOCK)
+#define GB_THREADS_LONG_BLOCK 10      /* then, where one thread looked faster, steps on most */
+#define GB_THREADS_LONG_TIMED 4       /* ... of which the last this many are timed */
 
 typedef struct gb_threads_auto {
     int most;                /* all threads: what threads = 0 would run */
@@ -46,6 +51,8 @@ typedef struct gb_threads_auto {
     int64_t interval;        /* steps from the end of this trial to the next one */
     /* the timed steps, [0] on most, [1] on one, by round */
     double ms[2][GB_THREADS_TRIAL_ROUNDS][GB_THREADS_TRIAL_BLOCK - 1];
+    double long_ms[GB_THREADS_LONG_TIMED];   /* the long block's timed steps */
+    double on_most, on_one;  /* this trial's better block on each count */
     double ratio;            /* the last trial: most's better block / one's better block */
     double chosen_ms;        /* the last trial's better block on the chosen count */
     int slow_streak;         /* steps in a row since then slower than GB_THREADS_SLOWER x */

@@ -25,15 +25,29 @@ static double step_on(const gb_threads_auto *a, const machine *m)
     return a->now == 1 ? m->on_one : m->on_most;
 }
 
-/* Runs `steps` steps on `m`, the untimed first step of each trial block 10x slow; returns
- * the number of announcements and leaves the last one in `said`. */
+/* A whole trial's steps on a machine where one thread is faster: the blocks, then the long
+ * block on every thread. */
+#define BUSY_TRIAL (GB_THREADS_TRIAL_STEPS + GB_THREADS_LONG_BLOCK)
+
+/* Whether the trial leaves the step it is at untimed: the first of each block, and the
+ * long block's first steps. */
+static int untimed(const gb_threads_auto *a)
+{
+    if (!a->trying)
+        return 0;
+    if (a->in_phase < GB_THREADS_TRIAL_STEPS)
+        return a->in_phase % GB_THREADS_TRIAL_BLOCK == 0;
+    return a->in_phase < BUSY_TRIAL - GB_THREADS_LONG_TIMED;
+}
+
+/* Runs `steps` steps on `m`, the untimed steps of a trial 10x slow; returns the number of
+ * announcements and leaves the last one in `said`. */
 static int run_steps(gb_threads_auto *a, const machine *m, int64_t steps, char *said,
                      size_t cap)
 {
     int announced = 0;
     for (int64_t i = 0; i < steps; i++) {
-        int untimed = a->trying && a->in_phase % GB_THREADS_TRIAL_BLOCK == 0;
-        double ms = step_on(a, m) * (untimed ? 10.0 : 1.0);
+        double ms = step_on(a, m) * (untimed(a) ? 10.0 : 1.0);
         if (gb_threads_auto_observe(a, ms)) {
             announced++;
             gb_threads_auto_describe(a, said, cap);
@@ -49,17 +63,20 @@ static void check_choose(void)
     CHECK(gb_threads_auto_choose(4, 1.0) == 4);   /* a tie keeps every thread */
 }
 
-/* The first trial runs blocks on 2, 1, 2, 1 threads and chooses at its last step. */
+/* The first trial runs blocks on 2, 1, 2, 1 threads, then, where 1 was faster, a long
+ * block on 2, and chooses at its last step. */
 static void check_first_trial(const machine *m, int want, const char *want_said)
 {
     gb_threads_auto a;
     char said[256] = "";
     gb_threads_auto_start(&a, 2);
-    for (int k = 0; k < GB_THREADS_TRIAL_STEPS - 1; k++) {
-        CHECK(a.now == ((k / GB_THREADS_TRIAL_BLOCK) % 2 == 0 ? 2 : 1));
+    const int steps = want == 1 ? BUSY_TRIAL : GB_THREADS_TRIAL_STEPS;
+    for (int k = 0; k < steps - 1; k++) {
+        CHECK(a.now == (k >= GB_THREADS_TRIAL_STEPS || (k / GB_THREADS_TRIAL_BLOCK) % 2 == 0
+                            ? 2 : 1));
         CHECK(gb_threads_auto_observe(&a, step_on(&a, m)) == 0);
     }
-    CHECK(a.now == 1);
+    CHECK(a.now == (want == 1 ? 2 : 1));
     CHECK(gb_threads_auto_observe(&a, step_on(&a, m)) == 1);
     CHECK(a.now == want && a.chosen == want && !a.trying);
     gb_threads_auto_describe(&a, said, sizeof said);
@@ -75,11 +92,10 @@ static void check_rechecks(void)
     gb_threads_auto a;
     char said[256] = "";
     gb_threads_auto_start(&a, 2);
-    CHECK(run_steps(&a, &busy, GB_THREADS_TRIAL_STEPS, said, sizeof said) == 1);
+    CHECK(run_steps(&a, &busy, BUSY_TRIAL, said, sizeof said) == 1);
     CHECK(a.now == 1 && a.interval == GB_THREADS_RECHECK_STEPS);
     /* the same neighbour at the next trial: no news, and the next trial twice as far */
-    CHECK(run_steps(&a, &busy, GB_THREADS_RECHECK_STEPS + GB_THREADS_TRIAL_STEPS, said,
-                    sizeof said) == 0);
+    CHECK(run_steps(&a, &busy, GB_THREADS_RECHECK_STEPS + BUSY_TRIAL, said, sizeof said) == 0);
     CHECK(a.now == 1 && !a.trying && a.interval == 2 * GB_THREADS_RECHECK_STEPS);
     /* it left: the next trial starts on 2 threads, goes back to 2 and says so */
     CHECK(run_steps(&a, &quiet, 2 * GB_THREADS_RECHECK_STEPS, said, sizeof said) == 0);
@@ -95,12 +111,12 @@ static void check_rechecks(void)
     CHECK(a.now == 2 && a.interval == GB_THREADS_RECHECK_MAX);
 }
 
-/* Feeds a whole trial's step times (blocks on 2, 1, 2, 1 threads, each led by an untimed
- * step); returns the number of announcements. */
-static int feed_trial(gb_threads_auto *a, const double ms[GB_THREADS_TRIAL_STEPS])
+/* Feeds `n` step times of a trial (blocks on 2, 1, 2, 1 threads, each led by an untimed
+ * step, then maybe the long block on 2); returns the number of announcements. */
+static int feed_trial(gb_threads_auto *a, const double *ms, int n)
 {
     int announced = 0;
-    for (int i = 0; i < GB_THREADS_TRIAL_STEPS; i++)
+    for (int i = 0; i < n; i++)
         announced += gb_threads_auto_observe(a, ms[i]);
     return announced;
 }
@@ -114,7 +130,7 @@ static void check_blocks(void)
     gb_threads_auto_start(&a, 2);
     const double hiccup[] = {100, 10, 95, 10, 180, 18, 18, 18,   /* 95 ms once on 2 */
                              100, 10, 10, 10, 180, 18, 18, 18};
-    CHECK(feed_trial(&a, hiccup) == 1 && a.now == 2);
+    CHECK(feed_trial(&a, hiccup, GB_THREADS_TRIAL_STEPS) == 1 && a.now == 2);
     CHECK_NEAR(a.ratio, 10.0 / 18.0, 1e-12);
 
     /* beside a niced neighbour: 2 threads at 32 ms right after the start, 16 once settled,
@@ -122,18 +138,33 @@ static void check_blocks(void)
     gb_threads_auto_start(&a, 2);
     const double settles[] = {100, 32, 31, 33, 180, 25, 25, 26,
                               100, 16, 17, 16, 180, 25, 24, 25};
-    CHECK(feed_trial(&a, settles) == 1 && a.now == 2);
+    CHECK(feed_trial(&a, settles, GB_THREADS_TRIAL_STEPS) == 1 && a.now == 2);
     CHECK_NEAR(a.ratio, 16.0 / 25.0, 1e-12);
+
+    /* ... or unsettled in every block, and settled only late in the long block */
+    gb_threads_auto_start(&a, 2);
+    const double late[BUSY_TRIAL] = {100, 31, 30, 30, 180, 25, 24, 25, 100, 30, 30, 31,
+                                     180, 24, 25, 25, 33, 32, 31, 30, 30, 30, 16, 17, 16, 16};
+    CHECK(feed_trial(&a, late, GB_THREADS_TRIAL_STEPS) == 0 && a.trying && a.now == 2);
+    CHECK(feed_trial(&a, late + GB_THREADS_TRIAL_STEPS, GB_THREADS_LONG_BLOCK) == 1);
+    CHECK(a.now == 2 && !a.trying);
+    CHECK_NEAR(a.ratio, 16.0 / 25.0, 1e-12);
+
+    /* a busy neighbour: the long block stays slow, and one thread it is */
+    gb_threads_auto_start(&a, 2);
+    const double never[BUSY_TRIAL] = {100, 31, 30, 30, 180, 25, 24, 25, 100, 30, 30, 31,
+                                      180, 24, 25, 25, 33, 32, 31, 30, 30, 30, 30, 31, 30, 29};
+    CHECK(feed_trial(&a, never, BUSY_TRIAL) == 1 && a.now == 1);
+    CHECK_NEAR(a.ratio, 30.0 / 25.0, 1e-12);
 
     /* quiet for the first round, a neighbour from then on: the quiet round's blocks keep 2
      * threads, and the slow steps that follow bring the next trial, which takes 1 */
     gb_threads_auto_start(&a, 2);
     const double arrives[] = {100, 10, 10, 10, 180, 18, 18, 18,
                               200, 20, 20, 20, 140, 14, 14, 14};
-    CHECK(feed_trial(&a, arrives) == 1 && a.now == 2);
+    CHECK(feed_trial(&a, arrives, GB_THREADS_TRIAL_STEPS) == 1 && a.now == 2);
     char said[256] = "";
-    CHECK(run_steps(&a, &busy, GB_THREADS_SLOW_STREAK + GB_THREADS_TRIAL_STEPS, said,
-                    sizeof said) == 1);
+    CHECK(run_steps(&a, &busy, GB_THREADS_SLOW_STREAK + BUSY_TRIAL, said, sizeof said) == 1);
     CHECK(a.now == 1 && a.interval == GB_THREADS_RECHECK_STEPS);
 }
 
@@ -152,7 +183,7 @@ static void check_early_trial(void)
     CHECK(!a.trying);   /* 20 ms is 2x the trial's 10: slow, but not yet often enough */
     CHECK(run_steps(&a, &busy, 1, said, sizeof said) == 0);
     CHECK(a.trying && a.now == 2);
-    CHECK(run_steps(&a, &busy, GB_THREADS_TRIAL_STEPS, said, sizeof said) == 1);
+    CHECK(run_steps(&a, &busy, BUSY_TRIAL, said, sizeof said) == 1);
     CHECK(a.now == 1);
 }
 
