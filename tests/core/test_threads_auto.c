@@ -2,10 +2,11 @@
  * times made up to stand for a quiet machine and for one where another process holds a
  * core: which count each step runs on, when the choice is announced and what it says, the
  * untimed first step of each block, an outlier outvoted by its block's median, a team
- * that is slow until the scheduler settles, a neighbour that arrives halfway through a
- * trial or after it, and the trial reruns that follow the neighbours coming and going,
- * further apart while nothing changes. The times are fed, not measured, so the decisions are the same on every machine
- * and under any load. */
+ * that is slow until the scheduler settles (in a block or only in the long block), a
+ * neighbour that arrives halfway through a trial or after it, and the trial reruns that
+ * follow the neighbours coming and going, further apart while nothing changes. The times
+ * are fed, not measured, so the decisions are the same on every machine and under any
+ * load. */
 #include <stdio.h>
 #include <string.h>
 
@@ -126,36 +127,40 @@ static int feed_trial(gb_threads_auto *a, const double *ms, int n)
  * way to the slow streak's trial. */
 static void check_blocks(void)
 {
+    static const struct {
+        const char *what;
+        double ms[BUSY_TRIAL];   /* the trial's steps: blocks on 2, 1, 2, 1, then long on 2 */
+        int steps, want;         /* the trial's length; the count it chooses */
+        double ratio;
+    } cases[] = {
+        {"one slow step (95 ms once on 2)",
+         {100, 10, 95, 10, 180, 18, 18, 18, 100, 10, 10, 10, 180, 18, 18, 18},
+         GB_THREADS_TRIAL_STEPS, 2, 10.0 / 18.0},
+        {"beside a niced neighbour: 32 ms right after the start, 16 once settled, 25 on one",
+         {100, 32, 31, 33, 180, 25, 25, 26, 100, 16, 17, 16, 180, 25, 24, 25},
+         GB_THREADS_TRIAL_STEPS, 2, 16.0 / 25.0},
+        {"... or unsettled in every block, settled only late in the long block",
+         {100, 31, 30, 30, 180, 25, 24, 25, 100, 30, 30, 31, 180, 24, 25, 25,
+          33, 32, 31, 30, 30, 30, 16, 17, 16, 16}, BUSY_TRIAL, 2, 16.0 / 25.0},
+        {"a busy neighbour: the long block stays slow, and one thread it is",
+         {100, 31, 30, 30, 180, 25, 24, 25, 100, 30, 30, 31, 180, 24, 25, 25,
+          33, 32, 31, 30, 30, 30, 30, 31, 30, 29}, BUSY_TRIAL, 1, 30.0 / 25.0},
+    };
     gb_threads_auto a;
-    gb_threads_auto_start(&a, 2);
-    const double hiccup[] = {100, 10, 95, 10, 180, 18, 18, 18,   /* 95 ms once on 2 */
-                             100, 10, 10, 10, 180, 18, 18, 18};
-    CHECK(feed_trial(&a, hiccup, GB_THREADS_TRIAL_STEPS) == 1 && a.now == 2);
-    CHECK_NEAR(a.ratio, 10.0 / 18.0, 1e-12);
-
-    /* beside a niced neighbour: 2 threads at 32 ms right after the start, 16 once settled,
-     * against 25 on one */
-    gb_threads_auto_start(&a, 2);
-    const double settles[] = {100, 32, 31, 33, 180, 25, 25, 26,
-                              100, 16, 17, 16, 180, 25, 24, 25};
-    CHECK(feed_trial(&a, settles, GB_THREADS_TRIAL_STEPS) == 1 && a.now == 2);
-    CHECK_NEAR(a.ratio, 16.0 / 25.0, 1e-12);
-
-    /* ... or unsettled in every block, and settled only late in the long block */
-    gb_threads_auto_start(&a, 2);
-    const double late[BUSY_TRIAL] = {100, 31, 30, 30, 180, 25, 24, 25, 100, 30, 30, 31,
-                                     180, 24, 25, 25, 33, 32, 31, 30, 30, 30, 16, 17, 16, 16};
-    CHECK(feed_trial(&a, late, GB_THREADS_TRIAL_STEPS) == 0 && a.trying && a.now == 2);
-    CHECK(feed_trial(&a, late + GB_THREADS_TRIAL_STEPS, GB_THREADS_LONG_BLOCK) == 1);
-    CHECK(a.now == 2 && !a.trying);
-    CHECK_NEAR(a.ratio, 16.0 / 25.0, 1e-12);
-
-    /* a busy neighbour: the long block stays slow, and one thread it is */
-    gb_threads_auto_start(&a, 2);
-    const double never[BUSY_TRIAL] = {100, 31, 30, 30, 180, 25, 24, 25, 100, 30, 30, 31,
-                                      180, 24, 25, 25, 33, 32, 31, 30, 30, 30, 30, 31, 30, 29};
-    CHECK(feed_trial(&a, never, BUSY_TRIAL) == 1 && a.now == 1);
-    CHECK_NEAR(a.ratio, 30.0 / 25.0, 1e-12);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gb_threads_auto_start(&a, 2);
+        const int long_block = cases[c].steps > GB_THREADS_TRIAL_STEPS;
+        int announced = feed_trial(&a, cases[c].ms, GB_THREADS_TRIAL_STEPS);
+        /* the long block follows the blocks only where they favoured one thread */
+        CHECK(announced == !long_block && a.trying == long_block && (!long_block || a.now == 2));
+        if (long_block)
+            announced = feed_trial(&a, cases[c].ms + GB_THREADS_TRIAL_STEPS,
+                                   GB_THREADS_LONG_BLOCK);
+        CHECK(announced == 1 && !a.trying && a.now == cases[c].want);
+        CHECK_NEAR(a.ratio, cases[c].ratio, 1e-12);
+        if (!(announced == 1 && a.now == cases[c].want))
+            printf("case: %s\n", cases[c].what);
+    }
 
     /* quiet for the first round, a neighbour from then on: the quiet round's blocks keep 2
      * threads, and the slow steps that follow bring the next trial, which takes 1 */
