@@ -135,7 +135,7 @@ contains "the target table says what it measures" ab4.txt \
 grep -qE "^\| base +\| +2 \[2-2\] +\| +[0-9.]+ \[[0-9.]+-[0-9.]+\] +\| +baseline +\|$" ab4.txt &&
     pass "a target every run meets at its first evaluation: 2 steps" ||
     fail "target row for base: $(cat ab4.txt)"
-grep -qE "^\| lr +\| +2 \[2-2\] +\| .*\| +[0-9.e]+x \([0-9.e]+-[0-9.e]+\) +\|$" ab4.txt &&
+grep -qE "^\| lr +\| +2 \[2-2\] +\| .*\| +[0-9.e+-]+x \([0-9.e+-]+\) +\|$" ab4.txt &&
     pass "the variant's speed to the target has a 95% CI" || fail "target row for lr: $(cat ab4.txt)"
 [ "$(grep -c '^{"step": [0-9]*, "train_loss"' ab4/base/r1/metrics.jsonl)" -eq 3 ] &&
     pass "the runs evaluated every 2 steps (3 evaluations in 6 steps)" ||
