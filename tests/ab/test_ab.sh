@@ -148,6 +148,14 @@ grep -qE "^\| lr +\| +not reached +\| +not reached +\| +n/a +\|$" ab5.txt &&
     pass "a target no run meets reads 'not reached' and n/a" || fail "unreached target: $(cat ab5.txt)"
 contains "without --eval-every, every steps/20 (at least 1)" ab5.txt "evaluated every 1 steps"
 
+# ---- threads = auto: its trial's steps would be timed, and ab says so ----
+"$GEARBOX" ab tiny.ini --variant base: --variant auto:run.threads=auto --steps 3 --warmup 1 \
+    --repeats 1 --out ab6 > ab6.txt 2>&1
+contains "a variant on threads = auto is told its trial steps are timed" ab6.txt \
+    "gearbox ab: note: variant auto runs [run] threads = auto"
+grep -q "note: variant base" ab6.txt && fail "a variant with fixed threads got the note" ||
+    pass "a variant with fixed threads gets no note"
+
 # ---- bad arguments, refused before any run ----
 expect_error "one variant is not a comparison" 2 "two or more variants" -- \
     "$GEARBOX" ab tiny.ini --variant base: --out bad

@@ -303,6 +303,24 @@ static void report_fixed_key(const char *where, const char *assignment, const gb
                     assignment, key, (long long)p->steps);
 }
 
+/* The steps `[run] threads = auto` may spend on its first trial (engine/threads_auto.h:
+ * 16 in blocks, 10 more where one thread looked faster), some of them on one thread. */
+#define AUTO_TRIAL_STEPS 26
+
+/* A variant on `threads = auto` times its trial's one-thread steps unless --warmup covers
+ * them: say so, without refusing (the variant may be what is compared). */
+static void note_threads_auto(const gb_ab_plan *p, const gb_ab_variant *v,
+                              const gb_config *cfg)
+{
+    const char *threads = cfg ? gb_config_get(cfg, "run", "threads") : NULL;
+    if (threads && strcmp(threads, "auto") == 0 && p->warmup < AUTO_TRIAL_STEPS)
+        fprintf(stderr, "gearbox ab: note: variant %s runs [run] threads = auto, whose first "
+                "trial (up to %d steps) runs some steps on one thread; with --warmup %lld they "
+                "are timed: use --warmup %d or more, or a fixed run.threads, for steady "
+                "timings\n", v->name, AUTO_TRIAL_STEPS, (long long)p->warmup,
+                AUTO_TRIAL_STEPS);
+}
+
 /* Loads each variant's config and applies its overrides, as `gearbox train` will, so that
  * a missing file or a malformed override is reported before any run. */
 static int validate_variants(const gb_ab_plan *p)
@@ -321,6 +339,7 @@ static int validate_variants(const gb_ab_plan *p)
             gb_config_set(cfg, p->sets[k], &diag);
         for (int k = 0; cfg && k < v->n_overrides; k++)
             gb_config_set(cfg, v->overrides[k], &diag);
+        note_threads_auto(p, v, cfg);
         gb_config_free(cfg);
     }
     gb_diag_print(&diag, stderr);
