@@ -213,29 +213,31 @@ static void reach_speed_cell(const double *base, const double *other, int repeat
 static void print_reach(FILE *out, const gb_ab_plan *p, const figures *f, int repeats)
 {
     cell *cells = calloc((size_t)p->n_variants * REACH_COLS, sizeof *cells);
+    /* variant i's steps to the target at x[2i * repeats], its seconds right after */
     double *x = malloc(2 * (size_t)p->n_variants * (size_t)repeats * sizeof *x);
-    if (!cells || !x)
+    int *reached = calloc((size_t)p->n_variants, sizeof *reached);
+    if (!cells || !x || !reached)
         goto done;
+    for (int i = 0; i < p->n_variants; i++)
+        if (f[i].ok)
+            reached[i] = reach_all(p, i, repeats, x + 2 * (size_t)i * (size_t)repeats,
+                                   x + (2 * (size_t)i + 1) * (size_t)repeats);
+    const double *base_seconds = x + (2 * (size_t)p->baseline + 1) * (size_t)repeats;
     int rows = 0;
     for (int i = 0; i < p->n_variants; i++) {
         if (!f[i].ok)
             continue;
-        double *steps = x + 2 * (size_t)i * (size_t)repeats, *seconds = steps + repeats;
-        int reached = reach_all(p, i, repeats, steps, seconds);
+        const double *steps = x + 2 * (size_t)i * (size_t)repeats, *seconds = steps + repeats;
         cell *row = cells + rows++ * REACH_COLS;
         snprintf(row[0], sizeof(cell), "%s", p->variants[i].name);
-        spread_cell(steps, repeats, reached, "%.0f", row[1]);
-        spread_cell(seconds, repeats, reached, "%.1f", row[2]);
-        snprintf(row[3], sizeof(cell), "baseline");
-    }
-    const double *base_seconds = x + (2 * (size_t)p->baseline + 1) * (size_t)repeats;
-    for (int i = 0, row = 0; i < p->n_variants; i++) {
-        if (!f[i].ok)
-            continue;
-        if (i != p->baseline && f[p->baseline].ok)
-            reach_speed_cell(base_seconds, x + (2 * (size_t)i + 1) * (size_t)repeats, repeats,
-                             cells[row * REACH_COLS + 3]);
-        row++;
+        spread_cell(steps, repeats, reached[i], "%.0f", row[1]);
+        spread_cell(seconds, repeats, reached[i], "%.1f", row[2]);
+        if (i == p->baseline)
+            snprintf(row[3], sizeof(cell), "baseline");
+        else if (f[p->baseline].ok)
+            reach_speed_cell(base_seconds, seconds, repeats, row[3]);
+        else
+            snprintf(row[3], sizeof(cell), "n/a");
     }
     fprintf(out, "\nTo val loss %g (evaluated every %lld steps and after the last):\n\n",
             p->target_loss, (long long)p->eval_every);
@@ -246,6 +248,7 @@ static void print_reach(FILE *out, const gb_ab_plan *p, const figures *f, int re
 done:
     free(cells);
     free(x);
+    free(reached);
 }
 
 /* ---- words --------------------------------------------------------------------------- */
