@@ -5,7 +5,9 @@ Runs `gearbox train` and bench/torch_gpt.py (a nanoGPT-equivalent GPT in PyTorch
 config S (nanoGPT's CPU recipe) and config M (nanoGPT's shakespeare_char model, batch 8),
 alternating the two programs for several repetitions, and prints the median ms/step and
 tokens/s of each and their ratio. Steady-state steps only: the first --warmup steps of
-every run are excluded, and evaluation time is not counted by either program.
+every run are excluded (gearbox's first GEARBOX_AUTO_TRIAL too: the first trial of its
+default `[run] threads = auto`, some of whose steps run on fewer threads), and evaluation
+time is not counted by either program.
 
 PyTorch is run at its fastest setting found on the machine: every --torch-threads value is
 tried (with OMP_WAIT_POLICY=PASSIVE, which keeps its OpenMP pool from spinning against
@@ -30,6 +32,11 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Steps of gearbox's first `threads = auto` trial (blocks on every thread and on fewer in
+# turn, 16 steps, and 10 more on every thread where fewer looked faster:
+# engine/threads_auto.h) and one more: left untimed, so that a run's steps are its
+# steady ones on the count the trial chose.
+GEARBOX_AUTO_TRIAL = 27
 CONFIGS = {
     'S': dict(n_layer=4, n_head=4, n_embd=128, block_size=64, batch_size=12),
     'M': dict(n_layer=6, n_head=6, n_embd=384, block_size=256, batch_size=8),
@@ -108,7 +115,8 @@ def compare(args):
             tokens = cfg['batch_size'] * cfg['block_size']
             g, t = [], {th: [] for th in args.torch_threads.split(',')}
             for r in range(args.repeats):
-                g.append(gearbox_ms(args.gearbox, data, cfg, steps, args.warmup,
+                untimed = args.warmup + GEARBOX_AUTO_TRIAL
+                g.append(gearbox_ms(args.gearbox, data, cfg, steps + untimed, untimed,
                                     os.path.join(tmp, f'{name}{r}')))
                 for th in t:
                     t[th].append(torch_ms(args, data, cfg, steps, th))

@@ -3,24 +3,24 @@
 
 For each neighbourhood (alone; beside one or two CPU-bound processes, each at the normal
 priority and at nice 19) and each config (S, the default run; M, 6 layers 384 wide, T 256,
-batch 8) it runs, in turn and for several rounds, `gearbox train` at 1 thread, at its
-default thread count, at `[run] threads = auto` and (M) in bf16, and bench/torch_gpt.py at
-1 and 2 threads, changing which goes first each round. It prints the median ms/step of
+batch 8) it runs, in turn and for several rounds, `gearbox train` at 1 thread, as the default run
+is configured (`[run] threads = auto`), on every thread fixed (`threads = 0`) and (M) in
+bf16, and bench/torch_gpt.py at 1 and 2 threads, changing which goes first each round. It prints the median ms/step of
 each (min and max beside it) and the ratios taken pair by pair, round by round, so a drift
 of the machine's speed during the call moves both sides of a ratio alike:
 
   gearbox vs PyTorch     PyTorch's best of 1 and 2 threads in the round / gearbox's step
-                         (gearbox at its default threads, and at threads = auto)
-  2 threads vs 1         gearbox at 1 thread / gearbox at its default threads
-  bf16 vs fp32           gearbox fp32 / gearbox bf16, both at the default threads (M)
+                         (gearbox as configured, and on every thread)
+  vs its 1 thread        gearbox at 1 thread / gearbox as configured (or every thread)
+  bf16 vs fp32           gearbox fp32 / gearbox bf16, both as configured (M)
 
 Every line carries the load average (/proc/loadavg, 1 minute) read before each run of the
 cell, and the output opens with the CPU as `lscpu` names it. A neighbour is
 `python3 -c 'while True: pass'`, started before the cell and killed after it.
 
 Each run times --steps-S (or -M) steps after its untimed ones: gearbox's first 27 (the
-first trial of threads = auto, 16 steps or 26 with its long block, and one more),
-PyTorch's first 3.
+first trial of threads = auto, 16 steps or 26 with its long block, and one more:
+compare_torch.GEARBOX_AUTO_TRIAL), PyTorch's first 3.
 
 usage: bench/cpu_load.py --python V/bin/python [--configs S,M] [--neighbours LIST]
                          [--rounds 3] [--steps-S 50] [--steps-M 8]
@@ -34,7 +34,7 @@ import sys
 import tempfile
 import types
 
-from compare_torch import CONFIGS, ROOT, gearbox_ms, prepare, torch_ms
+from compare_torch import CONFIGS, GEARBOX_AUTO_TRIAL, ROOT, gearbox_ms, prepare, torch_ms
 
 # name: (CPU-bound neighbours, their nice value)
 NEIGHBOURS = {
@@ -48,10 +48,6 @@ NEIGHBOUR_WORDS = {
     'alone': 'alone', 'busy1': 'beside 1 busy process', 'nice1': 'beside 1 busy process at nice 19',
     'busy2': 'beside 2 busy processes', 'nice2': 'beside 2 busy processes at nice 19',
 }
-# gearbox's steps not timed: threads = auto's first trial (blocks on every thread and on
-# one in turn, 16 steps, and 10 more on every thread where one looked faster:
-# engine/threads_auto.h) and one more.
-GEARBOX_WARMUP = 27
 TORCH_WARMUP = 3
 
 
@@ -74,7 +70,7 @@ def variants(config):
     v = {
         'gearbox 1 thread': ('gearbox', ['run.threads=1']),
         'gearbox default': ('gearbox', []),
-        'gearbox auto': ('gearbox', ['run.threads=auto']),
+        'gearbox all threads': ('gearbox', ['run.threads=0']),
         'PyTorch 1 thread': ('torch', 1),
         'PyTorch 2 threads': ('torch', 2),
     }
@@ -105,8 +101,8 @@ def run_cell(args, data, tmp, config, neighbourhood):
                 loads.append(load_average())
                 kind, what = variants(config)[n]
                 if kind == 'gearbox':
-                    ms[n].append(gearbox_ms(args.gearbox, data, cfg, steps + GEARBOX_WARMUP,
-                                            GEARBOX_WARMUP,
+                    ms[n].append(gearbox_ms(args.gearbox, data, cfg, steps + GEARBOX_AUTO_TRIAL,
+                                            GEARBOX_AUTO_TRIAL,
                                             os.path.join(tmp, f'{config}-{n}'.replace(' ', '-')),
                                             what))
                 else:
@@ -128,11 +124,12 @@ def ratios(ms):
     torch_best = [min(a, b) for a, b in zip(ms['PyTorch 1 thread'], ms['PyTorch 2 threads'])]
     out = {
         'gearbox default vs PyTorch best': [t / g for t, g in zip(torch_best, ms['gearbox default'])],
-        'gearbox auto vs PyTorch best': [t / g for t, g in zip(torch_best, ms['gearbox auto'])],
+        'gearbox all threads vs PyTorch best': [t / g for t, g in zip(torch_best,
+                                                                     ms['gearbox all threads'])],
         'gearbox default vs its 1 thread': [a / b for a, b in zip(ms['gearbox 1 thread'],
                                                                     ms['gearbox default'])],
-        'gearbox auto vs its 1 thread': [a / b for a, b in zip(ms['gearbox 1 thread'],
-                                                                 ms['gearbox auto'])],
+        'gearbox all threads vs its 1 thread': [a / b for a, b in zip(ms['gearbox 1 thread'],
+                                                                        ms['gearbox all threads'])],
     }
     if 'gearbox bf16' in ms:
         out['bf16 vs fp32'] = [a / b for a, b in zip(ms['gearbox default'], ms['gearbox bf16'])]
@@ -171,7 +168,7 @@ def main():
             p.error(f'--configs: unknown {c!r}; one of {", ".join(CONFIGS)}')
     print(f'cpu: {cpu_line()}')
     print(f'load average at the start: {load_average():.2f}; {args.rounds} rounds, gearbox '
-          f'{GEARBOX_WARMUP} and PyTorch {TORCH_WARMUP} warm-up steps untimed')
+          f'{GEARBOX_AUTO_TRIAL} and PyTorch {TORCH_WARMUP} warm-up steps untimed')
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, 'data')
         prepare(args.gearbox, data)

@@ -27,11 +27,13 @@ static const gb_option run_options[] = {
                    "optimizer steps to train"},
     [RUN_OUT_DIR] = {"out_dir", GB_OPT_STRING, "out", 0, 0, NULL,
                      "folder for metrics.jsonl and checkpoints (relative to the config file)"},
-    [RUN_THREADS] = {"threads", GB_OPT_INT, "0", 0, GB_MAX_THREADS, NULL,
-                     "CPU threads for the one OpenMP pool (0: all online CPUs, shared "
-                     "among the processes a launcher starts on this machine), or auto: "
-                     "that many or 1, whichever steps faster, measured at the start and "
-                     "now and then (for a machine other processes share)"},
+    [RUN_THREADS] = {"threads", GB_OPT_INT, "auto", 0, GB_MAX_THREADS, NULL,
+                     "CPU threads for the one OpenMP pool: auto (the default) runs all "
+                     "online CPUs, or fewer while fewer step faster (other processes "
+                     "busy on the machine), measured at the start and now and then; a "
+                     "number fixes the pool; 0 is every online CPU, fixed. Both share "
+                     "the CPUs among the processes a launcher starts on this machine, "
+                     "and a data-parallel run keeps its share fixed"},
     [RUN_LOG_EVERY] = {"log_every", GB_OPT_INT, "10", 1, BIG, NULL,
                        "print a progress line and record metrics every N steps"},
     [RUN_EVAL_EVERY] = {"eval_every", GB_OPT_INT, "250", 0, BIG, NULL,
@@ -406,21 +408,22 @@ static int check_consistency(gb_settings *s, gb_diag *diag)
  * text that is no count against a string entry, and then refused by
  * gb_settings_resolve with both forms named. */
 static const gb_option threads_auto = {"threads", GB_OPT_ENUM, "auto", 0, 0, "auto",
-                                       "the faster of 1 and all threads, measured"};
+                                       "all threads, or fewer where faster, measured"};
 static const gb_option threads_text = {"threads", GB_OPT_STRING, "0", 0, 0, NULL, ""};
 
-/* The [run] schema for the config's `threads`: a count, auto, or something else. */
+/* The [run] schema for the config's `threads`: a count, auto (also when unset), or
+ * something else. */
 static void run_schema(const gb_config *cfg, gb_option *schema, int *automatic)
 {
     const char *threads = gb_config_get(cfg, "run", "threads");
     memcpy(schema, run_options, sizeof run_options);
-    *automatic = threads && strcmp(threads, "auto") == 0;
+    *automatic = !threads || strcmp(threads, "auto") == 0;
     char *end = NULL;
-    if (threads && !*automatic)
+    if (!*automatic)
         (void)strtoll(threads, &end, 10);
     if (*automatic)
         schema[RUN_THREADS] = threads_auto;
-    else if (threads && (!*threads || *end))
+    else if (!*threads || *end)
         schema[RUN_THREADS] = threads_text;
 }
 
@@ -448,7 +451,7 @@ int gb_settings_resolve(gb_config *cfg, gb_settings *s, gb_diag *diag)
                                            run, diag);
     if (run_table[RUN_THREADS].type == GB_OPT_STRING) {
         gb_diag_add(diag, "[run] threads = '%s': expected a number of threads from 0 (every "
-                    "online CPU) to %d, or auto (the faster of 1 and all, measured)",
+                    "online CPU) to %d, or auto (all, or fewer where faster, measured)",
                     run[RUN_THREADS].s, GB_MAX_THREADS);
         problems++;
     }

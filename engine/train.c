@@ -40,6 +40,7 @@
 #include "rng.h"
 #include "runtime.h"
 #include "threads_auto.h"
+#include "cpu_share.h"
 
 struct gb_trainer {
     gb_config *cfg;
@@ -65,7 +66,9 @@ struct gb_trainer {
     gb_compute compute;          /* the dtype of that peak: what the matmuls compute in */
     char last_checkpoint[4200];  /* written or resumed from by this run; "" before any */
     int64_t last_checkpoint_step;
-    gb_threads_auto threads;     /* [run] threads = auto's trials and choice */
+    int auto_threads;            /* [run] threads = auto in a world of one process */
+    gb_threads_auto threads;     /* its trials and choice */
+    gb_cpu_sample cpu_seen;      /* when it last looked at the cores others keep busy */
     int graphs;                  /* forward and backward run as device graphs */
     char graphs_off[400];        /* why cuda_graphs = auto left them off; "" otherwise */
 };
@@ -625,6 +628,16 @@ static void say_memory_plan(const gb_trainer *t)
     gb_report_buffer_close(&text, GB_REPORT_INFO, "train");
 }
 
+/* What `[run] threads = auto` will do, for the plan line. */
+static const char *threads_plan(const gb_trainer *t)
+{
+    if (!t->s->threads_auto)
+        return "";
+    return t->auto_threads ? ", or fewer while fewer step faster (threads = auto)"
+                           : " (threads = auto stays there in a data-parallel run: each "
+                             "rank's trial would time the others' steps)";
+}
+
 static void print_plan(gb_trainer *t)
 {
     int n;
@@ -635,7 +648,7 @@ static void print_plan(gb_trainer *t)
         (long long)t->s->block_size, (long long)t->data->vocab.size);
     say(t, "plugins: device %s, attn %s, optim %s, precision %s, comm %s | %lld threads%s",
         t->s->plugin[1], t->s->plugin[2], t->s->plugin[3], t->s->plugin[4], t->s->plugin[5],
-        (long long)t->s->threads, t->s->threads_auto ? " or 1 (threads = auto)" : "");
+        (long long)t->s->threads, threads_plan(t));
     if (t->ddp && gb_model_optim_state_sharded(t->model))
         say(t, "data parallel: %d ranks x %lld rows of each batch of %lld | %zu bytes "
             "reduce-scattered per step, parameters all-gathered ([optim] shard_state)",
@@ -753,9 +766,19 @@ static int agree_on_interruption(gb_trainer *t)
     return 0;
 }
 
-/* threads = auto: the step's time to the trial, and the pool to the count it asks for. */
+/* Seconds between two looks at the cores other processes keep busy. */
+#define CPU_SHARE_EVERY_S 0.25
+
+/* threads = auto: the cores others held (looked at every CPU_SHARE_EVERY_S), the step's
+ * time to the trial, and the pool to the count it asks for. */
 static void adjust_threads(gb_trainer *t, double step_ms)
 {
+    gb_cpu_sample now;
+    if (gb_now_ms() / 1e3 - t->cpu_seen.wall_s >= CPU_SHARE_EVERY_S) {
+        gb_cpu_sample_take(&now);
+        t->threads.held = gb_cpu_busy_elsewhere(&t->cpu_seen, &now);
+        t->cpu_seen = now;
+    }
     if (gb_threads_auto_observe(&t->threads, step_ms)) {
         char line[256];
         gb_threads_auto_describe(&t->threads, line, sizeof line);
@@ -772,8 +795,13 @@ static int run_loop(gb_trainer *t)
     /* mpirun hands every rank a pseudo-terminal even when its own output goes to a file:
      * plain lines keep such logs readable */
     gb_progress_start(&t->progress, t->rank == 0 && !t->ddp, t->first_step, s->steps);
-    if (s->threads_auto)
-        gb_threads_auto_start(&t->threads, (int)s->threads);
+    if (t->auto_threads) {
+        gb_cpu_sample now;
+        gb_cpu_sample_take(&now);
+        gb_threads_auto_start(&t->threads, (int)s->threads,
+                              gb_cpu_busy_elsewhere(&t->cpu_seen, &now));
+        t->cpu_seen = now;
+    }
     while (step < s->steps && !interrupted) {
         int64_t it = step;
         /* logged steps wait for their own figures (the loss averaged over ranks, which
@@ -796,7 +824,7 @@ static int run_loop(gb_trainer *t)
             return 1;
         }
         double ms = gb_now_ms() - t0;
-        if (s->threads_auto)
+        if (t->auto_threads)
             adjust_threads(t, ms);
         gb_progress_update(&t->progress, step, fig.loss, tokens_per_step(t) / (ms / 1e3));
         if (logging)
@@ -1023,6 +1051,7 @@ static int build_model(gb_trainer *t)
     t->ddp = gb_ddp_create(&t->rt, t->model, s->bucket_bytes, &ddp_failed);
     if (ddp_failed || open_prefetch(t) || enable_graphs(t))
         return -1;
+    t->auto_threads = s->threads_auto && !t->ddp;
     open_gpu_monitor(t);
     t->flops_per_step = estimate_flops_per_step(t);
     t->compute = gb_compute_of(t->rt.policy.matmul_dtype, t->rt.policy.tf32);
@@ -1039,6 +1068,7 @@ static gb_trainer *open_trainer(gb_config *cfg, const char *plugin_path, const c
     if (!t)
         return NULL;
     *t = (gb_trainer){.cfg = cfg, .train_loss = NAN, .val_loss = NAN};
+    gb_cpu_sample_take(&t->cpu_seen);   /* the set-up, to the first trial: who else runs */
     if (prepare(t, cfg, plugin_path, resume) || build_model(t)) {
         gb_trainer_close(t);
         return NULL;

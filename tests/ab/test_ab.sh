@@ -148,13 +148,18 @@ grep -qE "^\| lr +\| +not reached +\| +not reached +\| +n/a +\|$" ab5.txt &&
     pass "a target no run meets reads 'not reached' and n/a" || fail "unreached target: $(cat ab5.txt)"
 contains "without --eval-every, every steps/20 (at least 1)" ab5.txt "evaluated every 1 steps"
 
-# ---- threads = auto: its trial's steps would be timed, and ab says so ----
-"$GEARBOX" ab tiny.ini --variant base: --variant auto:run.threads=auto --steps 3 --warmup 1 \
-    --repeats 1 --out ab6 > ab6.txt 2>&1
-contains "a variant on threads = auto is told its trial steps are timed" ab6.txt \
+# ---- threads = auto (the default): a variant left there runs a fixed team; one that asks
+# for it keeps it, told that its trial's steps would be timed ----
+sed 's/^threads = 2/threads = auto/' tiny.ini > tiny_auto.ini
+"$GEARBOX" ab tiny_auto.ini --variant base: --variant auto:run.threads=auto --steps 3 \
+    --warmup 1 --repeats 1 --out ab6 > ab6.txt 2>&1
+contains "a variant that asks for threads = auto is told its trial steps are timed" ab6.txt \
     "gearbox ab: note: variant auto runs [run] threads = auto"
-grep -q "note: variant base" ab6.txt && fail "a variant with fixed threads got the note" ||
-    pass "a variant with fixed threads gets no note"
+grep -q "note: variant base" ab6.txt && fail "a variant on a fixed team got the note" ||
+    pass "a variant on a fixed team gets no note"
+contains "the config's threads = auto runs a fixed team of every CPU" \
+    ab6/base/config.ini "threads = 0"
+contains "a --set run.threads=auto is kept" ab6/auto/config.ini "threads = auto"
 
 # ---- bad arguments, refused before any run ----
 expect_error "one variant is not a comparison" 2 "two or more variants" -- \

@@ -78,4 +78,29 @@ done
 expect_error "a missing value" 2 "gearbox train: option --resume needs a value: --resume CHECKPOINT" -- \
     "$GEARBOX" train "$WORK/run.ini" --resume
 expect_error "gearbox itself" 2 "gearbox: unknown option --bogus" -- "$GEARBOX" --bogus
+# ---- threads unset: auto, its first trial (up to 26 steps) announced, the same losses as
+# on one thread ----
+write_config "$WORK/auto.ini"
+sed -i '/^threads = /d' "$WORK/auto.ini"
+"$GEARBOX" train "$WORK/auto.ini" --set run.steps=30 --set run.out_dir="$WORK/auto_out" \
+    > "$WORK/auto.log" 2>&1 ||
+    fail "train with threads unset: $(cat "$WORK/auto.log")"
+grep -qE "^plugins: .* \| [0-9]+ threads, or fewer while fewer step faster \(threads = auto\)$" \
+    "$WORK/auto.log" && pass "threads unset is threads = auto (the plan says so)" ||
+    fail "the plan line with threads unset: $(grep '^plugins' "$WORK/auto.log")"
+if [ "$(nproc)" -gt 1 ]; then
+    grep -qE "^threads: auto -> [0-9]+ \(" "$WORK/auto.log" &&
+        pass "threads = auto announces its first trial's choice" ||
+        fail "no 'threads: auto ->' line: $(cat "$WORK/auto.log")"
+else
+    echo "skipped: the trial's announcement (one online CPU leaves threads = auto nothing to try)"
+fi
+"$GEARBOX" train "$WORK/auto.ini" --set run.steps=30 --set run.threads=1 \
+    --set run.out_dir="$WORK/one_out" \
+    > "$WORK/one.log" 2>&1 || fail "train on 1 thread: $(cat "$WORK/one.log")"
+losses() { grep -o '"loss": [^,]*' "$1/metrics.jsonl"; }
+[ -n "$(losses "$WORK/one_out")" ] && [ "$(losses "$WORK/auto_out")" = "$(losses "$WORK/one_out")" ] &&
+    pass "threads = auto's 30 steps (its trial switching teams) give 1 thread's losses, bit for bit" ||
+    fail "losses differ between threads = auto and 1 thread"
+
 finish

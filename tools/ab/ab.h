@@ -32,6 +32,7 @@ typedef struct gb_ab_variant {
     const char *config;           /* its INI file */
     char **overrides;             /* "section.key=value", after the --set for all */
     int n_overrides;
+    int fixed_team;               /* 1: its runs get run.threads=0 (see docs/ab.md) */
     /* filled by gb_ab_execute */
     char *effective;              /* `gearbox check` output: plugins, memory plan, config */
     gb_ab_run *runs;              /* [repeats]; runs_done of them read */

@@ -142,14 +142,15 @@ typedef struct child_args {
     char fixed[GB_AB_N_FIXED][4300];    /* the settings every run needs, as --set values */
 } child_args;
 
-/* The argument vector of `gearbox VERB` for a variant: its config, --plugin-path, the
- * --set for all, its own overrides, then the settings every run of the comparison needs
- * (gb_ab_fixed_keys, which the variants were checked not to set). */
+/* The argument vector of `gearbox VERB` for a variant: its config, --plugin-path, a fixed
+ * team where it has one, the --set for all, its own overrides, then the settings every
+ * run of the comparison needs (gb_ab_fixed_keys, which the variants were checked not to
+ * set). */
 static void variant_args(const gb_ab_plan *p, const gb_ab_variant *v, const char *verb,
                          const char *run_dir, child_args *a)
 {
     int argc = 0;
-    a->argv = calloc((size_t)(2 * (p->n_sets + v->n_overrides + GB_AB_N_FIXED) + 6),
+    a->argv = calloc((size_t)(2 * (p->n_sets + v->n_overrides + GB_AB_N_FIXED) + 8),
                      sizeof(char *));
     if (!a->argv)
         return;
@@ -159,6 +160,10 @@ static void variant_args(const gb_ab_plan *p, const gb_ab_variant *v, const char
     if (p->plugin_path) {
         a->argv[argc++] = "--plugin-path";
         a->argv[argc++] = (char *)p->plugin_path;
+    }
+    if (v->fixed_team) {
+        a->argv[argc++] = "--set";
+        a->argv[argc++] = "run.threads=0";
     }
     char steps[32], eval_every[32];
     snprintf(steps, sizeof steps, "%lld", (long long)p->steps);

@@ -304,19 +304,40 @@ static void report_fixed_key(const char *where, const char *assignment, const gb
 }
 
 /* The steps `[run] threads = auto` may spend on its first trial (engine/threads_auto.h:
- * 16 in blocks, 10 more where one thread looked faster), some of them on one thread. */
+ * 16 in blocks, 10 more where fewer threads looked faster), some of them on fewer; on
+ * more than two cores a smaller team that wins brings another trial at once. */
 #define AUTO_TRIAL_STEPS 26
 
-/* A variant on `threads = auto` times its trial's one-thread steps unless --warmup covers
- * them: say so, without refusing (the variant may be what is compared). */
-static void note_threads_auto(const gb_ab_plan *p, const gb_ab_variant *v,
-                              const gb_config *cfg)
+/* Whether a --set for every variant or the variant's own override names run.threads. */
+static int names_threads(const gb_ab_plan *p, const gb_ab_variant *v)
+{
+    int n = p->n_sets + v->n_overrides;
+    for (int i = 0; i < n; i++) {
+        const char *set = i < p->n_sets ? p->sets[i] : v->overrides[i - p->n_sets];
+        if (strncmp(set, "run.threads", 11) == 0 && (set[11] == '=' || set[11] == ' '))
+            return 1;
+    }
+    return 0;
+}
+
+/* `threads = auto` (the default) changes the team during a run, and its trials' steps on
+ * fewer threads would be timed, differently in each run: a variant whose config leaves it
+ * there runs a fixed team of every online CPU instead. One that asks for auto with --set
+ * keeps it (it may be what is compared), with a note when --warmup leaves its first trial
+ * timed. */
+static void choose_team(const gb_ab_plan *p, gb_ab_variant *v, const gb_config *cfg)
 {
     const char *threads = cfg ? gb_config_get(cfg, "run", "threads") : NULL;
-    if (threads && strcmp(threads, "auto") == 0 && p->warmup < AUTO_TRIAL_STEPS)
+    if (threads && strcmp(threads, "auto") != 0)
+        return;
+    if (!names_threads(p, v)) {
+        v->fixed_team = 1;
+        return;
+    }
+    if (p->warmup < AUTO_TRIAL_STEPS)
         fprintf(stderr, "gearbox ab: note: variant %s runs [run] threads = auto, whose first "
-                "trial (up to %d steps) runs some steps on one thread; with --warmup %lld they "
-                "are timed: use --warmup %d or more, or a fixed run.threads, for steady "
+                "trial (up to %d steps) runs some steps on fewer threads; with --warmup %lld "
+                "they are timed: use --warmup %d or more, or a fixed run.threads, for steady "
                 "timings\n", v->name, AUTO_TRIAL_STEPS, (long long)p->warmup,
                 AUTO_TRIAL_STEPS);
 }
@@ -329,7 +350,7 @@ static int validate_variants(const gb_ab_plan *p)
     for (int k = 0; k < p->n_sets; k++)
         report_fixed_key("--set ", p->sets[k], p, &diag);
     for (int i = 0; i < p->n_variants; i++) {
-        const gb_ab_variant *v = &p->variants[i];
+        gb_ab_variant *v = &p->variants[i];
         char where[GB_AB_NAME_MAX + 16];
         snprintf(where, sizeof where, "--variant %s: ", v->name);
         for (int k = 0; k < v->n_overrides; k++)
@@ -339,7 +360,7 @@ static int validate_variants(const gb_ab_plan *p)
             gb_config_set(cfg, p->sets[k], &diag);
         for (int k = 0; cfg && k < v->n_overrides; k++)
             gb_config_set(cfg, v->overrides[k], &diag);
-        note_threads_auto(p, v, cfg);
+        choose_team(p, v, cfg);
         gb_config_free(cfg);
     }
     gb_diag_print(&diag, stderr);

@@ -95,7 +95,10 @@ static void check_cpu(warnings *w)
              "rebuild here, or configure with -Dnative=false for a portable build", missing);
 }
 
-static void check_threads(const char *config_path, int64_t threads, warnings *w)
+/* `threads`: the most [run] threads runs; `automatic`: it is `auto` (unset too), so a run
+ * may take fewer. */
+static void check_threads(const char *config_path, int64_t threads, int automatic,
+                          warnings *w)
 {
     int online = gb_online_cpus();
     const char *env = getenv("OMP_NUM_THREADS");
@@ -109,8 +112,9 @@ static void check_threads(const char *config_path, int64_t threads, warnings *w)
     item("OpenMP wait", "OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s (unless the first is set, gearbox "
          "sets the second before OpenMP starts: tools/cli/omp_wait.c)",
          policy ? policy : "unset", spin ? spin : "unset");
-    item("[run] threads", "%lld (%s)", (long long)threads,
-         config_path ? config_path : "the default: every online CPU");
+    item("[run] threads", "%lld%s (%s)", (long long)threads,
+         automatic ? ", or fewer while fewer step faster (auto)" : "",
+         config_path ? config_path : "the default");
     if (!env)
         warn(w, "OMP_NUM_THREADS is unset: gearbox sizes its one pool from [run] threads "
              "(%lld), but OpenMP programs measured beside it (PyTorch, llm.c) take every "
@@ -129,8 +133,8 @@ static void check_threads(const char *config_path, int64_t threads, warnings *w)
         item("load average", "%.2f over the last minute", load);
         warn(w, "the machine is busy (load average %.2f on %d CPUs): OpenMP threads that "
              "wait for a busy CPU make training steps and the speed figures above slow and "
-             "noisy; fix: measure on a quiet machine; train with [run] threads = auto, which "
-             "takes 1 thread when that steps faster", load, online);
+             "noisy; fix: measure on a quiet machine; train with [run] threads = auto (the "
+             "default), which takes fewer threads when that steps faster", load, online);
     }
 }
 
@@ -406,7 +410,8 @@ int gb_cmd_doctor(int argc, char **argv)
         return 1;
     gb_cli_print_version();
     check_cpu(w);
-    check_threads(config_path, threads, w);
+    const char *threads_set = gb_config_get(cfg, "run", "threads");
+    check_threads(config_path, threads, !threads_set || strcmp(threads_set, "auto") == 0, w);
     /* The device a run would use, asked for its libraries and measured. */
     const char *device = gb_settings_plugin(s, GB_KIND_DEVICE);
     omp_set_num_threads(threads);
