@@ -184,16 +184,32 @@ static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, 
     }
 }
 
+/* The logits' dtype as a type: the kernel is instantiated per dtype, so that its loops hold
+ * that dtype's loads and stores alone (act.cuh's run-time dtype puts all three cases in
+ * every loop of one kernel, which the GPU branches past but the time model, reading the
+ * PTX, charges; docs/gpu.md). */
+struct ce_f32 {
+    static constexpr gb_dtype dtype = GB_F32;
+};
+struct ce_bf16 {
+    static constexpr gb_dtype dtype = GB_BF16;
+};
+struct ce_f16 {
+    static constexpr gb_dtype dtype = GB_F16;
+};
+
 // losses (N); dlogits (N, ld) act or NULL, may alias logits; logits (N, ld) act, V columns
 // used; targets (N); dloss_scale: NULL or one f32. run: 1, or the elements of 16 bytes
 // where every row of logits and dlogits starts 16-byte aligned. Dynamic shared memory:
 // one double per block of GB_CE_EXP_BLOCK columns (sums_bytes, a multiple of 16), then
 // the staged logits, `staged` of them.
+template <typename Dtype>
 static __global__ void __launch_bounds__(CE_THREADS)
-cross_entropy_kernel(gb_dtype dtype, float *losses, void *dlogits, const void *logits,
-                     int64_t ld, const int32_t *targets, int64_t V, float dloss,
-                     const float *dloss_scale, int run, size_t sums_bytes, int64_t staged)
+cross_entropy_kernel(float *losses, void *dlogits, const void *logits, int64_t ld,
+                     const int32_t *targets, int64_t V, float dloss, const float *dloss_scale,
+                     int run, size_t sums_bytes, int64_t staged)
 {
+    constexpr gb_dtype dtype = Dtype::dtype;
     extern __shared__ double block_sums[];
     __shared__ float warp_max[CE_THREADS / 32];
     __shared__ float inv_sum;
@@ -244,6 +260,36 @@ static unsigned ce_threads(int64_t V, int run)
     return warps * 32 < CE_THREADS ? (unsigned)(warps * 32) : CE_THREADS;
 }
 
+/* One launch of cross_entropy_kernel: its grid, block and dynamic shared memory, and its
+ * arguments. */
+typedef struct ce_launch {
+    cuda_device *dev;
+    unsigned rows, threads;
+    size_t shared, sums_bytes;
+    int64_t ld, V, staged;
+    int run;
+    float dloss;
+    const float *dloss_scale;
+    float *losses;
+    void *dlogits;
+    const void *logits;
+    const int32_t *targets;
+} ce_launch;
+
+template <typename Dtype>
+static gb_status launch_kernel(const ce_launch *l)
+{
+    const gb_host *host = l->dev->host;
+    GB_CUDA_CHECK(cudaFuncSetAttribute((const void *)cross_entropy_kernel<Dtype>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(l->shared + CE_STATIC)));
+    cross_entropy_kernel<Dtype><<<l->rows, l->threads, l->shared, l->dev->compute>>>(
+        l->losses, l->dlogits, l->logits, l->ld, l->targets, l->V, l->dloss, l->dloss_scale,
+        l->run, l->sums_bytes, l->staged);
+    GB_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
+    return GB_OK;
+}
+
 /* The launch behind every entry: dloss_scale NULL but for cross_entropy_scaled. */
 static gb_status launch_cross_entropy(cuda_device *dev, gb_dtype dtype, float *losses,
                                       void *dlogits, const void *logits, int64_t ld,
@@ -277,15 +323,12 @@ static gb_status launch_cross_entropy(cuda_device *dev, gb_dtype dtype, float *l
     const size_t row_bytes = ((size_t)V * size + run_bytes - 1) / run_bytes * run_bytes;
     const size_t room = (limit - sums_bytes) / run_bytes * run_bytes;
     const size_t stage_bytes = row_bytes < room ? row_bytes : room;
-    const size_t shared = sums_bytes + stage_bytes;
-    GB_CUDA_CHECK(cudaFuncSetAttribute((const void *)cross_entropy_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)(shared + CE_STATIC)));
-    cross_entropy_kernel<<<(unsigned)N, ce_threads(V, run), shared, dev->compute>>>(
-        dtype, losses, dlogits, logits, ld, targets, V, dloss, dloss_scale, run, sums_bytes,
-        (int64_t)(stage_bytes / size));
-    GB_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
-    return GB_OK;
+    const ce_launch l = {dev, (unsigned)N, ce_threads(V, run), sums_bytes + stage_bytes,
+                         sums_bytes, ld, V, (int64_t)(stage_bytes / size), run, dloss,
+                         dloss_scale, losses, dlogits, logits, targets};
+    return dtype == GB_F32    ? launch_kernel<ce_f32>(&l)
+           : dtype == GB_BF16 ? launch_kernel<ce_bf16>(&l)
+                              : launch_kernel<ce_f16>(&l);
 }
 
 extern "C" gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *losses,
