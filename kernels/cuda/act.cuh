@@ -48,4 +48,25 @@ static __device__ __forceinline__ float gb_act_round(gb_dtype dtype, float v)
                             : gb_f32_from_f16(gb_f16_from_f32(v));
 }
 
+/* An activation dtype as a type, for kernels instantiated per dtype: with the dtype a
+ * compile-time constant, the loops of kernel<gb_act_bf16> hold the bf16 loads and stores
+ * alone. A GPU branches past the untaken cases of a run-time dtype for next to nothing,
+ * but the time model estimates a kernel's instructions from its PTX and charges every
+ * case it finds in the loops (docs/gpu.md, "The time of a kernel"). */
+struct gb_act_f32 {
+    static constexpr gb_dtype dtype = GB_F32;
+};
+struct gb_act_bf16 {
+    static constexpr gb_dtype dtype = GB_BF16;
+};
+struct gb_act_f16 {
+    static constexpr gb_dtype dtype = GB_F16;
+};
+
+/* fn<the tag of dtype>(...): a host function template instantiated for each tag. */
+#define GB_ACT_DISPATCH(dtype, fn, ...)                                                   \
+    ((dtype) == GB_F32    ? fn<gb_act_f32>(__VA_ARGS__)                                    \
+     : (dtype) == GB_BF16 ? fn<gb_act_bf16>(__VA_ARGS__)                                   \
+                          : fn<gb_act_f16>(__VA_ARGS__))
+
 #endif /* GEARBOX_KERNELS_CUDA_ACT_CUH */

@@ -184,25 +184,12 @@ static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, 
     }
 }
 
-/* The logits' dtype as a type: the kernel is instantiated per dtype, so that its loops hold
- * that dtype's loads and stores alone (act.cuh's run-time dtype puts all three cases in
- * every loop of one kernel, which the GPU branches past but the time model, reading the
- * PTX, charges; docs/gpu.md). */
-struct ce_f32 {
-    static constexpr gb_dtype dtype = GB_F32;
-};
-struct ce_bf16 {
-    static constexpr gb_dtype dtype = GB_BF16;
-};
-struct ce_f16 {
-    static constexpr gb_dtype dtype = GB_F16;
-};
-
 // losses (N); dlogits (N, ld) act or NULL, may alias logits; logits (N, ld) act, V columns
 // used; targets (N); dloss_scale: NULL or one f32. run: 1, or the elements of 16 bytes
 // where every row of logits and dlogits starts 16-byte aligned. Dynamic shared memory:
 // one double per block of GB_CE_EXP_BLOCK columns (sums_bytes, a multiple of 16), then
 // the staged logits, `staged` of them.
+// Instantiated per dtype (act.cuh: gb_act_f32, ...).
 template <typename Dtype>
 static __global__ void __launch_bounds__(CE_THREADS)
 cross_entropy_kernel(float *losses, void *dlogits, const void *logits, int64_t ld,
@@ -326,9 +313,7 @@ static gb_status launch_cross_entropy(cuda_device *dev, gb_dtype dtype, float *l
     const ce_launch l = {dev, (unsigned)N, ce_threads(V, run), sums_bytes + stage_bytes,
                          sums_bytes, ld, V, (int64_t)(stage_bytes / size), run, dloss,
                          dloss_scale, losses, dlogits, logits, targets};
-    return dtype == GB_F32    ? launch_kernel<ce_f32>(&l)
-           : dtype == GB_BF16 ? launch_kernel<ce_bf16>(&l)
-                              : launch_kernel<ce_f16>(&l);
+    return GB_ACT_DISPATCH(dtype, launch_kernel, &l);
 }
 
 extern "C" gb_status cuda_cross_entropy_ld(void *self, gb_dtype dtype, float *losses,

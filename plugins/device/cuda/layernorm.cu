@@ -16,6 +16,8 @@
  * shared memory a slice at a time), then the partials in chunk order (cuda_add_partials),
  * again the CPU's order.
  */
+#include <string.h>
+
 #include "act.cuh"
 #include "cuda_device.h"
 #include "cuda_status.h"
@@ -115,13 +117,14 @@ static __device__ void layernorm_row(gb_dtype dtype, void *out, float *mean, flo
  * the stored sum. The outputs go to tile 1 after an add (tile 0 holds the sum), else over
  * the inputs in tile 0. */
 // out, a (N, C) act; b, sum (N, C) act or NULL (sum may alias a or b); weight (C);
-// bias (C) or NULL; mean, rstd (N)
-static __global__ void layernorm_forward_kernel(ln_layout l, gb_dtype dtype, void *out,
-                                                void *sum, float *mean, float *rstd,
-                                                const void *a, const void *b,
+// bias (C) or NULL; mean, rstd (N). Instantiated per dtype (act.cuh: gb_act_f32, ...).
+template <typename Dtype>
+static __global__ void layernorm_forward_kernel(ln_layout l, void *out, void *sum, float *mean,
+                                                float *rstd, const void *a, const void *b,
                                                 const float *weight, const float *bias,
                                                 int64_t N, float eps)
 {
+    constexpr gb_dtype dtype = Dtype::dtype;
     extern __shared__ __align__(16) unsigned char ln_shared[];
     ln_load_vectors(ln_shared, &l, weight, bias);
     const int group = (int)threadIdx.x / GB_ROW_LANES;
@@ -161,6 +164,34 @@ typedef struct ln_dx_terms {
     float mean, rstd, dnorm_mean, dnorm_norm_mean;
 } ln_dx_terms;
 
+/* 16 bytes of a row as its elements: 4 f32 or 8 16-bit ones. A unit is loaded and stored
+ * as what it is in memory (a uint4: one 16-byte access) and copied to and from this for
+ * its elements, which are read and written through the member of their type: reaching
+ * them through a pointer cast to another type breaks C++'s aliasing rules, which an
+ * optimiser exploits once the dtype is a constant (it did: dx came out wrong in f16). */
+union alignas(16) ln_vec {
+    float f[4];
+    uint16_t h[8];
+};
+
+/* The elements of a unit: ln_vec for a 16-byte one, else the lone element itself. */
+template <typename Unit>
+struct ln_elements_of {
+    typedef Unit type;
+};
+template <>
+struct ln_elements_of<uint4> {
+    typedef ln_vec type;
+};
+
+/* Where gb_act_load and gb_act_store find them: the member of the dtype's type. */
+static __device__ __forceinline__ void *ln_elements(ln_vec *v, gb_dtype dtype)
+{
+    return dtype == GB_F32 ? (void *)v->f : (void *)v->h;
+}
+static __device__ __forceinline__ void *ln_elements(float *v, gb_dtype) { return v; }
+static __device__ __forceinline__ void *ln_elements(uint16_t *v, gb_dtype) { return v; }
+
 /* dx += the input gradient of the tile's rows, Per elements (one Unit) at a time read from
  * and written to DRAM; dout and x from the tile's rows in shared memory (16-byte units
  * there too when Per > 1). Per > 1 needs 16-byte aligned rows on both sides. */
@@ -169,37 +200,46 @@ static __device__ void ln_dx_update(const ln_layout *l, unsigned char *shared, g
                                     void *dx, int64_t row0, int rows,
                                     const ln_dx_terms *terms)
 {
+    typedef typename ln_elements_of<Unit>::type elements;
     const int64_t per_row = l->C / Per, size = gb_act_size(dtype);
     const float *w = ln_vector(shared, l, 0);
     for (int64_t u = threadIdx.x; u < rows * per_row; u += blockDim.x) {
         const int r = (int)(u / per_row);
         const int64_t c0 = u % per_row * Per;
         const ln_dx_terms t = terms[r];
-        const Unit dy = *(const Unit *)(ln_tile(shared, l, 0) + r * l->stride + c0 * size);
-        const Unit xs = *(const Unit *)(ln_tile(shared, l, 1) + r * l->stride + c0 * size);
+        const Unit dy_unit = *(const Unit *)(ln_tile(shared, l, 0) + r * l->stride + c0 * size);
+        const Unit xs_unit = *(const Unit *)(ln_tile(shared, l, 1) + r * l->stride + c0 * size);
         Unit *at = (Unit *)((char *)dx + ((row0 + r) * l->C + c0) * size);
-        Unit g = *at;
+        Unit g_unit = *at;
+        elements dy, xs, g;
+        memcpy(&dy, &dy_unit, sizeof dy);
+        memcpy(&xs, &xs_unit, sizeof xs);
+        memcpy(&g, &g_unit, sizeof g);
 #pragma unroll
         for (int e = 0; e < Per; e++) {
-            const float norm = gb_ln_norm(gb_act_load(&xs, dtype, e), t.mean, t.rstd);
-            const float v = gb_act_load(&g, dtype, e) +
-                            gb_ln_dx(w[c0 + e] * gb_act_load(&dy, dtype, e), norm, t.dnorm_mean,
-                                     t.dnorm_norm_mean, t.rstd);
-            gb_act_store(&g, dtype, e, v);
+            const float norm = gb_ln_norm(gb_act_load(ln_elements(&xs, dtype), dtype, e), t.mean,
+                                          t.rstd);
+            const float v = gb_act_load(ln_elements(&g, dtype), dtype, e) +
+                            gb_ln_dx(w[c0 + e] * gb_act_load(ln_elements(&dy, dtype), dtype, e),
+                                     norm, t.dnorm_mean, t.dnorm_norm_mean, t.rstd);
+            gb_act_store(ln_elements(&g, dtype), dtype, e, v);
         }
-        *at = g;
+        memcpy(&g_unit, &g, sizeof g);
+        *at = g_unit;
     }
 }
 
 /* dx += the LayerNorm's input gradient: dout and x in tiles 0 and 1, each row's sums by
  * its 16 lanes in the CPU's order, then dx updated in place in DRAM, 16 bytes at a time
  * where its rows are aligned. */
-// dx (N, C) act +=; dout, x (N, C) act; weight (C); mean, rstd (N)
-static __global__ void layernorm_backward_dx_kernel(ln_layout l, gb_dtype dtype, void *dx,
-                                                    const void *dout, const void *x,
-                                                    const float *weight, const float *mean,
-                                                    const float *rstd, int64_t N)
+// dx (N, C) act +=; dout, x (N, C) act; weight (C); mean, rstd (N). Per dtype, as above.
+template <typename Dtype>
+static __global__ void layernorm_backward_dx_kernel(ln_layout l, void *dx, const void *dout,
+                                                    const void *x, const float *weight,
+                                                    const float *mean, const float *rstd,
+                                                    int64_t N)
 {
+    constexpr gb_dtype dtype = Dtype::dtype;
     extern __shared__ __align__(16) unsigned char ln_shared[];
     __shared__ ln_dx_terms terms[TILE_ROWS_MAX];
     ln_load_vectors(ln_shared, &l, weight, NULL);
@@ -247,14 +287,15 @@ static __global__ void layernorm_backward_dx_kernel(ln_layout l, gb_dtype dtype,
  * then its dbias terms, for columns c0 .. c0 + slab_cols. The chunk's rows reach shared
  * memory PARTIAL_ROWS at a time, the block's CUDA_BLOCK columns of dout and x; thread j
  * then adds its column down the rows in order. */
-// dout, x (N, C) act; mean, rstd (N); grid (chunks, ceil(slab_cols / CUDA_BLOCK))
+// dout, x (N, C) act; mean, rstd (N); grid (chunks, ceil(slab_cols / CUDA_BLOCK)). Per
+// dtype, as above.
+template <typename Dtype>
 static __global__ void __launch_bounds__(CUDA_BLOCK, PARTIAL_BLOCKS_PER_SM)
-layernorm_partials_kernel(gb_dtype dtype, double *partials, int64_t slab,
-                                                 const void *dout, const void *x,
-                                                 const float *mean, const float *rstd,
-                                                 int64_t N, int64_t C, int64_t c0,
-                                                 int64_t slab_cols)
+layernorm_partials_kernel(double *partials, int64_t slab, const void *dout, const void *x,
+                          const float *mean, const float *rstd, int64_t N, int64_t C,
+                          int64_t c0, int64_t slab_cols)
 {
+    constexpr gb_dtype dtype = Dtype::dtype;
     __shared__ __align__(16) float dout_rows[PARTIAL_ROWS * CUDA_BLOCK];
     __shared__ __align__(16) float x_rows[PARTIAL_ROWS * CUDA_BLOCK];
     __shared__ float row_mean[GB_CHUNK_ROWS], row_rstd[GB_CHUNK_ROWS];
@@ -327,25 +368,36 @@ static unsigned ln_blocks(const cuda_device *dev, const ln_layout *l, int64_t N)
                                 l->rows_per_tile * GB_ROW_LANES, ln_shared_bytes(l));
 }
 
+/* The forward's launch for the dtype of Dtype. */
+template <typename Dtype>
+static gb_status launch_forward(cuda_device *dev, void *sum, void *out, float *mean,
+                                float *rstd, const void *a, const void *b, const float *weight,
+                                const float *bias, int64_t N, int64_t C, float eps)
+{
+    const gb_host *host = dev->host;
+    ln_layout l;
+    gb_status st = ln_plan(dev, layernorm_forward_kernel<Dtype>, Dtype::dtype, C, b ? 2 : 1, 2,
+                           &l);
+    if (st != GB_OK)
+        return st;
+    layernorm_forward_kernel<Dtype><<<ln_blocks(dev, &l, N), l.rows_per_tile * GB_ROW_LANES,
+                                      ln_shared_bytes(&l), dev->compute>>>(
+        l, out, sum, mean, rstd, a, b, weight, bias, N, eps);
+    GB_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+    return GB_OK;
+}
+
 /* The forward with or without the add before it (b and sum NULL: none). */
 static gb_status layernorm_forward(cuda_device *dev, const char *name, gb_dtype dtype,
                                    void *sum, void *out, float *mean, float *rstd,
                                    const void *a, const void *b, const float *weight,
                                    const float *bias, int64_t N, int64_t C, float eps)
 {
-    const gb_host *host = dev->host;
     gb_status st = cuda_begin(dev, name, dtype, N, C);
     if (st != GB_OK || N == 0 || C == 0)
         return st;
-    ln_layout l;
-    if ((st = ln_plan(dev, layernorm_forward_kernel, dtype, C, b ? 2 : 1, 2,
-                      &l)) != GB_OK)
-        return st;
-    layernorm_forward_kernel<<<ln_blocks(dev, &l, N), l.rows_per_tile * GB_ROW_LANES,
-                               ln_shared_bytes(&l), dev->compute>>>(
-        l, dtype, out, sum, mean, rstd, a, b, weight, bias, N, eps);
-    GB_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
-    return GB_OK;
+    return GB_ACT_DISPATCH(dtype, launch_forward, dev, sum, out, mean, rstd, a, b, weight, bias,
+                           N, C, eps);
 }
 
 extern "C" gb_status cuda_layernorm_forward(void *self, gb_dtype dtype, void *out, float *mean,
@@ -366,24 +418,20 @@ extern "C" gb_status cuda_add_layernorm_forward(void *self, gb_dtype dtype, void
                              mean, rstd, a, b, weight, bias, N, C, eps);
 }
 
-extern "C" gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *dx,
-                                             float *dweight, float *dbias, const void *dout,
-                                             const void *x, const float *weight,
-                                             const float *mean, const float *rstd, int64_t N,
-                                             int64_t C)
+/* The backward's launches for the dtype of Dtype: dx, then dweight and dbias. */
+template <typename Dtype>
+static gb_status launch_backward(cuda_device *dev, void *dx, float *dweight, float *dbias,
+                                 const void *dout, const void *x, const float *weight,
+                                 const float *mean, const float *rstd, int64_t N, int64_t C)
 {
-    cuda_device *dev = (cuda_device *)self;
     const gb_host *host = dev->host;
-    gb_status st = cuda_begin(dev, "layernorm_backward", dtype, N, C);
-    if (st != GB_OK || N == 0 || C == 0)
-        return st;
     ln_layout l;
-    if ((st = ln_plan(dev, layernorm_backward_dx_kernel, dtype, C, 2, 1, &l)) !=
-        GB_OK)
+    gb_status st = ln_plan(dev, layernorm_backward_dx_kernel<Dtype>, Dtype::dtype, C, 2, 1, &l);
+    if (st != GB_OK)
         return st;
-    layernorm_backward_dx_kernel<<<ln_blocks(dev, &l, N), l.rows_per_tile * GB_ROW_LANES,
-                                   ln_shared_bytes(&l), dev->compute>>>(
-        l, dtype, dx, dout, x, weight, mean, rstd, N);
+    layernorm_backward_dx_kernel<Dtype><<<ln_blocks(dev, &l, N), l.rows_per_tile * GB_ROW_LANES,
+                                          ln_shared_bytes(&l), dev->compute>>>(
+        l, dx, dout, x, weight, mean, rstd, N);
     GB_CUDA_CHECK_LAUNCH("layernorm_backward_dx_kernel");
 
     const int64_t chunks = gb_chunk_count(N, GB_CHUNK_ROWS);
@@ -397,8 +445,8 @@ extern "C" gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *d
     for (int64_t c0 = 0; c0 < C; c0 += slab) {
         const int64_t n = C - c0 < slab ? C - c0 : slab;
         dim3 grid((unsigned)chunks, (unsigned)((n + CUDA_BLOCK - 1) / CUDA_BLOCK));
-        layernorm_partials_kernel<<<grid, CUDA_BLOCK, 0, dev->compute>>>(
-            dtype, partials, slab, dout, x, mean, rstd, N, C, c0, n);
+        layernorm_partials_kernel<Dtype><<<grid, CUDA_BLOCK, 0, dev->compute>>>(
+            partials, slab, dout, x, mean, rstd, N, C, c0, n);
         GB_CUDA_CHECK_LAUNCH("layernorm_partials_kernel");
         if ((st = cuda_add_partials(dev, dweight + c0, partials, chunks, 2 * slab, n)) != GB_OK)
             return st;
@@ -407,4 +455,18 @@ extern "C" gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *d
             return st;
     }
     return GB_OK;
+}
+
+extern "C" gb_status cuda_layernorm_backward(void *self, gb_dtype dtype, void *dx,
+                                             float *dweight, float *dbias, const void *dout,
+                                             const void *x, const float *weight,
+                                             const float *mean, const float *rstd, int64_t N,
+                                             int64_t C)
+{
+    cuda_device *dev = (cuda_device *)self;
+    gb_status st = cuda_begin(dev, "layernorm_backward", dtype, N, C);
+    if (st != GB_OK || N == 0 || C == 0)
+        return st;
+    return GB_ACT_DISPATCH(dtype, launch_backward, dev, dx, dweight, dbias, dout, x, weight,
+                           mean, rstd, N, C);
 }
