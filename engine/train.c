@@ -25,6 +25,7 @@
 
 #include "autobatch.h"
 #include "checkpoint.h"
+#include "cpu_share.h"
 #include "fsutil.h"
 #include "clock.h"
 #include "gpu_monitor.h"
@@ -40,7 +41,6 @@
 #include "rng.h"
 #include "runtime.h"
 #include "threads_auto.h"
-#include "cpu_share.h"
 
 struct gb_trainer {
     gb_config *cfg;
@@ -773,8 +773,8 @@ static int agree_on_interruption(gb_trainer *t)
  * time to the trial, and the pool to the count it asks for. */
 static void adjust_threads(gb_trainer *t, double step_ms)
 {
-    gb_cpu_sample now;
     if (gb_now_ms() / 1e3 - t->cpu_seen.wall_s >= CPU_SHARE_EVERY_S) {
+        gb_cpu_sample now;
         gb_cpu_sample_take(&now);
         t->threads.held = gb_cpu_busy_elsewhere(&t->cpu_seen, &now);
         t->cpu_seen = now;

@@ -280,13 +280,18 @@ static int make_variants(const ab_args *a, gb_ab_plan *p)
 }
 
 /* The key of gb_ab_fixed_keys that "section.key=value" sets, or NULL. */
+/* Whether `assignment` ("section.key=value") sets `key` ("section.key"). */
+static int assigns(const char *assignment, const char *key)
+{
+    size_t len = strlen(key);
+    return strncmp(assignment, key, len) == 0 && assignment[len] == '=';
+}
+
 static const char *fixed_key(const char *assignment)
 {
-    for (int i = 0; i < GB_AB_N_FIXED; i++) {
-        size_t len = strlen(gb_ab_fixed_keys[i]);
-        if (strncmp(assignment, gb_ab_fixed_keys[i], len) == 0 && assignment[len] == '=')
+    for (int i = 0; i < GB_AB_N_FIXED; i++)
+        if (assigns(assignment, gb_ab_fixed_keys[i]))
             return gb_ab_fixed_keys[i];
-    }
     return NULL;
 }
 
@@ -314,7 +319,7 @@ static int names_threads(const gb_ab_plan *p, const gb_ab_variant *v)
     int n = p->n_sets + v->n_overrides;
     for (int i = 0; i < n; i++) {
         const char *set = i < p->n_sets ? p->sets[i] : v->overrides[i - p->n_sets];
-        if (strncmp(set, "run.threads", 11) == 0 && (set[11] == '=' || set[11] == ' '))
+        if (assigns(set, "run.threads"))
             return 1;
     }
     return 0;
