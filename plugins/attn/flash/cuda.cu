@@ -646,10 +646,13 @@ mma_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *
 
 /* ---- backward ------------------------------------------------------------------------ */
 
-/* delta (B*H*T) = dO . O per row: a warp per row, lanes over the row, a fixed butterfly. */
-static __global__ void delta_kernel(float *delta, head_view dout, head_view out, gb_dtype dtype,
-                                    dims s, int64_t rows)
+/* delta (B*H*T) = dO . O per row: a warp per row, lanes over the row, a fixed butterfly.
+ * Instantiated per dtype (act.cuh's tags), so its loads hold no case of another dtype. */
+template <typename Dtype>
+static __global__ void delta_kernel(float *delta, head_view dout, head_view out, dims s,
+                                    int64_t rows)
 {
+    constexpr gb_dtype dtype = Dtype::dtype;
     const int64_t row = blockIdx.x * (int64_t)DELTA_ROWS + threadIdx.x / WARP;
     if (row >= rows)
         return;
@@ -663,6 +666,14 @@ static __global__ void delta_kernel(float *delta, head_view dout, head_view out,
     dot = gb_warp_sum(dot);
     if (lane == 0)
         delta[row] = dot;
+}
+
+template <typename Dtype>
+static void launch_delta(float *delta, const head_view &dout, const head_view &out,
+                         const dims &s, int64_t rows, cudaStream_t stream)
+{
+    delta_kernel<Dtype><<<(unsigned)((rows + DELTA_ROWS - 1) / DELTA_ROWS), DELTA_ROWS * WARP,
+                          0, stream>>>(delta, dout, out, s, rows);
 }
 
 /* The backward kernels' shared memory (bwd_tiles<E, DP>::bwd_*), the score tiles at the
@@ -1088,8 +1099,8 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     const int64_t rows = p->batch * p->heads * p->seq_len;
     const float *lse2 = (const float *)saved;
     float *delta = (float *)workspace;
-    delta_kernel<<<(unsigned)((rows + DELTA_ROWS - 1) / DELTA_ROWS), DELTA_ROWS * WARP, 0,
-                   stream>>>(delta, view_of(&dout), view_of(&out), p->dtype, s, rows);
+    GB_ACT_DISPATCH(p->dtype, launch_delta, delta, view_of(&dout), view_of(&out), s, rows,
+                    stream);
     GB_CUDA_CHECK_LAUNCH("delta_kernel (dO . O, a warp per row)");
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
