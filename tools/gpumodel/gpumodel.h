@@ -116,11 +116,12 @@ typedef struct gb_gpu_estimate {
 /* The time of one kernel launch on `gpu`. */
 gb_gpu_estimate gb_gpu_predict_kernel(const gb_gpu_spec *gpu, const gb_kernel_counts *k);
 
-/* Which pass a matmul serves; the measured efficiencies differ by pass. */
+/* Which pass a matmul serves; the measured efficiencies of an odd product differ by pass. */
 typedef enum gb_matmul_pass { GB_PASS_FORWARD, GB_PASS_DX, GB_PASS_DW } gb_matmul_pass;
 
-/* The time of a cuBLASLt matmul from its shape, at the efficiency of its pass measured on
- * an H100 (docs/gpu.md), never below its operands' DRAM time. */
+/* The time of a cuBLASLt matmul from its shape, at the efficiency measured on an H100 for
+ * products of whole 16-byte units, or for an odd one in its pass (docs/gpu.md), never
+ * below its operands' DRAM time. */
 gb_gpu_estimate gb_gpu_predict_matmul(const gb_gpu_spec *gpu, const gb_matmul_shape *s,
                                       gb_matmul_pass pass);
 
