@@ -6,7 +6,8 @@
  * stores' none; a cuBLASLt matmul of whole 16-byte units takes the rate measured for
  * such products, an odd one its pass's rate for the odd LM head; a memset writes
  * through DRAM and a host copy crosses PCIe; a reduction's independent loads wait as many
- * at a time as its loops issue, a re-read whose distinct sectors fit in L2 pays DRAM once, a kernel of one block
+ * at a time as its loops issue, a re-read whose distinct sectors fit in L2 a wave at a
+ * time pays DRAM once, a kernel of one block
  * of 4 warps per SM is issue-bound; an event is skipped
  * and a record without a field, or not JSON, is refused naming what is wrong.
  */
@@ -166,8 +167,14 @@ static void check_l2_rule(const gb_record *r)
     CHECK_NEAR(e.bound_s[GB_BOUND_DRAM], 32e6 / 3.0e12, 1e-12);
     CHECK_NEAR(e.bound_s[GB_BOUND_L2], 336e6 / 5.5e12, 1e-12);
     CHECK(e.bound == GB_BOUND_L2);
+    /* 64 MB distinct, more than L2's 50, over the grid's 16 waves (16384 blocks, 8 of
+     * 256 threads resident per SM): 4 MB a wave, so still each distinct sector once */
     gb_kernel_counts too_big = r->kernel;
-    too_big.unique_sectors = 2e6;   /* 64 MB: more than L2's 50, every sector from DRAM */
+    too_big.unique_sectors = 2e6;
+    CHECK_NEAR(gb_gpu_predict_kernel(gb_gpu_find("H100"), &too_big).bound_s[GB_BOUND_DRAM],
+               64e6 / 3.0e12, 1e-12);
+    /* the same 64 MB in one wave (132 x 8 blocks): every sector requested from DRAM */
+    too_big.blocks_total = 132 * 8;
     CHECK_NEAR(gb_gpu_predict_kernel(gb_gpu_find("H100"), &too_big).bound_s[GB_BOUND_DRAM],
                336e6 / 3.0e12, 1e-12);
 }

@@ -174,8 +174,12 @@ gb_gpu_estimate gb_gpu_predict_kernel(const gb_gpu_spec *gpu, const gb_kernel_co
     e.bound_s[GB_BOUND_COMPUTE] = compute_s / utilisation;
 
     double sector_bytes = 32.0 * (k->gld_sectors + k->gst_sectors);
-    /* the L2 rule: a launch whose distinct sectors fit in L2 reads each from DRAM once */
-    double dram_bytes = k->unique_sectors >= 0 && 32.0 * k->unique_sectors <= gpu->l2_bytes
+    /* the L2 rule: the blocks resident at once, a wave, re-read from L2 what they share
+     * when their share of the launch's distinct sectors fits in it, and DRAM reads each
+     * distinct sector once (the tree's tiled kernels give neighbouring blocks the same
+     * data: a head's query tiles its K and V) */
+    double wave_bytes = 32.0 * k->unique_sectors / waves;
+    double dram_bytes = k->unique_sectors >= 0 && wave_bytes <= gpu->l2_bytes
                             ? 32.0 * k->unique_sectors
                             : sector_bytes;
     e.bound_s[GB_BOUND_DRAM] = dram_bytes / dram_rate(gpu);
