@@ -87,9 +87,11 @@ gb_status cuda_column_sums(cuda_device *dev, const char *kernel, float *dst, con
                            gb_dtype dtype, int64_t rows, int64_t cols, int64_t ld,
                            int64_t batch, int64_t batch_stride);
 
-/* dst[c] += the sum over p of partials[p * stride + c] in increasing p, for c < cols. */
-gb_status cuda_add_partials(cuda_device *dev, float *dst, const double *partials,
-                            int64_t chunks, int64_t stride, int64_t cols);
+/* dst[c] += the sum over p of partials[p * stride + c] in increasing p, for c < cols, and
+ * where dst2 is not NULL dst2[c] += the same of partials[second + p * stride + c], in the
+ * same launch. */
+gb_status cuda_add_partials(cuda_device *dev, float *dst, float *dst2, const double *partials,
+                            int64_t chunks, int64_t stride, int64_t cols, int64_t second);
 /* How many columns' partials fit the scratch at once (at most cols; 0 when not even one
  * column's do): `chunks` partials of `per_column` doubles each per column. */
 int64_t cuda_slab_columns(cuda_device *dev, int64_t chunks, int64_t per_column, int64_t cols);

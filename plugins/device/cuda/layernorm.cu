@@ -448,10 +448,9 @@ static gb_status launch_backward(cuda_device *dev, void *dx, float *dweight, flo
         layernorm_partials_kernel<Dtype><<<grid, CUDA_BLOCK, 0, dev->compute>>>(
             partials, slab, dout, x, mean, rstd, N, C, c0, n);
         GB_CUDA_CHECK_LAUNCH("layernorm_partials_kernel");
-        if ((st = cuda_add_partials(dev, dweight + c0, partials, chunks, 2 * slab, n)) != GB_OK)
-            return st;
-        if (dbias && (st = cuda_add_partials(dev, dbias + c0, partials + slab, chunks, 2 * slab,
-                                             n)) != GB_OK)
+        st = cuda_add_partials(dev, dweight + c0, dbias ? dbias + c0 : NULL, partials, chunks,
+                               2 * slab, n, slab);
+        if (st != GB_OK)
             return st;
     }
     return GB_OK;

@@ -68,25 +68,31 @@ static __device__ double warp_ordered_sum(const double *values, int64_t count, i
 /* Warps per block of add_partials_kernel, one column each. */
 #define COLUMNS_PER_BLOCK (CUDA_BLOCK / 32)
 
-// dst (cols) +=; partials (chunks, stride >= cols); one warp per column
-static __global__ void add_partials_kernel(float *dst, const double *partials, int64_t chunks,
-                                           int64_t stride, int64_t cols)
+// dst (cols) +=, and dst2 (cols) += from partials + second where dst2 is not NULL;
+// partials (chunks, stride >= cols); one warp per column of either
+static __global__ void add_partials_kernel(float *dst, float *dst2, const double *partials,
+                                           int64_t chunks, int64_t stride, int64_t cols,
+                                           int64_t second)
 {
     const int64_t c = (int64_t)blockIdx.x * COLUMNS_PER_BLOCK + threadIdx.x / 32;
-    if (c >= cols)
+    if (c >= (dst2 ? 2 : 1) * cols)
         return;   // the whole warp
-    const double sum = warp_ordered_sum(partials + c, chunks, stride);
+    const bool other = c >= cols;
+    const int64_t col = other ? c - cols : c;
+    const double sum = warp_ordered_sum(partials + (other ? second : 0) + col, chunks, stride);
     if (threadIdx.x % 32 == 0)
-        dst[c] += (float)sum;
+        (other ? dst2 : dst)[col] += (float)sum;
 }
 
-extern "C" gb_status cuda_add_partials(cuda_device *dev, float *dst, const double *partials,
-                                       int64_t chunks, int64_t stride, int64_t cols)
+extern "C" gb_status cuda_add_partials(cuda_device *dev, float *dst, float *dst2,
+                                       const double *partials, int64_t chunks, int64_t stride,
+                                       int64_t cols, int64_t second)
 {
     const gb_host *host = dev->host;
-    const unsigned blocks = (unsigned)((cols + COLUMNS_PER_BLOCK - 1) / COLUMNS_PER_BLOCK);
-    add_partials_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(dst, partials, chunks, stride,
-                                                                 cols);
+    const int64_t warps = (dst2 ? 2 : 1) * cols;
+    const unsigned blocks = (unsigned)((warps + COLUMNS_PER_BLOCK - 1) / COLUMNS_PER_BLOCK);
+    add_partials_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(dst, dst2, partials, chunks,
+                                                                 stride, cols, second);
     GB_CUDA_CHECK_LAUNCH("add_partials_kernel");
     return GB_OK;
 }
@@ -120,7 +126,7 @@ extern "C" gb_status cuda_column_sums(cuda_device *dev, const char *kernel, floa
         column_partials_kernel<<<grid, CUDA_BLOCK, 0, dev->compute>>>(
             dtype, partials, slab, src, rows, c0, n, ld, rows / batch, batch_stride);
         GB_CUDA_CHECK_LAUNCH("column_partials_kernel");
-        gb_status st = cuda_add_partials(dev, dst + c0, partials, chunks, slab, n);
+        gb_status st = cuda_add_partials(dev, dst + c0, NULL, partials, chunks, slab, n, 0);
         if (st != GB_OK)
             return st;
     }
