@@ -5,8 +5,9 @@ Usage: resources.py OUTPUT.tsv DEPFILE NVCC [NVCC ARGS...] -- FILE.cu...
 
 Compiles each .cu for sm_90 only (`-cubin`: device code, no host object) with the plugin's
 own nvcc flags (any -gencode among them is dropped for sm_90's), with ptxas's resource
-report (`--resource-usage`), and keeps the PTX (`--keep`) for the launch bounds, which
-ptxas does not report. Writes one row per kernel (an `.entry` of the PTX), tab-separated,
+report (`--resource-usage`), and keeps the PTX (`--keep`, with `-lineinfo`'s line
+directives, which leave the code as it is) for the launch bounds, which ptxas does not
+report, and the instruction counts. Writes one row per kernel (an `.entry` of the PTX), tab-separated,
 after a header line:
 
   symbol  registers  static_smem  local_bytes  max_threads_bound  min_blocks_bound
@@ -21,8 +22,22 @@ ones; the counting mode scales them by the memory instructions it sees executed.
 two are its innermost loops that load from global memory and their global loads, summed
 (ptx_loop_loads): loads per iteration, as nvcc unrolled them, are the loads a warp has in
 flight at once (docs/gpu.md, "The time of a kernel").
-The emulator (src/resources.cc) reads the table next to the emulated plugin and matches
-each emulated kernel to its row by the demangled name. DEPFILE lists every header the
+
+Beside it, X.lines.tsv for X.resources.tsv (ptx_lines), after a header line, one row per
+kernel, source line and kind of access:
+
+  symbol  file  line  space  direction  instructions  fp32  sfu
+
+file and line are where the PTX's .loc puts an access (the innermost inlined function's
+line; file the normalised path of its .file directive), space global, shared or generic
+(a load or store through a generic address), direction load, store or atomic (a cp.async
+is a global load); the last three are its weight: the instructions, CUDA-core and SFU
+instructions of the innermost loop holding the access (for one outside every loop, of the
+kernel's code outside loops) per access of that loop, averaged over the accesses of the
+key. The counting mode charges each access it sees run at that line the weight, and the
+first table's average (ptx_instructions / ptx_memory, ...) where no row matches.
+The emulator (src/resources.cc) reads the tables next to the emulated plugin and matches
+each emulated kernel to its rows by the demangled name. DEPFILE lists every header the
 .cu files include, so editing one rebuilds the table.
 """
 import os
@@ -46,9 +61,18 @@ INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)[^;\n]*;", re.M)
 # fragments: what the emulator sees as accesses (param, local and constant space it does not).
 MEMORY = re.compile(r"^(?:(?:ld|st)(?:\.\w+)*\.(?:global|shared)|cp\.async\.(?:ca|cg)|atom\.|red\.|"
                     r"wmma\.(?:load|store)|ldmatrix|stmatrix)")
+# Loads and stores through a generic address (no state space: nvcc could not tell which),
+# which the emulator sees as global or shared by where they land; local ones it does not see.
+GENERIC = re.compile(r"^(?:ld|st)(?!(?:\.[\w:]+)*\.(?:param|local|const|global|shared|tex)\b)"
+                     r"(?:\.[\w:]+)+$")
 # The multi-function unit (16 per SM per clock on sm_90): approximate transcendentals, and the
 # IEEE division, reciprocal and square root, each of which begins with one MUFU operation.
 SFU = re.compile(r"^(?:(?:ex2|lg2|rsqrt|rcp|sqrt|sin|cos|tanh)\.approx|(?:div|rcp|sqrt)\.rn)")
+# Line info (nvcc -lineinfo): `.loc FILE LINE COLUMN[, inlined_at ...]` says where the
+# instructions after it come from, the innermost inlined function's line first; `.file N
+# "PATH"` names file N.
+LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")
+PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', re.M)
 LABEL = re.compile(r"^(\$\w+):", re.M)
 BACK_BRANCH = re.compile(r"^\s*(?:@!?%\w+\s+)?bra(?:\.uni)?\s+(\$\w+)\s*;", re.M)
 GLOBAL_LOAD = re.compile(r"^\s*(?:@!?%\w+\s+)?ld(?:\.\w+)*\.global", re.M)
@@ -114,12 +138,17 @@ def ptx_bounds(ptx):
     return bounds
 
 
+def loop_spans(body):
+    """The loops of a PTX body: (start, end) from a label to a branch back to it below."""
+    labels = {m.group(1): m.start() for m in LABEL.finditer(body)}
+    return [(labels[m.group(1)], m.end()) for m in BACK_BRANCH.finditer(body)
+            if labels.get(m.group(1), len(body)) < m.start()]
+
+
 def ptx_loop_loads(body):
     """(loops, loads): the innermost loops of a PTX body (a branch back to a label above it,
     with no such loop inside) that load from global memory, and their global loads."""
-    labels = {m.group(1): m.start() for m in LABEL.finditer(body)}
-    spans = [(labels[m.group(1)], m.end()) for m in BACK_BRANCH.finditer(body)
-             if labels.get(m.group(1), len(body)) < m.start()]
+    spans = loop_spans(body)
     loops = loads = 0
     for a, b in spans:
         if any((c, d) != (a, b) and a <= c and d <= b for c, d in spans):
@@ -130,10 +159,8 @@ def ptx_loop_loads(body):
     return loops, loads
 
 
-def ptx_classes(ptx):
-    """{symbol: (instructions, memory, fp32, sfu, loops, loop_loads)}: each .entry body's
-    static instructions and its loading loops (ptx_loop_loads)."""
-    counts = {}
+def entry_bodies(ptx):
+    """(symbol, body) of each .entry of a PTX text: what lies between its body's braces."""
     for m in PTX_ENTRY.finditer(ptx):
         start = ptx.find('{', m.end())
         depth, end = 0, start
@@ -141,21 +168,105 @@ def ptx_classes(ptx):
             depth += {'{': 1, '}': -1}.get(ptx[end], 0)
             if depth == 0:
                 break
-        body = ptx[start + 1:end]
+        yield m.group(1), ptx[start + 1:end]
+
+
+def ptx_classes(ptx):
+    """{symbol: (instructions, memory, fp32, sfu, loops, loop_loads)}: each .entry body's
+    static instructions and its loading loops (ptx_loop_loads)."""
+    counts = {}
+    for symbol, body in entry_bodies(ptx):
         ops = [i.group(1) for i in INSTRUCTION.finditer(body)]
-        counts[m.group(1)] = (len(ops), sum(1 for o in ops if MEMORY.match(o)),
-                              sum(1 for o in ops if FP32.match(o)),
-                              sum(1 for o in ops if SFU.match(o))) + ptx_loop_loads(body)
+        counts[symbol] = (len(ops), sum(1 for o in ops if MEMORY.match(o)),
+                          sum(1 for o in ops if FP32.match(o)),
+                          sum(1 for o in ops if SFU.match(o))) + ptx_loop_loads(body)
     return counts
 
 
+def located_instructions(body):
+    """(offset, opcode, file number, line) of each instruction of a PTX body: the last .loc
+    before it says where in the source it comes from (file '' and line 0: nowhere)."""
+    out = []
+    offset, file, line = 0, '', 0
+    for text in body.splitlines(keepends=True):
+        loc = LOC.match(text)
+        if loc:
+            file, line = loc.group(1), int(loc.group(2))
+        else:
+            op = INSTRUCTION.match(text)
+            if op:
+                out.append((offset, op.group(1), file, line))
+        offset += len(text)
+    return out
+
+
+def accesses(op):
+    """Whether the emulator sees an instruction as an access: a MEMORY one, or a generic
+    load or store (most land in global or shared memory)."""
+    return bool(MEMORY.match(op) or GENERIC.match(op))
+
+
+def region_weights(body, instructions):
+    """Each instruction's region (the innermost loop holding it, None outside every loop) and
+    {region: (instructions, fp32, sfu) per access of the region (`accesses`)}. A loop with
+    no access of its own is counted in the region around it, once: how often it runs per
+    access there is not in the PTX."""
+    spans = sorted(set(loop_spans(body)), key=lambda s: s[1] - s[0])
+    parent = {s: next((p for p in spans if p != s and p[0] <= s[0] and s[1] <= p[1]), None)
+              for s in spans}
+    where = [next((s for s in spans if s[0] <= at < s[1]), None) for at, _, _, _ in instructions]
+    counts = {s: [0, 0, 0, 0] for s in spans + [None]}   # instructions, memory, fp32, sfu
+    for s, (_, op, _, _) in zip(where, instructions):
+        for i, hit in enumerate((True, accesses(op), FP32.match(op), SFU.match(op))):
+            counts[s][i] += bool(hit)
+    for s in spans:   # inner loops first
+        if counts[s][1] == 0:
+            counts[parent[s]] = [a + b for a, b in zip(counts[parent[s]], counts[s])]
+    weights = {s: (c[0] / c[1], c[2] / c[1], c[3] / c[1]) for s, c in counts.items() if c[1]}
+    return where, weights
+
+
+def access_kind(op):
+    """(space, direction) of a memory instruction: global, shared or generic; load, store or
+    atomic (a cp.async is the global load the emulator keys it by)."""
+    if '.shared' in op:
+        space = 'shared'
+    elif '.global' in op or op.startswith('cp.async'):
+        space = 'global'
+    else:
+        space = 'generic'
+    if op.startswith(('atom.', 'red.')):
+        return space, 'atomic'
+    return space, 'store' if op.startswith(('st', 'wmma.store')) else 'load'
+
+
+def ptx_lines(ptx):
+    """{symbol: {(file, line, space, direction): (instructions, fp32, sfu)}}: for each .entry,
+    the weight of its accesses (region_weights: their loop's instructions of each class per
+    access), averaged over those of one source line and kind of access.
+    The file is the .file directive's path, normalised; instructions at line 0 have none."""
+    files = {n: os.path.normpath(path) for n, path in PTX_FILE.findall(ptx)}
+    lines = {}
+    for symbol, body in entry_bodies(ptx):
+        instructions = located_instructions(body)
+        where, weights = region_weights(body, instructions)
+        keyed = {}
+        for s, (_, op, file, line) in zip(where, instructions):
+            if accesses(op) and line > 0 and file in files:
+                keyed.setdefault((files[file], line) + access_kind(op), []).append(weights[s])
+        lines[symbol] = {k: tuple(sum(c) / len(w) for c in zip(*w)) for k, w in keyed.items()}
+    return lines
+
+
 def compile_one(nvcc, args, cu, work):
-    """ptxas's rows, the PTX's bounds and instruction classes of one .cu, and the headers it
-    includes."""
+    """ptxas's rows, the PTX's bounds, instruction classes and per-line weights of one .cu,
+    and the headers it includes. -lineinfo only adds line directives and debug sections: the
+    code, and so ptxas's figures, are those of a compile without it."""
     keep = os.path.join(work, 'keep')
     os.makedirs(keep, exist_ok=True)
     dep = os.path.join(work, 'dep')
-    cmd = [nvcc] + sm90_args(args) + ['-cubin', '--resource-usage', '--keep',
+    cmd = [nvcc] + sm90_args(args) + ['-cubin', '--resource-usage', '-lineinfo',
+                                      '--keep',
                                       '--keep-dir', keep, '-MD', '-MF', dep,
                                       '-o', os.path.join(work, 'out.cubin'), cu]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -163,16 +274,29 @@ def compile_one(nvcc, args, cu, work):
         sys.stderr.write(done.stdout)
         sys.exit('resources.py: nvcc failed on %s (the command: %s)' % (cu, ' '.join(cmd)))
     rows = ptxas_rows(done.stdout)
-    bounds, classes = {}, {}
+    bounds, classes, lines = {}, {}, {}
     for name in os.listdir(keep):
         if name.endswith('.ptx'):
             with open(os.path.join(keep, name)) as f:
                 ptx = f.read()
             bounds.update(ptx_bounds(ptx))
             classes.update(ptx_classes(ptx))
+            lines.update(ptx_lines(ptx))
     with open(dep) as f:
         headers = f.read().split(':', 1)[1].replace('\\\n', ' ').split()
-    return rows, bounds, classes, headers
+    return rows, bounds, classes, lines, headers
+
+
+def line_rows(symbol, lines):
+    """The lines table's rows of one kernel, in the order of its keys."""
+    return ['%s\t%s\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f' % ((symbol,) + key + lines[key])
+            for key in sorted(lines)]
+
+
+def lines_path(out):
+    """The lines table beside OUTPUT: X.lines.tsv for X.resources.tsv."""
+    stem = out[:-len('.resources.tsv')] if out.endswith('.resources.tsv') else out
+    return stem + '.lines.tsv'
 
 
 def main(argv):
@@ -183,17 +307,21 @@ def main(argv):
     args, sources = argv[4:split], argv[split + 1:]
     lines = ['symbol\tregisters\tstatic_smem\tlocal_bytes\tmax_threads_bound\tmin_blocks_bound'
              '\tptx_instructions\tptx_memory\tptx_fp32\tptx_sfu\tptx_loops\tptx_loop_loads']
+    weights = ['symbol\tfile\tline\tspace\tdirection\tinstructions\tfp32\tsfu']
     deps = []
     for cu in sources:
         with tempfile.TemporaryDirectory() as work:
-            rows, bounds, classes, headers = compile_one(nvcc, args, cu, work)
+            rows, bounds, classes, lines_of, headers = compile_one(nvcc, args, cu, work)
         for symbol, (regs, smem, local) in sorted(rows.items()):
             threads, blocks = bounds.get(symbol, (0, 0))
             ptx = classes.get(symbol, (0,) * 6)
             lines.append(('%s' + '\t%d' * 11) % ((symbol, regs, smem, local, threads, blocks) + ptx))
+            weights += line_rows(symbol, lines_of.get(symbol, {}))
         deps += headers
     with open(out, 'w') as f:
         f.write('\n'.join(lines) + '\n')
+    with open(lines_path(out), 'w') as f:
+        f.write('\n'.join(weights) + '\n')
     with open(depfile, 'w') as f:
         f.write('%s: %s\n' % (out, ' \\\n  '.join(sorted(set(deps)))))
 

@@ -23,7 +23,6 @@
 #include "blocks.h"
 
 #include <boost/context/detail/fcontext.hpp>
-#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -44,6 +43,7 @@
 
 #include "counters.h"
 #include "emu.h"
+#include "resources.h"
 
 namespace ctx = boost::context::detail;
 
@@ -1173,7 +1173,7 @@ void async_copy_issue(const char *file, int line, void *dst, const void *src, si
     mark_shadow(b, off, bytes, shadow_word(SHADOW_PENDING, l.index, 0));
     l.copies_open.push_back(async_copy{off, bytes, zfill, src, file, line});
     if (counting) {   /* a global load and a shared store, the site its file and line */
-        const uintptr_t site = (uintptr_t)file ^ (uintptr_t)line << 48;
+        const uintptr_t site = copy_site(file, line);
         count_access(l.index, space::global, access_kind::cp_async, src, bytes, false, site);
         count_access(l.index, space::shared, access_kind::cp_async, dst, bytes, true, site);
     }
@@ -1259,25 +1259,14 @@ void access_site(const void *pc, const char **file, int *line)
     static char path[1024];
     *file = "(unknown .cu line: the emulated build has no line table)";
     *line = 0;
-    Dl_info info;
-    if (!pc || !dladdr(pc, &info) || !info.dli_fname)
+    if (!pc)
         return;
-    char command[1400];
-    snprintf(command, sizeof command, "addr2line -i -e '%s' 0x%zx 2>/dev/null", info.dli_fname,
-             (size_t)((const char *)pc - 1 - (const char *)info.dli_fbase));
-    FILE *p = popen(command, "r");
-    if (!p)
+    const SourceLine at = source_lines({(const char *)pc - 1})[0];   /* the call before pc */
+    if (at.file.empty())
         return;
-    char out[1024] = "";
-    const bool got = fgets(out, sizeof out, p) != nullptr;   /* the innermost inlined frame */
-    pclose(p);
-    char *colon = got ? strrchr(out, ':') : nullptr;
-    if (!colon || out[0] == '?')
-        return;
-    *colon = '\0';
-    snprintf(path, sizeof path, "%s", out);
+    snprintf(path, sizeof path, "%s", at.file.c_str());
     *file = path;
-    *line = atoi(colon + 1);
+    *line = at.line;
 }
 
 /* Device memory is global, the block's shared area shared; the rest (stacks, host memory)

@@ -105,8 +105,28 @@ const char *const counter_names[N_COUNTERS] = {
     "cp_async_requests", "cp_async_bytes", "shld_requests", "shld_wavefronts",
     "shst_requests", "shst_wavefronts", "barriers", "shuffles"};
 
+/* An access site as one kind of access sees it (a cp.async's site makes a global read and
+ * a shared write). */
+struct site_key {
+    uintptr_t site;
+    int code;
+    bool operator==(const site_key &o) const { return site == o.site && code == o.code; }
+};
+
+uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    return x ^ (x >> 33);
+}
+
+struct site_hash {
+    size_t operator()(const site_key &k) const { return mix(k.site * 8 + (uint64_t)k.code); }
+};
+
 struct sums {
     uint64_t n[N_COUNTERS] = {};
+    std::unordered_map<site_key, uint64_t, site_hash> sites;   /* warp-level requests per site */
     std::map<std::string, uint64_t> mma;   /* "m16n16k16.bf16.f32" -> operations */
     uint64_t load_phases = 0;  /* per warp, the barrier-delimited phases with a global load */
     uint64_t atomics = 0;      /* lanes' atomic operations on global memory */
@@ -117,6 +137,8 @@ struct sums {
             n[i] += o.n[i];
         for (const auto &kv : o.mma)
             mma[kv.first] += kv.second;
+        for (const auto &kv : o.sites)
+            sites[kv.first] += kv.second;
         load_phases += o.load_phases;
         atomics += o.atomics;
     }
@@ -137,14 +159,6 @@ struct request {
     std::vector<lane_access> lanes;
 };
 
-/* An access site as one kind of access sees it (a cp.async's site makes a global read and
- * a shared write). */
-struct site_key {
-    uintptr_t site;
-    int code;
-    bool operator==(const site_key &o) const { return site == o.site && code == o.code; }
-};
-
 struct request_key {
     site_key at;
     int warp;
@@ -155,16 +169,6 @@ struct request_key {
     }
 };
 
-uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    return x ^ (x >> 33);
-}
-
-struct site_hash {
-    size_t operator()(const site_key &k) const { return mix(k.site * 8 + (uint64_t)k.code); }
-};
 struct request_hash {
     size_t operator()(const request_key &k) const
     {
@@ -410,15 +414,70 @@ uint64_t unique_sectors(int write, uint64_t total, uint64_t emulated)
     return std::min(seen, allocation_sectors(totals_sectors[write]));
 }
 
-/* The kernel's CUDA-core, SFU and issued warp instructions, estimated from its PTX's static
- * counts (resources.h) scaled by the warp-level memory instructions executed: each class
- * taken to run as often per memory instruction as the PTX has them; and the global loads a
+/* The source line of each code site (the call before its return address), found once per
+ * site with one addr2line per launch for the sites it adds (resources.h: source_lines).
+ * Under totals_lock. */
+std::unordered_map<uintptr_t, SourceLine> site_lines;
+
+void locate_sites(const sums &s)
+{
+    std::vector<uintptr_t> sites;
+    std::vector<const void *> code;
+    for (const auto &kv : s.sites)
+        if (kv.first.code >> 2 == (int)access_kind::plain && !site_lines.count(kv.first.site) &&
+            std::find(sites.begin(), sites.end(), kv.first.site) == sites.end()) {
+            sites.push_back(kv.first.site);
+            code.push_back((const char *)kv.first.site - 1);
+        }
+    const std::vector<SourceLine> lines = source_lines(code);
+    for (size_t i = 0; i < sites.size(); i++)
+        site_lines[sites[i]] = lines[i];
+}
+
+SourceLine line_of(const site_key &k)
+{
+    if (k.code >> 2 == (int)access_kind::cp_async)
+        return SourceLine{copy_site_file(k.site), copy_site_line(k.site)};
+    return site_lines.at(k.site);
+}
+
+/* The requests whose source line the real build's lines table has, and their weights
+ * summed: each request charged its line's instructions of each class per access. */
+struct line_charge {
+    uint64_t requests = 0;
+    double instructions = 0, fp32 = 0, sfu = 0;
+};
+
+line_charge charge_lines(const void *kernel, const sums &s)
+{
+    locate_sites(s);
+    line_charge c;
+    for (const auto &kv : s.sites) {
+        const bool store = kv.first.code & 1, shared = kv.first.code >> 1 & 1;
+        if (kv.first.code >> 2 == (int)access_kind::cp_async && store)
+            continue;   /* a cp.async's shared store: the same instruction as its global load */
+        const LineWeight *w = line_weight(kernel, line_of(kv.first), shared, store);
+        if (!w)
+            continue;
+        c.requests += kv.second;
+        c.instructions += (double)kv.second * w->instructions;
+        c.fp32 += (double)kv.second * w->fp32;
+        c.sfu += (double)kv.second * w->sfu;
+    }
+    return c;
+}
+
+/* The kernel's CUDA-core, SFU and issued warp instructions, estimated from its PTX: each
+ * warp-level memory instruction executed at a source line of the lines table charged that
+ * line's weight (the instructions of its loop per access), every other one the kernel's
+ * average (its PTX's static counts over its memory instructions); and the global loads a
  * warp has in flight, its loading loops' loads per iteration (docs/gpu.md, "The time of a
  * kernel"). Unknown without the real build's table. */
 struct ptx_estimate {
     bool known = false;
     uint64_t fp32_ops = 0, sfu_ops = 0;   /* lane operations */
     uint64_t instructions = 0;            /* warp-level */
+    double matched = -1;   /* the memory instructions charged their line's weight; -1: none ran */
     double loads_in_flight = 0;   /* global loads per iteration of its loading loops; 0: none */
 };
 
@@ -431,11 +490,15 @@ ptx_estimate estimate_from_ptx(const void *kernel, const sums &s)
     /* a cp.async is one instruction, counted as a global load and a shared store */
     const double memory = (double)(s.n[GLD_REQUESTS] + s.n[GST_REQUESTS] + s.n[SHLD_REQUESTS] +
                                    s.n[SHST_REQUESTS] - s.n[CP_ASYNC_REQUESTS]);
-    const double per_memory = memory / r->ptx_memory;
+    const line_charge lines = charge_lines(kernel, s);
+    const double per_memory = std::max(0.0, memory - (double)lines.requests) / r->ptx_memory;
     e.known = true;
-    e.fp32_ops = (uint64_t)std::llround(32.0 * per_memory * r->ptx_fp32);
-    e.sfu_ops = (uint64_t)std::llround(32.0 * per_memory * r->ptx_sfu);
-    e.instructions = (uint64_t)std::llround(per_memory * r->ptx_instructions);
+    e.fp32_ops = (uint64_t)std::llround(32.0 * (lines.fp32 + per_memory * r->ptx_fp32));
+    e.sfu_ops = (uint64_t)std::llround(32.0 * (lines.sfu + per_memory * r->ptx_sfu));
+    e.instructions = (uint64_t)std::llround(lines.instructions +
+                                            per_memory * r->ptx_instructions);
+    if (memory > 0)
+        e.matched = (double)lines.requests / memory;
     if (r->ptx_loops > 0)
         e.loads_in_flight = (double)r->ptx_loop_loads / r->ptx_loops;
     return e;
@@ -480,6 +543,10 @@ std::string kernel_fields(const kernel_run &run, const void *kernel, const sums 
            ",\"stores\":" + std::to_string(unique_sectors(1, total, emulated)) + "}";
     number("gld_phases", s.load_phases);
     optional_number(out, "instructions", ptx.known, scaled(ptx.instructions, total, emulated));
+    char matched[48] = "null";
+    if (ptx.matched >= 0)
+        snprintf(matched, sizeof matched, "%.2f", ptx.matched);
+    out += ",\"instructions_matched\":" + std::string(matched);
     char in_flight[48] = "null";
     if (ptx.loads_in_flight > 0)
         snprintf(in_flight, sizeof in_flight, "%.2f", ptx.loads_in_flight);
@@ -557,6 +624,8 @@ void count_block_done(size_t static_bytes)
     sums block = t.done;
     for (const request &r : t.requests)
         reduce(r, block);
+    for (const auto &kv : t.index)
+        block.sites[kv.first.at]++;
     t.clear();
     std::lock_guard<std::mutex> hold(totals_lock);
     totals.add(block);

@@ -36,6 +36,21 @@ enum class space { global, shared };
  * a global load and a shared store, and in the cp_async counters). */
 enum class access_kind { plain, cp_async };
 
+/* A cp.async's access site: its .cu file (a string literal, below 2^48 as user-space
+ * addresses are) and line in one word, which copy_site_file and copy_site_line take apart. */
+inline uintptr_t copy_site(const char *file, int line)
+{
+    return (uintptr_t)file | (uintptr_t)line << 48;
+}
+inline const char *copy_site_file(uintptr_t site)
+{
+    return (const char *)(site & ((uintptr_t(1) << 48) - 1));
+}
+inline int copy_site_line(uintptr_t site)
+{
+    return (int)(site >> 48);
+}
+
 /* An access of `bytes` at p by thread `lane` (linear in its block) of the running block, at
  * the code site `site` (the return address into the kernel, or a cp.async's file and line). */
 void count_access(int lane, space where, access_kind kind, const void *p, size_t bytes,

@@ -6,6 +6,8 @@
  * kernel's own name comes from addr2line on the object (the emulated build keeps its
  * symbols and a -g1 line table), and both names are demangled before they are compared:
  * g++ mangles a `static` kernel with an L (_ZL12decay_kernelPflf) where nvcc does not.
+ * The object's lines table (X.lines.tsv, resources.py) is read with it, for the counting
+ * mode's weights per source line, which it finds for an access with addr2line too.
  */
 #include "resources.h"
 
@@ -22,6 +24,8 @@
 #include <mutex>
 #include <set>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "emu.h"
 
@@ -57,11 +61,64 @@ std::string demangled(const std::string &symbol)
     return out;
 }
 
+/* A lines table's key: the file's last component, the line, the space ("global",
+ * "shared", "generic") and the direction ("load", "store", "atomic"). */
+using line_key = std::tuple<std::string, int, std::string, std::string>;
+
 struct table {
     std::string path;
     bool present = false;
     std::map<std::string, KernelResources> rows;   /* by demangled name */
+    std::map<std::string, std::map<line_key, LineWeight>> lines;   /* the same */
 };
+
+std::string last_component(const std::string &path)
+{
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+/* The tab-separated fields of a line, less its newline. */
+std::vector<std::string> tab_fields(const char *line)
+{
+    std::vector<std::string> fields(1);
+    for (const char *c = line; *c && *c != '\n'; c++) {
+        if (*c == '\t')
+            fields.emplace_back();
+        else
+            fields.back() += *c;
+    }
+    return fields;
+}
+
+/* Reads the lines table `path` into t (absent: none; the counting mode then falls back to
+ * the kernels' averages); a malformed line stops the process naming the file and line. */
+void read_lines(const std::string &path, table &t)
+{
+    FILE *f = fopen(path.c_str(), "r");
+    if (!f)
+        return;
+    char line[4096];
+    for (int n = 1; fgets(line, sizeof line, f); n++) {
+        if (n == 1)
+            continue;   /* the header */
+        const std::vector<std::string> v = tab_fields(line);
+        char *end[4] = {};
+        LineWeight w = {};
+        const int at = v.size() == 8 ? (int)strtol(v[2].c_str(), &end[0], 10) : 0;
+        if (v.size() == 8) {
+            w.instructions = strtod(v[5].c_str(), &end[1]);
+            w.fp32 = strtod(v[6].c_str(), &end[2]);
+            w.sfu = strtod(v[7].c_str(), &end[3]);
+        }
+        if (v.size() != 8 || *end[0] || *end[1] || *end[2] || *end[3])
+            violation("%s:%d: not a row of a lines table (symbol, file, line, space, direction "
+                      "and three weights, as cuda_emu/resources.py writes them): rebuild it "
+                      "(ninja)", path.c_str(), n);
+        t.lines[demangled(v[0])][line_key{last_component(v[1]), at, v[3], v[4]}] = w;
+    }
+    fclose(f);
+}
 
 /* Reads `path` (absent: an empty table, present = false); a malformed line stops the
  * process naming the file and line. */
@@ -94,12 +151,52 @@ std::unique_ptr<table> read_table(const std::string &path)
     return t;
 }
 
-/* The table of an object: X.resources.tsv for X.so, P.resources.tsv for a program P. */
-std::string table_path(const std::string &object)
+/* An object's table named `suffix`: X.resources.tsv for X.so, P.resources.tsv for a
+ * program P; the same for .lines.tsv. */
+std::string table_path(const std::string &object, const char *suffix)
 {
     const size_t n = object.size();
     const bool so = n > 3 && object.compare(n - 3, 3, ".so") == 0;
-    return (so ? object.substr(0, n - 3) : object) + ".resources.tsv";
+    return (so ? object.substr(0, n - 3) : object) + suffix;
+}
+
+/* A frame of addr2line's output, "PATH:LINE" or "PATH:LINE (discriminator N)"; "??:0"
+ * where the line table says nothing. */
+SourceLine frame_line(std::string text)
+{
+    text.resize(std::min(text.find('\n'), text.find(" (discriminator")));
+    const size_t colon = text.rfind(':');
+    if (colon == std::string::npos || text[0] == '?')
+        return SourceLine{"", 0};
+    return SourceLine{text.substr(0, colon), atoi(text.c_str() + colon + 1)};
+}
+
+/* The innermost frame of each of `wanted` (its index in `out`, its offset in `object`): one
+ * addr2line -a -i, which prints each address ("0x...") before its frames, innermost first. */
+void lines_in(const char *object, const std::vector<std::pair<size_t, size_t>> &wanted,
+              std::vector<SourceLine> &out)
+{
+    std::string command = "addr2line -a -i -e '" + std::string(object) + "'";
+    for (const auto &w : wanted) {
+        char address[32];
+        snprintf(address, sizeof address, " 0x%zx", w.second);
+        command += address;
+    }
+    FILE *p = popen((command + " 2>/dev/null").c_str(), "r");
+    if (!p)
+        return;
+    char text[4096];
+    size_t address = 0;
+    bool innermost = false;
+    while (fgets(text, sizeof text, p)) {
+        if (strncmp(text, "0x", 2) == 0) {
+            innermost = address++ < wanted.size();
+        } else if (innermost) {
+            out[wanted[address - 1].first] = frame_line(text);
+            innermost = false;
+        }
+    }
+    pclose(p);
 }
 
 /* The mangled name of the function at `offset` in `object` (addr2line), or "". */
@@ -130,8 +227,10 @@ std::map<const void *, kernel_entry> kernels;
 const table &table_of(const std::string &object)
 {
     auto &t = tables[object];
-    if (!t)
-        t = read_table(table_path(object));
+    if (!t) {
+        t = read_table(table_path(object, ".resources.tsv"));
+        read_lines(table_path(object, ".lines.tsv"), *t);
+    }
     return *t;
 }
 
@@ -229,6 +328,40 @@ std::string function_name(const void *code)
     const std::string symbol =
         symbol_at(info.dli_fname, (size_t)((const char *)code - (const char *)info.dli_fbase));
     return symbol.empty() ? "" : demangled(symbol);
+}
+
+std::vector<SourceLine> source_lines(const std::vector<const void *> &code)
+{
+    std::vector<SourceLine> out(code.size(), SourceLine{"", 0});
+    std::map<std::string, std::vector<std::pair<size_t, size_t>>> by_object;
+    for (size_t i = 0; i < code.size(); i++) {
+        Dl_info info;
+        if (dladdr(code[i], &info) && info.dli_fname)
+            by_object[info.dli_fname].push_back(
+                {i, (size_t)((const char *)code[i] - (const char *)info.dli_fbase)});
+    }
+    for (const auto &o : by_object)
+        lines_in(o.first.c_str(), o.second, out);
+    return out;
+}
+
+const LineWeight *line_weight(const void *kernel, const SourceLine &at, bool shared, bool store)
+{
+    std::lock_guard<std::mutex> hold(lock);
+    const kernel_entry &e = entry_of(kernel);
+    if (!e.from || e.name.empty())
+        return nullptr;
+    const auto rows = e.from->lines.find(e.name);
+    if (rows == e.from->lines.end())
+        return nullptr;
+    const std::string file = last_component(at.file);
+    const char *direction = store ? "store" : "load";
+    for (const char *space : {shared ? "shared" : "global", "generic"}) {
+        const auto w = rows->second.find(line_key{file, at.line, space, direction});
+        if (w != rows->second.end())
+            return &w->second;
+    }
+    return nullptr;
 }
 
 const KernelResources *kernel_resources(const void *kernel_entry)

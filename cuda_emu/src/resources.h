@@ -3,8 +3,9 @@
  * CUDA applies with them, and sm_90's occupancy calculator. Internal to the emulator.
  *
  * The table of an emulated plugin X.so is X.resources.tsv beside it (of a program P,
- * P.resources.tsv), written at build time where nvcc is found; an emulated kernel is
- * matched to its row by its demangled name (g++ and nvcc mangle `static` kernels apart).
+ * P.resources.tsv), written at build time where nvcc is found, and X.lines.tsv its PTX's
+ * weight per access of each source line; an emulated kernel is matched to its rows by its
+ * demangled name (g++ and nvcc mangle `static` kernels apart).
  */
 #ifndef GB_EMU_RESOURCES_H
 #define GB_EMU_RESOURCES_H
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "gb_emu/kernel.h"
 
@@ -40,6 +42,30 @@ const KernelResources *kernel_resources(const char *symbol);
 /* The demangled name of the function whose code is at `code` (addr2line on its object's
  * symbols), or "" when the symbols do not say. */
 std::string function_name(const void *code);
+
+/* A place in the source: a file's path as the line table gives it, and a line (0: none). */
+struct SourceLine {
+    std::string file;
+    int line;
+};
+
+/* The source line of the code at each of `code` (addr2line -i on the objects' line tables,
+ * one call per object: the innermost inlined function's line, as nvcc's .loc gives it). */
+std::vector<SourceLine> source_lines(const std::vector<const void *> &code);
+
+/* What the real build's PTX issues per access at one source line (the lines table,
+ * resources.py): the warp instructions, CUDA-core floating-point and SFU instructions of
+ * the innermost loop holding the access, per access of that loop. */
+struct LineWeight {
+    double instructions, fp32, sfu;
+};
+
+/* The weight of an access of the kernel whose entry is `kernel_entry` at `at` (files
+ * compared by their last component: nvcc and g++ spell paths apart), shared or global, a
+ * store or a load: the row of that space, else of a generic access at that line; nullptr
+ * where the object has no lines table or it no such row. */
+const LineWeight *line_weight(const void *kernel_entry, const SourceLine &at, bool shared,
+                              bool store);
 
 struct Occupancy {
     int blocks_per_sm;

@@ -5,7 +5,8 @@
  * (global, and shared through ldmatrix's pattern, padded and not), an mma and an f32
  * accumulator store; the distinct sectors of a kernel that reads its data twice, its
  * phases of loads, and its CUDA-core and SFU operations and instructions as the PTX's
- * figures scale (from the test's table); 32 lanes' atomicAdd; then a sampled launch scaled to its grid, and the lines of copies and
+ * figures scale (from the test's table), and a light loop's accesses charged their line's
+ * weight beside a heavy epilogue's; 32 lanes' atomicAdd; then a sampled launch scaled to its grid, and the lines of copies and
  * event records. The expected figures are worked out beside each kernel.
  *
  * The counting mode is read when the emulator loads, so the test runs itself twice as a
@@ -145,6 +146,25 @@ static __global__ void atomic_count(float *sum)
     atomicAdd(sum, 1.0f);
 }
 
+/* A light loop and a heavy epilogue: its rows of the lines table the test writes beside the
+ * program (write_lines_table; made-up PTX figures) charge each of the loop's 8 loads 4
+ * instructions and 1 fp32 (a generic load there: matched by the emulator's global one) and
+ * the first store, whose straight-line code runs once, 40 instructions, 10 fp32 and 2 SFU;
+ * the second store's line has no row, so it is charged the kernel's average (its row of
+ * counters.resources.tsv: 30 instructions, 3 memory, 6 fp32, 3 SFU: 10, 2 and 1 per memory
+ * instruction). 8 x 4 + 40 + 10 = 82 instructions, 32 x (8 + 10 + 2) = 640 fp32 and
+ * 32 x (2 + 1) = 96 SFU lane operations, 9 of the 10 memory instructions matched (the
+ * average alone would give 100 instructions). */
+static const int loop_line = __LINE__ + 5, epilogue_line = __LINE__ + 6;
+static __global__ void loop_epilogue(const float *in, float *out)
+{
+    float s = 0.0f;
+    for (int i = 0; i < 8; i++)
+        s += in[i * 32 + threadIdx.x];
+    out[threadIdx.x] = s;
+    out[32 + threadIdx.x] = s * 2.0f;
+}
+
 static __global__ void warp_sum(const float *in, float *out)
 {
     float v = in[threadIdx.x];
@@ -183,6 +203,7 @@ static bool launch_known_patterns()
     wmma_shared<<<1, 32>>>(out);
     warp_sum<<<1, 32>>>(in, out);
     read_twice<<<1, 32>>>(in, out);
+    loop_epilogue<<<1, 32>>>(in, out);
     float *sum = device_array<float>(1, 0), host_sum = 0;
     atomic_count<<<1, 32>>>(sum);
     cudaEventRecord(mark, nullptr);
@@ -202,6 +223,19 @@ static void launch_sampled()
     read_twice<<<1000, 32>>>(small_in, small_out);
     cudaDeviceSynchronize();
     emu_free(in, out, small_in, small_out);
+}
+
+/* loop_epilogue's rows of the lines table, beside the program (`self`) where the emulator
+ * looks for it, at the lines the kernel's loop and first store are on. */
+static void write_lines_table(const char *self)
+{
+    FILE *f = fopen((std::string(self) + ".lines.tsv").c_str(), "w");
+    emu_check(f != nullptr, "the lines table can be written beside the program");
+    fprintf(f, "symbol\tfile\tline\tspace\tdirection\tinstructions\tfp32\tsfu\n"
+            "_Z13loop_epiloguePKfPf\t/elsewhere/test_counters.cu\t%d\tgeneric\tload\t4\t1\t0\n"
+            "_Z13loop_epiloguePKfPf\t/elsewhere/test_counters.cu\t%d\tglobal\tstore\t40\t10\t2\n",
+            loop_line, epilogue_line);
+    fclose(f);
 }
 
 /* Runs this program as `role` with the counts going to `path` (and a sample of `sample`
@@ -308,6 +342,10 @@ static void check_known_patterns(const std::vector<std::string> &lines)
         {"instructions", "12"}, {"fp32_ops", "64"}, {"sfu_ops", "32"}, {"atomics", "0"},
         {"loads_in_flight", "2.50"}});
     check_kernel(lines, "warp_sum", {{"loads_in_flight", "null"}});
+    check_kernel(lines, "loop_epilogue", {{"gld_requests", "8"}, {"gst_requests", "2"},
+        {"instructions", "82"}, {"fp32_ops", "640"}, {"sfu_ops", "96"},
+        {"instructions_matched", "0.90"}});
+    check_kernel(lines, "read_twice", {{"instructions_matched", "0.00"}});
     check_kernel(lines, "atomic_count", {{"atomics", "32"}, {"gld_requests", "0"},
         {"gst_requests", "0"}});
     int events = 0, memsets = 0;
@@ -334,6 +372,7 @@ int main(int argc, char **argv)
         return 1;
     const std::string counted = std::string(dir) + "/count.jsonl";
     const std::string sampled = std::string(dir) + "/sample.jsonl";
+    write_lines_table(argv[0]);
     emu_check(run_child(argv[0], "count", counted, nullptr),
               "the counting child ran, and its atomicAdd of 32 lanes summed to 32");
     check_known_patterns(lines_of(counted));

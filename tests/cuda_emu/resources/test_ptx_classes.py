@@ -1,6 +1,7 @@
 """Tests of cuda_emu/resources.py's reading of PTX: the instruction classes the counting
-mode scales into fp32_ops, sfu_ops and instructions, and the loads in flight of a kernel's
-innermost loading loops, on a hand-written PTX body whose counts are worked out below.
+mode scales into fp32_ops, sfu_ops and instructions, the loads in flight of a kernel's
+innermost loading loops, and the weight per access of each source line (the lines table),
+on hand-written PTX bodies whose counts are worked out below.
 
 Usage: python3 test_ptx_classes.py [PATH/TO/resources.py]
 (without the argument the script is found relative to this file)
@@ -53,6 +54,48 @@ $L__BB0_3:
 """
 
 
+# Line info (-lineinfo): a loop of 5 instructions with 2 accesses (a shared load at line 12,
+# a generic load of an inlined header's line 30) and 1 fp32: 2.5, 0.5 and 0 per access.
+# Outside it 11 instructions (ld.param, ld.global, ex2, add.rn, mul.rn and the branch of
+# the loop without accesses, counted here once, cvt at line 0, ld.shared, st.global x2,
+# ret) with 4 accesses, 2 fp32 (add, mul), 1 SFU (ex2): 2.75, 0.5 and 0.25 per access.
+# Line 12's shared loads, one in each: their mean, 2.625, 0.5, 0.125.
+LINES_PTX = r"""
+.visible .entry _Z5linesPf(
+	.param .u64 _Z5linesPf_param_0
+)
+{
+	.loc	1 10 0
+	ld.param.u64 	%rd1, [_Z5linesPf_param_0];
+	ld.global.f32 	%f1, [%rd1];
+$L__BB0_1:
+	.loc	1 12 5
+	ld.shared.f32 	%f2, [%r1];
+	.loc	2 30 5, function_name $L__info_string0, inlined_at 1 12 5
+	ld.u16 	%rs1, [%rd2];
+	fma.rn.f32 	%f3, %f2, %f2, %f3;
+	add.s64 	%rd2, %rd2, 2;
+	@%p1 bra 	$L__BB0_1;
+	.loc	1 14 0
+	ex2.approx.ftz.f32 	%f4, %f3;
+	add.rn.f32 	%f5, %f4, %f1;
+$L__BB0_2:
+	mul.rn.f32 	%f5, %f5, %f5;
+	@%p2 bra 	$L__BB0_2;
+	.loc	1 0 0
+	cvt.rn.bf16.f32 	%rs2, %f5;
+	.loc	1 12 5
+	ld.shared.f32 	%f6, [%r1];
+	.loc	1 15 0
+	st.global.f32 	[%rd1], %f5;
+	st.global.f32 	[%rd1+4], %f6;
+	ret;
+}
+	.file	1 "/src/k/lines.cu"
+	.file	2 "/src/k/../inc/act.cuh"
+"""
+
+
 def load_script(path):
     spec = importlib.util.spec_from_file_location('resources', path)
     module = importlib.util.module_from_spec(spec)
@@ -70,6 +113,23 @@ class PtxClasses(unittest.TestCase):
         self.assertEqual(fp32, 5)
         self.assertEqual(sfu, 2)
         self.assertEqual((loops, loop_loads), (2, 4))
+
+    def test_line_weights(self):
+        lines = RESOURCES.ptx_lines(LINES_PTX)
+        self.assertEqual(list(lines), ['_Z5linesPf'])
+        expected = {
+            ('/src/k/lines.cu', 10, 'global', 'load'): (2.75, 0.5, 0.25),
+            ('/src/k/lines.cu', 12, 'shared', 'load'): (2.625, 0.5, 0.125),
+            ('/src/inc/act.cuh', 30, 'generic', 'load'): (2.5, 0.5, 0.0),
+            ('/src/k/lines.cu', 15, 'global', 'store'): (2.75, 0.5, 0.25),
+        }
+        got = lines['_Z5linesPf']
+        self.assertEqual(sorted(got), sorted(expected))
+        for key, weights in expected.items():
+            for a, b in zip(got[key], weights):
+                self.assertAlmostEqual(a, b, msg=str(key))
+        # the old classes do not see the line directives
+        self.assertEqual(RESOURCES.ptx_classes(LINES_PTX)['_Z5linesPf'][:2], (16, 5))
 
     def test_no_loop(self):
         body = "{\n\tld.global.f32 \t%f1, [%rd1];\n\tst.global.f32 \t[%rd2], %f1;\n\tret;\n}"
