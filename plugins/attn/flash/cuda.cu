@@ -61,8 +61,9 @@
 
 #define PLUGIN "attn/flash"
 #define MAX_HEAD_DIM 128
-/* Rows per block of the D = dO . O kernel: a warp each. */
+/* Warps per block of the D = dO . O kernel, and the rows of one head each takes. */
 #define DELTA_ROWS 8
+#define DELTA_RUN 8
 
 typedef struct attn_flash_cuda {
     gb_plugin_instance base;     /* base.device: its stream */
@@ -646,34 +647,38 @@ mma_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *
 
 /* ---- backward ------------------------------------------------------------------------ */
 
-/* delta (B*H*T) = dO . O per row: a warp per row, lanes over the row, a fixed butterfly.
- * Instantiated per dtype (act.cuh's tags), so its loads hold no case of another dtype. */
+/* delta (B*H*T) = dO . O per row: a warp per DELTA_RUN consecutive rows of one head, lanes
+ * over the row, a fixed butterfly. A block's rows are one tile of a head, so the head's
+ * offsets are worked out once per warp, not per row. Instantiated per dtype (act.cuh's
+ * tags), so its loads hold no case of another dtype. */
 template <typename Dtype>
 static __global__ void delta_kernel(float *delta, head_view dout, head_view out, dims s,
-                                    int64_t rows)
+                                    int64_t tiles)
 {
     constexpr gb_dtype dtype = Dtype::dtype;
-    const int64_t row = blockIdx.x * (int64_t)DELTA_ROWS + threadIdx.x / WARP;
-    if (row >= rows)
-        return;
     const int lane = threadIdx.x % WARP;
-    const int64_t bh = row / s.T, t = row % s.T;
-    const int64_t g = (bh / s.H) * dout.batch + (bh % s.H) * dout.head + t * dout.row;
-    const int64_t o = (bh / s.H) * out.batch + (bh % s.H) * out.head + t * out.row;
-    float dot = 0.0f;
-    for (int d = lane; d < s.D; d += WARP)
-        dot += gb_act_load(dout.data, dtype, g + d) * gb_act_load(out.data, dtype, o + d);
-    dot = gb_warp_sum(dot);
-    if (lane == 0)
-        delta[row] = dot;
+    const int64_t bh = blockIdx.x / tiles, b = bh / s.H, h = bh % s.H;
+    const int64_t t0 = ((blockIdx.x % tiles) * DELTA_ROWS + threadIdx.x / WARP) * DELTA_RUN;
+    const int64_t end = t0 + DELTA_RUN < s.T ? t0 + DELTA_RUN : s.T;
+    int64_t g = b * dout.batch + h * dout.head + t0 * dout.row;
+    int64_t o = b * out.batch + h * out.head + t0 * out.row;
+    for (int64_t t = t0; t < end; t++, g += dout.row, o += out.row) {
+        float dot = 0.0f;
+        for (int d = lane; d < s.D; d += WARP)
+            dot += gb_act_load(dout.data, dtype, g + d) * gb_act_load(out.data, dtype, o + d);
+        dot = gb_warp_sum(dot);
+        if (lane == 0)
+            delta[bh * s.T + t] = dot;
+    }
 }
 
 template <typename Dtype>
 static void launch_delta(float *delta, const head_view &dout, const head_view &out,
-                         const dims &s, int64_t rows, cudaStream_t stream)
+                         const dims &s, int64_t heads, cudaStream_t stream)
 {
-    delta_kernel<Dtype><<<(unsigned)((rows + DELTA_ROWS - 1) / DELTA_ROWS), DELTA_ROWS * WARP,
-                          0, stream>>>(delta, dout, out, s, rows);
+    const int64_t tiles = (s.T + DELTA_ROWS * DELTA_RUN - 1) / (DELTA_ROWS * DELTA_RUN);
+    delta_kernel<Dtype><<<(unsigned)(heads * tiles), DELTA_ROWS * WARP, 0, stream>>>(
+        delta, dout, out, s, tiles);
 }
 
 /* The backward kernels' shared memory (bwd_tiles<E, DP>::bwd_*), the score tiles at the
@@ -1096,12 +1101,11 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
         return st;
     cudaStream_t stream = (cudaStream_t)f->base.device.stream;
     const dims s = dims_of(p, views, 8);
-    const int64_t rows = p->batch * p->heads * p->seq_len;
     const float *lse2 = (const float *)saved;
     float *delta = (float *)workspace;
-    GB_ACT_DISPATCH(p->dtype, launch_delta, delta, view_of(&dout), view_of(&out), s, rows,
-                    stream);
-    GB_CUDA_CHECK_LAUNCH("delta_kernel (dO . O, a warp per row)");
+    GB_ACT_DISPATCH(p->dtype, launch_delta, delta, view_of(&dout), view_of(&out), s,
+                    p->batch * p->heads, stream);
+    GB_CUDA_CHECK_LAUNCH("delta_kernel (dO . O, a warp per DELTA_RUN rows)");
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
