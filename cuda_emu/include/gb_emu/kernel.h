@@ -249,6 +249,12 @@ static constexpr int warpSize = 32;
 #define blockDim (::gb_emu::here().block_dim)
 #define gridDim (::gb_emu::here().grid_dim)
 
+/* CUDA's __ffs: the 1-based position of the lowest set bit of x, 0 when none is set. */
+static inline int __ffs(int x)
+{
+    return __builtin_ffs(x);
+}
+
 #define __syncthreads() ::gb_emu::syncthreads(__FILE__, __LINE__)
 #define atomicAdd(p, value) ::gb_emu::atomic_add(__FILE__, __LINE__, p, value)
 #define __syncwarp(...) ::gb_emu::syncwarp_at{__FILE__, __LINE__}(__VA_ARGS__)

@@ -40,6 +40,7 @@ static __global__ void embed_backward_wte_kernel(gb_dtype dtype, float *dwte, co
                                                  const int32_t *tokens, int64_t BT, int64_t C)
 {
     __shared__ int32_t tile_token[TOKEN_TILE];
+    __shared__ int32_t tile_residue[TOKEN_TILE];   // token % H, once per block, not per warp
     const int H = (int)gridDim.y * SCAN_WARPS;
     const int h = (int)blockIdx.y * SCAN_WARPS + (int)threadIdx.x / 32;
     const int lane = (int)threadIdx.x % 32;
@@ -47,19 +48,22 @@ static __global__ void embed_backward_wte_kernel(gb_dtype dtype, float *dwte, co
     for (int64_t p0 = 0; p0 < BT; p0 += TOKEN_TILE) {
         const int len = (int)(BT - p0 < TOKEN_TILE ? BT - p0 : TOKEN_TILE);
         __syncthreads();   // the previous tile is no longer read
-        for (int j = (int)threadIdx.x; j < len; j += (int)blockDim.x)
+        for (int j = (int)threadIdx.x; j < len; j += (int)blockDim.x) {
             tile_token[j] = tokens[p0 + j];
+            tile_residue[j] = tile_token[j] % H;
+        }
         __syncthreads();
         /* 32 positions at a time: which of them the warp owns, then those in order */
         for (int j0 = 0; j0 < len; j0 += 32) {
             const int j = j0 + lane;
-            const unsigned owned = gb_warp_ballot(j < len && tile_token[j] % H == h);
+            const unsigned owned = gb_warp_ballot(j < len && tile_residue[j] == h);
             if (c >= C)
                 continue;
-            for (int l = 0; l < 32; l++)
-                if (owned >> l & 1u)
-                    dwte[(int64_t)tile_token[j0 + l] * C + c] +=
-                        gb_act_load(dout, dtype, (p0 + j0 + l) * C + c);
+            for (unsigned rest = owned; rest != 0u; rest &= rest - 1u) {   // lowest first
+                const int l = __ffs((int)rest) - 1;
+                dwte[(int64_t)tile_token[j0 + l] * C + c] +=
+                    gb_act_load(dout, dtype, (p0 + j0 + l) * C + c);
+            }
         }
     }
 }
