@@ -21,14 +21,4 @@ static __device__ __forceinline__ float gb_warp_max(float x)
     return x;
 }
 
-/* Bit l set where lane l passed `mine`, in every lane (a ballot by an xor butterfly of
- * shuffles); every lane of the warp calls it. */
-static __device__ __forceinline__ unsigned gb_warp_ballot(bool mine)
-{
-    unsigned bits = mine ? 1u << (threadIdx.x % GB_WARP) : 0u;
-    for (int offset = 1; offset < GB_WARP; offset *= 2)
-        bits |= __shfl_xor_sync(0xffffffffu, bits, offset);
-    return bits;
-}
-
 #endif /* GEARBOX_KERNELS_CUDA_WARP_CUH */

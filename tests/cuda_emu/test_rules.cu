@@ -184,6 +184,24 @@ static __global__ void read_inactive_lane(float *out)
     out[lane] = v;
 }
 
+/* mode: 0 every warp votes whether its lane is odd or 5, 1 a lane skips the ballot, 2 a
+ * mask of half the warp */
+static __global__ void ballots(unsigned *out, int mode)
+{
+    const int lane = threadIdx.x % 32;
+    unsigned bits = 0;
+    if (mode == 0) {
+        bits = __ballot_sync(0xffffffffu, lane % 2 == 1 || lane == 5);
+    } else if (mode == 1) {
+        if (lane == 9)
+            return;
+        bits = __ballot_sync(0xffffffffu, 1);   // BALLOT_SKIPPED
+    } else if (mode == 2) {
+        bits = __ballot_sync(0x0000ffffu, 1);   // BALLOT_HALF
+    }
+    out[threadIdx.x] = bits;
+}
+
 /* ---- kernels: WMMA ------------------------------------------------------------------- */
 
 /* mode: 0 correct, 1 lanes pass different pointers, 2 misaligned pointer, 3 odd ldm,
@@ -321,6 +339,20 @@ static void barrier_rules()
             "NO_BARRIER", "of the __shared__ object declared at");
     stop_at("64 KiB of static shared memory", [&] { too_much_static_shared<<<1, 32>>>(out); },
             "STATIC_TOO_BIG", "above its limit");
+    cudaFree(out);
+}
+
+static void ballot_rules()
+{
+    unsigned *out = device_array<unsigned>(64);
+    ballots<<<1, 64>>>(out, 0);
+    std::vector<unsigned> h = host_copy(out, 64);
+    emu_check(h[0] == 0xaaaaaaaau && h[31] == 0xaaaaaaaau && h[63] == 0xaaaaaaaau,
+              "__ballot_sync gives every lane of the warp the warp's votes, lane l in bit l");
+    stop_each([&](int mode) { ballots<<<1, 64>>>(out, mode); }, {
+        {1, "a lane that skips a ballot", "BALLOT_SKIPPED", "lane 9"},
+        {2, "a ballot of half a warp", "BALLOT_HALF", "whole warps"},
+    });
     cudaFree(out);
 }
 
@@ -549,6 +581,7 @@ int main()
 {
     barrier_rules();
     shuffle_rules();
+    ballot_rules();
     wmma_rules();
     async_copy_rules();
     launch_rules();

@@ -204,6 +204,29 @@ void warp_collective(const char *file, int line, const char *what, const collect
 [[noreturn]] void device_violation(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* CUDA's __ballot_sync for a whole warp: bit l of the result is lane l's predicate. A
+ * collective of the 32 lanes, so a lane that does not arrive is reported as for WMMA; a
+ * mask of fewer lanes stops the kernel (no kernel of the tree asks for one). */
+inline unsigned ballot(const char *file, int line, unsigned mask, int predicate)
+{
+    if (mask != 0xffffffffu)
+        device_violation(file, line, "__ballot_sync with mask 0x%08x: the emulator takes only "
+                         "whole warps (0xffffffff)", mask);
+    struct vote {
+        int predicate;
+        unsigned bits;
+    } mine = {predicate != 0, 0u};
+    warp_collective(file, line, "__ballot_sync", collective_key{nullptr, 0, 0}, &mine,
+                    [](void *const *lanes) {
+                        unsigned bits = 0;
+                        for (int l = 0; l < 32; l++)
+                            bits |= (unsigned)((const vote *)lanes[l])->predicate << l;
+                        for (int l = 0; l < 32; l++)
+                            ((vote *)lanes[l])->bits = bits;
+                    });
+    return mine.bits;
+}
+
 /* ---- atomics (src/atomics.cc) ---------------------------------------------------------- */
 
 /* atomicAdd on device memory: checked as a read and a write of the calling thread (within
@@ -258,6 +281,7 @@ static inline int __ffs(int x)
 #define __syncthreads() ::gb_emu::syncthreads(__FILE__, __LINE__)
 #define atomicAdd(p, value) ::gb_emu::atomic_add(__FILE__, __LINE__, p, value)
 #define __syncwarp(...) ::gb_emu::syncwarp_at{__FILE__, __LINE__}(__VA_ARGS__)
+#define __ballot_sync(mask, predicate) ::gb_emu::ballot(__FILE__, __LINE__, mask, predicate)
 #define __shfl_sync(mask, ...) \
     ::gb_emu::shuffle(::gb_emu::SHFL_IDX, __FILE__, __LINE__, mask, __VA_ARGS__)
 #define __shfl_up_sync(mask, ...) \

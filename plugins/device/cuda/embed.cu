@@ -15,7 +15,6 @@
 #include "act.cuh"
 #include "cuda_device.h"
 #include "cuda_status.h"
-#include "warp.cuh"
 
 /* Tokens per tile of the backward scan (in shared memory). */
 #define TOKEN_TILE 1024
@@ -56,7 +55,7 @@ static __global__ void embed_backward_wte_kernel(gb_dtype dtype, float *dwte, co
         /* 32 positions at a time: which of them the warp owns, then those in order */
         for (int j0 = 0; j0 < len; j0 += 32) {
             const int j = j0 + lane;
-            const unsigned owned = gb_warp_ballot(j < len && tile_residue[j] == h);
+            const unsigned owned = __ballot_sync(0xffffffffu, j < len && tile_residue[j] == h);
             if (c >= C)
                 continue;
             for (unsigned rest = owned; rest != 0u; rest &= rest - 1u) {   // lowest first
