@@ -164,54 +164,73 @@ std::string table_path(const std::string &object, const char *suffix)
  * where the line table says nothing. */
 SourceLine frame_line(std::string text)
 {
-    text.resize(std::min(text.find('\n'), text.find(" (discriminator")));
+    text.resize(std::min(text.size(), text.find(" (discriminator")));
     const size_t colon = text.rfind(':');
     if (colon == std::string::npos || text[0] == '?')
         return SourceLine{"", 0};
     return SourceLine{text.substr(0, colon), atoi(text.c_str() + colon + 1)};
 }
 
-/* The innermost frame of each of `wanted` (its index in `out`, its offset in `object`): one
- * addr2line -a -i, which prints each address ("0x...") before its frames, innermost first. */
-void lines_in(const char *object, const std::vector<std::pair<size_t, size_t>> &wanted,
-              std::vector<SourceLine> &out)
+/* What `addr2line FLAGS -e OBJECT OFFSETS...` prints, a line each (none where it cannot
+ * run): one process for any number of offsets. */
+std::vector<std::string> addr2line(const std::string &object, const char *flags,
+                                   const std::vector<size_t> &offsets)
 {
-    std::string command = "addr2line -a -i -e '" + std::string(object) + "'";
-    for (const auto &w : wanted) {
+    std::string command = "addr2line " + std::string(flags) + " -e '" + object + "'";
+    for (size_t offset : offsets) {
         char address[32];
-        snprintf(address, sizeof address, " 0x%zx", w.second);
+        snprintf(address, sizeof address, " 0x%zx", offset);
         command += address;
     }
+    std::vector<std::string> out;
     FILE *p = popen((command + " 2>/dev/null").c_str(), "r");
     if (!p)
-        return;
+        return out;
     char text[4096];
+    while (fgets(text, sizeof text, p)) {
+        text[strcspn(text, "\n")] = '\0';
+        out.push_back(text);
+    }
+    pclose(p);
+    return out;
+}
+
+/* The innermost frame of each of `wanted` (its index in `out`, its offset in `object`):
+ * `addr2line -a -i` prints each address ("0x...") before its frames, innermost first. */
+void lines_in(const std::string &object, const std::vector<std::pair<size_t, size_t>> &wanted,
+              std::vector<SourceLine> &out)
+{
+    std::vector<size_t> offsets;
+    for (const auto &w : wanted)
+        offsets.push_back(w.second);
     size_t address = 0;
     bool innermost = false;
-    while (fgets(text, sizeof text, p)) {
-        if (strncmp(text, "0x", 2) == 0) {
+    for (const std::string &text : addr2line(object, "-a -i", offsets)) {
+        if (text.compare(0, 2, "0x") == 0) {
             innermost = address++ < wanted.size();
         } else if (innermost) {
             out[wanted[address - 1].first] = frame_line(text);
             innermost = false;
         }
     }
-    pclose(p);
+}
+
+/* The object holding `code` and the code's offset in it; false where dladdr cannot say. */
+bool locate(const void *code, std::string *object, size_t *offset)
+{
+    Dl_info info;
+    if (!code || !dladdr(code, &info) || !info.dli_fname)
+        return false;
+    *object = info.dli_fname;
+    *offset = (size_t)((const char *)code - (const char *)info.dli_fbase);
+    return true;
 }
 
 /* The mangled name of the function at `offset` in `object` (addr2line), or "". */
-std::string symbol_at(const char *object, size_t offset)
+std::string symbol_at(const std::string &object, size_t offset)
 {
-    char command[4096 + 64];
-    snprintf(command, sizeof command, "addr2line -f -e '%s' 0x%zx 2>/dev/null", object, offset);
-    FILE *p = popen(command, "r");
-    if (!p)
-        return "";
-    char out[2048] = "";
-    const bool got = fgets(out, sizeof out, p) != nullptr;
-    pclose(p);
-    out[strcspn(out, "\n")] = '\0';
-    return got && out[0] != '?' ? out : "";
+    const std::vector<std::string> out = addr2line(object, "-f", {offset});
+    return !out.empty() && out[0][0] != '?' ? out[0] : "";
 }
 
 struct kernel_entry {
@@ -322,11 +341,11 @@ std::string shared_refusal(const kernel_entry &e, size_t dynamic_smem, bool opte
 
 std::string function_name(const void *code)
 {
-    Dl_info info;
-    if (!dladdr(code, &info) || !info.dli_fname)
+    std::string object;
+    size_t offset = 0;
+    if (!locate(code, &object, &offset))
         return "";
-    const std::string symbol =
-        symbol_at(info.dli_fname, (size_t)((const char *)code - (const char *)info.dli_fbase));
+    const std::string symbol = symbol_at(object, offset);
     return symbol.empty() ? "" : demangled(symbol);
 }
 
@@ -335,13 +354,13 @@ std::vector<SourceLine> source_lines(const std::vector<const void *> &code)
     std::vector<SourceLine> out(code.size(), SourceLine{"", 0});
     std::map<std::string, std::vector<std::pair<size_t, size_t>>> by_object;
     for (size_t i = 0; i < code.size(); i++) {
-        Dl_info info;
-        if (dladdr(code[i], &info) && info.dli_fname)
-            by_object[info.dli_fname].push_back(
-                {i, (size_t)((const char *)code[i] - (const char *)info.dli_fbase)});
+        std::string object;
+        size_t offset = 0;
+        if (locate(code[i], &object, &offset))
+            by_object[object].push_back({i, offset});
     }
     for (const auto &o : by_object)
-        lines_in(o.first.c_str(), o.second, out);
+        lines_in(o.first, o.second, out);
     return out;
 }
 
