@@ -3,19 +3,22 @@
  * vocabulary's columns past V are neither read nor written).
  *
  * One block per row, of a thread per run of the row up to CE_THREADS (a small vocabulary
- * gets a warp or a few, not 1024 threads that would wait), and the row read from DRAM once: the block copies its
- * V logits into shared memory with 16-byte loads (where the rows are 16-byte aligned, as a
- * padded vocabulary makes them), taking the maximum on the way; every later pass reads the
- * staged copy. The softmax denominator is summed from it GB_CE_EXP_BLOCK columns at a
- * time, each block of exponentials in double by a group of 16 lanes (lanes.cuh) and the
- * block sums added in column order by one thread, which is the CPU device's order, so the
- * sum has its bits; and, when a gradient is wanted, dlogits from the exponentials computed
- * again (the same bits), written with 16-byte stores, so dlogits may alias the logits.
- * Logits beyond what shared memory holds (f32 rows past about 56k columns, 16-bit ones
- * past about 113k) are read from global memory in each pass instead: slower, the same
- * bits. A one-pass (online) maximum and sum would rescale partial sums and lose the CPU's
- * bits; staging the row gives the single DRAM pass without changing a bit. The loss's log
- * is CUDA's, which may differ from libm's by an ulp of a double.
+ * gets a warp or a few, not 1024 threads that would wait), the row read from DRAM once and
+ * each exponential computed once. The block copies its V logits into shared memory as f32
+ * with 16-byte loads (where the rows are 16-byte aligned, as a padded vocabulary makes
+ * them), taking the maximum on the way. The softmax denominator is summed from that copy
+ * GB_CE_EXP_BLOCK columns at a time, each block of exponentials in double by a group of 16
+ * lanes (lanes.cuh) and the block sums added in column order by one thread, which is the
+ * CPU device's order, so the sum has its bits; each exponential replaces its logit in
+ * shared memory, so that dlogits, when a gradient is wanted, cost a multiply-add per
+ * element, written with 16-byte stores (dlogits may alias the logits). The exponential is
+ * the kernel's costliest instruction stream (gb_exp_fast, for the CPU's bits), so
+ * computing it once is what brings the kernel near DRAM speed; at 4 bytes a column, the
+ * copy holds about 56k columns on an sm_90 (227 KB a block) and 40k on an sm_80: logits
+ * beyond it are read from global memory in both passes and their exponentials computed
+ * twice, slower and the same bits. A one-pass (online) maximum and sum would rescale
+ * partial sums and lose the CPU's bits. The loss's log is CUDA's, which may differ from
+ * libm's by an ulp of a double.
  *
  * Targets live on the GPU and are not checked on the host: a target outside [0, V) gives
  * that row a NaN loss and NaN gradients, which the core's loss check reports.
@@ -25,6 +28,7 @@
  * host round trip.
  */
 #include <math.h>
+#include <string.h>
 
 #include "act.cuh"
 #include "crossentropy.h"
@@ -47,61 +51,89 @@ union alignas(CE_VEC_BYTES) ce_vec {
     uint16_t h[8];
 };
 
-// The `n` logits of p from element i as f32: one element (n = 1) or one 16-byte vector
-// (n = 16 / element size; element i then 16-byte aligned).
-static __device__ __forceinline__ void load_run(const void *p, gb_dtype dtype, int64_t i,
-                                                int n, float *out)
+/* Elements of Dtype in one 16-byte vector: a compile-time count, so that a run's values
+ * stay in registers (a run length known only at run time puts them in local memory). */
+template <typename Dtype>
+struct ce_run {
+    static constexpr int n = Dtype::dtype == GB_F32 ? 4 : 8;
+};
+
+// The 16 bytes at p (16-byte aligned) as one access: loaded as what they are in memory
+// and copied to the union for their elements (reading the union straight from memory
+// lets a compiler split the access into one per element).
+static __device__ __forceinline__ ce_vec vec_at(const void *p)
 {
-    if (n == 1) {
-        out[0] = gb_act_load(p, dtype, i);
-        return;
-    }
-    const ce_vec v = ((const ce_vec *)p)[i / n];
-    for (int k = 0; k < n; k++)
-        out[k] = dtype == GB_F32    ? v.f[k]
-                 : dtype == GB_BF16 ? gb_f32_from_bf16(v.h[k])
-                                    : gb_f32_from_f16(v.h[k]);
+    const uint4 unit = *(const uint4 *)p;
+    ce_vec v;
+    memcpy(&v, &unit, sizeof v);
+    return v;
 }
 
-// load_run's inverse: the `n` values of in stored at element i of p, rounded to dtype.
-static __device__ __forceinline__ void store_run(void *p, gb_dtype dtype, int64_t i, int n,
-                                                 const float *in)
+static __device__ __forceinline__ void vec_put(void *p, const ce_vec *v)
 {
-    if (n == 1) {
-        gb_act_store(p, dtype, i, in[0]);
-        return;
-    }
+    uint4 unit;
+    memcpy(&unit, v, sizeof unit);
+    *(uint4 *)p = unit;
+}
+
+// The n = ce_run<Dtype>::n logits of p from element i (16-byte aligned) as f32.
+template <typename Dtype>
+static __device__ __forceinline__ void load_vec(const void *p, int64_t i, float *out)
+{
+    constexpr int n = ce_run<Dtype>::n;
+    const ce_vec v = vec_at((const ce_vec *)p + i / n);
+    for (int k = 0; k < n; k++)
+        out[k] = Dtype::dtype == GB_F32    ? v.f[k]
+                 : Dtype::dtype == GB_BF16 ? gb_f32_from_bf16(v.h[k])
+                                           : gb_f32_from_f16(v.h[k]);
+}
+
+// load_vec's inverse: the n values of in stored at element i of p, rounded to Dtype.
+template <typename Dtype>
+static __device__ __forceinline__ void store_vec(void *p, int64_t i, const float *in)
+{
+    constexpr int n = ce_run<Dtype>::n;
     ce_vec v = {{0.0f}};   // every element is set below; the compiler cannot see it
     for (int k = 0; k < n; k++) {
-        if (dtype == GB_F32)
+        if (Dtype::dtype == GB_F32)
             v.f[k] = in[k];
         else
-            v.h[k] = dtype == GB_BF16 ? gb_bf16_from_f32(in[k]) : gb_f16_from_f32(in[k]);
+            v.h[k] = Dtype::dtype == GB_BF16 ? gb_bf16_from_f32(in[k]) : gb_f16_from_f32(in[k]);
     }
-    ((ce_vec *)p)[i / n] = v;
+    vec_put((ce_vec *)p + i / n, &v);
 }
 
-/* Where a row's passes find its logits: the first `staged` in shared memory, the rest in
- * global memory. */
+// The n f32 of stage from element i (a multiple of 4) to `out`, or from `in` back: 16
+// bytes an access.
+template <int n>
+static __device__ __forceinline__ void stage_get(const float *stage, int64_t i, float *out)
+{
+    for (int j = 0; j < n; j += 4) {
+        const ce_vec v = vec_at(stage + i + j);
+        for (int k = 0; k < 4; k++)
+            out[j + k] = v.f[k];
+    }
+}
+
+template <int n>
+static __device__ __forceinline__ void stage_put(float *stage, int64_t i, const float *in)
+{
+    for (int j = 0; j < n; j += 4) {
+        ce_vec v;
+        for (int k = 0; k < 4; k++)
+            v.f[k] = in[j + k];
+        vec_put(stage + i + j, &v);
+    }
+}
+
+/* A row: its logits in global memory, and the first `staged` of them copied to shared
+ * memory as f32, where the sum pass replaces each by its exponential. */
 typedef struct ce_row {
     gb_dtype dtype;
     const void *global;     /* the row's logits */
-    void *stage;            /* shared memory, 16-byte aligned */
+    float *stage;           /* shared memory, 16-byte aligned */
     int64_t staged;         /* a multiple of every run length */
 } ce_row;
-
-// The n logits of a run from element i (n = 1, or a vector within the row).
-static __device__ __forceinline__ void row_run(const ce_row *r, int64_t i, int n, float *out)
-{
-    load_run(i < r->staged ? r->stage : r->global, r->dtype, i, n, out);
-}
-
-static __device__ __forceinline__ float row_at(const ce_row *r, int64_t i)
-{
-    float v;
-    row_run(r, i, 1, &v);
-    return v;
-}
 
 // The maximum over threads of the block; `scratch` holds a float per warp.
 static __device__ float block_max(float m, float *scratch)
@@ -119,40 +151,62 @@ static __device__ float block_max(float m, float *scratch)
     return all;
 }
 
-// Copies the row's first r->staged logits into shared memory in runs of `run` and
-// returns this thread's maximum over all V of them.
-static __device__ float stage_row(const ce_row *r, int64_t V, int run)
+// The columns [0, vectors) are read a 16-byte vector at a time where `vector` is set (the
+// row's whole vectors), none otherwise; the rest one by one.
+template <typename Dtype>
+static __device__ __forceinline__ int64_t vector_columns(int64_t V, int vector)
 {
-    float m = -INFINITY, x[8];
-    const int64_t whole = V / run * run;
-    for (int64_t i = (int64_t)threadIdx.x * run; i < whole; i += (int64_t)blockDim.x * run) {
-        load_run(r->global, r->dtype, i, run, x);
-        if (i < r->staged)
-            store_run(r->stage, r->dtype, i, run, x);
-        for (int k = 0; k < run; k++)
+    constexpr int n = ce_run<Dtype>::n;
+    return vector ? V / n * n : 0;
+}
+
+// Copies the row's first r->staged logits into shared memory as f32 and returns this
+// thread's maximum over all V of them.
+template <typename Dtype>
+static __device__ float stage_row(const ce_row *r, int64_t V, int vector)
+{
+    constexpr int n = ce_run<Dtype>::n;
+    const int64_t whole = vector_columns<Dtype>(V, vector);
+    float m = -INFINITY;
+    for (int64_t i = (int64_t)threadIdx.x * n; i < whole; i += (int64_t)blockDim.x * n) {
+        float x[n];
+        load_vec<Dtype>(r->global, i, x);
+        if (i < r->staged)   // a run is staged whole: r->staged is a multiple of n
+            stage_put<n>(r->stage, i, x);
+        for (int k = 0; k < n; k++)
             m = x[k] > m ? x[k] : m;
     }
     for (int64_t c = whole + threadIdx.x; c < V; c += blockDim.x) {
-        x[0] = gb_act_load(r->global, r->dtype, c);
+        const float x = gb_act_load(r->global, Dtype::dtype, c);
         if (c < r->staged)
-            gb_act_store(r->stage, r->dtype, c, x[0]);
-        m = x[0] > m ? x[0] : m;
+            r->stage[c] = x;
+        m = x > m ? x : m;
     }
     return m;
 }
 
 // The softmax denominator of the row: blocks of GB_CE_EXP_BLOCK columns summed by groups
 // of lanes into block_sums, added in column order by thread 0 (only its value is right).
+// Each staged logit is replaced by its exponential.
 static __device__ double exp_sum(const ce_row *r, int64_t V, float max, double *block_sums)
 {
     const int64_t n_blocks = (V + GB_CE_EXP_BLOCK - 1) / GB_CE_EXP_BLOCK;
     const int groups = blockDim.x / GB_ROW_LANES;   // each takes every groups-th block
     for (int64_t blk = threadIdx.x / GB_ROW_LANES; blk < n_blocks; blk += groups) {
         const int64_t c0 = blk * GB_CE_EXP_BLOCK;
-        const int64_t len = V - c0 < GB_CE_EXP_BLOCK ? V - c0 : GB_CE_EXP_BLOCK;
+        const int len = (int)(V - c0 < GB_CE_EXP_BLOCK ? V - c0 : GB_CE_EXP_BLOCK);
+        const int64_t left = r->staged - c0;   // staged columns from c0
+        const int in_stage = left <= 0 ? 0 : left < len ? (int)left : len;
+        float *stage = r->stage + c0;
         double acc = 0.0;
-        for (int64_t i = gb_lane(); i < len; i += GB_ROW_LANES)
-            acc += (double)gb_exp_fast(row_at(r, c0 + i) - max);
+        int i = gb_lane();
+        for (; i < in_stage; i += GB_ROW_LANES) {
+            const float e = gb_exp_fast(stage[i] - max);
+            stage[i] = e;
+            acc += (double)e;
+        }
+        for (; i < len; i += GB_ROW_LANES)
+            acc += (double)gb_exp_fast(gb_act_load(r->global, r->dtype, c0 + i) - max);
         acc = gb_lanes_fold_f64(acc);
         if (gb_lane() == 0)
             block_sums[blk] = acc;
@@ -165,36 +219,77 @@ static __device__ double exp_sum(const ce_row *r, int64_t V, float max, double *
     return sum;
 }
 
-// dlogits of the row (n runs of `run`, then the tail one by one) from the staged logits.
-static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, int run,
-                                     float max, float inv, int32_t target, int valid, float d)
+// exp(x_c - max) of column c: exp_sum's, from shared memory where c is staged.
+static __device__ __forceinline__ float exp_at(const ce_row *r, int64_t c, float max)
 {
-    float x[8];
-    const int64_t whole = V / run * run;
-    for (int64_t i = (int64_t)threadIdx.x * run; i < whole; i += (int64_t)blockDim.x * run) {
-        row_run(r, i, run, x);
-        for (int k = 0; k < run; k++)
-            x[k] = valid ? gb_ce_dlogit(gb_exp_fast(x[k] - max), inv, i + k == target, d) : NAN;
-        store_run(dlogits, r->dtype, i, run, x);
+    return c < r->staged ? r->stage[c]
+                         : gb_exp_fast(gb_act_load(r->global, r->dtype, c) - max);
+}
+
+// What the softmax's gradient asks of each column: 1 / S, the target column, dloss, and
+// whether the target is a column at all (else every dlogit is NaN).
+typedef struct ce_grad {
+    float max, inv, d;
+    int32_t target;
+    int valid;
+} ce_grad;
+
+static __device__ __forceinline__ float dlogit_of(const ce_grad *g, float e, int is_target)
+{
+    return g->valid ? gb_ce_dlogit(e, g->inv, is_target, g->d) : NAN;
+}
+
+// dlogits of the n = ce_run<Dtype>::n columns from i, from their exponentials e.
+template <typename Dtype>
+static __device__ __forceinline__ void store_dlogits(void *dlogits, int64_t i, float *e,
+                                                     const ce_grad *g)
+{
+    constexpr int n = ce_run<Dtype>::n;
+    const int64_t from_i = g->target - i;
+    const int target_k = from_i >= 0 && from_i < n ? (int)from_i : -1;   // 32-bit compares below
+    for (int k = 0; k < n; k++)
+        e[k] = dlogit_of(g, e[k], k == target_k);
+    store_vec<Dtype>(dlogits, i, e);
+}
+
+// dlogits of the row from the exponentials: whole vectors, staged ones first, then the
+// tail one by one. The staged and the unstaged runs loop apart, so that the loop over the
+// staged ones (all of them but for a vocabulary past shared memory) holds no exponential.
+template <typename Dtype>
+static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, int vector,
+                                     const ce_grad *g)
+{
+    constexpr int n = ce_run<Dtype>::n;
+    const int64_t whole = vector_columns<Dtype>(V, vector);
+    const int64_t staged = whole < r->staged ? whole : r->staged;   // a multiple of n
+    const int64_t step = (int64_t)blockDim.x * n;
+    int64_t i = (int64_t)threadIdx.x * n;
+    for (; i < staged; i += step) {
+        float e[n];
+        stage_get<n>(r->stage, i, e);
+        store_dlogits<Dtype>(dlogits, i, e, g);
     }
-    for (int64_t c = whole + threadIdx.x; c < V; c += blockDim.x) {
-        x[0] = row_at(r, c);
-        x[0] = valid ? gb_ce_dlogit(gb_exp_fast(x[0] - max), inv, c == target, d) : NAN;
-        gb_act_store(dlogits, r->dtype, c, x[0]);
+    for (; i < whole; i += step) {
+        float e[n];
+        load_vec<Dtype>(r->global, i, e);
+        for (int k = 0; k < n; k++)
+            e[k] = gb_exp_fast(e[k] - g->max);
+        store_dlogits<Dtype>(dlogits, i, e, g);
     }
+    for (int64_t c = whole + threadIdx.x; c < V; c += blockDim.x)
+        gb_act_store(dlogits, Dtype::dtype, c, dlogit_of(g, exp_at(r, c, g->max), c == g->target));
 }
 
 // losses (N); dlogits (N, ld) act or NULL, may alias logits; logits (N, ld) act, V columns
-// used; targets (N); dloss_scale: NULL or one f32. run: 1, or the elements of 16 bytes
-// where every row of logits and dlogits starts 16-byte aligned. Dynamic shared memory:
-// one double per block of GB_CE_EXP_BLOCK columns (sums_bytes, a multiple of 16), then
-// the staged logits, `staged` of them.
+// used; targets (N); dloss_scale: NULL or one f32. vector: 1 where every row of logits and
+// dlogits starts 16-byte aligned, else 0. Dynamic shared memory: one double per block of
+// GB_CE_EXP_BLOCK columns (sums_bytes, a multiple of 16), then `staged` f32 logits.
 // Instantiated per dtype (act.cuh: gb_act_f32, ...).
 template <typename Dtype>
 static __global__ void __launch_bounds__(CE_THREADS)
 cross_entropy_kernel(float *losses, void *dlogits, const void *logits, int64_t ld,
                      const int32_t *targets, int64_t V, float dloss, const float *dloss_scale,
-                     int run, size_t sums_bytes, int64_t staged)
+                     int vector, size_t sums_bytes, int64_t staged)
 {
     constexpr gb_dtype dtype = Dtype::dtype;
     extern __shared__ double block_sums[];
@@ -205,20 +300,22 @@ cross_entropy_kernel(float *losses, void *dlogits, const void *logits, int64_t l
     const int valid = target >= 0 && target < V;
     const int64_t size = dtype == GB_F32 ? 4 : 2;   // bytes of an element
     const ce_row r = {dtype, (const char *)logits + base * size,
-                      (char *)block_sums + sums_bytes, staged};
+                      (float *)((char *)block_sums + sums_bytes), staged};
+    // read before any thread may overwrite it with a dlogit (dlogits may alias logits)
+    const float target_logit =
+        threadIdx.x == 0 && valid ? gb_act_load(r.global, dtype, target) : 0.0f;
 
-    const float max = block_max(stage_row(&r, V, run), warp_max);   // syncs: staged
+    const float max = block_max(stage_row<Dtype>(&r, V, vector), warp_max);   // syncs: staged
     const double sum = exp_sum(&r, V, max, block_sums);
     if (threadIdx.x == 0) {
-        losses[row] = valid ? gb_ce_loss(sum, max, row_at(&r, target)) : NAN;
+        losses[row] = valid ? gb_ce_loss(sum, max, target_logit) : NAN;
         inv_sum = gb_ce_inv_sum(sum);
     }
-    __syncthreads();   // inv_sum, and the target's logit read before dlogits overwrites it
+    __syncthreads();   // inv_sum, and every exponential staged
     if (!dlogits)
         return;
-    const float d = dloss_scale ? dloss * *dloss_scale : dloss;
-    write_dlogits(&r, (char *)dlogits + base * size, V, run, max, inv_sum,
-                  target, valid, d);
+    const ce_grad g = {max, inv_sum, dloss_scale ? dloss * *dloss_scale : dloss, target, valid};
+    write_dlogits<Dtype>(&r, (char *)dlogits + base * size, V, vector, &g);
 }
 
 extern "C" gb_status cuda_cross_entropy(void *self, gb_dtype dtype, float *losses,
@@ -254,7 +351,7 @@ typedef struct ce_launch {
     unsigned rows, threads;
     size_t shared, sums_bytes;
     int64_t ld, V, staged;
-    int run;
+    int vector;
     float dloss;
     const float *dloss_scale;
     float *losses;
@@ -272,7 +369,7 @@ static gb_status launch_kernel(const ce_launch *l)
                                        (int)(l->shared + CE_STATIC)));
     cross_entropy_kernel<Dtype><<<l->rows, l->threads, l->shared, l->dev->compute>>>(
         l->losses, l->dlogits, l->logits, l->ld, l->targets, l->V, l->dloss, l->dloss_scale,
-        l->run, l->sums_bytes, l->staged);
+        l->vector, l->sums_bytes, l->staged);
     GB_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
     return GB_OK;
 }
@@ -306,13 +403,16 @@ static gb_status launch_cross_entropy(cuda_device *dev, gb_dtype dtype, float *l
         return GB_ERR_UNSUPPORTED;
     }
     const int run = run_length(dtype, logits, dlogits ? dlogits : logits, ld);
-    const size_t size = gb_dtype_size(dtype), run_bytes = CE_VEC_BYTES;
-    const size_t row_bytes = ((size_t)V * size + run_bytes - 1) / run_bytes * run_bytes;
-    const size_t room = (limit - sums_bytes) / run_bytes * run_bytes;
+    /* the f32 copy in whole 8-column runs (every run length divides it), as much of the
+     * row as fits */
+    const size_t stage_unit = 8 * sizeof(float);
+    const size_t row_bytes = ((size_t)V * sizeof(float) + stage_unit - 1) / stage_unit *
+                             stage_unit;
+    const size_t room = (limit - sums_bytes) / stage_unit * stage_unit;
     const size_t stage_bytes = row_bytes < room ? row_bytes : room;
     const ce_launch l = {dev, (unsigned)N, ce_threads(V, run), sums_bytes + stage_bytes,
-                         sums_bytes, ld, V, (int64_t)(stage_bytes / size), run, dloss,
-                         dloss_scale, losses, dlogits, logits, targets};
+                         sums_bytes, ld, V, (int64_t)(stage_bytes / sizeof(float)), run > 1,
+                         dloss, dloss_scale, losses, dlogits, logits, targets};
     return GB_ACT_DISPATCH(dtype, launch_kernel, &l);
 }
 

@@ -92,16 +92,16 @@ static __device__ void ln_store_rows(void *dst, unsigned char *shared, const ln_
 // out, x (C) act; weight (C); bias (C) or NULL; mean, rstd: the row's
 static __device__ void layernorm_row(gb_dtype dtype, void *out, float *mean, float *rstd,
                                      const void *x, const float *weight, const float *bias,
-                                     int64_t C, float eps, float lane_sum)
+                                     int C, float eps, float lane_sum)
 {
     const float m = gb_lanes_fold_f32(lane_sum) / (float)C;
     float sq = 0.0f;
-    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
+    for (int c = gb_lane(); c < C; c += GB_ROW_LANES) {
         const float d = gb_act_load(x, dtype, c) - m;
         sq = fmaf(d, d, sq);
     }
     const float s = gb_ln_rstd(gb_lanes_fold_f32(sq), C, eps);
-    for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
+    for (int c = gb_lane(); c < C; c += GB_ROW_LANES) {
         const float v = gb_ln_norm(gb_act_load(x, dtype, c), m, s) * weight[c];
         gb_act_store(out, dtype, c, bias ? v + bias[c] : v);
     }
@@ -128,6 +128,7 @@ static __global__ void layernorm_forward_kernel(ln_layout l, void *out, void *su
     extern __shared__ __align__(16) unsigned char ln_shared[];
     ln_load_vectors(ln_shared, &l, weight, bias);
     const int group = (int)threadIdx.x / GB_ROW_LANES;
+    const int C = (int)l.C;   // a row fits in shared memory: 32-bit indices within it
     for (int64_t row0 = (int64_t)blockIdx.x * l.rows_per_tile; row0 < N;
          row0 += (int64_t)gridDim.x * l.rows_per_tile) {
         const int rows = (int)(N - row0 < l.rows_per_tile ? N - row0 : l.rows_per_tile);
@@ -140,7 +141,7 @@ static __global__ void layernorm_forward_kernel(ln_layout l, void *out, void *su
             unsigned char *x = ln_tile(ln_shared, &l, 0) + group * l.stride;
             unsigned char *y = b ? ln_tile(ln_shared, &l, 1) + group * l.stride : x;
             float lane_sum = 0.0f;
-            for (int64_t c = gb_lane(); c < l.C; c += GB_ROW_LANES) {
+            for (int c = gb_lane(); c < C; c += GB_ROW_LANES) {
                 float v = gb_act_load(x, dtype, c);
                 if (b) {
                     v = gb_act_round(dtype, v + gb_act_load(y, dtype, c));
@@ -150,7 +151,7 @@ static __global__ void layernorm_forward_kernel(ln_layout l, void *out, void *su
             }
             const int64_t row = row0 + group;
             layernorm_row(dtype, y, mean + row, rstd + row, x, ln_vector(ln_shared, &l, 0),
-                          bias ? ln_vector(ln_shared, &l, 1) : NULL, l.C, eps, lane_sum);
+                          bias ? ln_vector(ln_shared, &l, 1) : NULL, C, eps, lane_sum);
         }
         __syncthreads();
         if (b)
