@@ -5,7 +5,8 @@
  * Conversions are gearbox/convert.h's, bit for bit the CPU kernels' (widening exact,
  * narrowing to nearest even, NaN kept quiet), rather than the CUDA intrinsics, so a CUDA
  * kernel that computes an element the way the CPU does stores the same 16 bits. No
- * vectorised (128-bit) access here: rows.cuh moves whole rows in 16-byte units.
+ * vectorised (128-bit) access here: vec16.cuh reads and writes 16-byte units of
+ * activations, rows.cuh moves whole rows in them.
  */
 #ifndef GEARBOX_KERNELS_CUDA_ACT_CUH
 #define GEARBOX_KERNELS_CUDA_ACT_CUH

@@ -928,7 +928,8 @@ static void test_kernels(void)
         kt_section("%s kernels against device/cpu (same bits expected)", gb_dtype_name(dtype));
         test_embed(dtype, 3, 5, 67, 11, &rng);
         test_embed(dtype, 2, 600, 67, 11, &rng);   // two token tiles, a partial last warp
-        test_embed(dtype, 8, 64, 768, 50, &rng);
+        test_embed(dtype, 8, 64, 768, 50, &rng);   // 16-byte runs of columns
+        test_embed(dtype, 4, 40, 264, 30, &rng);   // ... a partial last tile of them
         test_layernorm(dtype, 37, 77, 1, &rng);
         test_layernorm(dtype, 130, 768, 0, &rng);
         test_add_layernorm(dtype, 37, 77, 1, &rng);

@@ -28,7 +28,6 @@
  * host round trip.
  */
 #include <math.h>
-#include <string.h>
 
 #include "act.cuh"
 #include "crossentropy.h"
@@ -36,72 +35,12 @@
 #include "cuda_status.h"
 #include "exp.h"
 #include "lanes.cuh"
+#include "vec16.cuh"
 
 /* Threads per row at most: 32 warps keep enough 16-byte loads in flight to stream a row. */
 #define CE_THREADS 1024
 /* Bytes set aside for the kernel's static shared memory (warp maxima, the inverse sum). */
 #define CE_STATIC 1024
-/* Bytes of one vector access. */
-#define CE_VEC_BYTES 16
-
-/* 16 bytes of a row: 4 f32 or 8 16-bit logits (the CUDA compiler and the emulator's
- * both read a union's other member as the same bytes). */
-union alignas(CE_VEC_BYTES) ce_vec {
-    float f[4];
-    uint16_t h[8];
-};
-
-/* Elements of Dtype in one 16-byte vector: a compile-time count, so that a run's values
- * stay in registers (a run length known only at run time puts them in local memory). */
-template <typename Dtype>
-struct ce_run {
-    static constexpr int n = Dtype::dtype == GB_F32 ? 4 : 8;
-};
-
-// The 16 bytes at p (16-byte aligned) as one access: loaded as what they are in memory
-// and copied to the union for their elements (reading the union straight from memory
-// lets a compiler split the access into one per element).
-static __device__ __forceinline__ ce_vec vec_at(const void *p)
-{
-    const uint4 unit = *(const uint4 *)p;
-    ce_vec v;
-    memcpy(&v, &unit, sizeof v);
-    return v;
-}
-
-static __device__ __forceinline__ void vec_put(void *p, const ce_vec *v)
-{
-    uint4 unit;
-    memcpy(&unit, v, sizeof unit);
-    *(uint4 *)p = unit;
-}
-
-// The n = ce_run<Dtype>::n logits of p from element i (16-byte aligned) as f32.
-template <typename Dtype>
-static __device__ __forceinline__ void load_vec(const void *p, int64_t i, float *out)
-{
-    constexpr int n = ce_run<Dtype>::n;
-    const ce_vec v = vec_at((const ce_vec *)p + i / n);
-    for (int k = 0; k < n; k++)
-        out[k] = Dtype::dtype == GB_F32    ? v.f[k]
-                 : Dtype::dtype == GB_BF16 ? gb_f32_from_bf16(v.h[k])
-                                           : gb_f32_from_f16(v.h[k]);
-}
-
-// load_vec's inverse: the n values of in stored at element i of p, rounded to Dtype.
-template <typename Dtype>
-static __device__ __forceinline__ void store_vec(void *p, int64_t i, const float *in)
-{
-    constexpr int n = ce_run<Dtype>::n;
-    ce_vec v = {{0.0f}};   // every element is set below; the compiler cannot see it
-    for (int k = 0; k < n; k++) {
-        if (Dtype::dtype == GB_F32)
-            v.f[k] = in[k];
-        else
-            v.h[k] = Dtype::dtype == GB_BF16 ? gb_bf16_from_f32(in[k]) : gb_f16_from_f32(in[k]);
-    }
-    vec_put((ce_vec *)p + i / n, &v);
-}
 
 // The n f32 of stage from element i (a multiple of 4) to `out`, or from `in` back: 16
 // bytes an access.
@@ -109,7 +48,7 @@ template <int n>
 static __device__ __forceinline__ void stage_get(const float *stage, int64_t i, float *out)
 {
     for (int j = 0; j < n; j += 4) {
-        const ce_vec v = vec_at(stage + i + j);
+        const gb_vec16 v = gb_vec16_load(stage + i + j);
         for (int k = 0; k < 4; k++)
             out[j + k] = v.f[k];
     }
@@ -119,10 +58,10 @@ template <int n>
 static __device__ __forceinline__ void stage_put(float *stage, int64_t i, const float *in)
 {
     for (int j = 0; j < n; j += 4) {
-        ce_vec v;
+        gb_vec16 v;
         for (int k = 0; k < 4; k++)
             v.f[k] = in[j + k];
-        vec_put(stage + i + j, &v);
+        gb_vec16_store(stage + i + j, v);
     }
 }
 
@@ -156,7 +95,7 @@ static __device__ float block_max(float m, float *scratch)
 template <typename Dtype>
 static __device__ __forceinline__ int64_t vector_columns(int64_t V, int vector)
 {
-    constexpr int n = ce_run<Dtype>::n;
+    constexpr int n = gb_vec16_len<Dtype>::n;
     return vector ? V / n * n : 0;
 }
 
@@ -165,12 +104,12 @@ static __device__ __forceinline__ int64_t vector_columns(int64_t V, int vector)
 template <typename Dtype>
 static __device__ float stage_row(const ce_row *r, int64_t V, int vector)
 {
-    constexpr int n = ce_run<Dtype>::n;
+    constexpr int n = gb_vec16_len<Dtype>::n;
     const int64_t whole = vector_columns<Dtype>(V, vector);
     float m = -INFINITY;
     for (int64_t i = (int64_t)threadIdx.x * n; i < whole; i += (int64_t)blockDim.x * n) {
         float x[n];
-        load_vec<Dtype>(r->global, i, x);
+        gb_vec16_load_act<Dtype>(r->global, i, x);
         if (i < r->staged)   // a run is staged whole: r->staged is a multiple of n
             stage_put<n>(r->stage, i, x);
         for (int k = 0; k < n; k++)
@@ -239,17 +178,17 @@ static __device__ __forceinline__ float dlogit_of(const ce_grad *g, float e, int
     return g->valid ? gb_ce_dlogit(e, g->inv, is_target, g->d) : NAN;
 }
 
-// dlogits of the n = ce_run<Dtype>::n columns from i, from their exponentials e.
+// dlogits of the n = gb_vec16_len<Dtype>::n columns from i, from their exponentials e.
 template <typename Dtype>
 static __device__ __forceinline__ void store_dlogits(void *dlogits, int64_t i, float *e,
                                                      const ce_grad *g)
 {
-    constexpr int n = ce_run<Dtype>::n;
+    constexpr int n = gb_vec16_len<Dtype>::n;
     const int64_t from_i = g->target - i;
     const int target_k = from_i >= 0 && from_i < n ? (int)from_i : -1;   // 32-bit compares below
     for (int k = 0; k < n; k++)
         e[k] = dlogit_of(g, e[k], k == target_k);
-    store_vec<Dtype>(dlogits, i, e);
+    gb_vec16_store_act<Dtype>(dlogits, i, e);
 }
 
 // dlogits of the row from the exponentials: whole vectors, staged ones first, then the
@@ -259,7 +198,7 @@ template <typename Dtype>
 static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, int vector,
                                      const ce_grad *g)
 {
-    constexpr int n = ce_run<Dtype>::n;
+    constexpr int n = gb_vec16_len<Dtype>::n;
     const int64_t whole = vector_columns<Dtype>(V, vector);
     const int64_t staged = whole < r->staged ? whole : r->staged;   // a multiple of n
     const int64_t step = (int64_t)blockDim.x * n;
@@ -271,7 +210,7 @@ static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, 
     }
     for (; i < whole; i += step) {
         float e[n];
-        load_vec<Dtype>(r->global, i, e);
+        gb_vec16_load_act<Dtype>(r->global, i, e);
         for (int k = 0; k < n; k++)
             e[k] = gb_exp_fast(e[k] - g->max);
         store_dlogits<Dtype>(dlogits, i, e, g);
@@ -331,10 +270,10 @@ extern "C" gb_status cuda_cross_entropy(void *self, gb_dtype dtype, float *losse
 static int run_length(gb_dtype dtype, const void *logits, const void *dlogits, int64_t ld)
 {
     const size_t size = gb_dtype_size(dtype);
-    const int aligned = (uintptr_t)logits % CE_VEC_BYTES == 0 &&
-                        (uintptr_t)dlogits % CE_VEC_BYTES == 0 &&
-                        (size_t)ld * size % CE_VEC_BYTES == 0;
-    return aligned ? (int)(CE_VEC_BYTES / size) : 1;
+    const int aligned = (uintptr_t)logits % GB_VEC16_BYTES == 0 &&
+                        (uintptr_t)dlogits % GB_VEC16_BYTES == 0 &&
+                        (size_t)ld * size % GB_VEC16_BYTES == 0;
+    return aligned ? (int)(GB_VEC16_BYTES / size) : 1;
 }
 
 /* Threads of a row's block: one per run of `run` columns, whole warps, at most CE_THREADS. */
@@ -385,8 +324,8 @@ static gb_status launch_cross_entropy(cuda_device *dev, gb_dtype dtype, float *l
     if (st != GB_OK || N == 0)
         return st;
     const size_t n_sums = (size_t)((V + GB_CE_EXP_BLOCK - 1) / GB_CE_EXP_BLOCK);
-    const size_t sums_bytes = (n_sums * sizeof(double) + CE_VEC_BYTES - 1) / CE_VEC_BYTES *
-                              CE_VEC_BYTES;
+    const size_t sums_bytes = (n_sums * sizeof(double) + GB_VEC16_BYTES - 1) / GB_VEC16_BYTES *
+                              GB_VEC16_BYTES;
     int optin = 0;
     GB_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                          dev->ordinal));

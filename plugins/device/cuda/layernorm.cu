@@ -24,6 +24,7 @@
 #include "lanes.cuh"
 #include "layernorm.h"
 #include "rows.cuh"
+#include "vec16.cuh"
 
 /* Rows per tile at most (one group of 16 lanes each: 256 threads). */
 #define TILE_ROWS_MAX (CUDA_BLOCK / GB_ROW_LANES)
@@ -165,28 +166,19 @@ typedef struct ln_dx_terms {
     float mean, rstd, dnorm_mean, dnorm_norm_mean;
 } ln_dx_terms;
 
-/* 16 bytes of a row as its elements: 4 f32 or 8 16-bit ones. A unit is loaded and stored
- * as what it is in memory (a uint4: one 16-byte access) and copied to and from this for
- * its elements, which are read and written through the member of their type: reaching
- * them through a pointer cast to another type breaks C++'s aliasing rules, which an
- * optimiser exploits once the dtype is a constant (it did: dx came out wrong in f16). */
-union alignas(16) ln_vec {
-    float f[4];
-    uint16_t h[8];
-};
-
-/* The elements of a unit: ln_vec for a 16-byte one, else the lone element itself. */
+/* The elements of a unit: gb_vec16 (vec16.cuh, which says why a unit is copied to it)
+ * for a 16-byte one, else the lone element itself. */
 template <typename Unit>
 struct ln_elements_of {
     typedef Unit type;
 };
 template <>
 struct ln_elements_of<uint4> {
-    typedef ln_vec type;
+    typedef gb_vec16 type;
 };
 
 /* Where gb_act_load and gb_act_store find them: the member of the dtype's type. */
-static __device__ __forceinline__ void *ln_elements(ln_vec *v, gb_dtype dtype)
+static __device__ __forceinline__ void *ln_elements(gb_vec16 *v, gb_dtype dtype)
 {
     return dtype == GB_F32 ? (void *)v->f : (void *)v->h;
 }
