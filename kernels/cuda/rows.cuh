@@ -16,21 +16,23 @@
 
 #include "hostdevice.h"
 
-/* Every thread of the block calls it with the same arguments. */
+/* Every thread of the block calls it with the same arguments. One side of every copy is
+ * the block's shared memory, so its units number far below 2^31: 32-bit indices (a
+ * 64-bit division by the units a row costs tens of instructions a unit). */
 template <typename Unit>
 static __device__ void gb_copy_row_units(void *dst, int64_t dst_stride, const void *src,
                                          int64_t src_stride, int64_t rows, int64_t row_bytes)
 {
-    const int64_t per_row = row_bytes / (int64_t)sizeof(Unit);
-    for (int64_t u = threadIdx.x; u < rows * per_row; u += blockDim.x) {
-        const int64_t r = u / per_row, k = u % per_row;
+    const int per_row = (int)(row_bytes / (int64_t)sizeof(Unit)), units = (int)rows * per_row;
+    for (int u = (int)threadIdx.x; u < units; u += (int)blockDim.x) {
+        const int r = u / per_row, k = u % per_row;
         ((Unit *)((char *)dst + r * dst_stride))[k] =
             ((const Unit *)((const char *)src + r * src_stride))[k];
     }
 }
 
-/* dst rows = src rows (either side global or shared); the caller synchronises the block
- * before reading what it copied to shared memory. */
+/* dst rows = src rows (one side global, the other shared); the caller synchronises the
+ * block before reading what it copied to shared memory. */
 static __device__ void gb_block_copy_rows(void *dst, int64_t dst_stride, const void *src,
                                           int64_t src_stride, int64_t rows, int64_t row_bytes)
 {

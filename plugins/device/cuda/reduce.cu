@@ -6,11 +6,12 @@
  * No float atomics: every sum has kernels/common/reduce_order.h's order, fixed by the
  * sizes alone. Sums over rows cut the rows into gb_chunk_count() chunks; pass one gives
  * each (chunk, column) a thread that sums the chunk's rows in order into a double partial
- * in scratch, pass two gives each column a warp that adds the partials in chunk order (32
- * loaded at once, added in order by shuffles) and then adds the total to the f32 output. When the partials of all columns do not fit the
- * scratch, columns are done a slab at a time (the order per column is the same). The sum
- * of squares gives each chunk of GB_CHUNK_ELEMENTS a group of 16 lanes (lanes.cuh) and one
- * warp adds the chunk partials in order. These are the CPU device's orders, so f32
+ * in scratch, pass two gives 32 neighbouring columns a warp, whose lanes each add their
+ * column's partials in chunk order (64 chunks loaded at once, each load of the warp
+ * consecutive) and then adds the totals to the f32 output. When the partials of all
+ * columns do not fit the scratch, columns are done a slab at a time (the order per column
+ * is the same). The sum of squares gives each chunk of GB_CHUNK_ELEMENTS a group of 16
+ * lanes (lanes.cuh) and one warp adds the chunk partials in order. These are the CPU device's orders, so f32
  * results have its bits.
  */
 #include "act.cuh"
@@ -48,40 +49,77 @@ static __global__ void column_partials_kernel(gb_dtype dtype, double *partials, 
     partials[chunk * slab + j] = acc;
 }
 
-/* The sum of values[p * stride] for p < count in increasing p, by one warp (every lane
- * calls it and gets the total): lane l loads value p0 + l, 32 in one request, and every
- * lane adds the 32 in index order, so the bits are those of a loop over p. */
-static __device__ double warp_ordered_sum(const double *values, int64_t count, int64_t stride)
+/* Chunks a round of warp_ordered_sums adds: a lane loads 2 G of them at once (64 doubles
+ * in flight for G = 32), so 256 chunks take four waits for memory. */
+#define ROUND_CHUNKS 64
+
+/* total + one round of warp_ordered_sums: the n <= ROUND_CHUNKS chunks from `at` (a lane's
+ * first; its next `step` on, each 32 / G chunks on from the one before). */
+template <int G>
+static __device__ __forceinline__ double add_round(double total, const double *at,
+                                                   int64_t step, int n)
 {
-    const int lane = (int)(threadIdx.x % 32);
-    double total = 0.0;
-    for (int64_t p0 = 0; p0 < count; p0 += 32) {
-        const int64_t p = p0 + lane;
-        const double mine = p < count ? values[p * stride] : 0.0;
-        const int n = (int)(count - p0 < 32 ? count - p0 : 32);
-        for (int l = 0; l < n; l++)
-            total += __shfl_sync(0xffffffffu, mine, l);
-    }
+    constexpr int per = 32 / G, loads = ROUND_CHUNKS / per;   // chunks a load of the warp
+    const int lane = (int)(threadIdx.x % 32), g = lane % G;
+    double mine[loads];
+#pragma unroll
+    for (int s = 0; s < loads; s++)
+        mine[s] = s * per + lane / G < n ? at[s * step] : 0.0;
+#pragma unroll
+    for (int s = 0; s < loads; s++)
+#pragma unroll
+        for (int q = 0; q < per; q++)
+            if (s * per + q < n)   // the same for the whole warp
+                total += per == 1 ? mine[s] : __shfl_sync(0xffffffffu, mine[s], q * G + g);
     return total;
 }
 
-/* Warps per block of add_partials_kernel, one column each. */
-#define COLUMNS_PER_BLOCK (CUDA_BLOCK / 32)
+/* The sums of values[p * stride + g] over p < count in increasing p, for the G columns
+ * g < G (G divides 32), by one warp, ROUND_CHUNKS chunks a round: lane l loads chunks
+ * p0 + s 32 / G + l / G of column l % G, so each load of the warp reads 32 / G chunks of
+ * G neighbouring columns; then every lane adds its column's values in chunk order (from
+ * the lanes that loaded them, by shuffles, unless it loaded them all itself: G = 32), so
+ * the bits are those of a loop over p. Every lane calls it and gets the total of its
+ * column, l % G; a lane whose column is past `columns` reads column 0 instead, so that
+ * whole rounds load unguarded. */
+template <int G>
+static __device__ double warp_ordered_sums(const double *values, int64_t count, int64_t stride,
+                                           int columns)
+{
+    const int lane = (int)(threadIdx.x % 32), g = lane % G;
+    const int64_t step = (int64_t)(32 / G) * stride;
+    const double *at = values + (int64_t)(lane / G) * stride + (g < columns ? g : 0);
+    double total = 0.0;
+    int64_t p0 = 0;
+    for (; p0 + ROUND_CHUNKS <= count; p0 += ROUND_CHUNKS, at += ROUND_CHUNKS * stride)
+        total = add_round<G>(total, at, step, ROUND_CHUNKS);
+    return p0 < count ? add_round<G>(total, at, step, (int)(count - p0)) : total;
+}
+
+/* Warps per block of add_partials_kernel (one: its warps are few, and spread over the
+ * SMs), and neighbouring columns a warp: a lane's own, whose chunks of a round it loads
+ * at once, each load of the warp 256 consecutive bytes. */
+#define WARPS_PER_BLOCK 1
+#define COLUMNS_PER_WARP 32
 
 // dst (cols) +=, and dst2 (cols) += from partials + second where dst2 is not NULL;
-// partials (chunks, stride >= cols); one warp per column of either
+// partials (chunks, stride >= cols); one warp per COLUMNS_PER_WARP columns of either
 static __global__ void add_partials_kernel(float *dst, float *dst2, const double *partials,
                                            int64_t chunks, int64_t stride, int64_t cols,
                                            int64_t second)
 {
-    const int64_t c = (int64_t)blockIdx.x * COLUMNS_PER_BLOCK + threadIdx.x / 32;
-    if (c >= (dst2 ? 2 : 1) * cols)
+    const int64_t groups = (cols + COLUMNS_PER_WARP - 1) / COLUMNS_PER_WARP;
+    const int64_t w = (int64_t)blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / 32;
+    if (w >= (dst2 ? 2 : 1) * groups)
         return;   // the whole warp
-    const bool other = c >= cols;
-    const int64_t col = other ? c - cols : c;
-    const double sum = warp_ordered_sum(partials + (other ? second : 0) + col, chunks, stride);
-    if (threadIdx.x % 32 == 0)
-        (other ? dst2 : dst)[col] += (float)sum;
+    const bool other = w >= groups;
+    const int64_t col0 = (other ? w - groups : w) * COLUMNS_PER_WARP;
+    const int columns = (int)(cols - col0 < COLUMNS_PER_WARP ? cols - col0 : COLUMNS_PER_WARP);
+    const double sum = warp_ordered_sums<COLUMNS_PER_WARP>(
+        partials + (other ? second : 0) + col0, chunks, stride, columns);
+    const int lane = (int)(threadIdx.x % 32);
+    if (lane < columns)
+        (other ? dst2 : dst)[col0 + lane] += (float)sum;
 }
 
 extern "C" gb_status cuda_add_partials(cuda_device *dev, float *dst, float *dst2,
@@ -89,10 +127,10 @@ extern "C" gb_status cuda_add_partials(cuda_device *dev, float *dst, float *dst2
                                        int64_t cols, int64_t second)
 {
     const gb_host *host = dev->host;
-    const int64_t warps = (dst2 ? 2 : 1) * cols;
-    const unsigned blocks = (unsigned)((warps + COLUMNS_PER_BLOCK - 1) / COLUMNS_PER_BLOCK);
-    add_partials_kernel<<<blocks, CUDA_BLOCK, 0, dev->compute>>>(dst, dst2, partials, chunks,
-                                                                 stride, cols, second);
+    const int64_t warps = (dst2 ? 2 : 1) * ((cols + COLUMNS_PER_WARP - 1) / COLUMNS_PER_WARP);
+    const unsigned blocks = (unsigned)((warps + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK);
+    add_partials_kernel<<<blocks, WARPS_PER_BLOCK * 32, 0, dev->compute>>>(
+        dst, dst2, partials, chunks, stride, cols, second);
     GB_CUDA_CHECK_LAUNCH("add_partials_kernel");
     return GB_OK;
 }
@@ -170,7 +208,7 @@ static __global__ void sum_squares_partials_kernel(double *partials, const float
 // partials (chunks)
 static __global__ void sum_partials_kernel(float *out, const double *partials, int64_t chunks)
 {
-    const double total = warp_ordered_sum(partials, chunks, 1);
+    const double total = warp_ordered_sums<1>(partials, chunks, 1, 1);
     if (threadIdx.x == 0)
         *out = (float)total;
 }
