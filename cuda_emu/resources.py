@@ -24,18 +24,23 @@ two are its innermost loops that load from global memory and their global loads,
 flight at once (docs/gpu.md, "The time of a kernel").
 
 Beside it, X.lines.tsv for X.resources.tsv (ptx_lines), after a header line, one row per
-kernel, source line and kind of access:
+kernel, source line and kind of access, and per chain of call sites where it has several:
 
-  symbol  file  line  space  direction  instructions  fp32  sfu
+  symbol  file  line  space  direction  instructions  fp32  sfu  callers
 
 file and line are where the PTX's .loc puts an access (the innermost inlined function's
 line; file the normalised path of its .file directive), space global, shared or generic
 (a load or store through a generic address), direction load, store or atomic (a cp.async
-is a global load); the last three are its weight: the instructions, CUDA-core and SFU
+is a global load); the next three are its weight: the instructions, CUDA-core and SFU
 instructions of the innermost loop holding the access (for one outside every loop, of the
 kernel's code outside loops) per access of that loop, averaged over the accesses of the
-key. The counting mode charges each access it sees run at that line the weight, and the
-first table's average (ptx_instructions / ptx_memory, ...) where no row matches.
+key in its deepest-nested loops (an unrolled loop's remainder, which nvcc places in the
+loop around it, runs a few times where the loop runs many). callers is empty on the row of every access at that line; where the line was inlined
+through more than one chain of call sites (a helper called from two loops), a row per
+chain follows, its callers the call sites `FILE:LINE;FILE:LINE...`, innermost first. The
+counting mode charges each access it sees run at that line the weight of the chain that
+matches its own call sites best (addr2line -i on the emulated build), else of the line,
+and the first table's average (ptx_instructions / ptx_memory, ...) where no row matches.
 The emulator (src/resources.cc) reads the tables next to the emulated plugin and matches
 each emulated kernel to its rows by the demangled name. DEPFILE lists every header the
 .cu files include, so editing one rebuilds the table.
@@ -71,7 +76,7 @@ SFU = re.compile(r"^(?:(?:ex2|lg2|rsqrt|rcp|sqrt|sin|cos|tanh)\.approx|(?:div|rc
 # Line info (nvcc -lineinfo): `.loc FILE LINE COLUMN[, inlined_at ...]` says where the
 # instructions after it come from, the innermost inlined function's line first; `.file N
 # "PATH"` names file N.
-LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")
+LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*\binlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
 PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]+)"', re.M)
 LABEL = re.compile(r"^(\$\w+):", re.M)
 BACK_BRANCH = re.compile(r"^\s*(?:@!?%\w+\s+)?bra(?:\.uni)?\s+(\$\w+)\s*;", re.M)
@@ -184,18 +189,30 @@ def ptx_classes(ptx):
 
 
 def located_instructions(body):
-    """(offset, opcode, file number, line) of each instruction of a PTX body: the last .loc
-    before it says where in the source it comes from (file '' and line 0: nowhere)."""
+    """(offset, opcode, file number, line, callers) of each instruction of a PTX body: the
+    last .loc before it says where in the source it comes from (file '' and line 0:
+    nowhere), and callers are the call sites it was inlined through, innermost first, as
+    (file number, line): each .loc `inlined_at` a place names its caller, which nvcc gives
+    its own .loc just before (a caller not among the places before it ends the chain)."""
     out = []
-    offset, file, line = 0, '', 0
+    offset, frames = 0, []   # frames: (file, line, column), outermost first
     for text in body.splitlines(keepends=True):
         loc = LOC.match(text)
         if loc:
-            file, line = loc.group(1), int(loc.group(2))
+            here = loc.group(1, 2, 3)
+            caller = loc.group(4, 5, 6) if loc.group(4) else None
+            if caller is None:
+                frames = [here]
+            elif caller in frames:
+                frames = frames[:len(frames) - frames[::-1].index(caller)] + [here]
+            else:
+                frames = [caller, here]
         else:
             op = INSTRUCTION.match(text)
             if op:
-                out.append((offset, op.group(1), file, line))
+                file, line = (frames[-1][0], int(frames[-1][1])) if frames else ('', 0)
+                callers = tuple((f, int(l)) for f, l, _ in reversed(frames[:-1]))
+                out.append((offset, op.group(1), file, line, callers))
         offset += len(text)
     return out
 
@@ -214,9 +231,9 @@ def region_weights(body, instructions):
     spans = sorted(set(loop_spans(body)), key=lambda s: s[1] - s[0])
     parent = {s: next((p for p in spans if p != s and p[0] <= s[0] and s[1] <= p[1]), None)
               for s in spans}
-    where = [next((s for s in spans if s[0] <= at < s[1]), None) for at, _, _, _ in instructions]
+    where = [next((s for s in spans if s[0] <= i[0] < s[1]), None) for i in instructions]
     counts = {s: [0, 0, 0, 0] for s in spans + [None]}   # instructions, memory, fp32, sfu
-    for s, (_, op, _, _) in zip(where, instructions):
+    for s, (_, op, _, _, _) in zip(where, instructions):
         for i, hit in enumerate((True, accesses(op), FP32.match(op), SFU.match(op))):
             counts[s][i] += bool(hit)
     for s in spans:   # inner loops first
@@ -241,21 +258,47 @@ def access_kind(op):
 
 
 def ptx_lines(ptx):
-    """{symbol: {(file, line, space, direction): (instructions, fp32, sfu)}}: for each .entry,
-    the weight of its accesses (region_weights: their loop's instructions of each class per
-    access), averaged over those of one source line and kind of access.
-    The file is the .file directive's path, normalised; instructions at line 0 have none."""
+    """{symbol: {(file, line, space, direction, callers): (instructions, fp32, sfu)}}: for
+    each .entry, the weight of its accesses (region_weights: their loop's instructions of
+    each class per access), averaged over the deepest-nested of those of one source line
+    and kind of access (callers ''; deepest_mean), and where that line was inlined through
+    more than one chain of call sites, over those of each chain too (callers
+    'FILE:LINE;...', innermost first): a helper's line reached from two loops gets each
+    loop's weight. The files are the .file directives' paths, normalised; instructions at
+    line 0 have none."""
     files = {n: os.path.normpath(path) for n, path in PTX_FILE.findall(ptx)}
     lines = {}
     for symbol, body in entry_bodies(ptx):
         instructions = located_instructions(body)
         where, weights = region_weights(body, instructions)
-        keyed = {}
-        for s, (_, op, file, line) in zip(where, instructions):
+        spans = loop_spans(body)
+        keyed, chains = {}, {}
+        for s, (_, op, file, line, callers) in zip(where, instructions):
             if accesses(op) and line > 0 and file in files:
-                keyed.setdefault((files[file], line) + access_kind(op), []).append(weights[s])
-        lines[symbol] = {k: tuple(sum(c) / len(w) for c in zip(*w)) for k, w in keyed.items()}
+                key = (files[file], line) + access_kind(op)
+                chain = ';'.join('%s:%d' % (files.get(f, '?'), l) for f, l in callers)
+                at = (loop_depth(s, spans), weights[s])
+                keyed.setdefault(key + ('',), []).append(at)
+                chains.setdefault(key, {}).setdefault(chain, []).append(at)
+        for key, by_chain in chains.items():
+            if len(by_chain) > 1:
+                keyed.update({key + (chain,): w for chain, w in by_chain.items()})
+        lines[symbol] = {k: deepest_mean(w) for k, w in keyed.items()}
     return lines
+
+
+def loop_depth(region, spans):
+    """How many loops hold a region (region_weights': a loop span, or None outside all)."""
+    return 0 if region is None else sum(1 for a, b in spans if a <= region[0] and region[1] <= b)
+
+
+def deepest_mean(weighted):
+    """The mean weight of the deepest-nested of (depth, weight) accesses: where nvcc put
+    copies of one access in nested loops (an unrolled loop's remainder in the loop around
+    it), the inner copy runs all but a few of the times."""
+    deepest = max(d for d, _ in weighted)
+    w = [x for d, x in weighted if d == deepest]
+    return tuple(sum(c) / len(w) for c in zip(*w))
 
 
 def compile_one(nvcc, args, cu, work):
@@ -289,7 +332,8 @@ def compile_one(nvcc, args, cu, work):
 
 def line_rows(symbol, lines):
     """The lines table's rows of one kernel, in the order of its keys."""
-    return ['%s\t%s\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f' % ((symbol,) + key + lines[key])
+    return ['%s\t%s\t%d\t%s\t%s\t%.3f\t%.3f\t%.3f\t%s' % ((symbol,) + key[:4] + lines[key] +
+                                                          key[4:])
             for key in sorted(lines)]
 
 
@@ -307,7 +351,7 @@ def main(argv):
     args, sources = argv[4:split], argv[split + 1:]
     lines = ['symbol\tregisters\tstatic_smem\tlocal_bytes\tmax_threads_bound\tmin_blocks_bound'
              '\tptx_instructions\tptx_memory\tptx_fp32\tptx_sfu\tptx_loops\tptx_loop_loads']
-    weights = ['symbol\tfile\tline\tspace\tdirection\tinstructions\tfp32\tsfu']
+    weights = ['symbol\tfile\tline\tspace\tdirection\tinstructions\tfp32\tsfu\tcallers']
     deps = []
     for cu in sources:
         with tempfile.TemporaryDirectory() as work:

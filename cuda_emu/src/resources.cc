@@ -65,11 +65,19 @@ std::string demangled(const std::string &symbol)
  * "shared", "generic") and the direction ("load", "store", "atomic"). */
 using line_key = std::tuple<std::string, int, std::string, std::string>;
 
+/* A line's weights: of all its accesses, and of those inlined through each chain of call
+ * sites (files by their last component, innermost first) where nvcc inlined it through
+ * several. */
+struct line_weights {
+    LineWeight all = {};
+    std::vector<std::pair<std::vector<SourcePlace>, LineWeight>> chains;
+};
+
 struct table {
     std::string path;
     bool present = false;
     std::map<std::string, KernelResources> rows;   /* by demangled name */
-    std::map<std::string, std::map<line_key, LineWeight>> lines;   /* the same */
+    std::map<std::string, std::map<line_key, line_weights>> lines;   /* the same */
 };
 
 std::string last_component(const std::string &path)
@@ -91,6 +99,25 @@ std::vector<std::string> tab_fields(const char *line)
     return fields;
 }
 
+/* The call sites of a lines table's row, "FILE:LINE;FILE:LINE..." (files by their last
+ * component); a malformed one comes back shorter than its colons say. */
+std::vector<SourcePlace> call_sites(const std::string &text)
+{
+    std::vector<SourcePlace> out;
+    for (size_t from = 0; from < text.size();) {
+        const size_t end = std::min(text.find(';', from), text.size());
+        const size_t colon = text.rfind(':', end);
+        char *stop = nullptr;
+        const long line = colon == std::string::npos || colon < from
+                              ? 0 : strtol(text.c_str() + colon + 1, &stop, 10);
+        if (line <= 0 || stop != text.c_str() + end)
+            break;
+        out.push_back(SourcePlace{last_component(text.substr(from, colon - from)), (int)line});
+        from = end + 1;
+    }
+    return out;
+}
+
 /* Reads the lines table `path` into t (absent: none; the counting mode then falls back to
  * the kernels' averages); a malformed line stops the process naming the file and line. */
 void read_lines(const std::string &path, table &t)
@@ -105,17 +132,26 @@ void read_lines(const std::string &path, table &t)
         const std::vector<std::string> v = tab_fields(line);
         char *end[4] = {};
         LineWeight w = {};
-        const int at = v.size() == 8 ? (int)strtol(v[2].c_str(), &end[0], 10) : 0;
-        if (v.size() == 8) {
+        std::vector<SourcePlace> callers;
+        const bool fields = v.size() == 9;
+        const int at = fields ? (int)strtol(v[2].c_str(), &end[0], 10) : 0;
+        if (fields) {
             w.instructions = strtod(v[5].c_str(), &end[1]);
             w.fp32 = strtod(v[6].c_str(), &end[2]);
             w.sfu = strtod(v[7].c_str(), &end[3]);
+            callers = call_sites(v[8]);
         }
-        if (v.size() != 8 || *end[0] || *end[1] || *end[2] || *end[3])
-            violation("%s:%d: not a row of a lines table (symbol, file, line, space, direction "
-                      "and three weights, as cuda_emu/resources.py writes them): rebuild it "
-                      "(ninja)", path.c_str(), n);
-        t.lines[demangled(v[0])][line_key{last_component(v[1]), at, v[3], v[4]}] = w;
+        if (!fields || *end[0] || *end[1] || *end[2] || *end[3] ||
+            callers.size() != (size_t)std::count(v[8].begin(), v[8].end(), ':'))
+            violation("%s:%d: not a row of a lines table (symbol, file, line, space, direction, "
+                      "three weights and the call sites, as cuda_emu/resources.py writes them): "
+                      "rebuild it (ninja)", path.c_str(), n);
+        line_weights &row =
+            t.lines[demangled(v[0])][line_key{last_component(v[1]), at, v[3], v[4]}];
+        if (callers.empty())
+            row.all = w;
+        else
+            row.chains.emplace_back(callers, w);
     }
     fclose(f);
 }
@@ -195,8 +231,9 @@ std::vector<std::string> addr2line(const std::string &object, const char *flags,
     return out;
 }
 
-/* The innermost frame of each of `wanted` (its index in `out`, its offset in `object`):
- * `addr2line -a -i` prints each address ("0x...") before its frames, innermost first. */
+/* The frames of each of `wanted` (its index in `out`, its offset in `object`): `addr2line
+ * -a -i` prints each address ("0x...") before its frames, innermost first; the first is
+ * the line, the others the call sites it was inlined through. */
 void lines_in(const std::string &object, const std::vector<std::pair<size_t, size_t>> &wanted,
               std::vector<SourceLine> &out)
 {
@@ -204,13 +241,17 @@ void lines_in(const std::string &object, const std::vector<std::pair<size_t, siz
     for (const auto &w : wanted)
         offsets.push_back(w.second);
     size_t address = 0;
-    bool innermost = false;
+    int frames = 0;
     for (const std::string &text : addr2line(object, "-a -i", offsets)) {
         if (text.compare(0, 2, "0x") == 0) {
-            innermost = address++ < wanted.size();
-        } else if (innermost) {
-            out[wanted[address - 1].first] = frame_line(text);
-            innermost = false;
+            frames = address++ < wanted.size() ? 0 : -1;
+        } else if (frames >= 0) {
+            SourceLine &at = out[wanted[address - 1].first];
+            const SourceLine frame = frame_line(text);
+            if (frames++ == 0)
+                at = frame;
+            else
+                at.callers.push_back(frame);
         }
     }
 }
@@ -337,6 +378,33 @@ std::string shared_refusal(const kernel_entry &e, size_t dynamic_smem, bool opte
     return why;
 }
 
+/* How many call sites, innermost first, the chains a and b share. */
+size_t shared_sites(const std::vector<SourcePlace> &a, const std::vector<SourcePlace> &b)
+{
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n].line == b[n].line &&
+           last_component(a[n].file) == last_component(b[n].file))
+        n++;
+    return n;
+}
+
+/* line_weight's choice among a line's rows for an access inlined through `callers`. */
+const LineWeight *best_chain(const line_weights &w, const std::vector<SourcePlace> &callers)
+{
+    const LineWeight *best = &w.all;
+    size_t most = 0;
+    for (const auto &chain : w.chains) {
+        const size_t n = shared_sites(chain.first, callers);
+        if (n > most) {
+            most = n;
+            best = &chain.second;
+        } else if (n == most && n > 0) {
+            best = &w.all;   /* two chains agree as far: neither is the access's */
+        }
+    }
+    return best;
+}
+
 }  // namespace
 
 std::string function_name(const void *code)
@@ -378,7 +446,7 @@ const LineWeight *line_weight(const void *kernel, const SourceLine &at, bool sha
     for (const char *space : {shared ? "shared" : "global", "generic"}) {
         const auto w = rows->second.find(line_key{file, at.line, space, direction});
         if (w != rows->second.end())
-            return &w->second;
+            return best_chain(w->second, at.callers);
     }
     return nullptr;
 }

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gb_emu/kernel.h"
@@ -44,13 +45,23 @@ const KernelResources *kernel_resources(const char *symbol);
 std::string function_name(const void *code);
 
 /* A place in the source: a file's path as the line table gives it, and a line (0: none). */
-struct SourceLine {
+struct SourcePlace {
     std::string file;
     int line;
 };
 
+/* The line of some code and the call sites it was inlined through, innermost first. */
+struct SourceLine : SourcePlace {
+    std::vector<SourcePlace> callers;
+    SourceLine(std::string f = "", int l = 0, std::vector<SourcePlace> c = {})
+        : SourcePlace{std::move(f), l}, callers(std::move(c))
+    {
+    }
+};
+
 /* The source line of the code at each of `code` (addr2line -i on the objects' line tables,
- * one call per object: the innermost inlined function's line, as nvcc's .loc gives it). */
+ * one call per object: the innermost inlined function's line, as nvcc's .loc gives it,
+ * with the frames that inlined it). */
 std::vector<SourceLine> source_lines(const std::vector<const void *> &code);
 
 /* What the real build's PTX issues per access at one source line (the lines table,
@@ -62,8 +73,10 @@ struct LineWeight {
 
 /* The weight of an access of the kernel whose entry is `kernel_entry` at `at` (files
  * compared by their last component: nvcc and g++ spell paths apart), shared or global, a
- * store or a load: the row of that space, else of a generic access at that line; nullptr
- * where the object has no lines table or it no such row. */
+ * store or a load: the row of that space, else of a generic access at that line; of the
+ * line's rows per chain of call sites (where nvcc inlined it through several), the one
+ * whose chain agrees with at.callers the furthest, when one alone does; else the line's
+ * own row; nullptr where the object has no lines table or it no such row. */
 const LineWeight *line_weight(const void *kernel_entry, const SourceLine &at, bool shared,
                               bool store);
 

@@ -165,6 +165,26 @@ static __global__ void loop_epilogue(const float *in, float *out)
     out[32 + threadIdx.x] = s * 2.0f;
 }
 
+/* One helper inlined at two call sites, in a loop and after it: the lines table's rows
+ * for the helper's line (write_lines_table) give the loop's chain 4 instructions an access
+ * and the other chain 20, the line as a whole 11. The 8 loads of the loop and the 1 after
+ * it are charged by their chains, 8 x 4 + 20, and the store the kernel's average (its row:
+ * 30 instructions, 3 memory: 10): 62 (by the line alone it would be 9 x 11 + 10 = 109). */
+static const int helper_line = __LINE__ + 3;
+static __device__ __forceinline__ float element(const float *p, int i)
+{
+    return p[i];
+}
+static const int loop_site_line = __LINE__ + 6, tail_site_line = __LINE__ + 7;
+static __global__ void two_sites(const float *in, float *out)
+{
+    float s = 0.0f;
+#pragma unroll 1
+    for (int i = 0; i < 8; i++)
+        s += element(in, i * 32 + threadIdx.x);
+    out[threadIdx.x] = s + element(in, threadIdx.x);
+}
+
 static __global__ void warp_sum(const float *in, float *out)
 {
     float v = in[threadIdx.x];
@@ -204,6 +224,7 @@ static bool launch_known_patterns()
     warp_sum<<<1, 32>>>(in, out);
     read_twice<<<1, 32>>>(in, out);
     loop_epilogue<<<1, 32>>>(in, out);
+    two_sites<<<1, 32>>>(in, out);
     float *sum = device_array<float>(1, 0), host_sum = 0;
     atomic_count<<<1, 32>>>(sum);
     cudaEventRecord(mark, nullptr);
@@ -226,15 +247,21 @@ static void launch_sampled()
 }
 
 /* loop_epilogue's rows of the lines table, beside the program (`self`) where the emulator
- * looks for it, at the lines the kernel's loop and first store are on. */
+ * looks for it, at the lines the kernel's loop and first store are on; and two_sites'
+ * rows for its helper's line: the line's, and one per chain of call sites. */
 static void write_lines_table(const char *self)
 {
     FILE *f = fopen((std::string(self) + ".lines.tsv").c_str(), "w");
     emu_check(f != nullptr, "the lines table can be written beside the program");
-    fprintf(f, "symbol\tfile\tline\tspace\tdirection\tinstructions\tfp32\tsfu\n"
-            "_Z13loop_epiloguePKfPf\t/elsewhere/test_counters.cu\t%d\tgeneric\tload\t4\t1\t0\n"
-            "_Z13loop_epiloguePKfPf\t/elsewhere/test_counters.cu\t%d\tglobal\tstore\t40\t10\t2\n",
-            loop_line, epilogue_line);
+    const char *two = "_Z9two_sitesPKfPf\t/elsewhere/test_counters.cu";
+    fprintf(f, "symbol\tfile\tline\tspace\tdirection\tinstructions\tfp32\tsfu\tcallers\n"
+            "_Z13loop_epiloguePKfPf\t/elsewhere/test_counters.cu\t%d\tgeneric\tload\t4\t1\t0\t\n"
+            "_Z13loop_epiloguePKfPf\t/elsewhere/test_counters.cu\t%d\tglobal\tstore\t40\t10\t2\t\n"
+            "%s\t%d\tglobal\tload\t11\t0\t0\t\n"
+            "%s\t%d\tglobal\tload\t4\t0\t0\t/elsewhere/test_counters.cu:%d\n"
+            "%s\t%d\tglobal\tload\t20\t0\t0\t/elsewhere/test_counters.cu:%d;/k.cu:1\n",
+            loop_line, epilogue_line, two, helper_line, two, helper_line, loop_site_line, two,
+            helper_line, tail_site_line);
     fclose(f);
 }
 
@@ -345,6 +372,8 @@ static void check_known_patterns(const std::vector<std::string> &lines)
     check_kernel(lines, "loop_epilogue", {{"gld_requests", "8"}, {"gst_requests", "2"},
         {"instructions", "82"}, {"fp32_ops", "640"}, {"sfu_ops", "96"},
         {"instructions_matched", "0.90"}});
+    check_kernel(lines, "two_sites", {{"gld_requests", "9"}, {"gst_requests", "1"},
+        {"instructions", "62"}, {"instructions_matched", "0.90"}});
     check_kernel(lines, "read_twice", {{"instructions_matched", "0.00"}});
     check_kernel(lines, "atomic_count", {{"atomics", "32"}, {"gld_requests", "0"},
         {"gst_requests", "0"}});

@@ -59,7 +59,7 @@ $L__BB0_3:
 # Outside it 11 instructions (ld.param, ld.global, ex2, add.rn, mul.rn and the branch of
 # the loop without accesses, counted here once, cvt at line 0, ld.shared, st.global x2,
 # ret) with 4 accesses, 2 fp32 (add, mul), 1 SFU (ex2): 2.75, 0.5 and 0.25 per access.
-# Line 12's shared loads, one in each: their mean, 2.625, 0.5, 0.125.
+# Line 12's shared loads, one in each: the loop's, the deeper, 2.5, 0.5, 0.
 LINES_PTX = r"""
 .visible .entry _Z5linesPf(
 	.param .u64 _Z5linesPf_param_0
@@ -118,10 +118,10 @@ class PtxClasses(unittest.TestCase):
         lines = RESOURCES.ptx_lines(LINES_PTX)
         self.assertEqual(list(lines), ['_Z5linesPf'])
         expected = {
-            ('/src/k/lines.cu', 10, 'global', 'load'): (2.75, 0.5, 0.25),
-            ('/src/k/lines.cu', 12, 'shared', 'load'): (2.625, 0.5, 0.125),
-            ('/src/inc/act.cuh', 30, 'generic', 'load'): (2.5, 0.5, 0.0),
-            ('/src/k/lines.cu', 15, 'global', 'store'): (2.75, 0.5, 0.25),
+            ('/src/k/lines.cu', 10, 'global', 'load', ''): (2.75, 0.5, 0.25),
+            ('/src/k/lines.cu', 12, 'shared', 'load', ''): (2.5, 0.5, 0.0),
+            ('/src/inc/act.cuh', 30, 'generic', 'load', ''): (2.5, 0.5, 0.0),
+            ('/src/k/lines.cu', 15, 'global', 'store', ''): (2.75, 0.5, 0.25),
         }
         got = lines['_Z5linesPf']
         self.assertEqual(sorted(got), sorted(expected))
@@ -130,6 +130,34 @@ class PtxClasses(unittest.TestCase):
                 self.assertAlmostEqual(a, b, msg=str(key))
         # the old classes do not see the line directives
         self.assertEqual(RESOURCES.ptx_classes(LINES_PTX)['_Z5linesPf'][:2], (16, 5))
+
+    def test_call_sites(self):
+        # act.cuh's line 30 inlined into line 12 in the loop and into line 20 after it:
+        # the line's row has the deeper one's weight, and a row per chain each its own
+        ptx = LINES_PTX.replace(
+            "\tst.global.f32 \t[%rd1+4], %f6;\n",
+            "\tst.global.f32 \t[%rd1+4], %f6;\n"
+            "\t.loc\t1 20 3\n"
+            "\t.loc\t2 30 5, function_name $L__info_string0, inlined_at 1 20 3\n"
+            "\tld.u16 \t%rs3, [%rd2];\n")
+        got = RESOURCES.ptx_lines(ptx)['_Z5linesPf']
+        line = ('/src/inc/act.cuh', 30, 'generic', 'load')
+        # outside the loop now 12 instructions with 5 accesses: 2.4 per access
+        for callers, weight in (('', 2.5), ('/src/k/lines.cu:12', 2.5),
+                                ('/src/k/lines.cu:20', 2.4)):
+            self.assertAlmostEqual(got[line + (callers,)][0], weight, msg=callers)
+        self.assertEqual(sorted(k[4] for k in got if k[:4] == line),
+                         ['', '/src/k/lines.cu:12', '/src/k/lines.cu:20'])
+
+    def test_nested_call_sites(self):
+        # a .loc inlined at a place nvcc named just before it extends that place's chain
+        body = ("{\n\t.loc\t1 5 1\n\tmov.u32 \t%r1, 0;\n"
+                "\t.loc\t1 40 2, function_name $L__info_string0, inlined_at 1 5 1\n"
+                "\t.loc\t2 7 3, function_name $L__info_string1, inlined_at 1 40 2\n"
+                "\tld.global.f32 \t%f1, [%rd1];\n}")
+        located = RESOURCES.located_instructions(body)
+        self.assertEqual([i[2:] for i in located],
+                         [('1', 5, ()), ('2', 7, (('1', 40), ('1', 5)))])
 
     def test_no_loop(self):
         body = "{\n\tld.global.f32 \t%f1, [%rd1];\n\tst.global.f32 \t[%rd2], %f1;\n\tret;\n}"
