@@ -38,4 +38,11 @@ GB_HD_FN float gb_ce_dlogit(float e, float inv_sum, int is_target, float dloss)
     return (e * inv_sum - (float)is_target) * dloss;
 }
 
+/* gb_ce_dlogit(e, inv_sum, 0, dloss), bit for bit (y - 0.0f is y, NaN and -0 included),
+ * for a kernel that writes the target's column apart. */
+GB_HD_FN float gb_ce_dlogit_other(float e, float inv_sum, float dloss)
+{
+    return e * inv_sum * dloss;
+}
+
 #endif /* GEARBOX_KERNELS_COMMON_CROSSENTROPY_H */

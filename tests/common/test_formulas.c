@@ -42,6 +42,20 @@ static void test_exp(void)
     check_that(isnan(gb_exp_fast(NAN)), "gb_exp_fast(NaN) is not NaN");
     check_that(gb_exp_fast(0.0f) == 1.0f, "gb_exp_fast(0) = %.9g", gb_exp_fast(0.0f));
 
+    /* gb_exp_fast_nonpositive: gb_exp_fast's bits wherever x <= 0 or NaN (every 997th
+     * float from -0 down past -100, and the edges) */
+    static const float edges[] = {0.0f, -0.0f, -87.0f, -87.00001f, -86.99999f, -1e-45f,
+                                  -1.17549435e-38f, -INFINITY, NAN, -NAN};
+    int differ = 0;
+    for (uint32_t bits = 0x80000000u; bits <= 0xc2d00000u; bits += 997u)
+        differ += gb_f32_bits(gb_exp_fast_nonpositive(gb_f32_from_bits(bits))) !=
+                  gb_f32_bits(gb_exp_fast(gb_f32_from_bits(bits)));
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        differ += gb_f32_bits(gb_exp_fast_nonpositive(edges[i])) !=
+                  gb_f32_bits(gb_exp_fast(edges[i]));
+    check_that(differ == 0, "gb_exp_fast_nonpositive differs from gb_exp_fast at %d of its "
+               "arguments", differ);
+
     /* the fit's 1.2e-7 plus f32 rounding inside (of -z^2 most: erfc's relative error grows
      * with |x|); beyond |x| = 4 the rounding of x itself moves erfc by more than this */
     double worst_rel = 0.0;
@@ -172,6 +186,18 @@ static void test_cross_entropy(void)
     }
     check_that(fabs(dsum) < 1e-5, "dlogits sum to %.3g, not 0", dsum);
     printf("cross-entropy: a row of %d, loss %.6f\n", V, loss);
+
+    /* gb_ce_dlogit_other: gb_ce_dlogit's bits for a column that is not the target */
+    static const float es[] = {0.0f, -0.0f, 1e-45f, 0.37f, 1.0f, INFINITY, NAN};
+    static const float factors[] = {0.0f, 2.5e-5f, 1.0f, INFINITY, NAN};
+    int differ = 0;
+    for (size_t a = 0; a < sizeof es / sizeof es[0]; a++)
+        for (size_t b = 0; b < sizeof factors / sizeof factors[0]; b++)
+            for (size_t c = 0; c < sizeof factors / sizeof factors[0]; c++)
+                differ += gb_f32_bits(gb_ce_dlogit_other(es[a], factors[b], -factors[c])) !=
+                          gb_f32_bits(gb_ce_dlogit(es[a], factors[b], 0, -factors[c]));
+    check_that(differ == 0, "gb_ce_dlogit_other differs from gb_ce_dlogit at %d of its "
+               "arguments", differ);
 }
 
 static void test_chunks(void)

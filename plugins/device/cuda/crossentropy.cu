@@ -12,12 +12,13 @@
  * CPU device's order, so the sum has its bits; each exponential replaces its logit in
  * shared memory, so that dlogits, when a gradient is wanted, cost a multiply-add per
  * element, written with 16-byte stores (dlogits may alias the logits). The exponential is
- * the kernel's costliest instruction stream (gb_exp_fast, for the CPU's bits: about 30 of
- * the 55 SASS instructions a bf16 logit takes), so it is computed once; at 4 bytes a
- * column, the copy holds about 56k columns on an sm_90 (227 KB a block) and 41k on an
- * sm_80 (163 KB): logits beyond it are read from global memory in both passes and their
- * exponentials computed twice, slower and the same bits. A one-pass (online) maximum and sum would rescale
- * partial sums and lose the CPU's bits. The loss's log is CUDA's, which may differ from
+ * the kernel's costliest instruction stream (gb_exp_fast's bits, for the CPU's, by
+ * gb_exp_fast_nonpositive: every argument x - max is at most 0, so the clamps above the
+ * range go), so it is computed once; at 4 bytes a column, the copy holds about 56k
+ * columns on an sm_90 (227 KB a block) and 41k on an sm_80 (163 KB): logits beyond it are
+ * read from global memory in both passes and their exponentials computed twice, slower
+ * and the same bits. A one-pass (online) maximum and sum would rescale partial sums and
+ * lose the CPU's bits. The loss's log is CUDA's, which may differ from
  * libm's by an ulp of a double.
  *
  * Targets live on the GPU and are not checked on the host: a target outside [0, V) gives
@@ -99,21 +100,37 @@ static __device__ __forceinline__ int64_t vector_columns(int64_t V, int vector)
     return vector ? V / n * n : 0;
 }
 
+// m and the n values of x: the greatest (NaN never).
+template <int n>
+static __device__ __forceinline__ float run_max(float m, const float *x)
+{
+    for (int k = 0; k < n; k++)
+        m = x[k] > m ? x[k] : m;
+    return m;
+}
+
 // Copies the row's first r->staged logits into shared memory as f32 and returns this
-// thread's maximum over all V of them.
+// thread's maximum over all V of them. The staged and the unstaged runs loop apart, so
+// that each loop converts its logits once.
 template <typename Dtype>
 static __device__ float stage_row(const ce_row *r, int64_t V, int vector)
 {
     constexpr int n = gb_vec16_len<Dtype>::n;
     const int64_t whole = vector_columns<Dtype>(V, vector);
+    const int64_t staged = whole < r->staged ? whole : r->staged;   // a multiple of n
+    const int64_t step = (int64_t)blockDim.x * n;
     float m = -INFINITY;
-    for (int64_t i = (int64_t)threadIdx.x * n; i < whole; i += (int64_t)blockDim.x * n) {
+    int64_t i = (int64_t)threadIdx.x * n;
+    for (; i < staged; i += step) {
         float x[n];
         gb_vec16_load_act<Dtype>(r->global, i, x);
-        if (i < r->staged)   // a run is staged whole: r->staged is a multiple of n
-            stage_put<n>(r->stage, i, x);
-        for (int k = 0; k < n; k++)
-            m = x[k] > m ? x[k] : m;
+        stage_put<n>(r->stage, i, x);
+        m = run_max<n>(m, x);
+    }
+    for (; i < whole; i += step) {
+        float x[n];
+        gb_vec16_load_act<Dtype>(r->global, i, x);
+        m = run_max<n>(m, x);
     }
     for (int64_t c = whole + threadIdx.x; c < V; c += blockDim.x) {
         const float x = gb_act_load(r->global, Dtype::dtype, c);
@@ -140,12 +157,13 @@ static __device__ double exp_sum(const ce_row *r, int64_t V, float max, double *
         double acc = 0.0;
         int i = gb_lane();
         for (; i < in_stage; i += GB_ROW_LANES) {
-            const float e = gb_exp_fast(stage[i] - max);
+            const float e = gb_exp_fast_nonpositive(stage[i] - max);
             stage[i] = e;
             acc += (double)e;
         }
         for (; i < len; i += GB_ROW_LANES)
-            acc += (double)gb_exp_fast(gb_act_load(r->global, r->dtype, c0 + i) - max);
+            acc += (double)gb_exp_fast_nonpositive(gb_act_load(r->global, r->dtype, c0 + i) -
+                                                   max);
         acc = gb_lanes_fold_f64(acc);
         if (gb_lane() == 0)
             block_sums[blk] = acc;
@@ -162,7 +180,7 @@ static __device__ double exp_sum(const ce_row *r, int64_t V, float max, double *
 static __device__ __forceinline__ float exp_at(const ce_row *r, int64_t c, float max)
 {
     return c < r->staged ? r->stage[c]
-                         : gb_exp_fast(gb_act_load(r->global, r->dtype, c) - max);
+                         : gb_exp_fast_nonpositive(gb_act_load(r->global, r->dtype, c) - max);
 }
 
 // What the softmax's gradient asks of each column: 1 / S, the target column, dloss, and
@@ -178,22 +196,23 @@ static __device__ __forceinline__ float dlogit_of(const ce_grad *g, float e, int
     return g->valid ? gb_ce_dlogit(e, g->inv, is_target, g->d) : NAN;
 }
 
-// dlogits of the n = gb_vec16_len<Dtype>::n columns from i, from their exponentials e.
+// dlogits of the n = gb_vec16_len<Dtype>::n columns from i, from their exponentials e, as
+// if none were the target (write_dlogits writes the target's apart).
 template <typename Dtype>
 static __device__ __forceinline__ void store_dlogits(void *dlogits, int64_t i, float *e,
                                                      const ce_grad *g)
 {
     constexpr int n = gb_vec16_len<Dtype>::n;
-    const int64_t from_i = g->target - i;
-    const int target_k = from_i >= 0 && from_i < n ? (int)from_i : -1;   // 32-bit compares below
     for (int k = 0; k < n; k++)
-        e[k] = dlogit_of(g, e[k], k == target_k);
+        e[k] = g->valid ? gb_ce_dlogit_other(e[k], g->inv, g->d) : NAN;
     gb_vec16_store_act<Dtype>(dlogits, i, e);
 }
 
 // dlogits of the row from the exponentials: whole vectors, staged ones first, then the
 // tail one by one. The staged and the unstaged runs loop apart, so that the loop over the
-// staged ones (all of them but for a vocabulary past shared memory) holds no exponential.
+// staged ones (all of them but for a vocabulary past shared memory) holds no exponential;
+// neither compares columns with the target: the thread whose run holds the target column
+// takes its exponential first (dlogits may alias the logits) and writes its dlogit last.
 template <typename Dtype>
 static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, int vector,
                                      const ce_grad *g)
@@ -202,6 +221,9 @@ static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, 
     const int64_t whole = vector_columns<Dtype>(V, vector);
     const int64_t staged = whole < r->staged ? whole : r->staged;   // a multiple of n
     const int64_t step = (int64_t)blockDim.x * n;
+    const bool owns_target = g->valid && g->target < whole &&
+                             g->target / n % blockDim.x == threadIdx.x;
+    const float target_e = owns_target ? exp_at(r, g->target, g->max) : 0.0f;
     int64_t i = (int64_t)threadIdx.x * n;
     for (; i < staged; i += step) {
         float e[n];
@@ -212,9 +234,11 @@ static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, 
         float e[n];
         gb_vec16_load_act<Dtype>(r->global, i, e);
         for (int k = 0; k < n; k++)
-            e[k] = gb_exp_fast(e[k] - g->max);
+            e[k] = gb_exp_fast_nonpositive(e[k] - g->max);
         store_dlogits<Dtype>(dlogits, i, e, g);
     }
+    if (owns_target)
+        gb_act_store(dlogits, Dtype::dtype, g->target, dlogit_of(g, target_e, 1));
     for (int64_t c = whole + threadIdx.x; c < V; c += blockDim.x)
         gb_act_store(dlogits, Dtype::dtype, c, dlogit_of(g, exp_at(r, c, g->max), c == g->target));
 }
