@@ -363,16 +363,20 @@ forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2
 
 /* ---- forward on mma.sync (bf16, f16) ------------------------------------------------- */
 
-/* The 16-bit forward's tiles (FlashAttention-2's forward): 4 warps, each owning MT m16
- * tiles of queries (32 rows up to head_dim 64, where its Q, S and O fragments fit the
- * registers with room; 16 past it), COLS = 64 keys a streamed tile. Rows are padded by 16
+/* The 16-bit forward's tiles (FlashAttention-2's forward): warps each owning MT m16 tiles
+ * of queries, COLS = 64 keys a streamed tile. Below head_dim 64, 4 warps of 32 rows (each B
+ * fragment of K then feeds two products); at 64, 8 warps of 16 rows, whose Q, S and O
+ * fragments fit 128 registers, so that two blocks (16 warps) share an SM: with 32 rows a
+ * warp took 255 registers and an SM held 8 warps, too few to issue at its rate; past 64, 4
+ * warps of 16 rows. Rows are padded by 16
  * bytes (LD = DP + 8: a row is an odd number of 16-byte chunks, so the 8 rows an ldmatrix
  * phase reads lie in 8 different groups of 4 banks, conflict-free). Shared memory: Q
  * (ROWS) | K[2] | V[2] (COLS); Q is read into registers once, and its rows then stage the
  * warp's output for coalesced stores. */
 template <typename E, int DP> struct mma_fwd_tiles {
-    static constexpr int MT = DP <= 64 ? 2 : 1;
-    static constexpr int WARPS = 4;
+    static constexpr int MT = DP < 64 ? 2 : 1;
+    static constexpr int WARPS = DP <= 64 ? 8 / MT : 4;
+    static constexpr int BLOCKS_PER_SM = DP == 64 ? 2 : 0;   /* 2: registers bounded to fit; 0: none */
     static constexpr int THREADS = WARPS * WARP;
     static constexpr int ROWS = WARPS * 16 * MT;
     static constexpr int COLS = 64;
@@ -616,7 +620,8 @@ template <typename E, int DP> struct mma_fwd_warp {
  * wholly above the causal diagonal are never loaded, and a warp skips a tile in which no
  * key is visible to its rows. S and P never leave the registers. */
 template <typename E, int DP>
-static __global__ void __launch_bounds__(mma_fwd_tiles<E, DP>::THREADS)
+static __global__ void __launch_bounds__(mma_fwd_tiles<E, DP>::THREADS,
+                                         mma_fwd_tiles<E, DP>::BLOCKS_PER_SM)
 mma_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2, dims s)
 {
     using tl = mma_fwd_tiles<E, DP>;
