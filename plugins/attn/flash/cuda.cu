@@ -5,9 +5,10 @@
  * log-sum-exps in backward.
  *
  * Forward, bf16 and f16 (mma_forward_kernel): FlashAttention-2's, on mma.sync m16n8k16
- * and ldmatrix (kernels/cuda/mma_sync.cuh). A block of 4 warps per (batch, head, tile of
- * 128 queries; 64 past head_dim 64), each warp 32 (16) queries whose Q fragments, output
- * accumulators and softmax state stay in registers from the first key tile to the last.
+ * and ldmatrix (kernels/cuda/mma_sync.cuh). A block per (batch, head, tile of 128
+ * queries; 64 past head_dim 64): 4 warps of 32 queries below head_dim 64, 8 of 16 at 64, 4
+ * of 16 past it (mma_fwd_tiles), each warp's Q fragments, output accumulators and softmax
+ * state in registers from the first key tile to the last.
  * K and V tiles (64 keys) up to the causal diagonal (tiles above it are never loaded)
  * stream through two shared buffers each: tile i + 1 is copied by cp.async
  * (__pipeline_memcpy_async) while the block computes on tile i (stream_tiles). Per tile a
