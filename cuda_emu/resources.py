@@ -35,12 +35,13 @@ is a global load); the next three are its weight: the instructions, CUDA-core an
 instructions of the innermost loop holding the access (for one outside every loop, of the
 kernel's code outside loops) per access of that loop, averaged over the accesses of the
 key in its deepest-nested loops (an unrolled loop's remainder, which nvcc places in the
-loop around it, runs a few times where the loop runs many). callers is empty on the row of every access at that line; where the line was inlined
-through more than one chain of call sites (a helper called from two loops), a row per
-chain follows, its callers the call sites `FILE:LINE;FILE:LINE...`, innermost first. The
-counting mode charges each access it sees run at that line the weight of the chain that
-matches its own call sites best (addr2line -i on the emulated build), else of the line,
-and the first table's average (ptx_instructions / ptx_memory, ...) where no row matches.
+loop around it, runs a few times where the loop runs many). callers is empty on the row
+of every access at that line; where the line was inlined through more than one chain of
+call sites (a helper called from two loops), a row per chain follows, its callers the
+call sites `FILE:LINE;FILE:LINE...`, innermost first. The counting mode charges each
+access it sees run at that line the weight of the chain that matches its own call sites
+best (addr2line -i on the emulated build), else of the line, and the first table's
+average (ptx_instructions / ptx_memory, ...) where no row matches.
 The emulator (src/resources.cc) reads the tables next to the emulated plugin and matches
 each emulated kernel to its rows by the demangled name. DEPFILE lists every header the
 .cu files include, so editing one rebuilds the table.

@@ -377,7 +377,8 @@ forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2
 template <typename E, int DP> struct mma_fwd_tiles {
     static constexpr int MT = DP < 64 ? 2 : 1;
     static constexpr int WARPS = DP <= 64 ? 8 / MT : 4;
-    static constexpr int BLOCKS_PER_SM = DP == 64 ? 2 : 0;   /* 2: registers bounded to fit; 0: none */
+    /* blocks an SM must hold: at 64 two, the registers bounded to fit; else no bound */
+    static constexpr int BLOCKS_PER_SM = DP == 64 ? 2 : 0;
     static constexpr int THREADS = WARPS * WARP;
     static constexpr int ROWS = WARPS * 16 * MT;
     static constexpr int COLS = 64;
@@ -621,8 +622,8 @@ template <typename E, int DP> struct mma_fwd_warp {
  * wholly above the causal diagonal are never loaded, and a warp skips a tile in which no
  * key is visible to its rows. S and P never leave the registers. */
 template <typename E, int DP>
-static __global__ void __launch_bounds__(mma_fwd_tiles<E, DP>::THREADS,
-                                         mma_fwd_tiles<E, DP>::BLOCKS_PER_SM)
+static __global__ void
+__launch_bounds__(mma_fwd_tiles<E, DP>::THREADS, mma_fwd_tiles<E, DP>::BLOCKS_PER_SM)
 mma_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2, dims s)
 {
     using tl = mma_fwd_tiles<E, DP>;

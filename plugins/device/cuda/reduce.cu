@@ -11,8 +11,8 @@
  * consecutive) and then adds the totals to the f32 output. When the partials of all
  * columns do not fit the scratch, columns are done a slab at a time (the order per column
  * is the same). The sum of squares gives each chunk of GB_CHUNK_ELEMENTS a group of 16
- * lanes (lanes.cuh) and one warp adds the chunk partials in order. These are the CPU device's orders, so f32
- * results have its bits.
+ * lanes (lanes.cuh) and one warp adds the chunk partials in order. These are the CPU
+ * device's orders, so f32 results have its bits.
  */
 #include "act.cuh"
 #include "cuda_device.h"
