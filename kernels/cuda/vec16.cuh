@@ -93,4 +93,24 @@ static __device__ __forceinline__ void gb_vec16_add_f32(float *dst, const float 
     }
 }
 
+/* The n f32 at p (n a multiple of 4, p 16-byte aligned) into `out`, n / 4 units; and
+ * back from `in`. */
+template <int n>
+static __device__ __forceinline__ void gb_vec16_load_f32(const float *p, float *out)
+{
+    static_assert(n % 4 == 0, "whole 16-byte units of f32");
+#pragma unroll
+    for (int j = 0; j < n; j += 4)
+        gb_vec16_load_act<gb_act_f32>(p, j, out + j);
+}
+
+template <int n>
+static __device__ __forceinline__ void gb_vec16_store_f32(float *p, const float *in)
+{
+    static_assert(n % 4 == 0, "whole 16-byte units of f32");
+#pragma unroll
+    for (int j = 0; j < n; j += 4)
+        gb_vec16_store_act<gb_act_f32>(p, j, in + j);
+}
+
 #endif /* GEARBOX_KERNELS_CUDA_VEC16_CUH */

@@ -43,29 +43,6 @@
 /* Bytes set aside for the kernel's static shared memory (warp maxima, the inverse sum). */
 #define CE_STATIC 1024
 
-// The n f32 of stage from element i (a multiple of 4) to `out`, or from `in` back: 16
-// bytes an access.
-template <int n>
-static __device__ __forceinline__ void stage_get(const float *stage, int64_t i, float *out)
-{
-    for (int j = 0; j < n; j += 4) {
-        const gb_vec16 v = gb_vec16_load(stage + i + j);
-        for (int k = 0; k < 4; k++)
-            out[j + k] = v.f[k];
-    }
-}
-
-template <int n>
-static __device__ __forceinline__ void stage_put(float *stage, int64_t i, const float *in)
-{
-    for (int j = 0; j < n; j += 4) {
-        gb_vec16 v;
-        for (int k = 0; k < 4; k++)
-            v.f[k] = in[j + k];
-        gb_vec16_store(stage + i + j, v);
-    }
-}
-
 /* A row: its logits in global memory, and the first `staged` of them copied to shared
  * memory as f32, where the sum pass replaces each by its exponential. */
 typedef struct ce_row {
@@ -124,7 +101,7 @@ static __device__ float stage_row(const ce_row *r, int64_t V, int vector)
     for (; i < staged; i += step) {
         float x[n];
         gb_vec16_load_act<Dtype>(r->global, i, x);
-        stage_put<n>(r->stage, i, x);
+        gb_vec16_store_f32<n>(r->stage + i, x);
         m = run_max<n>(m, x);
     }
     for (; i < whole; i += step) {
@@ -227,7 +204,7 @@ static __device__ void write_dlogits(const ce_row *r, void *dlogits, int64_t V, 
     int64_t i = (int64_t)threadIdx.x * n;
     for (; i < staged; i += step) {
         float e[n];
-        stage_get<n>(r->stage, i, e);
+        gb_vec16_load_f32<n>(r->stage + i, e);
         store_dlogits<Dtype>(dlogits, i, e, g);
     }
     for (; i < whole; i += step) {

@@ -38,11 +38,11 @@ static __global__ void embed_forward_kernel(gb_dtype dtype, void *out, const int
 }
 
 /* The N activations of src from element i as f32 (one 16-byte load where N > 1:
- * gb_vec16_len's count, src aligned), and the same for f32 rows of the gradients. */
+ * gb_vec16_len's count, src aligned); and N f32 of a gradient row, to and from registers. */
 template <typename Dtype, int N>
 static __device__ __forceinline__ void embed_load(const void *src, int64_t i, float *out)
 {
-    if (N == 1)
+    if constexpr (N == 1)
         out[0] = gb_act_load(src, Dtype::dtype, i);
     else
         gb_vec16_load_act<Dtype>(src, i, out);
@@ -51,20 +51,19 @@ static __device__ __forceinline__ void embed_load(const void *src, int64_t i, fl
 template <int N>
 static __device__ __forceinline__ void grad_load(const float *g, float *out)
 {
-#pragma unroll
-    for (int j = 0; j < N; j += 4)
-        embed_load<gb_act_f32, N == 1 ? 1 : 4>(g, j, out + j);
+    if constexpr (N == 1)
+        out[0] = g[0];
+    else
+        gb_vec16_load_f32<N>(g, out);
 }
 
 template <int N>
 static __device__ __forceinline__ void grad_store(float *g, const float *in)
 {
-    if (N == 1)
+    if constexpr (N == 1)
         g[0] = in[0];
     else
-#pragma unroll
-        for (int j = 0; j < N; j += 4)
-            gb_vec16_store_act<gb_act_f32>(g, j, in + j);
+        gb_vec16_store_f32<N>(g, in);
 }
 
 /* dst[0 .. N) += the N activations of src from element i: each element its one
