@@ -35,6 +35,7 @@ MUTANTS = {
                                    'too many resources requested for launch'),
     'flash-syncwarp-removed': ('attn-flash-cuda', 'attn-flash-cuda-shapes-emu',
                                'with no __syncthreads (nor a __syncwarp of both lanes)'),
+    'flash-bwd-diagonal-unmasked': ('attn-flash-cuda', 'attn-flash-cuda-shapes-emu', 'FAIL'),
     'crossentropy-max-barrier': ('device-cuda', 'gpu-device-ops-emu', 'crossentropy.cu:'),
     'dgelu-fallback-erf': ('device-cuda', 'gpu-device-ops-emu', 'FAIL'),
     'dgelu-tanh-aux-ld': ('device-cuda', 'gpu-device-ops-emu', 'EPILOGUE_AUX_LD'),

@@ -22,7 +22,14 @@
  * transpose of P or dS at all. The transposes fall on the B operands instead, dO and Q
  * (and K in dQ += dS K), which are stored with the reduced dimension on rows: ldmatrix
  * .trans reads them as the column-major B fragments the mma wants, for the price of a
- * plain ldmatrix.
+ * plain ldmatrix. Up to head_dim 64 the dQ kernel reads its rows of Q into A fragments
+ * once and holds them (held_rows); dO's too would take it past the 128 registers of 16
+ * warps an SM, and so would either of dK/dV's, which read theirs a tile at a time.
+ *
+ * Only the tiles that the causal diagonal or the end of the sequence cut through are
+ * masked element by element (tile_mask, in 32-bit offsets from the tile's corner); the
+ * others take an instantiation without the test, and a warp skips a streamed tile that
+ * none of its rows sees.
  *
  * Shared memory: the block's own two tiles (ROWS rows), the streamed two tiles (COLS rows)
  * double-buffered by cp.async (stream_tiles), and in dK/dV the streamed queries' lse2 and
@@ -34,6 +41,8 @@
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "act.cuh"
 #include "attn_flash_math.h"
@@ -47,13 +56,53 @@ static __device__ int lane_id()
     return threadIdx.x % WARP;
 }
 
-/* acc (16, 8N) = A B^T: A the warp's 16 rows of a shared tile, B N*8 rows of another, both
- * (rows, DP) with leading dimension LD. Per k16 step one ldmatrix.x4 of A (lanes 0-15 give
- * rows 0-15 at column k, lanes 16-31 the same rows at k + 8: matrices a[0..3]) and one of B
- * per two n8 tiles (matrix i: rows 8 (i / 2) + 0..7 at column k + 8 (i % 2), i.e. b[0], b[1]
+/* The A operand of a warp's 16 rows of a shared tile (rows, DP), leading dimension LD:
+ * fragment k (k16 step k) by ldmatrix.x4, whose lanes 0-15 give rows 0-15 at column
+ * 16 k and lanes 16-31 the same rows at 16 k + 8 (matrices a[0..3]); read when a product
+ * asks for it (shared_rows), or once for all the streamed tiles (held_rows: DP / 4
+ * registers held, no shared-memory read a tile). */
+template <typename E, int DP, int LD> struct shared_rows {
+    const E *rows;
+    __device__ void load() const {}
+    __device__ void fragment(int k, uint32_t (&a)[4]) const
+    {
+        const int lane = lane_id();
+        gb_ldmatrix_x4(a, rows + (lane % 16) * LD + 16 * k + (lane / 16) * 8);
+    }
+};
+
+template <typename E, int DP, int LD> struct held_rows {
+    const E *rows;
+    uint32_t a[DP / 16][4];
+    __device__ explicit held_rows(const E *rows_) : rows(rows_) {}
+    /* once the rows are in shared memory */
+    __device__ void load()
+    {
+#pragma unroll
+        for (int k = 0; k < DP / 16; k++)
+            shared_rows<E, DP, LD>{rows}.fragment(k, a[k]);
+    }
+    __device__ void fragment(int k, uint32_t (&out)[4]) const
+    {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            out[i] = a[k][i];
+    }
+};
+
+/* How the dQ kernel takes its rows of Q: held up to head_dim 64, read a tile at a time
+ * beyond, where holding them would take the kernel past 128 registers and so halve the
+ * warps an SM runs (two blocks of 8 to one). */
+template <typename E, int DP, int LD>
+using dq_query_rows = typename std::conditional<DP <= 64, held_rows<E, DP, LD>,
+                                                shared_rows<E, DP, LD>>::type;
+
+/* acc (16, 8N) = A B^T: A a warp's 16 rows (shared_rows or held_rows), B N*8 rows of a
+ * shared tile (rows, DP) with leading dimension LD. Per k16 step one ldmatrix.x4 of B per
+ * two n8 tiles (matrix i: rows 8 (i / 2) + 0..7 at column k + 8 (i % 2), i.e. b[0], b[1]
  * of the first tile and of the second). */
-template <typename E, int DP, int LD, int N>
-static __device__ void scores(float (&acc)[N][4], const E *A, const E *B)
+template <typename E, int DP, int LD, int N, class Rows>
+static __device__ void scores(float (&acc)[N][4], const Rows &A, const E *B)
 {
     static_assert(N % 2 == 0, "n8 tiles in pairs");
     const int lane = lane_id(), m = lane / 8;
@@ -63,13 +112,13 @@ static __device__ void scores(float (&acc)[N][4], const E *A, const E *B)
         for (int e = 0; e < 4; e++)
             acc[n][e] = 0.0f;
 #pragma unroll
-    for (int k = 0; k < DP; k += 16) {
+    for (int k = 0; k < DP / 16; k++) {
         uint32_t a[4];
-        gb_ldmatrix_x4(a, A + (lane % 16) * LD + k + (lane / 16) * 8);
+        A.fragment(k, a);
 #pragma unroll
         for (int n = 0; n < N; n += 2) {
             uint32_t b[4];
-            gb_ldmatrix_x4(b, B + (8 * n + (m / 2) * 8 + lane % 8) * LD + k + (m % 2) * 8);
+            gb_ldmatrix_x4(b, B + (8 * n + (m / 2) * 8 + lane % 8) * LD + 16 * k + (m % 2) * 8);
             mma16<E>::mma(acc[n], a, b);
             mma16<E>::mma(acc[n + 1], a, b + 2);
         }
@@ -98,20 +147,89 @@ static __device__ void accumulate(float (&acc)[DP / 8][4], const uint32_t (&X)[K
         }
 }
 
+/* Which elements (r, c) of a warp's tile of 16 rows by COLS columns are visible, from
+ * offsets to its corner in 32 bits: rows before `rows` and columns before `cols` (the
+ * rest are past T), and, under the causal mask, the key's offset less the query's at most
+ * `diag` (the keys are the rows in dK/dV, the columns in dQ). */
+template <int COLS, bool KEYS_ON_ROWS> struct tile_mask {
+    int rows, cols, diag;
+
+    /* The tile of rows from r0 against columns from c0 (absolute positions). */
+    __device__ tile_mask(int64_t r0, int64_t c0, const dims &s)
+        : rows(clamp(s.T - r0, 16)), cols(clamp(s.T - c0, COLS)),
+          diag(s.causal ? clamp_diag(KEYS_ON_ROWS ? c0 - r0 : r0 - c0) : NO_DIAG)
+    {
+    }
+    __device__ bool visible(int r, int c) const
+    {
+        return r < rows && c < cols && (KEYS_ON_ROWS ? r - c : c - r) <= diag;
+    }
+    /* some element is hidden: the tile needs the mask */
+    __device__ bool partial() const
+    {
+        return rows < 16 || cols < COLS || (KEYS_ON_ROWS ? 15 : COLS - 1) > diag;
+    }
+    /* no element is visible: the warp skips the tile */
+    __device__ bool empty() const
+    {
+        return rows == 0 || cols == 0 || (KEYS_ON_ROWS ? 1 - COLS : -15) > diag;
+    }
+
+  private:
+    static constexpr int NO_DIAG = 1 << 30;
+    static __device__ int clamp(int64_t n, int most)
+    {
+        return n < 0 ? 0 : n > most ? most : (int)n;
+    }
+    static __device__ int clamp_diag(int64_t d)
+    {
+        return d < -NO_DIAG ? -NO_DIAG : d > NO_DIAG ? NO_DIAG : (int)d;
+    }
+};
+
+/* The saved lse2 and D of a warp's tile where its rows are queries (dQ): a lane's two
+ * rows g and g + 8, in registers for the whole kernel. */
+struct row_saved {
+    float lse2[2], delta[2];
+    __device__ float lse(int, int h, int) const { return lse2[h]; }
+    __device__ float d(int, int h, int) const { return delta[h]; }
+};
+
+/* ... and where its columns are queries (dK/dV): a lane's columns 8 n + 2 t + e of the
+ * streamed tile, read from shared memory as pairs where the element-wise step takes them
+ * (after the products, so that they hold no register through them). */
+struct col_saved {
+    const float *lse2, *delta;   /* the streamed tile's, from column 2 t */
+    __device__ col_saved(const float *lse_tile, const float *delta_tile)
+        : lse2(lse_tile + 2 * (lane_id() % 4)), delta(delta_tile + 2 * (lane_id() % 4))
+    {
+    }
+    __device__ float lse(int n, int, int e) const { return pair(lse2, n, e); }
+    __device__ float d(int n, int, int e) const { return pair(delta, n, e); }
+
+  private:
+    static __device__ float pair(const float *from, int n, int e)
+    {
+        const float2 p = *(const float2 *)(from + 8 * n);
+        return e ? p.y : p.x;
+    }
+};
+
 /* P and dS of the warp's 16 rows against a streamed tile, as A fragments: S = A B^T and
  * dP = dA dB^T (scores()), then for each element (r, c) P = 2^(S * scale_log2 - lse2)
- * where visible, else 0, and dS = P (dP - D), rounded to E. where(r, c, &lse2, &D) says
- * whether (r, c) is visible and gives its row's or column's saved values. Accumulator n's
- * registers (g, 2t..) and (g + 8, 2t..) are registers (n % 2) * 2 + 0 and + 1 of A
- * fragment n / 2. */
-template <typename E, int DP, int LD, int K, class Where>
-static __device__ void probs_and_grads(const E *A, const E *B, const E *dA, const E *dB,
-                                       float scale_log2, Where where, uint32_t (&P)[K][4],
-                                       uint32_t (&dS)[K][4])
+ * and dS = P (dP - D), rounded to E, with the row's or column's saved lse2 and D. Where
+ * MASKED, P is 0 wherever `mask` hides (r, c); a tile the mask leaves whole takes the
+ * unmasked instantiation. Accumulator n's registers (g, 2t..) and (g + 8, 2t..) are
+ * registers (n % 2) * 2 + 0 and + 1 of A fragment n / 2. */
+template <bool MASKED, typename E, int DP, int LD, int K, class Rows, class dRows, class Saved,
+          class Mask>
+static __device__ void probs_and_grads(const Rows &a, const E *B, const dRows &da, const E *dB,
+                                       float scale_log2, const Saved &saved, const Mask &mask,
+                                       uint32_t (&P)[K][4], uint32_t (&dS)[K][4])
 {
     float S[2 * K][4], dP[2 * K][4];
-    scores<E, DP, LD>(S, A, B);
-    scores<E, DP, LD>(dP, dA, dB);
+    scores<E, DP, LD>(S, a, B);
+    scores<E, DP, LD>(dP, da, dB);
     const int lane = lane_id(), g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int n = 0; n < 2 * K; n++)
@@ -120,14 +238,31 @@ static __device__ void probs_and_grads(const E *A, const E *B, const E *dA, cons
             float p[2], ds[2];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                float lse = 0.0f, delta = 0.0f;
-                const bool seen = where(g + 8 * h, 8 * n + 2 * t + e, &lse, &delta);
-                p[e] = seen ? attn_prob_saved(S[n][2 * h + e] * scale_log2, lse) : 0.0f;
-                ds[e] = attn_dscore(p[e], dP[n][2 * h + e], delta);
+                p[e] = attn_prob_saved(S[n][2 * h + e] * scale_log2, saved.lse(n, h, e));
+                if (MASKED && !mask.visible(g + 8 * h, 8 * n + 2 * t + e))
+                    p[e] = 0.0f;
+                ds[e] = attn_dscore(p[e], dP[n][2 * h + e], saved.d(n, h, e));
             }
             P[n / 2][(n % 2) * 2 + h] = mma16<E>::pack(p[0], p[1]);
             dS[n / 2][(n % 2) * 2 + h] = mma16<E>::pack(ds[0], ds[1]);
         }
+}
+
+/* probs_and_grads with the mask where the tile needs it; false, and nothing computed,
+ * where the mask hides the whole tile from the warp. */
+template <typename E, int DP, int LD, int K, class Rows, class dRows, class Saved, class Mask>
+static __device__ bool tile_probs_and_grads(const Rows &a, const E *B, const dRows &da,
+                                            const E *dB, float scale_log2, const Saved &saved,
+                                            const Mask &mask, uint32_t (&P)[K][4],
+                                            uint32_t (&dS)[K][4])
+{
+    if (mask.empty())
+        return false;
+    if (mask.partial())
+        probs_and_grads<true, E, DP, LD>(a, B, da, dB, scale_log2, saved, mask, P, dS);
+    else
+        probs_and_grads<false, E, DP, LD>(a, B, da, dB, scale_log2, saved, mask, P, dS);
+    return true;
 }
 
 /* factor * acc, the warp's rows row0 .. row0 + 15 of `v` (from element `head`), rounded
@@ -163,34 +298,6 @@ static __device__ int64_t head_offset(const head_view &v, int64_t bh, const dims
     return (bh / s.H) * v.batch + (bh % s.H) * v.head;
 }
 
-/* The `where` of probs_and_grads in the dQ kernel: the warp's rows are queries from tw,
- * its columns keys from j0; each lane keeps its two rows' lse2 and D in registers. */
-struct query_rows {
-    int64_t tw, j0;
-    const float *lse, *delta;   /* rows g and g + 8 */
-    const dims &s;
-    __device__ bool operator()(int r, int c, float *l, float *d) const
-    {
-        *l = lse[r / 8];
-        *d = delta[r / 8];
-        return attn_visible(tw + r, j0 + c, s.T, s.causal) != 0;
-    }
-};
-
-/* ... and in the dK/dV kernel: the warp's rows are keys from jw, its columns queries from
- * t0, whose lse2 and D came with them into shared memory. */
-struct key_rows {
-    int64_t jw, t0;
-    const float *lse, *delta;   /* the streamed queries' */
-    const dims &s;
-    __device__ bool operator()(int r, int c, float *l, float *d) const
-    {
-        *l = lse[c];
-        *d = delta[c];
-        return attn_visible(t0 + c, jw + r, s.T, s.causal) != 0;
-    }
-};
-
 /* ---- kernels ------------------------------------------------------------------------- */
 
 /* The region at `offset` of the block's dynamic shared memory (mma_tiles' layout). */
@@ -201,8 +308,9 @@ template <typename E> static __device__ E *shared_tile(size_t offset)
 }
 
 /* dQ (B, H, T, D): a block per tile of ROWS queries over the key tiles they see (K and V
- * streamed); a warp's 16 rows of dQ in f32 accumulators, its rows' lse2 and D in
- * registers. */
+ * streamed); a warp's 16 rows of dQ in f32 accumulators, its rows' Q and dO as A
+ * fragments and their lse2 and D in registers. A warp skips the key tiles wholly after
+ * its queries (the causal diagonal runs through the block's last tiles). */
 template <typename E, int DP>
 static __global__ void __launch_bounds__(mma_tiles<DP>::THREADS)
 dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dout,
@@ -220,33 +328,38 @@ dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dou
         queue_tile<E, DP, tl::LD>(shared_tile<E>(tl::other_b(buf)), tl::COLS, vh, v.row,
                               i * tl::COLS, s);
     };
-    float lse_r[2], delta_r[2];   // rows g and g + 8
+    row_saved saved;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int64_t t = tw + g + 8 * h;
-        lse_r[h] = t < s.T ? lse2[bh * s.T + t] : 0.0f;
-        delta_r[h] = t < s.T ? delta[bh * s.T + t] : 0.0f;
+        saved.lse2[h] = t < s.T ? lse2[bh * s.T + t] : 0.0f;
+        saved.delta[h] = t < s.T ? delta[bh * s.T + t] : 0.0f;
     }
 
     queue_tile<E, DP, tl::LD>(qs, tl::ROWS, head_start<E>(q, bh, s), q.row, t0, s);
     queue_tile<E, DP, tl::LD>(dos, tl::ROWS, head_start<E>(dout, bh, s), dout.row, t0, s);
     queue(0, 0);
     float acc[DP / 8][4] = {};
+    dq_query_rows<E, DP, tl::LD> qa{qs + warp * 16 * tl::LD};
+    const shared_rows<E, DP, tl::LD> doa{dos + warp * 16 * tl::LD};
     const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
     stream_tiles(n, queue, [&](int64_t i, int buf) {
         const E *ks = shared_tile<E>(tl::other_a(buf)), *vs = shared_tile<E>(tl::other_b(buf));
+        if (i == 0)
+            qa.load();
+        const tile_mask<tl::COLS, false> mask(tw, i * tl::COLS, s);
         uint32_t P[tl::NS / 2][4], dS[tl::NS / 2][4];
-        probs_and_grads<E, DP, tl::LD>(qs + warp * 16 * tl::LD, ks, dos + warp * 16 * tl::LD,
-                                       vs, s.scale_log2,
-                                       query_rows{tw, i * tl::COLS, lse_r, delta_r, s}, P, dS);
-        accumulate<E, DP, tl::LD>(acc, dS, ks);
+        if (tile_probs_and_grads<E, DP, tl::LD>(qa, ks, doa, vs, s.scale_log2, saved, mask, P,
+                                                dS))
+            accumulate<E, DP, tl::LD>(acc, dS, ks);
     });
     store_rows<E, DP>(dq, head_offset(dq, bh, s), acc, s.scale, tw, s);
 }
 
 /* dK and dV (B, H, T, D): a block per tile of ROWS keys over the query tiles that see them
  * (Q, dO and their lse2 and D streamed); a warp's 16 rows of dK and dV in f32
- * accumulators. Its scores have keys as rows: S^T = K Q^T, dP^T = V dO^T. */
+ * accumulators. Its scores have keys as rows: S^T = K Q^T, dP^T = V dO^T. A warp skips the
+ * query tiles wholly before its keys (the causal diagonal runs through the first). */
 template <typename E, int DP>
 static __global__ void __launch_bounds__(mma_tiles<DP>::THREADS)
 dkv_mma_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v,
@@ -273,11 +386,13 @@ dkv_mma_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v
     float dk_acc[DP / 8][4] = {}, dv_acc[DP / 8][4] = {};
     stream_tiles(tile_count(first, s.T, tl::COLS), queue, [&](int64_t i, int buf) {
         const E *qs = shared_tile<E>(tl::other_a(buf)), *dos = shared_tile<E>(tl::other_b(buf));
-        const key_rows where = {jw, first + i * tl::COLS, shared_tile<float>(tl::lse(buf)),
-                                shared_tile<float>(tl::delta(buf)), s};
+        const tile_mask<tl::COLS, true> mask(jw, first + i * tl::COLS, s);
+        const shared_rows<E, DP, tl::LD> ka{ks + warp * 16 * tl::LD}, va{vs + warp * 16 * tl::LD};
+        const col_saved saved(shared_tile<float>(tl::lse(buf)), shared_tile<float>(tl::delta(buf)));
         uint32_t P[tl::NS / 2][4], dS[tl::NS / 2][4];
-        probs_and_grads<E, DP, tl::LD>(ks + warp * 16 * tl::LD, qs, vs + warp * 16 * tl::LD,
-                                       dos, s.scale_log2, where, P, dS);
+        if (!tile_probs_and_grads<E, DP, tl::LD>(ka, qs, va, dos, s.scale_log2, saved, mask, P,
+                                                 dS))
+            return;
         accumulate<E, DP, tl::LD>(dv_acc, P, dos);
         accumulate<E, DP, tl::LD>(dk_acc, dS, qs);
     });
