@@ -17,7 +17,8 @@ symbol is the kernel's mangled name as nvcc writes it; registers, the static sha
 and the local memory (the stack frame, spills included) per thread are ptxas's figures;
 the bounds are the PTX's .maxntid (product of its dimensions) and .minnctapersm (0: none).
 The next four count the static instructions of the kernel's PTX body (ptx_classes): all of
-them, the global and shared memory ones, the CUDA-core floating-point ones and the SFU
+them that ptxas issues (not the moves it folds away, FOLDED_MOVE), the global and shared
+memory ones, the CUDA-core floating-point ones and the SFU
 ones; the counting mode scales them by the memory instructions it sees executed. The last
 two are its innermost loops that load from global memory and their global loads, summed
 (ptx_loop_loads): loads per iteration, as nvcc unrolled them, are the loads a warp has in
@@ -63,6 +64,13 @@ MINCTA = re.compile(r"^\s*\.minnctapersm\s+(\d+)", re.M)
 # An instruction of a PTX body: an optional guard predicate, then the opcode with its
 # modifiers ("fma.rn.f32"); directives (".reg"), labels and braces are not instructions.
 INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)[^;\n]*;", re.M)
+# A move ptxas leaves no instruction for: unguarded, from a constant, a symbol's address or
+# another register (a bit reinterpretation, a copy), which it folds into the instruction
+# reading it or coalesces; a move from a special register (S2R) or one packing registers
+# ("{...}") is issued, as is a guarded one (a select).
+FOLDED_MOVE = re.compile(r"^\s*mov(?:\.\w+)+\s+%\w+\s*,\s*(?!%(?:tid|ntid|ctaid|nctaid|laneid|"
+                         r"warpid|nwarpid|smid|nsmid|gridid|lanemask_\w+|clock\w*|globaltimer\w*|"
+                         r"pm\d+|envreg\d+|\w*smem_size)\b)[^{};\s][^{};]*;")
 # Loads and stores of global and shared memory, cp.async copies, atomics and WMMA/ldmatrix
 # fragments: what the emulator sees as accesses (param, local and constant space it does not).
 MEMORY = re.compile(r"^(?:(?:ld|st)(?:\.\w+)*\.(?:global|shared)|cp\.async\.(?:ca|cg)|atom\.|red\.|"
@@ -182,8 +190,10 @@ def ptx_classes(ptx):
     static instructions and its loading loops (ptx_loop_loads)."""
     counts = {}
     for symbol, body in entry_bodies(ptx):
-        ops = [i.group(1) for i in INSTRUCTION.finditer(body)]
-        counts[symbol] = (len(ops), sum(1 for o in ops if MEMORY.match(o)),
+        found = list(INSTRUCTION.finditer(body))
+        ops = [i.group(1) for i in found]
+        issued = sum(1 for i in found if not FOLDED_MOVE.match(i.group(0)))
+        counts[symbol] = (issued, sum(1 for o in ops if MEMORY.match(o)),
                           sum(1 for o in ops if FP32.match(o)),
                           sum(1 for o in ops if SFU.match(o))) + ptx_loop_loads(body)
     return counts
@@ -210,7 +220,7 @@ def located_instructions(body):
                 frames = [caller, here]
         else:
             op = INSTRUCTION.match(text)
-            if op:
+            if op and not FOLDED_MOVE.match(text):
                 file, line = (frames[-1][0], int(frames[-1][1])) if frames else ('', 0)
                 callers = tuple((f, int(l)) for f, l, _ in reversed(frames[:-1]))
                 out.append((offset, op.group(1), file, line, callers))

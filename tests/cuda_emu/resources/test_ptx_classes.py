@@ -151,13 +151,26 @@ class PtxClasses(unittest.TestCase):
 
     def test_nested_call_sites(self):
         # a .loc inlined at a place nvcc named just before it extends that place's chain
-        body = ("{\n\t.loc\t1 5 1\n\tmov.u32 \t%r1, 0;\n"
+        body = ("{\n\t.loc\t1 5 1\n\tmov.u32 \t%r1, %tid.x;\n"
                 "\t.loc\t1 40 2, function_name $L__info_string0, inlined_at 1 5 1\n"
                 "\t.loc\t2 7 3, function_name $L__info_string1, inlined_at 1 40 2\n"
                 "\tld.global.f32 \t%f1, [%rd1];\n}")
         located = RESOURCES.located_instructions(body)
         self.assertEqual([i[2:] for i in located],
                          [('1', 5, ()), ('2', 7, (('1', 40), ('1', 5)))])
+
+    def test_folded_moves(self):
+        # moves of a constant, a symbol's address or a register are folded by ptxas and not
+        # counted; from a special register, packing halves, unpacking or guarded they are
+        body = ("{\n\tmov.f32 \t%f1, 0fBF318000;\n\tmov.f64 \t%fd1, 0d0000000000000000;\n"
+                "\tmov.b32 \t%f2, %r1;\n\tmov.u32 \t%r2, %r3;\n\tmov.u64 \t%rd1, sums;\n"
+                "\tmov.u32 \t%r4, %tid.x;\n\tmov.b32 \t%r5, {%rs1, %rs2};\n"
+                "\tmov.b32 \t{%rs3, %rs4}, %r5;\n\t@%p1 mov.f32 \t%f3, 0f00000000;\n"
+                "\tfma.rn.f32 \t%f4, %f1, %f2, %f3;\n\tret;\n}")
+        ptx = ".visible .entry _Z1kv(\n)\n" + body
+        self.assertEqual(RESOURCES.ptx_classes(ptx)['_Z1kv'][:3], (6, 0, 1))
+        self.assertEqual([i[1] for i in RESOURCES.located_instructions(body)],
+                         ['mov.u32', 'mov.b32', 'mov.b32', 'mov.f32', 'fma.rn.f32', 'ret'])
 
     def test_no_loop(self):
         body = "{\n\tld.global.f32 \t%f1, [%rd1];\n\tst.global.f32 \t[%rd2], %f1;\n\tret;\n}"
