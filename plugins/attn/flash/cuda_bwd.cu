@@ -188,30 +188,33 @@ template <int COLS, bool KEYS_ON_ROWS> struct tile_mask {
 };
 
 /* The saved lse2 and D of a warp's tile where its rows are queries (dQ): a lane's two
- * rows g and g + 8, in registers for the whole kernel. */
+ * rows g and g + 8, in registers for the whole kernel; every n8 tile of scores takes the
+ * same (tile(n)), by row h. */
 struct row_saved {
     float lse2[2], delta[2];
-    __device__ float lse(int, int h, int) const { return lse2[h]; }
-    __device__ float d(int, int h, int) const { return delta[h]; }
+    __device__ const row_saved &tile(int) const { return *this; }
+    __device__ float lse(int h, int) const { return lse2[h]; }
+    __device__ float d(int h, int) const { return delta[h]; }
 };
 
-/* ... and where its columns are queries (dK/dV): a lane's columns 8 n + 2 t + e of the
- * streamed tile, read from shared memory as pairs where the element-wise step takes them
- * (after the products, so that they hold no register through them). */
+/* ... and where its columns are queries (dK/dV): n8 tile n's columns 8 n + 2 t + e of a
+ * lane, read from shared memory as one pair each (tile(n)) when the element-wise step
+ * reaches the tile (after the products, so that they hold no register through them). */
+struct col_pair {
+    float2 lse2, delta;
+    __device__ float lse(int, int e) const { return e ? lse2.y : lse2.x; }
+    __device__ float d(int, int e) const { return e ? delta.y : delta.x; }
+};
+
 struct col_saved {
     const float *lse2, *delta;   /* the streamed tile's, from column 2 t */
     __device__ col_saved(const float *lse_tile, const float *delta_tile)
         : lse2(lse_tile + 2 * (lane_id() % 4)), delta(delta_tile + 2 * (lane_id() % 4))
     {
     }
-    __device__ float lse(int n, int, int e) const { return pair(lse2, n, e); }
-    __device__ float d(int n, int, int e) const { return pair(delta, n, e); }
-
-  private:
-    static __device__ float pair(const float *from, int n, int e)
+    __device__ col_pair tile(int n) const
     {
-        const float2 p = *(const float2 *)(from + 8 * n);
-        return e ? p.y : p.x;
+        return {*(const float2 *)(lse2 + 8 * n), *(const float2 *)(delta + 8 * n)};
     }
 };
 
@@ -232,20 +235,22 @@ static __device__ void probs_and_grads(const Rows &a, const E *B, const dRows &d
     scores<E, DP, LD>(dP, da, dB);
     const int lane = lane_id(), g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int n = 0; n < 2 * K; n++)
+    for (int n = 0; n < 2 * K; n++) {
+        const auto &values = saved.tile(n);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             float p[2], ds[2];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                p[e] = attn_prob_saved(S[n][2 * h + e] * scale_log2, saved.lse(n, h, e));
+                p[e] = attn_prob_saved(S[n][2 * h + e] * scale_log2, values.lse(h, e));
                 if (MASKED && !mask.visible(g + 8 * h, 8 * n + 2 * t + e))
                     p[e] = 0.0f;
-                ds[e] = attn_dscore(p[e], dP[n][2 * h + e], saved.d(n, h, e));
+                ds[e] = attn_dscore(p[e], dP[n][2 * h + e], values.d(h, e));
             }
             P[n / 2][(n % 2) * 2 + h] = mma16<E>::pack(p[0], p[1]);
             dS[n / 2][(n % 2) * 2 + h] = mma16<E>::pack(ds[0], ds[1]);
         }
+    }
 }
 
 /* probs_and_grads with the mask where the tile needs it; false, and nothing computed,
