@@ -22,9 +22,10 @@
  * transpose of P or dS at all. The transposes fall on the B operands instead, dO and Q
  * (and K in dQ += dS K), which are stored with the reduced dimension on rows: ldmatrix
  * .trans reads them as the column-major B fragments the mma wants, for the price of a
- * plain ldmatrix. Up to head_dim 64 the dQ kernel reads its rows of Q into A fragments
- * once and holds them (held_rows); dO's too would take it past the 128 registers of 16
- * warps an SM, and so would either of dK/dV's, which read theirs a tile at a time.
+ * plain ldmatrix. Up to head_dim 64 the dQ kernel reads its rows of Q and dO into A
+ * fragments once and holds them (held_rows), taking a streamed tile's keys 16 at a time so
+ * that both fit in the 128 registers of 16 warps an SM; dK/dV's rows of K and V would not
+ * fit beside its two accumulators, and are read a tile at a time.
  *
  * Only the tiles that the causal diagonal or the end of the sequence cut through are
  * masked element by element (tile_mask, in 32-bit offsets from the tile's corner); the
@@ -90,12 +91,19 @@ template <typename E, int DP, int LD> struct held_rows {
     }
 };
 
-/* How the dQ kernel takes its rows of Q: held up to head_dim 64, read a tile at a time
- * beyond, where holding them would take the kernel past 128 registers and so halve the
- * warps an SM runs (two blocks of 8 to one). */
+/* How the dQ kernel takes its rows of Q and dO: held up to head_dim 64, where it takes a
+ * streamed tile's keys 16 at a time (dq_part) so that the scores of fewer keys make room
+ * for them in 128 registers; read a tile at a time beyond, where holding them would take
+ * the kernel past 128 registers and so halve the warps an SM runs (two blocks of 8 to
+ * one). */
 template <typename E, int DP, int LD>
-using dq_query_rows = typename std::conditional<DP <= 64, held_rows<E, DP, LD>,
-                                                shared_rows<E, DP, LD>>::type;
+using dq_rows = typename std::conditional<DP <= 64, held_rows<E, DP, LD>,
+                                          shared_rows<E, DP, LD>>::type;
+
+template <int DP> static constexpr __host__ __device__ int dq_part()
+{
+    return DP <= 64 ? 16 : mma_tiles<DP>::COLS;
+}
 
 /* acc (16, 8N) = A B^T: A a warp's 16 rows (shared_rows or held_rows), B N*8 rows of a
  * shared tile (rows, DP) with leading dimension LD. Per k16 step one ldmatrix.x4 of B per
@@ -345,18 +353,24 @@ dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dou
     queue_tile<E, DP, tl::LD>(dos, tl::ROWS, head_start<E>(dout, bh, s), dout.row, t0, s);
     queue(0, 0);
     float acc[DP / 8][4] = {};
-    dq_query_rows<E, DP, tl::LD> qa{qs + warp * 16 * tl::LD};
-    const shared_rows<E, DP, tl::LD> doa{dos + warp * 16 * tl::LD};
+    dq_rows<E, DP, tl::LD> qa{qs + warp * 16 * tl::LD}, doa{dos + warp * 16 * tl::LD};
+    constexpr int PART = dq_part<DP>();   // the keys of a streamed tile taken at once
     const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
     stream_tiles(n, queue, [&](int64_t i, int buf) {
-        const E *ks = shared_tile<E>(tl::other_a(buf)), *vs = shared_tile<E>(tl::other_b(buf));
-        if (i == 0)
+        if (i == 0) {
             qa.load();
-        const tile_mask<tl::COLS, false> mask(tw, i * tl::COLS, s);
-        uint32_t P[tl::NS / 2][4], dS[tl::NS / 2][4];
-        if (tile_probs_and_grads<E, DP, tl::LD>(qa, ks, doa, vs, s.scale_log2, saved, mask, P,
-                                                dS))
-            accumulate<E, DP, tl::LD>(acc, dS, ks);
+            doa.load();
+        }
+#pragma unroll
+        for (int part = 0; part < tl::COLS; part += PART) {
+            const E *ks = shared_tile<E>(tl::other_a(buf)) + part * tl::LD;
+            const E *vs = shared_tile<E>(tl::other_b(buf)) + part * tl::LD;
+            const tile_mask<PART, false> mask(tw, i * tl::COLS + part, s);
+            uint32_t P[PART / 16][4], dS[PART / 16][4];
+            if (tile_probs_and_grads<E, DP, tl::LD>(qa, ks, doa, vs, s.scale_log2, saved, mask,
+                                                    P, dS))
+                accumulate<E, DP, tl::LD>(acc, dS, ks);
+        }
     });
     store_rows<E, DP>(dq, head_offset(dq, bh, s), acc, s.scale, tw, s);
 }
