@@ -22,10 +22,11 @@
  * transpose of P or dS at all. The transposes fall on the B operands instead, dO and Q
  * (and K in dQ += dS K), which are stored with the reduced dimension on rows: ldmatrix
  * .trans reads them as the column-major B fragments the mma wants, for the price of a
- * plain ldmatrix. Up to head_dim 64 the dQ kernel reads its rows of Q and dO into A
- * fragments once and holds them (held_rows), taking a streamed tile's keys 16 at a time so
- * that both fit in the 128 registers of 16 warps an SM; dK/dV's rows of K and V would not
- * fit beside its two accumulators, and are read a tile at a time.
+ * plain ldmatrix. Up to head_dim 64 each kernel reads its warp's own rows (Q and dO; K and
+ * V) into A fragments once and holds them (held_rows), and takes a streamed tile 16 rows at
+ * a time, so that the scores of fewer rows leave them room in the 128 registers of 16 warps
+ * an SM (the dK/dV kernel, with two accumulators, spills two registers for it: two local
+ * stores and loads a tile, against the eight ldmatrix.x4 of K and V it no longer reads).
  *
  * Only the tiles that the causal diagonal or the end of the sequence cut through are
  * masked element by element (tile_mask, in 32-bit offsets from the tile's corner); the
@@ -64,7 +65,7 @@ static __device__ int lane_id()
  * registers held, no shared-memory read a tile). */
 template <typename E, int DP, int LD> struct shared_rows {
     const E *rows;
-    __device__ void load() const {}
+    __device__ void load(const E *from) { rows = from; }
     __device__ void fragment(int k, uint32_t (&a)[4]) const
     {
         const int lane = lane_id();
@@ -73,11 +74,9 @@ template <typename E, int DP, int LD> struct shared_rows {
 };
 
 template <typename E, int DP, int LD> struct held_rows {
-    const E *rows;
     uint32_t a[DP / 16][4];
-    __device__ explicit held_rows(const E *rows_) : rows(rows_) {}
     /* once the rows are in shared memory */
-    __device__ void load()
+    __device__ void load(const E *rows)
     {
 #pragma unroll
         for (int k = 0; k < DP / 16; k++)
@@ -91,16 +90,16 @@ template <typename E, int DP, int LD> struct held_rows {
     }
 };
 
-/* How the dQ kernel takes its rows of Q and dO: held up to head_dim 64, where it takes a
- * streamed tile's keys 16 at a time (dq_part) so that the scores of fewer keys make room
- * for them in 128 registers; read a tile at a time beyond, where holding them would take
- * the kernel past 128 registers and so halve the warps an SM runs (two blocks of 8 to
- * one). */
+/* How the kernels take their warps' own rows: held up to head_dim 64, where a streamed
+ * tile is taken 16 rows at a time (part_rows) so that the scores of fewer rows make room
+ * for them; read a tile at a time beyond, where holding them would take the dQ kernel past
+ * 128 registers and so halve the warps an SM runs (two blocks of 8 to one), and the dK/dV
+ * kernel's accumulators leave no room. */
 template <typename E, int DP, int LD>
-using dq_rows = typename std::conditional<DP <= 64, held_rows<E, DP, LD>,
-                                          shared_rows<E, DP, LD>>::type;
+using own_rows = typename std::conditional<DP <= 64, held_rows<E, DP, LD>,
+                                           shared_rows<E, DP, LD>>::type;
 
-template <int DP> static constexpr __host__ __device__ int dq_part()
+template <int DP> static constexpr __host__ __device__ int part_rows()
 {
     return DP <= 64 ? 16 : mma_tiles<DP>::COLS;
 }
@@ -156,44 +155,51 @@ static __device__ void accumulate(float (&acc)[DP / 8][4], const uint32_t (&X)[K
 }
 
 /* Which elements (r, c) of a warp's tile of 16 rows by COLS columns are visible, from
- * offsets to its corner in 32 bits: rows before `rows` and columns before `cols` (the
- * rest are past T), and, under the causal mask, the key's offset less the query's at most
- * `diag` (the keys are the rows in dK/dV, the columns in dQ). */
+ * offsets to its corner in 32 bits: columns before `cols` (the rest are past T) and, under
+ * the causal mask, the key's offset less the query's at most `diag` (the keys are the rows
+ * in dK/dV, the columns in dQ). Rows past T are not masked: a row's products touch only
+ * its own accumulators, which are not stored past T, and a warp whose rows all lie past T
+ * skips every tile (rows_seen). */
 template <int COLS, bool KEYS_ON_ROWS> struct tile_mask {
-    int rows, cols, diag;
+    int cols, diag;
 
-    /* The tile of rows from r0 against columns from c0 (absolute positions). */
-    __device__ tile_mask(int64_t r0, int64_t c0, const dims &s)
-        : rows(clamp(s.T - r0, 16)), cols(clamp(s.T - c0, COLS)),
-          diag(s.causal ? clamp_diag(KEYS_ON_ROWS ? c0 - r0 : r0 - c0) : NO_DIAG)
+    /* The warp's rows from block_r0 + warp_r0 against the columns from c0 (absolute
+     * positions; block_r0 and c0 the same for the whole block, so the 64-bit arithmetic
+     * stays in uniform registers and a warp holds only its 32-bit offset). */
+    __device__ tile_mask(int64_t block_r0, int warp_r0, int64_t c0, const dims &s)
+        : cols(clamp(wide(s.T - c0), COLS)),
+          diag(!s.causal      ? WIDE
+               : KEYS_ON_ROWS ? wide(c0 - block_r0) - warp_r0
+                              : wide(block_r0 - c0) + warp_r0)
     {
     }
     __device__ bool visible(int r, int c) const
     {
-        return r < rows && c < cols && (KEYS_ON_ROWS ? r - c : c - r) <= diag;
+        return c < cols && (KEYS_ON_ROWS ? r - c : c - r) <= diag;
     }
     /* some element is hidden: the tile needs the mask */
     __device__ bool partial() const
     {
-        return rows < 16 || cols < COLS || (KEYS_ON_ROWS ? 15 : COLS - 1) > diag;
+        return cols < COLS || (KEYS_ON_ROWS ? 15 : COLS - 1) > diag;
     }
     /* no element is visible: the warp skips the tile */
     __device__ bool empty() const
     {
-        return rows == 0 || cols == 0 || (KEYS_ON_ROWS ? 1 - COLS : -15) > diag;
+        return cols == 0 || (KEYS_ON_ROWS ? 1 - COLS : -15) > diag;
     }
 
   private:
-    static constexpr int NO_DIAG = 1 << 30;
-    static __device__ int clamp(int64_t n, int most)
-    {
-        return n < 0 ? 0 : n > most ? most : (int)n;
-    }
-    static __device__ int clamp_diag(int64_t d)
-    {
-        return d < -NO_DIAG ? -NO_DIAG : d > NO_DIAG ? NO_DIAG : (int)d;
-    }
+    /* distances past this are as good as infinite: tiles and warp offsets are far smaller */
+    static constexpr int WIDE = 1 << 30;
+    static __device__ int wide(int64_t d) { return d < -WIDE ? -WIDE : d > WIDE ? WIDE : (int)d; }
+    static __device__ int clamp(int n, int most) { return n < 0 ? 0 : n > most ? most : n; }
 };
+
+/* Whether any of the warp's 16 rows from block_r0 + warp_r0 lies before T. */
+static __device__ bool rows_seen(int64_t block_r0, int warp_r0, const dims &s)
+{
+    return block_r0 + warp_r0 < s.T;
+}
 
 /* The saved lse2 and D of a warp's tile where its rows are queries (dQ): a lane's two
  * rows g and g + 8, in registers for the whole kernel; every n8 tile of scores takes the
@@ -321,8 +327,8 @@ template <typename E> static __device__ E *shared_tile(size_t offset)
 }
 
 /* dQ (B, H, T, D): a block per tile of ROWS queries over the key tiles they see (K and V
- * streamed); a warp's 16 rows of dQ in f32 accumulators, its rows' Q and dO as A
- * fragments and their lse2 and D in registers. A warp skips the key tiles wholly after
+ * streamed); a warp's 16 rows of dQ in f32 accumulators, its rows of Q and dO as A
+ * fragments (own_rows) and their lse2 and D in registers. A warp skips the key tiles wholly after
  * its queries (the causal diagonal runs through the block's last tiles). */
 template <typename E, int DP>
 static __global__ void __launch_bounds__(mma_tiles<DP>::THREADS)
@@ -332,7 +338,6 @@ dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dou
     using tl = mma_tiles<DP>;
     const int warp = threadIdx.x / WARP, g = lane_id() / 4;
     const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
-    const int64_t tw = t0 + warp * 16;   // the warp's first query
     E *qs = shared_tile<E>(0), *dos = shared_tile<E>(tl::own_b());
     const E *kh = head_start<E>(k, bh, s), *vh = head_start<E>(v, bh, s);
     auto queue = [&](int64_t i, int buf) {
@@ -344,7 +349,7 @@ dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dou
     row_saved saved;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const int64_t t = tw + g + 8 * h;
+        const int64_t t = t0 + warp * 16 + g + 8 * h;
         saved.lse2[h] = t < s.T ? lse2[bh * s.T + t] : 0.0f;
         saved.delta[h] = t < s.T ? delta[bh * s.T + t] : 0.0f;
     }
@@ -353,31 +358,33 @@ dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dou
     queue_tile<E, DP, tl::LD>(dos, tl::ROWS, head_start<E>(dout, bh, s), dout.row, t0, s);
     queue(0, 0);
     float acc[DP / 8][4] = {};
-    dq_rows<E, DP, tl::LD> qa{qs + warp * 16 * tl::LD}, doa{dos + warp * 16 * tl::LD};
-    constexpr int PART = dq_part<DP>();   // the keys of a streamed tile taken at once
+    own_rows<E, DP, tl::LD> qa, doa;
+    constexpr int PART = part_rows<DP>();   // the keys of a streamed tile taken at once
     const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
     stream_tiles(n, queue, [&](int64_t i, int buf) {
         if (i == 0) {
-            qa.load();
-            doa.load();
+            qa.load(qs + warp * 16 * tl::LD);
+            doa.load(dos + warp * 16 * tl::LD);
         }
+        if (!rows_seen(t0, warp * 16, s))
+            return;
 #pragma unroll
         for (int part = 0; part < tl::COLS; part += PART) {
             const E *ks = shared_tile<E>(tl::other_a(buf)) + part * tl::LD;
             const E *vs = shared_tile<E>(tl::other_b(buf)) + part * tl::LD;
-            const tile_mask<PART, false> mask(tw, i * tl::COLS + part, s);
+            const tile_mask<PART, false> mask(t0, warp * 16, i * tl::COLS + part, s);
             uint32_t P[PART / 16][4], dS[PART / 16][4];
             if (tile_probs_and_grads<E, DP, tl::LD>(qa, ks, doa, vs, s.scale_log2, saved, mask,
                                                     P, dS))
                 accumulate<E, DP, tl::LD>(acc, dS, ks);
         }
     });
-    store_rows<E, DP>(dq, head_offset(dq, bh, s), acc, s.scale, tw, s);
+    store_rows<E, DP>(dq, head_offset(dq, bh, s), acc, s.scale, t0 + warp * 16, s);
 }
 
 /* dK and dV (B, H, T, D): a block per tile of ROWS keys over the query tiles that see them
  * (Q, dO and their lse2 and D streamed); a warp's 16 rows of dK and dV in f32
- * accumulators. Its scores have keys as rows: S^T = K Q^T, dP^T = V dO^T. A warp skips the
+ * accumulators, its rows of K and V as A fragments (own_rows). Its scores have keys as rows: S^T = K Q^T, dP^T = V dO^T. A warp skips the
  * query tiles wholly before its keys (the causal diagonal runs through the first). */
 template <typename E, int DP>
 static __global__ void __launch_bounds__(mma_tiles<DP>::THREADS)
@@ -387,7 +394,6 @@ dkv_mma_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v
     using tl = mma_tiles<DP>;
     const int warp = threadIdx.x / WARP;
     const int64_t bh = block_head(s), j0 = block_tile(s, false) * tl::ROWS;
-    const int64_t jw = j0 + warp * 16;   // the warp's first key
     const int64_t first = attn_queries_begin(j0, tl::COLS, s.causal);
     E *ks = shared_tile<E>(0), *vs = shared_tile<E>(tl::own_b());
     const E *qh = head_start<E>(q, bh, s), *doh = head_start<E>(dout, bh, s);
@@ -403,20 +409,32 @@ dkv_mma_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v
     queue_tile<E, DP, tl::LD>(vs, tl::ROWS, head_start<E>(v, bh, s), v.row, j0, s);
     queue(0, 0);
     float dk_acc[DP / 8][4] = {}, dv_acc[DP / 8][4] = {};
+    own_rows<E, DP, tl::LD> ka, va;
+    constexpr int PART = part_rows<DP>();
     stream_tiles(tile_count(first, s.T, tl::COLS), queue, [&](int64_t i, int buf) {
-        const E *qs = shared_tile<E>(tl::other_a(buf)), *dos = shared_tile<E>(tl::other_b(buf));
-        const tile_mask<tl::COLS, true> mask(jw, first + i * tl::COLS, s);
-        const shared_rows<E, DP, tl::LD> ka{ks + warp * 16 * tl::LD}, va{vs + warp * 16 * tl::LD};
-        const col_saved saved(shared_tile<float>(tl::lse(buf)), shared_tile<float>(tl::delta(buf)));
-        uint32_t P[tl::NS / 2][4], dS[tl::NS / 2][4];
-        if (!tile_probs_and_grads<E, DP, tl::LD>(ka, qs, va, dos, s.scale_log2, saved, mask, P,
-                                                 dS))
+        if (i == 0) {
+            ka.load(shared_tile<E>(0) + warp * 16 * tl::LD);
+            va.load(shared_tile<E>(tl::own_b()) + warp * 16 * tl::LD);
+        }
+        if (!rows_seen(j0, warp * 16, s))
             return;
-        accumulate<E, DP, tl::LD>(dv_acc, P, dos);
-        accumulate<E, DP, tl::LD>(dk_acc, dS, qs);
+#pragma unroll
+        for (int part = 0; part < tl::COLS; part += PART) {
+            const E *qs = shared_tile<E>(tl::other_a(buf)) + part * tl::LD;
+            const E *dos = shared_tile<E>(tl::other_b(buf)) + part * tl::LD;
+            const tile_mask<PART, true> mask(j0, warp * 16, first + i * tl::COLS + part, s);
+            const col_saved saved(shared_tile<float>(tl::lse(buf)) + part,
+                                  shared_tile<float>(tl::delta(buf)) + part);
+            uint32_t P[PART / 16][4], dS[PART / 16][4];
+            if (!tile_probs_and_grads<E, DP, tl::LD>(ka, qs, va, dos, s.scale_log2, saved, mask,
+                                                     P, dS))
+                continue;
+            accumulate<E, DP, tl::LD>(dv_acc, P, dos);
+            accumulate<E, DP, tl::LD>(dk_acc, dS, qs);
+        }
     });
-    store_rows<E, DP>(dk, head_offset(dk, bh, s), dk_acc, s.scale, jw, s);
-    store_rows<E, DP>(dv, head_offset(dv, bh, s), dv_acc, 1.0f, jw, s);
+    store_rows<E, DP>(dk, head_offset(dk, bh, s), dk_acc, s.scale, j0 + warp * 16, s);
+    store_rows<E, DP>(dv, head_offset(dv, bh, s), dv_acc, 1.0f, j0 + warp * 16, s);
 }
 
 /* ---- launch -------------------------------------------------------------------------- */
