@@ -20,14 +20,16 @@
  * (attn_flash_math.h has every per-element step, tested on the CPU). The f32 forward
  * (forward_kernel) has the same structure with FMAs on CUDA cores and its S and P tiles
  * in shared memory.
- * Backward: D = rowsum(dO * O) first (a warp per row, workspace B*H*T f32), then two
- * kernels that each own what they write, so nothing is summed with atomics: a block per
+ * Backward: D = rowsum(dO * O) (workspace B*H*T f32), then two kernels that each own
+ * what they write, so nothing is summed with atomics: a block per
  * tile of ROWS keys keeps dK and dV in registers while the query tiles that see it stream
  * past (Q, dO, lse2, D; double-buffered), and a block per tile of ROWS queries keeps dQ
  * while the key tiles it sees stream past. Q K^T and dO V^T are computed twice, once in
  * each, which is the price of no atomics: every sum has a fixed order, and the same
  * inputs give the same bits run after run. For bf16 and f16 those two kernels are
- * cuda_bwd.cu's, on mma.sync with the scores in registers; f32 runs the ones here.
+ * cuda_bwd.cu's, on mma.sync with the scores in registers, the dQ kernel working out D of
+ * its rows for the dK/dV kernel after it; f32 runs the ones here, after a kernel of its
+ * own for D (a warp per row).
  *
  * bf16 and f16 tiles go to the tensor cores (mma.sync), and P and dS are rounded to the
  * dtype before their products (as FlashAttention-2 does); f32 runs the same structure
@@ -654,38 +656,35 @@ mma_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *
 
 /* ---- backward ------------------------------------------------------------------------ */
 
-/* delta (B*H*T) = dO . O per row: a warp per DELTA_RUN consecutive rows of one head, lanes
- * over the row, a fixed butterfly. A block's rows are one tile of a head, so the head's
- * offsets are worked out once per warp, not per row. Instantiated per dtype (act.cuh's
- * tags), so its loads hold no case of another dtype. */
-template <typename Dtype>
+/* delta (B*H*T) = dO . O per row for the f32 backward (the 16-bit one works it out in its
+ * dQ kernel): a warp per DELTA_RUN consecutive rows of one head, lanes over the row, a
+ * fixed butterfly. A block's rows are one tile of a head, so the head's offsets are worked
+ * out once per warp, not per row. */
 static __global__ void delta_kernel(float *delta, head_view dout, head_view out, dims s,
                                     int64_t tiles)
 {
-    constexpr gb_dtype dtype = Dtype::dtype;
     const int lane = threadIdx.x % WARP;
     const int64_t bh = blockIdx.x / tiles, b = bh / s.H, h = bh % s.H;
     const int64_t t0 = ((blockIdx.x % tiles) * DELTA_ROWS + threadIdx.x / WARP) * DELTA_RUN;
     const int64_t end = t0 + DELTA_RUN < s.T ? t0 + DELTA_RUN : s.T;
-    int64_t g = b * dout.batch + h * dout.head + t0 * dout.row;
-    int64_t o = b * out.batch + h * out.head + t0 * out.row;
+    const float *g = (const float *)dout.data + b * dout.batch + h * dout.head + t0 * dout.row;
+    const float *o = (const float *)out.data + b * out.batch + h * out.head + t0 * out.row;
     for (int64_t t = t0; t < end; t++, g += dout.row, o += out.row) {
         float dot = 0.0f;
         for (int d = lane; d < s.D; d += WARP)
-            dot += gb_act_load(dout.data, dtype, g + d) * gb_act_load(out.data, dtype, o + d);
+            dot += g[d] * o[d];
         dot = gb_warp_sum(dot);
         if (lane == 0)
             delta[bh * s.T + t] = dot;
     }
 }
 
-template <typename Dtype>
 static void launch_delta(float *delta, const head_view &dout, const head_view &out,
                          const dims &s, int64_t heads, cudaStream_t stream)
 {
     const int64_t tiles = (s.T + DELTA_ROWS * DELTA_RUN - 1) / (DELTA_ROWS * DELTA_RUN);
-    delta_kernel<Dtype><<<(unsigned)(heads * tiles), DELTA_ROWS * WARP, 0, stream>>>(
-        delta, dout, out, s, tiles);
+    delta_kernel<<<(unsigned)(heads * tiles), DELTA_ROWS * WARP, 0, stream>>>(delta, dout, out,
+                                                                              s, tiles);
 }
 
 /* The backward kernels' shared memory (bwd_tiles<E, DP>::bwd_*), the score tiles at the
@@ -1110,17 +1109,17 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
     const dims s = dims_of(p, views, 8);
     const float *lse2 = (const float *)saved;
     float *delta = (float *)workspace;
-    GB_ACT_DISPATCH(p->dtype, launch_delta, delta, view_of(&dout), view_of(&out), s,
-                    p->batch * p->heads, stream);
-    GB_CUDA_CHECK_LAUNCH("delta_kernel (dO . O, a warp per DELTA_RUN rows)");
     return by_config(p, [&](auto e, auto dp) {
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
         if constexpr (!std::is_same<E, float>::value) {
             const bwd_views w = {view_of(&dq), view_of(&dk), view_of(&dv), view_of(&dout),
-                                 view_of(&q), view_of(&k), view_of(&v), lse2, delta};
+                                 view_of(&q),  view_of(&k),  view_of(&v),  view_of(&out),
+                                 lse2,         delta};
             return flash_backward_mma<E, DP>(host, w, s, p->batch * p->heads, stream);
         } else {
+            launch_delta(delta, view_of(&dout), view_of(&out), s, p->batch * p->heads, stream);
+            GB_CUDA_CHECK_LAUNCH("delta_kernel (dO . O, a warp per DELTA_RUN rows)");
             using tl = bwd_tiles<E, DP>;
             gb_status status = allow_shared(host, dq_kernel<E, DP>, tl::dq_bytes());
             if (status == GB_OK)

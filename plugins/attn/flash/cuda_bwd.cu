@@ -1,8 +1,10 @@
 /* attn/flash's backward for bf16 and f16 on mma.sync (FlashAttention-2's backward, Dao
  * 2023): m16n8k16 tensor-core products on fragments the kernels index themselves
- * (kernels/cuda/mma_sync.cuh), so the scores never leave registers. cuda.cu runs D =
- * dO . O first and launches these through flash_backward_mma; f32 keeps its own kernels
- * there.
+ * (kernels/cuda/mma_sync.cuh), so the scores never leave registers. cuda.cu launches
+ * them through flash_backward_mma; f32 keeps its own kernels there. D = dO . O, which both
+ * need, is the dQ kernel's to work out (its warps' rows, before their first tile) and to
+ * store for the dK/dV kernel, which runs after it on the stream: no kernel of its own,
+ * and dO and O read once for it.
  *
  * Two kernels, each owning what it writes, so nothing is summed with atomics and the same
  * inputs give the same bits run after run (FlashAttention-2 adds dQ with atomics from the
@@ -317,6 +319,67 @@ static __device__ int64_t head_offset(const head_view &v, int64_t bh, const dims
     return (bh / s.H) * v.batch + (bh % s.H) * v.head;
 }
 
+/* A warp's 16 rows of `v` from row t (`head` its element (b, h, 0, 0)) as the A fragments
+ * load_rows would give, read from global memory: lane pairs at rows g + 8 (i % 2), columns
+ * 16 k + 8 (i / 2) + 2 t; zeros past T and head_dim. One 4-byte load a pair where every
+ * view's rows start on 16 bytes (s.async: head_dim a multiple of 8), else two. */
+template <typename E, int DP>
+static __device__ void global_rows(uint32_t (&a)[DP / 16][4], const head_view &v,
+                                   int64_t head, int64_t t, const dims &s)
+{
+    const int g = lane_id() / 4, c = 2 * (lane_id() % 4);
+#pragma unroll
+    for (int k = 0; k < DP / 16; k++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int64_t r = t + g + 8 * (i % 2);
+            const int d = 16 * k + 8 * (i / 2) + c;
+            const E *pair = (const E *)v.data + head + r * v.row + d;
+            if (r < s.T && s.async && d < s.D)
+                a[k][i] = *(const uint32_t *)pair;
+            else
+                a[k][i] = mma16<E>::pack(r < s.T && d < s.D ? elem<E>::widen(pair[0]) : 0.0f,
+                                         r < s.T && d + 1 < s.D ? elem<E>::widen(pair[1]) : 0.0f);
+        }
+}
+
+/* The row_saved of a warp's 16 queries from t (of head bh): lse2 from the forward, and D =
+ * dO . O, which the lane's fragments of both (global_rows) give in k order for rows g and
+ * g + 8, summed then across the row's 4 lanes, and which lanes t = 0 store to delta for
+ * the dK/dV kernel that runs next; 0 past T. A warp's loads, all at once, before its
+ * first tile: no kernel of its own, no second read of dO. */
+template <typename E, int DP>
+static __device__ row_saved warp_rows_saved(const float *lse2, float *delta,
+                                            const head_view &dout, const head_view &out,
+                                            int64_t bh, int64_t t, const dims &s)
+{
+    uint32_t d_o[DP / 16][4], o[DP / 16][4];
+    global_rows<E, DP>(d_o, dout, head_offset(dout, bh, s), t, s);
+    global_rows<E, DP>(o, out, head_offset(out, bh, s), t, s);
+    row_saved saved = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+#pragma unroll
+    for (int k = 0; k < DP / 16; k++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float2 x = mma16<E>::unpack(d_o[k][i]), y = mma16<E>::unpack(o[k][i]);
+            saved.delta[i % 2] += x.x * y.x + x.y * y.y;
+        }
+    const int g = lane_id() / 4;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float &d = saved.delta[h];
+        d += __shfl_xor_sync(0xffffffffu, d, 1);
+        d += __shfl_xor_sync(0xffffffffu, d, 2);
+        const int64_t r = t + g + 8 * h;
+        if (r < s.T) {
+            saved.lse2[h] = lse2[bh * s.T + r];
+            if (lane_id() % 4 == 0)
+                delta[bh * s.T + r] = d;
+        }
+    }
+    return saved;
+}
+
 /* ---- kernels ------------------------------------------------------------------------- */
 
 /* The region at `offset` of the block's dynamic shared memory (mma_tiles' layout). */
@@ -333,10 +396,10 @@ template <typename E> static __device__ E *shared_tile(size_t offset)
 template <typename E, int DP>
 static __global__ void __launch_bounds__(mma_tiles<DP>::THREADS)
 dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dout,
-              const float *lse2, const float *delta, dims s)
+              head_view out, const float *lse2, float *delta, dims s)
 {
     using tl = mma_tiles<DP>;
-    const int warp = threadIdx.x / WARP, g = lane_id() / 4;
+    const int warp = threadIdx.x / WARP;
     const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
     E *qs = shared_tile<E>(0), *dos = shared_tile<E>(tl::own_b());
     const E *kh = head_start<E>(k, bh, s), *vh = head_start<E>(v, bh, s);
@@ -346,17 +409,11 @@ dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dou
         queue_tile<E, DP, tl::LD>(shared_tile<E>(tl::other_b(buf)), tl::COLS, vh, v.row,
                               i * tl::COLS, s);
     };
-    row_saved saved;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int64_t t = t0 + warp * 16 + g + 8 * h;
-        saved.lse2[h] = t < s.T ? lse2[bh * s.T + t] : 0.0f;
-        saved.delta[h] = t < s.T ? delta[bh * s.T + t] : 0.0f;
-    }
-
     queue_tile<E, DP, tl::LD>(qs, tl::ROWS, head_start<E>(q, bh, s), q.row, t0, s);
     queue_tile<E, DP, tl::LD>(dos, tl::ROWS, head_start<E>(dout, bh, s), dout.row, t0, s);
     queue(0, 0);
+    const row_saved saved =
+        warp_rows_saved<E, DP>(lse2, delta, dout, out, bh, t0 + warp * 16, s);
     float acc[DP / 8][4] = {};
     own_rows<E, DP, tl::LD> qa, doa;
     constexpr int PART = part_rows<DP>();   // the keys of a streamed tile taken at once
@@ -452,7 +509,7 @@ gb_status flash_backward_mma(const gb_host *host, const bwd_views &w, dims s, in
     if (status != GB_OK)
         return status;
     dq_mma_kernel<E, DP><<<blocks, tl::THREADS, tl::dq_bytes(), stream>>>(
-        w.dq, w.q, w.k, w.v, w.dout, w.lse2, w.delta, s);
+        w.dq, w.q, w.k, w.v, w.dout, w.out, w.lse2, w.delta, s);
     GB_CUDA_CHECK_LAUNCH("dq_mma_kernel (a block per query tile)");
     dkv_mma_kernel<E, DP><<<blocks, tl::THREADS, tl::dkv_bytes(), stream>>>(
         w.dk, w.dv, w.q, w.k, w.v, w.dout, w.lse2, w.delta, s);

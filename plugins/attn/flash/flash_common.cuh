@@ -202,14 +202,16 @@ template <int DP> struct mma_tiles {
     static constexpr __host__ __device__ size_t dkv_bytes() { return lse(4); }
 };
 
-/* What the backward reads and writes. */
+/* What the backward reads and writes (delta: D = dO . O per row, B*H*T floats). */
 struct bwd_views {
-    head_view dq, dk, dv, dout, q, k, v;
-    const float *lse2, *delta;
+    head_view dq, dk, dv, dout, q, k, v, out;
+    const float *lse2;
+    float *delta;
 };
 
 /* dQ, dK and dV of `heads` (B * H) heads on the stream, E __nv_bfloat16 or __half, DP 32,
- * 64, 80, 96 or 128 (instantiated in cuda_bwd.cu); delta already holds D = dO . O. */
+ * 64, 80, 96 or 128 (instantiated in cuda_bwd.cu); D = dO . O is worked out on the way,
+ * into delta, by the dQ kernel, for the dK/dV kernel after it. */
 template <typename E, int DP>
 gb_status flash_backward_mma(const gb_host *host, const bwd_views &w, dims s, int64_t heads,
                              cudaStream_t stream);
@@ -223,6 +225,7 @@ template <> struct mma16<__nv_bfloat16> {
         gb_mma_m16n8k16_bf16(d, a, b);
     }
     static __device__ uint32_t pack(float lo, float hi) { return gb_pack_bf16x2(lo, hi); }
+    static __device__ float2 unpack(uint32_t pair) { return gb_unpack_bf16x2(pair); }
 };
 
 template <> struct mma16<__half> {
@@ -231,6 +234,7 @@ template <> struct mma16<__half> {
         gb_mma_m16n8k16_f16(d, a, b);
     }
     static __device__ uint32_t pack(float lo, float hi) { return gb_pack_f16x2(lo, hi); }
+    static __device__ float2 unpack(uint32_t pair) { return gb_unpack_f16x2(pair); }
 };
 
 #endif /* GB_ATTN_FLASH_COMMON_CUH */
