@@ -1,5 +1,5 @@
 /* Two floats rounded to nearest even into one register of two 16-bit halves, the low half
- * first, as the fragments of mma.sync (mma_sync.cuh) hold their elements, and back. Shared by the
+ * first, as the fragments of mma.sync (mma_sync.cuh) hold their elements. Shared by the
  * real helpers and the emulator's (cuda_emu/include/mma_sync.cuh), so both round the same
  * way. Header-only, for .cu files.
  */
@@ -25,24 +25,6 @@ static __host__ __device__ __forceinline__ uint32_t gb_pack_f16x2(float lo, floa
     uint32_t bits;
     memcpy(&bits, &pair, sizeof bits);
     return bits;
-}
-
-/* The two floats of such a register, the low half as .x: exact, as every 16-bit value is
- * a float. */
-static __host__ __device__ __forceinline__ float2 gb_unpack_bf16x2(uint32_t bits)
-{
-    __nv_bfloat162_raw raw;
-    raw.x = (unsigned short)(bits & 0xffffu);
-    raw.y = (unsigned short)(bits >> 16);
-    return __bfloat1622float2(__nv_bfloat162(raw));
-}
-
-static __host__ __device__ __forceinline__ float2 gb_unpack_f16x2(uint32_t bits)
-{
-    __half2_raw raw;
-    raw.x = (unsigned short)(bits & 0xffffu);
-    raw.y = (unsigned short)(bits >> 16);
-    return __half22float2(__half2(raw));
 }
 
 #endif /* GEARBOX_KERNELS_CUDA_MMA_PACK_CUH */

@@ -52,6 +52,7 @@
 #include "attn_flash_math.h"
 #include "flash_common.cuh"
 #include "mma_sync.cuh"
+#include "vec16.cuh"
 
 /* ---- a warp's products --------------------------------------------------------------- */
 
@@ -319,63 +320,63 @@ static __device__ int64_t head_offset(const head_view &v, int64_t bh, const dims
     return (bh / s.H) * v.batch + (bh % s.H) * v.head;
 }
 
-/* A warp's 16 rows of `v` from row t (`head` its element (b, h, 0, 0)) as the A fragments
- * load_rows would give, read from global memory: lane pairs at rows g + 8 (i % 2), columns
- * 16 k + 8 (i / 2) + 2 t; zeros past T and head_dim. One 4-byte load a pair where every
- * view's rows start on 16 bytes (s.async: head_dim a multiple of 8), else two. */
-template <typename E, int DP>
-static __device__ void global_rows(uint32_t (&a)[DP / 16][4], const head_view &v,
-                                   int64_t head, int64_t t, const dims &s)
+/* The 8 elements of `row` from column c as floats, zeros past head_dim: one 16-byte load
+ * where every view's rows start on 16 bytes (s.async: head_dim a multiple of 8, so the
+ * chunk lies wholly before it or past it), else one element at a time. */
+template <typename E>
+static __device__ void load_chunk(float (&v)[8], const E *row, int c, const dims &s)
 {
-    const int g = lane_id() / 4, c = 2 * (lane_id() % 4);
-#pragma unroll
-    for (int k = 0; k < DP / 16; k++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int64_t r = t + g + 8 * (i % 2);
-            const int d = 16 * k + 8 * (i / 2) + c;
-            const E *pair = (const E *)v.data + head + r * v.row + d;
-            if (r < s.T && s.async && d < s.D)
-                a[k][i] = *(const uint32_t *)pair;
-            else
-                a[k][i] = mma16<E>::pack(r < s.T && d < s.D ? elem<E>::widen(pair[0]) : 0.0f,
-                                         r < s.T && d + 1 < s.D ? elem<E>::widen(pair[1]) : 0.0f);
+    if (s.async) {
+        if (c < s.D) {
+            gb_vec16_load_act<typename elem<E>::act>(row, c, v);
+            return;
         }
+#pragma unroll
+        for (int e = 0; e < 8; e++)
+            v[e] = 0.0f;
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        v[e] = c + e < s.D ? elem<E>::widen(row[c + e]) : 0.0f;
 }
 
 /* The row_saved of a warp's 16 queries from t (of head bh): lse2 from the forward, and D =
- * dO . O, which the lane's fragments of both (global_rows) give in k order for rows g and
- * g + 8, summed then across the row's 4 lanes, and which lanes t = 0 store to delta for
- * the dK/dV kernel that runs next; 0 past T. A warp's loads, all at once, before its
- * first tile: no kernel of its own, no second read of dO. */
+ * dO . O, stored to delta for the dK/dV kernel that runs next; 0 past T. Lanes 2 r and
+ * 2 r + 1 take row r, its 8-element chunks alternately, so each load of the warp reads 16
+ * rows' 32 consecutive bytes; a lane sums its products in chunk order, the pair adds its
+ * two sums, and each lane takes its rows' (g and g + 8) from their pairs. Loaded all at
+ * once, before the warp's first tile: no kernel of its own, dO and O read once for it. */
 template <typename E, int DP>
 static __device__ row_saved warp_rows_saved(const float *lse2, float *delta,
                                             const head_view &dout, const head_view &out,
                                             int64_t bh, int64_t t, const dims &s)
 {
-    uint32_t d_o[DP / 16][4], o[DP / 16][4];
-    global_rows<E, DP>(d_o, dout, head_offset(dout, bh, s), t, s);
-    global_rows<E, DP>(o, out, head_offset(out, bh, s), t, s);
+    const int lane = lane_id(), g = lane / 4;
+    const int64_t row = t + lane / 2;
+    float dot = 0.0f;
+    if (row < s.T) {
+        const E *x = (const E *)dout.data + head_offset(dout, bh, s) + row * dout.row;
+        const E *y = (const E *)out.data + head_offset(out, bh, s) + row * out.row;
+#pragma unroll
+        for (int c = 8 * (lane % 2); c < DP; c += 16) {
+            float a[8], b[8];
+            load_chunk<E>(a, x, c, s);
+            load_chunk<E>(b, y, c, s);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                dot += a[e] * b[e];
+        }
+    }
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    if (lane % 2 == 0 && row < s.T)
+        delta[bh * s.T + row] = dot;
     row_saved saved = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
-    for (int k = 0; k < DP / 16; k++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float2 x = mma16<E>::unpack(d_o[k][i]), y = mma16<E>::unpack(o[k][i]);
-            saved.delta[i % 2] += x.x * y.x + x.y * y.y;
-        }
-    const int g = lane_id() / 4;
-#pragma unroll
     for (int h = 0; h < 2; h++) {
-        float &d = saved.delta[h];
-        d += __shfl_xor_sync(0xffffffffu, d, 1);
-        d += __shfl_xor_sync(0xffffffffu, d, 2);
-        const int64_t r = t + g + 8 * h;
-        if (r < s.T) {
-            saved.lse2[h] = lse2[bh * s.T + r];
-            if (lane_id() % 4 == 0)
-                delta[bh * s.T + r] = d;
-        }
+        saved.delta[h] = __shfl_sync(0xffffffffu, dot, 2 * (g + 8 * h));
+        if (t + g + 8 * h < s.T)
+            saved.lse2[h] = lse2[bh * s.T + t + g + 8 * h];
     }
     return saved;
 }

@@ -14,6 +14,7 @@
 #include <cuda_pipeline.h>
 #include <stdint.h>
 
+#include "act.cuh"
 #include "cuda_status.h"
 #include "mma_sync.cuh"
 #include "warp.cuh"
@@ -51,12 +52,14 @@ template <> struct elem<float> {
 
 template <> struct elem<__half> {
     static constexpr gb_dtype dtype = GB_F16;
+    using act = gb_act_f16;   /* act.cuh's tag, for vec16.cuh's loads */
     static __device__ __half round(float x) { return __float2half_rn(x); }
     static __device__ float widen(__half x) { return __half2float(x); }
 };
 
 template <> struct elem<__nv_bfloat16> {
     static constexpr gb_dtype dtype = GB_BF16;
+    using act = gb_act_bf16;
     static __device__ __nv_bfloat16 round(float x) { return __float2bfloat16_rn(x); }
     static __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 };
@@ -225,7 +228,6 @@ template <> struct mma16<__nv_bfloat16> {
         gb_mma_m16n8k16_bf16(d, a, b);
     }
     static __device__ uint32_t pack(float lo, float hi) { return gb_pack_bf16x2(lo, hi); }
-    static __device__ float2 unpack(uint32_t pair) { return gb_unpack_bf16x2(pair); }
 };
 
 template <> struct mma16<__half> {
@@ -234,7 +236,6 @@ template <> struct mma16<__half> {
         gb_mma_m16n8k16_f16(d, a, b);
     }
     static __device__ uint32_t pack(float lo, float hi) { return gb_pack_f16x2(lo, hi); }
-    static __device__ float2 unpack(uint32_t pair) { return gb_unpack_f16x2(pair); }
 };
 
 #endif /* GB_ATTN_FLASH_COMMON_CUH */
