@@ -48,7 +48,6 @@
 
 #include <type_traits>
 
-#include "act.cuh"
 #include "attn_flash_math.h"
 #include "flash_common.cuh"
 #include "mma_sync.cuh"
@@ -308,9 +307,9 @@ static __device__ void store_rows(const head_view &v, int64_t head, const float 
             if (s.async) {
                 *(uint32_t *)((E *)v.data + at + d) = mma16<E>::pack(lo, hi);
             } else {
-                gb_act_store(v.data, elem<E>::dtype, at + d, lo);
+                store_elem<E>(v.data, at + d, lo);
                 if (d + 1 < s.D)
-                    gb_act_store(v.data, elem<E>::dtype, at + d + 1, hi);
+                    store_elem<E>(v.data, at + d + 1, hi);
             }
         }
 }
@@ -328,7 +327,10 @@ static __device__ void load_chunk(float (&v)[8], const E *row, int c, const dims
 {
     if (s.async) {
         if (c < s.D) {
-            gb_vec16_load_act<typename elem<E>::act>(row, c, v);
+            const gb_vec16 unit = gb_vec16_load(row + c);
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                v[e] = elem<E>::widen_bits(unit.h[e]);
             return;
         }
 #pragma unroll

@@ -14,7 +14,6 @@
 #include <cuda_pipeline.h>
 #include <stdint.h>
 
-#include "act.cuh"
 #include "cuda_status.h"
 #include "mma_sync.cuh"
 #include "warp.cuh"
@@ -41,7 +40,7 @@ struct dims {
 /* ---- element types ------------------------------------------------------------------- */
 
 /* What the kernels need of a tile's element type: rounding an f32 to it and widening it
- * back, and the gb_dtype of the views. */
+ * (or its bits) back, by the hardware's conversions, and the gb_dtype of the views. */
 template <typename E> struct elem;
 
 template <> struct elem<float> {
@@ -52,17 +51,35 @@ template <> struct elem<float> {
 
 template <> struct elem<__half> {
     static constexpr gb_dtype dtype = GB_F16;
-    using act = gb_act_f16;   /* act.cuh's tag, for vec16.cuh's loads */
     static __device__ __half round(float x) { return __float2half_rn(x); }
     static __device__ float widen(__half x) { return __half2float(x); }
+    static __device__ float widen_bits(uint16_t bits)
+    {
+        __half_raw raw;
+        raw.x = bits;
+        return __half2float(__half(raw));
+    }
 };
 
 template <> struct elem<__nv_bfloat16> {
     static constexpr gb_dtype dtype = GB_BF16;
-    using act = gb_act_bf16;
     static __device__ __nv_bfloat16 round(float x) { return __float2bfloat16_rn(x); }
     static __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+    static __device__ float widen_bits(uint16_t bits)
+    {
+        __nv_bfloat16_raw raw;
+        raw.x = bits;
+        return __bfloat162float(__nv_bfloat16(raw));
+    }
 };
+
+/* x rounded to E (to nearest even, by the hardware's conversion) into element i of the E
+ * array `data`. (act.cuh's gb_act_store converts f16 in software, for the CPU's bits in
+ * every case, at tens of instructions an element; these kernels need no such promise.) */
+template <typename E> static __device__ void store_elem(void *data, int64_t i, float x)
+{
+    ((E *)data)[i] = elem<E>::round(x);
+}
 
 /* ---- tiles and blocks ---------------------------------------------------------------- */
 
