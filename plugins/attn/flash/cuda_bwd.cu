@@ -394,8 +394,9 @@ template <typename E> static __device__ E *shared_tile(size_t offset)
 
 /* dQ (B, H, T, D): a block per tile of ROWS queries over the key tiles they see (K and V
  * streamed); a warp's 16 rows of dQ in f32 accumulators, its rows of Q and dO as A
- * fragments (own_rows) and their lse2 and D in registers. A warp skips the key tiles wholly after
- * its queries (the causal diagonal runs through the block's last tiles). */
+ * fragments (own_rows) and their lse2 and D in registers (D worked out and stored here,
+ * warp_rows_saved). A warp skips the key tiles wholly after its queries (the causal
+ * diagonal runs through the block's last tiles). */
 template <typename E, int DP>
 static __global__ void __launch_bounds__(mma_tiles<DP>::THREADS)
 dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dout,
@@ -444,8 +445,9 @@ dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dou
 
 /* dK and dV (B, H, T, D): a block per tile of ROWS keys over the query tiles that see them
  * (Q, dO and their lse2 and D streamed); a warp's 16 rows of dK and dV in f32
- * accumulators, its rows of K and V as A fragments (own_rows). Its scores have keys as rows: S^T = K Q^T, dP^T = V dO^T. A warp skips the
- * query tiles wholly before its keys (the causal diagonal runs through the first). */
+ * accumulators, its rows of K and V as A fragments (own_rows). Its scores have keys as
+ * rows: S^T = K Q^T, dP^T = V dO^T. A warp skips the query tiles wholly before its keys
+ * (the causal diagonal runs through the first). */
 template <typename E, int DP>
 static __global__ void __launch_bounds__(mma_tiles<DP>::THREADS)
 dkv_mma_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v,
