@@ -18,11 +18,11 @@ and the local memory (the stack frame, spills included) per thread are ptxas's f
 the bounds are the PTX's .maxntid (product of its dimensions) and .minnctapersm (0: none).
 The next four count the static instructions of the kernel's PTX body (ptx_classes): all of
 them that ptxas issues (not the moves it folds away, FOLDED_MOVE), the global and shared
-memory ones, the CUDA-core floating-point ones and the SFU
-ones; the counting mode scales them by the memory instructions it sees executed. The last
-two are its innermost loops that load from global memory and their global loads, summed
-(ptx_loop_loads): loads per iteration, as nvcc unrolled them, are the loads a warp has in
-flight at once (docs/gpu.md, "The time of a kernel").
+memory ones, the CUDA-core floating-point ones and the SFU ones; the counting mode scales
+them by the memory instructions it sees executed. The last two are its innermost loops
+that load from global memory and their global loads, summed (ptx_loop_loads): loads per
+iteration, as nvcc unrolled them, are the loads a warp has in flight at once (docs/gpu.md,
+"The time of a kernel").
 
 Beside it, X.lines.tsv for X.resources.tsv (ptx_lines), after a header line, one row per
 kernel, source line and kind of access, and per chain of call sites where it has several:

@@ -21,15 +21,14 @@
  * (forward_kernel) has the same structure with FMAs on CUDA cores and its S and P tiles
  * in shared memory.
  * Backward: D = rowsum(dO * O) (workspace B*H*T f32), then two kernels that each own
- * what they write, so nothing is summed with atomics: a block per
- * tile of ROWS keys keeps dK and dV in registers while the query tiles that see it stream
- * past (Q, dO, lse2, D; double-buffered), and a block per tile of ROWS queries keeps dQ
- * while the key tiles it sees stream past. Q K^T and dO V^T are computed twice, once in
- * each, which is the price of no atomics: every sum has a fixed order, and the same
- * inputs give the same bits run after run. For bf16 and f16 those two kernels are
- * cuda_bwd.cu's, on mma.sync with the scores in registers, the dQ kernel working out D of
- * its rows for the dK/dV kernel after it; f32 runs the ones here, after a kernel of its
- * own for D (a warp per row).
+ * what they write, so nothing is summed with atomics: a block per tile of ROWS keys keeps
+ * dK and dV in registers while the query tiles that see it stream past (Q, dO, lse2, D;
+ * double-buffered), and a block per tile of ROWS queries keeps dQ while the key tiles it
+ * sees stream past. Q K^T and dO V^T are computed twice, once in each, which is the price
+ * of no atomics: every sum has a fixed order, and the same inputs give the same bits run
+ * after run. For bf16 and f16 those two kernels are cuda_bwd.cu's, on mma.sync with the
+ * scores in registers, the dQ kernel working out D of its rows for the dK/dV kernel after
+ * it; f32 runs the ones here, after a kernel of its own for D (a warp per row).
  *
  * bf16 and f16 tiles go to the tensor cores (mma.sync), and P and dS are rounded to the
  * dtype before their products (as FlashAttention-2 does); f32 runs the same structure
