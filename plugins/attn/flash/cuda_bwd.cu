@@ -392,6 +392,22 @@ template <typename E> static __device__ E *shared_tile(size_t offset)
     return (E *)(flash_bwd_shared + offset);
 }
 
+/* At the first streamed tile (its wait brought the block's own tiles in too), the warp's
+ * own rows of both tiles into a and b (own_rows: held, or just their address); then
+ * whether any of those rows lies before T, which a warp past it skips every tile for. */
+template <typename E, int DP, class Rows>
+static __device__ bool own_rows_ready(int64_t i, Rows &a, Rows &b, int64_t block_r0,
+                                      const dims &s)
+{
+    using tl = mma_tiles<DP>;
+    const int warp = threadIdx.x / WARP;
+    if (i == 0) {
+        a.load(shared_tile<E>(0) + warp * 16 * tl::LD);
+        b.load(shared_tile<E>(tl::own_b()) + warp * 16 * tl::LD);
+    }
+    return rows_seen(block_r0, warp * 16, s);
+}
+
 /* dQ (B, H, T, D): a block per tile of ROWS queries over the key tiles they see (K and V
  * streamed); a warp's 16 rows of dQ in f32 accumulators, its rows of Q and dO as A
  * fragments (own_rows) and their lse2 and D in registers (D worked out and stored here,
@@ -423,11 +439,7 @@ dq_mma_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dou
     constexpr int PART = part_rows<DP>();   // the keys of a streamed tile taken at once
     const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
     stream_tiles(n, queue, [&](int64_t i, int buf) {
-        if (i == 0) {
-            qa.load(qs + warp * 16 * tl::LD);
-            doa.load(dos + warp * 16 * tl::LD);
-        }
-        if (!rows_seen(t0, warp * 16, s))
+        if (!own_rows_ready<E, DP>(i, qa, doa, t0, s))
             return;
 #pragma unroll
         for (int part = 0; part < tl::COLS; part += PART) {
@@ -474,11 +486,7 @@ dkv_mma_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v
     own_rows<E, DP, tl::LD> ka, va;
     constexpr int PART = part_rows<DP>();
     stream_tiles(tile_count(first, s.T, tl::COLS), queue, [&](int64_t i, int buf) {
-        if (i == 0) {
-            ka.load(shared_tile<E>(0) + warp * 16 * tl::LD);
-            va.load(shared_tile<E>(tl::own_b()) + warp * 16 * tl::LD);
-        }
-        if (!rows_seen(j0, warp * 16, s))
+        if (!own_rows_ready<E, DP>(i, ka, va, j0, s))
             return;
 #pragma unroll
         for (int part = 0; part < tl::COLS; part += PART) {
