@@ -203,21 +203,28 @@ def located_instructions(body):
     """(offset, opcode, file number, line, callers) of each instruction of a PTX body: the
     last .loc before it says where in the source it comes from (file '' and line 0:
     nowhere), and callers are the call sites it was inlined through, innermost first, as
-    (file number, line): each .loc `inlined_at` a place names its caller, which nvcc gives
-    its own .loc just before (a caller not among the places before it ends the chain)."""
+    (file number, line): each .loc `inlined_at` a place names its caller, whose own caller
+    is the one its latest .loc named. nvcc interleaves the .loc of inlined helpers (a
+    conversion's inline asm between a store's two lines), so the caller is often not the
+    place just before; the chain is then rebuilt from those latest callers."""
     out = []
     offset, frames = 0, []   # frames: (file, line, column), outermost first
+    caller_of = {}           # place -> the caller its latest .loc named
     for text in body.splitlines(keepends=True):
         loc = LOC.match(text)
         if loc:
             here = loc.group(1, 2, 3)
             caller = loc.group(4, 5, 6) if loc.group(4) else None
+            caller_of[here] = caller
             if caller is None:
                 frames = [here]
             elif caller in frames:
                 frames = frames[:len(frames) - frames[::-1].index(caller)] + [here]
             else:
-                frames = [caller, here]
+                chain = [caller]
+                while caller_of.get(chain[0]) and caller_of[chain[0]] not in chain:
+                    chain.insert(0, caller_of[chain[0]])
+                frames = chain + [here]
         else:
             op = INSTRUCTION.match(text)
             if op and not FOLDED_MOVE.match(text):

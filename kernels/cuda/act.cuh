@@ -2,15 +2,19 @@
  * element, with the dtype a run-time argument (it is the same for every thread of a
  * launch, so the branch costs next to nothing in kernels that wait on memory).
  *
- * Conversions are gearbox/convert.h's, bit for bit the CPU kernels' (widening exact,
- * narrowing to nearest even, NaN kept quiet), rather than the CUDA intrinsics, so a CUDA
- * kernel that computes an element the way the CPU does stores the same 16 bits. No
- * vectorised (128-bit) access here: vec16.cuh reads and writes 16-byte units of
- * activations, rows.cuh moves whole rows in them.
+ * Conversions are the hardware's (cvt): narrowing rounds to nearest even, as
+ * gearbox/convert.h does for the CPU kernels, so every number a CUDA kernel stores has the
+ * CPU's 16 bits; a NaN becomes the canonical one (0x7fff), where convert.h keeps its
+ * payload. convert.h's f16 conversions in software took tens of instructions an element,
+ * which made the f16 LayerNorm and cross-entropy issue-bound. No vectorised (128-bit)
+ * access here: vec16.cuh reads and writes 16-byte units of activations, rows.cuh moves
+ * whole rows in them.
  */
 #ifndef GEARBOX_KERNELS_CUDA_ACT_CUH
 #define GEARBOX_KERNELS_CUDA_ACT_CUH
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "gearbox/convert.h"
@@ -22,13 +26,33 @@ static __host__ __device__ __forceinline__ int64_t gb_act_size(gb_dtype dtype)
     return dtype == GB_F32 ? 4 : 2;
 }
 
+/* The 16 bits of v rounded to bf16 or f16 (dtype), and back: one cvt each way (bf16
+ * widens by a shift, which is what its cvt does). */
+static __device__ __forceinline__ uint16_t gb_act_narrow(gb_dtype dtype, float v)
+{
+    if (dtype == GB_BF16) {
+        const __nv_bfloat16_raw r = __float2bfloat16_rn(v);
+        return r.x;
+    }
+    const __half_raw r = __float2half_rn(v);
+    return r.x;
+}
+
+static __device__ __forceinline__ float gb_act_widen(gb_dtype dtype, uint16_t h)
+{
+    if (dtype == GB_BF16)
+        return gb_f32_from_bf16(h);
+    __half_raw r;
+    r.x = h;
+    return __half2float(__half(r));
+}
+
 /* Element i of the activation buffer p, as f32. */
 static __device__ __forceinline__ float gb_act_load(const void *p, gb_dtype dtype, int64_t i)
 {
     if (dtype == GB_F32)
         return ((const float *)p)[i];
-    uint16_t h = ((const uint16_t *)p)[i];
-    return dtype == GB_BF16 ? gb_f32_from_bf16(h) : gb_f32_from_f16(h);
+    return gb_act_widen(dtype, ((const uint16_t *)p)[i]);
 }
 
 /* Element i of the activation buffer p = v, rounded to nearest even for 16-bit types. */
@@ -37,16 +61,13 @@ static __device__ __forceinline__ void gb_act_store(void *p, gb_dtype dtype, int
     if (dtype == GB_F32)
         ((float *)p)[i] = v;
     else
-        ((uint16_t *)p)[i] = dtype == GB_BF16 ? gb_bf16_from_f32(v) : gb_f16_from_f32(v);
+        ((uint16_t *)p)[i] = gb_act_narrow(dtype, v);
 }
 
 /* v as an element of dtype holds it: what gb_act_load returns after gb_act_store(v). */
 static __device__ __forceinline__ float gb_act_round(gb_dtype dtype, float v)
 {
-    if (dtype == GB_F32)
-        return v;
-    return dtype == GB_BF16 ? gb_f32_from_bf16(gb_bf16_from_f32(v))
-                            : gb_f32_from_f16(gb_f16_from_f32(v));
+    return dtype == GB_F32 ? v : gb_act_widen(dtype, gb_act_narrow(dtype, v));
 }
 
 /* An activation dtype as a type, for kernels instantiated per dtype: with the dtype a

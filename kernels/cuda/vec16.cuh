@@ -5,8 +5,9 @@
  * copied to and from gb_vec16 for its elements. Reading the union straight from memory
  * lets a compiler split the access into one per element (g++ did, for the emulator), and
  * reaching the elements through a pointer cast to another type breaks C++'s aliasing
- * rules, which an optimiser exploits once the dtype is a constant. Conversions are
- * act.cuh's, so a unit holds the bits gb_act_store would have written element by element.
+ * rules, which an optimiser exploits once the dtype is a constant. Conversions are the
+ * hardware's, as act.cuh's, two elements an instruction when narrowing, so a unit holds
+ * the bits gb_act_store would have written element by element.
  */
 #ifndef GEARBOX_KERNELS_CUDA_VEC16_CUH
 #define GEARBOX_KERNELS_CUDA_VEC16_CUH
@@ -22,6 +23,7 @@
 union alignas(GB_VEC16_BYTES) gb_vec16 {
     float f[4];
     uint16_t h[8];
+    uint32_t pair[4];   /* two 16-bit elements, the first in the low half */
 };
 
 /* Elements of Dtype (an act.cuh tag) in one unit: a compile-time count, so that a unit's
@@ -56,9 +58,20 @@ static __device__ __forceinline__ void gb_vec16_load_act(const void *p, int64_t 
     const gb_vec16 v = gb_vec16_load((const gb_vec16 *)p + i / n);
 #pragma unroll
     for (int k = 0; k < n; k++)
-        out[k] = Dtype::dtype == GB_F32    ? v.f[k]
-                 : Dtype::dtype == GB_BF16 ? gb_f32_from_bf16(v.h[k])
-                                           : gb_f32_from_f16(v.h[k]);
+        out[k] = Dtype::dtype == GB_F32 ? v.f[k] : gb_act_widen(Dtype::dtype, v.h[k]);
+}
+
+/* a and b rounded to the 16-bit Dtype by one cvt, a in the low half: gb_act_narrow's bits
+ * for each. */
+template <typename Dtype>
+static __device__ __forceinline__ uint32_t gb_vec16_narrow_pair(float a, float b)
+{
+    if (Dtype::dtype == GB_BF16) {
+        const __nv_bfloat162_raw r = __floats2bfloat162_rn(a, b);
+        return (uint32_t)r.x | (uint32_t)r.y << 16;
+    }
+    const __half2_raw r = __floats2half2_rn(a, b);
+    return (uint32_t)r.x | (uint32_t)r.y << 16;
 }
 
 /* gb_vec16_load_act's inverse: the n values of in stored from element i of p, rounded to
@@ -69,11 +82,11 @@ static __device__ __forceinline__ void gb_vec16_store_act(void *p, int64_t i, co
     constexpr int n = gb_vec16_len<Dtype>::n;
     gb_vec16 v = {{0.0f}};   // every element is set below; the compiler cannot see it
 #pragma unroll
-    for (int k = 0; k < n; k++) {
+    for (int k = 0; k < 4; k++) {
         if (Dtype::dtype == GB_F32)
             v.f[k] = in[k];
         else
-            v.h[k] = Dtype::dtype == GB_BF16 ? gb_bf16_from_f32(in[k]) : gb_f16_from_f32(in[k]);
+            v.pair[k] = gb_vec16_narrow_pair<Dtype>(in[2 * k], in[2 * k + 1]);
     }
     gb_vec16_store((gb_vec16 *)p + i / n, v);
 }

@@ -250,7 +250,8 @@ static __device__ void write_rows(const head_view &v, int64_t head,
         for (int c = c0; c < c0 + 8; c++) {
             const int d = 16 * n + c;
             if (t < s.T && d < s.D)
-                store_elem<E>(v.data, head + t * v.row + d, factor * scratch[r * tl::LDS + c]);
+                gb_act_store(v.data, elem<E>::dtype, head + t * v.row + d,
+                             factor * scratch[r * tl::LDS + c]);
         }
     }
 }
@@ -590,7 +591,8 @@ template <typename E, int DP> struct mma_fwd_warp {
                         const int64_t row = w0 + 16 * mt + g + 8 * (e / 2);
                         const int col = 8 * n + 2 * t + e % 2;
                         if (row < sd.T && col < sd.D)
-                            store_elem<E>(v.data, head + row * v.row + col, o[mt][n][e]);
+                            gb_act_store(v.data, elem<E>::dtype, head + row * v.row + col,
+                                         o[mt][n][e]);
                     }
             return;
         }

@@ -307,9 +307,9 @@ static __device__ void store_rows(const head_view &v, int64_t head, const float 
             if (s.async) {
                 *(uint32_t *)((E *)v.data + at + d) = mma16<E>::pack(lo, hi);
             } else {
-                store_elem<E>(v.data, at + d, lo);
+                gb_act_store(v.data, elem<E>::dtype, at + d, lo);
                 if (d + 1 < s.D)
-                    store_elem<E>(v.data, at + d + 1, hi);
+                    gb_act_store(v.data, elem<E>::dtype, at + d + 1, hi);
             }
         }
 }
@@ -330,7 +330,7 @@ static __device__ void load_chunk(float (&v)[8], const E *row, int c, const dims
             const gb_vec16 unit = gb_vec16_load(row + c);
 #pragma unroll
             for (int e = 0; e < 8; e++)
-                v[e] = elem<E>::widen_bits(unit.h[e]);
+                v[e] = gb_act_widen(elem<E>::dtype, unit.h[e]);
             return;
         }
 #pragma unroll

@@ -14,6 +14,7 @@
 #include <cuda_pipeline.h>
 #include <stdint.h>
 
+#include "act.cuh"
 #include "cuda_status.h"
 #include "mma_sync.cuh"
 #include "warp.cuh"
@@ -40,7 +41,9 @@ struct dims {
 /* ---- element types ------------------------------------------------------------------- */
 
 /* What the kernels need of a tile's element type: rounding an f32 to it and widening it
- * (or its bits) back, by the hardware's conversions, and the gb_dtype of the views. */
+ * back, by the hardware's conversions, and the gb_dtype of the views (for act.cuh's
+ * gb_act_store and gb_act_widen, which convert the same way, where a kernel has bits or an
+ * untyped pointer). */
 template <typename E> struct elem;
 
 template <> struct elem<float> {
@@ -53,33 +56,13 @@ template <> struct elem<__half> {
     static constexpr gb_dtype dtype = GB_F16;
     static __device__ __half round(float x) { return __float2half_rn(x); }
     static __device__ float widen(__half x) { return __half2float(x); }
-    static __device__ float widen_bits(uint16_t bits)
-    {
-        __half_raw raw;
-        raw.x = bits;
-        return __half2float(__half(raw));
-    }
 };
 
 template <> struct elem<__nv_bfloat16> {
     static constexpr gb_dtype dtype = GB_BF16;
     static __device__ __nv_bfloat16 round(float x) { return __float2bfloat16_rn(x); }
     static __device__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
-    static __device__ float widen_bits(uint16_t bits)
-    {
-        __nv_bfloat16_raw raw;
-        raw.x = bits;
-        return __bfloat162float(__nv_bfloat16(raw));
-    }
 };
-
-/* x rounded to E (to nearest even, by the hardware's conversion) into element i of the E
- * array `data`. (act.cuh's gb_act_store converts f16 in software, for the CPU's bits in
- * every case, at tens of instructions an element; these kernels need no such promise.) */
-template <typename E> static __device__ void store_elem(void *data, int64_t i, float x)
-{
-    ((E *)data)[i] = elem<E>::round(x);
-}
 
 /* ---- tiles and blocks ---------------------------------------------------------------- */
 

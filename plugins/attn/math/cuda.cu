@@ -32,12 +32,12 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "act.cuh"
 #include "attn_cached_cuda.cuh"
 #include "gearbox/toolkit/attn_checks.h"
 #include "cuda_status.h"
 #include "warp.cuh"
 #include "gearbox/attn.h"
-#include "gearbox/convert.h"
 
 #define PLUGIN "attn/math"
 #define WARP GB_WARP
@@ -47,12 +47,6 @@
 typedef gb_plugin_instance attn_math_cuda;   /* device: its GEMMs and its stream */
 
 /* ---- kernels ------------------------------------------------------------------------- */
-
-/* Element i of a bf16 or f16 buffer = x rounded to nearest even (gearbox/convert.h). */
-static __device__ void store_lowp(void *buf, gb_dtype dtype, int64_t i, float x)
-{
-    ((uint16_t *)buf)[i] = dtype == GB_BF16 ? gb_bf16_from_f32(x) : gb_f16_from_f32(x);
-}
 
 /* The row of a (B, H, T, T) tensor that this thread's warp takes (one warp per row), the
  * keys that row sees (with the causal mask, its position + 1) and the thread's lane. */
@@ -93,7 +87,7 @@ static __global__ void softmax_forward_kernel(float *probs, void *lowp, gb_dtype
         const float p = j < w.visible ? s[j] * inv_sum : 0.0f;
         s[j] = p;
         if (lowp)
-            store_lowp(lowp, dtype, w.row * T + j, p);
+            gb_act_store(lowp, dtype, w.row * T + j, p);
     }
 }
 
@@ -121,8 +115,8 @@ static __global__ void softmax_backward_kernel(float *dp, const float *probs, vo
             d[j] = ds;
             continue;
         }
-        store_lowp(ds_lowp, dtype, w.row * T + j, ds);
-        store_lowp(p_lowp, dtype, w.row * T + j, p[j]);
+        gb_act_store(ds_lowp, dtype, w.row * T + j, ds);
+        gb_act_store(p_lowp, dtype, w.row * T + j, p[j]);
     }
 }
 

@@ -159,6 +159,25 @@ class PtxClasses(unittest.TestCase):
         self.assertEqual([i[2:] for i in located],
                          [('1', 5, ()), ('2', 7, (('1', 40), ('1', 5)))])
 
+    def test_interleaved_call_sites(self):
+        # a helper's .loc between a store's two lines (1 40 inlined at 1 5, then 2 7 at
+        # 1 40, then 3 9 at 2 8, then 2 7 at 1 40 again) leaves the store its whole chain
+        body = ("{\n\t.loc\t1 5 1\n\tmov.u32 \t%r1, %tid.x;\n"
+                "\t.loc\t1 40 2, function_name $L__info_string0, inlined_at 1 5 1\n"
+                "\t.loc\t2 8 3, function_name $L__info_string1, inlined_at 1 40 2\n"
+                "\t.loc\t3 9 1, function_name $L__info_string2, inlined_at 2 8 3\n"
+                "\tcvt.rn.bf16x2.f32 \t%r2, %f1, %f2;\n"
+                "\t.loc\t2 7 3, function_name $L__info_string1, inlined_at 1 40 2\n"
+                "\t.loc\t3 10 1, function_name $L__info_string2, inlined_at 2 8 3\n"
+                "\tcvt.rn.bf16x2.f32 \t%r3, %f3, %f4;\n"
+                "\t.loc\t2 7 3, function_name $L__info_string1, inlined_at 1 40 2\n"
+                "\tst.global.v2.u32 \t[%rd1], {%r2, %r3};\n}")
+        located = RESOURCES.located_instructions(body)
+        self.assertEqual([i[2:] for i in located],
+                         [('1', 5, ()), ('3', 9, (('2', 8), ('1', 40), ('1', 5))),
+                          ('3', 10, (('2', 8), ('1', 40), ('1', 5))),
+                          ('2', 7, (('1', 40), ('1', 5)))])
+
     def test_folded_moves(self):
         # moves of a constant, a symbol's address or a register are folded by ptxas and not
         # counted; from a special register, packing halves, unpacking or guarded they are
