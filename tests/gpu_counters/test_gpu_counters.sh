@@ -7,7 +7,9 @@
 # has a kernel for (32, 64, 80, 96, 128) in each dtype, and sampling over a KV cache
 # (attn/common's cached kernels), one step each on the emulator with
 # GEARBOX_CUDA_EMU_COUNT on. Not covered: device/cuda's fallbacks that training never takes
-# (cast_kernel, row_sums_kernel, without_k_kernel: gpu-device-ops-emu launches them). The
+# (cast_kernel, row_sums_kernel, without_k_kernel, and LayerNorm's two-pass backward,
+# layernorm_backward_dx_kernel and layernorm_partials_kernel, for rows too wide for the
+# one-pass one: gpu-device-ops-emu launches them). The
 # counts do not depend on the resume order, so the runs are made once, in order.
 # GEARBOX_UPDATE_BASELINE=1 writes the baseline from this run instead (a reviewed edit).
 # usage: test_gpu_counters.sh GEARBOX FIXTURES_DIR SOURCE_ROOT CHECK_COUNTERS BASELINE

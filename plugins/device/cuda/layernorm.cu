@@ -8,13 +8,18 @@
  * a group of 16 lanes (half a warp, lanes.cuh): lane j reads columns j, j + 16, ... and
  * the row's sums fold as kernels/common/reduce_order.h says, so the mean, rstd, outputs
  * and dx have the CPU device's bits. The weight and bias are copied to shared memory
- * once per block, and the blocks (no more than the GPU holds at once) loop over the
- * tiles.
+ * once per block, and the blocks loop over the tiles (no more blocks than the GPU holds
+ * at once; the one-pass backward below has a block per chunk of rows instead).
  *
- * dweight and dbias sum over rows in reduce.cu's two passes: chunks of GB_CHUNK_ROWS rows
- * into double partials (a block per chunk and 256 columns, the chunk's rows copied to
- * shared memory a slice at a time), then the partials in chunk order (cuda_add_partials),
- * again the CPU's order.
+ * dweight and dbias sum over rows in reduce.cu's order: chunks of GB_CHUNK_ROWS rows into
+ * double partials, then the partials in chunk order (cuda_add_partials), again the CPU's
+ * order. The backward takes its tiles a chunk a block (layernorm_backward_kernel) and adds
+ * each tile's rows to the chunk's partials while they are in shared memory, so dout and x
+ * are read from DRAM once. Where every column's partials do not fit the scratch (about
+ * 170k rows at C = 768) or the chunk's sums and a tile the shared memory (C past 8.3k in
+ * f32, 9.6k in 16 bits), dx is a pass of its own and the partials another (a block per
+ * chunk and 256 columns, the chunk's rows copied to shared memory a slice at a time, a
+ * slab of columns at a time), which reads them again.
  */
 #include <string.h>
 
@@ -30,6 +35,8 @@
 #define TILE_ROWS_MAX (CUDA_BLOCK / GB_ROW_LANES)
 /* Shared memory a block takes without opting in to more. */
 #define SMEM_DEFAULT (48u << 10)
+/* Bytes set aside for a kernel's static shared memory (the backward's row terms). */
+#define LN_STATIC 1024u
 /* Rows per slice of a chunk in the dweight/dbias partials: two slices of this many rows
  * and CUDA_BLOCK f32 columns take 16 KiB, so 8 blocks of 256 threads fit an SM and the
  * grid of GPT-2's shapes runs in one wave. */
@@ -165,6 +172,7 @@ static __global__ void layernorm_forward_kernel(ln_layout l, void *out, void *su
 typedef struct ln_dx_terms {
     float mean, rstd, dnorm_mean, dnorm_norm_mean;
 } ln_dx_terms;
+static_assert(sizeof(ln_dx_terms) * GB_CHUNK_ROWS <= LN_STATIC, "a chunk's row terms fit");
 
 /* The elements of a unit: gb_vec16 (vec16.cuh, which says why a unit is copied to it)
  * for a 16-byte one, else the lone element itself. */
@@ -222,9 +230,61 @@ static __device__ void ln_dx_update(const ln_layout *l, unsigned char *shared, g
     }
 }
 
-/* dx += the LayerNorm's input gradient: dout and x in tiles 0 and 1, each row's sums by
- * its 16 lanes in the CPU's order, then dx updated in place in DRAM, 16 bytes at a time
- * where its rows are aligned. */
+/* One tile of the backward: rows [row0, row0 + rows) of dout and x into tiles 0 and 1,
+ * each row's sums by its 16 lanes in the CPU's order (its terms, into `terms`), then dx
+ * += the input gradient, updated in place in DRAM, 16 bytes at a time where its rows are
+ * aligned (`wide`). Starts with a barrier (the previous tile used up, the weight in) and
+ * leaves the tiles and terms for the caller to read. */
+// dx (N, C) act +=; dout, x (N, C) act; mean, rstd (N). Per dtype, as above.
+template <typename Dtype>
+static __device__ void ln_backward_tile(const ln_layout *l, unsigned char *shared,
+                                        ln_dx_terms *terms, void *dx, const void *dout,
+                                        const void *x, const float *mean, const float *rstd,
+                                        int64_t row0, int rows, bool wide)
+{
+    constexpr gb_dtype dtype = Dtype::dtype;
+    const float *w = ln_vector(shared, l, 0);
+    const int group = (int)threadIdx.x / GB_ROW_LANES;
+    __syncthreads();   // the previous tile is used up, the weight is in
+    ln_load_rows(shared, l, 0, dout, row0, rows);
+    ln_load_rows(shared, l, 1, x, row0, rows);
+    __syncthreads();
+    if (group < rows) {
+        const unsigned char *dy = ln_tile(shared, l, 0) + group * l->stride;
+        const unsigned char *xs = ln_tile(shared, l, 1) + group * l->stride;
+        const float m = mean[row0 + group], s = rstd[row0 + group];
+        /* sum of weight * dout, and of weight * dout * (x - mean): the means of dnorm
+         * and of dnorm * norm, up to the factors applied below */
+        float dot = 0.0f, centred = 0.0f;
+        for (int64_t c = gb_lane(); c < l->C; c += GB_ROW_LANES) {
+            const float d = gb_act_load(dy, dtype, c);
+            dot = fmaf(w[c], d, dot);
+            centred = fmaf(w[c] * d, gb_act_load(xs, dtype, c) - m, centred);
+        }
+        const float dnorm_mean = gb_lanes_fold_f32(dot) / (float)l->C;
+        const float dnorm_norm_mean = gb_lanes_fold_f32(centred) * s / (float)l->C;
+        if (gb_lane() == 0)
+            terms[group] = ln_dx_terms{m, s, dnorm_mean, dnorm_norm_mean};
+    }
+    __syncthreads();
+    if (dtype == GB_F32 && wide)
+        ln_dx_update<uint4, 4>(l, shared, dtype, dx, row0, rows, terms);
+    else if (wide)
+        ln_dx_update<uint4, 8>(l, shared, dtype, dx, row0, rows, terms);
+    else if (dtype == GB_F32)
+        ln_dx_update<float, 1>(l, shared, dtype, dx, row0, rows, terms);
+    else
+        ln_dx_update<uint16_t, 1>(l, shared, dtype, dx, row0, rows, terms);
+}
+
+/* Whether dx's rows can be updated 16 bytes at a time. */
+static __device__ bool ln_dx_wide(const void *dx, const ln_layout *l)
+{
+    return ((uintptr_t)dx | (uint64_t)l->row_bytes) % 16 == 0;
+}
+
+/* dx += the LayerNorm's input gradient, the blocks taking turns over the tiles; dweight
+ * and dbias are left to layernorm_partials_kernel. */
 // dx (N, C) act +=; dout, x (N, C) act; weight (C); mean, rstd (N). Per dtype, as above.
 template <typename Dtype>
 static __global__ void layernorm_backward_dx_kernel(ln_layout l, void *dx, const void *dout,
@@ -232,47 +292,75 @@ static __global__ void layernorm_backward_dx_kernel(ln_layout l, void *dx, const
                                                     const float *mean, const float *rstd,
                                                     int64_t N)
 {
-    constexpr gb_dtype dtype = Dtype::dtype;
     extern __shared__ __align__(16) unsigned char ln_shared[];
     __shared__ ln_dx_terms terms[TILE_ROWS_MAX];
     ln_load_vectors(ln_shared, &l, weight, NULL);
-    const float *w = ln_vector(ln_shared, &l, 0);
-    const int group = (int)threadIdx.x / GB_ROW_LANES;
-    const int64_t C = l.C;
-    const bool wide = ((uintptr_t)dx | (uint64_t)l.row_bytes) % 16 == 0;
+    const bool wide = ln_dx_wide(dx, &l);
     for (int64_t row0 = (int64_t)blockIdx.x * l.rows_per_tile; row0 < N;
          row0 += (int64_t)gridDim.x * l.rows_per_tile) {
         const int rows = (int)(N - row0 < l.rows_per_tile ? N - row0 : l.rows_per_tile);
-        __syncthreads();   // the previous tile is used up, the weight is in
-        ln_load_rows(ln_shared, &l, 0, dout, row0, rows);
-        ln_load_rows(ln_shared, &l, 1, x, row0, rows);
-        __syncthreads();
-        if (group < rows) {
-            const unsigned char *dy = ln_tile(ln_shared, &l, 0) + group * l.stride;
-            const unsigned char *xs = ln_tile(ln_shared, &l, 1) + group * l.stride;
-            const float m = mean[row0 + group], s = rstd[row0 + group];
-            /* sum of weight * dout, and of weight * dout * (x - mean): the means of dnorm
-             * and of dnorm * norm, up to the factors applied below */
-            float dot = 0.0f, centred = 0.0f;
-            for (int64_t c = gb_lane(); c < C; c += GB_ROW_LANES) {
-                const float d = gb_act_load(dy, dtype, c);
-                dot = fmaf(w[c], d, dot);
-                centred = fmaf(w[c] * d, gb_act_load(xs, dtype, c) - m, centred);
-            }
-            const float dnorm_mean = gb_lanes_fold_f32(dot) / (float)C;
-            const float dnorm_norm_mean = gb_lanes_fold_f32(centred) * s / (float)C;
-            if (gb_lane() == 0)
-                terms[group] = ln_dx_terms{m, s, dnorm_mean, dnorm_norm_mean};
+        ln_backward_tile<Dtype>(&l, ln_shared, terms, dx, dout, x, mean, rstd, row0, rows, wide);
+    }
+}
+
+/* The tile's rows added in order to its chunk's sums of norm * dout (dweight's) and of
+ * dout (dbias's), in double, for the columns of this thread (threadIdx.x and every
+ * blockDim.x on): layernorm_partials_kernel's terms, in its order. */
+template <typename Dtype>
+static __device__ void ln_add_tile_sums(const ln_layout *l, unsigned char *shared,
+                                        const ln_dx_terms *terms, int rows, double *sum_w,
+                                        double *sum_b)
+{
+    constexpr gb_dtype dtype = Dtype::dtype;
+    const unsigned char *dy = ln_tile(shared, l, 0), *xs = ln_tile(shared, l, 1);
+    for (int64_t c = threadIdx.x; c < l->C; c += blockDim.x) {
+        double pw = sum_w[c], pb = sum_b[c];
+        for (int r = 0; r < rows; r++) {
+            const float d = gb_act_load(dy + r * l->stride, dtype, c);
+            const float norm = gb_ln_norm(gb_act_load(xs + r * l->stride, dtype, c),
+                                          terms[r].mean, terms[r].rstd);
+            pw += (double)(norm * d);
+            pb += (double)d;
         }
-        __syncthreads();
-        if (dtype == GB_F32 && wide)
-            ln_dx_update<uint4, 4>(&l, ln_shared, dtype, dx, row0, rows, terms);
-        else if (wide)
-            ln_dx_update<uint4, 8>(&l, ln_shared, dtype, dx, row0, rows, terms);
-        else if (dtype == GB_F32)
-            ln_dx_update<float, 1>(&l, ln_shared, dtype, dx, row0, rows, terms);
-        else
-            ln_dx_update<uint16_t, 1>(&l, ln_shared, dtype, dx, row0, rows, terms);
+        sum_w[c] = pw;
+        sum_b[c] = pb;
+    }
+}
+
+/* The whole backward but the partials' sum: dx, and the partials of dweight and dbias,
+ * a block per chunk of rows, so that dout and x are read from DRAM once (the two-pass
+ * form reads them again for the partials). The block takes its chunk in as few tiles as
+ * the shared memory allows (one of 64 rows, 1024 threads, at GPT-2's C = 768 in 16 bits;
+ * two in f32): a chunk's tiles one after another would leave each warp as many waits
+ * for memory, with few warps an SM to hide them. It keeps the chunk's sums in shared
+ * memory (vectors 1-2: dweight's, 3-4: dbias's), each column's with the thread that
+ * adds to it. */
+// partials (chunks, 2 C): each chunk's dweight sums, then its dbias sums; grid: the
+// chunks; the rest as layernorm_backward_dx_kernel.
+template <typename Dtype>
+static __global__ void __launch_bounds__(GB_CHUNK_ROWS * GB_ROW_LANES)
+layernorm_backward_kernel(ln_layout l, void *dx, double *partials, const void *dout,
+                          const void *x, const float *weight, const float *mean,
+                          const float *rstd, int64_t N)
+{
+    extern __shared__ __align__(16) unsigned char ln_shared[];
+    __shared__ ln_dx_terms terms[GB_CHUNK_ROWS];
+    ln_load_vectors(ln_shared, &l, weight, NULL);
+    double *sum_w = (double *)ln_vector(ln_shared, &l, 1);
+    double *sum_b = (double *)ln_vector(ln_shared, &l, 3);
+    for (int64_t c = threadIdx.x; c < l.C; c += blockDim.x)
+        sum_w[c] = sum_b[c] = 0.0;
+    const bool wide = ln_dx_wide(dx, &l);
+    const int64_t chunk = blockIdx.x, end = gb_chunk_begin(N, chunk + 1, gridDim.x);
+    for (int64_t row0 = gb_chunk_begin(N, chunk, gridDim.x); row0 < end;
+         row0 += l.rows_per_tile) {
+        const int rows = (int)(end - row0 < l.rows_per_tile ? end - row0 : l.rows_per_tile);
+        ln_backward_tile<Dtype>(&l, ln_shared, terms, dx, dout, x, mean, rstd, row0, rows, wide);
+        ln_add_tile_sums<Dtype>(&l, ln_shared, terms, rows, sum_w, sum_b);
+    }
+    for (int64_t c = threadIdx.x; c < l.C; c += blockDim.x) {
+        partials[chunk * 2 * l.C + c] = sum_w[c];
+        partials[chunk * 2 * l.C + l.C + c] = sum_b[c];
     }
 }
 
@@ -331,27 +419,44 @@ layernorm_partials_kernel(double *partials, int64_t slab, const void *dout, cons
     partials[chunk * 2 * slab + slab + at] = pb;
 }
 
-/* The layout of `tiles` tiles of C-wide rows and `vectors` f32 vectors for a launch of
- * `kernel`: as many rows per tile (up to TILE_ROWS_MAX) as fit the default shared memory,
- * or one row with the kernel's limit raised to what it takes. */
+/* The layout of `tiles` tiles of C-wide rows and `vectors` f32 vectors: as many rows per
+ * tile, up to `rows` (a power of two), as fit `budget` bytes, else one. */
+static ln_layout ln_fit(gb_dtype dtype, int64_t C, int tiles, int vectors, size_t budget,
+                        int rows)
+{
+    ln_layout l;
+    l.C = C;
+    l.row_bytes = C * gb_act_size(dtype);
+    l.stride = gb_lane_tile_stride(l.row_bytes);
+    l.vector_bytes = (C * 4 + 15) / 16 * 16;
+    l.tiles = tiles;
+    l.vectors = vectors;
+    l.rows_per_tile = rows;
+    while (l.rows_per_tile > 1 && ln_shared_bytes(&l) > budget)
+        l.rows_per_tile /= 2;
+    return l;
+}
+
+/* A launch of `kernel` with layout l: its limit raised where l takes more than the
+ * default shared memory, by LN_STATIC more (the attribute covers the static part too, as
+ * the emulator reads it). */
+template <typename Kernel>
+static gb_status ln_allow(cuda_device *dev, Kernel *kernel, const ln_layout *l)
+{
+    const gb_host *host = dev->host;
+    if (ln_shared_bytes(l) > SMEM_DEFAULT - LN_STATIC)
+        GB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           (int)(ln_shared_bytes(l) + LN_STATIC)));
+    return GB_OK;
+}
+
+/* ln_fit within the default shared memory (or one row past it), for a launch of `kernel`. */
 template <typename Kernel>
 static gb_status ln_plan(cuda_device *dev, Kernel *kernel, gb_dtype dtype, int64_t C,
                          int tiles, int vectors, ln_layout *l)
 {
-    const gb_host *host = dev->host;
-    l->C = C;
-    l->row_bytes = C * gb_act_size(dtype);
-    l->stride = gb_lane_tile_stride(l->row_bytes);
-    l->vector_bytes = (C * 4 + 15) / 16 * 16;
-    l->tiles = tiles;
-    l->vectors = vectors;
-    l->rows_per_tile = TILE_ROWS_MAX;
-    while (l->rows_per_tile > 1 && ln_shared_bytes(l) > SMEM_DEFAULT)
-        l->rows_per_tile /= 2;
-    if (ln_shared_bytes(l) > SMEM_DEFAULT)
-        GB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)ln_shared_bytes(l)));
-    return GB_OK;
+    *l = ln_fit(dtype, C, tiles, vectors, SMEM_DEFAULT - LN_STATIC, TILE_ROWS_MAX);
+    return ln_allow(dev, kernel, l);
 }
 
 /* Blocks for a layout over N rows: every tile a block's turn, no more than fit at once. */
@@ -411,15 +516,46 @@ extern "C" gb_status cuda_add_layernorm_forward(void *self, gb_dtype dtype, void
                              mean, rstd, a, b, weight, bias, N, C, eps);
 }
 
-/* The backward's launches for the dtype of Dtype: dx, then dweight and dbias. */
+/* The backward in one pass over dout and x (layernorm_backward_kernel), then the
+ * partials' sum; GB_ERR_UNSUPPORTED, having queued nothing, where every column's partials
+ * do not fit the scratch or the kernel's layout the shared memory. */
+template <typename Dtype>
+static gb_status launch_fused_backward(cuda_device *dev, void *dx, float *dweight,
+                                       float *dbias, const void *dout, const void *x,
+                                       const float *weight, const float *mean,
+                                       const float *rstd, int64_t N, int64_t C)
+{
+    const gb_host *host = dev->host;
+    const int64_t chunks = gb_chunk_count(N, GB_CHUNK_ROWS);
+    const size_t most = dev->smem_optin - 2 * LN_STATIC;
+    const ln_layout l = ln_fit(Dtype::dtype, C, 2, 5, most, GB_CHUNK_ROWS);
+    if (cuda_slab_columns(dev, chunks, 2, C) < C || ln_shared_bytes(&l) > most)
+        return GB_ERR_UNSUPPORTED;
+    gb_status st = ln_allow(dev, layernorm_backward_kernel<Dtype>, &l);
+    if (st != GB_OK)
+        return st;
+    double *partials = (double *)dev->scratch;   // (chunks, 2 C)
+    layernorm_backward_kernel<Dtype><<<(unsigned)chunks, l.rows_per_tile * GB_ROW_LANES,
+                                       ln_shared_bytes(&l), dev->compute>>>(
+        l, dx, partials, dout, x, weight, mean, rstd, N);
+    GB_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
+    return cuda_add_partials(dev, dweight, dbias, partials, chunks, 2 * C, C, C);
+}
+
+/* The backward's launches for the dtype of Dtype: in one pass where it fits, else dx,
+ * then dweight and dbias in two passes, a slab of columns at a time. */
 template <typename Dtype>
 static gb_status launch_backward(cuda_device *dev, void *dx, float *dweight, float *dbias,
                                  const void *dout, const void *x, const float *weight,
                                  const float *mean, const float *rstd, int64_t N, int64_t C)
 {
     const gb_host *host = dev->host;
+    gb_status st = launch_fused_backward<Dtype>(dev, dx, dweight, dbias, dout, x, weight, mean,
+                                                rstd, N, C);
+    if (st != GB_ERR_UNSUPPORTED)
+        return st;
     ln_layout l;
-    gb_status st = ln_plan(dev, layernorm_backward_dx_kernel<Dtype>, Dtype::dtype, C, 2, 1, &l);
+    st = ln_plan(dev, layernorm_backward_dx_kernel<Dtype>, Dtype::dtype, C, 2, 1, &l);
     if (st != GB_OK)
         return st;
     layernorm_backward_dx_kernel<Dtype><<<ln_blocks(dev, &l, N), l.rows_per_tile * GB_ROW_LANES,
