@@ -41,6 +41,7 @@ MUTANTS = {
     'dgelu-tanh-aux-ld': ('device-cuda', 'gpu-device-ops-emu', 'EPILOGUE_AUX_LD'),
     'act-narrow-truncates': ('device-cuda', 'gpu-device-ops-emu', 'FAIL'),
     'vec16-pair-swapped': ('device-cuda', 'gpu-device-ops-emu', 'FAIL'),
+    'layernorm-sums-per-tile': ('device-cuda', 'gpu-device-ops-emu', 'FAIL'),
     'nccl-stream-wait': ('comm-nccl', 'comm-nccl-overlap-emu',
                          'FAIL: every backward kernel queued after an all-reduce ran after it'),
 }
