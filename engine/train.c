@@ -71,6 +71,7 @@ struct gb_trainer {
     gb_cpu_sample cpu_seen;      /* when it last looked at the cores others keep busy */
     int graphs;                  /* forward and backward run as device graphs */
     char graphs_off[400];        /* why cuda_graphs = auto left them off; "" otherwise */
+    int64_t steps_queued;        /* gb_trainer_step calls that queued a whole step */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -472,6 +473,7 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss)
                         &skipped) ||
         gb_model_stage_step(t->model, it + 1, accum))
         return -1;
+    t->steps_queued++;
     if (loss) {
         gb_step_figures fig;
         if (gb_model_step_figures(t->model, 1, &fig) || gb_ddp_average(t->ddp, &fig.loss, 1))
@@ -485,6 +487,18 @@ int gb_trainer_sync(gb_trainer *t)
 {
     gb_instance *dev = &t->rt.inst[GB_KIND_DEVICE];
     GB_CALL(dev, "sync", t->rt.dev->sync(dev->self));
+    return 0;
+}
+
+int gb_trainer_skipped_steps(gb_trainer *t, int64_t *skipped)
+{
+    gb_step_figures fig;
+    *skipped = 0;
+    if (!t->rt.precision->loss_scale || !t->steps_queued)
+        return 0;
+    if (gb_model_step_figures(t->model, 1, &fig))
+        return -1;
+    *skipped = fig.skipped_steps;
     return 0;
 }
 

@@ -64,6 +64,24 @@ else
     diff <(figures "$WORK/a/metrics.jsonl") <(figures "$WORK/host/metrics.jsonl") | head
 fi
 
+# bench step says when the steps it timed skipped their update (a scale of 1e30 overflows
+# every one), on the device's scaler and on the host's, and says nothing when none did
+for where in true false; do
+    "$GEARBOX" bench step "$WORK/run.ini" --steps 2 --warmup 0 "${lowp[@]}" \
+        --set precision.plugin=fp16 --set precision.init_scale=1e30 \
+        --set precision.device_update=$where > "$WORK/skip-$where.txt" 2>&1 ||
+        fail "bench step, device_update = $where: $(tail -n 3 "$WORK/skip-$where.txt")"
+    grep -q "^loss scaler: 2 of the 2 timed steps skipped the optimizer's update" \
+        "$WORK/skip-$where.txt" &&
+        pass "bench step names the timed steps the scaler skipped (device_update = $where)" ||
+        fail "no skipped steps said (device_update = $where): $(tail -n 2 "$WORK/skip-$where.txt")"
+done
+"$GEARBOX" bench step "$WORK/run.ini" --steps 2 --warmup 2 "${lowp[@]}" "${scaling[@]}" \
+    > "$WORK/noskip.txt" 2>&1 || fail "bench step: $(tail -n 3 "$WORK/noskip.txt")"
+! grep -q "timed steps* skipped" "$WORK/noskip.txt" &&
+    pass "bench step says nothing of skips when the scale of 256 skips none" ||
+    fail "skips said at scale 256: $(grep 'skipped' "$WORK/noskip.txt")"
+
 # stochastic rounding of the bf16 weight copy: trains near fp32, is reproducible, and is not
 # round-to-nearest under another name
 for r in 1 2; do

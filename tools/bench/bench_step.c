@@ -46,7 +46,9 @@ static const gb_cli_spec spec = {
         "stated one, on the CPU the larger of the rated and the measured), on the CPU the\n"
         "measured FMA peak (vector FMAs on every thread, no memory traffic: what no matmul\n"
         "can beat) and for bf16 or f16 that dtype's own (AVX512_BF16 dot products, AVX512_FP16\n"
-        "FMAs), and the triad bandwidth.\n"
+        "FMAs), and the triad bandwidth. With a loss scaler (fp16), it says how many of the\n"
+        "timed steps (or whether the counted one) skipped their update for an inf or NaN\n"
+        "gradient: such steps hold less work; more warm-up steps let the scale settle.\n"
         "Nothing is written.\n",
     .options = {
         [OPT_STEPS] = {"steps", 0, "N", "timed steps (default 10)"},
@@ -102,15 +104,48 @@ static int parse_option(void *ctx, int opt, const char *value)
     return 0;
 }
 
-/* Runs `warmup` untimed steps and then `steps` timed ones: wall ms into ms[0 .. steps),
- * the process's CPU ms (all threads) into ms[steps .. 2 steps). The last warm-up step
- * (or an extra one when there is none) runs with a profile attached, to count the FLOPs
- * a step executes into *executed. */
-static int run_steps(gb_trainer *t, long warmup, long steps, double *ms, double *executed)
+/* What steps that skipped their update (the loss scaler's inf or NaN) do to the figures,
+ * said when `skipped` of the `of` timed ones did. */
+static void say_skipped(int64_t skipped, long of)
 {
-    long counted = warmup > 0 ? warmup - 1 : 0;
+    if (skipped > 0)
+        printf("loss scaler: %lld of the %ld timed steps skipped the optimizer's update (an "
+               "inf or NaN gradient at the scale of the time), so they hold less work than a "
+               "step that updates; --warmup N lets the scale settle first (each skip halves "
+               "it)\n", (long long)skipped, of);
+}
+
+/* The same for the step a prediction counted: under GEARBOX_CUDA_EMU_COUNT_SAMPLE the
+ * emulator runs a few blocks of each grid, so the gradients are incomplete and every step
+ * of a loss scaler is skipped, whatever the scale. */
+static void say_prediction_skipped(int64_t skipped)
+{
+    if (skipped <= 0)
+        return;
+    printf("loss scaler: the counted step skipped the optimizer's update (an inf or NaN "
+           "gradient), so the prediction leaves most of the update out; ");
+    if (getenv("GEARBOX_CUDA_EMU_COUNT_SAMPLE"))
+        printf("with GEARBOX_CUDA_EMU_COUNT_SAMPLE the emulator runs only some blocks of "
+               "each grid, the gradients are incomplete and every step is skipped: the same "
+               "run in bf16 predicts the same optimizer work\n");
+    else
+        printf("--warmup N lets the scale settle first (each skip halves it)\n");
+}
+
+/* Runs `warmup` untimed steps and then `steps` timed ones: wall ms into ms[0 .. steps),
+ * the process's CPU ms (all threads) into ms[steps .. 2 steps), and the loss scaler's
+ * skips among the timed ones into *skipped. The last warm-up step (or an extra one when
+ * there is none) runs with a profile attached, to count the FLOPs a step executes into
+ * *executed. */
+static int run_steps(gb_trainer *t, long warmup, long steps, double *ms, double *executed,
+                     int64_t *skipped)
+{
+    long counted = warmup > 0 ? warmup - 1 : 0, first_timed = warmup + (warmup == 0);
+    int64_t before = 0;
     gb_profile count = {0};
     for (long it = 0; it < warmup + steps + (warmup == 0); it++) {
+        if (it == first_timed && gb_trainer_skipped_steps(t, &before))
+            return -1;
         if (it == counted)
             gb_trainer_set_profile(t, &count);
         double t0 = gb_now_ms(), cpu0 = gb_cpu_ms();
@@ -129,6 +164,9 @@ static int run_steps(gb_trainer *t, long warmup, long steps, double *ms, double 
     *executed = 0.0;
     for (int p = 0; p < GB_PHASE_COUNT; p++)
         *executed += count.flops[p];
+    if (gb_trainer_skipped_steps(t, skipped))
+        return -1;
+    *skipped -= before;
     return 0;
 }
 
@@ -300,6 +338,9 @@ static int predict_step(gb_trainer *t, long warmup, gb_predict *pr, const char *
     for (long it = 0; it < warmup; it++)
         if (gb_trainer_step(t, it, NULL) || gb_trainer_sync(t))
             return -1;
+    int64_t before, after;
+    if (gb_trainer_skipped_steps(t, &before))
+        return -1;
     predict_marks marks = {.predict = pr};
     gb_profile profile = {.mark = take_phase, .mark_ctx = &marks};
     /* what the device still has queued (the weights' first upload) is not the step's */
@@ -308,12 +349,14 @@ static int predict_step(gb_trainer *t, long warmup, gb_predict *pr, const char *
     gb_trainer_set_profile(t, &profile);
     int rc = gb_trainer_step(t, warmup, NULL) || gb_trainer_sync(t);
     gb_trainer_set_profile(t, NULL);
-    if (rc || marks.failed || gb_predict_take(pr, GB_PHASE_COUNT, GB_PASS_FORWARD))
+    if (rc || marks.failed || gb_predict_take(pr, GB_PHASE_COUNT, GB_PASS_FORWARD) ||
+        gb_trainer_skipped_steps(t, &after))
         return -1;
     for (int gpu = 0; gpu < gb_predict_gpu_count(pr); gpu++) {
         gb_predict_show(pr, gpu);
         report_prediction(t, pr, &profile, config);
     }
+    say_prediction_skipped(after - before);
     return 0;
 }
 
@@ -321,9 +364,12 @@ static int predict_step(gb_trainer *t, long warmup, gb_predict *pr, const char *
 static int measure_steps(gb_trainer *t, const step_args *a)
 {
     double *ms = calloc(2 * (size_t)a->steps, sizeof *ms), executed;
-    int rc = !ms || run_steps(t, a->warmup, a->steps, ms, &executed) ? 1 : 0;
-    if (rc == 0)
+    int64_t skipped;
+    int rc = !ms || run_steps(t, a->warmup, a->steps, ms, &executed, &skipped) ? 1 : 0;
+    if (rc == 0) {
         report(t, ms, a->steps, executed);
+        say_skipped(skipped, a->steps);
+    }
     if (rc == 0 && a->profile && report_profile(t, a->warmup + a->steps, a->steps))
         rc = 1;
     free(ms);

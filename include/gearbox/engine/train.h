@@ -42,6 +42,10 @@ int gb_trainer_step(gb_trainer *t, int64_t it, float *loss);
 int gb_trainer_sync(gb_trainer *t);
 /* Adds the time of every following step to `profile` by phase (NULL: stop). */
 void gb_trainer_set_profile(gb_trainer *t, gb_profile *profile);
+/* The updates the loss scaler has skipped in this process (an inf or NaN gradient at the
+ * scale of the time), after the steps queued so far, waiting for them; 0 without a scaler
+ * or before any step. 0, or -1 after reporting why. */
+int gb_trainer_skipped_steps(gb_trainer *t, int64_t *skipped);
 const gb_settings *gb_trainer_settings(const gb_trainer *t);
 /* Model FLOPs of one optimizer step as nanoGPT's estimate_mfu counts them. */
 double gb_trainer_flops_per_step(const gb_trainer *t);
