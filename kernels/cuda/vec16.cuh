@@ -6,8 +6,8 @@
  * lets a compiler split the access into one per element (g++ did, for the emulator), and
  * reaching the elements through a pointer cast to another type breaks C++'s aliasing
  * rules, which an optimiser exploits once the dtype is a constant. Conversions are the
- * hardware's, as act.cuh's, two elements an instruction when narrowing, so a unit holds
- * the bits gb_act_store would have written element by element.
+ * hardware's, as act.cuh's, two elements an instruction when narrowing (mma_pack.cuh's
+ * pairs), so a unit holds the bits gb_act_store would have written element by element.
  */
 #ifndef GEARBOX_KERNELS_CUDA_VEC16_CUH
 #define GEARBOX_KERNELS_CUDA_VEC16_CUH
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "act.cuh"
+#include "mma_pack.cuh"
 
 /* Bytes of one unit, the alignment its address needs. */
 #define GB_VEC16_BYTES 16
@@ -61,19 +62,6 @@ static __device__ __forceinline__ void gb_vec16_load_act(const void *p, int64_t 
         out[k] = Dtype::dtype == GB_F32 ? v.f[k] : gb_act_widen(Dtype::dtype, v.h[k]);
 }
 
-/* a and b rounded to the 16-bit Dtype by one cvt, a in the low half: gb_act_narrow's bits
- * for each. */
-template <typename Dtype>
-static __device__ __forceinline__ uint32_t gb_vec16_narrow_pair(float a, float b)
-{
-    if (Dtype::dtype == GB_BF16) {
-        const __nv_bfloat162_raw r = __floats2bfloat162_rn(a, b);
-        return (uint32_t)r.x | (uint32_t)r.y << 16;
-    }
-    const __half2_raw r = __floats2half2_rn(a, b);
-    return (uint32_t)r.x | (uint32_t)r.y << 16;
-}
-
 /* gb_vec16_load_act's inverse: the n values of in stored from element i of p, rounded to
  * Dtype. */
 template <typename Dtype>
@@ -86,7 +74,8 @@ static __device__ __forceinline__ void gb_vec16_store_act(void *p, int64_t i, co
         if (Dtype::dtype == GB_F32)
             v.f[k] = in[k];
         else
-            v.pair[k] = gb_vec16_narrow_pair<Dtype>(in[2 * k], in[2 * k + 1]);
+            v.pair[k] = Dtype::dtype == GB_BF16 ? gb_pack_bf16x2(in[2 * k], in[2 * k + 1])
+                                                : gb_pack_f16x2(in[2 * k], in[2 * k + 1]);
     }
     gb_vec16_store((gb_vec16 *)p + i / n, v);
 }
