@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -142,6 +143,24 @@ struct async_copy {
     int line;
 };
 
+/* One wgmma.mma_async of a thread, issued and not yet retired: the accumulators it writes
+ * and their values; for the warp's lane 0, the shared bytes it read, [operands_at, +n). */
+struct wgmma_result {
+    float *d;
+    std::vector<float> values;
+    const void *operands_at;
+    std::vector<unsigned char> operands;
+    const char *file;
+    int line;
+};
+
+/* What a warp issued of wgmma, for its warpgroup's check. */
+struct warpgroup_issue {
+    warpgroup_key key;
+    const char *file;
+    int line;
+};
+
 struct lane {
     thread_view view;
     int index = 0;                 /* linear thread index in the block */
@@ -156,6 +175,9 @@ struct lane {
     void *mine = nullptr;          /* a collective's per-lane data */
     std::vector<async_copy> copies_open;              /* issued, not yet committed */
     std::deque<std::vector<async_copy>> copy_groups;  /* committed, not yet waited for */
+    bool wgmma_fenced = false;                        /* wgmma.fence since the last wait */
+    std::vector<wgmma_result> wgmma_open;             /* issued, not yet committed */
+    std::deque<std::vector<wgmma_result>> wgmma_groups;   /* committed, not yet retired */
 };
 
 enum class warp_op { shuffle_idx, shuffle_up, shuffle_down, shuffle_xor, syncwarp, collective };
@@ -280,6 +302,7 @@ struct block {
      * read it once a barrier, or a __syncwarp of both lanes, has a later serial. */
     uint32_t serial = 0, barrier_serial = 0;
     bool in_collective = false;    /* a WMMA action runs on the last lane's behalf */
+    std::vector<std::vector<warpgroup_issue>> wgmma_issued;   /* per warp, in order */
 };
 
 /* initial-exec: every instrumented access reads it */
@@ -394,6 +417,17 @@ const async_copy *unwaited_copy(const lane &l)
     return nullptr;
 }
 
+/* A wgmma the lane issued and has not retired, or null. */
+const wgmma_result *unretired_wgmma(const lane &l)
+{
+    if (!l.wgmma_open.empty())
+        return &l.wgmma_open.front();
+    for (const std::vector<wgmma_result> &group : l.wgmma_groups)
+        if (!group.empty())
+            return &group.front();
+    return nullptr;
+}
+
 void lane_main(ctx::transfer_t t)
 {
     block &b = *static_cast<block *>(t.data);
@@ -408,6 +442,10 @@ void lane_main(ctx::transfer_t t)
         fail_at(c->file, c->line, "thread %s exited with asynchronous copies it never waited "
                 "for, this one among them (__pipeline_commit and __pipeline_wait_prior(0) "
                 "before the thread ends)", tid(l).c_str());
+    if (const wgmma_result *r = unretired_wgmma(l))
+        fail_at(r->file, r->line, "thread %s exited with a wgmma.mma_async never retired, "
+                "this one (wgmma.commit_group and wgmma.wait_group 0 before the thread ends)",
+                tid(l).c_str());
     warp &wp = b.warps[(size_t)(l.index / 32)];
     if (wp.busy >> (l.index % 32) & 1)
         each_open(wp, [&](const rendezvous &g) {
@@ -445,6 +483,26 @@ void run_lane(block &b, lane &l)
     }
 }
 
+/* Every warp of a warpgroup issued as many wgmma as its siblings (each one compared as it
+ * was issued: wgmma_warp_issued). */
+void check_warpgroups_agree(block &b)
+{
+    const std::vector<std::vector<warpgroup_issue>> &seen = b.wgmma_issued;
+    for (size_t w = 0; w < seen.size(); w++) {
+        size_t most = w / 4 * 4;
+        for (size_t s = most; s < most + 4 && s < seen.size(); s++)
+            if (seen[s].size() > seen[most].size())
+                most = s;
+        if (seen[w].size() == seen[most].size())
+            continue;
+        const warpgroup_issue &missed = seen[most][seen[w].size()];
+        fail_at(missed.file, missed.line, "warp %zu of the block issued %zu wgmma.mma_async "
+                "and warp %zu of its warpgroup %zu, this one the first it lacks: the four "
+                "warps of a warpgroup issue every wgmma together (.sync.aligned)", w,
+                seen[w].size(), most, seen[most].size());
+    }
+}
+
 void run_block(block &b)
 {
     while (b.live > 0) {
@@ -452,6 +510,7 @@ void run_block(block &b)
             report_deadlock(b);
         run_lane(b, b.lanes[(size_t)take_ready(b)]);
     }
+    check_warpgroups_agree(b);
 }
 
 /* ---- barriers ------------------------------------------------------------------------ */
@@ -748,6 +807,7 @@ void setup_block(block &b, const kernel_run &run, uint64_t linear)
         wp.partials.clear();
     }
     b.ready.clear();
+    b.wgmma_issued.clear();
     for (size_t i = 0; i < n; i++) {
         lane &l = b.lanes[i];
         l = lane{};
@@ -1204,6 +1264,126 @@ void async_wait_prior(const char *file, int line, size_t prior)
             mark_shadow(b, c.offset, c.bytes, shadow_word(SHADOW_WRITTEN, l.index, b.serial));
         }
         l.copy_groups.pop_front();
+    }
+}
+
+uint32_t shared_window(const char *file, int line, const void *p)
+{
+    const size_t off = area_offset(this_block("__cvta_generic_to_shared"), p);
+    if (off == SIZE_MAX)
+        fail_at(file, line, "%p is not in the block's shared memory: it has no shared-window "
+                "address", p);
+    return (uint32_t)off;
+}
+
+const void *shared_window_pointer(uint32_t address)
+{
+    return this_block("a shared-memory descriptor").area->base + address;
+}
+
+/* ---- wgmma's asynchronous groups ------------------------------------------------------ */
+
+void wgmma_fence(const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    this_block("wgmma.fence").running->wgmma_fenced = true;
+}
+
+/* The newest pending result of the lane for accumulators d, or null. */
+static const wgmma_result *pending_for(const lane &l, const float *d)
+{
+    for (auto r = l.wgmma_open.rbegin(); r != l.wgmma_open.rend(); ++r)
+        if (r->d == d)
+            return &*r;
+    for (auto g = l.wgmma_groups.rbegin(); g != l.wgmma_groups.rend(); ++g)
+        for (auto r = g->rbegin(); r != g->rend(); ++r)
+            if (r->d == d)
+                return &*r;
+    return nullptr;
+}
+
+void wgmma_chain_input(float *d, int n, float *in)
+{
+    const wgmma_result *r = pending_for(*this_block("wgmma.mma_async").running, d);
+    std::memcpy(in, r ? r->values.data() : d, sizeof(float) * (size_t)n);
+}
+
+void wgmma_issue(const char *file, int line, float *d, int n, const float *values,
+                 const void *operands, size_t n_bytes)
+{
+    lane &l = *this_block("wgmma.mma_async").running;
+    if (!l.wgmma_fenced)
+        fail_at(file, line, "wgmma.mma_async with no wgmma.fence since the thread's last "
+                "wgmma.wait_group (or its start): PTX asks for one before the first wgmma and "
+                "after any register a wgmma reads was written");
+    wgmma_result r{d, std::vector<float>(values, values + n), operands, {}, file, line};
+    if (l.index % 32 == 0 && operands)
+        r.operands.assign((const unsigned char *)operands,
+                          (const unsigned char *)operands + n_bytes);
+    l.wgmma_open.push_back(std::move(r));
+    for (int i = 0; i < n; i++)   // undefined until retired: NaN, as a GPU may show
+        d[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+void wgmma_commit(const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    lane &l = *this_block("wgmma.commit_group").running;
+    l.wgmma_groups.push_back(std::move(l.wgmma_open));
+    l.wgmma_open.clear();
+}
+
+/* A product retires: its values land in its accumulators, and the shared memory it read
+ * must hold what it held at the issue (the hardware reads it at any time until then). */
+static void retire(const wgmma_result &r)
+{
+    if (!r.operands.empty() && std::memcmp(r.operands_at, r.operands.data(), r.operands.size()))
+        fail_at(r.file, r.line, "the shared memory this wgmma.mma_async reads (%zu bytes at "
+                "%p) was written before the wgmma.wait_group that retired it: the hardware "
+                "reads its operands at any time until then", r.operands.size(), r.operands_at);
+    std::memcpy(r.d, r.values.data(), sizeof(float) * r.values.size());
+}
+
+void wgmma_wait(const char *file, int line, int newest_left)
+{
+    lane &l = *this_block("wgmma.wait_group").running;
+    if (!l.wgmma_open.empty())
+        fail_at(file, line, "wgmma.wait_group with wgmma.mma_async issued since the last "
+                "wgmma.commit_group: those belong to no group and are never waited for");
+    while (l.wgmma_groups.size() > (size_t)newest_left) {
+        for (const wgmma_result &r : l.wgmma_groups.front())
+            retire(r);
+        l.wgmma_groups.pop_front();
+    }
+    l.wgmma_fenced = false;
+}
+
+void wgmma_warp_issued(const char *file, int line, const warpgroup_key &key)
+{
+    block &b = this_block("wgmma.mma_async");
+    const size_t w = (size_t)b.running->index / 32, first = w / 4 * 4;
+    if (first + 4 > b.warps.size())
+        fail_at(file, line, "wgmma.mma_async in warp %zu of a block of %zu warps: a warpgroup "
+                "is four whole warps (blockDim a multiple of 128)", w, b.warps.size());
+    b.wgmma_issued.resize(b.warps.size());
+    std::vector<warpgroup_issue> &mine = b.wgmma_issued[w];
+    const size_t i = mine.size();
+    mine.push_back(warpgroup_issue{key, file, line});
+    for (size_t s = first; s < first + 4; s++) {
+        const std::vector<warpgroup_issue> &other = b.wgmma_issued[s];
+        if (s == w || other.size() <= i)
+            continue;
+        const warpgroup_key &k = other[i].key;
+        if (k.n != key.n || k.kind != key.kind || k.desc_a != key.desc_a ||
+            k.desc_b != key.desc_b || other[i].line != line || other[i].file != file)
+            fail_at(file, line, "wgmma.mma_async number %zu of warp %zu differs from warp "
+                    "%zu's (%s:%d: n %u, descriptors 0x%llx, 0x%llx; here n %u, 0x%llx, "
+                    "0x%llx): the four warps of a warpgroup issue the same wgmma together",
+                    i, w, s, other[i].file, other[i].line, k.n, (unsigned long long)k.desc_a,
+                    (unsigned long long)k.desc_b, key.n, (unsigned long long)key.desc_a,
+                    (unsigned long long)key.desc_b);
     }
 }
 

@@ -1,11 +1,14 @@
-/* The tensor-core primitives of kernels/cuda/mma_sync.cuh on the emulator: each ldmatrix
- * variant and each mma against a scalar reference on known matrices (D = A B + C, 16x16
- * products made of two m16n8k16 tiles, bit for bit: 16-bit products are exact in f32 and
- * the emulator sums over k in order, as the reference does); fragments built in registers
- * by gb_pack_* at the documented lane positions give the same D as ldmatrix's; the rules
- * (16-byte aligned rows in shared memory, no read of a cp.async destination before its
- * wait); and the counting mode's figures on patterns whose wavefronts are worked out by
- * hand beside each kernel. meson runs it in each resume order (emu_each_order.sh).
+/* The tensor-core primitives of kernels/cuda/mma_sync.cuh and wgmma.cuh on the emulator:
+ * each ldmatrix variant and each mma against a scalar reference on known matrices (D = A B
+ * + C, 16x16 products made of two m16n8k16 tiles, bit for bit: 16-bit products are exact
+ * in f32 and the emulator sums over k in order, as the reference does); fragments built in
+ * registers by gb_pack_* at the documented lane positions give the same D as ldmatrix's;
+ * wgmma m64n64k16 with B K-major and MN-major through 128-byte-swizzled tiles, one and
+ * two warpgroups, four k16 steps chained; the rules (16-byte aligned rows in shared
+ * memory, no read of a cp.async destination before its wait; wgmma's fence, groups,
+ * retirement and warpgroups); and the counting mode's figures on patterns whose
+ * wavefronts are worked out by hand beside each kernel. meson runs it in each resume
+ * order (emu_each_order.sh).
  *
  * Written as CUDA (it is compiled through cu2cc.py like the plugins' .cu files).
  */
@@ -13,6 +16,7 @@
 #include <cuda_fp16.h>
 #include <cuda_pipeline.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +29,7 @@
 
 #include "emu_test.h"
 #include "mma_sync.cuh"
+#include "wgmma.cuh"
 
 /* Row stride of the padded tiles, in 16-bit elements: 16 + 8, 48 bytes, so the 8 rows of
  * an 8x8 matrix start 12 words apart and cover the 32 banks once. */
@@ -205,6 +210,143 @@ static __global__ void broken_ldmatrix(const __nv_bfloat16 *g, int mode)
     }
 }
 
+/* ---- wgmma (one or two warpgroups) ------------------------------------------------------ */
+
+template <class T, int TRANS>
+static __device__ void wgmma_of(float (&d)[32], const uint32_t (&a)[4], uint64_t desc);
+template <> __device__ void wgmma_of<__nv_bfloat16, 0>(float (&d)[32], const uint32_t (&a)[4],
+                                                       uint64_t desc)
+{
+    gb_wgmma_m64n64k16_bf16<0>(d, a, desc);
+}
+template <> __device__ void wgmma_of<__nv_bfloat16, 1>(float (&d)[32], const uint32_t (&a)[4],
+                                                       uint64_t desc)
+{
+    gb_wgmma_m64n64k16_bf16<1>(d, a, desc);
+}
+template <> __device__ void wgmma_of<__half, 0>(float (&d)[32], const uint32_t (&a)[4],
+                                                uint64_t desc)
+{
+    gb_wgmma_m64n64k16_f16<0>(d, a, desc);
+}
+template <> __device__ void wgmma_of<__half, 1>(float (&d)[32], const uint32_t (&a)[4],
+                                                uint64_t desc)
+{
+    gb_wgmma_m64n64k16_f16<1>(d, a, desc);
+}
+
+/* The tile (64 x 64) at the first 1024-byte boundary of `raw`, 128-byte swizzled. */
+template <class T> static __device__ T *swizzled_tile(T *raw, const T *from)
+{
+    T *tile = (T *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+    for (int i = (int)threadIdx.x; i < 64 * 64; i += (int)blockDim.x)
+        tile[gb_sw128_index(i / 64, i % 64)] = from[i];
+    gb_fence_proxy_async();
+    __syncthreads();
+    return tile;
+}
+
+/* The B descriptor of k16 step kk of the tile: K-major (its rows are B's columns) or
+ * MN-major (its rows are B's rows). */
+template <class T, int TRANS> static __device__ uint64_t step_desc(const T *tile, int kk)
+{
+    return TRANS ? gb_wgmma_desc(tile + kk * 16 * 64, 64 * 64 * sizeof(T), 1024)
+                 : gb_wgmma_desc(tile + kk * 16, 16, 1024);
+}
+
+/* Row `row` of a warpgroup's 64 (w, g as wgmma.cuh says) of the thread's accumulator i. */
+static __device__ int acc_row(int i)
+{
+    return (int)threadIdx.x / 32 * 16 + (int)threadIdx.x % 32 / 4 + 8 * (i / 2 % 2);
+}
+static __device__ int acc_col(int i)
+{
+    return 8 * (i / 4) + 2 * ((int)threadIdx.x % 4) + i % 2;
+}
+
+/* D (64 W x 64) = A (64 W x 64, packed in registers at the documented positions) B + C,
+ * B the tile (TRANS 1) or its transpose (0), four k16 steps chained; `nan_before_wait`
+ * gets whether d[0] read as NaN between the commit and the wait (the emulator's poison). */
+template <class T, int TRANS>
+static __global__ void wg_product(const T *a, const T *b, const float *c, float *d_out,
+                                  int *nan_before_wait)
+{
+    __shared__ __align__(16) T raw[64 * 64 + 512];
+    const T *tile = swizzled_tile(raw, b);
+    const int t = (int)threadIdx.x % 4;
+    float d[32];
+    for (int i = 0; i < 32; i++)
+        d[i] = c[acc_row(i) * 64 + acc_col(i)];
+    gb_wgmma_fence();
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t fa[4];
+        for (int r = 0; r < 4; r++) {
+            const int row = acc_row(2 * (r % 2)), k = 16 * kk + 2 * t + 8 * (r / 2);
+            fa[r] = pack_of<T>((float)a[row * 64 + k], (float)a[row * 64 + k + 1]);
+        }
+        wgmma_of<T, TRANS>(d, fa, step_desc<T, TRANS>(tile, kk));
+    }
+    gb_wgmma_commit();
+    if (threadIdx.x == 0)
+        *nan_before_wait = isnan(d[0]);
+    gb_wgmma_wait<0>();
+    for (int i = 0; i < 32; i++)
+        d_out[acc_row(i) * 64 + acc_col(i)] = d[i];
+}
+
+/* Broken on purpose, by `mode` (128 threads; 96 for PARTIAL). */
+enum wg_broken {
+    WG_NOFENCE, WG_REWRITTEN, WG_DIVERGED, WG_UNRETIRED, WG_PARTIAL, WG_UNCOMMITTED, WG_MODES
+};
+static __global__ void broken_wgmma(const __nv_bfloat16 *g, int mode)
+{
+    __shared__ __align__(16) __nv_bfloat16 raw[64 * 64 + 512];
+    __nv_bfloat16 *tile = swizzled_tile(raw, g);
+    float d[32] = {};
+    const uint32_t a[4] = {0, 0, 0, 0};
+    if (mode != WG_NOFENCE)
+        gb_wgmma_fence();
+    const int warp = (int)threadIdx.x / 32;
+    if (mode == WG_NOFENCE) {
+        gb_wgmma_m64n64k16_bf16<0>(d, a, gb_wgmma_desc(tile, 16, 1024));   // NOFENCE
+    } else if (mode == WG_DIVERGED) {
+        const uint64_t other = gb_wgmma_desc(tile + 16 * (warp == 1), 16, 1024);
+        gb_wgmma_m64n64k16_bf16<0>(d, a, other);   // DIVERGED
+    } else if (mode == WG_PARTIAL) {
+        gb_wgmma_m64n64k16_bf16<0>(d, a, gb_wgmma_desc(tile, 16, 1024));   // PARTIAL
+    } else if (mode == WG_UNRETIRED) {
+        gb_wgmma_m64n64k16_bf16<0>(d, a, gb_wgmma_desc(tile, 16, 1024));   // UNRETIRED
+    } else {
+        gb_wgmma_m64n64k16_bf16<0>(d, a, gb_wgmma_desc(tile, 16, 1024));   // REWRITTEN
+    }
+    if (mode == WG_UNCOMMITTED)
+        gb_wgmma_wait<0>();   // UNCOMMITTED
+    gb_wgmma_commit();
+    if (mode == WG_REWRITTEN && threadIdx.x == 0)
+        tile[0] = __float2bfloat16_rn(1.0f);
+    if (mode != WG_UNRETIRED)
+        gb_wgmma_wait<0>();
+}
+
+/* Counting: one warpgroup, a product with B K-major and one MN-major from the same
+ * swizzled tile: each reads 16 core matrices of 8 rows of 16 bytes, the 8 rows of each in
+ * 8 different 16-byte chunks of their 128-byte rows (the swizzle), so in 8 different groups
+ * of 4 banks: 1 wavefront a core matrix, 4 requests of 4 phases a product: 8 requests and
+ * 32 wavefronts, and two operations of m64n64k16.bf16.f32 (counted once per warpgroup). */
+static __global__ void wgmma_pattern(const __nv_bfloat16 *g, float *out)
+{
+    __shared__ __align__(16) __nv_bfloat16 raw[64 * 64 + 512];
+    const __nv_bfloat16 *tile = swizzled_tile(raw, g);
+    float d[32] = {};
+    const uint32_t a[4] = {0, 0, 0, 0};
+    gb_wgmma_fence();
+    gb_wgmma_m64n64k16_bf16<0>(d, a, step_desc<__nv_bfloat16, 0>(tile, 1));
+    gb_wgmma_m64n64k16_bf16<1>(d, a, step_desc<__nv_bfloat16, 1>(tile, 1));
+    gb_wgmma_commit();
+    gb_wgmma_wait<0>();
+    out[threadIdx.x] = d[0];
+}
+
 /* ---- the checks --------------------------------------------------------------------------- */
 
 template <class T> static T *device_copy(const std::vector<T> &host)
@@ -285,6 +427,82 @@ static void check_rules(const char *self_file)
     cudaFree(g);
 }
 
+/* wgmma: D against the scalar reference with B K-major and MN-major, one warpgroup and two
+ * (whose warps pack different rows of A), and the accumulators' poison before the wait. */
+template <class T> static void check_wgmma(const char *type)
+{
+    const int rows = 128;
+    std::vector<T> a(rows * 64), b(64 * 64);
+    std::vector<float> c(rows * 64);
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < 64; k++) {
+            a[r * 64 + k] = to16<T>(a_value(r, k));
+            c[r * 64 + k] = c_value(r, k);
+        }
+    for (int i = 0; i < 64; i++)
+        for (int j = 0; j < 64; j++)
+            b[i * 64 + j] = to16<T>(b_value(i, j));
+    T *da = device_copy(a), *db = device_copy(b);
+    float *dc = device_copy(c), *dd = nullptr;
+    int *nan_flag = nullptr;
+    cudaMalloc(&dd, rows * 64 * sizeof(float));
+    cudaMalloc(&nan_flag, sizeof(int));
+    for (int trans = 0; trans < 2; trans++)
+        for (int groups = 1; groups <= 2; groups++) {
+            std::vector<float> want(rows * 64), got(rows * 64, -1.0f);
+            for (int m = 0; m < 64 * groups; m++)
+                for (int n = 0; n < 64; n++) {
+                    float sum = c[m * 64 + n];
+                    for (int k = 0; k < 64; k++)
+                        sum += (float)a[m * 64 + k] *
+                               (float)(trans ? b[k * 64 + n] : b[n * 64 + k]);
+                    want[m * 64 + n] = sum;
+                }
+            if (trans)
+                wg_product<T, 1><<<1, 128 * groups>>>(da, db, dc, dd, nan_flag);
+            else
+                wg_product<T, 0><<<1, 128 * groups>>>(da, db, dc, dd, nan_flag);
+            int poisoned = 0;
+            cudaError_t status = cudaMemcpy(got.data(), dd, 64 * groups * 64 * sizeof(float),
+                                            cudaMemcpyDeviceToHost);
+            if (status == cudaSuccess)
+                status = cudaMemcpy(&poisoned, nan_flag, sizeof(int), cudaMemcpyDeviceToHost);
+            char what[200];
+            snprintf(what, sizeof what, "%s: wgmma m64n64k16, B %s-major from a 128-byte "
+                     "swizzled tile, %d warpgroup(s), 4 k16 steps chained: bit for bit the "
+                     "scalar reference", type, trans ? "MN" : "K", groups);
+            emu_check(status == cudaSuccess &&
+                          memcmp(got.data(), want.data(), 64 * groups * 64 * sizeof(float)) == 0,
+                      what);
+            snprintf(what, sizeof what, "%s: the accumulators read NaN between the commit and "
+                     "the wait (B %s-major, %d warpgroup(s))", type, trans ? "MN" : "K", groups);
+            emu_check(status == cudaSuccess && poisoned == 1, what);
+        }
+    emu_free(da, db, dc, dd, nan_flag);
+}
+
+static const char *const wg_markers[WG_MODES] = {"NOFENCE", "REWRITTEN", "DIVERGED",
+                                                 "UNRETIRED", "PARTIAL", "UNCOMMITTED"};
+static const char *const wg_rules[WG_MODES] = {
+    "no wgmma.fence since", "was written before the wgmma.wait_group", "differs from warp",
+    "never retired", "a warpgroup is four whole warps", "belong to no group"};
+
+static void check_wgmma_rules(const char *self_file)
+{
+    __nv_bfloat16 *g = nullptr;
+    cudaMalloc(&g, 64 * 64 * sizeof(__nv_bfloat16));
+    cudaMemset(g, 0, 64 * 64 * sizeof(__nv_bfloat16));
+    for (int mode = 0; mode < WG_MODES; mode++) {
+        const std::string where = std::string("test_mma_sync.cu:") +
+                                  std::to_string(emu_line_of(self_file, wg_markers[mode]));
+        emu_expect_stop(wg_rules[mode], [&] {
+            broken_wgmma<<<1, mode == WG_PARTIAL ? 96 : 128>>>(g, mode);
+            cudaDeviceSynchronize();
+        }, {where.c_str(), wg_rules[mode]});
+    }
+    cudaFree(g);
+}
+
 /* ---- counting --------------------------------------------------------------------------- */
 
 static void launch_counted()
@@ -295,8 +513,14 @@ static void launch_counted()
     ldmatrix_pattern<64, false><<<1, 32>>>(out);
     ldmatrix_pattern<64, true><<<1, 32>>>(out);
     ldmatrix_x2_and_mma<<<1, 32>>>(out);
+    __nv_bfloat16 *g = nullptr;
+    cudaMalloc(&g, 64 * 64 * sizeof(__nv_bfloat16));
+    cudaMemset(g, 0, 64 * 64 * sizeof(__nv_bfloat16));
+    float *wide = nullptr;
+    cudaMalloc(&wide, 128 * sizeof(float));
+    wgmma_pattern<<<1, 128>>>(g, wide);
     cudaDeviceSynchronize();
-    cudaFree(out);
+    emu_free(out, g, wide);
 }
 
 static std::string counted_line(const std::string &path, const std::string &kernel)
@@ -353,6 +577,9 @@ static void check_counts(const char *self)
         {"ldmatrix_x2_and_mma", "shld_requests", "1"},
         {"ldmatrix_x2_and_mma", "shld_wavefronts", "2"},
         {"ldmatrix_x2_and_mma", "mma", "{\"m16n8k16.bf16.f32\":2,\"m16n8k16.f16.f32\":2}"},
+        {"wgmma_pattern", "shld_requests", "8"},
+        {"wgmma_pattern", "shld_wavefronts", "32"},
+        {"wgmma_pattern", "mma", "{\"m64n64k16.bf16.f32\":2}"},
     };
     for (const auto &w : want)
         expect_field(counted_line(path, w.kernel), w.kernel, w.field, w.value);
@@ -370,6 +597,9 @@ int main(int argc, char **argv)
     check_products<__nv_bfloat16>("bf16");
     check_products<__half>("f16");
     check_rules(__FILE__);
+    check_wgmma<__nv_bfloat16>("bf16");
+    check_wgmma<__half>("f16");
+    check_wgmma_rules(__FILE__);
     check_counts(argv[0]);
     return emu_finish("test_mma_sync");
 }

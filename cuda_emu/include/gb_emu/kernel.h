@@ -145,6 +145,11 @@ void async_wait_prior(const char *file, int line, size_t prior);
 void shared_read(const char *file, int line, const char *what, const void *p, size_t bytes);
 /* Whether p lies in the running block's shared memory (where ldmatrix reads). */
 bool shared_holds(const void *p);
+/* The shared-window address of p (__cvta_generic_to_shared: its offset in the block's
+ * shared area, whose start is 4096-byte aligned, so the low bits a swizzle keys on are
+ * the pointer's), stopping the kernel when p lies outside the area; and back. */
+uint32_t shared_window(const char *file, int line, const void *p);
+const void *shared_window_pointer(uint32_t address);
 
 /* ---- barriers and warp collectives --------------------------------------------------- */
 
@@ -226,6 +231,39 @@ inline unsigned ballot(const char *file, int line, unsigned mask, int predicate)
                     });
     return mine.bits;
 }
+
+/* ---- wgmma's asynchronous groups (sm_90; wgmma.cuh) ----------------------------------- */
+
+/* The state a thread keeps for wgmma.mma_async, which wgmma.cuh's helpers compute at issue
+ * and the core retires as PTX orders it:
+ *   wgmma_fence      wgmma.fence: the thread may issue again (needed before its first
+ *                    wgmma and after every wait_group, stricter than PTX, which asks for
+ *                    it only after the registers a wgmma reads were written);
+ *   wgmma_issue      a product into the thread's n accumulators `d`: its values wait in
+ *                    the open group and d reads as NaN until the wait that retires it;
+ *                    `in` receives what a product issued on the same d reads as its C
+ *                    (the last pending values, chained as the hardware chains them, or d
+ *                    itself); `operands` (n_bytes at `bytes`): the shared memory it read,
+ *                    which must be unchanged at its retirement;
+ *   wgmma_commit     wgmma.commit_group;
+ *   wgmma_wait       wgmma.wait_group N: every group but the newest N retires.
+ * A thread that exits with a product not retired stops the kernel, and so does a warp of a
+ * warpgroup whose sequence of products (warpgroup_key) differs from its siblings', checked
+ * as each one issues and when the block ends. */
+void wgmma_fence(const char *file, int line);
+void wgmma_chain_input(float *d, int n, float *in);
+void wgmma_issue(const char *file, int line, float *d, int n, const float *values,
+                 const void *operands, size_t n_bytes);
+void wgmma_commit(const char *file, int line);
+void wgmma_wait(const char *file, int line, int newest_left);
+/* A product as the warps of a warpgroup must agree on it (its shape and kind, its shared
+ * operands' descriptors), reported once per warp by the warp's last lane to issue it. */
+struct warpgroup_key {
+    unsigned n;
+    int kind;
+    uint64_t desc_a, desc_b;
+};
+void wgmma_warp_issued(const char *file, int line, const warpgroup_key &key);
 
 /* ---- atomics (src/atomics.cc) ---------------------------------------------------------- */
 
