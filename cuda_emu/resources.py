@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 
-ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '([^']+)' for 'sm_90'")
+ENTRY = re.compile(r"ptxas info\s*: Compiling entry function '([^']+)' for 'sm_90a'")
 FRAME = re.compile(r"(\d+) bytes stack frame")
 USED = re.compile(r"ptxas info\s*: Used (\d+) registers(.*)")
 SMEM = re.compile(r"(\d+) bytes smem")
@@ -106,7 +106,7 @@ def sm90_args(args):
             skip = True
         elif not a.startswith('-gencode='):
             out.append(a)
-    return out + ['-gencode', 'arch=compute_90,code=sm_90']
+    return out + ['-gencode', 'arch=compute_90a,code=sm_90a']
 
 
 def ptxas_rows(report):

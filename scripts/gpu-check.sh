@@ -32,7 +32,7 @@
 #   no STAGE: build test train sanitize bench, in that order, stopping after a failed build
 #   --budget S (or BUDGET): seconds the whole command may take (default 600). The time plan
 #              on an H100 machine, from a fresh clone: build 150 (meson setup, then nvcc for
-#              sm_90 only), test 120, train 40, sanitize 90, bench 200 (compare-gpu 120 with
+#              sm_90a only), test 120, train 40, sanitize 90, bench 200 (compare-gpu 120 with
 #              a cold torch.compile, profile 30, matmul 15, attn 20, sdpa 15, then the
 #              fusions' A/B if time is left). Each stage may run until the budget's end less
 #              the plans of the stages after it in this command (scaled down when the budget
@@ -390,12 +390,16 @@ check_dependencies() {
     fi
 }
 
-# The machine's GPU architecture for nvcc (sm_90 on an H100): one architecture builds in
-# about a minute where the default two take twice that.
+# The machine's GPU architecture for nvcc (sm_90a on an H100 or H200, whose Hopper-only
+# wgmma kernels need it): one architecture builds in about a minute where the default two
+# take twice that.
 gpu_arch() {
     local cap
     cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -n 1)
-    case $cap in [0-9]*.[0-9]*) echo "sm_${cap/./}" ;; esac
+    case $cap in
+        9.0) echo "sm_90a" ;;
+        [0-9]*.[0-9]*) echo "sm_${cap/./}" ;;
+    esac
 }
 
 configure() {

@@ -58,6 +58,7 @@
 #include "cuda_status.h"
 #include "mma_sync.cuh"
 #include "warp.cuh"
+#include "wgmma.cuh"
 #include "gearbox/attn.h"
 
 #define PLUGIN "attn/flash"
@@ -66,9 +67,20 @@
 #define DELTA_ROWS 8
 #define DELTA_RUN 8
 
+/* [attn] products: which tensor-core instructions the 16-bit forward at head_dim 64 runs. */
+enum { PRODUCTS_AUTO, PRODUCTS_MMA_SYNC, PRODUCTS_WGMMA };
+
+static const gb_option flash_cuda_options[] = {
+    {"products", GB_OPT_ENUM, "auto", 0, 0, "auto|mma_sync|wgmma",
+     "tensor-core products of the bf16 and f16 forward at head_dim 64: wgmma (sm_90a, "
+     "warpgroups of 64 queries) or mma.sync (every GPU); auto takes wgmma on a 9.0 GPU "
+     "when the build has sm_90a code (-Dgpu_arch lists sm_90a), else mma_sync"},
+};
+
 typedef struct attn_flash_cuda {
     gb_plugin_instance base;     /* base.device: its stream */
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
+    int wgmma;              /* the 16-bit forward at head_dim 64 runs wg_forward_kernel */
 } attn_flash_cuda;
 
 /* ---- tiles --------------------------------------------------------------------------- */
@@ -575,9 +587,10 @@ template <typename E, int DP> struct mma_fwd_warp {
 
     /* o into rows w0.. of `v` (element `head` of the head), rows before T and columns
      * before D. With aligned views, through the warp's own rows of the Q tile (`stage`,
-     * no longer read), so each lane stores whole 16-byte chunks; else element by element
-     * from the registers. */
-    __device__ void write(const head_view &v, int64_t head, int64_t w0, E *stage,
+     * no longer read; element (r, c) at stage[place(r, c)]), so each lane stores whole
+     * 16-byte chunks; else element by element from the registers. */
+    template <class Place>
+    __device__ void write(const head_view &v, int64_t head, int64_t w0, E *stage, Place place,
                           const dims &sd) const
     {
         const int lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
@@ -603,7 +616,7 @@ template <typename E, int DP> struct mma_fwd_warp {
             for (int n = 0; n < tl::OTILES; n++)
 #pragma unroll
                 for (int h = 0; h < 2; h++)
-                    words[((16 * mt + g + 8 * h) * tl::LD + 8 * n + 2 * t) / 2] =
+                    words[place(16 * mt + g + 8 * h, 8 * n + 2 * t) / 2] =
                         mma16<E>::pack(o[mt][n][2 * h], o[mt][n][2 * h + 1]);
         __syncwarp();
         constexpr int CHUNKS = DP / 8;   /* 16-byte chunks of a row */
@@ -611,7 +624,7 @@ template <typename E, int DP> struct mma_fwd_warp {
             const int r = c / CHUNKS, col = c % CHUNKS * 8;
             if (w0 + r < sd.T && col < sd.D)
                 *reinterpret_cast<uint4 *>((E *)v.data + head + (w0 + r) * v.row + col) =
-                    *reinterpret_cast<const uint4 *>(stage + r * tl::LD + col);
+                    *reinterpret_cast<const uint4 *>(stage + place(r, col));
         }
     }
 };
@@ -649,7 +662,175 @@ mma_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *
     });
     w.finish(lse2, bh, w0, s);
     const int64_t head = (bh / s.H) * out.batch + (bh % s.H) * out.head;
-    w.write(out, head, w0, rows, s);
+    w.write(out, head, w0, rows, [](int r, int c) { return r * tl::LD + c; }, s);
+}
+
+/* ---- forward on wgmma (sm_90a; bf16, f16 at head_dim 64) ----------------------------- */
+
+/* The Hopper forward's tiles: GROUPS warpgroups of 64 queries (ROWS in all, as
+ * mma_fwd_tiles' at head_dim 64), COLS = 64 keys a streamed tile. Every tile is 64
+ * elements (128 bytes) a row, 128-byte swizzled (wgmma_desc.cuh) and starts on 1024 bytes
+ * (the dynamic shared memory is rounded up to it: ALIGN more bytes): Q (ROWS) | K[2] |
+ * V[2] (COLS). K's rows are B's columns for S = Q K^T (K-major), V's rows B's rows for
+ * O += P V (MN-major), each k16 step a descriptor into the tile. */
+template <typename E> struct wg_fwd_tiles {
+    static constexpr int DP = 64;
+    static constexpr int GROUPS = 4;
+    static constexpr int WARPS = 4 * GROUPS;
+    static constexpr int THREADS = WARPS * WARP;
+    static constexpr int ROWS = 64 * GROUPS;
+    static constexpr int COLS = 64;
+    static constexpr size_t ALIGN = 1024;
+    static constexpr __host__ __device__ size_t tile(int rows) { return rows * DP * sizeof(E); }
+    static constexpr __host__ __device__ size_t k_at(int buf) { return tile(ROWS) + buf * tile(COLS); }
+    static constexpr __host__ __device__ size_t v_at(int buf) { return k_at(2 + buf); }
+    static constexpr __host__ __device__ size_t bytes() { return ALIGN + v_at(2); }
+    static __device__ int place(int r, int c) { return gb_sw128_index(r, c); }
+};
+
+/* The dtype's product of a warpgroup (wgmma.cuh): B K-major (TRANS_B 0) or MN-major (1). */
+template <typename E, int TRANS_B> struct wgmma16;
+template <int TRANS_B> struct wgmma16<__nv_bfloat16, TRANS_B> {
+    static __device__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t b)
+    {
+        gb_wgmma_m64n64k16_bf16<TRANS_B>(d, a, b);
+    }
+};
+template <int TRANS_B> struct wgmma16<__half, TRANS_B> {
+    static __device__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t b)
+    {
+        gb_wgmma_m64n64k16_f16<TRANS_B>(d, a, b);
+    }
+};
+
+/* A warp of the Hopper forward: mma_fwd_warp's registers, softmax and output at head_dim
+ * 64 (one m-tile of 16 rows; its s and o, 8 n8 tiles of 4 floats, are exactly a
+ * warpgroup product's 32 accumulators), with the products on the warpgroup. */
+template <typename E> struct wg_fwd_warp : mma_fwd_warp<E, 64> {
+    using base = mma_fwd_warp<E, 64>;
+    using tl = wg_fwd_tiles<E>;
+    static_assert(base::tl::MT == 1 && base::tl::STILES == 8 && base::tl::OTILES == 8,
+                  "s and o are one product's accumulators");
+
+    static __device__ float (&flat(float (&x)[1][8][4]))[32]
+    {
+        return *reinterpret_cast<float(*)[32]>(&x[0][0][0]);
+    }
+
+    /* Q's 16 rows of the warp (`rows` of the swizzled Q tile) into A fragments. */
+    __device__ void hold(const E *rows)
+    {
+        const int lane = threadIdx.x % WARP;
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            gb_ldmatrix_x4(this->q[0][k], rows + tl::place(lane % 16, 16 * k + 8 * (lane / 16)));
+    }
+
+    /* Waits for the group just committed and keeps the accumulators' uses after it. */
+    static __device__ void retire(float (&acc)[32])
+    {
+        gb_wgmma_commit();
+        gb_wgmma_wait<0>();
+        gb_wgmma_hold(acc);
+    }
+
+    /* s = Q K^T for the key tile `ks`: four k16 steps, 32 bytes apart along K's rows. */
+    __device__ void scores(const E *ks)
+    {
+        base::zero(this->s);
+        float(&acc)[32] = flat(this->s);
+        gb_wgmma_hold(acc);
+        gb_wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            wgmma16<E, 0>::mma(acc, this->q[0][k], gb_wgmma_desc(ks + 16 * k, 16, 1024));
+        retire(acc);
+    }
+
+    /* o += P V for the value tile `vs`: P's A fragments packed from s as mma_fwd_warp's
+     * add_pv packs them; V's k16 step k is its rows 16 k.., 2048 bytes apart. */
+    __device__ void add_pv(const E *vs)
+    {
+        uint32_t p[4][4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float *lo = this->s[0][2 * k], *hi = this->s[0][2 * k + 1];
+            p[k][0] = mma16<E>::pack(lo[0], lo[1]);
+            p[k][1] = mma16<E>::pack(lo[2], lo[3]);
+            p[k][2] = mma16<E>::pack(hi[0], hi[1]);
+            p[k][3] = mma16<E>::pack(hi[2], hi[3]);
+        }
+        float(&acc)[32] = flat(this->o);
+        gb_wgmma_hold(acc);
+        gb_wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            wgmma16<E, 1>::mma(acc, p[k],
+                               gb_wgmma_desc(vs + 16 * k * tl::DP, tl::tile(tl::COLS), 1024));
+        retire(acc);
+    }
+};
+
+/* The Hopper forward's loads (mma_forward_kernel's kv_stream, into swizzled tiles). */
+template <typename E> struct wg_kv_stream {
+    using tl = wg_fwd_tiles<E>;
+    E *base;
+    const E *kh, *vh;
+    int64_t k_row, v_row;
+    const dims &s;
+
+    __device__ wg_kv_stream(E *base_, const head_view &q, const head_view &k, const head_view &v,
+                            int64_t bh, int64_t t0, const dims &s_)
+        : base(base_), kh(head_start<E>(k, bh, s_)), vh(head_start<E>(v, bh, s_)), k_row(k.row),
+          v_row(v.row), s(s_)
+    {
+        queue_tile_at<E, tl::DP>(base, tl::ROWS, head_start<E>(q, bh, s), q.row, t0, s, tl::place);
+        (*this)(0, 0);
+    }
+    __device__ E *k(int buf) const { return base + tl::k_at(buf) / sizeof(E); }
+    __device__ E *v(int buf) const { return base + tl::v_at(buf) / sizeof(E); }
+    __device__ void operator()(int64_t i, int buf) const
+    {
+        queue_tile_at<E, tl::DP>(k(buf), tl::COLS, kh, k_row, i * tl::COLS, s, tl::place);
+        queue_tile_at<E, tl::DP>(v(buf), tl::COLS, vh, v_row, i * tl::COLS, s, tl::place);
+    }
+};
+
+/* mma_forward_kernel at head_dim 64 on sm_90a: a block per tile of ROWS queries, a
+ * warpgroup per 64 of them computing S = Q K^T and O += P V with wgmma (Q and P from
+ * registers, K and V from the swizzled shared tiles), each warp the online softmax of its
+ * 16 rows in registers as mma_forward_kernel's warps do. A warpgroup skips a key tile
+ * none of its rows sees (its warps issue every product together). Two blocks an SM: 128
+ * registers a thread, 16 warps. Elsewhere than sm_90a it traps; the host never launches it
+ * there (forward_products). */
+template <typename E>
+static __global__ void __launch_bounds__(wg_fwd_tiles<E>::THREADS, 1)
+wg_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2, dims s)
+{
+    using tl = wg_fwd_tiles<E>;
+    E *base = (E *)(((uintptr_t)shared_base() + tl::ALIGN - 1) & ~(uintptr_t)(tl::ALIGN - 1));
+    const int warp = threadIdx.x / WARP, group = warp / 4;
+    E *rows = base + warp * 16 * tl::DP;
+    const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
+    const int64_t w0 = t0 + warp * 16, g0 = t0 + group * 64, g_end = g0 + 64;
+    const wg_kv_stream<E> kv(base, q, k, v, bh, t0, s);
+    wg_fwd_warp<E> w;
+    w.start();
+    const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
+    stream_tiles(n, kv, [&](int64_t i, int buf) {
+        const int64_t j0 = i * tl::COLS;
+        if (g0 >= s.T || (s.causal && j0 >= g_end))
+            return;   // no key of the tile is visible to the warpgroup's rows
+        if (i == 0)
+            w.hold(rows);
+        w.scores(kv.k(buf));
+        const bool masked = j0 + tl::COLS > s.T || (s.causal && j0 + tl::COLS > w0 + 1);
+        w.softmax(w0, j0, masked, s);
+        w.add_pv(kv.v(buf));
+    }, [] { gb_fence_proxy_async(); });
+    w.finish(lse2, bh, w0, s);
+    const int64_t head = (bh / s.H) * out.batch + (bh % s.H) * out.head;
+    w.write(out, head, w0, rows, tl::place, s);
 }
 
 /* ---- backward ------------------------------------------------------------------------ */
@@ -968,11 +1149,48 @@ static unsigned tile_blocks(const gb_attn_problem *p, const dims &s)
     return (unsigned)(p->batch * p->heads * s.tiles);
 }
 
+/* Whether this build holds the sm_90a kernels (meson's GB_CUDA_SM90A: -Dgpu_arch lists
+ * sm_90a; the emulator runs them too) and the GPU is one they run on. */
+static int wgmma_runs_on(const gb_device_ctx *device)
+{
+#ifdef GB_CUDA_SM90A
+    return device->cc_major == 9 && device->cc_minor == 0;
+#else
+    (void)device;
+    return 0;
+#endif
+}
+
+/* [attn] products into the instance's choice; `wgmma` where it cannot run is refused. */
+static gb_status choose_products(const gb_host *host, int64_t products,
+                                 const gb_device_ctx *device, int *wgmma)
+{
+    const int runs = wgmma_runs_on(device);
+    if (products == PRODUCTS_WGMMA && !runs) {
+        host->set_error(host, PLUGIN " [attn] products = wgmma: wgmma runs on compute "
+                        "capability 9.0 (H100, H200) from a build with -Dgpu_arch listing "
+                        "sm_90a; this is %d.%d%s (set products = auto or mma_sync)",
+                        (int)device->cc_major, (int)device->cc_minor,
+#ifdef GB_CUDA_SM90A
+                        ""
+#else
+                        " and the build has no sm_90a code"
+#endif
+        );
+        return GB_ERR_CONFIG;
+    }
+    *wgmma = products == PRODUCTS_WGMMA || (products == PRODUCTS_AUTO && runs);
+    return GB_OK;
+}
+
 static gb_status flash_create(const gb_host *host, const gb_value *options,
                               const gb_device_ctx *device, void **self)
 {
-    (void)options;
     gb_status st = gb_attn_require_cuda(host, PLUGIN, device);
+    if (st != GB_OK)
+        return st;
+    int wgmma = 0;
+    st = choose_products(host, options ? options[0].i : (int64_t)PRODUCTS_AUTO, device, &wgmma);
     if (st != GB_OK)
         return st;
     int limit = 0;
@@ -985,8 +1203,10 @@ static gb_status flash_create(const gb_host *host, const gb_value *options,
         return GB_ERR_DEVICE;
     }
     st = gb_plugin_instance_new(host, device, PLUGIN, sizeof(attn_flash_cuda), self);
-    if (st == GB_OK)
+    if (st == GB_OK) {
         ((attn_flash_cuda *)*self)->shared_limit = limit;
+        ((attn_flash_cuda *)*self)->wgmma = wgmma;
+    }
     return st;
 }
 
@@ -1072,12 +1292,17 @@ static gb_status flash_forward(void *self, const gb_attn_problem *p, gb_tensor o
         using E = typename decltype(e)::type;
         constexpr int DP = decltype(dp)::value;
         constexpr size_t bytes = forward_bytes<E, DP>();
-        if constexpr (std::is_same<E, float>::value)
+        if constexpr (std::is_same<E, float>::value) {
             return launch_forward<fwd_tiles<E, DP>>(forward_kernel<E, DP>, bytes, host, p, s,
                                                     stream, views, saved);
-        else
+        } else {
+            if (DP == 64 && f->wgmma)
+                return launch_forward<wg_fwd_tiles<E>>(wg_forward_kernel<E>,
+                                                       wg_fwd_tiles<E>::bytes(), host, p, s,
+                                                       stream, views, saved);
             return launch_forward<mma_fwd_tiles<E, DP>>(mma_forward_kernel<E, DP>, bytes, host,
                                                         p, s, stream, views, saved);
+        }
     });
 }
 
@@ -1144,6 +1369,6 @@ GB_ATTN_PLUGIN("flash", "1.1.0",
                "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                "bf16, f16",
                GB_DEVICE_CUDA, GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_NO_OPTIONS, flash_create, gb_plugin_instance_destroy, flash_eligible,
+               GB_OPTIONS(flash_cuda_options), flash_create, gb_plugin_instance_destroy, flash_eligible,
                flash_memory, flash_forward, flash_backward, flash_forward_cached)
 }

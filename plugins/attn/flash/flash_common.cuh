@@ -79,18 +79,19 @@ static __device__ const E *head_start(const head_view &v, int64_t bh, const dims
 }
 
 /* Queues rows [t0, t0 + rows) of a head (`src`, rows `row` elements apart) into the tile
- * `dst` (rows, DP), leading dimension LD, by the whole block: 16-byte cp.async chunks when
- * s.async says every view allows them, else plain loads. Zeros past T and past head_dim,
- * so padding adds nothing. The caller commits, waits and syncs. */
-template <typename E, int DP, int LD>
-static __device__ void queue_tile(E *dst, int rows, const E *src, int64_t row, int64_t t0,
-                                  const dims &s)
+ * `dst` (rows, DP), element (r, c) at dst[place(r, c)] (c a multiple of 16 bytes' worth),
+ * by the whole block: 16-byte cp.async chunks when s.async says every view allows them,
+ * else plain loads. Zeros past T and past head_dim, so padding adds nothing. The caller
+ * commits, waits and syncs. */
+template <typename E, int DP, class Place>
+static __device__ void queue_tile_at(E *dst, int rows, const E *src, int64_t row, int64_t t0,
+                                     const dims &s, Place place)
 {
     constexpr int CHUNK = 16 / sizeof(E), PER_ROW = DP / CHUNK;
     for (int i = threadIdx.x; i < rows * PER_ROW; i += blockDim.x) {
         const int r = i / PER_ROW, c = i % PER_ROW * CHUNK;
         const int64_t t = t0 + r;
-        E *d = dst + r * LD + c;
+        E *d = dst + place(r, c);
         const E *from = src + t * row + c;
         if (s.async && t < s.T && c < s.D) {
             __pipeline_memcpy_async(d, from, 16);
@@ -100,6 +101,14 @@ static __device__ void queue_tile(E *dst, int rows, const E *src, int64_t row, i
                 d[e] = t < s.T && c + e < s.D ? from[e] : elem<E>::round(0.0f);
         }
     }
+}
+
+/* The same into a tile whose rows are LD elements apart. */
+template <typename E, int DP, int LD>
+static __device__ void queue_tile(E *dst, int rows, const E *src, int64_t row, int64_t t0,
+                                  const dims &s)
+{
+    queue_tile_at<E, DP>(dst, rows, src, row, t0, s, [](int r, int c) { return r * LD + c; });
 }
 
 /* Queues `n` per-row floats of head bh from t0 (lse2 or D) into dst, zeros past T. */
@@ -117,10 +126,12 @@ static __device__ void queue_rows(float *dst, int n, const float *src, int64_t b
 /* The streaming loop every kernel runs: tile i of n is computed from buffer i % 2 while
  * tile i + 1 is copied into the other. queue(i, buf) queues tile i's copies (tile 0's,
  * with the block's own tiles, are queued by the caller before the loop); body(i, buf)
- * computes on it. Two barriers a tile: after the wait, so every thread's copies are in;
- * after the body, so no warp still reads the buffer the next tile's copies refill. */
-template <class Queue, class Body>
-static __device__ void stream_tiles(int64_t n, Queue queue, Body body)
+ * computes on it; landed(), in each thread once its copies of the tile are in and before
+ * the barrier that publishes them (a proxy fence, where wgmma reads them). Two barriers a
+ * tile: after the wait, so every thread's copies are in; after the body, so no warp still
+ * reads the buffer the next tile's copies refill. */
+template <class Queue, class Body, class Landed>
+static __device__ void stream_tiles(int64_t n, Queue queue, Body body, Landed landed)
 {
     __pipeline_commit();
     for (int64_t i = 0; i < n; i++) {
@@ -128,11 +139,18 @@ static __device__ void stream_tiles(int64_t n, Queue queue, Body body)
             queue(i + 1, (int)((i + 1) % 2));
         __pipeline_commit();   // an empty group on the last tile keeps the count fixed
         __pipeline_wait_prior(1);
+        landed();
         __syncthreads();
         body(i, (int)(i % 2));
         __syncthreads();
     }
     __pipeline_wait_prior(0);
+}
+
+template <class Queue, class Body>
+static __device__ void stream_tiles(int64_t n, Queue queue, Body body)
+{
+    stream_tiles(n, queue, body, [] {});
 }
 
 /* The block's head and tile: blockIdx.x = head * tiles + i. Query tiles run last first
