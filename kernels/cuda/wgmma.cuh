@@ -1,6 +1,7 @@
 /* sm_90a's warpgroup tensor-core product, wgmma.mma_async, one PTX instruction behind each
- * helper: m64n64k16 with f32 accumulators, A (bf16 or f16) from registers, B from shared
- * memory through a descriptor (wgmma_desc.cuh), and the fences and groups that order it.
+ * helper: m64n64k16 with f32 accumulators, A (bf16 or f16) from registers and B from shared
+ * memory through a descriptor (wgmma_desc.cuh), m64n32k16 with both from shared memory,
+ * and the fences and groups that order them.
  * A warpgroup is four consecutive warps (the first's index a multiple of 4); every helper
  * is called by all 128 threads of it together, in uniform control flow. Header-only, for
  * .cu files; the emulator has its own implementation under the same names
@@ -73,10 +74,10 @@ static __device__ __forceinline__ void gb_fence_proxy_async()
 }
 
 /* A compiler barrier on each accumulator: their uses stay on their side of it. */
-static __device__ __forceinline__ void gb_wgmma_hold(float (&d)[32])
+template <int N> static __device__ __forceinline__ void gb_wgmma_hold(float (&d)[N])
 {
 #pragma unroll
-    for (int i = 0; i < 32; i++)
+    for (int i = 0; i < N; i++)
         asm volatile("" : "+f"(d[i])::"memory");
 }
 
@@ -119,6 +120,37 @@ static __device__ __forceinline__ void gb_wgmma_m64n64k16_f16(float (&d)[32],
                                                               uint64_t desc_b)
 {
     GB_WGMMA_M64N64K16_RS("f16", d, a, desc_b, TRANS_B);
+}
+
+#define GB_WGMMA_D16_REGS                                                                  \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+
+/* d (64 x 32, f32) += A (64 x 16) B (16 x 32), both from shared memory, K-major (the
+ * descriptors' rows are A's rows and B's columns), inputs `type`. */
+#define GB_WGMMA_M64N32K16_SS(type, d, desc_a, desc_b)                                     \
+    GB_WGMMA_ASM("{\n"                                                                     \
+                 ".reg .pred accumulate;\n"                                                \
+                 "setp.ne.b32 accumulate, %18, 0;\n"                                       \
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32." type "." type " "           \
+                 "{" GB_WGMMA_D16_REGS "}, %16, %17, accumulate, 1, 1, 0, 0;\n"            \
+                 "}\n"                                                                     \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),                         \
+                   "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),                         \
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),                       \
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])                      \
+                 : "l"(desc_a), "l"(desc_b), "r"(1))
+
+static __device__ __forceinline__ void gb_wgmma_m64n32k16_ss_bf16(float (&d)[16],
+                                                                  uint64_t desc_a,
+                                                                  uint64_t desc_b)
+{
+    GB_WGMMA_M64N32K16_SS("bf16", d, desc_a, desc_b);
+}
+
+static __device__ __forceinline__ void gb_wgmma_m64n32k16_ss_f16(float (&d)[16], uint64_t desc_a,
+                                                                 uint64_t desc_b)
+{
+    GB_WGMMA_M64N32K16_SS("f16", d, desc_a, desc_b);
 }
 
 #endif /* GEARBOX_KERNELS_CUDA_WGMMA_CUH */

@@ -25,6 +25,7 @@
 
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "emu_test.h"
@@ -294,6 +295,39 @@ static __global__ void wg_product(const T *a, const T *b, const float *c, float 
         d_out[acc_row(i) * 64 + acc_col(i)] = d[i];
 }
 
+/* D (64 W x 32) = A B + C with both from shared memory: A the warpgroup's 64 rows of `a`
+ * (64 W x 64) in a swizzled tile, B^T the first 32 rows of `b` in another, both K-major,
+ * four k16 steps 32 bytes apart. */
+template <class T>
+static __global__ void wg_product_ss(const T *a, const T *b, const float *c, float *d_out)
+{
+    __shared__ __align__(16) T raw_b[64 * 64 + 512];
+    __shared__ __align__(16) T raw_a[2 * 64 * 64 + 512];
+    const T *tile_b = swizzled_tile(raw_b, b);
+    T *tile_a = (T *)(((uintptr_t)raw_a + 1023) & ~(uintptr_t)1023);
+    for (int i = (int)threadIdx.x; i < (int)blockDim.x / 2 * 64; i += (int)blockDim.x)
+        tile_a[gb_sw128_index(i / 64, i % 64)] = a[i];
+    gb_fence_proxy_async();
+    __syncthreads();
+    const T *rows_a = tile_a + (int)threadIdx.x / 128 * 64 * 64;
+    float d[16];
+    for (int i = 0; i < 16; i++)
+        d[i] = c[acc_row(i) * 64 + acc_col(i)];
+    gb_wgmma_fence();
+    for (int kk = 0; kk < 4; kk++) {
+        const uint64_t da = gb_wgmma_desc(rows_a + 16 * kk, 16, 1024);
+        const uint64_t db = gb_wgmma_desc(tile_b + 16 * kk, 16, 1024);
+        if (std::is_same<T, __half>::value)
+            gb_wgmma_m64n32k16_ss_f16(d, da, db);
+        else
+            gb_wgmma_m64n32k16_ss_bf16(d, da, db);
+    }
+    gb_wgmma_commit();
+    gb_wgmma_wait<0>();
+    for (int i = 0; i < 16; i++)
+        d_out[acc_row(i) * 64 + acc_col(i)] = d[i];
+}
+
 /* Broken on purpose, by `mode` (128 threads; 96 for PARTIAL). */
 enum wg_broken {
     WG_NOFENCE, WG_REWRITTEN, WG_DIVERGED, WG_UNRETIRED, WG_PARTIAL, WG_UNCOMMITTED, WG_MODES
@@ -478,6 +512,26 @@ template <class T> static void check_wgmma(const char *type)
                      "the wait (B %s-major, %d warpgroup(s))", type, trans ? "MN" : "K", groups);
             emu_check(status == cudaSuccess && poisoned == 1, what);
         }
+    for (int groups = 1; groups <= 2; groups++) {
+        std::vector<float> want(rows * 64, 0.0f), got(rows * 64, 0.0f);
+        for (int m = 0; m < 64 * groups; m++)
+            for (int n = 0; n < 32; n++) {
+                float sum = c[m * 64 + n];
+                for (int k = 0; k < 64; k++)
+                    sum += (float)a[m * 64 + k] * (float)b[n * 64 + k];
+                want[m * 64 + n] = sum;
+            }
+        cudaMemset(dd, 0, rows * 64 * sizeof(float));
+        wg_product_ss<T><<<1, 128 * groups>>>(da, db, dc, dd);
+        const cudaError_t status = cudaMemcpy(got.data(), dd, rows * 64 * sizeof(float),
+                                              cudaMemcpyDeviceToHost);
+        char what[200];
+        snprintf(what, sizeof what, "%s: wgmma m64n32k16, A and B K-major from 128-byte "
+                 "swizzled tiles, %d warpgroup(s), 4 k16 steps chained: bit for bit the scalar "
+                 "reference", type, groups);
+        emu_check(status == cudaSuccess && memcmp(got.data(), want.data(),
+                                                  64 * groups * 64 * sizeof(float)) == 0, what);
+    }
     emu_free(da, db, dc, dd, nan_flag);
 }
 
