@@ -71,10 +71,11 @@ INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)[^;\n]*;", re.M)
 FOLDED_MOVE = re.compile(r"^\s*mov(?:\.\w+)+\s+%\w+\s*,\s*(?!%(?:tid|ntid|ctaid|nctaid|laneid|"
                          r"warpid|nwarpid|smid|nsmid|gridid|lanemask_\w+|clock\w*|globaltimer\w*|"
                          r"pm\d+|envreg\d+|\w*smem_size)\b)[^{};\s][^{};]*;")
-# Loads and stores of global and shared memory, cp.async copies, atomics and WMMA/ldmatrix
-# fragments: what the emulator sees as accesses (param, local and constant space it does not).
+# Loads and stores of global and shared memory, cp.async copies, atomics, WMMA/ldmatrix
+# fragments and wgmma products (a warp's instruction reading shared memory): what the
+# emulator sees as accesses (param, local and constant space it does not).
 MEMORY = re.compile(r"^(?:(?:ld|st)(?:\.\w+)*\.(?:global|shared)|cp\.async\.(?:ca|cg)|atom\.|red\.|"
-                    r"wmma\.(?:load|store)|ldmatrix|stmatrix)")
+                    r"wmma\.(?:load|store)|ldmatrix|stmatrix|wgmma\.mma_async)")
 # Loads and stores through a generic address (no state space: nvcc could not tell which),
 # which the emulator sees as global or shared by where they land; local ones it does not see.
 GENERIC = re.compile(r"^(?:ld|st)(?!(?:\.[\w:]+)*\.(?:param|local|const|global|shared|tex)\b)"
@@ -264,7 +265,7 @@ def region_weights(body, instructions):
 def access_kind(op):
     """(space, direction) of a memory instruction: global, shared or generic; load, store or
     atomic (a cp.async is the global load the emulator keys it by)."""
-    if '.shared' in op:
+    if '.shared' in op or op.startswith('wgmma.'):
         space = 'shared'
     elif '.global' in op or op.startswith('cp.async'):
         space = 'global'

@@ -116,7 +116,7 @@ inline void read_operand(const char *file, int line, const char *call, uint64_t 
                               hi, [&](int m, int kk, uint16_t v) { out(m - mn0, kk, v); });
                 if (n_rows == 32) {
                     if (count)
-                        ::gb_emu::count_ldmatrix(rows, 32);
+                        ::gb_emu::count_wgmma_operand(rows);
                     n_rows = 0;
                 }
             }
@@ -147,6 +147,8 @@ inline void mma(const char *file, int line, const char *call, float (&d)[N / 2],
                          });
         ::gb_emu::wgmma_warp_issued(file, line,
                                     ::gb_emu::warpgroup_key{N, 2 * mn_major + bf16, a_desc, desc_b});
+        if (counting)
+            ::gb_emu::count_wgmma_issue();
         if (counting && first_warp)
             ::gb_emu::count_mma(bf16 ? (N == 64 ? "m64n64k16.bf16.f32" : "m64n32k16.bf16.f32")
                                      : (N == 64 ? "m64n64k16.f16.f32" : "m64n32k16.f16.f32"));

@@ -98,12 +98,13 @@ thread_local unsigned counted_stream = 0;
 enum counter {
     GLD_REQUESTS, GLD_BYTES, GLD_SECTORS, GST_REQUESTS, GST_BYTES, GST_SECTORS,
     CP_ASYNC_REQUESTS, CP_ASYNC_BYTES, SHLD_REQUESTS, SHLD_WAVEFRONTS, SHST_REQUESTS,
-    SHST_WAVEFRONTS, BARRIERS, SHUFFLES, N_COUNTERS
+    SHST_WAVEFRONTS, WGMMA_REQUESTS, WGMMA_ISSUES, BARRIERS, SHUFFLES, N_COUNTERS
 };
 const char *const counter_names[N_COUNTERS] = {
     "gld_requests", "gld_bytes", "gld_sectors", "gst_requests", "gst_bytes", "gst_sectors",
     "cp_async_requests", "cp_async_bytes", "shld_requests", "shld_wavefronts",
-    "shst_requests", "shst_wavefronts", "barriers", "shuffles"};
+    "shst_requests", "shst_wavefronts", "wgmma_requests", "wgmma_issues", "barriers",
+    "shuffles"};
 
 /* An access site as one kind of access sees it (a cp.async's site makes a global read and
  * a shared write). */
@@ -487,9 +488,11 @@ ptx_estimate estimate_from_ptx(const void *kernel, const sums &s)
     const KernelResources *r = kernel_resources(kernel);
     if (!r || r->ptx_memory == 0)
         return e;
-    /* a cp.async is one instruction, counted as a global load and a shared store */
+    /* a cp.async is one instruction, counted as a global load and a shared store; a wgmma
+     * is one a warp (its issue), whose operand reads are the tensor cores' */
     const double memory = (double)(s.n[GLD_REQUESTS] + s.n[GST_REQUESTS] + s.n[SHLD_REQUESTS] +
-                                   s.n[SHST_REQUESTS] - s.n[CP_ASYNC_REQUESTS]);
+                                   s.n[SHST_REQUESTS] - s.n[CP_ASYNC_REQUESTS] -
+                                   s.n[WGMMA_REQUESTS] + s.n[WGMMA_ISSUES]);
     const line_charge lines = charge_lines(kernel, s);
     const double per_memory = std::max(0.0, memory - (double)lines.requests) / r->ptx_memory;
     e.known = true;
@@ -706,6 +709,17 @@ void count_fragment(const void *p, unsigned ldm, int col_major, size_t element_b
 void count_ldmatrix(const uintptr_t rows[32], int lanes)
 {
     count_request(space::shared, false, rows, 16, lanes);
+}
+
+void count_wgmma_operand(const uintptr_t rows[32])
+{
+    count_request(space::shared, false, rows, 16, 32);
+    block_tally.done.n[WGMMA_REQUESTS]++;
+}
+
+void count_wgmma_issue()
+{
+    block_tally.done.n[WGMMA_ISSUES]++;
 }
 
 void count_mma(const char *shape)

@@ -42,6 +42,15 @@ static __host__ __device__ __forceinline__ uint64_t gb_wgmma_desc_sw128(uint32_t
            gb_wgmma_desc_field(sbo) << 32 | (uint64_t)GB_WGMMA_SWIZZLE_128B << 62;
 }
 
+/* The descriptor of the operand `bytes` further on (a k16 step, another tile): its start
+ * address field plus bytes / 16, as long as the address stays in the 256 KiB the field
+ * spans (shared memory does); no other field changes. */
+static __host__ __device__ __forceinline__ uint64_t gb_wgmma_desc_advance(uint64_t desc,
+                                                                          uint32_t bytes)
+{
+    return desc + (bytes >> 4);
+}
+
 struct gb_wgmma_desc_fields {
     uint32_t start, lbo, sbo, base_offset, layout;
 };

@@ -289,6 +289,12 @@ void count_fragment(const void *p, unsigned ldm, int col_major, size_t element_b
  * `lanes` (32 for .x4, 16 for .x2) reads the 16-byte row at rows[i]; its wavefronts are
  * those of 16-byte accesses, 8 lanes (one 8x8 matrix) a phase. */
 void count_ldmatrix(const uintptr_t rows[32], int lanes);
+/* 32 16-byte rows (4 core matrices) of a wgmma operand in shared memory, read by the
+ * tensor cores: a shared load request as count_ldmatrix's, and no instruction of the
+ * warps' (the estimate from the PTX leaves it out of the memory instructions); and one
+ * warp's wgmma.mma_async, one memory instruction of the warp there (resources.py's). */
+void count_wgmma_operand(const uintptr_t rows[32]);
+void count_wgmma_issue();
 /* One warp-level tensor-core operation of `shape` ("m16n16k16.bf16.f32"). */
 void count_mma(const char *shape);
 /* One lane's atomic operation on global memory. */

@@ -688,21 +688,6 @@ template <typename E> struct wg_fwd_tiles {
     static __device__ int place(int r, int c) { return gb_sw128_index(r, c); }
 };
 
-/* The dtype's product of a warpgroup (wgmma.cuh): B K-major (TRANS_B 0) or MN-major (1). */
-template <typename E, int TRANS_B> struct wgmma16;
-template <int TRANS_B> struct wgmma16<__nv_bfloat16, TRANS_B> {
-    static __device__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t b)
-    {
-        gb_wgmma_m64n64k16_bf16<TRANS_B>(d, a, b);
-    }
-};
-template <int TRANS_B> struct wgmma16<__half, TRANS_B> {
-    static __device__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t b)
-    {
-        gb_wgmma_m64n64k16_f16<TRANS_B>(d, a, b);
-    }
-};
-
 /* A warp of the Hopper forward: mma_fwd_warp's registers, softmax and output at head_dim
  * 64 (one m-tile of 16 rows; its s and o, 8 n8 tiles of 4 floats, are exactly a
  * warpgroup product's 32 accumulators), with the products on the warpgroup. */
@@ -734,8 +719,9 @@ template <typename E> struct wg_fwd_warp : mma_fwd_warp<E, 64> {
         gb_wgmma_hold(acc);
     }
 
-    /* s = Q K^T for the key tile `ks`: four k16 steps, 32 bytes apart along K's rows. */
-    __device__ void scores(const E *ks)
+    /* s = Q K^T for the key tile at descriptor `ks` (K-major): four k16 steps, 32 bytes
+     * apart along K's rows. */
+    __device__ void scores(uint64_t ks)
     {
         base::zero(this->s);
         float(&acc)[32] = flat(this->s);
@@ -743,13 +729,14 @@ template <typename E> struct wg_fwd_warp : mma_fwd_warp<E, 64> {
         gb_wgmma_fence();
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            wgmma16<E, 0>::mma(acc, this->q[0][k], gb_wgmma_desc(ks + 16 * k, 16, 1024));
+            wgmma16<E, 0>::mma(acc, this->q[0][k], gb_wgmma_desc_advance(ks, 32 * k));
         retire(acc);
     }
 
-    /* o += P V for the value tile `vs`: P's A fragments packed from s as mma_fwd_warp's
-     * add_pv packs them; V's k16 step k is its rows 16 k.., 2048 bytes apart. */
-    __device__ void add_pv(const E *vs)
+    /* o += P V for the value tile at descriptor `vs` (MN-major): P's A fragments packed
+     * from s as mma_fwd_warp's add_pv packs them; V's k16 step k is its rows 16 k..,
+     * 2048 bytes apart. */
+    __device__ void add_pv(uint64_t vs)
     {
         uint32_t p[4][4];
 #pragma unroll
@@ -765,8 +752,7 @@ template <typename E> struct wg_fwd_warp : mma_fwd_warp<E, 64> {
         gb_wgmma_fence();
 #pragma unroll
         for (int k = 0; k < 4; k++)
-            wgmma16<E, 1>::mma(acc, p[k],
-                               gb_wgmma_desc(vs + 16 * k * tl::DP, tl::tile(tl::COLS), 1024));
+            wgmma16<E, 1>::mma(acc, p[k], gb_wgmma_desc_advance(vs, tl::tile(16) * k));
         retire(acc);
     }
 };
@@ -808,7 +794,10 @@ static __global__ void __launch_bounds__(wg_fwd_tiles<E>::THREADS, 1)
 wg_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2, dims s)
 {
     using tl = wg_fwd_tiles<E>;
-    E *base = (E *)(((uintptr_t)shared_base() + tl::ALIGN - 1) & ~(uintptr_t)(tl::ALIGN - 1));
+    E *base = (E *)align_up(shared_base(), tl::ALIGN);
+    /* the tiles' descriptors: K's as B of S (K-major), V's as B of P V (MN-major) */
+    const uint64_t k_major = gb_wgmma_desc(base, 16, 1024),
+                   mn_major = gb_wgmma_desc(base, tl::tile(tl::COLS), 1024);
     const int warp = threadIdx.x / WARP, group = warp / 4;
     E *rows = base + warp * 16 * tl::DP;
     const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
@@ -823,10 +812,10 @@ wg_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *l
             return;   // no key of the tile is visible to the warpgroup's rows
         if (i == 0)
             w.hold(rows);
-        w.scores(kv.k(buf));
+        w.scores(gb_wgmma_desc_advance(k_major, tl::k_at(buf)));
         const bool masked = j0 + tl::COLS > s.T || (s.causal && j0 + tl::COLS > w0 + 1);
         w.softmax(w0, j0, masked, s);
-        w.add_pv(kv.v(buf));
+        w.add_pv(gb_wgmma_desc_advance(mn_major, tl::v_at(buf)));
     }, [] { gb_fence_proxy_async(); });
     w.finish(lse2, bh, w0, s);
     const int64_t head = (bh / s.H) * out.batch + (bh % s.H) * out.head;
@@ -1339,7 +1328,7 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
             const bwd_views w = {view_of(&dq), view_of(&dk), view_of(&dv), view_of(&dout),
                                  view_of(&q),  view_of(&k),  view_of(&v),  view_of(&out),
                                  lse2,         delta};
-            return flash_backward_mma<E, DP>(host, w, s, p->batch * p->heads, stream);
+            return flash_backward_mma<E, DP>(host, w, s, p->batch * p->heads, stream, f->wgmma);
         } else {
             launch_delta(delta, view_of(&dout), view_of(&out), s, p->batch * p->heads, stream);
             GB_CUDA_CHECK_LAUNCH("delta_kernel (dO . O, a warp per DELTA_RUN rows)");

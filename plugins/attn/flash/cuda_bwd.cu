@@ -234,21 +234,17 @@ struct col_saved {
     }
 };
 
-/* P and dS of the warp's 16 rows against a streamed tile, as A fragments: S = A B^T and
- * dP = dA dB^T (scores()), then for each element (r, c) P = 2^(S * scale_log2 - lse2)
- * and dS = P (dP - D), rounded to E, with the row's or column's saved lse2 and D. Where
- * MASKED, P is 0 wherever `mask` hides (r, c); a tile the mask leaves whole takes the
- * unmasked instantiation. Accumulator n's registers (g, 2t..) and (g + 8, 2t..) are
- * registers (n % 2) * 2 + 0 and + 1 of A fragment n / 2. */
-template <bool MASKED, typename E, int DP, int LD, int K, class Rows, class dRows, class Saved,
-          class Mask>
-static __device__ void probs_and_grads(const Rows &a, const E *B, const dRows &da, const E *dB,
-                                       float scale_log2, const Saved &saved, const Mask &mask,
-                                       uint32_t (&P)[K][4], uint32_t (&dS)[K][4])
+/* P and dS of the warp's 16 rows against a streamed tile of 16 K columns, as A fragments,
+ * from its scores S and dP (2 K n8 tiles of accumulators): for each element (r, c) P =
+ * 2^(S * scale_log2 - lse2) and dS = P (dP - D), rounded to E, with the row's or column's
+ * saved lse2 and D. Where MASKED, P is 0 wherever `mask` hides (r, c); a tile the mask
+ * leaves whole takes the unmasked instantiation. Accumulator n's registers (g, 2t..) and
+ * (g + 8, 2t..) are registers (n % 2) * 2 + 0 and + 1 of A fragment n / 2. */
+template <bool MASKED, typename E, int K, class Saved, class Mask>
+static __device__ void grads_of(const float (&S)[2 * K][4], const float (&dP)[2 * K][4],
+                                float scale_log2, const Saved &saved, const Mask &mask,
+                                uint32_t (&P)[K][4], uint32_t (&dS)[K][4])
 {
-    float S[2 * K][4], dP[2 * K][4];
-    scores<E, DP, LD>(S, a, B);
-    scores<E, DP, LD>(dP, da, dB);
     const int lane = lane_id(), g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int n = 0; n < 2 * K; n++) {
@@ -267,6 +263,19 @@ static __device__ void probs_and_grads(const Rows &a, const E *B, const dRows &d
             dS[n / 2][(n % 2) * 2 + h] = mma16<E>::pack(ds[0], ds[1]);
         }
     }
+}
+
+/* grads_of on the scores of S = A B^T and dP = dA dB^T (scores()). */
+template <bool MASKED, typename E, int DP, int LD, int K, class Rows, class dRows, class Saved,
+          class Mask>
+static __device__ void probs_and_grads(const Rows &a, const E *B, const dRows &da, const E *dB,
+                                       float scale_log2, const Saved &saved, const Mask &mask,
+                                       uint32_t (&P)[K][4], uint32_t (&dS)[K][4])
+{
+    float S[2 * K][4], dP[2 * K][4];
+    scores<E, DP, LD>(S, a, B);
+    scores<E, DP, LD>(dP, da, dB);
+    grads_of<MASKED, E, K>(S, dP, scale_log2, saved, mask, P, dS);
 }
 
 /* probs_and_grads with the mask where the tile needs it; false, and nothing computed,
@@ -507,23 +516,172 @@ dkv_mma_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v
     store_rows<E, DP>(dv, head_offset(dv, bh, s), dv_acc, 1.0f, j0 + warp * 16, s);
 }
 
+/* ---- dK and dV on wgmma (sm_90a; bf16, f16 at head_dim 64) ---------------------------- */
+
+/* Its tiles: GROUPS warpgroups of 64 keys (ROWS a block, as mma_tiles<64>'s), query tiles
+ * of COLS streamed and taken HALF at a time. Every 16-bit tile is 64 elements (128 bytes)
+ * a row, 128-byte swizzled (wgmma_desc.cuh), on 1024 bytes (the dynamic shared memory
+ * rounded up to it: ALIGN more bytes): K | V (ROWS) | Q[2] | dO[2] (COLS) | lse2[2] |
+ * D[2] (COLS floats). */
+struct wg_bwd_tiles {
+    static constexpr int DP = 64, GROUPS = 4, WARPS = 4 * GROUPS, THREADS = WARPS * WARP;
+    static constexpr int ROWS = 64 * GROUPS, COLS = 64, HALF = 32;
+    static constexpr size_t ALIGN = 1024;
+    static constexpr __host__ __device__ size_t tile(int rows) { return rows * DP * 2; }
+    static constexpr __host__ __device__ size_t v_at() { return tile(ROWS); }
+    static constexpr __host__ __device__ size_t q_at(int buf)
+    {
+        return 2 * tile(ROWS) + buf * tile(COLS);
+    }
+    static constexpr __host__ __device__ size_t do_at(int buf) { return q_at(2 + buf); }
+    static constexpr __host__ __device__ size_t lse_at(int buf)
+    {
+        return q_at(4) + buf * COLS * sizeof(float);
+    }
+    static constexpr __host__ __device__ size_t delta_at(int buf) { return lse_at(2 + buf); }
+    static constexpr __host__ __device__ size_t bytes() { return ALIGN + delta_at(2); }
+    static __device__ int place(int r, int c) { return gb_sw128_index(r, c); }
+};
+
+/* The descriptors of one half tile's products: the warpgroup's keys as A (K-major), and
+ * the half's queries as B, K-major (of S^T and dP^T) and MN-major (of dV and dK). */
+struct wg_half_descs {
+    uint64_t k, v, q, dout, q_mn, dout_mn;
+};
+
+/* One half tile of queries (HALF rows of the swizzled Q and dO tiles, their lse2 and D
+ * from `lse`, `dlt`) against the warpgroup's 64 keys: S^T = K Q^T and dP^T = V dO^T
+ * (m64n32, both operands from shared memory), P^T and dS^T in registers as A fragments
+ * (grads_of, the warp's 16 keys by `mask`), dV += P^T dO and dK += dS^T Q (m64n64, B the
+ * MN-major tile). Each group waited for before the registers it wrote are read or written
+ * again. */
+template <typename E>
+static __device__ void wg_dkv_half(const wg_half_descs &d, const float *lse, const float *dlt,
+                                   const tile_mask<wg_bwd_tiles::HALF, true> &mask,
+                                   float scale_log2, float (&dk_acc)[32], float (&dv_acc)[32])
+{
+    using tl = wg_bwd_tiles;
+    float S[16] = {}, dP[16] = {};
+    gb_wgmma_hold(S);   // zeroed before the fence, not moved past it
+    gb_wgmma_hold(dP);
+    gb_wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < tl::DP / 16; k++) {   // k16 step k: 32 bytes along the rows
+        wgmma16<E, 0>::mma_ss(S, gb_wgmma_desc_advance(d.k, 32 * k),
+                              gb_wgmma_desc_advance(d.q, 32 * k));
+        wgmma16<E, 0>::mma_ss(dP, gb_wgmma_desc_advance(d.v, 32 * k),
+                              gb_wgmma_desc_advance(d.dout, 32 * k));
+    }
+    gb_wgmma_commit();
+    gb_wgmma_wait<0>();
+    gb_wgmma_hold(S);
+    gb_wgmma_hold(dP);
+    uint32_t P[tl::HALF / 16][4], dS[tl::HALF / 16][4];
+    const col_saved saved(lse, dlt);
+    if (mask.partial())
+        grads_of<true, E>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
+    else
+        grads_of<false, E>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
+    gb_wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < tl::HALF / 16; k++) {   // k16 step k: queries 16 k.., 2048 bytes on
+        wgmma16<E, 1>::mma(dv_acc, P[k], gb_wgmma_desc_advance(d.dout_mn, tl::tile(16) * k));
+        wgmma16<E, 1>::mma(dk_acc, dS[k], gb_wgmma_desc_advance(d.q_mn, tl::tile(16) * k));
+    }
+    gb_wgmma_commit();
+    gb_wgmma_wait<0>();
+    gb_wgmma_hold(dv_acc);
+    gb_wgmma_hold(dk_acc);
+}
+
+/* dkv_mma_kernel at head_dim 64 on sm_90a: a block per tile of ROWS keys, a warpgroup per
+ * 64 of them keeping their dK and dV in f32 accumulators (the warps' 16 rows each, in
+ * mma.sync's layout, so store_rows stores them) while the query tiles that see them stream
+ * past. A warpgroup skips a half tile none of its keys is seen by (its warps issue every
+ * product together). One block an SM: 128 registers a thread, 16 warps. Elsewhere than
+ * sm_90a it traps; the host never launches it there. */
+template <typename E>
+static __global__ void __launch_bounds__(wg_bwd_tiles::THREADS, 1)
+wg_dkv_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v,
+              head_view dout, const float *lse2, const float *delta, dims s)
+{
+    using tl = wg_bwd_tiles;
+    unsigned char *sm = align_up(shared_tile<unsigned char>(0), tl::ALIGN);
+    const int warp = threadIdx.x / WARP, group = warp / 4;
+    const int64_t bh = block_head(s), j0 = block_tile(s, false) * tl::ROWS;
+    const int64_t first = attn_queries_begin(j0, tl::COLS, s.causal), g_key0 = j0 + 64 * group;
+    E *ks = (E *)sm, *vs = (E *)(sm + tl::v_at());
+    const E *qh = head_start<E>(q, bh, s), *doh = head_start<E>(dout, bh, s);
+    auto at = [&](size_t offset) { return (E *)(sm + offset); };
+    auto queue = [&](int64_t i, int buf) {
+        const int64_t t0 = first + i * tl::COLS;
+        queue_tile_at<E, tl::DP>(at(tl::q_at(buf)), tl::COLS, qh, q.row, t0, s, tl::place);
+        queue_tile_at<E, tl::DP>(at(tl::do_at(buf)), tl::COLS, doh, dout.row, t0, s, tl::place);
+        queue_rows((float *)(sm + tl::lse_at(buf)), tl::COLS, lse2, bh, t0, s);
+        queue_rows((float *)(sm + tl::delta_at(buf)), tl::COLS, delta, bh, t0, s);
+    };
+    queue_tile_at<E, tl::DP>(ks, tl::ROWS, head_start<E>(k, bh, s), k.row, j0, s, tl::place);
+    queue_tile_at<E, tl::DP>(vs, tl::ROWS, head_start<E>(v, bh, s), v.row, j0, s, tl::place);
+    queue(0, 0);
+    float dk_acc[32] = {}, dv_acc[32] = {};
+    /* the descriptors of the tiles from the start of shared memory: K-major, MN-major */
+    const uint64_t k_major = gb_wgmma_desc(sm, 16, 1024),
+                   mn_major = gb_wgmma_desc(sm, tl::tile(tl::HALF), 1024);
+    const uint32_t own = 64 * group * tl::DP * sizeof(E);   // the warpgroup's keys
+    stream_tiles(tile_count(first, s.T, tl::COLS), queue, [&](int64_t i, int buf) {
+        if (g_key0 >= s.T)
+            return;   // the warpgroup's keys all lie past T
+#pragma unroll
+        for (int half = 0; half < tl::COLS; half += tl::HALF) {
+            const int64_t t0 = first + i * tl::COLS + half;
+            if (t0 >= s.T || (s.causal && t0 + tl::HALF - 1 < g_key0))
+                continue;   // no query of the half sees a key of the warpgroup
+            const tile_mask<tl::HALF, true> mask(j0, warp * 16, t0, s);
+            const uint32_t q = tl::q_at(buf) + half * tl::DP * sizeof(E),
+                           dout = tl::do_at(buf) + half * tl::DP * sizeof(E);
+            const wg_half_descs d = {gb_wgmma_desc_advance(k_major, own),
+                                     gb_wgmma_desc_advance(k_major, tl::v_at() + own),
+                                     gb_wgmma_desc_advance(k_major, q),
+                                     gb_wgmma_desc_advance(k_major, dout),
+                                     gb_wgmma_desc_advance(mn_major, q),
+                                     gb_wgmma_desc_advance(mn_major, dout)};
+            wg_dkv_half<E>(d, (const float *)(sm + tl::lse_at(buf)) + half,
+                           (const float *)(sm + tl::delta_at(buf)) + half, mask, s.scale_log2,
+                           dk_acc, dv_acc);
+        }
+    }, [] { gb_fence_proxy_async(); });
+    store_rows<E, tl::DP>(dk, head_offset(dk, bh, s), as_n8_tiles(dk_acc), s.scale,
+                          j0 + warp * 16, s);
+    store_rows<E, tl::DP>(dv, head_offset(dv, bh, s), as_n8_tiles(dv_acc), 1.0f,
+                          j0 + warp * 16, s);
+}
+
 /* ---- launch -------------------------------------------------------------------------- */
 
 template <typename E, int DP>
 gb_status flash_backward_mma(const gb_host *host, const bwd_views &w, dims s, int64_t heads,
-                             cudaStream_t stream)
+                             cudaStream_t stream, int wgmma)
 {
     using tl = mma_tiles<DP>;
+    static_assert(DP != 64 || wg_bwd_tiles::ROWS == tl::ROWS, "both dK/dV kernels' tiles");
     s.tiles = (s.T + tl::ROWS - 1) / tl::ROWS;
     const unsigned blocks = (unsigned)(heads * s.tiles);
+    const bool hopper = DP == 64 && wgmma;
     gb_status status = allow_shared(host, dq_mma_kernel<E, DP>, tl::dq_bytes());
     if (status == GB_OK)
-        status = allow_shared(host, dkv_mma_kernel<E, DP>, tl::dkv_bytes());
+        status = hopper ? allow_shared(host, wg_dkv_kernel<E>, wg_bwd_tiles::bytes())
+                        : allow_shared(host, dkv_mma_kernel<E, DP>, tl::dkv_bytes());
     if (status != GB_OK)
         return status;
     dq_mma_kernel<E, DP><<<blocks, tl::THREADS, tl::dq_bytes(), stream>>>(
         w.dq, w.q, w.k, w.v, w.dout, w.out, w.lse2, w.delta, s);
     GB_CUDA_CHECK_LAUNCH("dq_mma_kernel (a block per query tile)");
+    if (hopper) {
+        wg_dkv_kernel<E><<<blocks, wg_bwd_tiles::THREADS, wg_bwd_tiles::bytes(), stream>>>(
+            w.dk, w.dv, w.q, w.k, w.v, w.dout, w.lse2, w.delta, s);
+        GB_CUDA_CHECK_LAUNCH("wg_dkv_kernel (a block per key tile, wgmma)");
+        return GB_OK;
+    }
     dkv_mma_kernel<E, DP><<<blocks, tl::THREADS, tl::dkv_bytes(), stream>>>(
         w.dk, w.dv, w.q, w.k, w.v, w.dout, w.lse2, w.delta, s);
     GB_CUDA_CHECK_LAUNCH("dkv_mma_kernel (a block per key tile)");
@@ -533,7 +691,7 @@ gb_status flash_backward_mma(const gb_host *host, const bwd_views &w, dims s, in
 /* The configurations cuda.cu dispatches to: both 16-bit types at every padded head_dim. */
 #define FLASH_BACKWARD_MMA(E, DP)                                                         \
     template gb_status flash_backward_mma<E, DP>(const gb_host *, const bwd_views &, dims, \
-                                                 int64_t, cudaStream_t);
+                                                 int64_t, cudaStream_t, int);
 #define FLASH_BACKWARD_MMA_DIMS(E) \
     FLASH_BACKWARD_MMA(E, 32)      \
     FLASH_BACKWARD_MMA(E, 64)      \

@@ -18,6 +18,7 @@
 #include "cuda_status.h"
 #include "mma_sync.cuh"
 #include "warp.cuh"
+#include "wgmma.cuh"
 #include "gearbox/attn.h"
 
 #define WARP GB_WARP
@@ -232,10 +233,11 @@ struct bwd_views {
 
 /* dQ, dK and dV of `heads` (B * H) heads on the stream, E __nv_bfloat16 or __half, DP 32,
  * 64, 80, 96 or 128 (instantiated in cuda_bwd.cu); D = dO . O is worked out on the way,
- * into delta, by the dQ kernel, for the dK/dV kernel after it. */
+ * into delta, by the dQ kernel, for the dK/dV kernel after it, which at head_dim 64 is
+ * the sm_90a one (wgmma) when `wgmma`. */
 template <typename E, int DP>
 gb_status flash_backward_mma(const gb_host *host, const bwd_views &w, dims s, int64_t heads,
-                             cudaStream_t stream);
+                             cudaStream_t stream, int wgmma);
 
 /* The tensor-core product and the packing of E pairs (mma_sync.cuh). */
 template <typename E> struct mma16;
@@ -255,5 +257,44 @@ template <> struct mma16<__half> {
     }
     static __device__ uint32_t pack(float lo, float hi) { return gb_pack_f16x2(lo, hi); }
 };
+
+/* The warpgroup products of the sm_90a kernels (wgmma.cuh): m64n64k16 with A from
+ * registers and B K-major (TRANS_B 0) or MN-major (1), and m64n32k16 from shared memory. */
+template <typename E, int TRANS_B> struct wgmma16;
+template <int TRANS_B> struct wgmma16<__nv_bfloat16, TRANS_B> {
+    static __device__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t b)
+    {
+        gb_wgmma_m64n64k16_bf16<TRANS_B>(d, a, b);
+    }
+    static __device__ void mma_ss(float (&d)[16], uint64_t a, uint64_t b)
+    {
+        gb_wgmma_m64n32k16_ss_bf16(d, a, b);
+    }
+};
+template <int TRANS_B> struct wgmma16<__half, TRANS_B> {
+    static __device__ void mma(float (&d)[32], const uint32_t (&a)[4], uint64_t b)
+    {
+        gb_wgmma_m64n64k16_f16<TRANS_B>(d, a, b);
+    }
+    static __device__ void mma_ss(float (&d)[16], uint64_t a, uint64_t b)
+    {
+        gb_wgmma_m64n32k16_ss_f16(d, a, b);
+    }
+};
+
+/* p moved up to the next multiple of `align` bytes, as pointer arithmetic on p (so it stays
+ * a shared-memory pointer the compiler loads through with LDS, not a generic one): the
+ * low bits of a shared object's generic address are those of its shared-window address. */
+static __device__ unsigned char *align_up(unsigned char *p, size_t align)
+{
+    return p + (align - (uintptr_t)p % align) % align;
+}
+
+/* The same registers as n8 tiles of mma.sync accumulators: a warpgroup product's
+ * accumulator i is tile i / 4's element i % 4. */
+template <int N> static __device__ float (&as_n8_tiles(float (&d)[N]))[N / 4][4]
+{
+    return *reinterpret_cast<float(*)[N / 4][4]>(&d[0]);
+}
 
 #endif /* GB_ATTN_FLASH_COMMON_CUH */
