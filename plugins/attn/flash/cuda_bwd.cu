@@ -656,6 +656,107 @@ wg_dkv_kernel(head_view dk, head_view dv, head_view q, head_view k, head_view v,
                           j0 + warp * 16, s);
 }
 
+/* The dQ kernel's products for one half tile of keys (HALF rows of the swizzled K and V
+ * tiles) against the warpgroup's 64 queries: S = Q K^T and dP = dO V^T (m64n32, both
+ * operands from shared memory), dS in registers as A fragments (grads_of, the warp's 16
+ * queries' lse2 and D in `saved`, by `mask`), dQ += dS K (m64n64, B the MN-major K tile).
+ * desc: the queries' Q and dO (K-major), the half's K and V (K-major) and K (MN-major). */
+struct wg_dq_descs {
+    uint64_t q, dout, k, v, k_mn;
+};
+
+template <typename E>
+static __device__ void wg_dq_half(const wg_dq_descs &d, const row_saved &saved,
+                                  const tile_mask<wg_bwd_tiles::HALF, false> &mask,
+                                  float scale_log2, float (&dq_acc)[32])
+{
+    using tl = wg_bwd_tiles;
+    float S[16] = {}, dP[16] = {};
+    gb_wgmma_hold(S);   // zeroed before the fence, not moved past it
+    gb_wgmma_hold(dP);
+    gb_wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < tl::DP / 16; k++) {   // k16 step k: 32 bytes along the rows
+        wgmma16<E, 0>::mma_ss(S, gb_wgmma_desc_advance(d.q, 32 * k),
+                              gb_wgmma_desc_advance(d.k, 32 * k));
+        wgmma16<E, 0>::mma_ss(dP, gb_wgmma_desc_advance(d.dout, 32 * k),
+                              gb_wgmma_desc_advance(d.v, 32 * k));
+    }
+    gb_wgmma_commit();
+    gb_wgmma_wait<0>();
+    gb_wgmma_hold(S);
+    gb_wgmma_hold(dP);
+    uint32_t P[tl::HALF / 16][4], dS[tl::HALF / 16][4];
+    if (mask.partial())
+        grads_of<true, E>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
+    else
+        grads_of<false, E>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
+    gb_wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < tl::HALF / 16; k++)   // k16 step k: keys 16 k.., 2048 bytes on
+        wgmma16<E, 1>::mma(dq_acc, dS[k], gb_wgmma_desc_advance(d.k_mn, tl::tile(16) * k));
+    gb_wgmma_commit();
+    gb_wgmma_wait<0>();
+    gb_wgmma_hold(dq_acc);
+}
+
+/* dq_mma_kernel at head_dim 64 on sm_90a: a block per tile of ROWS queries, a warpgroup
+ * per 64 of them keeping their dQ in f32 accumulators while the key tiles they see stream
+ * past (wg_bwd_tiles' layout with Q and dO in the own tiles, K and V streamed); each warp
+ * works out D = dO . O of its 16 rows for the dK/dV kernel, as dq_mma_kernel's warps do
+ * (warp_rows_saved). A warpgroup skips a half tile of keys none of its queries sees. */
+template <typename E>
+static __global__ void __launch_bounds__(wg_bwd_tiles::THREADS, 1)
+wg_dq_kernel(head_view dq, head_view q, head_view k, head_view v, head_view dout,
+             head_view out, const float *lse2, float *delta, dims s)
+{
+    using tl = wg_bwd_tiles;
+    unsigned char *sm = align_up(shared_tile<unsigned char>(0), tl::ALIGN);
+    const int warp = threadIdx.x / WARP, group = warp / 4;
+    const int64_t bh = block_head(s), t0 = block_tile(s, true) * tl::ROWS;
+    const int64_t g_query0 = t0 + 64 * group;
+    const E *kh = head_start<E>(k, bh, s), *vh = head_start<E>(v, bh, s);
+    auto at = [&](size_t offset) { return (E *)(sm + offset); };
+    auto queue = [&](int64_t i, int buf) {
+        const int64_t j0 = i * tl::COLS;
+        queue_tile_at<E, tl::DP>(at(tl::q_at(buf)), tl::COLS, kh, k.row, j0, s, tl::place);
+        queue_tile_at<E, tl::DP>(at(tl::do_at(buf)), tl::COLS, vh, v.row, j0, s, tl::place);
+    };
+    queue_tile_at<E, tl::DP>(at(0), tl::ROWS, head_start<E>(q, bh, s), q.row, t0, s, tl::place);
+    queue_tile_at<E, tl::DP>(at(tl::v_at()), tl::ROWS, head_start<E>(dout, bh, s), dout.row, t0,
+                             s, tl::place);
+    queue(0, 0);
+    const row_saved saved =
+        warp_rows_saved<E, tl::DP>(lse2, delta, dout, out, bh, t0 + warp * 16, s);
+    float dq_acc[32] = {};
+    /* the descriptors of the tiles from the start of shared memory: K-major, MN-major */
+    const uint64_t k_major = gb_wgmma_desc(sm, 16, 1024),
+                   mn_major = gb_wgmma_desc(sm, tl::tile(tl::HALF), 1024);
+    const uint32_t own = 64 * group * tl::DP * sizeof(E);   // the warpgroup's queries
+    const int64_t n = tile_count(0, attn_keys_end(t0, tl::ROWS, s.T, s.causal), tl::COLS);
+    stream_tiles(n, queue, [&](int64_t i, int buf) {
+        if (g_query0 >= s.T)
+            return;   // the warpgroup's queries all lie past T
+#pragma unroll
+        for (int half = 0; half < tl::COLS; half += tl::HALF) {
+            const int64_t j0 = i * tl::COLS + half;
+            if (j0 >= s.T || (s.causal && j0 > g_query0 + 63))
+                continue;   // no key of the half is seen by a query of the warpgroup
+            const tile_mask<tl::HALF, false> mask(t0, warp * 16, j0, s);
+            const uint32_t keys = tl::q_at(buf) + half * tl::DP * sizeof(E),
+                           values = tl::do_at(buf) + half * tl::DP * sizeof(E);
+            const wg_dq_descs d = {gb_wgmma_desc_advance(k_major, own),
+                                   gb_wgmma_desc_advance(k_major, tl::v_at() + own),
+                                   gb_wgmma_desc_advance(k_major, keys),
+                                   gb_wgmma_desc_advance(k_major, values),
+                                   gb_wgmma_desc_advance(mn_major, keys)};
+            wg_dq_half<E>(d, saved, mask, s.scale_log2, dq_acc);
+        }
+    }, [] { gb_fence_proxy_async(); });
+    store_rows<E, tl::DP>(dq, head_offset(dq, bh, s), as_n8_tiles(dq_acc), s.scale,
+                          t0 + warp * 16, s);
+}
+
 /* ---- launch -------------------------------------------------------------------------- */
 
 template <typename E, int DP>
@@ -667,21 +768,29 @@ gb_status flash_backward_mma(const gb_host *host, const bwd_views &w, dims s, in
     s.tiles = (s.T + tl::ROWS - 1) / tl::ROWS;
     const unsigned blocks = (unsigned)(heads * s.tiles);
     const bool hopper = DP == 64 && wgmma;
+    if (hopper) {
+        using wl = wg_bwd_tiles;
+        gb_status status = allow_shared(host, wg_dq_kernel<E>, wl::bytes());
+        if (status == GB_OK)
+            status = allow_shared(host, wg_dkv_kernel<E>, wl::bytes());
+        if (status != GB_OK)
+            return status;
+        wg_dq_kernel<E><<<blocks, wl::THREADS, wl::bytes(), stream>>>(
+            w.dq, w.q, w.k, w.v, w.dout, w.out, w.lse2, w.delta, s);
+        GB_CUDA_CHECK_LAUNCH("wg_dq_kernel (a block per query tile, wgmma)");
+        wg_dkv_kernel<E><<<blocks, wl::THREADS, wl::bytes(), stream>>>(
+            w.dk, w.dv, w.q, w.k, w.v, w.dout, w.lse2, w.delta, s);
+        GB_CUDA_CHECK_LAUNCH("wg_dkv_kernel (a block per key tile, wgmma)");
+        return GB_OK;
+    }
     gb_status status = allow_shared(host, dq_mma_kernel<E, DP>, tl::dq_bytes());
     if (status == GB_OK)
-        status = hopper ? allow_shared(host, wg_dkv_kernel<E>, wg_bwd_tiles::bytes())
-                        : allow_shared(host, dkv_mma_kernel<E, DP>, tl::dkv_bytes());
+        status = allow_shared(host, dkv_mma_kernel<E, DP>, tl::dkv_bytes());
     if (status != GB_OK)
         return status;
     dq_mma_kernel<E, DP><<<blocks, tl::THREADS, tl::dq_bytes(), stream>>>(
         w.dq, w.q, w.k, w.v, w.dout, w.out, w.lse2, w.delta, s);
     GB_CUDA_CHECK_LAUNCH("dq_mma_kernel (a block per query tile)");
-    if (hopper) {
-        wg_dkv_kernel<E><<<blocks, wg_bwd_tiles::THREADS, wg_bwd_tiles::bytes(), stream>>>(
-            w.dk, w.dv, w.q, w.k, w.v, w.dout, w.lse2, w.delta, s);
-        GB_CUDA_CHECK_LAUNCH("wg_dkv_kernel (a block per key tile, wgmma)");
-        return GB_OK;
-    }
     dkv_mma_kernel<E, DP><<<blocks, tl::THREADS, tl::dkv_bytes(), stream>>>(
         w.dk, w.dv, w.q, w.k, w.v, w.dout, w.lse2, w.delta, s);
     GB_CUDA_CHECK_LAUNCH("dkv_mma_kernel (a block per key tile)");
