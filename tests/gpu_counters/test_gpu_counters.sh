@@ -4,7 +4,8 @@
 # per request, per kernel; a worse ratio fails naming the kernel and the counter).
 # The runs cover device/cuda's kernels fused and unfused (fp32, bf16, fp16; GELU's tanh and
 # erf forms; dropout), both AdamW optimizers and Muon (bf16), attn/math, attn/flash at every head size it
-# has a kernel for (32, 64, 80, 96, 128) in each dtype, and sampling over a KV cache
+# has a kernel for (32, 64, 80, 96, 128) in each dtype (at 64 the emulator takes the sm_90a
+# wgmma kernels, [attn] products = auto; mma_sync's run too), and sampling over a KV cache
 # (attn/common's cached kernels), one step each on the emulator with
 # GEARBOX_CUDA_EMU_COUNT on. Not covered: device/cuda's fallbacks that training never takes
 # (cast_kernel, row_sums_kernel, without_k_kernel, and LayerNorm's two-pass backward,
@@ -42,6 +43,10 @@ run bf16-flash-64 bf16 flash adamw_fused 128 true erf
 run fp16-flash fp16 flash adamw_fused 64 true tanh
 run fp16-flash-64 fp16 flash adamw_fused 128 false erf
 run bf16-math-muon bf16 math muon 32 false erf
+for precision in bf16 fp16; do   # head_dim 64 on mma.sync, every GPU's kernels
+    run "$precision-flash-64-mma" "$precision" flash adamw_fused 128 true tanh \
+        --set model.n_layer=1 --set attn.products=mma_sync
+done
 # flash's other head sizes, one layer each
 for precision in fp32 bf16 fp16; do
     for width in 160 192 256; do
