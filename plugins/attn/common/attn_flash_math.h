@@ -9,8 +9,9 @@
  * lse2 = log2(sum_j 2^s2_j). A row that has seen no key yet has the running maximum
  * -inf; the helpers keep such a row at probability 0 and rescale 1 instead of letting
  * -inf - -inf make a NaN (the padding rows of a partial tile are such rows). Header-only;
- * compiles as C and as CUDA C++. Not the same bits on both: the GPU's exp2f and log2f
- * differ from glibc's in the last ulp or two.
+ * compiles as C and as CUDA C++. Not the same bits on both: the GPU's exponential
+ * (attn_exp2) and log2f differ from glibc's in the last ulp or two, and the exponential
+ * flushes results below 2^-126 to zero there.
  */
 #ifndef GB_ATTN_FLASH_MATH_H
 #define GB_ATTN_FLASH_MATH_H
@@ -51,19 +52,34 @@ GB_HD_FN int64_t attn_queries_begin(int64_t j0, int64_t tile, int causal)
     return causal ? j0 / tile * tile : 0;
 }
 
+/* 2^x. In device code the SFU's ex2 with subnormal results flushed to zero: one
+ * instruction, where exp2f keeps them with a compare and two multiplies around it, which
+ * the attention kernels would pay on every score; a probability or rescale below 2^-126
+ * changes no 16-bit or f32 output. Elsewhere (the CPU, the emulator) exp2f. */
+GB_HD_FN float attn_exp2(float x)
+{
+#ifdef __CUDA_ARCH__
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}
+
 /* What the running sum and output of a row are multiplied by when its maximum goes from
  * m_old to m_new >= m_old: 0 on a row's first visible key (m_old = -inf), 1 while the
  * row has seen none. */
 GB_HD_FN float attn_rescale(float m_old, float m_new)
 {
-    return m_new == -INFINITY ? 1.0f : exp2f(m_old - m_new);
+    return m_new == -INFINITY ? 1.0f : attn_exp2(m_old - m_new);
 }
 
 /* The unnormalised probability of score s2 against the running maximum m: 0 for a
  * masked score (s2 = -inf) and on a row that has seen no key. */
 GB_HD_FN float attn_prob_running(float s2, float m)
 {
-    return m == -INFINITY ? 0.0f : exp2f(s2 - m);
+    return m == -INFINITY ? 0.0f : attn_exp2(s2 - m);
 }
 
 /* The base-2 log-sum-exp of a row from its final running maximum m and sum l. */
@@ -75,7 +91,7 @@ GB_HD_FN float attn_lse2(float m, float l)
 /* The probability of score s2 recomputed from the row's saved lse2. */
 GB_HD_FN float attn_prob_saved(float s2, float lse2)
 {
-    return exp2f(s2 - lse2);
+    return attn_exp2(s2 - lse2);
 }
 
 /* dS = P (dP - D), with D = dO . O of the row: softmax's gradient, FlashAttention-2's way

@@ -4,6 +4,13 @@
  * the online softmax in forward and the probabilities recomputed from the saved
  * log-sum-exps in backward.
  *
+ * On sm_90a (H100, H200) at head_dim 64, bf16 and f16, the three passes run on wgmma
+ * instead (kernels/cuda/wgmma.cuh): a warpgroup of 4 warps per 64 rows, its products'
+ * B operands read from 128-byte-swizzled tiles once for the 64 rows (wg_forward_kernel
+ * here, wg_dq_kernel and wg_dkv_kernel in cuda_bwd.cu), when [attn] products (auto, the
+ * default) says so; every other GPU, head_dim and the products = mma_sync key run the
+ * kernels below.
+ *
  * Forward, bf16 and f16 (mma_forward_kernel): FlashAttention-2's, on mma.sync m16n8k16
  * and ldmatrix (kernels/cuda/mma_sync.cuh). A block per (batch, head, tile of 128
  * queries; 64 past head_dim 64): 4 warps of 32 queries below head_dim 64, 8 of 16 at 64, 4
@@ -40,7 +47,8 @@
  * strides with head_dim contiguous (cp.async when every view's rows start on 16 bytes,
  * element loads otherwise). Tiles: mma_fwd_tiles, fwd_tiles (f32) and bwd_tiles; at most
  * 97 KiB of shared memory per block, so every GPU of compute capability 8.0 or newer runs them.
- * Everything is queued on ctx->stream. No options. Its speed is unmeasured until a GPU
+ * Everything is queued on ctx->stream. One option, products. Its speed is unmeasured until
+ * a GPU
  * runs scripts/gpu-check.sh bench; the emulator checks its values and CUDA's rules.
  */
 #include <cuda_bf16.h>
@@ -485,8 +493,18 @@ template <typename E, int DP> struct mma_fwd_warp {
     /* The online-softmax step of the lane's rows over the key tile at j0 (w0: the warp's
      * first query): s becomes P = 2^(s2 - m) rounded to E, m the new maxima (each row's
      * across its 4 lanes by two shuffles), l this lane's share, o rescaled. `masked`: some
-     * key of the tile is hidden from some row (the causal diagonal, or past T). */
+     * key of the tile is hidden from some row (the causal diagonal, or past T), and only
+     * then is each score tested (an instantiation of its own, so the others run none of
+     * the tests' instructions). */
     __device__ void softmax(int64_t w0, int64_t j0, bool masked, const dims &sd)
+    {
+        if (masked)
+            softmax_tile<true>(w0, j0, sd);
+        else
+            softmax_tile<false>(w0, j0, sd);
+    }
+
+    template <bool MASKED> __device__ void softmax_tile(int64_t w0, int64_t j0, const dims &sd)
     {
         const int lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -501,7 +519,7 @@ template <typename E, int DP> struct mma_fwd_warp {
                     for (int c = 0; c < 2; c++) {
                         float &x = s[mt][n][2 * h + c];
                         const int64_t key = j0 + 8 * n + 2 * t + c;
-                        x = !masked || attn_visible(row, key, sd.T, sd.causal)
+                        x = !MASKED || attn_visible(row, key, sd.T, sd.causal)
                                 ? x * sd.scale_log2
                                 : -INFINITY;
                         top = fmaxf(top, x);
@@ -682,7 +700,10 @@ template <typename E> struct wg_fwd_tiles {
     static constexpr int COLS = 64;
     static constexpr size_t ALIGN = 1024;
     static constexpr __host__ __device__ size_t tile(int rows) { return rows * DP * sizeof(E); }
-    static constexpr __host__ __device__ size_t k_at(int buf) { return tile(ROWS) + buf * tile(COLS); }
+    static constexpr __host__ __device__ size_t k_at(int buf)
+    {
+        return tile(ROWS) + buf * tile(COLS);
+    }
     static constexpr __host__ __device__ size_t v_at(int buf) { return k_at(2 + buf); }
     static constexpr __host__ __device__ size_t bytes() { return ALIGN + v_at(2); }
     static __device__ int place(int r, int c) { return gb_sw128_index(r, c); }
@@ -1353,11 +1374,13 @@ static gb_status flash_backward(void *self, const gb_attn_problem *p, gb_tensor 
 
 /* C linkage: the loader looks the entry up by its plain name. */
 extern "C" {
-GB_ATTN_PLUGIN("flash", "1.1.0",
-               "FlashAttention-2 tiles on tensor cores (mma.sync; f32 on CUDA cores), "
+GB_ATTN_PLUGIN("flash", "1.2.0",
+               "FlashAttention-2 tiles on tensor cores (mma.sync, wgmma on sm_90a at "
+               "head_dim 64; f32 on CUDA cores), "
                "online softmax, log-sum-exps saved; any T, head_dim up to 128; f32, "
                "bf16, f16",
                GB_DEVICE_CUDA, GB_ATTN_DTYPES, GB_CAP_DETERMINISTIC | GB_CAP_QUEUED_MEMORY,
-               GB_OPTIONS(flash_cuda_options), flash_create, gb_plugin_instance_destroy, flash_eligible,
+               GB_OPTIONS(flash_cuda_options), flash_create, gb_plugin_instance_destroy,
+               flash_eligible,
                flash_memory, flash_forward, flash_backward, flash_forward_cached)
 }

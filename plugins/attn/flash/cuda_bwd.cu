@@ -1,7 +1,9 @@
 /* attn/flash's backward for bf16 and f16 on mma.sync (FlashAttention-2's backward, Dao
  * 2023): m16n8k16 tensor-core products on fragments the kernels index themselves
  * (kernels/cuda/mma_sync.cuh), so the scores never leave registers. cuda.cu launches
- * them through flash_backward_mma; f32 keeps its own kernels there. D = dO . O, which both
+ * them through flash_backward_mma; f32 keeps its own kernels there. At head_dim 64 on
+ * sm_90a the same two kernels run on wgmma (wg_dq_kernel, wg_dkv_kernel, at the end:
+ * a warpgroup per 64 rows) when cuda.cu asks. D = dO . O, which both
  * need, is the dQ kernel's to work out (its warps' rows, before their first tile) and to
  * store for the dK/dV kernel, which runs after it on the stream: no kernel of its own,
  * and dO and O read once for it.
