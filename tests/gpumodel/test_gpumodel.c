@@ -77,6 +77,23 @@ static void check_mma(const gb_record *r)
     CHECK_NEAR(e.flops, 1.2288e12, 1);
 }
 
+/* The same kernel with its shared loads wgmma's operand reads: the latency bound keeps
+ * only the global loads' part (the warps do not wait on the tensor cores' reads one by
+ * one); the shared wavefronts, and so the shared bound, stay. */
+static void check_wgmma_reads(const gb_record *r)
+{
+    const gb_gpu_spec *gpu = gb_gpu_find("H100");
+    gb_kernel_counts k = r->kernel, none = r->kernel;
+    k.wgmma_requests = k.shld_requests;
+    none.shld_requests = 0;
+    gb_gpu_estimate e = gb_gpu_predict_kernel(gpu, &k);
+    gb_gpu_estimate base = gb_gpu_predict_kernel(gpu, &r->kernel);
+    gb_gpu_estimate global_only = gb_gpu_predict_kernel(gpu, &none);
+    CHECK_NEAR(e.bound_s[GB_BOUND_LATENCY], global_only.bound_s[GB_BOUND_LATENCY], 1e-15);
+    CHECK(e.bound_s[GB_BOUND_LATENCY] < base.bound_s[GB_BOUND_LATENCY]);
+    CHECK_NEAR(e.bound_s[GB_BOUND_SHARED], base.bound_s[GB_BOUND_SHARED], 1e-15);
+}
+
 /* One warp, 1000 loads one after another: 1000 x 0.55 us = 550 us, while its 32000 lane
  * operations on one SM of 128 lanes take 0.13 us and its 32 kB of sectors next to
  * nothing. A 4-byte load per request fills 1/8 of its sector. */
@@ -205,6 +222,7 @@ int main(int argc, char **argv)
         check_that(rc[i] == 0, "record %d: %s", i + 1, why[i]);
     check_copy(&r[0]);
     check_mma(&r[1]);
+    check_wgmma_reads(&r[1]);
     check_one_block(&r[2]);
     check_counters(&r[3], &r[4], &r[5]);
     check_matmul(&r[6]);

@@ -188,7 +188,8 @@ gb_gpu_estimate gb_gpu_predict_kernel(const gb_gpu_spec *gpu, const gb_kernel_co
                                  (sms * gpu->smem_wavefronts_per_clock * clock) / utilisation;
     e.bound_s[GB_BOUND_LATENCY] = waves * (serial_loads_per_warp(gpu, k, warps) *
                                                gpu->dram_latency_s +
-                                           k->shld_requests / warps * gpu->smem_latency_s);
+                                           (k->shld_requests - k->wgmma_requests) / warps *
+                                               gpu->smem_latency_s);
     e.bound_s[GB_BOUND_ISSUE] = issue_seconds(gpu, k, resident * warps_per_block, blocks) /
                                 utilisation;
     e.bound = gb_gpu_largest_bound(e.bound_s);
@@ -360,6 +361,7 @@ static int parse_kernel(reader *r, gb_kernel_counts *k, char *why, size_t cap)
     k->shld_wavefronts = number(r, "shld_wavefronts", 0, 1);
     k->shst_requests = number(r, "shst_requests", 0, 1);
     k->shst_wavefronts = number(r, "shst_wavefronts", 0, 1);
+    k->wgmma_requests = number(r, "wgmma_requests", 0, 0);
     k->fp32_ops = number(r, "fp32_ops", 0, 0);   /* null: the emulator does not count it */
     k->sfu_ops = number(r, "sfu_ops", 0, 0);
     k->barriers = number(r, "barriers", 0, 0);

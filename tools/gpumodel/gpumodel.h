@@ -66,6 +66,8 @@ typedef struct gb_kernel_counts {
     double loads_in_flight;    /* global loads per iteration of the kernel's loading loops
                                   in the real build's PTX; < 0: the GPU table's */
     double shld_requests, shld_wavefronts, shst_requests, shst_wavefronts;
+    double wgmma_requests;     /* of shld_requests, wgmma's operand reads: the tensor
+                                  cores', which no warp waits on one by one */
     double tensor_flops_16;    /* 2 m n k per mma, summed by dtype */
     double tensor_flops_tf32;
     double fp32_ops, sfu_ops, barriers;
