@@ -494,34 +494,33 @@ template <typename E, int DP> struct mma_fwd_warp {
      * first query): s becomes P = 2^(s2 - m) rounded to E, m the new maxima (each row's
      * across its 4 lanes by two shuffles), l this lane's share, o rescaled. `masked`: some
      * key of the tile is hidden from some row (the causal diagonal, or past T), and only
-     * then is each score tested (an instantiation of its own, so the others run none of
-     * the tests' instructions). */
+     * then are the scores tested, the hidden ones made -inf (P 0) before the step. */
     __device__ void softmax(int64_t w0, int64_t j0, bool masked, const dims &sd)
     {
-        if (masked)
-            softmax_tile<true>(w0, j0, sd);
-        else
-            softmax_tile<false>(w0, j0, sd);
-    }
-
-    template <bool MASKED> __device__ void softmax_tile(int64_t w0, int64_t j0, const dims &sd)
-    {
         const int lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
+        if (masked) {
+#pragma unroll
+            for (int mt = 0; mt < tl::MT; mt++)
+#pragma unroll
+                for (int n = 0; n < tl::STILES; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int64_t row = w0 + 16 * mt + g + 8 * (e / 2);
+                        if (!attn_visible(row, j0 + 8 * n + 2 * t + e % 2, sd.T, sd.causal))
+                            s[mt][n][e] = -INFINITY;
+                    }
+        }
 #pragma unroll
         for (int mt = 0; mt < tl::MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int64_t row = w0 + 16 * mt + g + 8 * h;
                 float top = -INFINITY;
 #pragma unroll
                 for (int n = 0; n < tl::STILES; n++)
 #pragma unroll
                     for (int c = 0; c < 2; c++) {
                         float &x = s[mt][n][2 * h + c];
-                        const int64_t key = j0 + 8 * n + 2 * t + c;
-                        x = !MASKED || attn_visible(row, key, sd.T, sd.causal)
-                                ? x * sd.scale_log2
-                                : -INFINITY;
+                        x *= sd.scale_log2;
                         top = fmaxf(top, x);
                     }
                 top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));

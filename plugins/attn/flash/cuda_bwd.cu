@@ -47,6 +47,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -230,24 +231,48 @@ struct col_saved {
         : lse2(lse_tile + 2 * (lane_id() % 4)), delta(delta_tile + 2 * (lane_id() % 4))
     {
     }
-    __device__ col_pair tile(int n) const
+    __device__ col_pair tile(int n) const { return {pair_at(lse2 + 8 * n), pair_at(delta + 8 * n)}; }
+
+    /* Two floats by one 8-byte load, as nvcc's LDS.64 (a float2 copied as a struct, g++,
+     * which builds the emulated kernels, loads a float at a time, which the counting mode
+     * would take for two shared loads). */
+    static __device__ float2 pair_at(const float *p)
     {
-        return {*(const float2 *)(lse2 + 8 * n), *(const float2 *)(delta + 8 * n)};
+        const uint64_t bits = *reinterpret_cast<const uint64_t *>(p);
+        float2 v;
+        memcpy(&v, &bits, sizeof v);
+        return v;
     }
 };
+
+/* The scores `mask` hides set to -inf, so that the probabilities computed from them are 0
+ * and so are their score gradients (dS = 0 (dP - D)): a tile the causal diagonal or the
+ * end of the sequence cuts through takes this pass before grads_of, the others none of
+ * its tests. Accumulator n's registers e hold (g + 8 (e / 2), 8 n + 2 t + e % 2). */
+template <int N, class Mask> static __device__ void hide_masked(float (&S)[N][4], const Mask &mask)
+{
+    const int lane = lane_id(), g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int n = 0; n < N; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (!mask.visible(g + 8 * (e / 2), 8 * n + 2 * t + e % 2))
+                S[n][e] = -INFINITY;
+}
 
 /* P and dS of the warp's 16 rows against a streamed tile of 16 K columns, as A fragments,
  * from its scores S and dP (2 K n8 tiles of accumulators): for each element (r, c) P =
  * 2^(S * scale_log2 - lse2) and dS = P (dP - D), rounded to E, with the row's or column's
- * saved lse2 and D. Where MASKED, P is 0 wherever `mask` hides (r, c); a tile the mask
- * leaves whole takes the unmasked instantiation. Accumulator n's registers (g, 2t..) and
+ * saved lse2 and D; where `mask` cuts through the tile, the hidden scores first made -inf
+ * (hide_masked), so their P and dS are 0. Accumulator n's registers (g, 2t..) and
  * (g + 8, 2t..) are registers (n % 2) * 2 + 0 and + 1 of A fragment n / 2. */
-template <bool MASKED, typename E, int K, class Saved, class Mask>
-static __device__ void grads_of(const float (&S)[2 * K][4], const float (&dP)[2 * K][4],
+template <typename E, int K, class Saved, class Mask>
+static __device__ void grads_of(float (&S)[2 * K][4], const float (&dP)[2 * K][4],
                                 float scale_log2, const Saved &saved, const Mask &mask,
                                 uint32_t (&P)[K][4], uint32_t (&dS)[K][4])
 {
-    const int lane = lane_id(), g = lane / 4, t = lane % 4;
+    if (mask.partial())
+        hide_masked(S, mask);
 #pragma unroll
     for (int n = 0; n < 2 * K; n++) {
         const auto &values = saved.tile(n);
@@ -257,8 +282,6 @@ static __device__ void grads_of(const float (&S)[2 * K][4], const float (&dP)[2 
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 p[e] = attn_prob_saved(S[n][2 * h + e] * scale_log2, values.lse(h, e));
-                if (MASKED && !mask.visible(g + 8 * h, 8 * n + 2 * t + e))
-                    p[e] = 0.0f;
                 ds[e] = attn_dscore(p[e], dP[n][2 * h + e], values.d(h, e));
             }
             P[n / 2][(n % 2) * 2 + h] = mma16<E>::pack(p[0], p[1]);
@@ -267,21 +290,8 @@ static __device__ void grads_of(const float (&S)[2 * K][4], const float (&dP)[2 
     }
 }
 
-/* grads_of on the scores of S = A B^T and dP = dA dB^T (scores()). */
-template <bool MASKED, typename E, int DP, int LD, int K, class Rows, class dRows, class Saved,
-          class Mask>
-static __device__ void probs_and_grads(const Rows &a, const E *B, const dRows &da, const E *dB,
-                                       float scale_log2, const Saved &saved, const Mask &mask,
-                                       uint32_t (&P)[K][4], uint32_t (&dS)[K][4])
-{
-    float S[2 * K][4], dP[2 * K][4];
-    scores<E, DP, LD>(S, a, B);
-    scores<E, DP, LD>(dP, da, dB);
-    grads_of<MASKED, E, K>(S, dP, scale_log2, saved, mask, P, dS);
-}
-
-/* probs_and_grads with the mask where the tile needs it; false, and nothing computed,
- * where the mask hides the whole tile from the warp. */
+/* grads_of on the scores of S = A B^T and dP = dA dB^T (scores()); false, and nothing
+ * computed, where the mask hides the whole tile from the warp. */
 template <typename E, int DP, int LD, int K, class Rows, class dRows, class Saved, class Mask>
 static __device__ bool tile_probs_and_grads(const Rows &a, const E *B, const dRows &da,
                                             const E *dB, float scale_log2, const Saved &saved,
@@ -290,10 +300,10 @@ static __device__ bool tile_probs_and_grads(const Rows &a, const E *B, const dRo
 {
     if (mask.empty())
         return false;
-    if (mask.partial())
-        probs_and_grads<true, E, DP, LD>(a, B, da, dB, scale_log2, saved, mask, P, dS);
-    else
-        probs_and_grads<false, E, DP, LD>(a, B, da, dB, scale_log2, saved, mask, P, dS);
+    float S[2 * K][4], dP[2 * K][4];
+    scores<E, DP, LD>(S, a, B);
+    scores<E, DP, LD>(dP, da, dB);
+    grads_of<E, K>(S, dP, scale_log2, saved, mask, P, dS);
     return true;
 }
 
@@ -580,10 +590,7 @@ static __device__ void wg_dkv_half(const wg_half_descs &d, const float *lse, con
     gb_wgmma_hold(dP);
     uint32_t P[tl::HALF / 16][4], dS[tl::HALF / 16][4];
     const col_saved saved(lse, dlt);
-    if (mask.partial())
-        grads_of<true, E>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
-    else
-        grads_of<false, E>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
+    grads_of<E, 2>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
     gb_wgmma_fence();
 #pragma unroll
     for (int k = 0; k < tl::HALF / 16; k++) {   // k16 step k: queries 16 k.., 2048 bytes on
@@ -689,10 +696,7 @@ static __device__ void wg_dq_half(const wg_dq_descs &d, const row_saved &saved,
     gb_wgmma_hold(S);
     gb_wgmma_hold(dP);
     uint32_t P[tl::HALF / 16][4], dS[tl::HALF / 16][4];
-    if (mask.partial())
-        grads_of<true, E>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
-    else
-        grads_of<false, E>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
+    grads_of<E, 2>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
     gb_wgmma_fence();
 #pragma unroll
     for (int k = 0; k < tl::HALF / 16; k++)   // k16 step k: keys 16 k.., 2048 bytes on
