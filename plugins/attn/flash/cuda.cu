@@ -490,6 +490,29 @@ template <typename E, int DP> struct mma_fwd_warp {
             }
     }
 
+    /* The scores of the key tile at j0 hidden from the warp's rows (from w0) made -inf: keys
+     * past T and, under the causal mask, after the row; in 32-bit offsets from the tile's
+     * corner (the tile is at most COLS keys from w0's rows, so they fit), as
+     * attn_visible would say element by element. */
+    __device__ void hide_masked(int64_t w0, int64_t j0, const dims &sd)
+    {
+        const int lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
+        const int64_t keys_left = sd.T - j0;
+        const int cols = keys_left < tl::COLS ? (int)keys_left : tl::COLS;
+        const int64_t ahead = w0 - j0;   /* key offset - row offset a row still sees */
+        const int diag = !sd.causal ? tl::COLS : ahead > tl::COLS ? tl::COLS : (int)ahead;
+#pragma unroll
+        for (int mt = 0; mt < tl::MT; mt++)
+#pragma unroll
+            for (int n = 0; n < tl::STILES; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = 16 * mt + g + 8 * (e / 2), c = 8 * n + 2 * t + e % 2;
+                    if (c >= cols || c - r > diag)
+                        s[mt][n][e] = -INFINITY;
+                }
+    }
+
     /* The online-softmax step of the lane's rows over the key tile at j0 (w0: the warp's
      * first query): s becomes P = 2^(s2 - m) rounded to E, m the new maxima (each row's
      * across its 4 lanes by two shuffles), l this lane's share, o rescaled. `masked`: some
@@ -497,19 +520,8 @@ template <typename E, int DP> struct mma_fwd_warp {
      * then are the scores tested, the hidden ones made -inf (P 0) before the step. */
     __device__ void softmax(int64_t w0, int64_t j0, bool masked, const dims &sd)
     {
-        const int lane = threadIdx.x % WARP, g = lane / 4, t = lane % 4;
-        if (masked) {
-#pragma unroll
-            for (int mt = 0; mt < tl::MT; mt++)
-#pragma unroll
-                for (int n = 0; n < tl::STILES; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int64_t row = w0 + 16 * mt + g + 8 * (e / 2);
-                        if (!attn_visible(row, j0 + 8 * n + 2 * t + e % 2, sd.T, sd.causal))
-                            s[mt][n][e] = -INFINITY;
-                    }
-        }
+        if (masked)
+            hide_masked(w0, j0, sd);
 #pragma unroll
         for (int mt = 0; mt < tl::MT; mt++)
 #pragma unroll
