@@ -555,6 +555,32 @@ struct wg_bwd_tiles {
     static __device__ int place(int r, int c) { return gb_sw128_index(r, c); }
 };
 
+/* S = A B^T and dP = dA dB^T for a warpgroup, m64n32, every operand from shared memory
+ * (K-major descriptors a, b, da, db, each k16 step 32 bytes along the rows), waited for:
+ * the scores of both backward kernels' half tiles. */
+template <typename E>
+static __device__ void wg_score_pair(float (&S)[16], float (&dP)[16], uint64_t a, uint64_t b,
+                                     uint64_t da, uint64_t db)
+{
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        S[i] = dP[i] = 0.0f;
+    gb_wgmma_hold(S);   // zeroed before the fence, not moved past it
+    gb_wgmma_hold(dP);
+    gb_wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < wg_bwd_tiles::DP / 16; k++) {
+        wgmma16<E, 0>::mma_ss(S, gb_wgmma_desc_advance(a, 32 * k),
+                              gb_wgmma_desc_advance(b, 32 * k));
+        wgmma16<E, 0>::mma_ss(dP, gb_wgmma_desc_advance(da, 32 * k),
+                              gb_wgmma_desc_advance(db, 32 * k));
+    }
+    gb_wgmma_commit();
+    gb_wgmma_wait<0>();
+    gb_wgmma_hold(S);
+    gb_wgmma_hold(dP);
+}
+
 /* The descriptors of one half tile's products: the warpgroup's keys as A (K-major), and
  * the half's queries as B, K-major (of S^T and dP^T) and MN-major (of dV and dK). */
 struct wg_half_descs {
@@ -573,21 +599,8 @@ static __device__ void wg_dkv_half(const wg_half_descs &d, const float *lse, con
                                    float scale_log2, float (&dk_acc)[32], float (&dv_acc)[32])
 {
     using tl = wg_bwd_tiles;
-    float S[16] = {}, dP[16] = {};
-    gb_wgmma_hold(S);   // zeroed before the fence, not moved past it
-    gb_wgmma_hold(dP);
-    gb_wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < tl::DP / 16; k++) {   // k16 step k: 32 bytes along the rows
-        wgmma16<E, 0>::mma_ss(S, gb_wgmma_desc_advance(d.k, 32 * k),
-                              gb_wgmma_desc_advance(d.q, 32 * k));
-        wgmma16<E, 0>::mma_ss(dP, gb_wgmma_desc_advance(d.v, 32 * k),
-                              gb_wgmma_desc_advance(d.dout, 32 * k));
-    }
-    gb_wgmma_commit();
-    gb_wgmma_wait<0>();
-    gb_wgmma_hold(S);
-    gb_wgmma_hold(dP);
+    float S[16], dP[16];
+    wg_score_pair<E>(S, dP, d.k, d.q, d.v, d.dout);
     uint32_t P[tl::HALF / 16][4], dS[tl::HALF / 16][4];
     const col_saved saved(lse, dlt);
     grads_of<E, 2>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
@@ -680,21 +693,8 @@ static __device__ void wg_dq_half(const wg_dq_descs &d, const row_saved &saved,
                                   float scale_log2, float (&dq_acc)[32])
 {
     using tl = wg_bwd_tiles;
-    float S[16] = {}, dP[16] = {};
-    gb_wgmma_hold(S);   // zeroed before the fence, not moved past it
-    gb_wgmma_hold(dP);
-    gb_wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < tl::DP / 16; k++) {   // k16 step k: 32 bytes along the rows
-        wgmma16<E, 0>::mma_ss(S, gb_wgmma_desc_advance(d.q, 32 * k),
-                              gb_wgmma_desc_advance(d.k, 32 * k));
-        wgmma16<E, 0>::mma_ss(dP, gb_wgmma_desc_advance(d.dout, 32 * k),
-                              gb_wgmma_desc_advance(d.v, 32 * k));
-    }
-    gb_wgmma_commit();
-    gb_wgmma_wait<0>();
-    gb_wgmma_hold(S);
-    gb_wgmma_hold(dP);
+    float S[16], dP[16];
+    wg_score_pair<E>(S, dP, d.q, d.k, d.dout, d.v);
     uint32_t P[tl::HALF / 16][4], dS[tl::HALF / 16][4];
     grads_of<E, 2>(as_n8_tiles(S), as_n8_tiles(dP), scale_log2, saved, mask, P, dS);
     gb_wgmma_fence();
