@@ -145,8 +145,8 @@ inline void mma(const char *file, int line, const char *call, float (&d)[N / 2],
                          &hi, [&](int m, int k, uint16_t v) {
                              A[m][k] = gb_emu_mma::half_of(v, 0, bf16);
                          });
-        ::gb_emu::wgmma_warp_issued(file, line,
-                                    ::gb_emu::warpgroup_key{N, 2 * mn_major + bf16, a_desc, desc_b});
+        const ::gb_emu::warpgroup_key issued{N, 2 * mn_major + bf16, a_desc, desc_b};
+        ::gb_emu::wgmma_warp_issued(file, line, issued);
         if (counting)
             ::gb_emu::count_wgmma_issue();
         if (counting && first_warp)

@@ -15,7 +15,10 @@
  * disagree on the call, the mask or the width, a mask without the caller, overlapping
  * masks, shared memory above the launch's limit, a WMMA load of shared memory that an
  * asynchronous copy (cp.async) is still filling, a thread that exits with copies it never
- * waited for. And, for each load and store of the instrumented kernel code
+ * waited for; wgmma's (a product with no fence since the thread's last wait, shared
+ * operands written before the product's retirement, a wait with products not committed, a
+ * thread that exits with one unretired, warps of a warpgroup that issue different
+ * products). And, for each load and store of the instrumented kernel code
  * (checked_access), an access outside the block's shared objects, a read of shared memory
  * never written, or still filled by a cp.async, or written by another thread with no
  * barrier or __syncwarp of both lanes since.
@@ -1377,7 +1380,7 @@ void wgmma_warp_issued(const char *file, int line, const warpgroup_key &key)
             continue;
         const warpgroup_key &k = other[i].key;
         if (k.n != key.n || k.kind != key.kind || k.desc_a != key.desc_a ||
-            k.desc_b != key.desc_b || other[i].line != line || other[i].file != file)
+            k.desc_b != key.desc_b || other[i].line != line || strcmp(other[i].file, file) != 0)
             fail_at(file, line, "wgmma.mma_async number %zu of warp %zu differs from warp "
                     "%zu's (%s:%d: n %u, descriptors 0x%llx, 0x%llx; here n %u, 0x%llx, "
                     "0x%llx): the four warps of a warpgroup issue the same wgmma together",

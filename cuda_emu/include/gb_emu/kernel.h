@@ -232,21 +232,21 @@ inline unsigned ballot(const char *file, int line, unsigned mask, int predicate)
     return mine.bits;
 }
 
-/* ---- wgmma's asynchronous groups (sm_90; wgmma.cuh) ----------------------------------- */
+/* ---- wgmma's asynchronous groups (sm_90a; wgmma.cuh) ---------------------------------- */
 
-/* The state a thread keeps for wgmma.mma_async, which wgmma.cuh's helpers compute at issue
- * and the core retires as PTX orders it:
- *   wgmma_fence      wgmma.fence: the thread may issue again (needed before its first
- *                    wgmma and after every wait_group, stricter than PTX, which asks for
- *                    it only after the registers a wgmma reads were written);
- *   wgmma_issue      a product into the thread's n accumulators `d`: its values wait in
- *                    the open group and d reads as NaN until the wait that retires it;
- *                    `in` receives what a product issued on the same d reads as its C
- *                    (the last pending values, chained as the hardware chains them, or d
- *                    itself); `operands` (n_bytes at `bytes`): the shared memory it read,
- *                    which must be unchanged at its retirement;
- *   wgmma_commit     wgmma.commit_group;
- *   wgmma_wait       wgmma.wait_group N: every group but the newest N retires.
+/* The state a thread keeps for wgmma.mma_async, whose products wgmma.cuh's helpers compute
+ * at the issue and the core retires as PTX orders them:
+ *   wgmma_fence        wgmma.fence: the thread may issue again (needed before its first
+ *                      wgmma and after every wait_group, stricter than PTX, which asks for
+ *                      it only after the registers a wgmma reads were written);
+ *   wgmma_chain_input  the C a product about to be issued on the n accumulators d reads,
+ *                      into `in`: their newest pending values (chained, as the hardware
+ *                      chains products of one shape), or d itself;
+ *   wgmma_issue        the product's `values` wait in the open group and d reads as NaN
+ *                      until the wait that retires it; `operands` (n_bytes): the shared
+ *                      memory it read, which must be unchanged at its retirement;
+ *   wgmma_commit       wgmma.commit_group;
+ *   wgmma_wait         wgmma.wait_group N: every group but the newest N retires.
  * A thread that exits with a product not retired stops the kernel, and so does a warp of a
  * warpgroup whose sequence of products (warpgroup_key) differs from its siblings', checked
  * as each one issues and when the block ends. */

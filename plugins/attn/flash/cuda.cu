@@ -696,8 +696,9 @@ mma_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *
 
 /* ---- forward on wgmma (sm_90a; bf16, f16 at head_dim 64) ----------------------------- */
 
-/* The Hopper forward's tiles: GROUPS warpgroups of 64 queries (ROWS in all, as
- * mma_fwd_tiles' at head_dim 64), COLS = 64 keys a streamed tile. Every tile is 64
+/* The Hopper forward's tiles: GROUPS warpgroups of 64 queries (ROWS, 256, in all: each
+ * K and V tile read from global memory serves twice the rows mma_fwd_tiles' does, which
+ * the forward's L2 traffic needed), COLS = 64 keys a streamed tile. Every tile is 64
  * elements (128 bytes) a row, 128-byte swizzled (wgmma_desc.cuh) and starts on 1024 bytes
  * (the dynamic shared memory is rounded up to it: ALIGN more bytes): Q (ROWS) | K[2] |
  * V[2] (COLS). K's rows are B's columns for S = Q K^T (K-major), V's rows B's rows for
@@ -818,9 +819,9 @@ template <typename E> struct wg_kv_stream {
  * warpgroup per 64 of them computing S = Q K^T and O += P V with wgmma (Q and P from
  * registers, K and V from the swizzled shared tiles), each warp the online softmax of its
  * 16 rows in registers as mma_forward_kernel's warps do. A warpgroup skips a key tile
- * none of its rows sees (its warps issue every product together). Two blocks an SM: 128
+ * none of its rows sees (its warps issue every product together). One block an SM: 128
  * registers a thread, 16 warps. Elsewhere than sm_90a it traps; the host never launches it
- * there (forward_products). */
+ * there (wgmma_runs_on). */
 template <typename E>
 static __global__ void __launch_bounds__(wg_fwd_tiles<E>::THREADS, 1)
 wg_forward_kernel(head_view out, head_view q, head_view k, head_view v, float *lse2, dims s)

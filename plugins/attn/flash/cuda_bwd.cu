@@ -33,9 +33,9 @@
  * stores and loads a tile, against the eight ldmatrix.x4 of K and V it no longer reads).
  *
  * Only the tiles that the causal diagonal or the end of the sequence cut through are
- * masked element by element (tile_mask, in 32-bit offsets from the tile's corner); the
- * others take an instantiation without the test, and a warp skips a streamed tile that
- * none of its rows sees.
+ * masked element by element (tile_mask, in 32-bit offsets from the tile's corner: their
+ * hidden scores made -inf before the one probability step, hide_masked); the others run
+ * none of the tests, and a warp skips a streamed tile that none of its rows sees.
  *
  * Shared memory: the block's own two tiles (ROWS rows), the streamed two tiles (COLS rows)
  * double-buffered by cp.async (stream_tiles), and in dK/dV the streamed queries' lse2 and
@@ -231,7 +231,10 @@ struct col_saved {
         : lse2(lse_tile + 2 * (lane_id() % 4)), delta(delta_tile + 2 * (lane_id() % 4))
     {
     }
-    __device__ col_pair tile(int n) const { return {pair_at(lse2 + 8 * n), pair_at(delta + 8 * n)}; }
+    __device__ col_pair tile(int n) const
+    {
+        return {pair_at(lse2 + 8 * n), pair_at(delta + 8 * n)};
+    }
 
     /* Two floats by one 8-byte load, as nvcc's LDS.64 (a float2 copied as a struct, g++,
      * which builds the emulated kernels, loads a float at a time, which the counting mode
@@ -249,7 +252,8 @@ struct col_saved {
  * and so are their score gradients (dS = 0 (dP - D)): a tile the causal diagonal or the
  * end of the sequence cuts through takes this pass before grads_of, the others none of
  * its tests. Accumulator n's registers e hold (g + 8 (e / 2), 8 n + 2 t + e % 2). */
-template <int N, class Mask> static __device__ void hide_masked(float (&S)[N][4], const Mask &mask)
+template <int N, class Mask>
+static __device__ void hide_masked(float (&S)[N][4], const Mask &mask)
 {
     const int lane = lane_id(), g = lane / 4, t = lane % 4;
 #pragma unroll
