@@ -75,20 +75,21 @@
 #define DELTA_ROWS 8
 #define DELTA_RUN 8
 
-/* [attn] products: which tensor-core instructions the 16-bit forward at head_dim 64 runs. */
+/* [attn] products: which tensor-core instructions the 16-bit kernels at head_dim 64 run. */
 enum { PRODUCTS_AUTO, PRODUCTS_MMA_SYNC, PRODUCTS_WGMMA };
 
 static const gb_option flash_cuda_options[] = {
     {"products", GB_OPT_ENUM, "auto", 0, 0, "auto|mma_sync|wgmma",
-     "tensor-core products of the bf16 and f16 forward at head_dim 64: wgmma (sm_90a, "
-     "warpgroups of 64 queries) or mma.sync (every GPU); auto takes wgmma on a 9.0 GPU "
-     "when the build has sm_90a code (-Dgpu_arch lists sm_90a), else mma_sync"},
+     "tensor-core products of the bf16 and f16 kernels at head_dim 64 (forward, dQ, "
+     "dK/dV): wgmma (sm_90a, warpgroups of 64 rows) or mma.sync (every GPU); auto takes "
+     "wgmma on a 9.0 GPU when the build has sm_90a code (-Dgpu_arch lists sm_90a), else "
+     "mma_sync"},
 };
 
 typedef struct attn_flash_cuda {
     gb_plugin_instance base;     /* base.device: its stream */
     int shared_limit;       /* bytes of shared memory a block may opt in to on this GPU */
-    int wgmma;              /* the 16-bit forward at head_dim 64 runs wg_forward_kernel */
+    int wgmma;              /* the 16-bit kernels at head_dim 64 run on wgmma (wg_*) */
 } attn_flash_cuda;
 
 /* ---- tiles --------------------------------------------------------------------------- */
